@@ -1,0 +1,122 @@
+# pipe — build, test and data targets.
+#
+#   make deps    install missing system packages (apt-get; no network when all present)
+#   make data    fetch the real data sets into data/ (skips what is already there)
+#   make build   build bin/pipe
+#   make test    go vet + go test (TESTFLAGS='-run Foo -v' to narrow)
+#   make run     build, fetch data, check and format-check the examples
+#   make fmt     gofmt -w the Go files, pipe fmt -w the examples
+#   make lint    gofmt -l must be empty, go vet
+#   make bench   go test -bench over ./bench/...
+#   make clean   remove build outputs (distclean also removes data/)
+
+SHELL := bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := build
+.DELETE_ON_ERROR:
+MAKEFLAGS += --no-builtin-rules
+
+# gonum.org/v1/netlib (the BLAS behind gorgonia/tensor) links against OpenBLAS.
+CGO_LDFLAGS ?= -lopenblas
+export CGO_LDFLAGS
+
+GO         ?= go
+TESTFLAGS  ?=
+BENCHFLAGS ?=
+BIN        := bin/pipe
+EXAMPLES    = $(wildcard examples/*.pipe)
+# Go files that git knows of (tracked, or new and not ignored) and that exist.
+GO_FILES    = $(wildcard $(shell git ls-files --cached --others --exclude-standard -- '*.go' 2>/dev/null))
+
+# System packages: BLAS for netlib, GDAL for godal, the Fashion-MNIST data set.
+APT_PACKAGES := libopenblas-dev libgdal-dev gdal-bin dataset-fashion-mnist pkg-config g++
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+FMNIST_SRC   := /usr/share/datasets/fashion-mnist
+FMNIST_FILES := train-images-idx3-ubyte.gz train-labels-idx1-ubyte.gz \
+                t10k-images-idx3-ubyte.gz t10k-labels-idx1-ubyte.gz
+FMNIST       := $(addprefix data/fashion-mnist/,$(FMNIST_FILES))
+# Landsat 7 ETM+ scene (6 bands, Byte) and a DEM of the same area (Float32),
+# both shipped as test data inside Debian's r-cran-stars package.
+LANDSAT      := data/L7_ETMs.tif data/olinda_dem_utm25s.tif
+
+.PHONY: all deps data build test run fmt lint bench clean distclean
+
+all: build test
+
+## deps: apt-get only what `dpkg -s` says is missing; `apt-get update` only then.
+deps:
+	@missing=(); \
+	for p in $(APT_PACKAGES); do \
+	  [[ "$$(dpkg -s "$$p" 2>/dev/null)" == *"Status: install ok installed"* ]] || missing+=("$$p"); \
+	done; \
+	if (( $${#missing[@]} )); then \
+	  echo "deps: installing $${missing[*]}"; \
+	  $(SUDO) apt-get update -qq; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$${missing[@]}"; \
+	else \
+	  echo "deps: all system packages present"; \
+	fi
+
+## data: real data into data/ (git-ignored); targets are files, so present ones are skipped.
+data: $(FMNIST) $(LANDSAT)
+
+$(FMNIST): data/fashion-mnist/%: | deps
+	@mkdir -p $(@D)
+	cp $(FMNIST_SRC)/$* $@.tmp && mv $@.tmp $@
+
+# One download produces both files (grouped target). R itself is never installed:
+# the .deb is only unpacked into a temporary folder.
+$(LANDSAT) &: | deps
+	@mkdir -p data
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; chmod 0755 "$$tmp"; \
+	cd "$$tmp"; \
+	if ! apt-get download -qq r-cran-stars 2>/dev/null; then \
+	  echo "data: refreshing package lists for r-cran-stars"; \
+	  $(SUDO) apt-get update -qq; \
+	  apt-get download -qq r-cran-stars; \
+	fi; \
+	dpkg-deb -x r-cran-stars_*.deb x; \
+	cd - >/dev/null; \
+	for f in $(notdir $(LANDSAT)); do \
+	  src=$$(find "$$tmp/x" -path "*/stars/tif/$$f" -print -quit); \
+	  [ -n "$$src" ] || { echo "data: $$f not found in r-cran-stars" >&2; exit 1; }; \
+	  cp "$$src" data/$$f.tmp && mv data/$$f.tmp data/$$f; \
+	  echo "data: data/$$f"; \
+	done
+
+## build: bin/pipe (go's own cache makes a no-change rebuild cheap).
+build:
+	$(GO) build -o $(BIN) ./cmd/pipe
+
+test: deps
+	$(GO) vet ./...
+	$(GO) test $(TESTFLAGS) ./...
+
+run: build data
+	@if [ -z "$(EXAMPLES)" ]; then echo "run: no examples/*.pipe yet"; exit 0; fi; \
+	set -x; \
+	$(BIN) check $(EXAMPLES); \
+	$(BIN) fmt --check $(EXAMPLES)
+	@# ---- training run -------------------------------------------------------
+	@# Placeholder until the executor lands; this block becomes `$(BIN) run ...`.
+	@echo "run: 'pipe run' arrives with the executor; examples checked only."
+	@# ------------------------------------------------------------------------
+
+fmt: build
+	@files="$(GO_FILES)"; [ -z "$$files" ] || gofmt -w $$files
+	@if [ -n "$(EXAMPLES)" ]; then $(BIN) fmt -w $(EXAMPLES); fi
+
+lint: deps
+	@files="$(GO_FILES)"; bad=$$([ -z "$$files" ] || gofmt -l $$files); \
+	if [ -n "$$bad" ]; then echo "lint: not gofmt-ed (run make fmt):"; echo "$$bad"; exit 1; fi
+	$(GO) vet ./...
+
+bench: deps
+	$(GO) test -run=NONE -bench=. $(BENCHFLAGS) ./bench/...
+
+clean:
+	rm -rf bin out
+
+distclean: clean
+	rm -rf data
