@@ -69,7 +69,7 @@ $(FMNIST): data/fashion-mnist/%: | deps
 # the .deb is only unpacked into a temporary folder.
 $(LANDSAT) &: | deps
 	@mkdir -p data
-	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; chmod 0755 "$$tmp"; \
+	@tmp=$$(mktemp -d); trap 'rm -rf "$$tmp"' EXIT; chown _apt "$$tmp" 2>/dev/null || true; \
 	cd "$$tmp"; \
 	if ! apt-get download -qq r-cran-stars 2>/dev/null; then \
 	  echo "data: refreshing package lists for r-cran-stars"; \
@@ -103,9 +103,11 @@ run: build data
 	@echo "run: 'pipe run' arrives with the executor; examples checked only."
 	@# ------------------------------------------------------------------------
 
-fmt: build
+# gofmt first, so Go sources get formatted even when bin/pipe does not build.
+fmt:
 	@files="$(GO_FILES)"; [ -z "$$files" ] || gofmt -w $$files
-	@if [ -n "$(EXAMPLES)" ]; then $(BIN) fmt -w $(EXAMPLES); fi
+	$(GO) build -o $(BIN) ./cmd/pipe
+	@if [ -n "$(EXAMPLES)" ]; then set -x; $(BIN) fmt -w $(EXAMPLES); fi
 
 lint: deps
 	@files="$(GO_FILES)"; bad=$$([ -z "$$files" ] || gofmt -l $$files); \
@@ -113,7 +115,8 @@ lint: deps
 	$(GO) vet ./...
 
 bench: deps
-	$(GO) test -run=NONE -bench=. $(BENCHFLAGS) ./bench/...
+	@if [ -z "$$(find bench -name '*.go' 2>/dev/null)" ]; then echo "bench: no benchmarks under bench/ yet"; exit 0; fi; \
+	set -x; $(GO) test -run=NONE -bench=. $(BENCHFLAGS) ./bench/...
 
 clean:
 	rm -rf bin out

@@ -15,51 +15,51 @@ import (
 type chunk struct {
 	Tokens []lexer.Token
 
-	Stmts []*stmt `( NL | ";" )* ( @@ ( ( NL | ";" )+ @@? )* )?`
+	Stmts []*stmt `parser:"( NL | ';' )* ( @@ ( ( NL | ';' )+ @@? )* )?"`
 }
 
 type stmt struct {
 	Tokens []lexer.Token
 
-	Words []*word `@@+`
-	Body  *body   `@@?`
+	Words []*word `parser:"@@+"`
+	Body  *body   `parser:"@@?"`
 }
 
 type body struct {
 	Tokens []lexer.Token
 
-	Stmts []*stmt `"{" ( NL | ";" )* ( @@ ( ( NL | ";" )+ @@? )* )? "}"`
+	Stmts []*stmt `parser:"'{' ( NL | ';' )* ( @@ ( ( NL | ';' )+ @@? )* )? '}'"`
 }
 
 type word struct {
 	Tokens []lexer.Token
 
-	Ident  *string `  @Ident`
-	Number *string `| @Number`
-	String *string `| @String`
-	Size   *string `| @Size`
-	List   *list  `| @@`
-	Paren  *paren `| @@`
-	Arrow  bool    `| @Arrow NL*`
-	Punct  *string `| @( "=" | "*" | ":" | "+" | "-" )`
+	Ident  *string `parser:"  @Ident"`
+	Number *string `parser:"| @Number"`
+	String *string `parser:"| @String"`
+	Size   *string `parser:"| @Size"`
+	List   *list   `parser:"| @@"`
+	Paren  *paren  `parser:"| @@"`
+	Arrow  bool    `parser:"| @Arrow NL*"`
+	Punct  *string `parser:"| @( '=' | '*' | ':' | '+' | '-' )"`
 }
 
 type list struct {
 	Tokens []lexer.Token
 
-	Elems []*seq `"[" NL* ( @@ NL* ( "," NL* @@ NL* )* ","? NL* )? "]"`
+	Elems []*seq `parser:"'[' NL* ( @@ NL* ( ',' NL* @@ NL* )* ','? NL* )? ']'"`
 }
 
 type seq struct {
 	Tokens []lexer.Token
 
-	Words []*word `@@+`
+	Words []*word `parser:"@@+"`
 }
 
 type paren struct {
 	Tokens []lexer.Token
 
-	Words []*word `"(" NL* ( @@ NL* )* ")"`
+	Words []*word `parser:"'(' NL* ( @@ NL* )* ')'"`
 }
 
 var parser = participle.MustBuild[chunk](
