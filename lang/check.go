@@ -29,6 +29,9 @@ func Check(f *ast.File, schema Schema) (*Program, diag.Diagnostics) {
 	return p, c.diags
 }
 
+// topOwner names the top level of the file in messages.
+const topOwner = "the file"
+
 type checker struct {
 	schema Schema
 	diags  diag.Diagnostics
@@ -83,7 +86,7 @@ func (c *checker) check(f *ast.File) *Program {
 				"Write the %s block's settings in braces: %s { ... }.", head.Name, head.Name)
 			continue
 		}
-		c.fields(p.Top, p.Top.Spec.Fields, s.Words, "the file")
+		c.fields(p.Top, p.Top.Spec.Fields, s.Words, topOwner)
 	}
 	c.finish(p)
 	return p
@@ -279,7 +282,7 @@ func nextField(specs []*FieldSpec, words []ast.Expr, from int, cur *FieldSpec) i
 			if j == from && hasPositional(cur) {
 				continue // the field's first value happens to be a field's name
 			}
-			if cur.Arg(id.Name) != nil {
+			if id.Name != cur.Name && cur.Arg(id.Name) != nil {
 				continue
 			}
 		}
@@ -309,10 +312,12 @@ func (c *checker) args(specs []*ArgSpec, words []ast.Expr, name, owner string, a
 		}
 	}
 	who := name
-	if owner != "" {
+	if owner != "" && owner != topOwner {
 		who = name + " in " + owner
 	}
+	tried := map[string]bool{}
 	set := func(a *ArgSpec, v *Value, r diag.Range) {
+		tried[a.Name] = true
 		if v == nil {
 			return
 		}
@@ -375,7 +380,7 @@ func (c *checker) args(specs []*ArgSpec, words []ast.Expr, name, owner string, a
 		i++
 	}
 	for _, a := range specs {
-		if a.Required && out[a.Name] == nil {
+		if a.Required && out[a.Name] == nil && !tried[a.Name] {
 			c.errorf(at, "missing-arg", fmt.Sprintf("%s needs %s", who, a.Name),
 				"Write %s %s. %s", name, placeholder(a), a.Doc)
 		}
@@ -461,7 +466,7 @@ func (c *checker) references(p *Program) {
 			}
 		}
 	}
-	if train := p.Block("train"); train != nil {
+	if train := p.Block("train"); train != nil && !p.File.Partial {
 		if len(p.Models) == 0 {
 			c.errorf(train.KindRange, "no-model", "nothing to train",
 				"The file declares no model. Add a model block: model NAME { input [...] ... }.")

@@ -28,6 +28,7 @@ func (c *checker) model(b *Block, body *ast.Body) {
 	owner := "model " + m.Name
 	var familyWords []ast.Expr
 	labels := map[string]diag.Range{}
+	failed := 0
 	for _, st := range body.Stmts {
 		if st.Body != nil {
 			c.errorf(st.Body.Range, "nested-block", "a model cannot hold a block",
@@ -37,8 +38,16 @@ func (c *checker) model(b *Block, body *ast.Body) {
 		head, _ := st.Words[0].(*ast.Ident)
 		if st.Label == nil && head != nil {
 			if fs := findField(b.Spec.Fields, head.Name); fs != nil {
-				c.fields(b, b.Spec.Fields, st.Words, owner)
-				continue
+				// A field may share its line with layers: input [4]  dense 2.
+				j := 1
+				for j < len(st.Words) && !c.startsLayer(st.Words, j) {
+					j++
+				}
+				c.fields(b, b.Spec.Fields, st.Words[:j], owner)
+				if j == len(st.Words) {
+					continue
+				}
+				st = &ast.Stmt{Words: st.Words[j:], Range: diag.Join(st.Words[j].Rng(), st.Words[len(st.Words)-1].Rng())}
 			}
 			if family != nil && family.Arg(head.Name) != nil && c.schema.Layer(head.Name) == nil {
 				familyWords = append(familyWords, st.Words...)
@@ -47,6 +56,7 @@ func (c *checker) model(b *Block, body *ast.Body) {
 		}
 		ch := c.chain(st.Words, st.Range, fromStmt)
 		if ch == nil {
+			failed++
 			continue
 		}
 		ms := &ModelStmt{Chain: ch, Range: st.Range}
@@ -86,6 +96,9 @@ func (c *checker) model(b *Block, body *ast.Body) {
 		m.Fields = append(m.Fields, f)
 	}
 	if len(m.Stmts) == 0 {
+		if failed > 0 {
+			return
+		}
 		c.errorf(m.NameRange, "empty-model", fmt.Sprintf("model %s has no layers", m.Name),
 			"Write its layers as chains (conv 32 k3 -> relu -> ...), or name the model after a family (model unet { depth 3 }), or use a family as a layer (resnet18 classes 10).")
 		return
@@ -94,6 +107,21 @@ func (c *checker) model(b *Block, body *ast.Body) {
 	if before == 0 || !c.modelHasErrors(m) {
 		c.diags = append(c.diags, c.schema.CheckModel(m)...)
 	}
+}
+
+// startsLayer reports whether words[j] begins a chain: a layer's name or a
+// repeat count followed by '*'.
+func (c *checker) startsLayer(words []ast.Expr, j int) bool {
+	switch w := words[j].(type) {
+	case *ast.Ident:
+		return c.schema.Layer(w.Name) != nil
+	case *ast.Number:
+		if j+1 < len(words) {
+			p, ok := words[j+1].(*ast.Punct)
+			return ok && p.Op == "*"
+		}
+	}
+	return false
 }
 
 // modelHasErrors reports whether an error was already reported inside the

@@ -38,9 +38,18 @@ func flopUnit(u string) (float64, bool) {
 	return f, ok
 }
 
+// argLabel names an argument for messages: "lr of optimizer in train", or
+// just "epochs in train" when the argument is the field's own value.
+func argLabel(a *ArgSpec, owner string) string {
+	if owner == a.Name || strings.HasPrefix(owner, a.Name+" in ") {
+		return owner
+	}
+	return a.Name + " of " + owner
+}
+
 // valueErr reports that a word is not of the expected type.
 func (c *checker) valueErr(w ast.Expr, a *ArgSpec, owner string) {
-	c.errorf(w.Rng(), "type-mismatch", fmt.Sprintf("%s of %s must be %s", a.Name, owner, a.Type),
+	c.errorf(w.Rng(), "type-mismatch", fmt.Sprintf("%s must be %s", argLabel(a, owner), a.Type),
 		"Found %s. %s", describe(w), argHint(a))
 }
 
@@ -97,7 +106,7 @@ func (c *checker) parseValue(a *ArgSpec, words []ast.Expr, i int, owner string) 
 	w := words[i]
 	if id, ok := w.(*ast.Ident); ok && id.Name == "auto" {
 		if !a.Auto {
-			c.errorf(id.Range, "no-auto", fmt.Sprintf("%s of %s cannot be auto", a.Name, owner),
+			c.errorf(id.Range, "no-auto", fmt.Sprintf("%s cannot be auto", argLabel(a, owner)),
 				"Give %s explicitly: %s", a.Name, strings.TrimSuffix(argHint(a), "It also accepts auto."))
 			return nil, 1
 		}
@@ -172,7 +181,7 @@ func (c *checker) parseOne(a *ArgSpec, t Type, w ast.Expr, owner string) *Value 
 			if n.Value == math.Trunc(n.Value) && math.Abs(n.Value) < 1<<53 {
 				return &Value{Type: TInt, Int: int64(n.Value), Float: n.Value, Range: r}
 			}
-			c.errorf(r, "type-mismatch", fmt.Sprintf("%s of %s must be a whole number", a.Name, owner),
+			c.errorf(r, "type-mismatch", fmt.Sprintf("%s must be a whole number", argLabel(a, owner)),
 				"Found %s.", n.Text)
 			return nil
 		}
@@ -207,7 +216,7 @@ func (c *checker) parseOne(a *ArgSpec, t Type, w ast.Expr, owner string) *Value 
 		hint, sug := didYouMean(id.Name, a.Enum)
 		c.diags = append(c.diags, &diag.Diagnostic{Severity: diag.Error, Code: "unknown-value",
 			Summary: fmt.Sprintf("unknown %s %s", a.Name, quote(id.Name)),
-			Detail:  fmt.Sprintf("%s of %s does not accept %s. %s", a.Name, owner, quote(id.Name), hint),
+			Detail:  fmt.Sprintf("%s does not accept %s. %s", argLabel(a, owner), quote(id.Name), hint),
 			Subject: &r, Suggestion: sug})
 		return nil
 	case TBool:
@@ -219,7 +228,7 @@ func (c *checker) parseOne(a *ArgSpec, t Type, w ast.Expr, owner string) *Value 
 		case *ast.Size:
 			for _, d := range w.Dims {
 				if d <= 0 {
-					c.errorf(r, "bad-value", fmt.Sprintf("%s of %s must be positive", a.Name, owner), "Found %s.", w.Text)
+					c.errorf(r, "bad-value", fmt.Sprintf("%s must be positive", argLabel(a, owner)), "Found %s.", w.Text)
 					return nil
 				}
 			}
@@ -233,7 +242,7 @@ func (c *checker) parseOne(a *ArgSpec, t Type, w ast.Expr, owner string) *Value 
 		l, ok := w.(*ast.List)
 		if !ok {
 			if s, ok := w.(*ast.Size); ok {
-				c.errorf(r, "type-mismatch", fmt.Sprintf("%s of %s must be a list", a.Name, owner),
+				c.errorf(r, "type-mismatch", fmt.Sprintf("%s must be a list", argLabel(a, owner)),
 					"Write the shape as a list: [%s].", strings.ReplaceAll(s.Text, "x", ", "))
 				return nil
 			}
@@ -243,14 +252,14 @@ func (c *checker) parseOne(a *ArgSpec, t Type, w ast.Expr, owner string) *Value 
 		for _, e := range l.Elems {
 			n, ok := single(e).(*ast.Number)
 			if !ok || !n.IsInt || n.Unit != "" || n.Int <= 0 {
-				c.errorf(e.Range, "type-mismatch", fmt.Sprintf("%s of %s must hold positive integers", a.Name, owner),
+				c.errorf(e.Range, "type-mismatch", fmt.Sprintf("%s must hold positive integers", argLabel(a, owner)),
 					"Found %s.", describe(single(e)))
 				return nil
 			}
 			v.Dims = append(v.Dims, n.Int)
 		}
 		if len(v.Dims) == 0 {
-			c.errorf(r, "bad-value", fmt.Sprintf("%s of %s is empty", a.Name, owner), "Give at least one extent.")
+			c.errorf(r, "bad-value", fmt.Sprintf("%s is empty", argLabel(a, owner)), "Give at least one extent.")
 			return nil
 		}
 		return v
@@ -278,7 +287,7 @@ func (c *checker) parseOne(a *ArgSpec, t Type, w ast.Expr, owner string) *Value 
 		}
 		val := n.Value * f
 		if val < 0 || val > math.MaxInt64/2 {
-			c.errorf(r, "bad-value", fmt.Sprintf("%s of %s is out of range", a.Name, owner), "Found %s.", n.Text)
+			c.errorf(r, "bad-value", fmt.Sprintf("%s is out of range", argLabel(a, owner)), "Found %s.", n.Text)
 			return nil
 		}
 		return &Value{Type: t, Int: int64(val), Float: val, Range: r}
@@ -342,14 +351,14 @@ func (c *checker) parseOne(a *ArgSpec, t Type, w ast.Expr, owner string) *Value 
 func (c *checker) badUnit(n *ast.Number, a *ArgSpec, owner string, units []string) {
 	r := n.Range
 	if n.Unit == "" {
-		c.errorf(r, "missing-unit", fmt.Sprintf("%s of %s needs a unit", a.Name, owner),
+		c.errorf(r, "missing-unit", fmt.Sprintf("%s needs a unit", argLabel(a, owner)),
 			"%s is a bare number. %s", n.Text, argHint(a))
 		return
 	}
 	hint, sug := didYouMean(n.Unit, units)
 	d := &diag.Diagnostic{Severity: diag.Error, Code: "bad-unit",
 		Summary: fmt.Sprintf("unknown unit %s", quote(n.Unit)),
-		Detail:  fmt.Sprintf("%s of %s is %s. %s", a.Name, owner, argHint(a), hint), Subject: &r}
+		Detail:  fmt.Sprintf("%s is %s. %s", argLabel(a, owner), argHint(a), hint), Subject: &r}
 	if sug != "" {
 		d.Suggestion = strings.TrimSuffix(n.Text, n.Unit) + sug
 	}
@@ -381,7 +390,7 @@ func (c *checker) checkBounds(v *Value, a *ArgSpec, owner string) {
 	low := a.Min != nil && (x < *a.Min || (a.MinOpen && x == *a.Min))
 	high := a.Max != nil && (x > *a.Max || (a.MaxOpen && x == *a.Max))
 	if low || high {
-		c.errorf(v.Range, "out-of-range", fmt.Sprintf("%s of %s is out of range", a.Name, owner),
+		c.errorf(v.Range, "out-of-range", fmt.Sprintf("%s is out of range", argLabel(a, owner)),
 			"%s must be %s; found %s.", a.Name, describeBounds(a), strconv.FormatFloat(x, 'g', -1, 64))
 	}
 }

@@ -19,6 +19,9 @@ type File struct {
 	Stmts    []*Stmt
 	Comments []*Comment
 	Range    diag.Range
+	// Partial is set when the parser had to leave something out: checks
+	// that need the whole file (is there a model to train?) are skipped.
+	Partial bool
 }
 
 // Rng implements Node.

@@ -22,7 +22,7 @@ const (
 	// MaxFileSize is the largest source Parse accepts. The largest model
 	// files written by hand are a few kilobytes; a larger file is almost
 	// certainly not a pipe file.
-	MaxFileSize = 4 << 20
+	MaxFileSize = 1 << 20
 	// MaxDepth bounds the nesting of braces, brackets and parentheses.
 	MaxDepth = 64
 )
@@ -34,6 +34,7 @@ func Parse(filename string, src []byte) (*ast.File, diag.Diagnostics) {
 	p := &parseState{file: filename, src: string(src), lines: lineStarts(src)}
 	f := &ast.File{Name: filename, Range: p.rng(0, len(src))}
 	if !p.precheck() {
+		f.Partial = true
 		return f, p.diags
 	}
 	toks := lexAll(p.src)
@@ -42,6 +43,7 @@ func Parse(filename string, src []byte) (*ast.File, diag.Diagnostics) {
 		f.Stmts = append(f.Stmts, p.parseChunk(ch)...)
 	}
 	p.diags.Sort()
+	f.Partial = p.diags.HasErrors()
 	return f, p.diags
 }
 
@@ -185,7 +187,7 @@ func (p *parseState) chunks(toks []lexer.Token) []tokenChunk {
 		// Parse what can be parsed: split the chunk at lines that start in
 		// the first column, where a top-level statement would start.
 		for _, part := range splitAtColumnOne(cur) {
-			if _, err := p.parseTokens(part); err == nil {
+			if balanced(part) {
 				out = append(out, part)
 			}
 		}
@@ -193,6 +195,26 @@ func (p *parseState) chunks(toks []lexer.Token) []tokenChunk {
 	}
 	flush()
 	return out
+}
+
+// balanced reports whether every bracket in the chunk is closed.
+func balanced(ch tokenChunk) bool {
+	depth := 0
+	for _, t := range ch {
+		if t.Type != tokPunct {
+			continue
+		}
+		switch t.Value {
+		case "{", "[", "(":
+			depth++
+		case "}", "]", ")":
+			depth--
+			if depth < 0 {
+				return false
+			}
+		}
+	}
+	return depth == 0
 }
 
 func splitAtColumnOne(ch tokenChunk) []tokenChunk {

@@ -1,0 +1,190 @@
+package lang_test
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"pipe/lang"
+	"pipe/lang/diag"
+	"pipe/lang/render"
+	"pipe/stdlib"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files that changed")
+
+func check(name string, src []byte) (*lang.Program, diag.Diagnostics) {
+	f, ds := lang.Parse(name, src)
+	p, cds := lang.Check(f, stdlib.Schema())
+	ds = append(ds, cds...)
+	ds.Sort()
+	return p, ds
+}
+
+func TestExamplesCheck(t *testing.T) {
+	paths, _ := filepath.Glob("../examples/*.pipe")
+	if len(paths) < 6 {
+		t.Fatalf("want at least six examples, found %d", len(paths))
+	}
+	for _, p := range paths {
+		src, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		prog, ds := check(p, src)
+		if len(ds) > 0 {
+			var b bytes.Buffer
+			_ = render.Text(&b, ds, render.Sources{p: src}, render.Options{})
+			t.Errorf("%s:\n%s", p, b.String())
+		}
+		if prog == nil || len(prog.Models) == 0 {
+			t.Errorf("%s: no model checked", p)
+		}
+	}
+}
+
+// TestChunkedErrors runs the files under testdata/errors. Each is cut into
+// chunks at lines of "---"; each chunk is checked on its own, and every
+// line holding ### "regexp" must get a diagnostic whose summary and detail
+// match the regexp, while no other line may get one (starlark-go's
+// chunkedfile convention).
+func TestChunkedErrors(t *testing.T) {
+	paths, _ := filepath.Glob("testdata/errors/*.pipe")
+	if len(paths) == 0 {
+		t.Fatal("no chunked error files")
+	}
+	want := regexp.MustCompile(`###\s*("(?:[^"\\]|\\.)*")`)
+	for _, path := range paths {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		lines := strings.SplitAfter(string(data), "\n")
+		start := 0
+		for i := 0; i <= len(lines); i++ {
+			if i < len(lines) && strings.TrimSpace(lines[i]) != "---" {
+				continue
+			}
+			// The chunk keeps its line numbers: earlier lines become blank.
+			chunk := strings.Repeat("\n", start) + strings.Join(lines[start:i], "")
+			name := fmt.Sprintf("%s:%d", path, start+1)
+			_, ds := check(name, []byte(chunk))
+			expect := map[int]*regexp.Regexp{}
+			for j := start; j < i; j++ {
+				if m := want.FindStringSubmatch(lines[j]); m != nil {
+					pat, err := strconv.Unquote(m[1])
+					if err != nil {
+						t.Fatalf("%s:%d: bad expectation %s", path, j+1, m[1])
+					}
+					expect[j+1] = regexp.MustCompile(pat)
+				}
+			}
+			got := map[int][]string{}
+			for _, d := range ds {
+				line := 0
+				if d.Subject != nil {
+					line = d.Subject.Start.Line
+				}
+				got[line] = append(got[line], d.Summary+": "+d.Detail)
+			}
+			for line, re := range expect {
+				found := false
+				for _, msg := range got[line] {
+					found = found || re.MatchString(msg)
+				}
+				if !found {
+					t.Errorf("%s:%d: want a diagnostic matching %q, got %q", path, line, re, got[line])
+				}
+			}
+			for line, msgs := range got {
+				if expect[line] == nil {
+					t.Errorf("%s:%d: unexpected diagnostic(s): %q", path, line, msgs)
+				}
+			}
+			start = i + 1
+		}
+	}
+}
+
+// TestGolden renders the diagnostics of each testdata/golden/x.pipe into
+// x.diag.
+func TestGolden(t *testing.T) {
+	paths, _ := filepath.Glob("testdata/golden/*.pipe")
+	for _, p := range paths {
+		src, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name := filepath.Base(p)
+		_, ds := check(name, src)
+		var b bytes.Buffer
+		_ = render.Text(&b, ds, render.Sources{name: src}, render.Options{})
+		goldenFile(t, strings.TrimSuffix(p, ".pipe")+".diag", b.String())
+	}
+}
+
+func goldenFile(t *testing.T, path, got string) {
+	t.Helper()
+	want, err := os.ReadFile(path)
+	if *update && (err != nil || string(want) != got) {
+		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatalf("%v (run go test -update to create it)", err)
+	}
+	if string(want) != got {
+		t.Errorf("%s differs; run go test -update and review.\ngot:\n%s", path, got)
+	}
+}
+
+// TestThreeMistakes: three independent mistakes in one file are all
+// reported, each at its own line and column.
+func TestThreeMistakes(t *testing.T) {
+	src := "pipeline three\n" +
+		"precision bf61\n" +
+		"source train idx { images \"a.gz\"  labels \"b.gz\" }\n" +
+		"model m {\n" +
+		"  input [1, 28, 28]\n" +
+		"  conv 32 k3 -> rleu -> flatten -> dense 10\n" +
+		"}\n" +
+		"train { epochs -2  optimizer adam lr 1e-3  loss cross_entropy }\n"
+	_, ds := check("three.pipe", []byte(src))
+	type at struct{ line, col int }
+	var got []at
+	for _, d := range ds {
+		got = append(got, at{d.Subject.Start.Line, d.Subject.Start.Column})
+	}
+	want := []at{{2, 11}, {6, 17}, {8, 16}}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("positions %v, want %v\n%v", got, want, ds)
+	}
+	if ds[0].Suggestion != "bf16" || ds[1].Suggestion != "relu" {
+		t.Errorf("suggestions: %q %q", ds[0].Suggestion, ds[1].Suggestion)
+	}
+}
+
+// TestLangImports keeps lang free of the runtime: no gorgonia, godal,
+// OpenBLAS, exec, planner or stdlib.
+func TestLangImports(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "pipe/lang/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, banned := range []string{"gorgonia", "godal", "netlib", "pipe/exec", "pipe/planner", "pipe/stdlib"} {
+			if strings.Contains(dep, banned) {
+				t.Errorf("lang depends on %s", dep)
+			}
+		}
+	}
+}
