@@ -39,12 +39,17 @@ func (c *checker) model(b *Block, body *ast.Body) {
 		if st.Label == nil && head != nil {
 			if fs := findField(b.Spec.Fields, head.Name); fs != nil {
 				// A field may share its line with layers: input [4]  dense 2.
+				// So may a family's arguments: input [6, 64, 64]  depth 3.
 				j := 1
-				for j < len(st.Words) && !c.startsLayer(st.Words, j) {
+				for j < len(st.Words) && !c.startsLayer(st.Words, j) && !isFamilyArg(family, st.Words[j]) {
 					j++
 				}
 				c.fields(b, b.Spec.Fields, st.Words[:j], owner)
 				if j == len(st.Words) {
+					continue
+				}
+				if isFamilyArg(family, st.Words[j]) {
+					familyWords = append(familyWords, st.Words[j:]...)
 					continue
 				}
 				st = &ast.Stmt{Words: st.Words[j:], Range: diag.Join(st.Words[j].Rng(), st.Words[len(st.Words)-1].Rng())}
@@ -107,6 +112,12 @@ func (c *checker) model(b *Block, body *ast.Body) {
 	if before == 0 || !c.modelHasErrors(m) {
 		c.diags = append(c.diags, c.schema.CheckModel(m)...)
 	}
+}
+
+// isFamilyArg reports whether w names an argument of the model's family.
+func isFamilyArg(family *LayerSpec, w ast.Expr) bool {
+	id, ok := w.(*ast.Ident)
+	return ok && family != nil && family.Arg(id.Name) != nil
 }
 
 // startsLayer reports whether words[j] begins a chain: a layer's name or a

@@ -1,0 +1,423 @@
+package stdlib
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/agnivade/levenshtein"
+
+	"pipe/lang"
+	"pipe/lang/diag"
+)
+
+// builder holds the state of one BuildGraph call.
+type builder struct {
+	g     *Graph
+	diags diag.Diagnostics
+	// taken counts the uses of each node name; counts numbers the
+	// hand-written layers of each kind.
+	taken  map[string]int
+	counts map[string]int
+	// labels maps each label defined so far to its node, -1 when the
+	// statement it labels failed; order keeps them in definition order.
+	labels map[string]int
+	order  []string
+	// later holds every label of the model, for "defined after this use".
+	later map[string]diag.Range
+	// bare is set when the model is one family call, whose nodes then go
+	// without a prefix so their names match the reference implementation.
+	bare bool
+	// rng and layer describe the layer call being built.
+	rng   diag.Range
+	layer string
+}
+
+func buildGraph(m *lang.Model) (*Graph, diag.Diagnostics) {
+	b := &builder{
+		g:      &Graph{Labels: map[string]int{}},
+		taken:  map[string]int{},
+		counts: map[string]int{},
+		labels: map[string]int{},
+		later:  map[string]diag.Range{},
+	}
+	for _, st := range m.Stmts {
+		if st.Label != "" {
+			if _, ok := b.later[st.Label]; !ok {
+				b.later[st.Label] = st.LabelRange
+			}
+		}
+	}
+	calls := countCalls(m)
+	if len(calls) == 1 {
+		if call := calls[0]; isFamily(call.Name) {
+			b.bare = true
+		}
+	}
+	input := m.Input
+	b.rng, b.layer = m.InputRange, "input"
+	if input == nil {
+		if len(calls) > 0 && m.Stmts[0].Chain != nil && m.Stmts[0].Chain.From == "" && firstCall(m.Stmts[0].Chain) == calls[0] {
+			input = familyInput[calls[0].Name]
+		}
+		if input == nil {
+			b.rng = m.NameRange
+			b.errorf("missing-input", fmt.Sprintf("model %s needs an input shape", m.Name),
+				"Add a line to the model: input [C, H, W] for images or input [F] for vectors, the shape of one sample.")
+			return b.g, b.diags
+		}
+	}
+	for _, d := range input {
+		if d < 1 {
+			b.errorf("bad-shape", "input extents must be positive", "The input %s has an extent below 1.", shapeStr(input))
+			return b.g, b.diags
+		}
+	}
+	b.g.Input = cloneShape(input)
+	var cc calc
+	in := b.push(&Node{Name: "input", Op: "input", Out: cloneShape(input), Range: b.rng, Layer: "input"}, &cc)
+	if in < 0 {
+		return b.g, b.diags
+	}
+	cur := in
+	for _, st := range m.Stmts {
+		if st.Chain == nil {
+			continue
+		}
+		start := cur
+		if st.Chain.From != "" {
+			start = b.lookup(st.Chain.From, st.Chain.FromRange)
+		}
+		out := b.chain(st.Chain.Nodes, start)
+		if st.Label != "" {
+			b.define(st.Label, st.LabelRange, out)
+		}
+		cur = out
+	}
+	b.g.Output = cur
+	if cur < 0 {
+		b.g.Output = len(b.g.Nodes) - 1
+	}
+	return b.g, b.diags
+}
+
+// countCalls lists every layer call of the model, repeats counted once.
+func countCalls(m *lang.Model) []*lang.LayerCall {
+	var out []*lang.LayerCall
+	var walk func(ch *lang.Chain)
+	walk = func(ch *lang.Chain) {
+		if ch == nil {
+			return
+		}
+		for _, n := range ch.Nodes {
+			switch n := n.(type) {
+			case *lang.LayerCall:
+				out = append(out, n)
+				if v := n.Args["tensor"]; v != nil {
+					walk(v.Tensor)
+				}
+			case *lang.Repeat:
+				walk(n.Body)
+			}
+		}
+	}
+	for _, st := range m.Stmts {
+		walk(st.Chain)
+	}
+	return out
+}
+
+// firstCall returns the first layer call of a chain, looking into repeats.
+func firstCall(ch *lang.Chain) *lang.LayerCall {
+	for _, n := range ch.Nodes {
+		switch n := n.(type) {
+		case *lang.LayerCall:
+			return n
+		case *lang.Repeat:
+			return firstCall(n.Body)
+		}
+	}
+	return nil
+}
+
+func isFamily(name string) bool {
+	l := registry.Layer(name)
+	return l != nil && l.Family
+}
+
+func (b *builder) errorf(code, summary, detail string, args ...any) {
+	b.diags = append(b.diags, diag.Errorf(b.rng, code, summary, detail, args...))
+}
+
+// shapeErr reports a shape mismatch at the current layer and returns -1.
+func (b *builder) shapeErr(summary, detail string, args ...any) int {
+	b.errorf("shape-mismatch", summary, detail, args...)
+	return -1
+}
+
+// badArg reports an argument the shape rules cannot use and returns -1.
+func (b *builder) badArg(v *lang.Value, summary, detail string, args ...any) int {
+	r := b.rng
+	if v != nil && !v.Range.IsZero() {
+		r = v.Range
+	}
+	b.diags = append(b.diags, diag.Errorf(r, "bad-arg", summary, detail, args...))
+	return -1
+}
+
+// uniq returns name, or name#2, name#3... when it is taken: a module used
+// twice, such as torchvision's shared relu in a residual block.
+func (b *builder) uniq(name string) string {
+	b.taken[name]++
+	if n := b.taken[name]; n > 1 {
+		alt := fmt.Sprintf("%s#%d", name, n)
+		for b.taken[alt] > 0 {
+			b.taken[name]++
+			alt = fmt.Sprintf("%s#%d", name, b.taken[name])
+		}
+		b.taken[alt]++
+		return alt
+	}
+	return name
+}
+
+// numbered returns the next name for a hand-written layer: conv1, conv2;
+// resnet18_1 for a name that ends in a digit.
+func (b *builder) numbered(kind string) string {
+	b.counts[kind]++
+	sep := ""
+	if last := kind[len(kind)-1]; last >= '0' && last <= '9' {
+		sep = "_"
+	}
+	return fmt.Sprintf("%s%s%d", kind, sep, b.counts[kind])
+}
+
+// define binds a label to a node.
+func (b *builder) define(label string, r diag.Range, id int) {
+	if _, dup := b.labels[label]; dup || label == "input" {
+		b.rng = r
+		detail := "It already names an earlier tensor; give this one another name."
+		if label == "input" {
+			detail = "'input' names the model's input; give this tensor another name."
+		}
+		b.errorf("duplicate-label", fmt.Sprintf("tensor '%s' is labelled twice", label), "%s", detail)
+		return
+	}
+	b.labels[label] = id
+	b.order = append(b.order, label)
+	if id >= 0 {
+		b.g.Labels[label] = id
+	}
+}
+
+// lookup resolves a label used at r, reporting an unknown one. "input"
+// names the model's input unless a statement labels a tensor so.
+func (b *builder) lookup(label string, r diag.Range) int {
+	if id, ok := b.labels[label]; ok {
+		return id
+	}
+	if label == "input" {
+		return 0
+	}
+	b.rng = r
+	defined := append([]string(nil), b.order...)
+	var detail string
+	if len(defined) == 0 {
+		detail = fmt.Sprintf("No tensor named '%s' is defined before this line, and none is labelled yet; label a statement's output with %s = ....", label, label)
+	} else {
+		detail = fmt.Sprintf("No tensor named '%s' is defined before this line; defined: %s.", label, strings.Join(defined, ", "))
+	}
+	if at, ok := b.later[label]; ok {
+		detail += fmt.Sprintf(" '%s' is labelled at line %d, after this use; a layer can read only tensors defined above it.", label, at.Start.Line)
+	}
+	sug := nearestName(label, append(defined, "input"))
+	if sug != "" && b.later[label].IsZero() {
+		detail += fmt.Sprintf(" Did you mean '%s'?", sug)
+	}
+	d := diag.Errorf(r, "unknown-tensor", fmt.Sprintf("unknown tensor '%s'", label), "%s", detail)
+	d.Suggestion = sug
+	b.diags = append(b.diags, d)
+	return -1
+}
+
+// nearestName returns the candidate within a typo's distance of name, or
+// "" (the same rule as the checker's "did you mean").
+func nearestName(name string, candidates []string) string {
+	best, bestD := "", 0
+	limit := 1 + len(name)/3
+	sort.Strings(candidates)
+	for _, c := range candidates {
+		if c == name {
+			continue
+		}
+		d := levenshtein.ComputeDistance(strings.ToLower(name), strings.ToLower(c))
+		if d <= limit && (best == "" || d < bestD) {
+			best, bestD = c, d
+		}
+	}
+	return best
+}
+
+// chain applies a chain's nodes to the tensor x.
+func (b *builder) chain(nodes []lang.ChainNode, x int) int {
+	for _, n := range nodes {
+		switch n := n.(type) {
+		case *lang.LayerCall:
+			x = b.call(n, x)
+		case *lang.Repeat:
+			for i := 0; i < n.Count; i++ {
+				x = b.chain(n.Body.Nodes, x)
+			}
+		}
+	}
+	return x
+}
+
+// Argument readers: the value written, or the default.
+
+func argInt(c *lang.LayerCall, name string, def int64) int64 {
+	if v := c.Args[name]; v != nil {
+		return v.Int
+	}
+	return def
+}
+
+func argFloat(c *lang.LayerCall, name string, def float64) float64 {
+	if v := c.Args[name]; v != nil {
+		return v.Float
+	}
+	return def
+}
+
+func argBool(c *lang.LayerCall, name string, def bool) bool {
+	if v := c.Args[name]; v != nil {
+		return v.Bool
+	}
+	return def
+}
+
+func argStr(c *lang.LayerCall, name, def string) string {
+	if v := c.Args[name]; v != nil && v.Str != "" {
+		return v.Str
+	}
+	return def
+}
+
+func argInts(c *lang.LayerCall, name string) ([]int64, *lang.Value) {
+	v := c.Args[name]
+	if v == nil {
+		return nil, nil
+	}
+	out := make([]int64, len(v.List))
+	for i, e := range v.List {
+		out[i] = e.Int
+	}
+	return out, v
+}
+
+// call builds one layer or family call on the tensor x.
+func (b *builder) call(c *lang.LayerCall, x int) int {
+	b.rng, b.layer = c.Range, c.Name
+	name := c.Name
+	if spec := registry.Layer(name); spec != nil {
+		name = spec.Name // an alias builds its layer
+	}
+	if isFamily(name) {
+		return b.family(c, name, x)
+	}
+	switch name {
+	case "dense":
+		in, ok := b.shape(x)
+		if !ok {
+			return -1
+		}
+		if len(in) != 1 {
+			return b.shapeErr("dense needs a vector", "dense expects a vector per sample but gets %s; add 'flatten ->' before it%s.",
+				shapeStr(in), gapHint(in))
+		}
+		return b.dense(b.numbered("dense"), x, OpArgs{Units: argInt(c, "units", 1), Bias: argBool(c, "bias", true)})
+	case "sketched_dense":
+		in, ok := b.shape(x)
+		if !ok {
+			return -1
+		}
+		if len(in) != 1 {
+			return b.shapeErr("sketched_dense needs a vector", "sketched_dense expects a vector per sample but gets %s; add 'flatten ->' before it%s.",
+				shapeStr(in), gapHint(in))
+		}
+		return b.sketchedDense(b.numbered("sketched_dense"), x, OpArgs{Units: argInt(c, "units", 1),
+			Terms: argInt(c, "terms", 1), Rank: argInt(c, "rank", 16), Bias: argBool(c, "bias", true)})
+	case "conv":
+		return b.conv(b.numbered("conv"), x, OpArgs{Channels: argInt(c, "out", 1), Kernel: argInt(c, "kernel", 3),
+			Stride: argInt(c, "stride", 1), Padding: argInt(c, "padding", 0), Dilation: argInt(c, "dilation", 1),
+			Groups: argInt(c, "groups", 1), Bias: argBool(c, "bias", true)})
+	case "convtranspose":
+		return b.convTranspose(b.numbered("convtranspose"), x, OpArgs{Channels: argInt(c, "out", 1),
+			Kernel: argInt(c, "kernel", 2), Stride: argInt(c, "stride", 2), Padding: argInt(c, "padding", 0),
+			Bias: argBool(c, "bias", true)})
+	case "batchnorm":
+		return b.batchnorm(b.numbered("batchnorm"), x, OpArgs{Eps: argFloat(c, "eps", 1e-5), Momentum: argFloat(c, "momentum", 0.1)})
+	case "layernorm":
+		return b.layernorm(b.numbered("layernorm"), x, OpArgs{Eps: argFloat(c, "eps", 1e-5)})
+	case "relu", "gelu", "sigmoid", "tanh", "softmax":
+		return b.activation(b.numbered(name), name, x)
+	case "maxpool", "avgpool":
+		return b.pool(b.numbered(name), name, x, OpArgs{Kernel: argInt(c, "size", 2), Stride: argInt(c, "stride", 0),
+			Padding: argInt(c, "padding", 0)})
+	case "gap":
+		return b.gap(b.numbered("gap"), x, false)
+	case "dropout":
+		return b.dropout(b.numbered("dropout"), x, argFloat(c, "p", 0.5))
+	case "flatten":
+		return b.flatten(b.numbered("flatten"), x)
+	case "upsample":
+		in, ok := b.shape(x)
+		if !ok || !b.spatial("upsample", in) {
+			return -1
+		}
+		f := argInt(c, "factor", 2)
+		var cc calc
+		ho, wo := cc.mul(in[1], f), cc.mul(in[2], f)
+		if cc.overflow {
+			b.errorf("overflow", "upsample is too large to count", "%s scaled by %d overflows.", shapeStr(in), f)
+			return -1
+		}
+		return b.upsample(b.numbered("upsample"), x, ho, wo, argStr(c, "mode", "nearest"), false)
+	case "add", "concat":
+		return b.join(c, name, x)
+	}
+	return b.shapeErr("unknown layer", "pipe has no shape rule for layer '%s'.", c.Name)
+}
+
+// gapHint adds a pointer to gap for a feature map.
+func gapHint(in []int64) string {
+	if len(in) == 3 {
+		return ", or 'gap ->' to average each channel"
+	}
+	return ""
+}
+
+// join builds add or concat of the flow x and the tensor argument: a
+// label, optionally through a branch of layers.
+func (b *builder) join(c *lang.LayerCall, op string, x int) int {
+	name := b.numbered(op)
+	v := c.Args["tensor"]
+	if v == nil || v.Tensor == nil {
+		return b.shapeErr(op+" needs a tensor", "Write %s NAME or %s(NAME -> layers), NAME a label defined above.", op, op)
+	}
+	t := v.Tensor
+	from := b.lookup(t.From, t.FromRange)
+	y := b.chain(t.Nodes, from)
+	b.rng, b.layer = c.Range, c.Name
+	if x < 0 || y < 0 {
+		return -1
+	}
+	what := "'" + t.From + "'"
+	if len(t.Nodes) > 0 {
+		what = "the branch (" + t.String() + ")"
+	}
+	if op == "add" {
+		return b.add(name, []int{x, y}, []string{"the flow", what})
+	}
+	return b.concat(name, []int{x, y}, []string{"the flow", what})
+}

@@ -1,0 +1,117 @@
+package stdlib
+
+// DeviceProfile is what the planner knows about an accelerator: how much
+// memory it has, how fast it reads it, and its peak dense arithmetic rate
+// in each precision.
+//
+// Memory is the marketed capacity read as GiB (a "80GB" card is 80·2^30
+// bytes). That is what nvidia-smi reports for the A100s (40960 and 81920
+// MiB); for the others it is a little more than the card reports (an H100
+// 80GB shows 81559 MiB, an H200 143771 MiB, a T4 15360 MiB), which the
+// planner's memory margin absorbs. Bandwidth is the vendor's peak memory
+// bandwidth in bytes per second (decimal: 2,039 GB/s is 2.039e12). The
+// FLOP/s figures are the vendors' published dense rates, without the 2:4
+// sparsity doubling; FP32 is the CUDA-core rate, TF32, FP16 and BF16 the
+// tensor-core rates with FP32 accumulation (the one training uses; GeForce
+// cards run FP16 accumulation at twice that). Zero means the precision is
+// not supported. SXM parts are listed where a PCIe variant differs.
+type DeviceProfile struct {
+	Name string
+	// Kind is "gpu" or "cpu".
+	Kind string
+	Doc  string
+	// Memory in bytes.
+	Memory int64
+	// Bandwidth of memory in bytes per second.
+	Bandwidth float64
+	// Peak dense FLOP/s per precision; 0 where unsupported.
+	FP32, TF32, FP16, BF16 float64
+	SupportsBF16           bool
+	SupportsTF32           bool
+	// Cores is the number of CPU cores, for a cpu profile; 0 for a GPU.
+	Cores int
+	// HostMemory is the memory of the host in bytes, when known.
+	HostMemory int64
+}
+
+// Peak returns the peak dense FLOP/s in the given precision ("fp32",
+// "tf32", "fp16", "bf16"), or 0 when the device does not support it.
+func (d *DeviceProfile) Peak(precision string) float64 {
+	switch precision {
+	case "fp32":
+		return d.FP32
+	case "tf32":
+		return d.TF32
+	case "fp16":
+		return d.FP16
+	case "bf16":
+		return d.BF16
+	}
+	return 0
+}
+
+const (
+	gib = int64(1) << 30
+	tb  = 1e12 // bytes/s and FLOP/s are decimal
+)
+
+// devices are the built-in profiles, sorted by name. Sources: NVIDIA's
+// A100, H100, H200, L4 and T4 datasheets, the V100 datasheet (SXM2), and
+// the Ampere GA102 and Ada AD102 whitepapers for the GeForce cards.
+var devices = []*DeviceProfile{
+	{Name: "a100-40gb", Kind: "gpu", Doc: "NVIDIA A100 40GB SXM (HBM2)",
+		Memory: 40 * gib, Bandwidth: 1.555 * tb,
+		FP32: 19.5 * tb, TF32: 156 * tb, FP16: 312 * tb, BF16: 312 * tb, SupportsBF16: true, SupportsTF32: true},
+	{Name: "a100-80gb", Kind: "gpu", Doc: "NVIDIA A100 80GB SXM (HBM2e)",
+		Memory: 80 * gib, Bandwidth: 2.039 * tb,
+		FP32: 19.5 * tb, TF32: 156 * tb, FP16: 312 * tb, BF16: 312 * tb, SupportsBF16: true, SupportsTF32: true},
+	{Name: "h100-80gb", Kind: "gpu", Doc: "NVIDIA H100 80GB SXM5 (HBM3)",
+		Memory: 80 * gib, Bandwidth: 3.35 * tb,
+		FP32: 66.9 * tb, TF32: 494.7 * tb, FP16: 989.4 * tb, BF16: 989.4 * tb, SupportsBF16: true, SupportsTF32: true},
+	{Name: "h200-141gb", Kind: "gpu", Doc: "NVIDIA H200 141GB SXM (HBM3e)",
+		Memory: 141 * gib, Bandwidth: 4.8 * tb,
+		FP32: 66.9 * tb, TF32: 494.7 * tb, FP16: 989.4 * tb, BF16: 989.4 * tb, SupportsBF16: true, SupportsTF32: true},
+	{Name: "l4-24gb", Kind: "gpu", Doc: "NVIDIA L4 24GB (GDDR6)",
+		Memory: 24 * gib, Bandwidth: 0.3 * tb,
+		FP32: 30.3 * tb, TF32: 60 * tb, FP16: 121 * tb, BF16: 121 * tb, SupportsBF16: true, SupportsTF32: true},
+	{Name: "rtx3090-24gb", Kind: "gpu", Doc: "NVIDIA GeForce RTX 3090 24GB (GDDR6X)",
+		Memory: 24 * gib, Bandwidth: 0.936 * tb,
+		FP32: 35.6 * tb, TF32: 35.6 * tb, FP16: 71 * tb, BF16: 71 * tb, SupportsBF16: true, SupportsTF32: true},
+	{Name: "rtx4090-24gb", Kind: "gpu", Doc: "NVIDIA GeForce RTX 4090 24GB (GDDR6X)",
+		Memory: 24 * gib, Bandwidth: 1.008 * tb,
+		FP32: 82.6 * tb, TF32: 82.6 * tb, FP16: 165.2 * tb, BF16: 165.2 * tb, SupportsBF16: true, SupportsTF32: true},
+	{Name: "t4-16gb", Kind: "gpu", Doc: "NVIDIA T4 16GB (GDDR6); no TF32 or BF16",
+		Memory: 16 * gib, Bandwidth: 0.32 * tb,
+		FP32: 8.1 * tb, FP16: 65 * tb},
+	{Name: "v100-16gb", Kind: "gpu", Doc: "NVIDIA V100 16GB SXM2 (HBM2); no TF32 or BF16",
+		Memory: 16 * gib, Bandwidth: 0.9 * tb,
+		FP32: 15.7 * tb, FP16: 125 * tb},
+	{Name: "v100-32gb", Kind: "gpu", Doc: "NVIDIA V100 32GB SXM2 (HBM2); no TF32 or BF16",
+		Memory: 32 * gib, Bandwidth: 0.9 * tb,
+		FP32: 15.7 * tb, FP16: 125 * tb},
+}
+
+// Devices returns the built-in GPU profiles, sorted by name. The "cpu"
+// profile is not among them: the planner measures the host at run time.
+// The profiles are shared; copy one before changing it.
+func Devices() []*DeviceProfile { return devices }
+
+// Device returns the built-in profile with the given name, or nil.
+func Device(name string) *DeviceProfile {
+	for _, d := range devices {
+		if d.Name == name {
+			return d
+		}
+	}
+	return nil
+}
+
+// deviceNames lists the names a device field accepts without a user
+// device block: the profiles, "auto" and "cpu".
+func deviceNames() []string {
+	out := []string{"auto", "cpu"}
+	for _, d := range devices {
+		out = append(out, d.Name)
+	}
+	return out
+}
