@@ -7,8 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
-	"strconv"
+	"pipe/internal/chunkedfile"
 	"strings"
 	"testing"
 
@@ -50,67 +49,14 @@ func TestExamplesCheck(t *testing.T) {
 	}
 }
 
-// TestChunkedErrors runs the files under testdata/errors. Each is cut into
-// chunks at lines of "---"; each chunk is checked on its own, and every
-// line holding ### "regexp" must get a diagnostic whose summary and detail
-// match the regexp, while no other line may get one (starlark-go's
-// chunkedfile convention).
+// TestChunkedErrors runs the chunked files under testdata/errors: every
+// line marked ### "regexp" must get a matching diagnostic, and no other line
+// any (see internal/chunkedfile).
 func TestChunkedErrors(t *testing.T) {
-	paths, _ := filepath.Glob("testdata/errors/*.pipe")
-	if len(paths) == 0 {
-		t.Fatal("no chunked error files")
-	}
-	want := regexp.MustCompile(`###\s*("(?:[^"\\]|\\.)*")`)
-	for _, path := range paths {
-		data, err := os.ReadFile(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines := strings.SplitAfter(string(data), "\n")
-		start := 0
-		for i := 0; i <= len(lines); i++ {
-			if i < len(lines) && strings.TrimSpace(lines[i]) != "---" {
-				continue
-			}
-			// The chunk keeps its line numbers: earlier lines become blank.
-			chunk := strings.Repeat("\n", start) + strings.Join(lines[start:i], "")
-			name := fmt.Sprintf("%s:%d", path, start+1)
-			_, ds := check(name, []byte(chunk))
-			expect := map[int]*regexp.Regexp{}
-			for j := start; j < i; j++ {
-				if m := want.FindStringSubmatch(lines[j]); m != nil {
-					pat, err := strconv.Unquote(m[1])
-					if err != nil {
-						t.Fatalf("%s:%d: bad expectation %s", path, j+1, m[1])
-					}
-					expect[j+1] = regexp.MustCompile(pat)
-				}
-			}
-			got := map[int][]string{}
-			for _, d := range ds {
-				line := 0
-				if d.Subject != nil {
-					line = d.Subject.Start.Line
-				}
-				got[line] = append(got[line], d.Summary+": "+d.Detail)
-			}
-			for line, re := range expect {
-				found := false
-				for _, msg := range got[line] {
-					found = found || re.MatchString(msg)
-				}
-				if !found {
-					t.Errorf("%s:%d: want a diagnostic matching %q, got %q", path, line, re, got[line])
-				}
-			}
-			for line, msgs := range got {
-				if expect[line] == nil {
-					t.Errorf("%s:%d: unexpected diagnostic(s): %q", path, line, msgs)
-				}
-			}
-			start = i + 1
-		}
-	}
+	chunkedfile.Run(t, "testdata/errors/*.pipe", func(name string, src []byte) diag.Diagnostics {
+		_, ds := check(name, src)
+		return ds
+	})
 }
 
 // TestGolden renders the diagnostics of each testdata/golden/x.pipe into
