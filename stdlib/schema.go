@@ -71,6 +71,10 @@ func (r *Registry) BlockNames() []string {
 // the spec of the layer they stand for.
 func (r *Registry) Layer(name string) *lang.LayerSpec { return r.byName[name] }
 
+// IsLayer reports whether name is a layer or a family of the registry: the
+// formatter's hint (format.WithLayers) for telling layer lines from fields.
+func IsLayer(name string) bool { return registry.byName[name] != nil }
+
 // Layers returns every layer and family spec: layers first, then
 // families, each group in the order the docs list them.
 func (r *Registry) Layers() []*lang.LayerSpec { return r.layers }

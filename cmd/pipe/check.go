@@ -1,0 +1,58 @@
+package main
+
+import (
+	"fmt"
+
+	"pipe/lang/diag"
+	"pipe/lang/render"
+)
+
+func runCheck(a *app, args []string) int {
+	fs := a.newFlags("check")
+	asJSON := fs.Bool("json", false, "write diagnostics as JSON on standard output")
+	files, err := parseFlags(fs, args)
+	if err != nil {
+		return exitErrors
+	}
+	if len(files) == 0 {
+		fmt.Fprintln(a.env.Stderr, "usage: pipe check [--json] FILE...")
+		return exitErrors
+	}
+	var all diag.Diagnostics
+	sources := render.Sources{}
+	failed := false
+	for _, name := range files {
+		_, _, src, display, ds, err := a.load(name)
+		if err != nil {
+			ds = diag.Diagnostics{{Severity: diag.Error, Code: "read", Summary: "cannot read " + display, Detail: err.Error()}}
+		}
+		sources[display] = src
+		a.log.Debug("checked", "file", display, "diagnostics", len(ds))
+		if ds.HasErrors() {
+			failed = true
+		}
+		all = append(all, ds...)
+	}
+	if *asJSON {
+		if err := render.JSON(a.env.Stdout, all); err != nil {
+			return exitErrors
+		}
+	} else {
+		a.printDiags(all, sources)
+		errs := len(all.Errs())
+		if errs > 0 || len(all) > 0 {
+			fmt.Fprintf(a.env.Stderr, "\n%s, %s in %s\n", plural(errs, "error"), plural(len(all)-errs, "warning"), plural(len(files), "file"))
+		}
+	}
+	if failed {
+		return exitErrors
+	}
+	return exitOK
+}
+
+func plural(n int, word string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 %s", word)
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}

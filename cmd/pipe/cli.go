@@ -1,0 +1,202 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+	"sort"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/mattn/go-isatty"
+
+	"pipe/lang"
+	"pipe/lang/ast"
+	"pipe/lang/diag"
+	"pipe/lang/render"
+	"pipe/stdlib"
+)
+
+// Exit codes shared by every command.
+const (
+	exitOK       = 0
+	exitErrors   = 1
+	exitFmtCheck = 2
+	exitNoFit    = 3
+)
+
+// Env is the process environment a command runs in; tests supply their own.
+type Env struct {
+	Stdin          io.Reader
+	Stdout, Stderr io.Writer
+	Getenv         func(string) string
+}
+
+type command struct {
+	name, usage, summary string
+	run                  func(*app, []string) int
+}
+
+var commands []*command
+
+func register(c *command) { commands = append(commands, c) }
+
+func init() {
+	register(&command{name: "check", usage: "pipe check [--json] FILE...", summary: "parse and validate pipe files", run: runCheck})
+	register(&command{name: "fmt", usage: "pipe fmt [-w] [--check] FILE...", summary: "format pipe files canonically", run: runFmt})
+	register(&command{name: "version", usage: "pipe version", summary: "print the version", run: runVersion})
+}
+
+// app carries what every command needs: streams, logger, colour.
+type app struct {
+	env    *Env
+	log    hclog.Logger
+	color  bool
+	schema lang.Schema
+}
+
+// Main runs the pipe command line and returns the exit code.
+func Main(args []string, env *Env) int {
+	global := flag.NewFlagSet("pipe", flag.ContinueOnError)
+	global.SetOutput(env.Stderr)
+	level := global.String("log-level", "warn", "log level: trace, debug, info, warn, error, off")
+	noColor := global.Bool("no-color", false, "disable colour (NO_COLOR is honoured too)")
+	global.Usage = func() { usage(env.Stderr) }
+	if err := global.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return exitOK
+		}
+		return exitErrors
+	}
+	rest := global.Args()
+	if len(rest) == 0 {
+		usage(env.Stderr)
+		return exitErrors
+	}
+	color := !*noColor && env.Getenv("NO_COLOR") == "" && isTerminal(env.Stderr)
+	a := &app{env: env, color: color, schema: stdlib.Schema()}
+	a.log = hclog.New(&hclog.LoggerOptions{
+		Name: "pipe", Level: hclog.LevelFromString(*level), Output: env.Stderr,
+		Color: colorOption(color), DisableTime: true,
+	})
+	for _, c := range commands {
+		if c.name == rest[0] {
+			return c.run(a, rest[1:])
+		}
+	}
+	if rest[0] == "help" || rest[0] == "-h" {
+		usage(env.Stdout)
+		return exitOK
+	}
+	fmt.Fprintf(env.Stderr, "pipe: unknown command %q\n\n", rest[0])
+	usage(env.Stderr)
+	return exitErrors
+}
+
+func colorOption(on bool) hclog.ColorOption {
+	if on {
+		return hclog.AutoColor
+	}
+	return hclog.ColorOff
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	return ok && isatty.IsTerminal(f.Fd())
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "pipe: declarative pipelines for training and running deep-learning models")
+	fmt.Fprintln(w, "\nUsage:")
+	cs := append([]*command(nil), commands...)
+	sort.Slice(cs, func(i, j int) bool { return cs[i].name < cs[j].name })
+	for _, c := range cs {
+		fmt.Fprintf(w, "  %-40s %s\n", c.usage, c.summary)
+	}
+	fmt.Fprintln(w, "\nGlobal flags (before the command): --log-level LEVEL, --no-color")
+	fmt.Fprintln(w, "A FILE of - reads standard input.")
+}
+
+// newFlags builds a command's flag set with the shared behaviour.
+func (a *app) newFlags(c string) *flag.FlagSet {
+	fs := flag.NewFlagSet("pipe "+c, flag.ContinueOnError)
+	fs.SetOutput(a.env.Stderr)
+	return fs
+}
+
+// parseFlags parses flags wherever they appear among the file names.
+func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	var files []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			return nil, err
+		}
+		args = fs.Args()
+		if len(args) == 0 {
+			return files, nil
+		}
+		files = append(files, args[0])
+		args = args[1:]
+	}
+}
+
+// readSource reads a file, or standard input for "-".
+func (a *app) readSource(name string) ([]byte, string, error) {
+	if name == "-" {
+		b, err := io.ReadAll(io.LimitReader(a.env.Stdin, 64<<20))
+		return b, "<stdin>", err
+	}
+	st, err := os.Stat(name)
+	if err != nil {
+		return nil, name, err
+	}
+	if st.IsDir() {
+		return nil, name, fmt.Errorf("%s is a directory; give .pipe files", name)
+	}
+	if st.Size() > 64<<20 {
+		return nil, name, fmt.Errorf("%s is %d bytes: too large for a pipe file", name, st.Size())
+	}
+	b, err := os.ReadFile(name)
+	return b, name, err
+}
+
+// load parses and checks one file.
+func (a *app) load(name string) (*lang.Program, *ast.File, []byte, string, diag.Diagnostics, error) {
+	src, display, err := a.readSource(name)
+	if err != nil {
+		return nil, nil, nil, display, nil, err
+	}
+	f, ds := lang.Parse(display, src)
+	p, cds := lang.Check(f, a.schema)
+	ds = append(ds, cds...)
+	ds.Sort()
+	return p, f, src, display, ds, nil
+}
+
+func (a *app) printDiags(ds diag.Diagnostics, sources render.Sources) {
+	if len(ds) == 0 {
+		return
+	}
+	_ = render.Text(a.env.Stderr, ds, sources, render.Options{Color: a.color})
+}
+
+func runVersion(a *app, args []string) int {
+	v := "(devel)"
+	goVer := ""
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		if bi.Main.Version != "" {
+			v = bi.Main.Version
+		}
+		goVer = bi.GoVersion
+		for _, s := range bi.Settings {
+			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
+				v += " " + s.Value[:12]
+			}
+		}
+	}
+	fmt.Fprintf(a.env.Stdout, "pipe %s %s\n", strings.TrimSpace(v), goVer)
+	return exitOK
+}

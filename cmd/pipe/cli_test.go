@@ -1,0 +1,146 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// runPipe runs the CLI in-process with the given stdin.
+func runPipe(t *testing.T, stdin string, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	env := &Env{Stdin: strings.NewReader(stdin), Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }}
+	code = Main(args, env)
+	return code, out.String(), errb.String()
+}
+
+func examplePaths(t *testing.T) []string {
+	paths, _ := filepath.Glob("../../examples/*.pipe")
+	if len(paths) < 6 {
+		t.Fatalf("found %d examples", len(paths))
+	}
+	return paths
+}
+
+func TestCheckExamples(t *testing.T) {
+	code, _, stderr := runPipe(t, "", append([]string{"check"}, examplePaths(t)...)...)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+}
+
+func TestFmtCheckExamples(t *testing.T) {
+	code, stdout, stderr := runPipe(t, "", append([]string{"fmt", "--check"}, examplePaths(t)...)...)
+	if code != exitOK {
+		t.Fatalf("exit %d: files to reformat: %s\n%s", code, stdout, stderr)
+	}
+}
+
+const threeMistakes = `pipeline three
+precision bf61
+source train idx { images "a.gz"  labels "b.gz" }
+model m {
+  input [1, 28, 28]
+  conv 32 k3 -> rleu -> flatten -> dense 10
+}
+train { epochs -2  optimizer adam lr 1e-3  loss cross_entropy }
+`
+
+func TestCheckReportsEveryMistake(t *testing.T) {
+	code, _, stderr := runPipe(t, threeMistakes, "check", "-")
+	if code != exitErrors {
+		t.Fatalf("exit %d, want %d", code, exitErrors)
+	}
+	for _, want := range []string{
+		"<stdin>:2:11: error: unknown precision 'bf61'",
+		"<stdin>:6:17: error: unknown layer 'rleu'",
+		"<stdin>:8:16: error: epochs in train is out of range",
+		" 6 |   conv 32 k3 -> rleu -> flatten -> dense 10\n   |                 ^^^^",
+		"Did you mean 'relu'?",
+		"3 errors, 0 warnings in 1 file",
+	} {
+		if !strings.Contains(stderr, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr)
+		}
+	}
+	if strings.Contains(stderr, "\x1b[") {
+		t.Error("colour on a non-terminal")
+	}
+}
+
+func TestCheckJSON(t *testing.T) {
+	code, stdout, _ := runPipe(t, threeMistakes, "check", "--json", "-")
+	if code != exitErrors {
+		t.Fatalf("exit %d", code)
+	}
+	var ds []struct {
+		Severity, Code, Summary string
+		Subject                 struct{ Start struct{ Line, Column int } }
+	}
+	if err := json.Unmarshal([]byte(stdout), &ds); err != nil {
+		t.Fatalf("not JSON: %v\n%s", err, stdout)
+	}
+	if len(ds) != 3 || ds[1].Code != "unknown-layer" || ds[1].Subject.Start.Line != 6 || ds[1].Severity != "error" {
+		t.Fatalf("unexpected JSON: %+v", ds)
+	}
+}
+
+func TestCheckMissingFile(t *testing.T) {
+	code, _, stderr := runPipe(t, "", "check", "does/not/exist.pipe")
+	if code != exitErrors || !strings.Contains(stderr, "exist.pipe") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+}
+
+const messy = "pipeline   messy // name\ntrain{\nepochs 3   // three\n   batch 8\n}\n"
+
+func TestFmtStdinAndCheck(t *testing.T) {
+	code, stdout, _ := runPipe(t, messy, "fmt", "-")
+	if code != exitOK {
+		t.Fatalf("exit %d", code)
+	}
+	if !strings.Contains(stdout, "// name") || !strings.Contains(stdout, "// three") {
+		t.Fatalf("comments lost:\n%s", stdout)
+	}
+	dir := t.TempDir()
+	p := filepath.Join(dir, "m.pipe")
+	if err := os.WriteFile(p, []byte(messy), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, _ := runPipe(t, "", "fmt", "--check", p); code != exitFmtCheck {
+		t.Fatalf("fmt --check on a messy file: exit %d, want %d", code, exitFmtCheck)
+	}
+	if code, _, _ := runPipe(t, "", "fmt", "-w", p); code != exitOK {
+		t.Fatalf("fmt -w: exit %d", code)
+	}
+	got, _ := os.ReadFile(p)
+	if string(got) != stdout {
+		t.Fatalf("fmt -w wrote\n%s\nwant\n%s", got, stdout)
+	}
+	if st, _ := os.Stat(p); st.Mode().Perm() != 0o600 {
+		t.Errorf("fmt -w changed the mode to %v", st.Mode().Perm())
+	}
+	if code, _, _ := runPipe(t, "", "fmt", "--check", p); code != exitOK {
+		t.Fatalf("formatted file still differs")
+	}
+}
+
+func TestFmtRefusesBrokenFile(t *testing.T) {
+	code, stdout, stderr := runPipe(t, "train { epochs 3\n", "fmt", "-")
+	if code != exitErrors || stdout != "" || !strings.Contains(stderr, "unclosed") {
+		t.Fatalf("exit %d, stdout %q, stderr %s", code, stdout, stderr)
+	}
+}
+
+func TestUnknownCommandAndVersion(t *testing.T) {
+	if code, _, stderr := runPipe(t, "", "chek"); code != exitErrors || !strings.Contains(stderr, "unknown command") {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if code, stdout, _ := runPipe(t, "", "version"); code != exitOK || !strings.HasPrefix(stdout, "pipe ") {
+		t.Fatalf("version: %d %q", code, stdout)
+	}
+}

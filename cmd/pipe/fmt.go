@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"pipe/lang/diag"
+	"pipe/lang/format"
+	"pipe/lang/render"
+	"pipe/stdlib"
+)
+
+func runFmt(a *app, args []string) int {
+	fs := a.newFlags("fmt")
+	write := fs.Bool("w", false, "write the result to the file instead of standard output")
+	check := fs.Bool("check", false, "list files whose formatting differs and exit 2; change nothing")
+	files, err := parseFlags(fs, args)
+	if err != nil {
+		return exitErrors
+	}
+	if len(files) == 0 {
+		fmt.Fprintln(a.env.Stderr, "usage: pipe fmt [-w] [--check] FILE...")
+		return exitErrors
+	}
+	code := exitOK
+	for _, name := range files {
+		src, display, err := a.readSource(name)
+		if err != nil {
+			fmt.Fprintf(a.env.Stderr, "pipe fmt: %v\n", err)
+			code = exitErrors
+			continue
+		}
+		out, err := format.Source(src, format.WithLayers(stdlib.IsLayer))
+		if err != nil {
+			var ds diag.Diagnostics
+			if errors.As(err, &ds) {
+				for _, d := range ds {
+					if d.Subject != nil {
+						d.Subject.File = display
+					}
+				}
+				a.printDiags(ds, render.Sources{display: src})
+			} else {
+				fmt.Fprintf(a.env.Stderr, "pipe fmt: %s: %v\n", display, err)
+			}
+			fmt.Fprintf(a.env.Stderr, "pipe fmt: %s not formatted: fix the errors above first\n", display)
+			code = exitErrors
+			continue
+		}
+		changed := !bytes.Equal(src, out)
+		switch {
+		case *check:
+			if changed {
+				fmt.Fprintln(a.env.Stdout, display)
+				if code == exitOK {
+					code = exitFmtCheck
+				}
+			}
+		case *write && name != "-":
+			if changed {
+				if err := writeFileAtomic(name, out); err != nil {
+					fmt.Fprintf(a.env.Stderr, "pipe fmt: %v\n", err)
+					code = exitErrors
+				}
+			}
+		default:
+			_, _ = a.env.Stdout.Write(out)
+		}
+	}
+	return code
+}
+
+// writeFileAtomic replaces name with data through a temporary file in the
+// same folder, so an interrupted write never leaves a half-written file.
+func writeFileAtomic(name string, data []byte) error {
+	mode := os.FileMode(0o644)
+	if st, err := os.Stat(name); err == nil {
+		mode = st.Mode().Perm()
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp.Name())
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	if err := tmp.Sync(); err != nil {
+		tmp.Close()
+		return fmt.Errorf("writing %s: %w", name, err)
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(tmp.Name(), mode); err != nil {
+		return err
+	}
+	return os.Rename(tmp.Name(), name)
+}

@@ -1,0 +1,17 @@
+// Command pipe checks, formats, plans and runs .pipe pipelines.
+//
+//	pipe check [--json] FILE...        parse and validate
+//	pipe fmt [-w] [--check] FILE...    canonical formatting
+//	pipe version
+//
+// A FILE of "-" reads standard input. Exit codes: 0 ok, 1 errors found,
+// 2 "fmt --check" found a file to change.
+package main
+
+import (
+	"os"
+)
+
+func main() {
+	os.Exit(Main(os.Args[1:], &Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}))
+}
