@@ -8,6 +8,7 @@
 #   make fmt     gofmt -w the Go files, pipe fmt -w the examples
 #   make lint    gofmt -l must be empty, go vet
 #   make bench   go test -bench over ./bench/...
+#   make editor  package the VS Code extension (editor/vscode/pipe.vsix)
 #   make clean   remove build outputs (distclean also removes data/)
 
 SHELL := bash
@@ -40,7 +41,7 @@ FMNIST       := $(addprefix data/fashion-mnist/,$(FMNIST_FILES))
 # both shipped as test data inside Debian's r-cran-stars package.
 LANDSAT      := data/L7_ETMs.tif data/olinda_dem_utm25s.tif
 
-.PHONY: all deps data build test run fmt lint bench clean distclean
+.PHONY: all deps data build test run fmt lint bench clean distclean editor editor-test
 
 all: build test
 
@@ -92,6 +93,7 @@ build:
 test: deps
 	$(GO) vet ./...
 	$(GO) test $(TESTFLAGS) ./...
+	@$(MAKE) --no-print-directory editor-test
 
 run: build data
 	@if [ -z "$(EXAMPLES)" ]; then echo "run: no examples/*.pipe yet"; exit 0; fi; \
@@ -123,3 +125,27 @@ clean:
 
 distclean: clean
 	rm -rf data
+
+# ---- editor support (editor/) ------------------------------------------------
+# The VS Code extension's npm packages are pinned in editor/vscode/package-lock.json;
+# npm ci runs only when node_modules is missing or older than the lock file.
+# Without npm the grammar tests are skipped (with a message) and `make editor` fails.
+NPM      ?= npm
+VSCODE   := editor/vscode
+HAVE_NPM := $(shell command -v $(NPM) 2>/dev/null)
+
+$(VSCODE)/node_modules/.package-lock.json: $(VSCODE)/package-lock.json $(VSCODE)/package.json
+	cd $(VSCODE) && $(NPM) ci --no-audit --no-fund
+
+## editor-test: TextMate grammar tests, and every example tokenised with the grammar.
+ifeq ($(HAVE_NPM),)
+editor-test:
+	@echo "editor-test: npm not found; skipping the editor grammar tests (install node and npm to run them)"
+else
+editor-test: $(VSCODE)/node_modules/.package-lock.json
+	cd $(VSCODE) && $(NPM) test
+endif
+
+## editor: package the VS Code extension as editor/vscode/pipe.vsix.
+editor: $(VSCODE)/node_modules/.package-lock.json
+	cd $(VSCODE) && npx --no -- vsce package --skip-license --allow-missing-repository -o pipe.vsix

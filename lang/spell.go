@@ -7,6 +7,11 @@ import (
 	"github.com/agnivade/levenshtein"
 )
 
+// Nearest returns the candidate closest to name by edit distance, or ""
+// when none is close enough to be a plausible typo. Every "did you mean" of
+// pipe uses it, so they all agree.
+func Nearest(name string, candidates []string) string { return nearest(name, candidates) }
+
 // nearest returns the candidate closest to name by edit distance, or ""
 // when none is close enough to be a plausible typo (starlark-go's resolver
 // suggests names the same way).

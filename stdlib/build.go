@@ -2,19 +2,22 @@ package stdlib
 
 import (
 	"fmt"
-	"sort"
 	"strings"
-
-	"github.com/agnivade/levenshtein"
 
 	"pipe/lang"
 	"pipe/lang/diag"
 )
 
 // builder holds the state of one BuildGraph call.
+// MaxNodes bounds the operations of one model graph, so a file such as
+// "10000 * (10000 * (dense 4))" is refused instead of exhausting memory.
+// ResNet-152 has about 500; ViT-H about 1,000.
+const MaxNodes = 100000
+
 type builder struct {
-	g     *Graph
-	diags diag.Diagnostics
+	g      *Graph
+	diags  diag.Diagnostics
+	tooBig bool
 	// taken counts the uses of each node name; counts numbers the
 	// hand-written layers of each kind.
 	taken  map[string]int
@@ -230,7 +233,7 @@ func (b *builder) lookup(label string, r diag.Range) int {
 	if at, ok := b.later[label]; ok {
 		detail += fmt.Sprintf(" '%s' is labelled at line %d, after this use; a layer can read only tensors defined above it.", label, at.Start.Line)
 	}
-	sug := nearestName(label, append(defined, "input"))
+	sug := lang.Nearest(label, append(defined, "input"))
 	if sug != "" && b.later[label].IsZero() {
 		detail += fmt.Sprintf(" Did you mean '%s'?", sug)
 	}
@@ -240,24 +243,6 @@ func (b *builder) lookup(label string, r diag.Range) int {
 	return -1
 }
 
-// nearestName returns the candidate within a typo's distance of name, or
-// "" (the same rule as the checker's "did you mean").
-func nearestName(name string, candidates []string) string {
-	best, bestD := "", 0
-	limit := 1 + len(name)/3
-	sort.Strings(candidates)
-	for _, c := range candidates {
-		if c == name {
-			continue
-		}
-		d := levenshtein.ComputeDistance(strings.ToLower(name), strings.ToLower(c))
-		if d <= limit && (best == "" || d < bestD) {
-			best, bestD = c, d
-		}
-	}
-	return best
-}
-
 // chain applies a chain's nodes to the tensor x.
 func (b *builder) chain(nodes []lang.ChainNode, x int) int {
 	for _, n := range nodes {
@@ -265,7 +250,7 @@ func (b *builder) chain(nodes []lang.ChainNode, x int) int {
 		case *lang.LayerCall:
 			x = b.call(n, x)
 		case *lang.Repeat:
-			for i := 0; i < n.Count; i++ {
+			for i := 0; i < n.Count && !b.tooBig; i++ {
 				x = b.chain(n.Body.Nodes, x)
 			}
 		}

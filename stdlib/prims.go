@@ -29,6 +29,14 @@ func (b *builder) newNode(name, op string, out []int64, a OpArgs, inputs ...int)
 // push adds a node to the graph once its costs are set, computing Saved
 // and reporting an overflow of any count.
 func (b *builder) push(n *Node, c *calc) int {
+	if len(b.g.Nodes) >= MaxNodes {
+		if !b.tooBig {
+			b.tooBig = true
+			b.errorf("too-large", "model too large",
+				"After expanding repeats and families the model has more than %d operations; pipe builds at most that many. Check the repeat counts.", MaxNodes)
+		}
+		return -1
+	}
 	c.numel(n.Out)
 	saved := n.Private
 	for _, k := range n.Keep {
