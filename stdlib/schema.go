@@ -227,6 +227,8 @@ func sourceVariants() map[string][]*lang.FieldSpec {
 				arg("masks", lang.TString, "Path to the masks folder.", positional, required)),
 			field("resize", "The size every image (and mask) is resized to.",
 				arg("resize", lang.TSize, "Height x width, such as 224x224.", positional, required)),
+			field("channels", "The channels each image is read with: 3 for RGB, 1 for grayscale (microscopy, X-ray).",
+				arg("channels", lang.TInt, "1 or 3.", positional, required, atLeast(1), atMost(3), def("3"))),
 			splitField(),
 			augmentField(),
 			field("strict", "Whether an image that fails to decode stops the run; false skips and counts it.",
