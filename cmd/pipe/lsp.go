@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"io"
+	"os"
+	"os/signal"
+	"runtime/debug"
+	"sync"
+	"syscall"
+
+	"pipe/lang"
+	"pipe/lang/diag"
+	"pipe/lsp"
+	"pipe/planner"
+)
+
+func init() {
+	register(&command{name: "lsp", usage: "pipe lsp", summary: "run the language server on standard input and output", run: runLSP})
+}
+
+// runLSP serves the language server on standard input and output. Logs go
+// to standard error only (--log-level); standard output is the protocol.
+// It exits 0 after the client's shutdown and exit, 1 when the client exits
+// without shutdown or goes away.
+func runLSP(a *app, args []string) int {
+	fs := a.newFlags("lsp")
+	debounce := fs.Duration("debounce", lsp.DefaultDebounce, "how long to wait after a change before analysing")
+	fs.Bool("stdio", true, "serve on standard input and output (the only transport; accepted for clients that pass it)")
+	if rest, err := parseFlags(fs, args); err != nil || len(rest) > 0 {
+		if err == nil {
+			a.log.Error("pipe lsp takes no arguments", "args", rest)
+		}
+		return exitErrors
+	}
+	// A client that vanishes must make writes fail, not kill the process
+	// with SIGPIPE before it can log why it stops.
+	signal.Ignore(syscall.SIGPIPE)
+	defer signal.Reset(syscall.SIGPIPE)
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	log := a.log.Named("lsp")
+	err := lsp.Serve(ctx, &stdio{in: a.env.Stdin, out: a.env.Stdout},
+		lsp.WithLogger(log),
+		lsp.WithDebounce(*debounce),
+		lsp.WithVersion(buildVersion()),
+		lsp.WithPlanner(lspPlanner()),
+	)
+	if err != nil {
+		if errors.Is(err, lsp.ErrNoShutdown) {
+			log.Info("stopped", "reason", err)
+		} else {
+			log.Error("stopped", "error", err)
+		}
+		return exitErrors
+	}
+	log.Debug("stopped after shutdown and exit")
+	return exitOK
+}
+
+// stdio joins the command's input and output into the connection the
+// server reads and writes; closing it closes both where they can be.
+type stdio struct {
+	in  io.Reader
+	out io.Writer
+}
+
+func (s *stdio) Read(p []byte) (int, error)  { return s.in.Read(p) }
+func (s *stdio) Write(p []byte) (int, error) { return s.out.Write(p) }
+
+func (s *stdio) Close() error {
+	var errs []error
+	if c, ok := s.in.(io.Closer); ok {
+		errs = append(errs, c.Close())
+	}
+	if c, ok := s.out.(io.Closer); ok {
+		errs = append(errs, c.Close())
+	}
+	return errors.Join(errs...)
+}
+
+// buildVersion is the module version the binary was built from, for the
+// server's initialize reply.
+func buildVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
+		return bi.Main.Version
+	}
+	return "(devel)"
+}
+
+// lspPlanner plans for the language server: the planner for the file's
+// device, with the host measured once per session rather than on every
+// keystroke. planner.Plan takes no context; when a newer change cancels
+// ctx, the server drops the result.
+func lspPlanner() lsp.Planner {
+	var (
+		once sync.Once
+		host planner.HostInfo
+	)
+	return func(ctx context.Context, prog *lang.Program) (*lsp.Costs, diag.Diagnostics) {
+		once.Do(func() { host = planner.DetectHost() })
+		p, ds := planner.Plan(prog, planner.WithHost(host))
+		return lsp.CostsFromPlan(prog, p), ds
+	}
+}

@@ -1,0 +1,188 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"pipe/lang/diag"
+	"pipe/lang/render"
+	"pipe/planner"
+	"pipe/planner/plan"
+)
+
+func init() {
+	register(&command{name: "plan", usage: "pipe plan [flags] FILE",
+		summary: "memory per layer and every automatic choice, before any compute (--device, --batch, --json, --out)", run: runPlan})
+}
+
+// hostInfo measures the machine; tests replace it so that no output
+// depends on the machine that runs them.
+var hostInfo = planner.DetectHost
+
+func runPlan(a *app, args []string) int {
+	fs := a.newFlags("plan")
+	device := fs.String("device", "", "plan for this device instead of the file's (pipe devices lists them)")
+	batch := fs.Int64("batch", 0, "check whether this batch fits, whatever the file says")
+	asJSON := fs.Bool("json", false, "write the plan as JSON on standard output instead of the table")
+	out := fs.String("out", "", "also write the plan's JSON to this file, for pipe run")
+	files, err := parseFlags(fs, args)
+	if err != nil {
+		return exitErrors
+	}
+	if len(files) != 1 {
+		fmt.Fprintln(a.env.Stderr, "usage: pipe plan [--device NAME] [--batch N] [--json] [--out FILE] FILE")
+		return exitErrors
+	}
+	if *batch < 0 {
+		fmt.Fprintf(a.env.Stderr, "pipe plan: --batch %d: a batch is at least 1\n", *batch)
+		return exitErrors
+	}
+	prog, _, src, display, ds, err := a.load(files[0])
+	if err != nil {
+		fmt.Fprintf(a.env.Stderr, "pipe plan: %v\n", err)
+		return exitErrors
+	}
+	sources := render.Sources{display: src}
+	if ds.HasErrors() {
+		a.printDiags(ds, sources)
+		return exitErrors
+	}
+	opts := []planner.Option{planner.WithSource(src), planner.WithHost(hostInfo())}
+	if *device != "" {
+		opts = append(opts, planner.WithDevice(*device))
+	}
+	if *batch > 0 {
+		opts = append(opts, planner.WithBatch(*batch))
+	}
+	p, pds := planner.Plan(prog, opts...)
+	all := append(ds, pds...)
+	a.printDiags(all, sources)
+	if p == nil || hasOtherErrors(pds) {
+		return exitErrors
+	}
+	if *out != "" {
+		b, err := p.MarshalIndent()
+		if err == nil {
+			err = writeFileAtomic(*out, b)
+		}
+		if err != nil {
+			fmt.Fprintf(a.env.Stderr, "pipe plan: %v\n", err)
+			return exitErrors
+		}
+	}
+	if *asJSON {
+		if err := p.Encode(a.env.Stdout); err != nil {
+			fmt.Fprintf(a.env.Stderr, "pipe plan: %v\n", err)
+			return exitErrors
+		}
+	} else {
+		writePlan(a.env.Stdout, p)
+	}
+	if !p.Fits || pds.HasErrors() {
+		return exitNoFit
+	}
+	return exitOK
+}
+
+// hasOtherErrors reports an error that is not "does not fit".
+func hasOtherErrors(ds diag.Diagnostics) bool {
+	for _, d := range ds.Errs() {
+		if d.Code != planner.CodeNoFit {
+			return true
+		}
+	}
+	return false
+}
+
+// writePlan prints the per-layer table, the memory and the decisions.
+func writePlan(w io.Writer, p *plan.Plan) {
+	fmt.Fprintf(w, "%s: model %s on %s (%s backend), %s, batch %d", p.File, p.Model, p.Device.Name, p.Backend,
+		p.Precision.Compute, p.BatchSize)
+	if p.AccumulationSteps > 1 {
+		fmt.Fprintf(w, " × %d accumulation steps = %d", p.AccumulationSteps, p.EffectiveBatch)
+	}
+	fmt.Fprintf(w, "\n%s parameters, %s FLOPs per sample forward\n\n", planner.FormatCount(p.Parameters), planner.FormatCount(p.FLOPsPerSample))
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "LINE\tNAME\tOP\tOUTPUT\tPARAMS\tACTIVATIONS\tRECOMPUTED\tFUSED WITH")
+	kinds := map[int]string{}
+	for _, g := range p.Fusion.Groups {
+		kinds[g.ID] = fmt.Sprintf("#%d %s", g.ID, g.Kind)
+	}
+	for _, l := range p.Layers {
+		rc := ""
+		if l.Recomputed {
+			rc = "yes"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Line, l.Name, l.Op, shape(l.Out), planner.FormatCount(l.Params),
+			planner.FormatBytes(l.ActivationBytes), rc, kinds[l.FusionGroup])
+	}
+	tw.Flush()
+
+	m := p.Memory
+	fmt.Fprintf(w, "\nMemory at batch %d (%s backend)\n", p.BatchSize, p.Backend)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	row := func(name string, v int64, note string) {
+		fmt.Fprintf(tw, "  %s\t%s\t  %s\n", name, planner.FormatBytes(v), note)
+	}
+	row("parameters", m.Parameters, p.Precision.Compute+" working copy")
+	if m.Master > 0 {
+		row("master weights", m.Master, "fp32")
+	}
+	row("gradients", m.Gradients, "fp32")
+	row("optimizer state", m.Optimizer, fmt.Sprintf("%s, %s", p.Optimizer.Kind, count(p.Optimizer.StateBuffers, "buffer", "buffers")))
+	note := "saved for backward, " + p.Precision.Activations
+	if len(p.Checkpoint.Segments) > 0 {
+		note += fmt.Sprintf(", %s before checkpointing", planner.FormatBytes(m.ActivationsBefore))
+	}
+	row("activations", m.Activations, note)
+	row("workspace", m.Workspace, "largest op")
+	row("input batch", m.Input, "inputs and targets")
+	if m.Loader > 0 {
+		row("loader buffers", m.Loader, fmt.Sprintf("%s × %s", count(p.Loader.Workers, "worker", "workers"), count(p.Loader.Prefetch, "batch", "batches")))
+	}
+	row("total", m.Total, "")
+	budgetNote := fmt.Sprintf("%s less %.0f%%", planner.FormatBytes(m.Capacity), m.MarginPercent)
+	if m.Reserve > 0 {
+		budgetNote += " and " + planner.FormatBytes(m.Reserve)
+	}
+	row("budget", m.Budget, budgetNote)
+	tw.Flush()
+	if p.Fits {
+		fmt.Fprintf(w, "  fits: %.0f%% of the budget\n", 100*float64(m.Total)/float64(max(m.Budget, 1)))
+	} else {
+		fmt.Fprintf(w, "  DOES NOT FIT: %s over the budget\n", planner.FormatBytes(m.Total-m.Budget))
+	}
+
+	if len(p.Checkpoint.Segments) > 0 {
+		fmt.Fprintf(w, "\nRecomputed segments (+%.1f%% FLOPs)\n", p.Checkpoint.ExtraPercent)
+		for _, s := range p.Checkpoint.Segments {
+			fmt.Fprintf(w, "  %s .. %s (%d nodes)\n", s.First, s.Last, s.To-s.From+1)
+		}
+	}
+
+	fmt.Fprintln(w, "\nDecisions")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, d := range p.Decisions {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", d.What, d.Value, d.Reason)
+	}
+	tw.Flush()
+}
+
+func shape(s []int64) string {
+	parts := make([]string, len(s))
+	for i, d := range s {
+		parts[i] = fmt.Sprint(d)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// count renders "1 worker" or "3 workers".
+func count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

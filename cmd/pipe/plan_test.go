@@ -1,0 +1,148 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"pipe/planner"
+)
+
+// fixedHost replaces the machine for the plan and devices commands: 24 GiB
+// and 2 cores, no GPU.
+func fixedHost(t *testing.T) {
+	t.Helper()
+	old := hostInfo
+	hostInfo = func() planner.HostInfo {
+		return planner.HostInfo{MemTotal: 24 << 30, MemAvailable: 24 << 30, Cores: 2}
+	}
+	t.Cleanup(func() { hostInfo = old })
+}
+
+func TestPlanExamples(t *testing.T) {
+	fixedHost(t)
+	for _, path := range examplePaths(t) {
+		for _, dev := range []string{"cpu", "a100-80gb"} {
+			code, stdout, stderr := runPipe(t, "", "plan", "--device", dev, path)
+			if code != exitOK {
+				t.Errorf("%s on %s: exit %d\n%s", path, dev, code, stderr)
+			}
+			for _, want := range []string{"NAME", "ACTIVATIONS", "Memory at batch", "budget", "Decisions", "step time"} {
+				if !strings.Contains(stdout, want) {
+					t.Errorf("%s on %s: the table has no %q", path, dev, want)
+				}
+			}
+		}
+	}
+}
+
+func TestPlanJSON(t *testing.T) {
+	fixedHost(t)
+	code, stdout, stderr := runPipe(t, "", "plan", "--json", "--device", "a100-80gb", "../../examples/fashion.pipe")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	var v map[string]any
+	if err := json.Unmarshal([]byte(stdout), &v); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"version", "source_sha256", "device", "precision", "parameters", "batch_size",
+		"accumulation_steps", "memory", "layers", "decisions"} {
+		if _, ok := v[k]; !ok {
+			t.Errorf("the plan has no %q", k)
+		}
+	}
+	mem, _ := v["memory"].(map[string]any)
+	for _, k := range []string{"parameters", "gradients", "optimizer", "activations", "workspace", "total", "budget"} {
+		if _, ok := mem[k].(float64); !ok {
+			t.Errorf("memory has no %q", k)
+		}
+	}
+	ds, _ := v["decisions"].([]any)
+	for _, d := range ds {
+		d, _ := d.(map[string]any)
+		if d["what"] == "" || d["value"] == "" || d["reason"] == "" {
+			t.Errorf("decision without what, value or reason: %v", d)
+		}
+	}
+}
+
+func TestPlanOut(t *testing.T) {
+	fixedHost(t)
+	out := filepath.Join(t.TempDir(), "plan.json")
+	path := "../../examples/cells.pipe"
+	code, _, stderr := runPipe(t, "", "plan", "--out", out, path)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	p, err := planner.Load(out)
+	if err != nil {
+		t.Fatal(err)
+	}
+	src, _ := os.ReadFile(path)
+	if err := p.Verify(src); err != nil {
+		t.Error(err)
+	}
+	if err := p.Verify(append(src, '\n')); err == nil {
+		t.Error("a changed source verifies")
+	}
+}
+
+func TestPlanBatchDoesNotFit(t *testing.T) {
+	fixedHost(t)
+	code, _, stderr := runPipe(t, "", "plan", "--batch", "100000", "../../examples/fashion.pipe")
+	if code != exitNoFit {
+		t.Fatalf("exit %d, want %d\n%s", code, exitNoFit, stderr)
+	}
+	if !strings.Contains(stderr, "fashion.pipe:14:19: error: batch 100000 does not fit on cpu") ||
+		!strings.Contains(stderr, "largest batch that fits") {
+		t.Errorf("the diagnostic is not at the batch line or does not say what fits:\n%s", stderr)
+	}
+}
+
+func TestPlanUnknownDevice(t *testing.T) {
+	fixedHost(t)
+	code, _, stderr := runPipe(t, "", "plan", "--device", "a100-80gbb", "../../examples/fashion.pipe")
+	if code != exitErrors || !strings.Contains(stderr, "Did you mean 'a100-80gb'?") {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+}
+
+const hugeModel = `source data synthetic { samples 10 shape [1000000] classes 10 }
+model huge {
+  input [1000000]
+  dense 1000000
+}
+train { epochs 1  batch 8  optimizer adam  loss cross_entropy }
+`
+
+func TestPlanModelTooLarge(t *testing.T) {
+	fixedHost(t)
+	code, _, stderr := runPipe(t, hugeModel, "plan", "--device", "a100-80gb", "-")
+	if code != exitNoFit {
+		t.Fatalf("exit %d, want %d\n%s", code, exitNoFit, stderr)
+	}
+	if !strings.Contains(stderr, "<stdin>:2:7: error: model huge does not fit on a100-80gb even at batch 1") {
+		t.Errorf("no diagnostic at the model's name:\n%s", stderr)
+	}
+}
+
+func TestDevices(t *testing.T) {
+	fixedHost(t)
+	code, stdout, stderr := runPipe(t, "", "devices")
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	for _, want := range []string{"cpu", "a100-80gb", "t4-16gb", "312 TFLOP/s", "2.04 TB/s"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("pipe devices does not list %q:\n%s", want, stdout)
+		}
+	}
+	src := "device mine { memory 8GiB  bandwidth 400GB/s  fp32 10TFLOPS }\n"
+	code, stdout, stderr = runPipe(t, src, "devices", "--json", "-")
+	if code != exitOK || !strings.Contains(stdout, `"name": "mine"`) || !strings.Contains(stdout, `"origin": "file"`) {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}

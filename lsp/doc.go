@@ -1,0 +1,19 @@
+// Package lsp is pipe's language server: `pipe lsp` serves it over standard
+// input and output to an editor (the VS Code extension in editor/vscode, or
+// any LSP client).
+//
+// It speaks the protocol through go.lsp.dev/jsonrpc2 and the types of
+// go.lsp.dev/protocol, with a framing (stream.go) that answers a malformed
+// message with a JSON-RPC error instead of dropping the connection. It
+// publishes the checker's diagnostics, then the planner's, on open and on
+// change (debounced; each change cancels the analysis before it), formats
+// with package format, completes from the stdlib registry by where the
+// cursor stands, and on hover shows a layer's output shape, parameters and
+// activation memory.
+//
+// Neighbours: package lang parses and checks; package stdlib is the
+// registry and builds the graphs that give shapes when there is no plan;
+// the planner is passed in by cmd/pipe (WithPlanner), so this package does
+// not depend on it; package format formats. Positions: package diag counts
+// bytes, the protocol counts UTF-16 code units; text.go converts.
+package lsp

@@ -1,0 +1,348 @@
+package lsp
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"go.lsp.dev/protocol"
+
+	"pipe/lang"
+	"pipe/lang/diag"
+	"pipe/lang/syntax"
+)
+
+// hover describes the word under the cursor. On a layer it shows the
+// layer's output shape, its parameters and the activation memory it keeps
+// for the backward pass, from the planner for the file's device when there
+// is a plan and from the model's graph otherwise; on a model's name, the
+// model's totals; on a block, field or argument, its documentation.
+func (s *server) hover(ctx context.Context, params protocol.HoverParams) (*protocol.Hover, error) {
+	an, text, ok := s.current(ctx, params.TextDocument.URI, true)
+	if !ok {
+		return nil, unknownDocument(params.TextDocument.URI)
+	}
+	m := newMapper(text)
+	off := m.offset(params.Position)
+	tok, ok := tokenAt(text, off)
+	if !ok {
+		return nil, nil
+	}
+	var md string
+	if an != nil && an.text == text && an.prog != nil {
+		md = describeAt(s.cfg.schema, an, off)
+	}
+	if md == "" {
+		md = describeWord(s.cfg.schema, tok.Text)
+	}
+	if md == "" {
+		return nil, nil
+	}
+	r := m.byteRange(tok.Start, tok.End)
+	return &protocol.Hover{Contents: protocol.MarkupContent{Kind: protocol.Markdown, Value: md}, Range: &r}, nil
+}
+
+// tokenAt returns the identifier under the byte offset.
+func tokenAt(text string, off int) (syntax.Token, bool) {
+	if len(text) > syntax.MaxFileSize {
+		return syntax.Token{}, false
+	}
+	for _, t := range syntax.Tokens(text) {
+		if t.Start > off {
+			break
+		}
+		if off >= t.Start && off < t.End && t.Kind == syntax.KindIdent {
+			return t, true
+		}
+	}
+	return syntax.Token{}, false
+}
+
+// describeAt describes what the checked program has at the offset.
+func describeAt(schema lang.Schema, an *analysis, off int) string {
+	p := an.prog
+	if call := layerCallAt(p, off); call != nil {
+		return layerHover(call, an.costs, an.planned)
+	}
+	for _, m := range p.Models {
+		if in(m.NameRange, off) {
+			return modelHover(m, an.costs, an.planned)
+		}
+	}
+	blocks := append([]*lang.Block{p.Top}, p.Blocks...)
+	for _, b := range blocks {
+		if b.Kind != "" && in(b.KindRange, off) {
+			return blockDoc(b.Spec)
+		}
+		for _, f := range b.Fields {
+			if in(f.NameRange, off) {
+				return fieldDoc(f.Spec)
+			}
+			if in(f.Range, off) {
+				for _, v := range f.Args {
+					if in(v.Range, off) {
+						return ""
+					}
+				}
+				if tok, ok := tokenAt(an.text, off); ok {
+					if a := findArgSpec(f.Spec.Args, tok.Text); a != nil {
+						return argDoc(a)
+					}
+				}
+			}
+		}
+	}
+	return ""
+}
+
+// layerCallAt finds the layer call whose name is at the offset, or the
+// innermost call whose arguments are, to describe an argument name.
+func layerCallAt(p *lang.Program, off int) *lang.LayerCall {
+	var found *lang.LayerCall
+	var walk func(ch *lang.Chain)
+	walk = func(ch *lang.Chain) {
+		if ch == nil {
+			return
+		}
+		for _, n := range ch.Nodes {
+			switch n := n.(type) {
+			case *lang.LayerCall:
+				if in(n.NameRange, off) {
+					found = n
+				}
+				for _, v := range n.Args {
+					walk(v.Tensor)
+				}
+			case *lang.Repeat:
+				walk(n.Body)
+			}
+		}
+	}
+	for _, m := range p.Models {
+		for _, st := range m.Stmts {
+			walk(st.Chain)
+		}
+	}
+	return found
+}
+
+func in(r diag.Range, off int) bool { return !r.IsZero() && off >= r.Start.Byte && off < r.End.Byte }
+
+func layerHover(call *lang.LayerCall, costs *Costs, planned bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**%s**", call.Name)
+	if call.Spec != nil {
+		if call.Spec.Family {
+			b.WriteString(" (model family)")
+		}
+		fmt.Fprintf(&b, " — %s\n\n", call.Spec.Doc)
+	} else {
+		b.WriteString("\n\n")
+	}
+	var lc *LayerCost
+	if costs != nil {
+		for i := range costs.Layers {
+			l := &costs.Layers[i]
+			if l.Range.Start.Byte == call.Range.Start.Byte && l.Range.End.Byte == call.Range.End.Byte {
+				lc = l
+			}
+		}
+	}
+	if lc == nil {
+		b.WriteString("_No shape yet: the model does not build up to this layer._")
+		return b.String()
+	}
+	writeCosts(&b, costs, lc.Out, lc.Params, lc.ActivationBytes, lc.Copies, planned)
+	return b.String()
+}
+
+func modelHover(m *lang.Model, costs *Costs, planned bool) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "**model %s**\n\n", m.Name)
+	if costs == nil {
+		return b.String()
+	}
+	var params, act int64
+	var out []int64
+	lastEnd := -1
+	for _, l := range costs.Layers {
+		if l.Range.Start.Byte < m.Range.Start.Byte || l.Range.End.Byte > m.Range.End.Byte {
+			continue
+		}
+		params = satAdd(params, l.Params)
+		act = satAdd(act, l.ActivationBytes)
+		if l.Range.End.Byte > lastEnd {
+			lastEnd, out = l.Range.End.Byte, l.Out
+		}
+	}
+	if lastEnd < 0 {
+		b.WriteString("_No layers built yet._")
+		return b.String()
+	}
+	if m.Input != nil {
+		fmt.Fprintf(&b, "- input: `%s`\n", shape(m.Input))
+	}
+	writeCosts(&b, costs, out, params, act, 1, planned)
+	return b.String()
+}
+
+func writeCosts(b *strings.Builder, costs *Costs, out []int64, params, act int64, copies int, planned bool) {
+	fmt.Fprintf(b, "- output: `%s` per sample\n", shape(out))
+	fmt.Fprintf(b, "- parameters: %s", count(params))
+	if copies > 1 {
+		fmt.Fprintf(b, " over %d copies", copies)
+	}
+	b.WriteString("\n")
+	per := "per sample"
+	if costs.Batch > 0 {
+		per = fmt.Sprintf("for a batch of %d", costs.Batch)
+	}
+	fmt.Fprintf(b, "- activation memory: %s %s at %s (kept for the backward pass)\n", bytesIEC(act), per, costs.Precision)
+	switch {
+	case costs.Device != "" && costs.DeviceMemory > 0:
+		fmt.Fprintf(b, "- device: %s, %s", costs.Device, bytesIEC(costs.DeviceMemory))
+		if act > 0 {
+			fmt.Fprintf(b, " (%.2g%% of it)", 100*float64(act)/float64(costs.DeviceMemory))
+		}
+		b.WriteString("\n")
+	case costs.Device != "":
+		fmt.Fprintf(b, "- device: %s\n", costs.Device)
+	}
+	if !planned {
+		b.WriteString("\n_From the model's graph; the plan adds the device's choices._")
+	}
+}
+
+func shape(dims []int64) string {
+	if dims == nil {
+		return "?"
+	}
+	parts := make([]string, len(dims))
+	for i, d := range dims {
+		parts[i] = strconv.FormatInt(d, 10)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// count writes n with thousands separators, and a short form when large:
+// "11,689,512 (11.7M)".
+func count(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(r)
+	}
+	switch {
+	case n >= 1e9:
+		fmt.Fprintf(&b, " (%.1fB)", float64(n)/1e9)
+	case n >= 1e6:
+		fmt.Fprintf(&b, " (%.1fM)", float64(n)/1e6)
+	case n >= 1e4:
+		fmt.Fprintf(&b, " (%.1fK)", float64(n)/1e3)
+	}
+	return b.String()
+}
+
+// bytesIEC writes a byte count with a binary unit: "6.1 MiB".
+func bytesIEC(n int64) string {
+	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	v := float64(n)
+	i := 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	if i == 0 {
+		return fmt.Sprintf("%d B", n)
+	}
+	return fmt.Sprintf("%.1f %s", v, units[i])
+}
+
+// describeWord documents a name from the registry alone, for text the
+// analysis has not caught up with.
+func describeWord(schema lang.Schema, word string) string {
+	if l := schema.Layer(word); l != nil {
+		return layerDoc(l)
+	}
+	if b := schema.Block(word); b != nil {
+		return blockDoc(b)
+	}
+	if f := findFieldSpec(schema.TopFields(), word); f != nil {
+		return fieldDoc(f)
+	}
+	return ""
+}
+
+func blockDoc(b *lang.BlockSpec) string {
+	if b == nil {
+		return ""
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "**%s**", b.Name)
+	for _, l := range b.Labels {
+		n := strings.ToUpper(l.Name)
+		if len(l.Enum) > 0 {
+			n = strings.Join(l.Enum, "|")
+		}
+		fmt.Fprintf(&sb, " %s", n)
+	}
+	fmt.Fprintf(&sb, " `{ … }` — %s", b.Doc)
+	return sb.String()
+}
+
+func fieldDoc(f *lang.FieldSpec) string {
+	if f == nil {
+		return ""
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "**%s** — %s", f.Name, f.Doc)
+	writeArgs(&sb, f.Args)
+	return sb.String()
+}
+
+func layerDoc(l *lang.LayerSpec) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "**%s**", l.Name)
+	if l.Family {
+		sb.WriteString(" (model family)")
+	}
+	fmt.Fprintf(&sb, " — %s", l.Doc)
+	writeArgs(&sb, l.Args)
+	return sb.String()
+}
+
+func writeArgs(sb *strings.Builder, args []*lang.ArgSpec) {
+	if len(args) == 0 {
+		return
+	}
+	sb.WriteString("\n")
+	for _, a := range args {
+		fmt.Fprintf(sb, "\n- %s", argDoc(a))
+	}
+}
+
+func argDoc(a *lang.ArgSpec) string {
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "`%s`", a.Name)
+	if len(a.Aliases) > 0 {
+		fmt.Fprintf(&sb, " (%s)", strings.Join(a.Aliases, ", "))
+	}
+	fmt.Fprintf(&sb, ": %s", a.Type)
+	if a.Positional {
+		sb.WriteString(", positional")
+	}
+	if a.Required {
+		sb.WriteString(", required")
+	}
+	if a.Default != "" {
+		fmt.Fprintf(&sb, ", default %s", a.Default)
+	}
+	if a.Doc != "" {
+		fmt.Fprintf(&sb, ". %s", a.Doc)
+	}
+	return sb.String()
+}

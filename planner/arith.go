@@ -1,0 +1,110 @@
+package planner
+
+import (
+	"fmt"
+	"math"
+)
+
+// Byte and FLOP counts are int64 and saturate at math.MaxInt64 instead of
+// wrapping: a model written to break the planner (a 10^12-parameter dense
+// layer at batch 10^6) must come out as "does not fit" with a huge number,
+// never as a small or negative one.
+
+// sat is the saturation value of every count.
+const sat = math.MaxInt64
+
+// add returns a+b for non-negative operands, saturating.
+func add(a, b int64) int64 {
+	if a > sat-b {
+		return sat
+	}
+	return a + b
+}
+
+// sum adds its non-negative arguments, saturating.
+func sum(xs ...int64) int64 {
+	var s int64
+	for _, x := range xs {
+		s = add(s, x)
+	}
+	return s
+}
+
+// mul returns a·b for non-negative operands, saturating.
+func mul(a, b int64) int64 {
+	if a == 0 || b == 0 {
+		return 0
+	}
+	if a > sat/b {
+		return sat
+	}
+	return a * b
+}
+
+// sub returns a-b, or 0 when b is larger; a saturated a stays saturated.
+func sub(a, b int64) int64 {
+	if a == sat {
+		return sat
+	}
+	if b >= a {
+		return 0
+	}
+	return a - b
+}
+
+// numel is the number of elements of a shape, saturating.
+func numel(shape []int64) int64 {
+	n := int64(1)
+	for _, d := range shape {
+		n = mul(n, d)
+	}
+	return n
+}
+
+// fraction returns x·f rounded down, for 0 <= f <= 1, without overflow.
+func fraction(x int64, f float64) int64 {
+	v := float64(x) * f
+	if v >= float64(sat) {
+		return sat
+	}
+	return int64(v)
+}
+
+// FormatBytes renders a byte count for people: "512 B", "1.5 KiB",
+// "12.4 GiB", up to EiB. A saturated count reads "≥ 8 EiB".
+func FormatBytes(n int64) string {
+	if n == sat {
+		return "≥ 8 EiB"
+	}
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
+	v := float64(n) / 1024
+	u := 0
+	for v >= 1024 && u < len(units)-1 {
+		v /= 1024
+		u++
+	}
+	if v >= 100 {
+		return fmt.Sprintf("%.0f %s", v, units[u])
+	}
+	return fmt.Sprintf("%.1f %s", v, units[u])
+}
+
+// FormatCount renders a large count with an SI suffix: 11.7M, 1.0T.
+func FormatCount(n int64) string {
+	if n == sat {
+		return "≥ 9.2E"
+	}
+	v := float64(n)
+	for _, s := range []struct {
+		div  float64
+		unit string
+	}{{1e18, "E"}, {1e15, "P"}, {1e12, "T"}, {1e9, "G"}, {1e6, "M"}, {1e3, "k"}} {
+		if v >= s.div {
+			return fmt.Sprintf("%.1f%s", v/s.div, s.unit)
+		}
+	}
+	return fmt.Sprintf("%d", n)
+}

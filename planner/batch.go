@@ -1,0 +1,469 @@
+package planner
+
+import (
+	"fmt"
+	"strings"
+
+	"pipe/lang/diag"
+	"pipe/planner/plan"
+)
+
+// The batch and the checkpoint plan are solved together. Every term of the
+// memory model but the parameters, gradients and optimizer state grows
+// linearly with the batch, so for a checkpoint plan with a peak of A bytes
+// of activations per sample the largest batch is
+//
+//	floor((budget − static) / (A + workspace + input + loader))
+//
+// Without checkpointing A is Σ a_i; with it, the least A any plan reaches
+// (checkpoint.go's minPeak). A candidate batch b gives an activation budget
+// per sample, and the cheapest plan under it (checkpoint.go's solve) is the
+// one that runs: no segments when nothing needs recomputing.
+//
+// Which batch: an explicit batch is checked. An auto batch with an
+// effective_batch is a micro-batch: it must divide the effective batch, and
+// since accumulation costs no FLOPs while recomputation does, the largest
+// divisor that fits without checkpointing wins, and checkpointing is used
+// only when no divisor fits without it. An auto batch without one is the
+// batch the optimizer sees: the largest that fits, with checkpointing if
+// that is what makes it fit, and without when the batch is the same;
+// rounded down to a multiple of 8 for tensor cores on a GPU, within the
+// user's auto(min A max B) bounds.
+
+// defaultMaxBatch bounds an auto batch with neither a max nor an
+// effective_batch, so a tiny model does not get a batch of millions.
+const defaultMaxBatch = 4096
+
+type batchSpec struct {
+	explicit  int64 // 0 for auto
+	fileBatch int64 // the file's explicit batch, 0 when auto or absent
+	min, max  int64 // auto bounds, 0 when absent
+	effective int64 // effective_batch, 0 when absent
+	at        *diag.Range
+	effAt     *diag.Range
+	fromFlag  bool
+}
+
+type batchChoice struct {
+	batch, accum int64
+	fileBatch    int64
+	mode         string
+	ck           ckptResult
+}
+
+func (pl *planner) batchSpec() batchSpec {
+	var s batchSpec
+	f := pl.train.Field("batch")
+	s.at = rangeOf(f)
+	if v := f.First(); v != nil {
+		if v.Auto {
+			if v.AutoMin != nil {
+				s.min = int64(*v.AutoMin)
+			}
+			if v.AutoMax != nil {
+				s.max = int64(*v.AutoMax)
+			}
+		} else {
+			s.explicit, s.fileBatch = v.Int, v.Int
+		}
+	}
+	if ef := pl.train.Field("effective_batch"); ef != nil {
+		s.effAt = rangeOf(ef)
+		if v := ef.First(); v != nil {
+			s.effective = v.Int
+		}
+	}
+	if pl.cfg.batch > 0 {
+		s.explicit, s.fromFlag, s.min, s.max = pl.cfg.batch, true, 0, 0
+	}
+	if s.at == nil && pl.train != nil {
+		r := pl.train.KindRange
+		s.at = &r
+	}
+	return s
+}
+
+func (pl *planner) checkpointMode() (string, *diag.Range) {
+	f := pl.train.Field("checkpoint")
+	if v := f.First(); v != nil && !v.Auto {
+		return v.Str, rangeOf(f)
+	}
+	return "auto", rangeOf(f)
+}
+
+// chooseBatch decides the batch, the accumulation and the checkpoint plan.
+// extra is per-sample memory beyond the model's (the CPU's loader buffers).
+func (pl *planner) chooseBatch(budget, extra int64, prec plan.Precision) batchChoice {
+	m := pl.cost
+	s := pl.batchSpec()
+	mode, _ := pl.checkpointMode()
+	out := batchChoice{mode: mode, fileBatch: s.fileBatch, accum: 1}
+	base := m.baseline
+	minPk := base
+	if mode != "none" {
+		minPk = m.ch.minPeak()
+	}
+	bNo := m.maxBatch(budget, base, extra)
+	bCk := m.maxBatch(budget, minPk, extra)
+	if mode == "all" {
+		bNo = bCk
+	}
+	// fit returns the cheapest checkpoint plan at batch b, and whether b fits.
+	fit := func(b int64) (ckptResult, bool) {
+		if mode == "all" {
+			r, ok := m.ch.solve(minPk)
+			return r, ok && m.total(b, r.Peak, extra) <= budget
+		}
+		if m.total(b, base, extra) <= budget {
+			return ckptResult{Peak: base, Exact: true}, true
+		}
+		if mode == "none" {
+			return ckptResult{Peak: base, Exact: true}, false
+		}
+		r, ok := m.ch.solve(m.actBudget(budget, b, extra))
+		if !ok {
+			return ckptResult{Peak: base, Exact: true}, false
+		}
+		return r, true
+	}
+	tensor := pl.dev.Kind == plan.BackendGPU && prec.Compute != "fp32"
+	E := s.effective
+
+	if s.explicit > 0 {
+		b := s.explicit
+		out.batch = b
+		if E > 0 {
+			switch {
+			case b > E:
+				pl.errorf(s.effAt, "batch-exceeds-effective", fmt.Sprintf("batch %d is larger than effective_batch %d", b, E),
+					"effective_batch is the samples per optimizer update, made of whole batches; raise it to a multiple of %d or lower the batch to a divisor of %d (%s).",
+					b, E, divisorList(E))
+			case E%b != 0:
+				pl.errorf(s.effAt, "batch-not-divisor", fmt.Sprintf("batch %d does not divide effective_batch %d", b, E),
+					"Accumulation reaches effective_batch exactly only in whole batches: use a batch among the divisors of %d (%s), or batch auto.",
+					E, divisorList(E))
+			default:
+				out.accum = E / b
+			}
+		}
+		r, ok := fit(b)
+		out.ck = r
+		how := "as written"
+		if s.fromFlag {
+			how = "from --batch"
+		}
+		if !ok {
+			pl.noFit(s, b, bNo, bCk, base, minPk, extra, budget, mode)
+			pl.decide("batch", fmt.Sprint(b), fmt.Sprintf("%d %s; it does not fit: %s.", b, how, pl.fitSummary(bNo, bCk, mode)))
+		} else {
+			pl.decide("batch", fmt.Sprint(b), fmt.Sprintf("%d %s; it fits (%s).", b, how, pl.fitSummary(bNo, bCk, mode)))
+		}
+		pl.checkpointDecision(mode, b, r, base)
+		pl.accumDecision(E, b, out.accum, false)
+		return out
+	}
+
+	lo := max(s.min, 1)
+	fitMax := bCk
+	if mode == "none" {
+		fitMax = bNo
+	}
+	var b int64
+	var why string
+	if E > 0 {
+		if E < lo {
+			pl.errorf(s.effAt, "effective-below-min", fmt.Sprintf("effective_batch %d is below the batch's minimum %d", E, lo),
+				"The micro-batch divides effective_batch, so it cannot reach auto(min %d); lower the minimum or raise effective_batch.", lo)
+		}
+		capBy := func(limit int64) int64 {
+			if s.max > 0 {
+				limit = min(limit, s.max)
+			}
+			return largestDivisor(E, lo, limit)
+		}
+		if d := capBy(bNo); d > 0 && mode != "all" {
+			b = d
+			why = pl.divisorReason(E, d, bNo, s.max, "")
+		} else if d := capBy(bCk); d > 0 && mode != "none" {
+			b = d
+			why = pl.divisorReason(E, d, bCk, s.max, " with checkpointing")
+			if bNo >= lo && mode == "auto" {
+				why = strings.TrimSuffix(why, ".") + fmt.Sprintf("; no divisor of %d from %d up fits without checkpointing.", E, lo)
+			}
+		} else if fitMax >= lo {
+			pl.errorf(s.effAt, "no-divisor-fits", fmt.Sprintf("no micro-batch between %d and %d divides effective_batch %d", lo, fitMax, E),
+				"The largest batch that fits is %d; effective_batch needs a micro-batch dividing it (%s). Pick an effective_batch with a divisor in that range.",
+				fitMax, divisorList(E))
+			b = fitMax
+		}
+	} else {
+		b = fitMax
+		limit := "memory"
+		switch {
+		case s.max > 0 && s.max < b:
+			b, limit = s.max, fmt.Sprintf("the auto(max %d) bound", s.max)
+		case s.max == 0 && b > defaultMaxBatch:
+			b, limit = defaultMaxBatch, fmt.Sprintf("pipe's default bound of %d (write auto(max N) to go higher)", defaultMaxBatch)
+		}
+		why = fmt.Sprintf("the largest batch that fits is %d; the batch is limited by %s", fitMax, limit)
+		if fitMax > bNo && b > bNo {
+			why = fmt.Sprintf("the largest batch that fits is %d without checkpointing and %d with it; the batch is limited by %s", bNo, fitMax, limit)
+		}
+		if tensor && b >= 8 && b%8 != 0 && b/8*8 >= lo {
+			why += fmt.Sprintf(", then rounded down from %d to a multiple of 8 for tensor cores", b)
+			b = b / 8 * 8
+		}
+		why += "."
+	}
+	if b < lo || b < 1 {
+		out.batch = max(lo, 1)
+		r, _ := fit(out.batch)
+		out.ck = r
+		pl.noFit(s, out.batch, bNo, bCk, base, minPk, extra, budget, mode)
+		pl.decide("batch", fmt.Sprint(out.batch), fmt.Sprintf("auto: nothing between %d and the bounds fits: %s.", lo, pl.fitSummary(bNo, bCk, mode)))
+		pl.checkpointDecision(mode, out.batch, r, base)
+		return out
+	}
+	out.batch = b
+	if E > 0 {
+		out.accum = E / b
+	}
+	r, ok := fit(b)
+	if !ok {
+		// Cannot happen when maxBatch and solve agree; keep the numbers honest.
+		pl.noFit(s, b, bNo, bCk, base, minPk, extra, budget, mode)
+	}
+	out.ck = r
+	pl.decide("batch", fmt.Sprint(b), "auto: "+why)
+	pl.checkpointDecision(mode, b, r, base)
+	pl.accumDecision(E, b, out.accum, true)
+	return out
+}
+
+func (pl *planner) divisorReason(E, d, fit, max int64, how string) string {
+	bound := fit
+	lim := fmt.Sprintf("the largest batch that fits%s is %d", how, fit)
+	if max > 0 && max < fit {
+		bound = max
+		lim += fmt.Sprintf(" and auto(max %d) bounds it", max)
+	}
+	switch {
+	case d == E:
+		return lim + fmt.Sprintf(", so the whole effective_batch %d runs at once.", E)
+	case d == bound:
+		return lim + fmt.Sprintf(", and %d divides effective_batch %d.", d, E)
+	}
+	return lim + fmt.Sprintf("; %d does not divide effective_batch %d, so the micro-batch is %d, its largest divisor below that, and accumulation reaches %d exactly.", bound, E, d, E)
+}
+
+// divisors returns the divisors of n in increasing order. Trial division
+// stops at 2·10^6, so an absurd n (beyond 4·10^12) lists only the
+// divisors it reached and their cofactors.
+func divisors(n int64) []int64 {
+	var lo, hi []int64
+	for d := int64(1); d*d <= n && d <= 2e6; d++ {
+		if n%d == 0 {
+			lo = append(lo, d)
+			if d*d != n {
+				hi = append(hi, n/d)
+			}
+		}
+	}
+	for i := len(hi) - 1; i >= 0; i-- {
+		lo = append(lo, hi[i])
+	}
+	return lo
+}
+
+// largestDivisor returns the largest divisor of n in [lo, hi], or 0.
+func largestDivisor(n, lo, hi int64) int64 {
+	ds := divisors(n)
+	for i := len(ds) - 1; i >= 0; i-- {
+		if d := ds[i]; d <= hi && d >= lo {
+			return d
+		}
+	}
+	return 0
+}
+
+func divisorList(n int64) string {
+	var out []string
+	ds := divisors(n)
+	for i, d := range ds {
+		if i == 10 && i < len(ds)-1 {
+			out = append(out, "…", fmt.Sprint(ds[len(ds)-1]))
+			break
+		}
+		out = append(out, fmt.Sprint(d))
+	}
+	return strings.Join(out, ", ")
+}
+
+func (pl *planner) fitSummary(bNo, bCk int64, mode string) string {
+	switch {
+	case bNo < 1 && bCk < 1:
+		return "not even one sample fits"
+	case mode == "none" || bCk <= bNo:
+		return fmt.Sprintf("the largest batch that fits is %d", bNo)
+	case bNo < 1:
+		return fmt.Sprintf("the largest batch that fits is %d, with checkpointing", bCk)
+	default:
+		return fmt.Sprintf("the largest batch that fits is %d, or %d with checkpointing", bNo, bCk)
+	}
+}
+
+// noFit reports that the plan does not fit: at the batch line, or at the
+// model's name when not even one sample fits.
+func (pl *planner) noFit(s batchSpec, b, bNo, bCk, base, minPk, extra, budget int64, mode string) {
+	m := pl.cost
+	static := m.static.total()
+	best := minPk
+	if mode == "none" {
+		best = base
+	}
+	if bNo < 1 && bCk < 1 {
+		r := pl.model.NameRange
+		what := "with full checkpointing"
+		if mode == "none" {
+			what = "without checkpointing (checkpoint none)"
+		}
+		detail := fmt.Sprintf("One sample %s needs %s: %s of parameters, gradients and optimizer state, and %s per sample (%s of activations, %s of workspace, %s of input). The budget on %s is %s (%s less a %.0f%% margin",
+			what, FormatBytes(m.total(1, best, extra)), FormatBytes(static),
+			FormatBytes(m.perSample(best, extra)), FormatBytes(best), FormatBytes(m.workspace), FormatBytes(m.input),
+			pl.dev.Name, FormatBytes(budget), FormatBytes(pl.dev.Memory), pl.plan.Memory.MarginPercent)
+		if pl.plan.Memory.Reserve > 0 {
+			detail += " and " + FormatBytes(pl.plan.Memory.Reserve) + " kept for the system"
+		}
+		detail += "). Use a device with more memory (pipe devices lists them), a smaller model, or a smaller input."
+		if static > budget {
+			detail += fmt.Sprintf(" The %s parameters alone take %s before any activation.", FormatCount(m.params), FormatBytes(static))
+		}
+		pl.diags = append(pl.diags, &diag.Diagnostic{Severity: diag.Error, Code: CodeNoFit,
+			Summary: fmt.Sprintf("model %s does not fit on %s even at batch 1", pl.model.Name, pl.dev.Name),
+			Detail:  detail, Subject: &r})
+		return
+	}
+	at := s.at
+	if at == nil {
+		r := pl.model.NameRange
+		at = &r
+	}
+	need := m.total(b, base, extra)
+	if mode == "all" {
+		need = m.total(b, minPk, extra)
+	}
+	detail := fmt.Sprintf("Batch %d needs %s (%s per sample on top of %s of parameters and optimizer state); the budget on %s is %s. %s",
+		b, FormatBytes(need), FormatBytes(m.perSample(base, extra)), FormatBytes(static), pl.dev.Name, FormatBytes(budget),
+		strings.ToUpper(pl.fitSummary(bNo, bCk, mode)[:1])+pl.fitSummary(bNo, bCk, mode)[1:]+".")
+	if mode == "none" && bCk > bNo {
+		detail += fmt.Sprintf(" With checkpoint auto, %d would fit.", bCk)
+	}
+	fit := bNo
+	if mode != "none" && bCk > bNo {
+		fit = bCk
+	}
+	pl.diags = append(pl.diags, &diag.Diagnostic{Severity: diag.Error, Code: CodeNoFit,
+		Summary: fmt.Sprintf("batch %d does not fit on %s", b, pl.dev.Name), Detail: detail, Subject: at,
+		Suggestion: suggestBatch(s, fit)})
+}
+
+func suggestBatch(s batchSpec, fit int64) string {
+	if s.fromFlag || s.explicit == 0 || fit < 1 {
+		return ""
+	}
+	return fmt.Sprintf("batch %d", fit)
+}
+
+func (pl *planner) checkpointDecision(mode string, b int64, r ckptResult, base int64) {
+	before := FormatBytes(mul(base, b))
+	if len(r.Segments) == 0 {
+		switch mode {
+		case "none":
+			pl.decide("checkpoint", "none", fmt.Sprintf("checkpoint none: nothing is recomputed; activations peak at %s.", before))
+		default:
+			pl.decide("checkpoint", "none", fmt.Sprintf("checkpoint %s: the activations (%s at batch %d) fit, so nothing is recomputed.", mode, before, b))
+		}
+		return
+	}
+	fwd := pl.graph.FLOPs()
+	pct := 0.0
+	if fwd > 0 {
+		pct = 100 * float64(r.Extra) / (3 * float64(fwd))
+	}
+	var nodes int
+	for _, s := range r.Segments {
+		nodes += s.To - s.From + 1
+	}
+	why := "the activations do not fit at this batch"
+	if mode == "all" {
+		why = "checkpoint all asks for the least memory"
+	}
+	opt := "the least extra compute under the budget"
+	if mode == "all" {
+		opt = "the least memory, then the least extra compute"
+	}
+	pl.decide("checkpoint", fmt.Sprintf("%d segments", len(r.Segments)),
+		fmt.Sprintf("checkpoint %s: %s, so %d segments (%d of %d nodes) are recomputed in the backward, chosen by dynamic programming for %s: activations peak at %s instead of %s, for %.1f%% more FLOPs per step.",
+			mode, why, len(r.Segments), nodes, len(pl.graph.Nodes), opt, FormatBytes(mul(r.Peak, b)), before, pct))
+}
+
+func (pl *planner) accumDecision(E, b, accum int64, auto bool) {
+	switch {
+	case E == 0:
+		pl.decide("accumulation", "1", fmt.Sprintf("no effective_batch: each batch of %d is one optimizer update.", b))
+	case accum == 1 && E == b:
+		pl.decide("accumulation", "1", fmt.Sprintf("the batch is the whole effective_batch %d.", E))
+	case E%b == 0:
+		pl.decide("accumulation", fmt.Sprint(accum), fmt.Sprintf("%d micro-batches of %d make effective_batch %d exactly.", accum, b, E))
+	}
+}
+
+// lr scales the learning rate linearly when the batch that runs differs
+// from the one the lr was written for (Goyal et al. 2017), with warm-up.
+func (pl *planner) lr(o plan.Optimizer, b, accum, fileBatch int64) {
+	p := pl.plan
+	given := pl.train.Arg("optimizer", "lr") != nil
+	ref := fileBatch
+	refWhat := "the file's batch"
+	if ref == 0 {
+		if v := pl.train.Field("effective_batch").First(); v != nil {
+			ref, refWhat = v.Int, "the effective_batch"
+		}
+	}
+	running := mul(b, accum)
+	o.ReferenceBatch = ref
+	warm := pl.train.Arg("schedule", "warmup")
+	if warm != nil {
+		o.WarmupEpochs = warm.Int
+	}
+	switch {
+	case !given:
+		pl.decide("lr", fmt.Sprintf("%.6g", o.LR), fmt.Sprintf("no lr written: the default %g, unscaled.", o.LR))
+	case ref == 0:
+		pl.decide("lr", fmt.Sprintf("%.6g", o.LR), "as written: neither a batch nor an effective_batch says which batch it was tuned for, so it is not scaled.")
+	case running == ref:
+		pl.decide("lr", fmt.Sprintf("%.6g", o.LR), fmt.Sprintf("as written: the batch per update (%d) is %s it was written for.", running, refWhat))
+	default:
+		o.LRScale = float64(running) / float64(ref)
+		o.LR = o.LRWritten * o.LRScale
+		pl.decide("lr", fmt.Sprintf("%.6g", o.LR), fmt.Sprintf("scaled linearly by %d/%d: %.6g was written for %s (%d) and %d samples make each update.",
+			running, ref, o.LRWritten, refWhat, ref, running))
+		if o.LRScale > 1 && o.WarmupEpochs == 0 {
+			epochs := int64(1)
+			if v := pl.train.Field("epochs").First(); v != nil {
+				epochs = v.Int
+			}
+			o.WarmupEpochs = max(1, min(5, epochs/5))
+			pl.decide("warmup", plural(o.WarmupEpochs, "epoch"),
+				fmt.Sprintf("the scaled-up lr starts with %s of linear warm-up from 0, as large-batch training needs (the schedule gives none).", plural(o.WarmupEpochs, "epoch")))
+		}
+	}
+	p.Optimizer = o
+}
+
+func plural(n int64, word string) string {
+	if n == 1 {
+		return "1 " + word
+	}
+	return fmt.Sprintf("%d %ss", n, word)
+}

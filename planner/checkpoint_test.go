@@ -1,0 +1,256 @@
+package planner
+
+import (
+	"fmt"
+	"math/rand"
+	"testing"
+
+	"pipe/planner/plan"
+	"pipe/stdlib"
+)
+
+// randomChain makes a graph of n nodes in topological order: each node
+// reads the one before it, and sometimes an earlier one too (a residual
+// add or a U-Net concat), so outputs stay live across segments.
+func randomChain(rng *rand.Rand, n int) *chain {
+	c := &chain{
+		out: make([]int64, n), kept: make([]bool, n), priv: make([]int64, n), flops: make([]int64, n),
+		inputs: make([][]int, n), last: make([]int, n), fixed: make([]bool, n),
+	}
+	for i := range n {
+		c.out[i] = int64(1 + rng.Intn(100))
+		c.kept[i] = rng.Intn(3) > 0
+		if rng.Intn(3) == 0 {
+			c.priv[i] = int64(rng.Intn(60))
+		}
+		c.flops[i] = int64(1 + rng.Intn(1000))
+		c.last[i] = -1
+		if i > 0 {
+			c.inputs[i] = []int{i - 1}
+			if i > 2 && rng.Intn(3) == 0 {
+				c.inputs[i] = append(c.inputs[i], rng.Intn(i-1))
+			}
+		}
+	}
+	c.fixed[0] = true
+	for i := range n {
+		for _, j := range c.inputs[i] {
+			c.last[j] = max(c.last[j], i)
+		}
+	}
+	c.last[n-1] = n
+	c.finish()
+	return c
+}
+
+// plans calls fn with every plan of c: each node after the input is
+// stored, starts a segment, or continues the one before it.
+func plans(c *chain, fn func([]segment)) {
+	n := c.n()
+	state := make([]int, n) // 0 stored, 1 starts a segment, 2 continues
+	var rec func(i int)
+	rec = func(i int) {
+		if i == n {
+			var segs []segment
+			for j := 1; j < n; j++ {
+				switch state[j] {
+				case 1:
+					segs = append(segs, segment{From: j, To: j})
+				case 2:
+					segs[len(segs)-1].To = j
+				}
+			}
+			fn(segs)
+			return
+		}
+		for s := 0; s < 3; s++ {
+			if s == 2 && state[i-1] == 0 {
+				continue
+			}
+			state[i] = s
+			rec(i + 1)
+		}
+	}
+	rec(1)
+}
+
+// TestSolveMatchesBruteForce holds the programme to every plan of small
+// graphs: under each budget, no plan that fits recomputes fewer FLOPs.
+func TestSolveMatchesBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewSource(1))
+	for trial := range 60 {
+		n := 3 + rng.Intn(7)
+		c := randomChain(rng, n)
+		base := c.baseline()
+		var all [][]segment
+		plans(c, func(s []segment) { all = append(all, append([]segment(nil), s...)) })
+		minPeak := base
+		for _, s := range all {
+			if p, _, _ := c.evaluate(s); p < minPeak {
+				minPeak = p
+			}
+		}
+		if got := c.minPeak(); got != minPeak {
+			t.Fatalf("trial %d: minPeak = %d, brute force %d", trial, got, minPeak)
+		}
+		for _, budget := range []int64{minPeak - 1, minPeak, (minPeak + base) / 2, base - 1, base, base + 10} {
+			best := int64(-1)
+			for _, s := range all {
+				p, _, e := c.evaluate(s)
+				if p <= budget && (best < 0 || e < best) {
+					best = e
+				}
+			}
+			r, ok := c.solve(budget)
+			if ok != (best >= 0) {
+				t.Fatalf("trial %d (n=%d) budget %d: solve found a plan: %v, brute force: %v", trial, n, budget, ok, best >= 0)
+			}
+			if !ok {
+				continue
+			}
+			if r.Extra != best {
+				t.Fatalf("trial %d (n=%d) budget %d: solve recomputes %d FLOPs (%v), brute force %d", trial, n, budget, r.Extra, r.Segments, best)
+			}
+			if r.Peak > budget {
+				t.Fatalf("trial %d: solve's plan peaks at %d over the budget %d", trial, r.Peak, budget)
+			}
+			if r.Peak > base {
+				t.Fatalf("trial %d: checkpointing raised the peak from %d to %d", trial, base, r.Peak)
+			}
+			if !r.Exact {
+				t.Fatalf("trial %d: the front was thinned on a small graph", trial)
+			}
+		}
+	}
+}
+
+// TestSegStatsMatchesEvaluate checks the incremental segment sums against
+// the definitions for every single-segment plan.
+func TestSegStatsMatchesEvaluate(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	for range 40 {
+		c := randomChain(rng, 4+rng.Intn(12))
+		stamp := newStamp(c.n())
+		var stored int64
+		for l := 1; l < c.n(); l++ {
+			stored += c.stored(l - 1)
+			c.segStats(l, stamp, func(r int, cost, q, flops int64) bool {
+				var after int64
+				for i := r + 1; i < c.n(); i++ {
+					after += c.stored(i)
+				}
+				peak, kept, extra := c.evaluate([]segment{{From: l, To: r}})
+				want := stored + cost
+				if kept-after != want {
+					t.Fatalf("[%d, %d]: kept before and in the segment %d, incremental %d", l, r, kept-after, want)
+				}
+				if extra != flops {
+					t.Fatalf("[%d, %d]: extra %d, incremental %d", l, r, extra, flops)
+				}
+				if p := max(kept, want+q); p != peak {
+					t.Fatalf("[%d, %d]: peak %d, incremental %d", l, r, peak, p)
+				}
+				return true
+			})
+		}
+	}
+}
+
+// equalSegments is Chen et al.'s rule: k segments of (nearly) equal length
+// covering every node after the input.
+func equalSegments(n, k int) []segment {
+	var segs []segment
+	m := n - 1
+	for j := range k {
+		from, to := 1+j*m/k, (j+1)*m/k
+		if from <= to {
+			segs = append(segs, segment{From: from, To: to})
+		}
+	}
+	return segs
+}
+
+// TestSolveBeatsEqualSegments compares the programme with equal-size
+// segments under the same budgets, on graphs with skips.
+func TestSolveBeatsEqualSegments(t *testing.T) {
+	rng := rand.New(rand.NewSource(3))
+	for trial := range 8 {
+		c := randomChain(rng, 40+rng.Intn(40))
+		base := c.baseline()
+		low := c.minPeak()
+		for step := 0; step <= 4; step++ {
+			budget := low + (base-low)*int64(step)/4
+			r, ok := c.solve(budget)
+			if !ok {
+				t.Fatalf("trial %d: no plan under %d though the least peak is %d", trial, budget, low)
+			}
+			for k := 1; k < c.n(); k++ {
+				p, _, e := c.evaluate(equalSegments(c.n(), k))
+				if p <= budget && e < r.Extra {
+					t.Fatalf("trial %d budget %d: %d equal segments recompute %d FLOPs, the programme %d", trial, budget, k, e, r.Extra)
+				}
+			}
+		}
+	}
+}
+
+// TestSolveOnDeepChain checks the programme reaches the budget it is given
+// on a 300-node random chain, whose byte-sized costs make its fronts wide.
+func TestSolveOnDeepChain(t *testing.T) {
+	rng := rand.New(rand.NewSource(4))
+	c := randomChain(rng, 300)
+	base, low := c.baseline(), c.minPeak()
+	if low >= base {
+		t.Fatalf("checkpointing saves nothing on a deep chain: least peak %d, baseline %d", low, base)
+	}
+	for _, budget := range []int64{low, (low + base) / 2} {
+		r, ok := c.solve(budget)
+		if !ok || r.Peak > budget {
+			t.Fatalf("budget %d: ok=%v peak=%d", budget, ok, r.Peak)
+		}
+	}
+}
+
+// TestSolveOnModels runs the programme on real models (a U-Net with a
+// ResNet-50 encoder, DeepLabV3+, ViT-L/16, the examples' U-Nets and
+// ResNet-18) under budgets from the least peak to the baseline: every plan
+// fits its budget, never raises the peak, and recomputes no more than any
+// count of equal-size segments that fits the same budget.
+func TestSolveOnModels(t *testing.T) {
+	files := []string{"../bench/unet_resnet50.pipe", "../bench/deeplabv3plus_resnet101.pipe", "../bench/vit_l16.pipe",
+		"../examples/cells.pipe", "../examples/olinda.pipe", "../examples/pills.pipe", "../examples/resblock.pipe"}
+	for _, f := range files {
+		prog, _ := load(t, f, f)
+		g, ds := stdlib.BuildGraph(prog.Models[0])
+		if ds.HasErrors() {
+			t.Fatal(ds)
+		}
+		m := newCostModel(g, plan.BackendGPU, plan.Precision{ActivationBytes: 2, Mixed: true}, 2, 8)
+		c := m.ch
+		base, low := c.baseline(), c.minPeak()
+		if low >= base {
+			t.Errorf("%s: checkpointing saves nothing (least peak %d, baseline %d)", f, low, base)
+		}
+		for step := int64(0); step <= 4; step++ {
+			budget := low + (base-low)*step/4
+			r, ok := c.solve(budget)
+			if !ok {
+				t.Fatalf("%s: no plan under %d bytes, though the least peak is %d", f, budget, low)
+			}
+			if r.Peak > budget || r.Peak > base {
+				t.Fatalf("%s: the plan peaks at %d, over the budget %d or the baseline %d", f, r.Peak, budget, base)
+			}
+			for k := 1; k < c.n(); k++ {
+				p, _, e := c.evaluate(equalSegments(c.n(), k))
+				if p <= budget && e < r.Extra {
+					t.Errorf("%s budget %d: %d equal segments recompute %d FLOPs, the programme %d", f, budget, k, e, r.Extra)
+				}
+			}
+		}
+	}
+}
+
+func ExampleFormatBytes() {
+	fmt.Println(FormatBytes(512), FormatBytes(1536), FormatBytes(13314398618), FormatBytes(sat))
+	// Output: 512 B 1.5 KiB 12.4 GiB ≥ 8 EiB
+}

@@ -1,0 +1,137 @@
+package planner
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"runtime"
+	"strconv"
+	"strings"
+	"time"
+
+	"pipe/planner/plan"
+)
+
+// HostInfo is what the planner knows of the machine it plans for: memory
+// and cores for the CPU backend and the loader, and the GPUs nvidia-smi
+// lists. DetectHost measures it; tests and golden plans inject a fixed one
+// with WithHost, so nothing in a plan depends on the machine that ran the
+// tests.
+type HostInfo struct {
+	// MemTotal and MemAvailable in bytes, as /proc/meminfo reports them.
+	MemTotal     int64
+	MemAvailable int64
+	Cores        int
+	// CPUFLOPS is the host's peak fp32 FLOP/s over all cores and
+	// CPUBandwidth its memory bandwidth in bytes per second; 0 means
+	// unknown, and the planner assumes CoreFLOPS and CoreBandwidth per
+	// core.
+	CPUFLOPS     float64
+	CPUBandwidth float64
+	GPUs         []GPUInfo
+}
+
+// GPUInfo is one GPU as nvidia-smi reports it.
+type GPUInfo struct {
+	Name     string
+	MemTotal int64
+	MemFree  int64
+}
+
+// Assumed per-core figures when the host's are not given: a core with
+// 256-bit FMA units near 3 GHz reaches about 50 GFLOP/s in fp32 GEMM, and
+// a server's memory channels give each core about 10 GB/s.
+const (
+	CoreFLOPS     = 50e9
+	CoreBandwidth = 10e9
+)
+
+// DetectHost measures this machine: memory from /proc/meminfo (falling
+// back to 8 GiB where there is none), cores from the Go runtime, and GPUs
+// from nvidia-smi when it is on PATH.
+func DetectHost() HostInfo {
+	h := HostInfo{Cores: runtime.NumCPU()}
+	if f, err := os.Open("/proc/meminfo"); err == nil {
+		h.MemTotal, h.MemAvailable = parseMeminfo(f)
+		f.Close()
+	}
+	if h.MemTotal == 0 {
+		h.MemTotal = 8 << 30
+	}
+	if h.MemAvailable == 0 {
+		h.MemAvailable = h.MemTotal
+	}
+	if path, err := exec.LookPath("nvidia-smi"); err == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		out, err := exec.CommandContext(ctx, path, "--query-gpu=name,memory.total,memory.free",
+			"--format=csv,noheader,nounits").Output()
+		if err == nil {
+			h.GPUs = parseNvidiaSMI(out)
+		}
+	}
+	return h
+}
+
+// parseMeminfo reads MemTotal and MemAvailable (in kB) from /proc/meminfo.
+func parseMeminfo(r io.Reader) (total, avail int64) {
+	sc := bufio.NewScanner(r)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 2 {
+			continue
+		}
+		v, err := strconv.ParseInt(f[1], 10, 64)
+		if err != nil {
+			continue
+		}
+		switch f[0] {
+		case "MemTotal:":
+			total = v * 1024
+		case "MemAvailable:":
+			avail = v * 1024
+		}
+	}
+	return total, avail
+}
+
+// parseNvidiaSMI reads the lines of
+// nvidia-smi --query-gpu=name,memory.total,memory.free --format=csv,noheader,nounits
+// (memory in MiB).
+func parseNvidiaSMI(out []byte) []GPUInfo {
+	var gpus []GPUInfo
+	for _, line := range bytes.Split(out, []byte("\n")) {
+		f := strings.Split(string(line), ",")
+		if len(f) != 3 {
+			continue
+		}
+		total, err1 := strconv.ParseInt(strings.TrimSpace(f[1]), 10, 64)
+		free, err2 := strconv.ParseInt(strings.TrimSpace(f[2]), 10, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		gpus = append(gpus, GPUInfo{Name: strings.TrimSpace(f[0]), MemTotal: total << 20, MemFree: free << 20})
+	}
+	return gpus
+}
+
+// cpuDevice is the local CPU as a device.
+func (h HostInfo) cpuDevice() plan.Device {
+	flops, bw := h.CPUFLOPS, h.CPUBandwidth
+	doc := fmt.Sprintf("this machine's CPU: %d cores", h.Cores)
+	if flops == 0 || bw == 0 {
+		doc += fmt.Sprintf(" (assumed %.0f GFLOP/s and %.0f GB/s per core)", CoreFLOPS/1e9, CoreBandwidth/1e9)
+	}
+	if flops == 0 {
+		flops = float64(max(h.Cores, 1)) * CoreFLOPS
+	}
+	if bw == 0 {
+		bw = float64(max(h.Cores, 1)) * CoreBandwidth
+	}
+	return plan.Device{Name: "cpu", Kind: plan.BackendCPU, Origin: "local", Doc: doc,
+		Memory: h.MemAvailable, Bandwidth: bw, FP32: flops, Cores: h.Cores, HostMemory: h.MemTotal}
+}

@@ -1,0 +1,126 @@
+package planner
+
+import (
+	"fmt"
+	"strings"
+
+	"pipe/planner/plan"
+	"pipe/stdlib"
+)
+
+// The loader. Sources that decode files per sample (images, geotiff) keep
+// workers busy: up to one per core left after the training thread, at most
+// 8 (beyond that a single device rarely waits for data). On the CPU backend
+// the training itself uses the cores, so decoding gets a quarter of them.
+// Sources held in memory (idx, csv, synthetic) need one worker to copy
+// batches out while the step runs. Each worker keeps prefetch batches
+// ready, 2 by default, as PyTorch's DataLoader does. The buffers must fit
+// the host: on the CPU backend they share the budget with training (so the
+// batch accounts for them); on a GPU they may take a quarter of the host's
+// available memory, and prefetch, then workers, shrink until they do.
+
+const defaultPrefetch = 2
+
+var decodingSources = map[string]bool{"images": true, "geotiff": true}
+
+type loaderChoice struct {
+	workersAuto, prefetchAuto bool
+	why                       string
+}
+
+func (pl *planner) loaderFor(g *stdlib.Graph) plan.Loader {
+	ld := plan.Loader{Prefetch: defaultPrefetch}
+	if src := pl.source(); src != nil {
+		ld.Source, ld.Kind = src.Name(), src.Label("kind")
+	}
+	ld.SampleBytes = add(mul(numel(g.Input), 4), targetBytes(pl.loss(), g.OutShape()))
+	cores := max(pl.host.Cores, 1)
+	if pl.dev.Kind == plan.BackendCPU {
+		cores = max(pl.dev.Cores, 1)
+	}
+	pl.lc = loaderChoice{workersAuto: true, prefetchAuto: true}
+	if v := pl.train.Field("workers").First(); v != nil && !v.Auto {
+		ld.Workers, pl.lc.workersAuto = int(v.Int), false
+		pl.lc.why = "as written"
+	} else {
+		switch {
+		case cores <= 1:
+			ld.Workers, pl.lc.why = 0, "one core: batches load on the training thread"
+		case decodingSources[ld.Kind] && pl.dev.Kind == plan.BackendGPU:
+			ld.Workers = min(8, cores-1)
+			pl.lc.why = fmt.Sprintf("%s source decodes every sample: one worker per core left after the training thread (%d cores), at most 8", article(ld.Kind), cores)
+		case decodingSources[ld.Kind]:
+			ld.Workers = max(1, cores/4)
+			pl.lc.why = fmt.Sprintf("%s source decodes every sample, but the CPU executor trains on the same %d cores: a quarter of them, at least one", article(ld.Kind), cores)
+		default:
+			ld.Workers = 1
+			what := "the source"
+			if ld.Kind != "" {
+				what = article(ld.Kind) + " source"
+			}
+			pl.lc.why = what + " is held in memory: one worker copies batches out while the step runs"
+		}
+	}
+	if v := pl.train.Field("prefetch").First(); v != nil && !v.Auto {
+		ld.Prefetch, pl.lc.prefetchAuto = int(v.Int), false
+	}
+	hostAvail := pl.host.MemAvailable
+	if pl.dev.Kind == plan.BackendCPU {
+		ld.HostBudget = pl.plan.Memory.Budget
+	} else {
+		ld.HostBudget = hostAvail / 4
+	}
+	return ld
+}
+
+// fitLoaderToHost shrinks an automatic prefetch, then automatic workers,
+// until a GPU plan's loader buffers fit a quarter of the host's memory.
+func (pl *planner) fitLoaderToHost(ld *plan.Loader, b int64) {
+	bytes := func() int64 { return mul(mul(int64(ld.Workers*ld.Prefetch), b), ld.SampleBytes) }
+	shrunk := false
+	defer func() {
+		if shrunk {
+			pl.lc.why += "; shrunk to fit the host's memory"
+		}
+	}()
+	for bytes() > ld.HostBudget {
+		switch {
+		case pl.lc.prefetchAuto && ld.Prefetch > 1:
+			ld.Prefetch--
+		case pl.lc.workersAuto && ld.Workers > 0:
+			ld.Workers--
+		default:
+			pl.warnf(rangeOf(pl.train.Field("workers")), "loader-memory", "the loader's buffers exceed the host's memory",
+				"%d workers × %d batches × %d samples of %s take %s; the host has %s for them (a quarter of its available memory). Lower workers or prefetch.",
+				ld.Workers, ld.Prefetch, b, FormatBytes(ld.SampleBytes), FormatBytes(bytes()), FormatBytes(ld.HostBudget))
+			return
+		}
+		shrunk = true
+	}
+}
+
+func (pl *planner) loaderDecisions(ld plan.Loader) {
+	where := "a quarter of the host's available memory"
+	if pl.dev.Kind == plan.BackendCPU {
+		where = "the training budget, which counts them"
+	}
+	w := "workers as written"
+	if pl.lc.workersAuto {
+		w = "workers auto: " + pl.lc.why
+	}
+	pl.decide("workers", fmt.Sprint(ld.Workers), w+".")
+	p := fmt.Sprintf("prefetch as written; the buffers take %s of %s (%s).", FormatBytes(ld.BufferBytes), FormatBytes(ld.HostBudget), where)
+	if pl.lc.prefetchAuto {
+		p = fmt.Sprintf("prefetch auto: %d batches ahead per worker; %d × %d batches of %d samples (%s each) take %s of %s (%s).",
+			ld.Prefetch, ld.Workers, ld.Prefetch, pl.plan.BatchSize, FormatBytes(ld.SampleBytes), FormatBytes(ld.BufferBytes), FormatBytes(ld.HostBudget), where)
+	}
+	pl.decide("prefetch", fmt.Sprint(ld.Prefetch), p)
+}
+
+// article puts "a" or "an" before a word.
+func article(w string) string {
+	if w != "" && strings.ContainsRune("aeiou", rune(w[0])) {
+		return "an " + w
+	}
+	return "a " + w
+}

@@ -1,0 +1,30 @@
+package planner
+
+// Option sets an optional knob of Plan.
+type Option func(*config)
+
+type config struct {
+	device string
+	batch  int64
+	host   *HostInfo
+	src    []byte
+}
+
+// WithDevice plans for the named device instead of the file's device
+// field: cpu, auto, cuda:N, a built-in profile or a device block of the
+// file. An unknown name is an error diagnostic with a "did you mean".
+func WithDevice(name string) Option { return func(c *config) { c.device = name } }
+
+// WithBatch asks "does this batch fit?": the plan uses batch n whatever
+// the file says, and reports at the file's batch line when it does not fit.
+func WithBatch(n int64) Option { return func(c *config) { c.batch = n } }
+
+// WithHost gives the facts of the machine instead of measuring it with
+// DetectHost; golden tests use it so that no plan depends on the machine
+// that runs them.
+func WithHost(h HostInfo) Option { return func(c *config) { hc := h; c.host = &hc } }
+
+// WithSource gives the bytes of the file the program was checked from, so
+// the plan carries their sha256 and the executor can refuse a plan whose
+// source changed (Plan.Verify).
+func WithSource(src []byte) Option { return func(c *config) { c.src = src } }

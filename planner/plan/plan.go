@@ -1,0 +1,383 @@
+// Package plan is the plan as data: what planner.Plan decides and what
+// exec.Run consumes, as plain structs that marshal to versioned JSON
+// (Terraform keeps its plans apart from its engine the same way). It
+// imports only the standard library, so the executor reads a plan without
+// importing the planner, and never re-decides anything in it.
+//
+// A plan carries the sha256 of the .pipe source it was made from; Load
+// reads a plan file and Verify refuses it when the source has changed.
+package plan
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// Version is the version of the plan format this package writes and
+// reads. It changes whenever a field changes meaning or disappears; adding
+// a field does not change it.
+const Version = 1
+
+// Backends.
+const (
+	BackendCPU = "cpu" // pipe's own executor on the host
+	BackendGPU = "gpu" // a CUDA device (an nvidia-smi GPU or a profile)
+)
+
+// Plan is everything the executor needs to run a pipeline, decided before
+// any compute: the device, the precision, the batch and accumulation, what
+// is recomputed and fused, the loader's sizes, and what it all costs. Every
+// automatic choice is in Decisions with its reason. A Plan is plain data;
+// it marshals to the versioned JSON that `pipe plan --out` writes and the
+// executor runs unchanged.
+type Plan struct {
+	Version int `json:"version"`
+	// SourceSHA256 is the hex sha256 of the .pipe file the plan was made
+	// from; Verify compares it with the file before a run.
+	SourceSHA256 string `json:"source_sha256"`
+	// File is the file's name as it was given; Pipeline its pipeline name
+	// and Model the model trained.
+	File     string `json:"file"`
+	Pipeline string `json:"pipeline"`
+	Model    string `json:"model"`
+	Device   Device `json:"device"`
+	// Backend is BackendCPU or BackendGPU.
+	Backend   string    `json:"backend"`
+	Precision Precision `json:"precision"`
+	// Parameters is the number of trainable parameters; FLOPsPerSample the
+	// forward cost of one sample.
+	Parameters     int64 `json:"parameters"`
+	FLOPsPerSample int64 `json:"flops_per_sample"`
+	// BatchSize is the micro-batch: samples per forward and backward pass.
+	// AccumulationSteps micro-batches make one optimizer update of
+	// EffectiveBatch samples.
+	BatchSize         int64 `json:"batch_size"`
+	AccumulationSteps int64 `json:"accumulation_steps"`
+	EffectiveBatch    int64 `json:"effective_batch"`
+	// Fits says whether Memory.Total is within Memory.Budget.
+	Fits       bool       `json:"fits"`
+	Memory     Memory     `json:"memory"`
+	Checkpoint Checkpoint `json:"checkpoint"`
+	Fusion     Fusion     `json:"fusion"`
+	Optimizer  Optimizer  `json:"optimizer"`
+	Loader     Loader     `json:"loader"`
+	StepTime   StepTime   `json:"step_time"`
+	Layers     []Layer    `json:"layers"`
+	Decisions  []Decision `json:"decisions"`
+}
+
+// Device is the device a plan is made for, whatever described it: the
+// local machine, a built-in profile or a device block.
+type Device struct {
+	Name string `json:"name"`
+	// Kind is "cpu" or "gpu".
+	Kind string `json:"kind"`
+	// Origin is "local" (measured on this machine), "profile" (built in)
+	// or "file" (a device block).
+	Origin string `json:"origin"`
+	Doc    string `json:"doc,omitempty"`
+	// Memory is the memory the plan may use before its margin, in bytes:
+	// a profile's capacity, a local GPU's free memory, the host's
+	// available memory for the CPU.
+	Memory int64 `json:"memory"`
+	// Bandwidth in bytes per second; the peaks in FLOP/s, 0 where the
+	// precision is not supported.
+	Bandwidth float64 `json:"bandwidth"`
+	FP32      float64 `json:"fp32"`
+	TF32      float64 `json:"tf32"`
+	FP16      float64 `json:"fp16"`
+	BF16      float64 `json:"bf16"`
+	HasBF16   bool    `json:"bf16_supported"`
+	HasTF32   bool    `json:"tf32_supported"`
+	// Cores and HostMemory describe the host (the CPU device itself, or the
+	// machine a GPU sits in).
+	Cores      int   `json:"cores,omitempty"`
+	HostMemory int64 `json:"host_memory,omitempty"`
+}
+
+// Peak returns the device's peak FLOP/s in a precision, 0 when unsupported.
+func (d *Device) Peak(precision string) float64 {
+	switch precision {
+	case "fp32":
+		return d.FP32
+	case "tf32":
+		return d.TF32
+	case "fp16":
+		return d.FP16
+	case "bf16":
+		return d.BF16
+	}
+	return 0
+}
+
+// Precision is what runs where.
+type Precision struct {
+	// Requested is what the file (or auto) asked for.
+	Requested string `json:"requested"`
+	// Compute is the arithmetic of convolutions and matrix products:
+	// fp32, tf32, fp16 or bf16.
+	Compute string `json:"compute"`
+	// Activations is the type activations are stored in, and
+	// ActivationBytes its size.
+	Activations     string `json:"activations"`
+	ActivationBytes int64  `json:"activation_bytes"`
+	// Mixed is set for fp16 and bf16: parameters are kept in fp32 (the
+	// master weights) and cast for the forward.
+	Mixed bool `json:"mixed"`
+	// LossScaling is set for fp16, whose range needs it.
+	LossScaling bool `json:"loss_scaling"`
+}
+
+// Memory is the estimated peak memory of one training step on the device,
+// in bytes at the chosen batch, and the budget it must fit.
+type Memory struct {
+	// Parameters is the working copy of the weights (fp32, or the fp16/bf16
+	// copy under mixed precision); Master the fp32 master weights under
+	// mixed precision; Gradients fp32 gradients; Optimizer its state.
+	Parameters int64 `json:"parameters"`
+	Master     int64 `json:"master"`
+	Gradients  int64 `json:"gradients"`
+	Optimizer  int64 `json:"optimizer"`
+	// Activations is what is kept for the backward pass at its peak, after
+	// checkpointing; ActivationsBefore the same without checkpointing.
+	Activations       int64 `json:"activations"`
+	ActivationsBefore int64 `json:"activations_before_checkpointing"`
+	// Workspace is the largest op's transient memory: its inputs', output's
+	// and private buffers' gradients, and on the CPU its im2col buffers.
+	Workspace int64 `json:"workspace"`
+	// Input is the batch on the device: inputs in fp32 and targets.
+	Input int64 `json:"input"`
+	// Loader is the loader's buffers when they share the device's memory
+	// (the CPU backend); on a GPU they are in Loader.BufferBytes, on the
+	// host.
+	Loader int64 `json:"loader"`
+	// Total is the sum of the above; Budget the memory the plan may use:
+	// Capacity minus the margin (MarginPercent of it, plus Reserve).
+	Total         int64   `json:"total"`
+	Budget        int64   `json:"budget"`
+	Capacity      int64   `json:"capacity"`
+	MarginPercent float64 `json:"margin_percent"`
+	Reserve       int64   `json:"reserve"`
+}
+
+// Checkpoint is the gradient-checkpointing plan.
+type Checkpoint struct {
+	// Mode is what the file asked for: auto, none or all.
+	Mode string `json:"mode"`
+	// Segments are the runs of nodes recomputed in the backward.
+	Segments []CheckpointSegment `json:"segments"`
+	// PeakBefore and PeakAfter are the activations at their peak, in bytes
+	// at the chosen batch, without and with the segments.
+	PeakBefore int64 `json:"peak_before"`
+	PeakAfter  int64 `json:"peak_after"`
+	// ExtraFLOPs is the recomputation's cost per micro-batch, and
+	// ExtraPercent that as a percentage of the step's training FLOPs
+	// (forward and backward, 3× the forward).
+	ExtraFLOPs   int64   `json:"extra_flops"`
+	ExtraPercent float64 `json:"extra_percent"`
+	// Optimal says the segments were proven optimal under the memory
+	// model (the search was never cut short).
+	Optimal bool `json:"optimal"`
+}
+
+// CheckpointSegment is a run of consecutive nodes (in the order of Layers)
+// recomputed in the backward from the tensor before it.
+type CheckpointSegment struct {
+	First string `json:"first"`
+	Last  string `json:"last"`
+	// From and To index Layers, both included.
+	From int `json:"from"`
+	To   int `json:"to"`
+	// ExtraFLOPs is the segment's forward cost per micro-batch, paid again.
+	ExtraFLOPs int64 `json:"extra_flops"`
+}
+
+// Fusion lists the ops the executor runs as one kernel.
+type Fusion struct {
+	// Mode is what the file asked for: auto, true or false.
+	Mode   string        `json:"mode"`
+	Groups []FusionGroup `json:"groups"`
+	// InferenceFolds are the conv and batchnorm pairs whose batchnorm is
+	// folded into the conv's weights when the model is evaluated or
+	// predicts (never while it trains).
+	InferenceFolds [][]string `json:"inference_folds"`
+}
+
+// FusionGroup is one fused kernel.
+type FusionGroup struct {
+	// ID numbers groups from 1, as Layer.FusionGroup refers to them.
+	ID int `json:"id"`
+	// Kind is the pattern: "conv+batchnorm+activation", "conv+batchnorm",
+	// "conv+activation", "dense+bias+activation" or "elementwise".
+	Kind  string   `json:"kind"`
+	Nodes []string `json:"nodes"`
+}
+
+// Optimizer is the optimizer as it runs, with the learning rate scaled to
+// the batch that runs.
+type Optimizer struct {
+	Kind string `json:"kind"`
+	// StateBuffers is the number of fp32 buffers per parameter it keeps
+	// (0 for SGD, 1 with momentum, 2 for Adam and AdamW).
+	StateBuffers int `json:"state_buffers"`
+	// LRWritten is the learning rate in the file (the default when it
+	// gives none); LR what runs, LRWritten × LRScale.
+	LRWritten float64 `json:"lr_written"`
+	LR        float64 `json:"lr"`
+	LRScale   float64 `json:"lr_scale"`
+	// ReferenceBatch is the batch LRWritten was written for: the file's
+	// batch, else its effective_batch, else 0 (none, so no scaling).
+	ReferenceBatch int64 `json:"reference_batch"`
+	// WarmupEpochs of linear warm-up from 0.
+	WarmupEpochs int64 `json:"warmup_epochs"`
+}
+
+// Loader is the data loader's sizing.
+type Loader struct {
+	Source string `json:"source"`
+	Kind   string `json:"kind"`
+	// Workers loading in parallel, each Prefetch batches ahead.
+	Workers  int `json:"workers"`
+	Prefetch int `json:"prefetch"`
+	// SampleBytes is one sample with its target as the loader hands it
+	// over; BufferBytes is Workers × Prefetch × BatchSize of them.
+	SampleBytes int64 `json:"sample_bytes"`
+	BufferBytes int64 `json:"buffer_bytes"`
+	// HostBudget is the host memory the buffers may use.
+	HostBudget int64 `json:"host_budget"`
+}
+
+// StepTime is a roofline estimate of one step, not a measurement: each
+// node takes the longer of its FLOPs at the device's peak and its bytes at
+// the device's bandwidth, and the nodes run one after another.
+type StepTime struct {
+	Estimate bool `json:"estimate"`
+	// MicroBatchSeconds is one forward and backward pass (with
+	// recomputation); OptimizerSeconds the update; StepSeconds one
+	// optimizer step, AccumulationSteps micro-batches and an update.
+	MicroBatchSeconds float64 `json:"micro_batch_seconds"`
+	OptimizerSeconds  float64 `json:"optimizer_seconds"`
+	StepSeconds       float64 `json:"step_seconds"`
+	SamplesPerSecond  float64 `json:"samples_per_second"`
+	// FLOPs and Bytes of one micro-batch's forward and backward.
+	FLOPs float64 `json:"flops"`
+	Bytes float64 `json:"bytes"`
+	// Bound is "compute" or "memory": which side of the roofline most of
+	// the time is on; "unknown" when the device's peaks are not known.
+	Bound string `json:"bound"`
+}
+
+// Layer is one node of the model's graph.
+type Layer struct {
+	Name string `json:"name"`
+	Op   string `json:"op"`
+	// Layer is the layer or family written in the source.
+	Layer string  `json:"layer"`
+	Out   []int64 `json:"out"`
+	// Params is the node's trainable parameters; FLOPs its forward cost per
+	// sample.
+	Params int64 `json:"params"`
+	FLOPs  int64 `json:"flops"`
+	// ActivationBytes is what the node keeps for the backward pass at the
+	// chosen batch without checkpointing: its output if some op keeps it,
+	// and its private buffers.
+	ActivationBytes int64 `json:"activation_bytes"`
+	// Recomputed says a checkpoint segment holds the node.
+	Recomputed bool `json:"recomputed,omitempty"`
+	// FusionGroup is the ID of the node's fusion group, 0 when none.
+	FusionGroup int `json:"fusion_group,omitempty"`
+	// Line is the source line of the layer that made the node.
+	Line int `json:"line"`
+}
+
+// Decision is one automatic choice and why.
+type Decision struct {
+	What   string `json:"what"`
+	Value  string `json:"value"`
+	Reason string `json:"reason"`
+}
+
+// ErrSourceChanged is wrapped by Verify when the source is not the one the
+// plan was made from.
+var ErrSourceChanged = errors.New("the source changed since the plan was made")
+
+// SourceHash is the hex sha256 of a source, as Plan.SourceSHA256 holds it.
+func SourceHash(src []byte) string {
+	h := sha256.Sum256(src)
+	return hex.EncodeToString(h[:])
+}
+
+// Verify reports whether src is the source the plan was made from; the
+// executor refuses to run a plan when it is not.
+func (p *Plan) Verify(src []byte) error {
+	if p.SourceSHA256 == "" {
+		return fmt.Errorf("plan of %s carries no source hash: %w", p.File, ErrSourceChanged)
+	}
+	if got := SourceHash(src); got != p.SourceSHA256 {
+		return fmt.Errorf("plan of %s was made from source sha256 %s, the file now has %s; run pipe plan again: %w",
+			p.File, short(p.SourceSHA256), short(got), ErrSourceChanged)
+	}
+	return nil
+}
+
+func short(h string) string {
+	if len(h) > 12 {
+		return h[:12]
+	}
+	return h
+}
+
+// Encode writes the plan as indented JSON.
+func (p *Plan) Encode(w io.Writer) error {
+	b, err := p.MarshalIndent()
+	if err != nil {
+		return err
+	}
+	_, err = w.Write(b)
+	return err
+}
+
+// MarshalIndent returns the plan as indented JSON ending in a newline.
+func (p *Plan) MarshalIndent() ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(p); err != nil {
+		return nil, fmt.Errorf("encoding the plan: %w", err)
+	}
+	return buf.Bytes(), nil
+}
+
+// Decode reads a plan written by Encode and checks its version.
+func Decode(r io.Reader) (*Plan, error) {
+	var p Plan
+	dec := json.NewDecoder(r)
+	if err := dec.Decode(&p); err != nil {
+		return nil, fmt.Errorf("reading the plan: %w", err)
+	}
+	if p.Version != Version {
+		return nil, fmt.Errorf("the plan has format version %d; this pipe reads version %d: run pipe plan again", p.Version, Version)
+	}
+	return &p, nil
+}
+
+// Load reads a plan file written by `pipe plan --out`.
+func Load(path string) (*Plan, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	p, err := Decode(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return p, nil
+}

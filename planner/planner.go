@@ -1,0 +1,521 @@
+package planner
+
+import (
+	"fmt"
+	"math"
+	"strings"
+
+	"pipe/lang"
+	"pipe/lang/diag"
+	"pipe/planner/plan"
+	"pipe/stdlib"
+)
+
+// CodeNoFit is the code of the diagnostic that says a plan does not fit
+// its device; `pipe plan` exits 3 when it is the only kind of error.
+const CodeNoFit = "does-not-fit"
+
+// Plan decides how a checked program trains on a device and what it
+// costs: it builds the model's graph, resolves the device and the
+// precision, sizes the batch together with the checkpoint segments, the
+// accumulation and the learning rate, picks the fusion groups and the
+// loader's sizes, and estimates a step's time. It returns the plan (even
+// when it does not fit, so the numbers can be shown) and its diagnostics:
+// warnings for fallbacks, an error with code CodeNoFit when the memory does
+// not fit, other errors when the program cannot be planned (the plan is
+// then nil or partial).
+func Plan(prog *lang.Program, opts ...Option) (*plan.Plan, diag.Diagnostics) {
+	var cfg config
+	for _, o := range opts {
+		o(&cfg)
+	}
+	host := DetectHost
+	if cfg.host != nil {
+		h := *cfg.host
+		host = func() HostInfo { return h }
+	}
+	pl := &planner{prog: prog, cfg: cfg, host: host()}
+	pl.run()
+	pl.diags.Sort()
+	return pl.plan, pl.diags
+}
+
+type planner struct {
+	prog  *lang.Program
+	cfg   config
+	host  HostInfo
+	plan  *plan.Plan
+	diags diag.Diagnostics
+
+	train *lang.Block
+	model *lang.Model
+	graph *stdlib.Graph
+	dev   plan.Device
+	cost  *costModel
+	lc    loaderChoice
+}
+
+func (pl *planner) decide(what, value, reason string) {
+	pl.plan.Decisions = append(pl.plan.Decisions, plan.Decision{What: what, Value: value, Reason: reason})
+}
+
+func (pl *planner) errorf(at *diag.Range, code, summary, format string, args ...any) {
+	pl.diags = append(pl.diags, &diag.Diagnostic{Severity: diag.Error, Code: code, Summary: summary,
+		Detail: fmt.Sprintf(format, args...), Subject: at})
+}
+
+func (pl *planner) warnf(at *diag.Range, code, summary, format string, args ...any) {
+	pl.diags = append(pl.diags, &diag.Diagnostic{Severity: diag.Warning, Code: code, Summary: summary,
+		Detail: fmt.Sprintf(format, args...), Subject: at})
+}
+
+func rangeOf(f *lang.Field) *diag.Range {
+	if f == nil {
+		return nil
+	}
+	r := f.Range
+	return &r
+}
+
+func (pl *planner) run() {
+	p := pl.prog
+	pl.plan = &plan.Plan{Version: plan.Version, Pipeline: p.Name, Layers: []plan.Layer{}, Decisions: []plan.Decision{},
+		Checkpoint: plan.Checkpoint{Segments: []plan.CheckpointSegment{}}, Fusion: plan.Fusion{Groups: []plan.FusionGroup{}, InferenceFolds: [][]string{}}}
+	if p.File != nil {
+		pl.plan.File = p.File.Name
+	}
+	if pl.cfg.src != nil {
+		pl.plan.SourceSHA256 = plan.SourceHash(pl.cfg.src)
+	}
+	pl.train = p.Block("train")
+	if !pl.pickModel() {
+		return
+	}
+	if pl.train == nil {
+		pl.decide("train", "defaults", "The file has no train block: the plan is for training with the defaults (batch auto, adam, checkpoint auto).")
+	}
+	g, ds := stdlib.BuildGraph(pl.model)
+	pl.diags = append(pl.diags, ds...)
+	if ds.HasErrors() || g == nil || len(g.Nodes) == 0 {
+		return
+	}
+	pl.graph = g
+	pl.plan.Parameters = g.Params()
+	pl.plan.FLOPsPerSample = g.FLOPs()
+	pl.planOnlyWarnings()
+	if !pl.pickDevice() {
+		return
+	}
+	prec := pl.pickPrecision()
+	opt := pl.optimizer()
+	loss := pl.loss()
+	pl.cost = newCostModel(g, pl.dev.Kind, prec, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()))
+	pl.sizeAll(prec, opt)
+}
+
+// pickModel finds the model to plan: train's model field, else the only
+// model.
+func (pl *planner) pickModel() bool {
+	p := pl.prog
+	if v := pl.train.Field("model").First(); v != nil {
+		pl.model = p.Model(v.Str)
+	} else if len(p.Models) == 1 {
+		pl.model = p.Models[0]
+	}
+	if pl.model == nil {
+		var at *diag.Range
+		if pl.train != nil {
+			at = &pl.train.KindRange
+		}
+		names := make([]string, len(p.Models))
+		for i, m := range p.Models {
+			names[i] = m.Name
+		}
+		if len(p.Models) == 0 {
+			pl.errorf(at, "no-model", "nothing to plan", "The file declares no model. Add a model block: model NAME { input [...] ... }.")
+		} else {
+			pl.errorf(at, "ambiguous-model", "which model to plan",
+				"The file declares %d models (%s); say which one train trains with: model NAME.", len(names), strings.Join(names, ", "))
+		}
+		return false
+	}
+	pl.plan.Model = pl.model.Name
+	return true
+}
+
+func (pl *planner) planOnlyWarnings() {
+	reg := stdlib.Schema()
+	var walk func(ch *lang.Chain)
+	walk = func(ch *lang.Chain) {
+		if ch == nil {
+			return
+		}
+		for _, n := range ch.Nodes {
+			switch n := n.(type) {
+			case *lang.LayerCall:
+				if reg.PlanOnly(n.Name) {
+					r := n.NameRange
+					pl.warnf(&r, "plan-only", fmt.Sprintf("%s can be planned but not run yet", n.Name),
+						"pipe plan sizes %s, but the executor has no kernels for it yet; pipe run will refuse it.", n.Name)
+				}
+				for _, v := range n.Args {
+					if v.Tensor != nil {
+						walk(v.Tensor)
+					}
+				}
+			case *lang.Repeat:
+				walk(n.Body)
+			}
+		}
+	}
+	for _, st := range pl.model.Stmts {
+		walk(st.Chain)
+	}
+}
+
+func (pl *planner) pickDevice() bool {
+	name, at := pl.cfg.device, (*diag.Range)(nil)
+	if name == "" {
+		if f := pl.prog.Top.Field("device"); f != nil {
+			if v := f.First(); v != nil {
+				name = v.Str
+				if v.Auto {
+					name = "auto"
+				}
+				r := v.Range
+				at = &r
+			}
+		}
+	}
+	dev, why, ds := resolveDevice(pl.prog, name, at, pl.host)
+	if ds.HasErrors() {
+		if at != nil {
+			// The checker reported the name written in the file; a GPU
+			// that is not here is the planner's to say.
+			for _, d := range ds {
+				if d.Code != "unknown-device" {
+					pl.diags = append(pl.diags, d)
+				}
+			}
+			if len(pl.diags.Errs()) == 0 {
+				pl.diags = append(pl.diags, ds...)
+			}
+		} else {
+			pl.diags = append(pl.diags, ds...)
+		}
+		return false
+	}
+	pl.dev = dev
+	pl.plan.Device = dev
+	pl.plan.Backend = dev.Kind
+	backend := "the CPU executor"
+	if dev.Kind == plan.BackendGPU {
+		backend = "a CUDA GPU"
+	}
+	pl.decide("device", dev.Name, fmt.Sprintf("%s; %s with %s usable.", why, backend, FormatBytes(dev.Memory)))
+	return true
+}
+
+// pickPrecision resolves the precision field against the device.
+func (pl *planner) pickPrecision() plan.Precision {
+	req, at := "auto", (*diag.Range)(nil)
+	if f := pl.prog.Top.Field("precision"); f != nil {
+		at = rangeOf(f)
+		if v := f.First(); v != nil && !v.Auto {
+			req = v.Str
+		}
+	}
+	d := pl.dev
+	compute, reason := req, ""
+	fallback := func(to, why string) {
+		pl.warnf(at, "precision-fallback", fmt.Sprintf("%s runs as %s on %s", req, to, d.Name),
+			"%s Write precision %s to say so, or plan for another device with --device (pipe devices lists them).", why, to)
+		compute, reason = to, why
+	}
+	if d.Kind == plan.BackendCPU {
+		switch req {
+		case "auto":
+			compute, reason = "fp32", "precision auto on the CPU executor: it computes in fp32."
+		case "fp32":
+			reason = "fp32 as written."
+		default:
+			fallback("fp32", fmt.Sprintf("The CPU executor computes in fp32 only, so %s falls back to fp32 (activations take 4 bytes, not 2).", req))
+		}
+	} else {
+		switch req {
+		case "auto":
+			switch {
+			case d.HasBF16:
+				compute, reason = "bf16", fmt.Sprintf("precision auto: %s supports bf16, mixed precision with fp32 master weights and no loss scaling.", d.Name)
+			case d.FP16 > 0:
+				compute, reason = "fp16", fmt.Sprintf("precision auto: %s has no bf16, so fp16 mixed precision with loss scaling.", d.Name)
+			default:
+				compute, reason = "fp32", fmt.Sprintf("precision auto: %s has neither bf16 nor fp16 rates, so fp32.", d.Name)
+			}
+		case "bf16":
+			switch {
+			case d.HasBF16:
+				reason = "bf16 as written: mixed precision with fp32 master weights."
+			case d.FP16 > 0:
+				fallback("fp16", fmt.Sprintf("%s has no bf16, so training uses fp16 mixed precision with dynamic loss scaling (fp16's range needs it).", d.Name))
+			default:
+				fallback("fp32", fmt.Sprintf("%s supports neither bf16 nor fp16, so training runs in fp32.", d.Name))
+			}
+		case "fp16":
+			if d.FP16 > 0 {
+				reason = "fp16 as written: mixed precision with fp32 master weights and dynamic loss scaling."
+			} else {
+				fallback("fp32", fmt.Sprintf("%s has no fp16 rate, so training runs in fp32.", d.Name))
+			}
+		case "tf32":
+			if d.HasTF32 {
+				reason = "tf32 as written: convolutions and matrix products on tensor cores with fp32 storage."
+			} else {
+				fallback("fp32", fmt.Sprintf("%s has no tf32, so training runs in plain fp32.", d.Name))
+			}
+		default:
+			reason = "fp32 as written."
+		}
+	}
+	p := plan.Precision{Requested: req, Compute: compute, Activations: "fp32", ActivationBytes: 4}
+	if compute == "fp16" || compute == "bf16" {
+		p.Mixed, p.Activations, p.ActivationBytes = true, compute, 2
+	}
+	p.LossScaling = compute == "fp16"
+	pl.plan.Precision = p
+	pl.decide("precision", compute, reason)
+	return p
+}
+
+func (pl *planner) optimizer() plan.Optimizer {
+	o := plan.Optimizer{Kind: "adam", LRWritten: 1e-3, LRScale: 1}
+	if v := pl.train.Arg("optimizer", "kind"); v != nil {
+		o.Kind = v.Str
+	}
+	if v := pl.train.Arg("optimizer", "lr"); v != nil {
+		o.LRWritten = v.Float
+	}
+	switch o.Kind {
+	case "sgd":
+		if v := pl.train.Arg("optimizer", "momentum"); v != nil && v.Float > 0 {
+			o.StateBuffers = 1
+		}
+	default:
+		o.StateBuffers = 2
+	}
+	o.LR = o.LRWritten
+	return o
+}
+
+// loss returns the loss as written, or the one the data implies.
+func (pl *planner) loss() string {
+	if v := pl.train.Field("loss").First(); v != nil {
+		return v.Str
+	}
+	if src := pl.source(); src != nil {
+		switch src.Label("kind") {
+		case "geotiff":
+			return "mse"
+		case "synthetic":
+			if src.Field("classes") == nil {
+				return "mse"
+			}
+		}
+	}
+	return "cross_entropy"
+}
+
+// source is the block train reads: its source field, the source named
+// train, or the only source.
+func (pl *planner) source() *lang.Block {
+	if v := pl.train.Field("source").First(); v != nil {
+		return pl.prog.Named("source", v.Str)
+	}
+	srcs := pl.prog.BlocksOf("source")
+	if b := pl.prog.Named("source", "train"); b != nil {
+		return b
+	}
+	if len(srcs) == 1 {
+		return srcs[0]
+	}
+	return nil
+}
+
+// budget returns the memory a plan may use on the device, and fills the
+// plan's capacity, margin and reserve.
+func (pl *planner) budget() int64 {
+	margin := 0.10
+	if v := pl.train.Field("memory_margin").First(); v != nil {
+		margin = v.Float
+	}
+	capacity := pl.dev.Memory
+	var reserve int64
+	if pl.dev.Kind == plan.BackendCPU {
+		reserve = 1 << 30
+	}
+	b := sub(sub(capacity, fraction(capacity, margin)), reserve)
+	m := &pl.plan.Memory
+	m.Capacity, m.MarginPercent, m.Reserve, m.Budget = capacity, margin*100, reserve, b
+	return b
+}
+
+// sizeAll makes every decision that depends on memory, and fills the plan.
+func (pl *planner) sizeAll(prec plan.Precision, opt plan.Optimizer) {
+	m, g, p := pl.cost, pl.graph, pl.plan
+	budget := pl.budget()
+	ld := pl.loaderFor(g)
+	var extra int64 // per-sample memory the loader shares with training (CPU)
+	if pl.dev.Kind == plan.BackendCPU {
+		extra = mul(int64(ld.Workers*ld.Prefetch), ld.SampleBytes)
+	}
+	bc := pl.chooseBatch(budget, extra, prec)
+	b := bc.batch
+	if b < 1 {
+		b = 1
+	}
+	if pl.dev.Kind == plan.BackendGPU {
+		pl.fitLoaderToHost(&ld, b)
+	}
+	p.BatchSize = b
+	p.AccumulationSteps = max(bc.accum, 1)
+	p.EffectiveBatch = mul(b, p.AccumulationSteps)
+	pl.lr(opt, b, p.AccumulationSteps, bc.fileBatch)
+	ld.BufferBytes = mul(mul(int64(ld.Workers*ld.Prefetch), b), ld.SampleBytes)
+	p.Loader = ld
+	pl.loaderDecisions(ld)
+
+	// plan.Checkpoint.
+	act := m.baseline
+	var recomputed []bool
+	ck := &p.Checkpoint
+	ck.Mode = bc.mode
+	ck.Optimal = true
+	if len(bc.ck.Segments) > 0 {
+		act = bc.ck.Peak
+		ck.Optimal = bc.ck.Exact
+		recomputed = make([]bool, len(g.Nodes))
+		for _, s := range bc.ck.Segments {
+			var f int64
+			for i := s.From; i <= s.To; i++ {
+				recomputed[i] = true
+				f = add(f, g.Nodes[i].FLOPs)
+			}
+			ck.Segments = append(ck.Segments, plan.CheckpointSegment{First: g.Nodes[s.From].Name, Last: g.Nodes[s.To].Name,
+				From: s.From, To: s.To, ExtraFLOPs: mul(f, b)})
+		}
+		ck.ExtraFLOPs = mul(bc.ck.Extra, b)
+		if fwd := g.FLOPs(); fwd > 0 {
+			ck.ExtraPercent = round2(100 * float64(bc.ck.Extra) / (3 * float64(fwd)))
+		}
+	}
+	ck.PeakBefore = mul(m.baseline, b)
+	ck.PeakAfter = mul(act, b)
+
+	mem := &p.Memory
+	mem.Parameters, mem.Master, mem.Gradients, mem.Optimizer = m.static.parameters, m.static.master, m.static.gradients, m.static.optimizer
+	mem.Activations = mul(act, b)
+	mem.ActivationsBefore = mul(m.baseline, b)
+	mem.Workspace = mul(m.workspace, b)
+	mem.Input = mul(m.input, b)
+	mem.Loader = mul(extra, b)
+	mem.Total = m.total(b, act, extra)
+	p.Fits = mem.Total <= mem.Budget
+
+	// plan.Fusion.
+	fmode, fused := "auto", true
+	if v := pl.train.Field("fuse").First(); v != nil && !v.Auto {
+		fused = v.Bool
+		fmode = fmt.Sprint(v.Bool)
+	}
+	p.Fusion.Mode = fmode
+	var group []int
+	if fused {
+		groups, grp, folds := fuse(g)
+		group = grp
+		p.Fusion.Groups = append(p.Fusion.Groups, groups...)
+		p.Fusion.InferenceFolds = append(p.Fusion.InferenceFolds, folds...)
+	} else {
+		group = make([]int, len(g.Nodes))
+	}
+	pl.fusionDecision(fmode, fused)
+
+	// Layers.
+	for _, nd := range g.Nodes {
+		l := plan.Layer{Name: nd.Name, Op: nd.Op, Layer: nd.Layer, Out: nd.Out, Params: nd.Params, FLOPs: nd.FLOPs,
+			ActivationBytes: mul(m.perNode[nd.ID], b), FusionGroup: group[nd.ID], Line: nd.Range.Start.Line}
+		if l.Out == nil {
+			l.Out = []int64{}
+		}
+		if recomputed != nil {
+			l.Recomputed = recomputed[nd.ID]
+		}
+		p.Layers = append(p.Layers, l)
+	}
+
+	p.StepTime = stepTime(g, m, pl.dev, prec, b, p.AccumulationSteps, recomputed, group, fused)
+	pl.stepDecision()
+}
+
+func round2(x float64) float64 { return math.Round(x*100) / 100 }
+
+func (pl *planner) fusionDecision(mode string, fused bool) {
+	p := pl.plan
+	if !fused {
+		pl.decide("fusion", "off", "fuse false: every op runs as its own kernel.")
+		return
+	}
+	kinds := map[string]int{}
+	var order []string
+	for _, g := range p.Fusion.Groups {
+		if kinds[g.Kind] == 0 {
+			order = append(order, g.Kind)
+		}
+		kinds[g.Kind]++
+	}
+	var parts []string
+	for _, k := range order {
+		parts = append(parts, fmt.Sprintf("%d %s", kinds[k], k))
+	}
+	value := fmt.Sprintf("%d groups", len(p.Fusion.Groups))
+	if len(p.Fusion.Groups) == 1 {
+		value = "1 group"
+	}
+	reason := "fuse " + mode + ": no adjacent ops match a fusion pattern."
+	if len(parts) > 0 {
+		reason = fmt.Sprintf("fuse %s: %s, each joining a node to its only reader so the tensor between them stays in the kernel; saved tensors are unchanged, so memory is the same and time gains.",
+			mode, strings.Join(parts, ", "))
+	}
+	if n := len(p.Fusion.InferenceFolds); n > 0 {
+		reason = strings.TrimSuffix(reason, ".") + fmt.Sprintf("; for inference, %d batchnorms fold into the conv before them.", n)
+	}
+	pl.decide("fusion", value, reason)
+}
+
+func (pl *planner) stepDecision() {
+	st := pl.plan.StepTime
+	if st.Bound == "unknown" {
+		pl.decide("step time", "unknown", fmt.Sprintf("%s has no known peak FLOP/s or bandwidth, so no estimate.", pl.dev.Name))
+		return
+	}
+	pl.decide("step time", fmt.Sprintf("%s (estimate)", formatSeconds(st.StepSeconds)),
+		fmt.Sprintf("Roofline estimate, not a measurement: %s per micro-batch (%s FLOPs, %s moved; mostly %s-bound) × %d, plus %s for the optimizer update; about %.0f samples/s.",
+			formatSeconds(st.MicroBatchSeconds), FormatCount(int64(math.Min(st.FLOPs, float64(sat)))), FormatBytes(int64(math.Min(st.Bytes, float64(sat)))),
+			st.Bound, pl.plan.AccumulationSteps, formatSeconds(st.OptimizerSeconds), st.SamplesPerSecond))
+}
+
+func formatSeconds(s float64) string {
+	switch {
+	case s >= 3600*24*365:
+		return fmt.Sprintf("%.3g years", s/(3600*24*365))
+	case s >= 3600:
+		return fmt.Sprintf("%.1f h", s/3600)
+	case s >= 60:
+		return fmt.Sprintf("%.1f min", s/60)
+	case s >= 1:
+		return fmt.Sprintf("%.2f s", s)
+	case s >= 1e-3:
+		return fmt.Sprintf("%.1f ms", s*1e3)
+	default:
+		return fmt.Sprintf("%.0f µs", s*1e6)
+	}
+}
