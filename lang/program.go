@@ -1,6 +1,8 @@
 package lang
 
 import (
+	"sort"
+
 	"pipe/lang/ast"
 	"pipe/lang/diag"
 )
@@ -180,6 +182,42 @@ type Model struct {
 	Stmts      []*ModelStmt
 	// Fields are the model's other fields (such as "init").
 	Fields []*Field
+}
+
+// Calls lists every layer and family call of the model in source order,
+// each once: a repeated chain's calls appear once however many copies run,
+// and the calls of a branch (add(x -> conv 64 k1)) follow the call that
+// takes it.
+func (m *Model) Calls() []*LayerCall {
+	var out []*LayerCall
+	var walk func(ch *Chain)
+	walk = func(ch *Chain) {
+		if ch == nil {
+			return
+		}
+		for _, n := range ch.Nodes {
+			switch n := n.(type) {
+			case *LayerCall:
+				out = append(out, n)
+				names := make([]string, 0, len(n.Args))
+				for name := range n.Args {
+					names = append(names, name)
+				}
+				sort.Strings(names)
+				for _, name := range names {
+					if v := n.Args[name]; v.Tensor != nil {
+						walk(v.Tensor)
+					}
+				}
+			case *Repeat:
+				walk(n.Body)
+			}
+		}
+	}
+	for _, st := range m.Stmts {
+		walk(st.Chain)
+	}
+	return out
 }
 
 // ModelStmt is one statement of a model: a chain of layers that continues

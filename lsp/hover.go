@@ -99,29 +99,14 @@ func describeAt(schema lang.Schema, an *analysis, off int) string {
 // layerCallAt finds the layer call whose name is at the offset, or the
 // innermost call whose arguments are, to describe an argument name.
 func layerCallAt(p *lang.Program, off int) *lang.LayerCall {
+	// Calls puts a branch's calls after the call that takes them, so the
+	// last match is the innermost.
 	var found *lang.LayerCall
-	var walk func(ch *lang.Chain)
-	walk = func(ch *lang.Chain) {
-		if ch == nil {
-			return
-		}
-		for _, n := range ch.Nodes {
-			switch n := n.(type) {
-			case *lang.LayerCall:
-				if in(n.NameRange, off) {
-					found = n
-				}
-				for _, v := range n.Args {
-					walk(v.Tensor)
-				}
-			case *lang.Repeat:
-				walk(n.Body)
-			}
-		}
-	}
 	for _, m := range p.Models {
-		for _, st := range m.Stmts {
-			walk(st.Chain)
+		for _, n := range m.Calls() {
+			if in(n.NameRange, off) {
+				found = n
+			}
 		}
 	}
 	return found

@@ -145,31 +145,12 @@ func (pl *planner) pickModel() bool {
 
 func (pl *planner) planOnlyWarnings() {
 	reg := stdlib.Schema()
-	var walk func(ch *lang.Chain)
-	walk = func(ch *lang.Chain) {
-		if ch == nil {
-			return
+	for _, n := range pl.model.Calls() {
+		if reg.PlanOnly(n.Name) {
+			r := n.NameRange
+			pl.warnf(&r, "plan-only", fmt.Sprintf("%s can be planned but not run yet", n.Name),
+				"pipe plan sizes %s, but the executor has no kernels for it yet; pipe run will refuse it.", n.Name)
 		}
-		for _, n := range ch.Nodes {
-			switch n := n.(type) {
-			case *lang.LayerCall:
-				if reg.PlanOnly(n.Name) {
-					r := n.NameRange
-					pl.warnf(&r, "plan-only", fmt.Sprintf("%s can be planned but not run yet", n.Name),
-						"pipe plan sizes %s, but the executor has no kernels for it yet; pipe run will refuse it.", n.Name)
-				}
-				for _, v := range n.Args {
-					if v.Tensor != nil {
-						walk(v.Tensor)
-					}
-				}
-			case *lang.Repeat:
-				walk(n.Body)
-			}
-		}
-	}
-	for _, st := range pl.model.Stmts {
-		walk(st.Chain)
 	}
 }
 

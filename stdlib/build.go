@@ -51,7 +51,7 @@ func buildGraph(m *lang.Model) (*Graph, diag.Diagnostics) {
 			}
 		}
 	}
-	calls := countCalls(m)
+	calls := m.Calls()
 	if len(calls) == 1 {
 		if call := calls[0]; isFamily(call.Name) {
 			b.bare = true
@@ -102,32 +102,6 @@ func buildGraph(m *lang.Model) (*Graph, diag.Diagnostics) {
 		b.g.Output = len(b.g.Nodes) - 1
 	}
 	return b.g, b.diags
-}
-
-// countCalls lists every layer call of the model, repeats counted once.
-func countCalls(m *lang.Model) []*lang.LayerCall {
-	var out []*lang.LayerCall
-	var walk func(ch *lang.Chain)
-	walk = func(ch *lang.Chain) {
-		if ch == nil {
-			return
-		}
-		for _, n := range ch.Nodes {
-			switch n := n.(type) {
-			case *lang.LayerCall:
-				out = append(out, n)
-				if v := n.Args["tensor"]; v != nil {
-					walk(v.Tensor)
-				}
-			case *lang.Repeat:
-				walk(n.Body)
-			}
-		}
-	}
-	for _, st := range m.Stmts {
-		walk(st.Chain)
-	}
-	return out
 }
 
 // firstCall returns the first layer call of a chain, looking into repeats.
