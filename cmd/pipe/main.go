@@ -3,12 +3,14 @@
 //	pipe check [--json] FILE...        parse and validate
 //	pipe fmt [-w] [--check] FILE...    canonical formatting
 //	pipe plan [flags] FILE             memory and decisions for a device
+//	pipe run [flags] FILE              train, evaluate and predict
 //	pipe devices                       the devices pipe can plan for
 //	pipe lsp                           the language server over stdio
 //	pipe version
 //
 // A FILE of "-" reads standard input. Exit codes: 0 ok, 1 errors found,
-// 2 "fmt --check" found a file to change, 3 the plan does not fit.
+// 2 "fmt --check" found a file to change, 3 the plan does not fit,
+// 130 a run was interrupted.
 package main
 
 import (

@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+
+	"github.com/hashicorp/go-hclog"
+
+	"pipe/exec"
+	"pipe/exec/cpu"
+	"pipe/exec/report"
+	"pipe/lang/diag"
+	"pipe/lang/render"
+	"pipe/planner"
+	"pipe/planner/plan"
+)
+
+// exitInterrupted is pipe run's exit code when Ctrl-C stopped it (128 +
+// SIGINT, as shells report it).
+const exitInterrupted = 130
+
+func init() {
+	register(&command{name: "run", usage: "pipe run [flags] FILE",
+		summary: "train, evaluate and predict as the file says (--plan, --resume, --max-steps, --report)", run: runRun})
+}
+
+// backends are the backends pipe run offers the executor; tests replace
+// them with a fake.
+var backends = func() []exec.Backend { return []exec.Backend{cpu.Backend{}} }
+
+// runContext is the context a run is cancelled through: the first SIGINT
+// or SIGTERM cancels it (the run finishes its step and writes a
+// checkpoint); a second one kills the process as usual. Tests replace it.
+var runContext = func(a *app) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sig := make(chan os.Signal, 1)
+	done := make(chan struct{})
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		select {
+		case <-sig:
+			signal.Stop(sig) // a second Ctrl-C ends the process at once
+			fmt.Fprintln(a.env.Stderr, "\npipe run: interrupted; finishing the current step and writing a checkpoint (Ctrl-C again to quit at once)")
+			cancel()
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sig)
+		close(done)
+		cancel()
+	}
+}
+
+func runRun(a *app, args []string) int {
+	fs := a.newFlags("run")
+	planPath := fs.String("plan", "", "run this plan (from pipe plan --out) instead of planning again; refused when the source changed")
+	device := fs.String("device", "", "plan for this device instead of the file's (pipe devices lists them)")
+	batch := fs.Int64("batch", 0, "plan with this batch, whatever the file says")
+	maxSteps := fs.Int64("max-steps", 0, "stop after this many optimizer steps in all (a short run; resumed steps count)")
+	resume := fs.Bool("resume", false, "continue from the last checkpoint in the checkpoint folder")
+	skipTrain := fs.Bool("skip-train", false, "with --resume: evaluate and predict with the checkpoint's model, without training")
+	ckptDir := fs.String("checkpoint-dir", "", "the checkpoint folder (default: train's checkpoint_dir, else out/PIPELINE/checkpoints)")
+	reportPath := fs.String("report", "", "write the run report (JSON) here, and the loss curve beside it (default out/PIPELINE/report.json)")
+	threads := fs.Int("threads", 0, "compute threads (0: all cores); a resumed run reproduces losses only with the same number")
+	logEvery := fs.Int64("log-every", 0, "without a terminal, log a line every this many steps (default: about ten an epoch)")
+	files, err := parseFlags(fs, args)
+	if err != nil {
+		return exitErrors
+	}
+	usage := "usage: pipe run [--plan PLAN.json] [--device NAME] [--max-steps N] [--resume] [--skip-train] [--report FILE] FILE"
+	switch {
+	case len(files) > 1, len(files) == 0 && *planPath == "":
+		fmt.Fprintln(a.env.Stderr, usage)
+		return exitErrors
+	case *planPath != "" && (*device != "" || *batch != 0):
+		fmt.Fprintln(a.env.Stderr, "pipe run: --device and --batch plan again; they cannot change a --plan file (run pipe plan with them instead)")
+		return exitErrors
+	case *skipTrain && !*resume:
+		fmt.Fprintln(a.env.Stderr, "pipe run: --skip-train needs --resume: a model that was not trained has nothing to predict with")
+		return exitErrors
+	case *maxSteps < 0 || *batch < 0 || *threads < 0:
+		fmt.Fprintln(a.env.Stderr, "pipe run: --max-steps, --batch and --threads must not be negative")
+		return exitErrors
+	}
+
+	// The plan: loaded and verified against the source, or made now.
+	var p *plan.Plan
+	if *planPath != "" {
+		if p, err = planner.Load(*planPath); err != nil {
+			fmt.Fprintf(a.env.Stderr, "pipe run: %v\n", err)
+			return exitErrors
+		}
+		if len(files) == 0 {
+			if p.File == "" || p.File == "<stdin>" {
+				fmt.Fprintf(a.env.Stderr, "pipe run: %s does not name its source file; give it: pipe run --plan %s FILE\n", *planPath, *planPath)
+				return exitErrors
+			}
+			files = []string{p.File}
+		}
+	}
+	prog, _, src, display, ds, err := a.load(files[0])
+	if err != nil {
+		fmt.Fprintf(a.env.Stderr, "pipe run: %v\n", err)
+		return exitErrors
+	}
+	sources := render.Sources{display: src}
+	if ds.HasErrors() {
+		a.printDiags(ds, sources)
+		return exitErrors
+	}
+	if p != nil {
+		if err := p.Verify(src); err != nil {
+			a.printDiags(ds, sources)
+			fmt.Fprintf(a.env.Stderr, "pipe run: refusing to run %s: %v\n", *planPath, err)
+			return exitErrors
+		}
+		if !p.Fits {
+			a.printDiags(ds, sources)
+			fmt.Fprintf(a.env.Stderr, "pipe run: %s does not fit %s: it needs %s of a %s budget (pipe plan shows where it goes)\n",
+				*planPath, p.Device.Name, planner.FormatBytes(p.Memory.Total), planner.FormatBytes(p.Memory.Budget))
+			return exitNoFit
+		}
+	} else {
+		opts := []planner.Option{planner.WithSource(src), planner.WithHost(hostInfo())}
+		if *device != "" {
+			opts = append(opts, planner.WithDevice(*device))
+		}
+		if *batch > 0 {
+			opts = append(opts, planner.WithBatch(*batch))
+		}
+		var pds diag.Diagnostics
+		p, pds = planner.Plan(prog, opts...)
+		ds = append(ds, pds...)
+		if p == nil || hasOtherErrors(pds) {
+			a.printDiags(ds, sources)
+			return exitErrors
+		}
+		if !p.Fits || pds.HasErrors() {
+			a.printDiags(ds, sources)
+			return exitNoFit
+		}
+	}
+	if p.Backend == plan.BackendGPU {
+		a.printDiags(ds, sources)
+		fmt.Fprintf(a.env.Stderr, "pipe run: this plan is for a GPU (%s), and pipe has no GPU backend yet; re-plan with --device cpu\n", p.Device.Name)
+		return exitErrors
+	}
+	a.printDiags(ds, sources) // warnings
+
+	// The run.
+	terminal := isTerminal(a.env.Stderr)
+	info := a.progressLogger()
+	runLog := a.log
+	if !terminal {
+		runLog = info
+	}
+	progress := report.NewProgress(a.env.Stderr, info, terminal)
+	progress.Every = *logEvery
+	opts := []exec.Option{exec.WithLogger(runLog), exec.WithThreads(*threads)}
+	for _, b := range backends() {
+		opts = append(opts, exec.WithBackend(b))
+	}
+	if *maxSteps > 0 {
+		opts = append(opts, exec.WithMaxSteps(*maxSteps))
+	}
+	if *ckptDir != "" {
+		opts = append(opts, exec.WithCheckpointDir(*ckptDir))
+	}
+	if *resume {
+		opts = append(opts, exec.WithResume(""))
+	}
+	if *skipTrain {
+		opts = append(opts, exec.WithSkipTrain())
+	}
+	ctx, stop := runContext(a)
+	res, rds := exec.Run(ctx, p, prog, progress.Hooks(), opts...)
+	stop()
+	progress.Close()
+	a.printDiags(rds, sources)
+
+	// What it did.
+	rp, curve := *reportPath, ""
+	if rp == "" {
+		rp = filepath.Join("out", p.Pipeline, "report.json")
+	}
+	if res.Precision == "" { // the model was never built: nothing to report
+		rp = ""
+	} else {
+		if len(res.StepLosses) > 0 {
+			curve = strings.TrimSuffix(rp, filepath.Ext(rp)) + "-loss.png"
+			if err := report.LossCurve(res, curve); err != nil {
+				fmt.Fprintf(a.env.Stderr, "pipe run: %v\n", err)
+				curve = ""
+			}
+		}
+		rep := report.New(res, p)
+		if curve != "" {
+			rep.LossCurve = curve
+		}
+		if err := rep.Write(rp); err != nil {
+			fmt.Fprintf(a.env.Stderr, "pipe run: writing the report: %v\n", err)
+			rp = ""
+		}
+		report.Summary(a.env.Stdout, res, rp, curve)
+	}
+	switch {
+	case res.Status == exec.StatusInterrupted:
+		where := "no checkpoint was written (checkpoint none)"
+		if res.Checkpoint != "" {
+			where = "checkpoint written to " + res.Checkpoint
+		}
+		again := "pipe run --resume "
+		if *ckptDir != "" {
+			again += "--checkpoint-dir " + *ckptDir + " "
+		}
+		fmt.Fprintf(a.env.Stderr, "pipe run: interrupted at epoch %d, step %d; %s; continue with: %s%s\n",
+			res.Position.Epoch+1, res.Position.Step, where, again, display)
+		return exitInterrupted
+	case rds.HasErrors():
+		for _, d := range rds.Errs() {
+			if d.Code == exec.CodeNoFit {
+				return exitNoFit
+			}
+		}
+		return exitErrors
+	}
+	return exitOK
+}
+
+// progressLogger logs a run's progress at info level, unless the user asked
+// for less (--log-level error or off) or more (debug, trace).
+func (a *app) progressLogger() hclog.Logger {
+	lvl := a.log.GetLevel()
+	if lvl == hclog.Warn {
+		lvl = hclog.Info
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: "pipe", Level: lvl, Output: a.env.Stderr, Color: colorOption(a.color), DisableTime: true})
+}

@@ -1,0 +1,299 @@
+// Package exec runs a plan: it builds the model on a backend, feeds it the
+// data of package exec/data, and trains, evaluates and predicts. It is the
+// last of pipe's four stages (lang.Parse → lang.Check → planner.Plan →
+// exec.Run) and the only package that imports numerical libraries
+// (gorgonia, OpenBLAS) and GDAL.
+//
+// The compute sits behind two small interfaces declared here, at their
+// consumer: a Backend compiles a stdlib.Graph into a Model for one
+// micro-batch size, and a Model trains and evaluates on batches. exec/cpu
+// is the CPU backend; a GPU backend joins by implementing the same two
+// interfaces. Nothing in exec decides anything the plan already decided:
+// the batch, the precision, the checkpoint segments and the fusion groups
+// come from the plan through Config.
+//
+// A training step, as Run drives it:
+//
+//	m.ZeroGrad()
+//	for k := 0; k < plan.AccumulationSteps; k++ {
+//		loss, err := m.TrainStep(batch[k], 1/float64(plan.AccumulationSteps))
+//		...
+//	}
+//	m.ClipGradNorm(max) // when the file sets grad_clip
+//	m.Step(lr)          // lr from the schedule
+package exec
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"pipe/exec/data"
+	"pipe/stdlib"
+)
+
+// Backend compiles models for one kind of device.
+type Backend interface {
+	// Name is the backend's name as plans spell it: "cpu", "gpu".
+	Name() string
+	// Build compiles g into a model that trains on micro-batches of up to
+	// cfg.Batch samples, initialising its parameters from cfg.Seed. It
+	// fails, wrapping ErrUnsupported and naming the node, on an op or a
+	// setting the backend cannot run; fusion kinds it does not fuse run
+	// op by op, with the same results.
+	Build(g *stdlib.Graph, cfg Config) (Model, error)
+}
+
+// Model is a compiled model with its parameters, gradients, optimizer state
+// and working memory. Its methods are not safe for concurrent use. None
+// panics: bad batches, non-finite losses and failures inside the
+// numerical libraries come back as errors.
+type Model interface {
+	// TrainStep runs the forward pass in training mode (batch statistics,
+	// dropout), the loss and the backward pass on one micro-batch of
+	// b.N <= Config.Batch samples, and adds scale times the gradient of
+	// the batch's mean loss to the accumulated gradients. With
+	// accumulation over k micro-batches, scale is 1/k, so the sum is the
+	// gradient of the mean over the effective batch, as PyTorch's
+	// (loss/k).backward() gives. It returns the micro-batch's mean loss
+	// (unscaled). A non-finite loss returns a *NonFiniteError naming the
+	// first node whose output is not finite, and leaves the gradients and
+	// the batchnorm statistics as they were.
+	TrainStep(b *data.Batch, scale float64) (loss float64, err error)
+	// Step applies the optimizer to the accumulated gradients with the
+	// learning rate lr and counts one optimizer step. It does not zero
+	// the gradients. A non-finite gradient returns a *NonFiniteError and
+	// changes nothing.
+	Step(lr float64) error
+	// ZeroGrad sets the accumulated gradients to zero.
+	ZeroGrad()
+	// ClipGradNorm scales the accumulated gradients so that their global
+	// L2 norm is at most max (PyTorch's clip_grad_norm_) and returns the
+	// norm before clipping.
+	ClipGradNorm(max float64) (norm float64, err error)
+	// Eval runs the forward pass in evaluation mode (running statistics,
+	// no dropout, batchnorm folded into convs where the plan says) on b.
+	// When out is non-nil it receives the outputs, b.N·prod(OutShape())
+	// values laid out NCHW like the batch. When b.Y is non-nil it returns
+	// the batch's mean loss, else 0. Eval accepts batches of any size.
+	Eval(b *data.Batch, out []float32) (loss float64, err error)
+	// OutShape is the shape of one sample's output.
+	OutShape() []int64
+	// Precision is the arithmetic the model runs in ("fp32"), whatever
+	// Config asked for.
+	Precision() string
+	// State returns a copy of everything a checkpoint must hold to resume
+	// training exactly: parameters, batchnorm running statistics,
+	// optimizer state and the step counters.
+	State() State
+	// SetState restores a State returned by State on a model built from
+	// the same graph and config. Every tensor must be present with its
+	// shape; unknown names are errors.
+	SetState(State) error
+	// Memory reports the memory the model holds and measured.
+	Memory() MemStats
+	// Close releases the model's workers and memory.
+	Close() error
+}
+
+// Config is what a backend needs to build a model; Run fills it from the
+// plan and the program (ConfigFromPlan).
+type Config struct {
+	// Batch is the micro-batch size the working memory is sized for.
+	Batch int
+	// Precision is the plan's compute precision. Backends that cannot run
+	// it run fp32 (the planner records that fallback); Model.Precision
+	// says what runs.
+	Precision string
+	// Seed drives parameter initialisation and dropout: the same seed
+	// gives the same weights and the same losses, run after run.
+	Seed uint64
+	// Loss is the loss minimised.
+	Loss Loss
+	// Optimizer is the optimizer and its settings; the learning rate is
+	// given to each Step.
+	Optimizer Optimizer
+	// Checkpoint lists the runs of graph nodes whose outputs are dropped
+	// in the forward pass and recomputed in the backward.
+	Checkpoint []Segment
+	// Fusion lists the groups of nodes run as one kernel.
+	Fusion []FusionGroup
+	// Folds are the conv and batchnorm pairs whose batchnorm is folded
+	// into the conv's weights for Eval.
+	Folds [][2]string
+	// Threads is the number of worker threads; 0 uses GOMAXPROCS.
+	// Results are identical run to run for the same Threads.
+	Threads int
+}
+
+// Loss names the loss and its settings.
+type Loss struct {
+	// Kind is cross_entropy, bce, mse, mae or dice.
+	//
+	//   - cross_entropy: log-softmax over the channel axis and negative
+	//     log-likelihood, fused. Targets are class indices (one value per
+	//     output position) or probabilities (one per output element).
+	//   - bce: binary cross-entropy on logits.
+	//   - mse, mae: mean squared and absolute error.
+	//   - dice: 1 - the mean over channels of the soft Dice coefficient
+	//     (2·Σpt + 1)/(Σp + Σt + 1), sums over the batch and the pixels,
+	//     p the sigmoid of the output.
+	//
+	// A model that ends in sigmoid (for bce and dice) or softmax (for
+	// cross_entropy) hands the loss the values before that activation, so
+	// the activation is never applied twice and the loss is computed
+	// from logits, stably. Batches with a validity mask leave out the
+	// positions whose mask is 0; the mean is over the valid ones.
+	Kind string
+}
+
+// Optimizer holds an optimizer's settings with PyTorch's semantics.
+type Optimizer struct {
+	// Kind is sgd, adam or adamw.
+	Kind string
+	// Momentum and Nesterov are SGD's (torch.optim.SGD, dampening 0).
+	Momentum float64
+	Nesterov bool
+	// WeightDecay is an L2 term added to the gradient for sgd and adam,
+	// and decoupled decay (p -= lr·wd·p) for adamw. It applies to every
+	// parameter, as PyTorch's default parameter groups do.
+	WeightDecay float64
+	// Beta1, Beta2 and Eps are Adam's and AdamW's.
+	Beta1, Beta2, Eps float64
+}
+
+// Segment is a run of graph nodes, by ID, both ends included, recomputed
+// in the backward pass.
+type Segment struct {
+	From, To int
+}
+
+// FusionGroup is a run of graph nodes, by name, executed as one kernel.
+// Kind is the planner's pattern: "conv+batchnorm+activation",
+// "conv+batchnorm", "conv+activation", "dense+bias+activation" or
+// "elementwise".
+type FusionGroup struct {
+	Kind  string
+	Nodes []string
+}
+
+// State is a model's complete training state.
+type State struct {
+	// Tensors are named float32 tensors in a fixed order: the parameters
+	// and buffers under their graph node's name ("conv1.weight",
+	// "batchnorm1.running_var", PyTorch's state_dict keys), then the
+	// optimizer's buffers ("optimizer.conv1.weight.exp_avg").
+	Tensors []Tensor
+	// Counters are exact integer counters: "optimizer.step" (optimizer
+	// steps taken), "exec.micro_step" (micro-batches trained) and
+	// "exec.seed" (the seed), which together key dropout's random
+	// stream, and each batchnorm's "<name>.num_batches_tracked".
+	Counters map[string]int64
+}
+
+// Tensor is a named float32 tensor, row-major in the shape given
+// (PyTorch's layouts: a conv weight is [out, in/groups, k, k], a dense
+// weight [out, in]).
+type Tensor struct {
+	Name  string
+	Shape []int64
+	Data  []float32
+}
+
+// Lookup returns the tensor with the given name, or nil.
+func (s State) Lookup(name string) *Tensor {
+	for i := range s.Tensors {
+		if s.Tensors[i].Name == name {
+			return &s.Tensors[i]
+		}
+	}
+	return nil
+}
+
+// MemStats is the memory a model holds, in bytes. The arena, the scratch
+// and the parameter arrays are allocated at Build (the evaluation arena at
+// the first Eval) and never grow while training, so Arena is the training
+// step's actual activation memory. PeakLive is the largest sum of the
+// tensors alive at one point of a step (what the planner estimates,
+// without packing losses), and HeapInuseDelta a process-level
+// cross-check from runtime.MemStats.
+type MemStats struct {
+	// Parameters, Gradients and Optimizer are the parameter tensors
+	// (with batchnorm running statistics), their accumulated gradients
+	// and the optimizer's buffers.
+	Parameters int64
+	Gradients  int64
+	Optimizer  int64
+	// Arena holds a training step's activations, the tensors kept for the
+	// backward pass, the activations' gradients and kernels' temporaries,
+	// packed by lifetime. PeakLive is the largest sum of the sizes of the
+	// tensors alive at once during a step; Arena >= PeakLive.
+	Arena    int64
+	PeakLive int64
+	// Saved is the part of PeakLive at the end of the forward pass:
+	// the tensors kept for the backward (the planner's activation
+	// estimate, measured).
+	Saved int64
+	// Scratch is the per-worker workspace (im2col columns, partial weight
+	// gradients).
+	Scratch int64
+	// EvalArena is the working memory of Eval, allocated on first use.
+	EvalArena int64
+	// Total is Parameters + Gradients + Optimizer + Arena + Scratch +
+	// EvalArena.
+	Total int64
+	// HeapInuseDelta is runtime.MemStats.HeapInuse after the first
+	// training step minus before Build: everything the model allocated on
+	// the Go heap, measured (0 before the first step). It is exact only
+	// when nothing else allocates or frees meanwhile; a collection of
+	// other garbage makes it smaller.
+	HeapInuseDelta int64
+}
+
+// NonFiniteError reports a NaN or an infinity: in a loss, in a node's
+// output or in a gradient.
+type NonFiniteError struct {
+	// Step is the number of optimizer steps taken before the failure and
+	// MicroStep the number of micro-batches trained.
+	Step, MicroStep int64
+	// Loss is the loss value (NaN or ±Inf), 0 when the failure is in a
+	// gradient.
+	Loss float64
+	// Node and Op name the first node (in the forward order) whose output
+	// holds a non-finite value; empty when every output is finite (the
+	// loss itself overflowed) or when Param is set.
+	Node, Op string
+	// Param names a parameter, or the gradient of one, that is not
+	// finite.
+	Param string
+	// Input says the batch's input itself holds non-finite values.
+	Input bool
+}
+
+func (e *NonFiniteError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "non-finite value at step %d (micro-batch %d)", e.Step, e.MicroStep)
+	switch {
+	case e.Input:
+		b.WriteString(": the input batch holds NaN or Inf; check the data and its normalisation")
+	case e.Param != "":
+		fmt.Fprintf(&b, ": %s is not finite; lower the learning rate or clip gradients (grad_clip)", e.Param)
+	case e.Node != "":
+		fmt.Fprintf(&b, ": loss %v; the first non-finite output is %s (%s); lower the learning rate or check that layer's input", e.Loss, e.Node, e.Op)
+	default:
+		fmt.Fprintf(&b, ": loss %v although every layer's output is finite; the loss overflowed", e.Loss)
+	}
+	return b.String()
+}
+
+// ErrBadBatch is wrapped by the errors that reject a batch: wrong sizes,
+// labels out of range, a batch larger than the model was built for.
+var ErrBadBatch = errors.New("bad batch")
+
+// ErrUnsupported is wrapped by Build's errors for ops, fusion kinds or
+// settings a backend cannot run.
+var ErrUnsupported = errors.New("not supported")
+
+// ErrInternal is wrapped by errors recovered from a panic inside a
+// backend or a numerical library.
+var ErrInternal = errors.New("internal error")

@@ -1,0 +1,206 @@
+package report
+
+import (
+	"encoding/json"
+	"io"
+	"math"
+
+	"pipe/exec"
+	"pipe/planner/plan"
+)
+
+// Report is the JSON record of a run that `pipe run --report` writes. Values
+// that are not numbers (a metric over no sample) are null.
+type Report struct {
+	Pipeline     string `json:"pipeline"`
+	File         string `json:"file"`
+	SourceSHA256 string `json:"source_sha256"`
+	Model        string `json:"model"`
+	Device       string `json:"device"`
+	Backend      string `json:"backend"`
+	Precision    string `json:"precision"`
+	// Status is how the run ended: completed, max-steps, interrupted,
+	// non-finite, failed, not-trained.
+	Status string `json:"status"`
+
+	WallSeconds  float64 `json:"wall_seconds"`
+	TrainSeconds float64 `json:"train_seconds"`
+	EvalSeconds  float64 `json:"eval_seconds"`
+
+	EpochsPlanned int   `json:"epochs_planned"`
+	Epochs        int   `json:"epochs"`
+	StepsPerEpoch int64 `json:"steps_per_epoch"`
+	Steps         int64 `json:"steps"`
+	MicroSteps    int64 `json:"micro_steps"`
+	// SamplesTrained and SamplesPerSecond are this invocation's (a
+	// resumed run counts from where it resumed);
+	// EstimatedSamplesPerSecond is the plan's roofline estimate.
+	SamplesTrained            int64    `json:"samples_trained"`
+	SamplesPerSecond          float64  `json:"samples_per_second"`
+	EstimatedSamplesPerSecond float64  `json:"estimated_samples_per_second"`
+	ResumedFrom               *Resumed `json:"resumed_from,omitempty"`
+
+	// EstimatedPeakBytes is the plan's Memory.Total; MeasuredPeakBytes
+	// the model's Memory().Total plus the loaders' batch buffers.
+	EstimatedPeakBytes int64  `json:"estimated_peak_bytes"`
+	MeasuredPeakBytes  int64  `json:"measured_peak_bytes"`
+	Memory             Memory `json:"memory"`
+
+	// Metrics are the final evaluation's; FinalLoss its loss.
+	Metrics    map[string]*float64 `json:"metrics"`
+	FinalLoss  *float64            `json:"final_loss"`
+	Evaluation *Evaluated          `json:"evaluation,omitempty"`
+	// LossesPerEpoch holds every completed epoch; StepLosses every
+	// optimizer step's training loss.
+	LossesPerEpoch []Epoch    `json:"losses_per_epoch"`
+	StepLosses     []*float64 `json:"step_losses"`
+
+	Checkpoint  string            `json:"checkpoint,omitempty"`
+	LossCurve   string            `json:"loss_curve,omitempty"`
+	Predictions []exec.Prediction `json:"predictions,omitempty"`
+	// Plan echoes the plan's decisions.
+	Plan Plan `json:"plan"`
+}
+
+// Resumed is where a resumed run started.
+type Resumed struct {
+	Epoch int   `json:"epoch"`
+	Batch int   `json:"batch"`
+	Step  int64 `json:"step"`
+}
+
+// Memory details the measured memory.
+type Memory struct {
+	Parameters     int64 `json:"parameters"`
+	Gradients      int64 `json:"gradients"`
+	Optimizer      int64 `json:"optimizer"`
+	Arena          int64 `json:"arena"`
+	PeakLive       int64 `json:"peak_live"`
+	Saved          int64 `json:"saved"`
+	Scratch        int64 `json:"scratch"`
+	EvalArena      int64 `json:"eval_arena"`
+	ModelTotal     int64 `json:"model_total"`
+	HeapInuseDelta int64 `json:"heap_inuse_delta"`
+	LoaderBytes    int64 `json:"loader_bytes"`
+	// ProcessMaxRSS is the process's peak resident memory (getrusage),
+	// everything included: the data sets held in memory, the Go runtime.
+	ProcessMaxRSS int64 `json:"process_max_rss_bytes"`
+}
+
+// Evaluated says what the final metrics were measured on.
+type Evaluated struct {
+	Source  string `json:"source"`
+	Part    string `json:"part"`
+	Samples int    `json:"samples"`
+}
+
+// Epoch is one epoch's losses and scores.
+type Epoch struct {
+	Epoch     int                 `json:"epoch"`
+	Step      int64               `json:"step"`
+	TrainLoss *float64            `json:"train_loss"`
+	ValLoss   *float64            `json:"val_loss,omitempty"`
+	Metrics   map[string]*float64 `json:"metrics,omitempty"`
+	LR        float64             `json:"lr"`
+	Seconds   float64             `json:"seconds"`
+}
+
+// Plan echoes what the plan decided.
+type Plan struct {
+	BatchSize         int64           `json:"batch_size"`
+	AccumulationSteps int64           `json:"accumulation_steps"`
+	EffectiveBatch    int64           `json:"effective_batch"`
+	LR                float64         `json:"lr"`
+	LRWritten         float64         `json:"lr_written"`
+	LRScale           float64         `json:"lr_scale"`
+	WarmupEpochs      int64           `json:"warmup_epochs"`
+	Precision         string          `json:"precision"`
+	Segments          []string        `json:"checkpoint_segments"`
+	FusionGroups      int             `json:"fusion_groups"`
+	InferenceFolds    int             `json:"inference_folds"`
+	Workers           int             `json:"workers"`
+	Prefetch          int             `json:"prefetch"`
+	Fits              bool            `json:"fits"`
+	Decisions         []plan.Decision `json:"decisions"`
+}
+
+// num is v, or nil when v is not a number JSON can hold.
+func num(v float64) *float64 {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return nil
+	}
+	return &v
+}
+
+func metrics(ev *exec.Evaluation) map[string]*float64 {
+	if ev == nil {
+		return nil
+	}
+	m := make(map[string]*float64, len(ev.Metrics))
+	for _, v := range ev.Metrics {
+		m[v.Name] = num(v.Value)
+	}
+	return m
+}
+
+// New builds the report of a run of p.
+func New(res *exec.Result, p *plan.Plan) *Report {
+	r := &Report{
+		Pipeline: res.Pipeline, Model: res.Model, Backend: res.Backend, Precision: res.Precision, Status: string(res.Status),
+		WallSeconds: res.WallSeconds, TrainSeconds: res.TrainSeconds, EvalSeconds: res.EvalSeconds,
+		EpochsPlanned: res.EpochsPlanned, Epochs: res.Epochs, StepsPerEpoch: res.StepsPerEpoch,
+		Steps: res.Position.Step, MicroSteps: res.Position.MicroStep,
+		SamplesTrained: res.SamplesTrained, SamplesPerSecond: res.SamplesPerSecond,
+		EstimatedPeakBytes: res.Memory.Estimated, MeasuredPeakBytes: res.Memory.Measured,
+		Metrics: map[string]*float64{}, LossesPerEpoch: []Epoch{}, StepLosses: make([]*float64, len(res.StepLosses)),
+		Checkpoint: res.Checkpoint, Predictions: res.Predictions,
+	}
+	mm := res.Memory.Model
+	r.Memory = Memory{Parameters: mm.Parameters, Gradients: mm.Gradients, Optimizer: mm.Optimizer, Arena: mm.Arena,
+		PeakLive: mm.PeakLive, Saved: mm.Saved, Scratch: mm.Scratch, EvalArena: mm.EvalArena, ModelTotal: mm.Total,
+		HeapInuseDelta: mm.HeapInuseDelta, LoaderBytes: res.Memory.Loader, ProcessMaxRSS: maxRSS()}
+	if res.ResumedFrom != nil {
+		r.ResumedFrom = &Resumed{Epoch: res.ResumedFrom.Epoch, Batch: res.ResumedFrom.Batch, Step: res.ResumedFrom.Step}
+	}
+	if res.Final != nil {
+		r.Metrics = metrics(res.Final)
+		r.FinalLoss = num(res.Final.Loss)
+		r.Evaluation = &Evaluated{Source: res.Final.Source, Part: res.Final.Part, Samples: res.Final.Samples}
+	}
+	for _, e := range res.EpochResults {
+		ep := Epoch{Epoch: e.Epoch, Step: e.Step, TrainLoss: num(e.TrainLoss), LR: e.LR, Seconds: e.Seconds}
+		if e.Val != nil {
+			ep.ValLoss = num(e.Val.Loss)
+			ep.Metrics = metrics(e.Val)
+		}
+		r.LossesPerEpoch = append(r.LossesPerEpoch, ep)
+	}
+	for i, l := range res.StepLosses {
+		r.StepLosses[i] = num(l)
+	}
+	if p != nil {
+		r.File, r.SourceSHA256, r.Device = p.File, p.SourceSHA256, p.Device.Name
+		r.EstimatedSamplesPerSecond = p.StepTime.SamplesPerSecond
+		r.Plan = Plan{BatchSize: p.BatchSize, AccumulationSteps: p.AccumulationSteps, EffectiveBatch: p.EffectiveBatch,
+			LR: p.Optimizer.LR, LRWritten: p.Optimizer.LRWritten, LRScale: p.Optimizer.LRScale, WarmupEpochs: p.Optimizer.WarmupEpochs,
+			Precision: p.Precision.Compute, Segments: []string{}, FusionGroups: len(p.Fusion.Groups), InferenceFolds: len(p.Fusion.InferenceFolds),
+			Workers: p.Loader.Workers, Prefetch: p.Loader.Prefetch, Fits: p.Fits, Decisions: p.Decisions}
+		for _, s := range p.Checkpoint.Segments {
+			r.Plan.Segments = append(r.Plan.Segments, s.First+".."+s.Last)
+		}
+	}
+	return r
+}
+
+// Encode writes the report as indented JSON.
+func (r *Report) Encode(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(r)
+}
+
+// Write writes the report to path atomically.
+func (r *Report) Write(path string) error {
+	return exec.WriteFileAtomic(path, r.Encode)
+}

@@ -1,0 +1,13 @@
+package report
+
+import "syscall"
+
+// maxRSS is the process's peak resident set size in bytes (Linux reports
+// it in KiB).
+func maxRSS() int64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return ru.Maxrss * 1024
+}

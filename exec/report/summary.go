@@ -1,0 +1,83 @@
+package report
+
+import (
+	"fmt"
+	"io"
+	"time"
+
+	"pipe/exec"
+)
+
+// Summary prints what a run did, in a few lines: how far it trained and
+// how fast, the final scores, the memory against the plan, and where its
+// files are.
+func Summary(w io.Writer, res *exec.Result, reportPath, curvePath string) {
+	wall := Duration(time.Duration(res.WallSeconds * float64(time.Second)))
+	switch res.Status {
+	case exec.StatusSkipped:
+		fmt.Fprintf(w, "%s: model %s not trained (--skip-train), evaluated in %s\n", res.Pipeline, res.Model, wall)
+	case exec.StatusCompleted:
+		fmt.Fprintf(w, "%s: trained %d/%d epochs, %d steps", res.Pipeline, res.Epochs, res.EpochsPlanned, res.Position.Step)
+		speed(w, res, wall)
+	default:
+		fmt.Fprintf(w, "%s: %s after %d steps (%d/%d epochs)", res.Pipeline, statusWord(res.Status), res.Position.Step, res.Epochs, res.EpochsPlanned)
+		speed(w, res, wall)
+	}
+	if f := res.Final; f != nil {
+		fmt.Fprintf(w, "  %s (%s, %d samples): loss %.4f", f.Source, f.Part, f.Samples, f.Loss)
+		for _, m := range f.Metrics {
+			fmt.Fprintf(w, ", %s %.4f", m.Name, m.Value)
+		}
+		fmt.Fprintln(w)
+	}
+	if res.Memory.Measured > 0 {
+		fmt.Fprintf(w, "  memory: %s measured (model %s, loader %s), %s planned\n",
+			Bytes(res.Memory.Measured), Bytes(res.Memory.Model.Total), Bytes(res.Memory.Loader), Bytes(res.Memory.Estimated))
+	}
+	if res.Checkpoint != "" {
+		fmt.Fprintf(w, "  checkpoint: %s\n", res.Checkpoint)
+	}
+	for _, p := range res.Predictions {
+		fmt.Fprintf(w, "  predictions: %s (%s, %d %s)\n", p.Path, p.Format, p.Samples, map[bool]string{true: "windows", false: "samples"}[p.Format == "geotiff"])
+	}
+	if reportPath != "" {
+		fmt.Fprintf(w, "  report: %s", reportPath)
+		if curvePath != "" {
+			fmt.Fprintf(w, ", loss curve: %s", curvePath)
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+func speed(w io.Writer, res *exec.Result, wall string) {
+	if res.SamplesTrained > 0 {
+		fmt.Fprintf(w, " in %s (%.0f samples/s)", wall, res.SamplesPerSecond)
+	}
+	fmt.Fprintln(w)
+}
+
+func statusWord(s exec.Status) string {
+	switch s {
+	case exec.StatusMaxSteps:
+		return "stopped at the step limit"
+	case exec.StatusInterrupted:
+		return "interrupted"
+	case exec.StatusNonFinite:
+		return "stopped by a non-finite loss"
+	}
+	return string(s)
+}
+
+// Bytes formats a byte count with binary units.
+func Bytes(n int64) string {
+	const unit = 1024
+	if n < unit {
+		return fmt.Sprintf("%d B", n)
+	}
+	div, exp := int64(unit), 0
+	for m := n / unit; m >= unit && exp < 4; m /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}

@@ -1,0 +1,184 @@
+package exec
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"pipe/lang"
+	"pipe/lang/diag"
+	"pipe/planner/plan"
+	"pipe/stdlib"
+)
+
+// runner is one Run.
+type runner struct {
+	p     *plan.Plan
+	prog  *lang.Program
+	hooks Hooks
+	rc    *runConfig
+	log   hclog.Logger
+	start time.Time
+
+	res   *Result
+	diags diag.Diagnostics
+
+	lmodel  *lang.Model
+	graph   *stdlib.Graph
+	backend Backend
+	model   Model
+	cfg     Config
+	set     settings
+	data    runData
+	sched   schedule
+
+	// nb is the micro-batches of an epoch, spe its optimizer steps;
+	// stopAt the step count training stops at.
+	nb     int
+	spe    int64
+	stopAt int64
+	pos    Position
+
+	bestLoss float64
+	hasBest  bool
+	counters []*batchCounter
+}
+
+func (r *runner) close() {
+	if r.model != nil {
+		_ = r.model.Close()
+	}
+	r.data.close()
+}
+
+// run does the whole job; what it did is in r.res and r.diags.
+func (r *runner) run(ctx context.Context) {
+	if !r.setup() {
+		return
+	}
+	if r.rc.resume && !r.resume() {
+		return
+	}
+	if r.rc.skipTrain {
+		if !r.rc.resume {
+			r.errorf(nil, CodeResume, "nothing to evaluate", "Skipping training needs a trained model: give --resume as well, to load the last checkpoint.")
+			return
+		}
+		r.res.Status = StatusSkipped
+	} else if !r.train(ctx) {
+		return
+	}
+	if r.res.Status == StatusInterrupted {
+		return
+	}
+	if !r.finalEval(ctx) {
+		return
+	}
+	r.predict(ctx)
+}
+
+// setup checks the plan against the program, builds the graph, opens the
+// data and builds the model.
+func (r *runner) setup() bool {
+	p, prog := r.p, r.prog
+	if p == nil || prog == nil {
+		r.errorf(nil, CodePlan, "nothing to run", "Run needs a plan and the program it was made from.")
+		return false
+	}
+	for _, b := range r.rc.backends {
+		if b.Name() == p.Backend {
+			r.backend = b
+			break
+		}
+	}
+	if r.backend == nil {
+		if p.Backend == plan.BackendGPU {
+			r.errorf(nil, CodeNoBackend, "no GPU backend",
+				"this plan is for a GPU (%s); pipe has no GPU backend yet. Re-plan with --device cpu.", p.Device.Name)
+		} else {
+			r.errorf(nil, CodeNoBackend, "no backend for the plan", "The plan is for backend %q, which this pipe does not have.", p.Backend)
+		}
+		return false
+	}
+	if !p.Fits {
+		r.errorf(nil, CodeNoFit, "the plan does not fit its device",
+			"The plan needs %d bytes of the %d its budget allows on %s; pipe plan shows where they go. Lower the batch, or let checkpoint auto recompute activations.",
+			p.Memory.Total, p.Memory.Budget, p.Device.Name)
+		return false
+	}
+	r.lmodel = prog.Model(p.Model)
+	if r.lmodel == nil {
+		r.errorf(nil, CodePlan, "the plan's model is not in the file", "The plan trains model %s, which the file does not declare; run pipe plan again.", p.Model)
+		return false
+	}
+	g, ds := stdlib.BuildGraph(r.lmodel)
+	r.diags = append(r.diags, ds...)
+	if ds.HasErrors() || g == nil {
+		return false
+	}
+	r.graph = g
+	if len(g.Nodes) != len(p.Layers) {
+		r.errorf(nil, CodePlan, "the plan does not match the model",
+			"The plan has %d layers and model %s has %d nodes; run pipe plan again.", len(p.Layers), p.Model, len(g.Nodes))
+		return false
+	}
+	for i, n := range g.Nodes {
+		if p.Layers[i].Name != n.Name {
+			r.errorf(rangeOf(n.Range), CodePlan, "the plan does not match the model",
+				"Layer %d is %s in the plan and %s in the model; run pipe plan again.", i, p.Layers[i].Name, n.Name)
+			return false
+		}
+	}
+	r.set = settingsOf(prog, r.rc)
+	r.res.EpochsPlanned = r.set.epochs
+	r.res.CheckpointDir = r.set.ckptDir
+	r.cfg = ConfigFromPlan(p, prog)
+	r.cfg.Threads = r.rc.threads
+	if !r.openData() {
+		return false
+	}
+
+	bs := int(p.BatchSize)
+	r.nb = (r.data.train.Len() + bs - 1) / bs
+	k := int(max(p.AccumulationSteps, 1))
+	r.spe = int64((r.nb + k - 1) / k)
+	total := int64(r.set.epochs) * r.spe
+	if r.set.maxSteps > 0 {
+		total = min(total, r.set.maxSteps)
+	}
+	r.sched = schedule{kind: r.set.schedKind, base: p.Optimizer.LR, warmup: p.Optimizer.WarmupEpochs * r.spe,
+		total: total, stepsPerEpoch: r.spe, every: r.set.every, gamma: r.set.gamma}
+	r.stopAt = total
+	if r.rc.maxSteps > 0 {
+		r.stopAt = min(r.stopAt, r.rc.maxSteps)
+	}
+	r.res.StepsPerEpoch = r.spe
+
+	m, err := safeBuild(r.backend, g, r.cfg)
+	if err != nil {
+		what := "the backend cannot build the model"
+		if errors.Is(err, ErrUnsupported) {
+			what = "the backend cannot run this model"
+		}
+		r.errorf(rangeOf(r.lmodel.NameRange), CodeBuild, what, "%s backend: %v.", r.backend.Name(), err)
+		return false
+	}
+	r.model = m
+	r.res.Precision = m.Precision()
+	r.log.Info("model built", "model", p.Model, "backend", r.backend.Name(), "precision", m.Precision(),
+		"batch", p.BatchSize, "accumulation", p.AccumulationSteps, "parameters", p.Parameters)
+	return true
+}
+
+// safeBuild calls Build and turns a panic into an error.
+func safeBuild(b Backend, g *stdlib.Graph, cfg Config) (m Model, err error) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			err = fmt.Errorf("%w: %v", ErrInternal, rec)
+		}
+	}()
+	return b.Build(g, cfg)
+}
