@@ -101,6 +101,9 @@ func (k *convKernel) forward(e *env) {
 				affineAct(k.act, out[c*m:(c+1)*m], yc, a, bn.beta.data[c]-a*float32(mean))
 			}
 		})
+		if !e.recompute {
+			bn.markPending()
+		}
 		return
 	}
 	z := out

@@ -33,15 +33,19 @@ func (m *model) newBN(name string, c int, eps, momentum float64) *bnState {
 }
 
 // record keeps channel c's batch mean and biased variance over count
-// values for commit.
+// values for commit. Workers call it for disjoint channels at once, so it
+// touches only channel c's slots; the caller marks the statistics pending
+// once the parallel loop is over (markPending).
 func (b *bnState) record(c int, mean, variance float64, count int) {
 	b.pendMean[c] = mean
 	if count > 1 {
 		variance *= float64(count) / float64(count-1)
 	}
 	b.pendVar[c] = variance
-	b.pending = true
 }
+
+// markPending says that record filled every channel, for commit.
+func (b *bnState) markPending() { b.pending = true }
 
 // commit folds the pending batch statistics into the running ones, as
 // PyTorch does: running = (1-momentum)·running + momentum·batch, with the
@@ -167,6 +171,9 @@ func (k *bnKernel) forward(e *env) {
 				affineAct(actNone, y[c*m:(c+1)*m], xs, a, st.beta.data[c]-a*float32(mean))
 			}
 		})
+		if !e.recompute {
+			st.markPending()
+		}
 		return
 	}
 	f := l.c
@@ -198,6 +205,9 @@ func (k *bnKernel) forward(e *env) {
 		if !e.recompute {
 			st.record(c, mean[c], v, n)
 		}
+	}
+	if !e.recompute {
+		st.markPending()
 	}
 	for i := 0; i < n; i++ {
 		for c := 0; c < f; c++ {
