@@ -100,6 +100,11 @@ func lspPlanner() lsp.Planner {
 		host planner.HostInfo
 	)
 	return func(ctx context.Context, prog *lang.Program) (*lsp.Costs, diag.Diagnostics) {
+		if len(prog.Models) == 0 {
+			// A file mid-write without a model yet: "nothing to plan" is
+			// pipe plan's answer, not a mistake to underline.
+			return nil, nil
+		}
 		once.Do(func() { host = planner.DetectHost() })
 		p, ds := planner.Plan(prog, planner.WithHost(host))
 		return lsp.CostsFromPlan(prog, p), ds
