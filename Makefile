@@ -91,7 +91,7 @@ build:
 	$(GO) build -o $(BIN) ./cmd/pipe
 
 # The editor's grammar tests run first, so go test's own summary closes the output.
-test: deps
+test: deps data
 	@$(MAKE) --no-print-directory editor-test
 	$(GO) vet ./...
 	$(GO) test $(TESTFLAGS) ./...
