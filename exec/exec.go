@@ -272,7 +272,9 @@ type NonFiniteError struct {
 
 func (e *NonFiniteError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "non-finite value at step %d (micro-batch %d)", e.Step, e.MicroStep)
+	// Step and MicroStep count what was trained before; the failing ones
+	// are the next, numbered from 1 as progress numbers them.
+	fmt.Fprintf(&b, "non-finite value at step %d (micro-batch %d)", e.Step+1, e.MicroStep+1)
 	switch {
 	case e.Input:
 		b.WriteString(": the input batch holds NaN or Inf; check the data and its normalisation")

@@ -306,8 +306,11 @@ func WithThreads(n int) Option { return func(c *runConfig) { c.threads = n } }
 // hooks. It returns what it did, and diagnostics: errors when it could not
 // run or failed (a NaN names the layer, at its source line), warnings for
 // what it worked around. A cancelled ctx stops training at the end of the
-// current optimizer step, writes a checkpoint, and returns a Result with
-// Status StatusInterrupted and no error.
+// current optimizer step, writes a checkpoint (none when it trained no
+// step, so that an earlier run's is not replaced by an untrained model),
+// and returns a Result with Status StatusInterrupted and no error. Before
+// it trains, Run checks that its checkpoint folder and its predictions can
+// be written (CheckWritable).
 func Run(ctx context.Context, p *plan.Plan, prog *lang.Program, hooks Hooks, opts ...Option) (*Result, diag.Diagnostics) {
 	rc := &runConfig{}
 	for _, o := range opts {

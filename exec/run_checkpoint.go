@@ -292,16 +292,16 @@ func (r *runner) checkpoint(reason string, best bool) bool {
 		path := filepath.Join(r.set.ckptDir, name)
 		err := writeFileAtomic(path, func(w io.Writer) error { return encodeCheckpoint(w, meta, st) }, r.rc.wrapCheckpoint)
 		if err != nil {
-			why := err.Error()
-			if errors.Is(err, syscall.ENOSPC) {
-				why = "the disk is full (" + why + ")"
+			fix := "free some space or give another folder with --checkpoint-dir"
+			if !errors.Is(err, syscall.ENOSPC) {
+				fix = "give another folder with --checkpoint-dir"
 			}
-			kept := "No earlier checkpoint was there."
+			kept := "No earlier checkpoint was there, so the steps trained are lost: " + fix + ", then run again."
 			if _, serr := os.Stat(path); serr == nil {
-				kept = "The previous " + name + " is intact."
+				kept = "The previous " + name + " is intact: " + fix + ", then continue from it with --resume."
 			}
 			r.res.Status = StatusFailed
-			r.errorf(nil, CodeCheckpoint, "cannot write checkpoint "+path, "%s. %s Free some space or give another folder with --checkpoint-dir, then resume with --resume.", why, kept)
+			r.errorf(nil, CodeCheckpoint, "cannot write checkpoint "+path, "%s. %s", diskFull(err), kept)
 			return false
 		}
 		if name == LastCheckpoint {
@@ -315,6 +315,20 @@ func (r *runner) checkpoint(reason string, best bool) bool {
 	return true
 }
 
+// warnReplace warns, before a fresh run trains, that the checkpoint folder
+// holds an earlier run's last.ckpt, which the run's first checkpoint will
+// replace: there is still time to stop and resume it instead.
+func (r *runner) warnReplace() {
+	if r.set.ckptMode == "none" {
+		return
+	}
+	path := filepath.Join(r.set.ckptDir, LastCheckpoint)
+	if _, err := os.Stat(path); err != nil {
+		return
+	}
+	r.log.Warn("an earlier run's checkpoint will be replaced by this run's first (--resume continues it instead)", "checkpoint", path)
+}
+
 // resume loads the checkpoint to continue from and restores the model and
 // the position.
 func (r *runner) resume() bool {
@@ -322,8 +336,8 @@ func (r *runner) resume() bool {
 	if path == "" {
 		path = r.set.ckptDir
 	}
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		path = filepath.Join(path, LastCheckpoint)
+	if st, err := os.Stat(path); (err == nil && st.IsDir()) || (err != nil && r.rc.resumeAt == "") {
+		path = filepath.Join(path, LastCheckpoint) // the folder, or the file it would hold
 	}
 	meta, st, err := readCheckpoint(path)
 	if err != nil {
@@ -350,6 +364,11 @@ func (r *runner) resume() bool {
 			"%s stopped after %d batches of epoch %d, but the training data now has %d batches an epoch.", path, meta.Position.Batch, meta.Position.Epoch+1, r.nb)
 		return false
 	}
+	if err := r.model.SetState(st); err != nil {
+		r.errorf(rangeOf(r.lmodel.NameRange), CodeResume, "the checkpoint does not fit the model", "%s: %v.", path, err)
+		return false
+	}
+	// Warnings about a checkpoint that loaded; one that did not fit says only that.
 	if meta.SourceSHA256 != p.SourceSHA256 {
 		r.warnf(nil, CodeResume, "the source changed since the checkpoint",
 			"%s was written from another version of %s; the run continues with the weights it holds.", path, p.File)
@@ -362,10 +381,6 @@ func (r *runner) resume() bool {
 	if meta.Seed != r.set.seed {
 		r.warnf(nil, CodeResume, "the seed changed since the checkpoint",
 			"%s was written with seed %d and this run has seed %d: the batches from here on differ from the first run's.", path, meta.Seed, r.set.seed)
-	}
-	if err := r.model.SetState(st); err != nil {
-		r.errorf(rangeOf(r.lmodel.NameRange), CodeResume, "the checkpoint does not fit the model", "%s: %v.", path, err)
-		return false
 	}
 	r.pos = meta.Position
 	r.res.StepLosses = meta.StepLosses

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"pipe/exec/data"
 	"pipe/exec/metric"
@@ -115,7 +116,36 @@ func (r *runner) open(b *lang.Block) (data.Dataset, bool) {
 		return nil, false
 	}
 	r.data.opened = append(r.data.opened, ds)
+	r.noteSkipped(b, ds)
 	return ds, true
+}
+
+// noteSkipped warns, at the source's strict field, about the files a
+// source left out (an images source with strict false): they are counted
+// where the user will see them, not dropped in silence.
+func (r *runner) noteSkipped(b *lang.Block, ds data.Dataset) {
+	s, ok := ds.(data.Skipper)
+	if !ok || s.Skipped() == 0 {
+		return
+	}
+	files := s.SkippedFiles()
+	const show = 5
+	list := files
+	more := ""
+	if len(list) > show {
+		list, more = list[:show], fmt.Sprintf("\n(and %d more)", len(files)-show)
+	}
+	at := fieldRange(b, "strict")
+	r.warnf(at, CodeData, fmt.Sprintf("source %s skipped %d unreadable %s", b.Name(), len(files), plural(len(files), "file", "files")),
+		"strict false left these out of the data:\n%s%s\nFix or remove them, or write strict true to stop at the first.", strings.Join(list, "\n"), more)
+	r.log.Info("files skipped", "source", b.Name(), "skipped", len(files))
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // openData opens the train, validation and evaluation data and checks
@@ -144,6 +174,7 @@ func (r *runner) openData() bool {
 	}
 	d.split = sp
 	d.opened = append(d.opened, sp.All)
+	r.noteSkipped(d.trainBlock, sp.All)
 	d.train = sp.Train
 	if n, ok := sp.All.(data.Normalized); ok {
 		if nm := n.Norm(); len(nm.Mean) > 0 {

@@ -62,6 +62,9 @@ func (r *runner) run(ctx context.Context) {
 	if r.rc.resume && !r.resume() {
 		return
 	}
+	if !r.rc.resume && !r.rc.skipTrain {
+		r.warnReplace()
+	}
 	if r.rc.skipTrain {
 		if !r.rc.resume {
 			r.errorf(nil, CodeResume, "nothing to evaluate", "Skipping training needs a trained model: give --resume as well, to load the last checkpoint.")
@@ -135,6 +138,9 @@ func (r *runner) setup() bool {
 	r.set = settingsOf(prog, r.rc)
 	r.res.EpochsPlanned = r.set.epochs
 	r.res.CheckpointDir = r.set.ckptDir
+	if !r.preflight() {
+		return false
+	}
 	r.cfg = ConfigFromPlan(p, prog)
 	r.cfg.Threads = r.rc.threads
 	if !r.openData() {

@@ -163,6 +163,12 @@ func (r *runner) train(ctx context.Context) bool {
 		case StatusInterrupted:
 			r.res.Status = StatusInterrupted
 			r.log.Info("interrupted", "epoch", e+1, "step", r.pos.Step)
+			if stepsRun == 0 {
+				// Nothing new to keep, and a checkpoint of an untrained
+				// model would replace an earlier run's last.ckpt.
+				r.log.Info("nothing trained in this run; no checkpoint written")
+				return true
+			}
 			return r.checkpoint("interrupt", false)
 		case StatusMaxSteps:
 			r.res.Status = StatusMaxSteps
@@ -218,6 +224,7 @@ func (r *runner) train(ctx context.Context) bool {
 // trainErr turns a training failure into a diagnostic; a non-finite
 // value points at the layer that produced it.
 func (r *runner) trainErr(err error) {
+	r.res.Position = r.pos // the steps taken before the failure count
 	kept := "No checkpoint was written before it."
 	if r.res.Checkpoint != "" {
 		kept = fmt.Sprintf("The last good checkpoint, %s, is kept; resume from it with a lower learning rate or grad_clip.", r.res.Checkpoint)

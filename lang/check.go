@@ -35,6 +35,9 @@ const topOwner = "the file"
 type checker struct {
 	schema Schema
 	diags  diag.Diagnostics
+	// siblings are the fields of the block whose field is being read, so
+	// that a word that belongs to another of them can say so.
+	siblings []*FieldSpec
 }
 
 func (c *checker) errorf(r diag.Range, code, summary, detail string, args ...any) {
@@ -260,7 +263,9 @@ func (c *checker) fields(b *Block, specs []*FieldSpec, words []ast.Expr, owner s
 		if end > i+1 {
 			f.Range = diag.Join(id.Range, words[end-1].Rng())
 		}
+		c.siblings = specs
 		f.Args = c.args(fs.Args, words[i+1:end], fs.Name, owner, id.Range)
+		c.siblings = nil
 		if prev := b.Field(fs.Name); prev != nil {
 			c.errorf(id.Range, "duplicate-field", fmt.Sprintf("%s is set twice", fs.Name),
 				"%s already sets %s at line %d; remove one of them.", owner, fs.Name, prev.NameRange.Start.Line)
@@ -396,7 +401,25 @@ func (c *checker) extraArg(w ast.Expr, specs []*ArgSpec, who string) {
 		names = append(names, a.Name)
 	}
 	if id, ok := w.(*ast.Ident); ok {
-		c.unknown(id.Range, "unknown-arg", "argument", id.Name, names, "an argument of "+who)
+		// An argument of another setting of the block (train { batch 64
+		// lr 1e-3 }, where lr belongs to optimizer) says where it goes.
+		for _, fs := range c.siblings {
+			if a := fs.Arg(id.Name); a != nil && !a.Positional && findArg(specs, id.Name) == nil {
+				c.errorf(id.Range, "unknown-arg", fmt.Sprintf("unknown argument %s", quote(id.Name)),
+					"%s is not an argument of %s: it belongs to %s. Write it in that setting: %s ... %s %s.",
+					quote(id.Name), who, fs.Name, fs.Name, id.Name, placeholder(a))
+				return
+			}
+		}
+		// Positional arguments are written without their names: listing
+		// them as names to write would mislead.
+		var named []string
+		for _, a := range specs {
+			if !a.Positional {
+				named = append(named, a.Name)
+			}
+		}
+		c.unknown(id.Range, "unknown-arg", "argument", id.Name, named, "an argument of "+who)
 		return
 	}
 	detail := fmt.Sprintf("%s takes no further value here; found %s.", who, describe(w))

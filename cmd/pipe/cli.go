@@ -71,6 +71,11 @@ func Main(args []string, env *Env) int {
 		}
 		return exitErrors
 	}
+	lvl := hclog.LevelFromString(*level)
+	if lvl == hclog.NoLevel {
+		fmt.Fprintf(env.Stderr, "pipe: --log-level %s: give trace, debug, info, warn, error or off\n", *level)
+		return exitErrors
+	}
 	rest := global.Args()
 	if len(rest) == 0 {
 		usage(env.Stderr)
@@ -79,7 +84,7 @@ func Main(args []string, env *Env) int {
 	color := !*noColor && env.Getenv("NO_COLOR") == "" && isTerminal(env.Stderr)
 	a := &app{env: env, color: color, schema: stdlib.Schema()}
 	a.log = hclog.New(&hclog.LoggerOptions{
-		Name: "pipe", Level: hclog.LevelFromString(*level), Output: env.Stderr,
+		Name: "pipe", Level: lvl, Output: env.Stderr,
 		Color: colorOption(color), DisableTime: true,
 	})
 	for _, c := range commands {
@@ -141,6 +146,14 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 		files = append(files, args[0])
 		args = args[1:]
 	}
+}
+
+// isSet reports whether the flag was given on the command line, so that
+// an explicit --batch 0 is told apart from no --batch.
+func isSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 // readSource reads a file, or standard input for "-".

@@ -35,7 +35,7 @@ func runPlan(a *app, args []string) int {
 		fmt.Fprintln(a.env.Stderr, "usage: pipe plan [--device NAME] [--batch N] [--json] [--out FILE] FILE")
 		return exitErrors
 	}
-	if *batch < 0 {
+	if *batch < 1 && isSet(fs, "batch") {
 		fmt.Fprintf(a.env.Stderr, "pipe plan: --batch %d: a batch is at least 1\n", *batch)
 		return exitErrors
 	}
@@ -123,9 +123,12 @@ func writePlan(w io.Writer, p *plan.Plan) {
 
 	m := p.Memory
 	fmt.Fprintf(w, "\nMemory at batch %d (%s backend)\n", p.BatchSize, p.Backend)
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	// Names to the left, sizes to the right, so that the sizes line up
+	// on their units.
+	type memRow struct{ name, size, note string }
+	var rows []memRow
 	row := func(name string, v int64, note string) {
-		fmt.Fprintf(tw, "  %s\t%s\t  %s\n", name, planner.FormatBytes(v), note)
+		rows = append(rows, memRow{name, planner.FormatBytes(v), note})
 	}
 	row("parameters", m.Parameters, p.Precision.Compute+" working copy")
 	if m.Master > 0 {
@@ -149,9 +152,15 @@ func writePlan(w io.Writer, p *plan.Plan) {
 		budgetNote += " and " + planner.FormatBytes(m.Reserve)
 	}
 	row("budget", m.Budget, budgetNote)
-	tw.Flush()
+	nameW, sizeW := 0, 0
+	for _, r := range rows {
+		nameW, sizeW = max(nameW, len(r.name)), max(sizeW, len(r.size))
+	}
+	for _, r := range rows {
+		fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf("  %-*s  %*s  %s", nameW, r.name, sizeW, r.size, r.note), " "))
+	}
 	if p.Fits {
-		fmt.Fprintf(w, "  fits: %.0f%% of the budget\n", 100*float64(m.Total)/float64(max(m.Budget, 1)))
+		fmt.Fprintf(w, "  fits: %s of the budget\n", percent(m.Total, m.Budget))
 	} else {
 		fmt.Fprintf(w, "  DOES NOT FIT: %s over the budget\n", planner.FormatBytes(m.Total-m.Budget))
 	}
@@ -177,6 +186,16 @@ func shape(s []int64) string {
 		parts[i] = fmt.Sprint(d)
 	}
 	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// percent renders part/whole as a percentage that is never "0%" for a
+// part that is not zero.
+func percent(part, whole int64) string {
+	p := 100 * float64(part) / float64(max(whole, 1))
+	if part > 0 && p < 1 {
+		return "<1%"
+	}
+	return fmt.Sprintf("%.0f%%", p)
 }
 
 // count renders "1 worker" or "3 workers".

@@ -87,6 +87,12 @@ func runRun(a *app, args []string) int {
 	case *maxSteps < 0 || *batch < 0 || *threads < 0:
 		fmt.Fprintln(a.env.Stderr, "pipe run: --max-steps, --batch and --threads must not be negative")
 		return exitErrors
+	case *batch == 0 && isSet(fs, "batch"):
+		fmt.Fprintln(a.env.Stderr, "pipe run: --batch 0: a batch is at least 1")
+		return exitErrors
+	case *maxSteps == 0 && isSet(fs, "max-steps"):
+		fmt.Fprintln(a.env.Stderr, "pipe run: --max-steps 0: give at least 1 (leave it out to train every epoch; --resume --skip-train evaluates without training)")
+		return exitErrors
 	}
 
 	// The plan: loaded and verified against the source, or made now.
@@ -178,6 +184,16 @@ func runRun(a *app, args []string) int {
 	if *skipTrain {
 		opts = append(opts, exec.WithSkipTrain())
 	}
+	// The report is checked before any compute, as the checkpoints are.
+	rp, curve := *reportPath, ""
+	if rp == "" {
+		rp = filepath.Join("out", p.Pipeline, "report.json")
+	}
+	if err := exec.CheckWritable(rp); err != nil {
+		fmt.Fprintf(a.env.Stderr, "pipe run: cannot write the report: %v; nothing was trained (give --report a path that can be written)\n", err)
+		return exitErrors
+	}
+
 	ctx, stop := runContext(a)
 	res, rds := exec.Run(ctx, p, prog, progress.Hooks(), opts...)
 	stop()
@@ -185,18 +201,16 @@ func runRun(a *app, args []string) int {
 	a.printDiags(rds, sources)
 
 	// What it did.
-	rp, curve := *reportPath, ""
-	if rp == "" {
-		rp = filepath.Join("out", p.Pipeline, "report.json")
-	}
+	reportFailed := false
 	if res.Precision == "" { // the model was never built: nothing to report
 		rp = ""
 	} else {
 		if len(res.StepLosses) > 0 {
 			curve = strings.TrimSuffix(rp, filepath.Ext(rp)) + "-loss.png"
 			if err := report.LossCurve(res, curve); err != nil {
-				fmt.Fprintf(a.env.Stderr, "pipe run: %v\n", err)
+				fmt.Fprintf(a.env.Stderr, "pipe run: writing the loss curve: %v\n", err)
 				curve = ""
+				reportFailed = true
 			}
 		}
 		rep := report.New(res, p)
@@ -206,21 +220,30 @@ func runRun(a *app, args []string) int {
 		if err := rep.Write(rp); err != nil {
 			fmt.Fprintf(a.env.Stderr, "pipe run: writing the report: %v\n", err)
 			rp = ""
+			reportFailed = true
 		}
 		report.Summary(a.env.Stdout, res, rp, curve)
 	}
 	switch {
 	case res.Status == exec.StatusInterrupted:
-		where := "no checkpoint was written (checkpoint none)"
-		if res.Checkpoint != "" {
-			where = "checkpoint written to " + res.Checkpoint
-		}
 		again := "pipe run --resume "
 		if *ckptDir != "" {
 			again += "--checkpoint-dir " + *ckptDir + " "
 		}
-		fmt.Fprintf(a.env.Stderr, "pipe run: interrupted at epoch %d, step %d; %s; continue with: %s%s\n",
-			res.Position.Epoch+1, res.Position.Step, where, again, display)
+		again += display
+		var where string
+		switch {
+		case res.SamplesTrained == 0 && res.ResumedFrom == nil:
+			where, again = "nothing was trained, so no checkpoint was written", "pipe run "+display
+		case res.SamplesTrained == 0:
+			where = "nothing was trained since " + res.Checkpoint + ", which is unchanged"
+		case res.Checkpoint == "":
+			where = "no checkpoint was written (checkpoint none)"
+		default:
+			where = "checkpoint written to " + res.Checkpoint
+		}
+		fmt.Fprintf(a.env.Stderr, "pipe run: interrupted at epoch %d, step %d; %s; continue with: %s\n",
+			res.Position.Epoch+1, res.Position.Step, where, again)
 		return exitInterrupted
 	case rds.HasErrors():
 		for _, d := range rds.Errs() {
@@ -229,6 +252,8 @@ func runRun(a *app, args []string) int {
 			}
 		}
 		return exitErrors
+	case reportFailed:
+		return exitErrors // the run is done, but a file asked for is missing or stale
 	}
 	return exitOK
 }

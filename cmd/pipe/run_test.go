@@ -161,21 +161,49 @@ func TestRunInterruptedThenResumed(t *testing.T) {
 	fixedHost(t)
 	fakeBackend(t)
 	dir, file := tiny(t, tinyPipe)
+	ckpt := filepath.Join(dir, "ckpt", "last.ckpt")
 	old := runContext
 	t.Cleanup(func() { runContext = old })
-	// Ctrl-C before the first step.
-	runContext = func(*app) (context.Context, func()) {
+	ctrlC := func(*app) (context.Context, func()) { // Ctrl-C before the first step
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		return ctx, cancel
 	}
+	// Interrupted before it trained anything, a fresh run writes no
+	// checkpoint and says to run again, not to resume.
+	runContext = ctrlC
 	code, _, stderr := runPipe(t, "", runArgs(dir, file)...)
-	if code != exitInterrupted || !strings.Contains(stderr, "interrupted at epoch 1, step 0") || !strings.Contains(stderr, "--resume") {
+	if code != exitInterrupted || !strings.Contains(stderr, "interrupted at epoch 1, step 0; nothing was trained, so no checkpoint was written") ||
+		strings.Contains(stderr, "--resume") {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	if _, err := os.Stat(filepath.Join(dir, "ckpt", "last.ckpt")); err != nil {
-		t.Fatalf("no checkpoint after the interrupt: %v", err)
+	if _, err := os.Stat(ckpt); err == nil {
+		t.Fatal("a checkpoint of an untrained model was written")
 	}
+
+	runContext = old
+	if code, _, stderr := runPipe(t, "", runArgs(dir, "--max-steps", "5", file)...); code != exitOK {
+		t.Fatalf("--max-steps 5: exit %d\n%s", code, stderr)
+	}
+	trained, err := os.ReadFile(ckpt)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Ctrl-C before the first step, afresh or resumed, leaves the
+	// checkpoint of the 5 steps as it was.
+	runContext = ctrlC
+	code, _, stderr = runPipe(t, "", runArgs(dir, file)...)
+	if code != exitInterrupted || !strings.Contains(stderr, "an earlier run's checkpoint will be replaced") {
+		t.Errorf("afresh over a checkpoint: exit %d\n%s", code, stderr)
+	}
+	code, _, stderr = runPipe(t, "", runArgs(dir, "--resume", file)...)
+	if code != exitInterrupted || !strings.Contains(stderr, "step 5; nothing was trained since") || !strings.Contains(stderr, "unchanged; continue with: pipe run --resume") {
+		t.Errorf("resumed: exit %d\n%s", code, stderr)
+	}
+	if b, err := os.ReadFile(ckpt); err != nil || string(b) != string(trained) {
+		t.Fatalf("the checkpoint changed (%v)", err)
+	}
+
 	runContext = old
 	code, _, stderr = runPipe(t, "", runArgs(dir, "--resume", file)...)
 	if code != exitOK {

@@ -207,14 +207,31 @@ func readCSV(b *lang.Block, c *config) (*csvDataset, error) {
 	}
 	d.f = len(d.columns)
 
-	// The label: classes when categorical or not numeric.
+	// The label: classes when categorical or when no cell is a number. A
+	// column of numbers with a stray word, an empty cell or a NaN is a
+	// regression target with a bad cell, not thousands of classes.
 	classLabel := categorical[label]
 	if !classLabel {
-		for _, r := range rows {
-			if _, err := parseNum(r[li]); err != nil {
-				classLabel = true
-				break
+		bad, numbers := -1, 0
+		var badErr error
+		for i, r := range rows {
+			_, err := parseNum(r[li])
+			if err != nil && bad < 0 {
+				bad, badErr = i, err
 			}
+			if err == nil || errors.Is(err, errOutOfRange) {
+				numbers++
+			}
+		}
+		switch {
+		case bad >= 0 && numbers == 0:
+			classLabel = true
+		case bad >= 0 && errors.Is(badErr, errOutOfRange):
+			return nil, blockErr(b, "label", cellErr(p, lines[bad], label, rows[bad][li], badErr))
+		case bad >= 0:
+			err := cellErr(p, lines[bad], label, rows[bad][li], badErr)
+			return nil, blockErr(b, "label", fmt.Errorf("%w, though %d of its %d rows hold numbers; fix the cell, or list '%s' in categorical if it holds classes",
+				err, numbers, len(rows), label))
 		}
 	}
 	d.y = make([]float32, d.n)
@@ -248,11 +265,11 @@ func readCSV(b *lang.Block, c *config) (*csvDataset, error) {
 			}
 			v, err := parseNum(r[g.col])
 			if err != nil {
-				err = cellErr(p, lines[i], g.name, r[g.col], err)
-				if strings.TrimSpace(r[g.col]) != "" {
-					err = fmt.Errorf("%w; list '%s' in categorical if it holds categories", err, g.name)
+				cerr := cellErr(p, lines[i], g.name, r[g.col], err)
+				if strings.TrimSpace(r[g.col]) != "" && !errors.Is(err, errOutOfRange) {
+					cerr = fmt.Errorf("%w; list '%s' in categorical if it holds categories", cerr, g.name)
 				}
-				return nil, err
+				return nil, cerr
 			}
 			raw[k] = v
 			numeric[k-i*d.f] = true
@@ -293,6 +310,9 @@ func cellErr(p string, line int, column, cell string, err error) error {
 	if strings.TrimSpace(cell) == "" {
 		return fmt.Errorf("%s: row %d, column '%s': the cell is empty (missing values are not supported)", p, line, column)
 	}
+	if errors.Is(err, errOutOfRange) {
+		return fmt.Errorf("%s: row %d, column '%s': %s is too large: models train in float32, which ends at ±3.4e38", p, line, column, strings.TrimSpace(cell))
+	}
 	return fmt.Errorf("%s: row %d, column '%s': %q is not a number", p, line, column, cell)
 }
 
@@ -304,8 +324,13 @@ func parseNum(s string) (float64, error) {
 	if math.IsNaN(v) || math.IsInf(v, 0) {
 		return 0, errors.New("not finite")
 	}
+	if math.Abs(v) > math.MaxFloat32 {
+		return 0, errOutOfRange // training computes in float32: it would be infinite
+	}
 	return v, nil
 }
+
+var errOutOfRange = errors.New("beyond float32's range")
 
 // categories returns the distinct values of a column in their sort order
 // (numeric when all are numbers) and each one's index.

@@ -434,7 +434,7 @@ func warpTarget(c *config, p string, grid GeoGrid) ([]float32, error) {
 	if t.Structure().NBands > 1 {
 		v, err := t.Translate("", []string{"-of", "VRT", "-b", "1"}, godal.SkipWarnings)
 		if err != nil {
-			return nil, fmt.Errorf("%s: selecting band 1: %v", p, err)
+			return nil, fmt.Errorf("%s: selecting band 1 failed (is the file truncated or corrupt?): %v", p, err)
 		}
 		defer v.Close()
 		src = v

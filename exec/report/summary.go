@@ -17,14 +17,14 @@ func Summary(w io.Writer, res *exec.Result, reportPath, curvePath string) {
 	case exec.StatusSkipped:
 		fmt.Fprintf(w, "%s: model %s not trained (--skip-train), evaluated in %s\n", res.Pipeline, res.Model, wall)
 	case exec.StatusCompleted:
-		fmt.Fprintf(w, "%s: trained %d/%d epochs, %d steps", res.Pipeline, res.Epochs, res.EpochsPlanned, res.Position.Step)
+		fmt.Fprintf(w, "%s: trained %d/%d epochs, %s", res.Pipeline, res.Epochs, res.EpochsPlanned, steps(res.Position.Step))
 		speed(w, res, wall)
 	default:
-		fmt.Fprintf(w, "%s: %s after %d steps (%d/%d epochs)", res.Pipeline, statusWord(res.Status), res.Position.Step, res.Epochs, res.EpochsPlanned)
+		fmt.Fprintf(w, "%s: %s after %s (%d/%d epochs)", res.Pipeline, statusWord(res.Status), steps(res.Position.Step), res.Epochs, res.EpochsPlanned)
 		speed(w, res, wall)
 	}
 	if f := res.Final; f != nil {
-		fmt.Fprintf(w, "  %s (%s, %d samples): loss %.4f", f.Source, f.Part, f.Samples, f.Loss)
+		fmt.Fprintf(w, "  %s (%s, %s): loss %.4f", f.Source, f.Part, count(int64(f.Samples), "sample"), f.Loss)
 		for _, m := range f.Metrics {
 			fmt.Fprintf(w, ", %s %.4f", m.Name, m.Value)
 		}
@@ -54,6 +54,17 @@ func speed(w io.Writer, res *exec.Result, wall string) {
 		fmt.Fprintf(w, " in %s (%.0f samples/s)", wall, res.SamplesPerSecond)
 	}
 	fmt.Fprintln(w)
+}
+
+// steps renders "1 step" or "20 steps".
+func steps(n int64) string { return count(n, "step") }
+
+// count renders n of a thing: "1 sample", "20 samples".
+func count(n int64, thing string) string {
+	if n == 1 {
+		return "1 " + thing
+	}
+	return fmt.Sprintf("%d %ss", n, thing)
 }
 
 func statusWord(s exec.Status) string {

@@ -117,7 +117,7 @@ func quoteLine(b *strings.Builder, text []byte, r diag.Range, opt Options) {
 	}
 	num := fmt.Sprint(r.Start.Line)
 	gutter := strings.Repeat(" ", len(num))
-	display := strings.ReplaceAll(line, "\t", "    ")
+	display := strings.ReplaceAll(strings.ReplaceAll(line, "\t", "    "), "\uFEFF", "")
 	b.WriteString(paint(opt, blue, " "+num+" | ") + display + "\n")
 	pad := visualWidth(line[:start-ls])
 	n := visualWidth(line[start-ls : min(end, ls+len(line))-ls])
@@ -127,12 +127,16 @@ func quoteLine(b *strings.Builder, text []byte, r diag.Range, opt Options) {
 	b.WriteString(paint(opt, blue, " "+gutter+" | ") + strings.Repeat(" ", pad) + paint(opt, red, strings.Repeat("^", n)) + "\n")
 }
 
+// visualWidth is the columns s takes as quoteLine shows it: a tab is
+// four, a byte order mark (dropped from the display) none.
 func visualWidth(s string) int {
 	n := 0
 	for _, r := range s {
-		if r == '\t' {
+		switch r {
+		case '\t':
 			n += 4
-		} else {
+		case '\uFEFF':
+		default:
 			n++
 		}
 	}
