@@ -101,7 +101,7 @@ func (pl *planner) chooseBatch(budget, extra int64, prec plan.Precision) batchCh
 	base := m.baseline
 	minPk := base
 	if mode != "none" {
-		minPk = m.ch.minPeak()
+		_, minPk, _ = m.minPlan()
 	}
 	bNo := m.maxBatch(budget, base, extra)
 	bCk := m.maxBatch(budget, minPk, extra)
@@ -111,7 +111,7 @@ func (pl *planner) chooseBatch(budget, extra int64, prec plan.Precision) batchCh
 	// fit returns the cheapest checkpoint plan at batch b, and whether b fits.
 	fit := func(b int64) (ckptResult, bool) {
 		if mode == "all" {
-			r, ok := m.ch.solve(minPk)
+			r, _, ok := m.minPlan()
 			return r, ok && m.total(b, r.Peak, extra) <= budget
 		}
 		if m.total(b, base, extra) <= budget {
@@ -120,11 +120,26 @@ func (pl *planner) chooseBatch(budget, extra int64, prec plan.Precision) batchCh
 		if mode == "none" {
 			return ckptResult{Peak: base, Exact: true}, false
 		}
-		r, ok := m.ch.solve(m.actBudget(budget, b, extra))
+		r, ok := m.solve(m.actBudget(budget, b, extra))
 		if !ok {
 			return ckptResult{Peak: base, Exact: true}, false
 		}
 		return r, true
+	}
+	if m.cpu != nil && mode == "auto" && bCk >= bNo {
+		// On the CPU the plan of least kept memory need not have the
+		// least peak, so a larger batch may fit with another plan.
+		limit := int64(defaultMaxBatch)
+		if s.max > 0 {
+			limit = s.max
+		}
+		if s.effective > 0 {
+			limit = min(limit, s.effective)
+		}
+		if s.explicit > 0 {
+			limit = 0
+		}
+		bCk = largestFitting(bCk, limit, func(b int64) bool { _, ok := fit(b); return ok })
 	}
 	tensor := pl.dev.Kind == plan.BackendGPU && prec.Compute != "fp32"
 	E := s.effective
@@ -256,6 +271,37 @@ func (pl *planner) divisorReason(E, d, fit, max int64, how string) string {
 	return lim + fmt.Sprintf("; %d does not divide effective_batch %d, so the micro-batch is %d, its largest divisor below that, and accumulation reaches %d exactly.", bound, E, d, E)
 }
 
+// largestFitting returns the largest batch from b up to limit for which
+// fits holds, galloping up from b and then bisecting; b when b+1 does
+// not fit or b is at the limit.
+func largestFitting(b, limit int64, fits func(int64) bool) int64 {
+	if b >= limit || !fits(b+1) {
+		return b
+	}
+	lo, step := b+1, int64(1)
+	hi := limit + 1 // the first batch known not to fit, or beyond the limit
+	for {
+		next := lo + 2*step
+		if next >= hi {
+			break
+		}
+		if !fits(next) {
+			hi = next
+			break
+		}
+		lo, step = next, 2*step
+	}
+	for hi-lo > 1 {
+		mid := lo + (hi-lo)/2
+		if fits(mid) {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	return lo
+}
+
 // divisors returns the divisors of n in increasing order. Trial division
 // stops at 2·10^6, so an absurd n (beyond 4·10^12) lists only the
 // divisors it reached and their cofactors.
@@ -327,9 +373,13 @@ func (pl *planner) noFit(s batchSpec, b, bNo, bCk, base, minPk, extra, budget in
 		if mode == "none" {
 			what = "without checkpointing (checkpoint none)"
 		}
-		detail := fmt.Sprintf("One sample %s needs %s: %s of parameters, gradients and optimizer state, and %s per sample (%s of activations, %s of workspace, %s of input). The budget on %s is %s (%s less a %.0f%% margin",
+		parts := fmt.Sprintf("%s of activations, %s of workspace, %s of input", FormatBytes(best), FormatBytes(m.workspace), FormatBytes(m.input))
+		if m.cpu != nil {
+			parts = fmt.Sprintf("%s of activations with their gradients, %s for evaluation, %s of loader buffers", FormatBytes(best), FormatBytes(m.eval), FormatBytes(extra))
+		}
+		detail := fmt.Sprintf("One sample %s needs %s: %s of parameters, gradients and optimizer state, and %s per sample (%s). The budget on %s is %s (%s less a %.0f%% margin",
 			what, FormatBytes(m.total(1, best, extra)), FormatBytes(static),
-			FormatBytes(m.perSample(best, extra)), FormatBytes(best), FormatBytes(m.workspace), FormatBytes(m.input),
+			FormatBytes(m.perSample(best, extra)), parts,
 			pl.dev.Name, FormatBytes(budget), FormatBytes(pl.dev.Memory), pl.plan.Memory.MarginPercent)
 		if pl.plan.Memory.Reserve > 0 {
 			detail += " and " + FormatBytes(pl.plan.Memory.Reserve) + " kept for the system"
@@ -375,13 +425,20 @@ func suggestBatch(s batchSpec, fit int64) string {
 }
 
 func (pl *planner) checkpointDecision(mode string, b int64, r ckptResult, base int64) {
-	before := FormatBytes(mul(base, b))
+	m := pl.cost
+	before := FormatBytes(m.peakBytes(base, b))
+	// On the CPU the peak is the executor's arena: the activations with
+	// their gradients and the input's copy.
+	what := "activations"
+	if m.cpu != nil {
+		what = "activations with their gradients"
+	}
 	if len(r.Segments) == 0 {
 		switch mode {
 		case "none":
-			pl.decide("checkpoint", "none", fmt.Sprintf("checkpoint none: nothing is recomputed; activations peak at %s.", before))
+			pl.decide("checkpoint", "none", fmt.Sprintf("checkpoint none: nothing is recomputed; %s peak at %s.", what, before))
 		default:
-			pl.decide("checkpoint", "none", fmt.Sprintf("checkpoint %s: the activations (%s at batch %d) fit, so nothing is recomputed.", mode, before, b))
+			pl.decide("checkpoint", "none", fmt.Sprintf("checkpoint %s: the %s (%s at batch %d) fit, so nothing is recomputed.", mode, what, before, b))
 		}
 		return
 	}
@@ -394,7 +451,7 @@ func (pl *planner) checkpointDecision(mode string, b int64, r ckptResult, base i
 	for _, s := range r.Segments {
 		nodes += s.To - s.From + 1
 	}
-	why := "the activations do not fit at this batch"
+	why := "the " + what + " do not fit at this batch"
 	if mode == "all" {
 		why = "checkpoint all asks for the least memory"
 	}
@@ -403,8 +460,8 @@ func (pl *planner) checkpointDecision(mode string, b int64, r ckptResult, base i
 		opt = "the least memory, then the least extra compute"
 	}
 	pl.decide("checkpoint", fmt.Sprintf("%d segments", len(r.Segments)),
-		fmt.Sprintf("checkpoint %s: %s, so %d segments (%d of %d nodes) are recomputed in the backward, chosen by dynamic programming for %s: activations peak at %s instead of %s, for %.1f%% more FLOPs per step.",
-			mode, why, len(r.Segments), nodes, len(pl.graph.Nodes), opt, FormatBytes(mul(r.Peak, b)), before, pct))
+		fmt.Sprintf("checkpoint %s: %s, so %d segments (%d of %d nodes) are recomputed in the backward, chosen by dynamic programming for %s: %s peak at %s instead of %s, for %.1f%% more FLOPs per step.",
+			mode, why, len(r.Segments), nodes, len(pl.graph.Nodes), opt, what, FormatBytes(m.peakBytes(r.Peak, b)), before, pct))
 }
 
 func (pl *planner) accumDecision(E, b, accum int64, auto bool) {

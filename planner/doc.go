@@ -6,10 +6,13 @@
 //     injected with WithHost), a built-in profile (stdlib.Devices) or a
 //     device block of the file, with a "did you mean" for unknown names;
 //   - the precision that runs (fallbacks are warnings at the precision line);
-//   - a memory model per backend (memory.go): parameters, gradients,
-//     optimizer state, master weights, activations saved for the backward
-//     pass per layer, the largest op's workspace, the input batch, and the
-//     loader's buffers;
+//   - a memory model per backend: on a GPU (memory.go) parameters,
+//     gradients, optimizer state, master weights, activations saved for the
+//     backward pass per layer, the largest op's workspace and the input
+//     batch; on the CPU (memory_cpu.go) what pipe's executor allocates, its
+//     training step laid out as the executor lays it out (activations and
+//     their gradients, per-thread scratch, the evaluation arena) and the
+//     loaders' buffers;
 //   - the batch and the gradient-checkpoint segments, solved together
 //     (batch.go), the segments by an optimal dynamic programme over the
 //     graph (checkpoint.go);

@@ -34,6 +34,9 @@ func (pl *planner) loaderFor(g *stdlib.Graph) plan.Loader {
 		ld.Source, ld.Kind = src.Name(), src.Label("kind")
 	}
 	ld.SampleBytes = add(mul(numel(g.Input), 4), targetBytes(pl.loss(), g.OutShape()))
+	if pl.dev.Kind == plan.BackendCPU {
+		ld.SampleBytes = pl.cpuSampleBytes(g)
+	}
 	cores := max(pl.host.Cores, 1)
 	if pl.dev.Kind == plan.BackendCPU {
 		cores = max(pl.dev.Cores, 1)
@@ -71,6 +74,59 @@ func (pl *planner) loaderFor(g *stdlib.Graph) plan.Loader {
 		ld.HostBudget = hostAvail / 4
 	}
 	return ld
+}
+
+// cpuSampleBytes is one sample as exec/data's batches hold it: the inputs
+// and the targets in fp32 (a class index per output position for
+// cross_entropy, one value per output element for the other losses), a
+// validity mask beside the targets for a raster with a target, and the
+// sample's index.
+func (pl *planner) cpuSampleBytes(g *stdlib.Graph) int64 {
+	out := g.OutShape()
+	y := numel(out)
+	if l := pl.loss(); l == "cross_entropy" || l == "" {
+		y = 1
+		if len(out) == 3 {
+			y = mul(out[1], out[2])
+		}
+	}
+	if src := pl.source(); src != nil && src.Label("kind") == "geotiff" && src.Field("target") != nil {
+		y = mul(y, 2)
+	}
+	return sum(mul(numel(g.Input), 4), mul(y, 4), 8)
+}
+
+// loaderBatches is the number of batches the loaders allocate. On a GPU
+// host, Workers × Prefetch: PyTorch's DataLoader holds prefetch_factor
+// batches per worker. On the CPU backend, exec/data's loader fills up to
+// Workers × Prefetch batches while the training step holds one (one in
+// all without workers), and keeps them for reuse; with all, the
+// evaluation loader's as many again when the file evaluates (an
+// evaluate block, or a split to validate on), since the training
+// loader's batches outlive each evaluation.
+func (pl *planner) loaderBatches(ld plan.Loader, all bool) int64 {
+	w := int64(ld.Workers * ld.Prefetch)
+	if pl.dev.Kind != plan.BackendCPU {
+		return w
+	}
+	n := w + 1
+	if ld.Workers == 0 {
+		n = 1
+	}
+	if all && pl.evaluates() {
+		n *= 2
+	}
+	return n
+}
+
+// evaluates says whether a run evaluates the model: at the end on an
+// evaluate block's source, or each epoch on the train source's split.
+func (pl *planner) evaluates() bool {
+	if pl.prog.Block("evaluate") != nil {
+		return true
+	}
+	src := pl.source()
+	return src != nil && src.Field("split") != nil
 }
 
 // fitLoaderToHost shrinks an automatic prefetch, then automatic workers,
@@ -111,8 +167,15 @@ func (pl *planner) loaderDecisions(ld plan.Loader) {
 	pl.decide("workers", fmt.Sprint(ld.Workers), w+".")
 	p := fmt.Sprintf("prefetch as written; the buffers take %s of %s (%s).", FormatBytes(ld.BufferBytes), FormatBytes(ld.HostBudget), where)
 	if pl.lc.prefetchAuto {
-		p = fmt.Sprintf("prefetch auto: %d batches ahead per worker; %d × %d batches of %d samples (%s each) take %s of %s (%s).",
-			ld.Prefetch, ld.Workers, ld.Prefetch, pl.plan.BatchSize, FormatBytes(ld.SampleBytes), FormatBytes(ld.BufferBytes), FormatBytes(ld.HostBudget), where)
+		batches := fmt.Sprintf("%d × %d batches", ld.Workers, ld.Prefetch)
+		if pl.dev.Kind == plan.BackendCPU {
+			batches = fmt.Sprintf("%s and the one training, %d in all,", batches, pl.loaderBatches(ld, false))
+		}
+		p = fmt.Sprintf("prefetch auto: %d batches ahead per worker; %s of %d samples (%s each) take %s of %s (%s).",
+			ld.Prefetch, batches, pl.plan.BatchSize, FormatBytes(ld.SampleBytes), FormatBytes(ld.BufferBytes), FormatBytes(ld.HostBudget), where)
+	}
+	if pl.dev.Kind == plan.BackendCPU && pl.evaluates() {
+		p = strings.TrimSuffix(p, ".") + "; evaluation's loader holds as many again."
 	}
 	pl.decide("prefetch", fmt.Sprint(ld.Prefetch), p)
 }

@@ -5,7 +5,15 @@ import (
 	"pipe/stdlib"
 )
 
-// The memory model. A training step holds, at its peak:
+// The memory model. A plan's memory is the peak of one training step, in
+// components (plan.Memory), priced per backend from the same graph facts:
+// each node's output shape, parameters, and what its backward reads. The
+// two backends allocate differently, so they have two models; both are a
+// static part, independent of the batch, plus a part per sample, which is
+// what lets the batch be solved for (batch.go).
+//
+// On a GPU the model is PyTorch's, whose caching allocator frees each
+// tensor when its last reader is done:
 //
 //   - parameters: P × 4 bytes in fp32; under mixed precision (fp16, bf16)
 //     the P × 2 working copy the forward reads, plus P × 4 of fp32 master
@@ -14,53 +22,71 @@ import (
 //   - optimizer state: P × 4 per buffer: none for SGD, one for momentum,
 //     two for Adam and AdamW;
 //   - activations saved for the backward pass, per node, at the precision
-//     they are stored in (stdlib's Keep, Private and SavedAux rules), after
-//     checkpointing (checkpoint.go);
+//     they are stored in (stdlib's Keep, Private and SavedAux rules, which
+//     are autograd's), after checkpointing (checkpoint.go);
 //   - workspace for the largest op: the gradients of its inputs and output
-//     and of its private buffers, live while its backward runs; on the CPU
-//     also the im2col buffers a convolution lowered to a matrix product
-//     needs (the column matrix and its gradient);
-//   - the input batch on the device: the fp32 inputs, and the targets;
-//   - on the CPU backend, which shares the host's memory with the loader,
-//     the loader's buffers (workers × prefetch × batch samples).
+//     and of its private buffers, live while its backward runs (cuDNN's
+//     implicit-GEMM workspace is small and left to the margin);
+//   - the input batch on the device: the fp32 inputs, and the targets.
 //
-// Both backends follow PyTorch's autograd for what is saved, since the
-// executor's backward reads the same tensors. They differ in precision (the
-// CPU executor runs fp32 only), in workspace (im2col on the CPU; cuDNN's
-// implicit-GEMM workspace is small and left to the margin on a GPU), and
-// in where the loader's buffers live.
+// The loader's buffers live in the host's memory there (Loader.BufferBytes,
+// fitted to a quarter of it by loader.go), outside the total.
+//
+// On the CPU the model is pipe's own executor's (exec/cpu), which plans
+// every tensor of a step at Build and allocates nothing while training;
+// memory_cpu.go describes it and computes it by laying out the step the
+// way the executor does.
 
 // costModel is a graph priced for one backend and precision.
 type costModel struct {
-	backend  string
-	elem     int64 // bytes per stored activation element
-	mixed    bool
-	buffers  int64 // optimizer state buffers
-	params   int64
-	ch       *chain
-	baseline int64 // Σ a_i: activations per sample without checkpointing
-	// workspace and input are per sample; static does not grow with the
-	// batch.
+	backend string
+	elem    int64 // bytes per stored activation element
+	mixed   bool
+	buffers int64 // optimizer state buffers
+	params  int64
+	ch      *chain
+	// baseline is the activation peak per sample without checkpointing:
+	// Σ a_i on a GPU, the step's working memory on the CPU.
+	baseline int64
+	// workspace, input and eval are per sample; static does not grow with
+	// the batch.
 	workspace int64
 	input     int64
+	eval      int64
 	static    staticMem
 	// perNode is each node's a_i, for the layer table.
 	perNode []int64
+	// cpu is the CPU executor's step; nil on a GPU.
+	cpu *cpuModel
+	// min caches minPlan.
+	min *minResult
 }
 
 type staticMem struct {
 	parameters, master, gradients, optimizer int64
+	// scratch and fixed are the CPU executor's: per-thread scratch, and
+	// the per-channel buffers whose size does not depend on the batch.
+	scratch, fixed int64
 }
 
-func (s staticMem) total() int64 { return sum(s.parameters, s.master, s.gradients, s.optimizer) }
+func (s staticMem) total() int64 {
+	return sum(s.parameters, s.master, s.gradients, s.optimizer, s.scratch, s.fixed)
+}
+
+type minResult struct {
+	r    ckptResult
+	peak int64
+	ok   bool
+}
 
 // matmulOps run on tensor cores under tf32, fp16 and bf16; the rest are
 // elementwise or reductions on the ordinary cores.
 var matmulOps = map[string]bool{"conv": true, "convtranspose": true, "dense": true, "sketched_dense": true, "attention": true}
 
-// newCostModel prices g. targetBytes is one sample's target on the device.
-func newCostModel(g *stdlib.Graph, backend string, prec plan.Precision, buffers int64, targetBytes int64) *costModel {
-	m := &costModel{backend: backend, elem: prec.ActivationBytes, mixed: prec.Mixed, buffers: buffers, params: g.Params()}
+// newChain returns the checkpoint solver's view of g with the sizes and
+// the saving rule given: saved(nd) lists the nodes whose outputs nd keeps
+// and the bytes it keeps privately.
+func newChain(g *stdlib.Graph, elem int64, saved func(nd *stdlib.Node) (keep []int, priv int64)) *chain {
 	n := len(g.Nodes)
 	c := &chain{
 		out: make([]int64, n), kept: make([]bool, n), priv: make([]int64, n), flops: make([]int64, n),
@@ -71,11 +97,12 @@ func newCostModel(g *stdlib.Graph, backend string, prec plan.Precision, buffers 
 	}
 	for _, nd := range g.Nodes {
 		i := nd.ID
-		c.out[i] = mul(numel(nd.Out), m.elem)
-		c.priv[i] = add(mul(nd.Private, m.elem), nd.SavedAux)
+		keep, priv := saved(nd)
+		c.out[i] = mul(numel(nd.Out), elem)
+		c.priv[i] = priv
 		c.flops[i] = nd.FLOPs
 		c.inputs[i] = nd.Inputs
-		for _, k := range nd.Keep {
+		for _, k := range keep {
 			if k >= 0 && k < n {
 				c.kept[k] = true
 			}
@@ -92,20 +119,22 @@ func newCostModel(g *stdlib.Graph, backend string, prec plan.Precision, buffers 
 	if g.Output >= 0 && g.Output < n {
 		c.last[g.Output] = n
 	}
+	return c
+}
+
+// newCostModel prices g for a GPU (autograd's saving rules, a caching
+// allocator). targetBytes is one sample's target on the device.
+func newCostModel(g *stdlib.Graph, backend string, prec plan.Precision, buffers int64, targetBytes int64) *costModel {
+	m := &costModel{backend: backend, elem: prec.ActivationBytes, mixed: prec.Mixed, buffers: buffers, params: g.Params()}
+	c := newChain(g, m.elem, func(nd *stdlib.Node) ([]int, int64) {
+		return nd.Keep, add(mul(nd.Private, m.elem), nd.SavedAux)
+	})
 	// The workspace is computed from the true sizes before the input's own
 	// bytes are moved out of the chain below.
 	for _, nd := range g.Nodes {
 		w := add(c.out[nd.ID], c.priv[nd.ID])
 		for _, j := range nd.Inputs {
 			w = add(w, c.out[j])
-		}
-		if backend == plan.BackendCPU && nd.Op == "conv" && len(nd.In) == 1 && len(nd.In[0]) == 3 && len(nd.Out) == 3 {
-			a := nd.Args
-			if a.Kernel > 1 || a.Stride > 1 {
-				groups := max(a.Groups, 1)
-				col := mul(mul(nd.In[0][0]/groups, mul(a.Kernel, a.Kernel)), mul(nd.Out[1], nd.Out[2]))
-				w = add(w, mul(2, mul(col, 4)))
-			}
 		}
 		if w > m.workspace {
 			m.workspace = w
@@ -127,7 +156,7 @@ func newCostModel(g *stdlib.Graph, backend string, prec plan.Precision, buffers 
 	m.input = add(in, targetBytes)
 	c.finish()
 	m.ch = c
-	m.perNode = make([]int64, n)
+	m.perNode = make([]int64, len(g.Nodes))
 	for i := range m.perNode {
 		m.perNode[i] = c.stored(i)
 	}
@@ -145,10 +174,82 @@ func newCostModel(g *stdlib.Graph, backend string, prec plan.Precision, buffers 
 	return m
 }
 
+// minPlan returns the checkpoint plan of least peak (what checkpoint all
+// runs, and what bounds the largest batch), that peak per sample, and
+// whether the solver returned the plan.
+func (m *costModel) minPlan() (ckptResult, int64, bool) {
+	if m.min != nil {
+		return m.min.r, m.min.peak, m.min.ok
+	}
+	pk := m.ch.minPeak()
+	r, ok := m.ch.solve(pk)
+	if m.cpu != nil {
+		// The plan of least kept memory is measured as the executor lays
+		// it out; where that is no lower than storing everything (the
+		// gradients of the recomputed tensors can outweigh the saving),
+		// nothing is recomputed.
+		pk = m.baseline
+		if ok {
+			if p := m.cpu.train(r.Segments).peak; p < m.baseline {
+				r.Peak, pk = p, p
+			} else {
+				ok = false
+			}
+		}
+		if !ok {
+			r, ok = ckptResult{Peak: m.baseline, Exact: true}, true
+		}
+	}
+	m.min = &minResult{r: r, peak: pk, ok: ok}
+	return r, pk, ok
+}
+
+// solve returns the checkpoint plan of least extra FLOPs whose activation
+// peak per sample (as baseline counts it) is at most budget.
+//
+// On a GPU that is checkpoint.go's programme. On the CPU the programme
+// bounds the kept tensors, and the step's peak adds what the backward
+// holds besides them (the activations' gradients, the recomputed
+// segment's tensors): the programme runs with the budget less that
+// difference as measured without checkpointing, the executor's layout
+// measures the plan, and the programme's budget comes down by what the
+// plan exceeded until it fits, falling back on the plan of least peak.
+func (m *costModel) solve(budget int64) (ckptResult, bool) {
+	if m.cpu == nil {
+		return m.ch.solve(budget)
+	}
+	if budget < 0 {
+		return ckptResult{}, false
+	}
+	low := m.cpu.chainMin(m.ch)
+	cb := budget - m.cpu.overhead
+	for range 8 {
+		if cb < low {
+			cb = low
+		}
+		r, ok := m.ch.solve(cb)
+		if !ok {
+			break
+		}
+		r.Peak = m.cpu.train(r.Segments).peak
+		if r.Peak <= budget {
+			return r, true
+		}
+		if cb == low {
+			break
+		}
+		cb -= r.Peak - budget
+	}
+	if r, pk, _ := m.minPlan(); pk <= budget {
+		return r, true
+	}
+	return ckptResult{}, false
+}
+
 // perSample is what one more sample adds at a given activation peak per
 // sample, with extra (loader buffers on the CPU) on top.
 func (m *costModel) perSample(act, extra int64) int64 {
-	return sum(act, m.workspace, m.input, extra)
+	return sum(act, m.workspace, m.input, m.eval, extra)
 }
 
 // total is the step's memory at batch b.
@@ -180,7 +281,41 @@ func (m *costModel) actBudget(budget, b, extra int64) int64 {
 	if room <= 0 || b <= 0 {
 		return -1
 	}
-	return room/b - sum(m.workspace, m.input, extra)
+	return room/b - sum(m.workspace, m.input, m.eval, extra)
+}
+
+// memory fills the plan's memory components at batch b with the
+// checkpoint segments segs, whose activation peak per sample is act;
+// extra is the loader's buffers per sample where they count.
+func (m *costModel) memory(mem *plan.Memory, b, act, extra int64, segs []segment) {
+	mem.Parameters, mem.Master, mem.Gradients, mem.Optimizer = m.static.parameters, m.static.master, m.static.gradients, m.static.optimizer
+	mem.Loader = mul(extra, b)
+	mem.Total = m.total(b, act, extra)
+	if m.cpu == nil {
+		mem.Activations = mul(act, b)
+		mem.ActivationsBefore = mul(m.baseline, b)
+		mem.Workspace = mul(m.workspace, b)
+		mem.Input = mul(m.input, b)
+		return
+	}
+	// The CPU's arena peak, split: the kept tensors at the end of the
+	// forward pass (the input's copy apart), and what the backward adds.
+	s, none := m.cpu.train(segs), m.cpu.train(nil)
+	mem.Activations = add(mul(sub(s.saved, s.input), b), m.cpu.fixedTrain)
+	mem.ActivationsBefore = add(mul(sub(none.saved, none.input), b), m.cpu.fixedTrain)
+	mem.ActivationGradients = mul(sub(s.peak, s.saved), b)
+	mem.Input = mul(s.input, b)
+	mem.Workspace = m.static.scratch
+	mem.Eval = add(mul(m.eval, b), m.cpu.fixedEval)
+}
+
+// peakBytes is a checkpoint plan's activation peak at batch b as
+// plan.Checkpoint reports it.
+func (m *costModel) peakBytes(act, b int64) int64 {
+	if m.cpu == nil {
+		return mul(act, b)
+	}
+	return add(mul(act, b), m.cpu.fixedTrain)
 }
 
 // targetBytes is one sample's target as the loss reads it: an int64 class

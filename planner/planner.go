@@ -53,6 +53,9 @@ type planner struct {
 	dev   plan.Device
 	cost  *costModel
 	lc    loaderChoice
+	// fused says fusion is on; group is each node's fusion group ID.
+	fused bool
+	group []int
 }
 
 func (pl *planner) decide(what, value, reason string) {
@@ -109,8 +112,48 @@ func (pl *planner) run() {
 	prec := pl.pickPrecision()
 	opt := pl.optimizer()
 	loss := pl.loss()
-	pl.cost = newCostModel(g, pl.dev.Kind, prec, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()))
+	pl.fuse()
+	if pl.dev.Kind == plan.BackendCPU {
+		pl.cost = newCPUCostModel(g, pl.fusedGroups(), loss, int64(opt.StateBuffers), pl.dev.Cores)
+	} else {
+		pl.cost = newCostModel(g, pl.dev.Kind, prec, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()))
+	}
 	pl.sizeAll(prec, opt)
+}
+
+// fuse decides the fusion groups (plan.Fusion), which the CPU's memory
+// depends on.
+func (pl *planner) fuse() {
+	p, g := pl.plan, pl.graph
+	fmode, fused := "auto", true
+	if v := pl.train.Field("fuse").First(); v != nil && !v.Auto {
+		fused = v.Bool
+		fmode = fmt.Sprint(v.Bool)
+	}
+	p.Fusion.Mode = fmode
+	pl.fused = fused
+	if fused {
+		groups, grp, folds := fuse(g)
+		pl.group = grp
+		p.Fusion.Groups = append(p.Fusion.Groups, groups...)
+		p.Fusion.InferenceFolds = append(p.Fusion.InferenceFolds, folds...)
+	} else {
+		pl.group = make([]int, len(g.Nodes))
+	}
+}
+
+// fusedGroups lists the fusion groups by node IDs.
+func (pl *planner) fusedGroups() []fusedGroup {
+	out := make([]fusedGroup, len(pl.plan.Fusion.Groups))
+	for i, fg := range pl.plan.Fusion.Groups {
+		out[i].kind = fg.Kind
+	}
+	for id, k := range pl.group {
+		if k > 0 && k <= len(out) {
+			out[k-1].ids = append(out[k-1].ids, id)
+		}
+	}
+	return out
 }
 
 // pickModel finds the model to plan: train's model field, else the only
@@ -347,7 +390,7 @@ func (pl *planner) sizeAll(prec plan.Precision, opt plan.Optimizer) {
 	ld := pl.loaderFor(g)
 	var extra int64 // per-sample memory the loader shares with training (CPU)
 	if pl.dev.Kind == plan.BackendCPU {
-		extra = mul(int64(ld.Workers*ld.Prefetch), ld.SampleBytes)
+		extra = mul(pl.loaderBatches(ld, true), ld.SampleBytes)
 	}
 	bc := pl.chooseBatch(budget, extra, prec)
 	b := bc.batch
@@ -361,7 +404,7 @@ func (pl *planner) sizeAll(prec plan.Precision, opt plan.Optimizer) {
 	p.AccumulationSteps = max(bc.accum, 1)
 	p.EffectiveBatch = mul(b, p.AccumulationSteps)
 	pl.lr(opt, b, p.AccumulationSteps, bc.fileBatch)
-	ld.BufferBytes = mul(mul(int64(ld.Workers*ld.Prefetch), b), ld.SampleBytes)
+	ld.BufferBytes = mul(mul(pl.loaderBatches(ld, false), b), ld.SampleBytes)
 	p.Loader = ld
 	pl.loaderDecisions(ld)
 
@@ -389,36 +432,13 @@ func (pl *planner) sizeAll(prec plan.Precision, opt plan.Optimizer) {
 			ck.ExtraPercent = round2(100 * float64(bc.ck.Extra) / (3 * float64(fwd)))
 		}
 	}
-	ck.PeakBefore = mul(m.baseline, b)
-	ck.PeakAfter = mul(act, b)
+	ck.PeakBefore = m.peakBytes(m.baseline, b)
+	ck.PeakAfter = m.peakBytes(act, b)
 
-	mem := &p.Memory
-	mem.Parameters, mem.Master, mem.Gradients, mem.Optimizer = m.static.parameters, m.static.master, m.static.gradients, m.static.optimizer
-	mem.Activations = mul(act, b)
-	mem.ActivationsBefore = mul(m.baseline, b)
-	mem.Workspace = mul(m.workspace, b)
-	mem.Input = mul(m.input, b)
-	mem.Loader = mul(extra, b)
-	mem.Total = m.total(b, act, extra)
-	p.Fits = mem.Total <= mem.Budget
-
-	// plan.Fusion.
-	fmode, fused := "auto", true
-	if v := pl.train.Field("fuse").First(); v != nil && !v.Auto {
-		fused = v.Bool
-		fmode = fmt.Sprint(v.Bool)
-	}
-	p.Fusion.Mode = fmode
-	var group []int
-	if fused {
-		groups, grp, folds := fuse(g)
-		group = grp
-		p.Fusion.Groups = append(p.Fusion.Groups, groups...)
-		p.Fusion.InferenceFolds = append(p.Fusion.InferenceFolds, folds...)
-	} else {
-		group = make([]int, len(g.Nodes))
-	}
-	pl.fusionDecision(fmode, fused)
+	m.memory(&p.Memory, b, act, extra, bc.ck.Segments)
+	p.Fits = p.Memory.Total <= p.Memory.Budget
+	pl.fusionDecision(p.Fusion.Mode, pl.fused)
+	group := pl.group
 
 	// Layers.
 	for _, nd := range g.Nodes {
@@ -433,7 +453,7 @@ func (pl *planner) sizeAll(prec plan.Precision, opt plan.Optimizer) {
 		p.Layers = append(p.Layers, l)
 	}
 
-	p.StepTime = stepTime(g, m, pl.dev, prec, b, p.AccumulationSteps, recomputed, group, fused)
+	p.StepTime = stepTime(g, m, pl.dev, prec, b, p.AccumulationSteps, recomputed, group, pl.fused)
 	pl.stepDecision()
 }
 

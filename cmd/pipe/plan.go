@@ -141,10 +141,29 @@ func writePlan(w io.Writer, p *plan.Plan) {
 		note += fmt.Sprintf(", %s before checkpointing", planner.FormatBytes(m.ActivationsBefore))
 	}
 	row("activations", m.Activations, note)
-	row("workspace", m.Workspace, "largest op")
-	row("input batch", m.Input, "inputs and targets")
+	cpu := p.Backend == "cpu"
+	if m.ActivationGradients > 0 {
+		row("activation grads", m.ActivationGradients, "live at the backward pass's peak")
+	}
+	if cpu {
+		row("workspace", m.Workspace, "per-thread im2col scratch")
+	} else {
+		row("workspace", m.Workspace, "largest op")
+	}
+	if m.Eval > 0 {
+		row("evaluation", m.Eval, "the evaluation forward pass")
+	}
+	if cpu {
+		row("input batch", m.Input, "the model's copy of the inputs")
+	} else {
+		row("input batch", m.Input, "inputs and targets")
+	}
 	if m.Loader > 0 {
-		row("loader buffers", m.Loader, fmt.Sprintf("%s × %s", count(p.Loader.Workers, "worker", "workers"), count(p.Loader.Prefetch, "batch", "batches")))
+		note := fmt.Sprintf("%s × %s", count(p.Loader.Workers, "worker", "workers"), count(p.Loader.Prefetch, "batch", "batches"))
+		if cpu {
+			note = fmt.Sprintf("(%d × %d + 1) batches, training and evaluation", p.Loader.Workers, p.Loader.Prefetch)
+		}
+		row("loader buffers", m.Loader, note)
 	}
 	row("total", m.Total, "")
 	budgetNote := fmt.Sprintf("%s less %.0f%%", planner.FormatBytes(m.Capacity), m.MarginPercent)

@@ -135,11 +135,15 @@ type Precision struct {
 }
 
 // Memory is the estimated peak memory of one training step on the device,
-// in bytes at the chosen batch, and the budget it must fit.
+// in bytes at the chosen batch, and the budget it must fit. Total is the
+// sum of the components; which of them a backend fills, and how, is
+// planner/memory.go's memory model: a GPU plan models a PyTorch-like
+// caching allocator, a CPU plan what pipe's CPU executor allocates.
 type Memory struct {
 	// Parameters is the working copy of the weights (fp32, or the fp16/bf16
-	// copy under mixed precision); Master the fp32 master weights under
-	// mixed precision; Gradients fp32 gradients; Optimizer its state.
+	// copy under mixed precision; on the CPU with the batchnorm running
+	// statistics); Master the fp32 master weights under mixed precision;
+	// Gradients fp32 gradients; Optimizer its state.
 	Parameters int64 `json:"parameters"`
 	Master     int64 `json:"master"`
 	Gradients  int64 `json:"gradients"`
@@ -148,14 +152,28 @@ type Memory struct {
 	// checkpointing; ActivationsBefore the same without checkpointing.
 	Activations       int64 `json:"activations"`
 	ActivationsBefore int64 `json:"activations_before_checkpointing"`
-	// Workspace is the largest op's transient memory: its inputs', output's
-	// and private buffers' gradients, and on the CPU its im2col buffers.
+	// ActivationGradients is what the backward pass adds, at the step's
+	// peak, to the activations kept for it: the activations' gradients
+	// live at that point, a checkpoint segment's recomputed tensors and the
+	// kernels' temporaries, less the kept tensors already freed. The CPU
+	// backend fills it; a GPU plan counts the gradients in Workspace.
+	ActivationGradients int64 `json:"activation_gradients"`
+	// Workspace is, on a GPU, the largest op's transient memory: its
+	// inputs', output's and private buffers' gradients. On the CPU it is
+	// the executor's per-thread scratch: the im2col column buffers and the
+	// partial weight gradients, whatever the batch.
 	Workspace int64 `json:"workspace"`
-	// Input is the batch on the device: inputs in fp32 and targets.
+	// Eval is the working memory of the evaluation forward pass when it is
+	// allocated beside the training step's (the CPU backend keeps both);
+	// 0 on a GPU, where evaluation reuses the training step's memory.
+	Eval int64 `json:"eval"`
+	// Input is the batch on the device: on a GPU the inputs in fp32 and
+	// the targets; on the CPU the model's copy of the inputs (the targets
+	// are read from the loader's batch, counted in Loader).
 	Input int64 `json:"input"`
 	// Loader is the loader's buffers when they share the device's memory
-	// (the CPU backend); on a GPU they are in Loader.BufferBytes, on the
-	// host.
+	// (the CPU backend: the training loader's and the evaluation loader's
+	// batches); on a GPU they are in Loader.BufferBytes, on the host.
 	Loader int64 `json:"loader"`
 	// Total is the sum of the above; Budget the memory the plan may use:
 	// Capacity minus the margin (MarginPercent of it, plus Reserve).
@@ -173,7 +191,11 @@ type Checkpoint struct {
 	// Segments are the runs of nodes recomputed in the backward.
 	Segments []CheckpointSegment `json:"segments"`
 	// PeakBefore and PeakAfter are the activations at their peak, in bytes
-	// at the chosen batch, without and with the segments.
+	// at the chosen batch, without and with the segments. On the CPU they
+	// are the training step's whole working memory at its peak (kept
+	// activations, their gradients, the input's copy and the kernels'
+	// temporaries), which is what the executor measures as its peak of
+	// live tensors.
 	PeakBefore int64 `json:"peak_before"`
 	PeakAfter  int64 `json:"peak_after"`
 	// ExtraFLOPs is the recomputation's cost per micro-batch, and
@@ -246,7 +268,10 @@ type Loader struct {
 	Workers  int `json:"workers"`
 	Prefetch int `json:"prefetch"`
 	// SampleBytes is one sample with its target as the loader hands it
-	// over; BufferBytes is Workers × Prefetch × BatchSize of them.
+	// over. BufferBytes is Workers × Prefetch × BatchSize of them on a GPU
+	// host; on the CPU backend, the batches the training loader allocates:
+	// Workers × Prefetch in flight and the one training (one when Workers
+	// is 0).
 	SampleBytes int64 `json:"sample_bytes"`
 	BufferBytes int64 `json:"buffer_bytes"`
 	// HostBudget is the host memory the buffers may use.
