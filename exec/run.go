@@ -175,6 +175,11 @@ type Evaluation struct {
 	// for, in the order asked.
 	Loss    float64
 	Metrics []metric.Value
+	// Baseline holds the same metrics for predicting the training
+	// source's mean target everywhere, on the same positions: the score a
+	// model must beat. Only for a regression whose training mean is known
+	// (a geotiff source with a target); nil otherwise.
+	Baseline []metric.Value
 }
 
 // Metric returns the named metric's value and whether it was computed.
@@ -246,6 +251,9 @@ type Result struct {
 	Checkpoint    string
 	CheckpointDir string
 	Predictions   []Prediction
+	// TargetScaling is how the regression targets were standardised for
+	// training (run_target.go); nil when they were not.
+	TargetScaling *TargetScaling
 }
 
 // Option sets an optional knob of Run.

@@ -30,7 +30,8 @@ import (
 //	24      8     length D of the tensor data (uint64)
 //	32      32    sha256 of the M + D bytes that follow
 //	64      M     metadata: a gob of checkpointMeta (the run's position,
-//	              its losses, the tensors' names and shapes, the counters)
+//	              its losses, the tensors' names and shapes, the counters,
+//	              the regression target's scaling)
 //	64+M    D     the tensors' float32 values, little-endian, in order
 //
 // A file shorter or longer than its header says is refused as truncated;
@@ -77,6 +78,12 @@ type checkpointMeta struct {
 	Written                                      time.Time
 	Tensors                                      []tensorMeta
 	Counters                                     map[string]int64
+	// TargetNormalize is how the regression target was scaled for
+	// training, "standard" or "none" ("" in checkpoints written before
+	// targets were scaled: raw); TargetMean and TargetStd the numbers
+	// when standard (run_target.go).
+	TargetNormalize       string
+	TargetMean, TargetStd []float64
 }
 
 type tensorMeta struct {
@@ -264,12 +271,17 @@ func effectiveThreads(n int) int {
 // meta is the run's checkpoint metadata now.
 func (r *runner) meta(reason string) *checkpointMeta {
 	p := r.p
-	return &checkpointMeta{
+	m := &checkpointMeta{
 		Pipeline: p.Pipeline, Model: p.Model, File: p.File, SourceSHA256: p.SourceSHA256, Backend: r.backend.Name(),
 		BatchSize: p.BatchSize, AccumulationSteps: max(p.AccumulationSteps, 1), Seed: r.set.seed, Threads: effectiveThreads(r.rc.threads),
 		Epochs: r.set.epochs, Position: r.pos, StepLosses: r.res.StepLosses, EpochResults: r.res.EpochResults,
 		BestLoss: r.bestLoss, HasBest: r.hasBest, TrainSeconds: r.res.TrainSeconds, Reason: reason, Written: time.Now().UTC(),
+		TargetNormalize: r.data.targetMode,
 	}
+	if s := r.data.scaling; s != nil {
+		m.TargetMean, m.TargetStd = s.Mean, s.Std
+	}
+	return m
 }
 
 // checkpoint writes the files train's checkpoint mode asks for: last.ckpt
@@ -368,6 +380,7 @@ func (r *runner) resume() bool {
 		r.errorf(rangeOf(r.lmodel.NameRange), CodeResume, "the checkpoint does not fit the model", "%s: %v.", path, err)
 		return false
 	}
+	r.adoptTarget(path, meta.TargetNormalize, meta.TargetMean, meta.TargetStd)
 	// Warnings about a checkpoint that loaded; one that did not fit says only that.
 	if meta.SourceSHA256 != p.SourceSHA256 {
 		r.warnf(nil, CodeResume, "the source changed since the checkpoint",

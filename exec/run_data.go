@@ -45,6 +45,14 @@ type runData struct {
 
 	opened []data.Dataset
 	norm   *data.Norm
+
+	// The regression target (run_target.go): targetMode is how it is
+	// scaled (standard or none), scaling the numbers when standard, and
+	// targetMean its training mean (the baseline's prediction; nil when
+	// unknown).
+	targetMode string
+	scaling    *TargetScaling
+	targetMean []float64
 }
 
 func (d *runData) close() {
@@ -184,6 +192,13 @@ func (r *runner) openData() bool {
 	ok := r.checkInput(d.train, d.trainBlock) && r.checkTargets(d.train, d.trainBlock)
 	if !ok {
 		return false
+	}
+	r.setupTarget(sp.All)
+	if s := d.scaling; s != nil {
+		r.log.Info("targets standardised for training", "source", d.trainBlock.Name(), "scaling", s.String())
+	}
+	if rs, ok := sp.All.(data.Raster); ok && rs.Straddling() > 0 {
+		r.log.Info("split by blocks", "source", d.trainBlock.Name(), "train_tiles", sp.Train.Len(), "val_tiles", sp.Val.Len(), "straddling", rs.Straddling())
 	}
 	if d.train.Len() == 0 {
 		r.errorf(labelRange(d.trainBlock), CodeData, "no training samples", "source %s holds no samples to train on.", d.trainBlock.Name())

@@ -20,16 +20,27 @@ func (r *runner) evaluate(ctx context.Context, ds data.Dataset, name, part strin
 	}
 	t0 := time.Now()
 	defer func() { r.res.EvalSeconds += time.Since(t0).Seconds() }()
-	set, err := metric.New(metrics, r.task(ds))
+	task := r.task(ds)
+	set, err := metric.New(metrics, task)
 	if err != nil {
 		return nil, err
 	}
+	// The baseline: the training mean everywhere, scored as the model is.
+	var base *metric.Set
+	mean := r.data.targetMean
+	if len(mean) > 0 && task.Kind == metric.Regression && len(metrics) > 0 {
+		if base, err = metric.New(metrics, task); err != nil {
+			return nil, err
+		}
+	}
+	scaling := r.data.scaling
 	loader := data.NewLoader(ds, data.LoaderOptions{BatchSize: batch, Workers: r.p.Loader.Workers, Prefetch: r.p.Loader.Prefetch})
 	counter := r.newCounter(false)
 	it := loader.EpochContext(ctx, 0)
 	defer it.Close()
 	o := int(numel(r.model.OutShape()))
 	out := make([]float32, batch*o)
+	var raw, meanOut []float32
 	var lossSum float64
 	var count int
 	for {
@@ -42,9 +53,27 @@ func (r *runner) evaluate(ctx context.Context, ds data.Dataset, name, part strin
 		}
 		counter.see(b)
 		n := b.N
+		y := b.Y
+		if scaling != nil {
+			// The model is scored on the raw targets, in their units;
+			// its loss on the standardised ones it learnt.
+			raw = append(raw[:0], b.Y...)
+			y = raw
+			scaling.standardise(b.Y, n, len(b.Y)/max(n, 1))
+		}
 		loss, err := r.model.Eval(b, out[:n*o])
+		if err == nil && scaling != nil {
+			scaling.restore(out[:n*o], n, o)
+		}
 		if err == nil {
-			err = set.Add(n, out[:n*o], b.Y, b.Mask)
+			err = set.Add(n, out[:n*o], y, b.Mask)
+		}
+		if err == nil && base != nil {
+			if len(meanOut) < n*o {
+				meanOut = make([]float32, batch*o)
+				fillMean(meanOut, batch, o, mean)
+			}
+			err = base.Add(n, meanOut[:n*o], y, b.Mask)
 		}
 		it.Release(b) // b must not be read after this
 		if err != nil {
@@ -54,6 +83,9 @@ func (r *runner) evaluate(ctx context.Context, ds data.Dataset, name, part strin
 		count += n
 	}
 	ev := &Evaluation{Source: name, Part: part, Samples: count, Metrics: set.Values()}
+	if base != nil {
+		ev.Baseline = base.Values()
+	}
 	if count > 0 {
 		ev.Loss = lossSum / float64(count)
 	}

@@ -24,6 +24,9 @@ import (
 //     a float32 GeoTIFF on the scene's grid, with its CRS and
 //     geotransform (data.WritePrediction). The model's output must be
 //     [K, h, w] for an [C, h, w] input; K is the number of bands written.
+//     A regression the run standardised is written in the target's units
+//     (run_target.go), and pixels where the scene has no data are
+//     nodata (NaN) in every band.
 //   - any other source gives a CSV, one row per sample: its index in the
 //     source, then for a classifier the class (and its name when the
 //     source has names) and its probability, for a binary output the
@@ -69,7 +72,9 @@ func (r *runner) predict(ctx context.Context) {
 		err  error
 	)
 	if raster, ok := ds.(data.Raster); ok && src.Label("kind") == "geotiff" {
-		overlap := 0.0
+		// Half-overlapping windows, blended, leave no seams at window
+		// edges; overlap 0 tiles the scene edge to edge.
+		overlap := 0.5
 		if ov := pb.Field("overlap").First(); ov != nil {
 			overlap = ov.Float
 		}
@@ -137,7 +142,20 @@ func (r *runner) predictRaster(ctx context.Context, raster data.Raster, src *lan
 		}
 		it.Release(b)
 	}
-	if err := data.WritePrediction(path, grid, bands, blend.Result()); err != nil {
+	pred := blend.Result()
+	if s := r.data.scaling; s != nil {
+		s.restore(pred, 1, len(pred)) // back to the target's units
+	}
+	plane := grid.Width * grid.Height
+	nan := float32(math.NaN())
+	for p := range plane {
+		if !raster.Valid(p%grid.Width, p/grid.Width) {
+			for k := range bands {
+				pred[k*plane+p] = nan
+			}
+		}
+	}
+	if err := data.WritePrediction(path, grid, bands, pred); err != nil {
 		return nil, err
 	}
 	return &Prediction{Source: src.Name(), Path: path, Format: "geotiff", Samples: len(wins)}, nil

@@ -62,6 +62,7 @@ func (r *runner) run(ctx context.Context) {
 	if r.rc.resume && !r.resume() {
 		return
 	}
+	r.res.TargetScaling = r.data.scaling
 	if !r.rc.resume && !r.rc.skipTrain {
 		r.warnReplace()
 	}

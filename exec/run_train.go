@@ -109,6 +109,9 @@ func (r *runner) train(ctx context.Context) bool {
 					}
 					counter.see(b)
 					bn := b.N
+					if s := r.data.scaling; s != nil {
+						s.standardise(b.Y, bn, len(b.Y)/max(bn, 1))
+					}
 					loss, err := r.model.TrainStep(b, float64(bn)/float64(gs))
 					it.Release(b) // b must not be read after this
 					if err == nil && (math.IsNaN(loss) || math.IsInf(loss, 0)) {

@@ -11,8 +11,9 @@
 // geotiff.go, synthetic.go each say what their kind reads and how). Paths
 // are relative to WithBase (the .pipe file's folder; the working directory
 // by default). OpenSplit also applies the block's split with
-// SplitByFraction; statistics that normalise inputs are computed on the
-// training part only, so validation scores are honest. Other knobs the
+// SplitByFraction (a geotiff source splits its tiles itself, by tile or
+// by blocks of pixels); statistics that normalise inputs are computed on
+// the training part only, so validation scores are honest. Other knobs the
 // block does not hold are Options: WithSeed (the file's seed), WithNorm
 // (reuse the training source's normalisation for an evaluation source),
 // WithChannels (1-channel images), WithWorkers, WithCacheBytes.
@@ -23,7 +24,9 @@
 // executor to turn into diagnostics.
 //
 // Optional interfaces give what some kinds know beyond Dataset:
-// Normalized (the normalisation applied), ClassNamer (class names),
+// Normalized (the normalisation applied), TargetNormalized (the
+// regression targets' statistics over the training part, with which the
+// executor standardises them), ClassNamer (class names),
 // Tabular (the input columns after one-hot encoding), Skipper (images
 // left out under strict false) and Raster (a geotiff's grid, tiles and
 // windows, for predict). Subset (from SplitByFraction) wraps a parent;

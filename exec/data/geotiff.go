@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"sync"
 
 	"github.com/airbusgeo/godal"
@@ -30,18 +31,32 @@ import (
 // statistics are our own pass over every valid pixel of the scene, made
 // when the source opens (it also reads every block, so a truncated or
 // corrupt file fails at Open rather than mid-training). They are computed
-// on the whole scene, not the training tiles: tiles overlap and share
-// pixels, so the split is by tile, not by pixel.
+// on the whole scene, validation tiles included: the bands carry nothing
+// of the target, so this tells the model nothing it is scored on.
 //
 // target is a raster warped onto the scene's grid (its geotransform, size
 // and CRS) with bilinear resampling (gdalwarp through godal, into memory):
 // a target in another CRS is reprojected; one that covers only part of
 // the scene leaves the rest nodata. Open fails when either raster has no
 // CRS or geotransform, and when they do not overlap at all. The target
-// (its band 1) becomes y, [1, H, W] in the target's units, not
-// normalised; the mask is 1 where both the scene and the warped target are
-// valid. Tiles whose mask is all 0 are left out (Dropped counts them). The
-// warped target is kept in memory (4 bytes a scene pixel).
+// (its band 1) becomes y, [1, H, W] in the target's units; the mask is 1
+// where both the scene and the warped target are valid. Tiles whose mask
+// is all 0 are left out (Dropped counts them). The warped target is kept
+// in memory (4 bytes a scene pixel).
+//
+// y is never scaled here: the executor standardises a regression target
+// for training and maps the model's outputs back with the same numbers
+// (a resumed run's are its checkpoint's), so it is the one to apply them.
+// TargetNorm gives them: the mean and standard deviation of the target
+// over the valid pixels that the training tiles cover (each pixel once,
+// however many tiles overlap it), and whether target_normalize asks for
+// them (standard, the default) or not (none).
+//
+// split cuts the tiles in two when the source opens (OpenSplit takes the
+// parts from here): by tile, with SplitByFraction's shuffle, or with
+// blocks N by square blocks of N pixels (splitByBlocks), so that no
+// validation tile shares a pixel with a training tile. Overlapping tiles
+// split by tile do share pixels: their validation scores are optimistic.
 //
 // GDAL handles are not safe for concurrent use, so the dataset keeps a
 // pool of handles: a Read takes a free one, or opens another, and gives it
@@ -83,6 +98,12 @@ type Raster interface {
 	// Dropped is how many tiles were left out for having no valid
 	// target pixel.
 	Dropped() int
+	// Valid reports whether the scene has data at column x, row y: every
+	// selected band holds a value that is not its nodata.
+	Valid(x, y int) bool
+	// Straddling is how many tiles a split by blocks left out of both
+	// parts for lying across a training and a validation block.
+	Straddling() int
 }
 
 var gdalOnce sync.Once
@@ -156,14 +177,25 @@ type geotiffDataset struct {
 	nodata   []float64 // per selected band; NaN when none
 	norm     Norm
 	target   []float32 // warped, Width×Height; NaN where invalid; nil without target
+	scene    []bool    // Width×Height: every selected band has data
 	tiles    []Window
 	th, tw   int
 	pool     *handlePool
 	dropped  int
 	coverage float64
+
+	// The split, made at Open: parts of tiles, by index.
+	split          bool
+	trainIx, valIx []int
+	straddling     int
+	tnorm          Norm // the target's statistics over the training pixels
+	targetStandard bool // target_normalize standard
 }
 
-var _ Raster = (*geotiffDataset)(nil)
+var (
+	_ Raster           = (*geotiffDataset)(nil)
+	_ TargetNormalized = (*geotiffDataset)(nil)
+)
 
 func openGeoTIFF(b *lang.Block, c *config) (Dataset, error) {
 	gdalInit()
@@ -252,6 +284,7 @@ func openGeoTIFF(b *lang.Block, c *config) (Dataset, error) {
 	if err != nil {
 		return nil, blockErr(b, "path", err)
 	}
+	d.scene = valid
 
 	if tp := strField(b, "target"); tp != "" {
 		if gtErr != nil || d.grid.Projection == "" {
@@ -260,6 +293,7 @@ func openGeoTIFF(b *lang.Block, c *config) (Dataset, error) {
 		if d.target, err = warpTarget(c, tp, d.grid); err != nil {
 			return nil, blockErr(b, "target", err)
 		}
+		valid = slices.Clone(valid)
 		n := 0
 		for p, t := range d.target {
 			if !valid[p] || math.IsNaN(float64(t)) {
@@ -301,8 +335,97 @@ func openGeoTIFF(b *lang.Block, c *config) (Dataset, error) {
 	if len(d.tiles) == 0 {
 		return nil, blockErr(b, "tile", fmt.Errorf("%s: no tile has a valid target pixel (%d left out)", d.path, d.dropped))
 	}
+	if err := d.splitTiles(b, c); err != nil {
+		return nil, blockErr(b, "split", err)
+	}
+	if d.target != nil {
+		d.targetStandard = strField(b, "target_normalize") != "none"
+		d.tnorm = d.targetStats()
+	}
 	ok = true
 	return d, nil
+}
+
+// splitTiles makes the block's split, when it has one.
+func (d *geotiffDataset) splitTiles(b *lang.Block, c *config) error {
+	frac, seed, ok := splitOf(b, c)
+	if !ok {
+		return nil
+	}
+	d.split = true
+	bv := b.Arg("split", "blocks")
+	if bv == nil {
+		d.trainIx, d.valIx = splitIndices(len(d.tiles), frac, seed)
+		return nil
+	}
+	size := int(bv.Int)
+	if size < max(d.th, d.tw) {
+		return fmt.Errorf("blocks %d are smaller than the %dx%d tiles, so no tile lies in one block; give blocks of at least %d", size, d.th, d.tw, max(d.th, d.tw))
+	}
+	var err error
+	d.trainIx, d.valIx, d.straddling, err = splitByBlocks(d.tiles, d.grid.Width, d.grid.Height, size, frac, seed)
+	if err != nil {
+		return fmt.Errorf("%s: %w", d.path, err)
+	}
+	return nil
+}
+
+// parts implements splitter.
+func (d *geotiffDataset) parts() (train, val []int, ok bool) { return d.trainIx, d.valIx, d.split }
+
+// targetStats is the mean and standard deviation of the warped target
+// over the valid pixels the training tiles cover (all tiles without a
+// split), each pixel counted once: a 2-D difference array marks the
+// tiles' coverage in one pass over the scene, however much they overlap.
+func (d *geotiffDataset) targetStats() Norm {
+	w, h := d.grid.Width, d.grid.Height
+	W := w + 1
+	diff := make([]int32, W*(h+1))
+	mark := func(t Window) {
+		diff[t.Y*W+t.X]++
+		diff[t.Y*W+t.X+t.W]--
+		diff[(t.Y+t.H)*W+t.X]--
+		diff[(t.Y+t.H)*W+t.X+t.W]++
+	}
+	if d.split {
+		for _, i := range d.trainIx {
+			mark(d.tiles[i])
+		}
+	} else {
+		for _, t := range d.tiles {
+			mark(t)
+		}
+	}
+	// Prefix sums along rows, then down columns, turn diff into counts.
+	for y := range h + 1 {
+		for x := 1; x < W; x++ {
+			diff[y*W+x] += diff[y*W+x-1]
+		}
+	}
+	var n, sum, sq float64
+	for y := range h {
+		for x := range w {
+			if y > 0 {
+				diff[y*W+x] += diff[(y-1)*W+x]
+			}
+			t := float64(d.target[y*w+x])
+			if diff[y*W+x] == 0 || math.IsNaN(t) {
+				continue
+			}
+			n++
+			sum += t
+			sq += t * t
+		}
+	}
+	if n == 0 {
+		return Norm{}
+	}
+	mean := sum / n
+	std := math.Sqrt(max(sq/n-mean*mean, 0))
+	if std == 0 {
+		std = 1
+	}
+	return Norm{Mean: []float64{mean}, Std: []float64{std}}
 }
 
 func missingGeo(gtErr error, proj string) string {
@@ -530,7 +653,15 @@ func (d *geotiffDataset) Grid() GeoGrid     { return d.grid }
 func (d *geotiffDataset) Tile(i int) Window { return d.tiles[i] }
 func (d *geotiffDataset) Coverage() float64 { return d.coverage }
 func (d *geotiffDataset) Dropped() int      { return d.dropped }
+func (d *geotiffDataset) Straddling() int   { return d.straddling }
 func (d *geotiffDataset) Close() error      { return d.pool.close() }
+
+func (d *geotiffDataset) Valid(x, y int) bool {
+	return x >= 0 && y >= 0 && x < d.grid.Width && y < d.grid.Height && d.scene[y*d.grid.Width+x]
+}
+
+// TargetNorm implements TargetNormalized; without a target it is empty.
+func (d *geotiffDataset) TargetNorm() (Norm, bool) { return d.tnorm, d.targetStandard }
 
 func (d *geotiffDataset) Read(i int, x, y, mask []float32) error {
 	if i < 0 || i >= len(d.tiles) {

@@ -92,6 +92,29 @@ type Normalized interface {
 	Norm() Norm
 }
 
+// TargetNormalized is implemented by datasets that know the statistics of
+// their regression targets over the training part (a geotiff source with
+// a target). The dataset does not scale y itself: the executor
+// standardises targets for training, y' = (y − Mean[k]) / Std[k] for
+// target channel k, and maps the model's outputs back with the same
+// numbers, those a checkpoint keeps.
+type TargetNormalized interface {
+	// TargetNorm returns the targets' mean and standard deviation per
+	// channel over the valid positions of the training part (empty when
+	// there are none), and whether the block asks for the targets to be
+	// standardised (target_normalize standard, the default).
+	TargetNorm() (n Norm, standardise bool)
+}
+
+// splitter is implemented by datasets that split themselves when they
+// open (a geotiff source, whose split may go by blocks of pixels and whose
+// target statistics need the training part).
+type splitter interface {
+	// parts returns the training and validation samples, and false when
+	// the block has no split.
+	parts() (train, val []int, ok bool)
+}
+
 // SourceError is an error about a source block: Subject is the range of
 // the field it concerns (the path of a missing file, the tile that does
 // not fit), or the block when no field does. The executor turns it into a
@@ -169,13 +192,20 @@ func (s *Split) Close() error { return s.All.Close() }
 
 // OpenSplit opens a source and, when its block has a split field, splits
 // it with SplitByFraction using the split's seed (WithSeed's, or 0, when
-// the split has none).
+// the split has none). A geotiff source splits its tiles itself, the same
+// way, or by blocks of pixels when its split says blocks.
 func OpenSplit(b *lang.Block, opts ...Option) (*Split, error) {
 	ds, err := Open(b, opts...)
 	if err != nil {
 		return nil, err
 	}
 	s := &Split{All: ds, Train: ds}
+	if sp, ok := ds.(splitter); ok {
+		if tr, va, ok := sp.parts(); ok {
+			s.Train, s.Val = NewSubset(ds, tr), NewSubset(ds, va)
+		}
+		return s, nil
+	}
 	if frac, seed, ok := splitOf(b, newConfig(opts)); ok {
 		s.Train, s.Val = SplitByFraction(ds, frac, seed)
 	}

@@ -23,6 +23,7 @@ const (
 	saltAugment = 0x5a17_0003
 	saltSynth   = 0x5a17_0004
 	saltSample  = 0x5a17_0005
+	saltBlocks  = 0x5a17_0006
 )
 
 // mix hashes a sequence of words into one seed (SplitMix64's finaliser

@@ -6,6 +6,7 @@ import (
 	"math"
 
 	"pipe/exec"
+	"pipe/exec/metric"
 	"pipe/planner/plan"
 )
 
@@ -50,6 +51,12 @@ type Report struct {
 	Metrics    map[string]*float64 `json:"metrics"`
 	FinalLoss  *float64            `json:"final_loss"`
 	Evaluation *Evaluated          `json:"evaluation,omitempty"`
+	// BaselineMetrics are the final evaluation's metrics for predicting
+	// the training mean everywhere (a regression with a known mean).
+	BaselineMetrics map[string]*float64 `json:"baseline_metrics,omitempty"`
+	// TargetScaling is how the regression targets were standardised for
+	// training; losses are in those units, metrics in the target's.
+	TargetScaling *exec.TargetScaling `json:"target_scaling,omitempty"`
 	// LossesPerEpoch holds every completed epoch; StepLosses every
 	// optimizer step's training loss.
 	LossesPerEpoch []Epoch    `json:"losses_per_epoch"`
@@ -136,8 +143,12 @@ func metrics(ev *exec.Evaluation) map[string]*float64 {
 	if ev == nil {
 		return nil
 	}
-	m := make(map[string]*float64, len(ev.Metrics))
-	for _, v := range ev.Metrics {
+	return values(ev.Metrics)
+}
+
+func values(vs []metric.Value) map[string]*float64 {
+	m := make(map[string]*float64, len(vs))
+	for _, v := range vs {
 		m[v.Name] = num(v.Value)
 	}
 	return m
@@ -166,7 +177,11 @@ func New(res *exec.Result, p *plan.Plan) *Report {
 		r.Metrics = metrics(res.Final)
 		r.FinalLoss = num(res.Final.Loss)
 		r.Evaluation = &Evaluated{Source: res.Final.Source, Part: res.Final.Part, Samples: res.Final.Samples}
+		if len(res.Final.Baseline) > 0 {
+			r.BaselineMetrics = values(res.Final.Baseline)
+		}
 	}
+	r.TargetScaling = res.TargetScaling
 	for _, e := range res.EpochResults {
 		ep := Epoch{Epoch: e.Epoch, Step: e.Step, TrainLoss: num(e.TrainLoss), LR: e.LR, Seconds: e.Seconds}
 		if e.Val != nil {

@@ -25,10 +25,27 @@ func Summary(w io.Writer, res *exec.Result, reportPath, curvePath string) {
 	}
 	if f := res.Final; f != nil {
 		fmt.Fprintf(w, "  %s (%s, %s): loss %.4f", f.Source, f.Part, count(int64(f.Samples), "sample"), f.Loss)
+		if res.TargetScaling != nil {
+			fmt.Fprint(w, " (standardised target)")
+		}
 		for _, m := range f.Metrics {
 			fmt.Fprintf(w, ", %s %.4f", m.Name, m.Value)
 		}
 		fmt.Fprintln(w)
+		if len(f.Baseline) > 0 {
+			fmt.Fprint(w, "  baseline (predict the mean")
+			if s := res.TargetScaling; s != nil && len(s.Mean) == 1 {
+				fmt.Fprintf(w, ", %.4g", s.Mean[0])
+			}
+			fmt.Fprint(w, "):")
+			for i, m := range f.Baseline {
+				if i > 0 {
+					fmt.Fprint(w, ",")
+				}
+				fmt.Fprintf(w, " %s %.4f", m.Name, m.Value)
+			}
+			fmt.Fprintln(w)
+		}
 	}
 	if res.Memory.Measured > 0 {
 		fmt.Fprintf(w, "  memory: %s measured (model %s, loader %s), %s planned\n",
