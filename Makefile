@@ -7,7 +7,7 @@
 #   make run     build, fetch data, check the examples, train the Fashion-MNIST CNN on the CPU
 #   make fmt     gofmt -w the Go files, pipe fmt -w the examples
 #   make lint    gofmt -l must be empty, go vet
-#   make bench   go test -bench over ./bench/...
+#   make bench   go test -bench over ./bench/..., then pipe's step time against PyTorch's
 #   make editor  package the VS Code extension (editor/vscode/pipe.vsix)
 #   make clean   remove build outputs (distclean also removes data/)
 
@@ -117,9 +117,24 @@ lint: deps
 	if [ -n "$$bad" ]; then echo "lint: not gofmt-ed (run make fmt):"; echo "$$bad"; exit 1; fi
 	$(GO) vet ./...
 
+# bench: the Go benchmarks of bench/, then pipe's training step against PyTorch's on this
+# machine (go run ./bench/cmd/ratios: ratio pipe/PyTorch per model, bench/results.json).
+# Debian's python3-torch is installed when $(TORCH_PYTHON) cannot import torch; when that
+# fails the comparison is skipped with a message. RATIOSFLAGS='-rounds 3' passes flags.
+TORCH_PYTHON ?= /usr/bin/python3
+RATIOSFLAGS  ?=
 bench: deps
-	@if [ -z "$$(find bench -name '*.go' 2>/dev/null)" ]; then echo "bench: no benchmarks under bench/ yet"; exit 0; fi; \
-	set -x; $(GO) test -run=NONE -bench=. $(BENCHFLAGS) ./bench/...
+	$(GO) test -run=NONE -bench=. $(BENCHFLAGS) ./bench/...
+	@if ! $(TORCH_PYTHON) -c 'import torch' 2>/dev/null; then \
+	  echo "bench: installing python3-torch for the PyTorch comparison"; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch || \
+	  { $(SUDO) apt-get update -qq && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch; } || true; \
+	fi; \
+	if ! $(TORCH_PYTHON) -c 'import torch' 2>/dev/null; then \
+	  echo "bench: skipping the PyTorch comparison: $(TORCH_PYTHON) cannot import torch, and installing python3-torch did not help (set TORCH_PYTHON to a Python that can)"; \
+	  exit 0; \
+	fi; \
+	set -x; $(GO) run ./bench/cmd/ratios -python $(TORCH_PYTHON) $(RATIOSFLAGS)
 
 clean:
 	rm -rf bin out

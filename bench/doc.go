@@ -6,5 +6,12 @@
 //	go test ./bench -run SeedFigures -v     estimates beside the published peaks
 //	go test ./bench -run NONE -bench .      BenchmarkPlan200Layers
 //
-// Speed is measured here, as benchmarks, never as timed tests.
+// bench/models holds the models pipe's CPU training step is compared on
+// with PyTorch's (an MLP, the Fashion-MNIST CNN, a small U-Net), and
+// bench/cmd/ratios runs the comparison: the same models, built for
+// PyTorch from a spec pipe writes (bench/torchspec, bench/torch_step.py),
+// timed interleaved on the same machine in one run, reported as the ratio
+// pipe/PyTorch per model (make bench runs both).
+//
+// Speed is measured here, as benchmarks and ratios, never as timed tests.
 package bench
