@@ -1,7 +1,8 @@
 // Command ratios times pipe's training step beside PyTorch's on the same
 // machine, in one run, and prints the ratio pipe/PyTorch per model:
 //
-//	go run ./bench/cmd/ratios [-rounds 5] [-warmup 5] [-round-time 1.5s] [-threads 0] [-json bench/results.json] [FILE.pipe...]
+//	go run ./bench/cmd/ratios [-rounds 5] [-warmup 5] [-round-time 1.5s] [-threads 0] [-quiet 0.2]
+//	                          [-json bench/results.json] [FILE.pipe...]
 //
 // (make bench runs it after the Go benchmarks). The models are the .pipe
 // files given, bench/models/*.pipe by default; the PyTorch side builds
@@ -23,6 +24,14 @@
 // warm-up so that a side's round takes about -round-time. The figures are
 // medians over all timed steps; the spread of the per-round ratios is
 // printed beside them. Nothing here asserts a time.
+//
+// The machine may be shared. /proc tells how much of the CPUs' time
+// processes other than the two sides took during each model's round; a
+// round where that share is above -quiet is run again (at most three
+// times), after waiting up to -quiet-wait for a quiet second, and the
+// share is reported beside the ratios. PyTorch's OpenMP threads slow down
+// far more than pipe's workers on a busy machine, so ratios measured
+// then flatter pipe.
 package main
 
 import (
