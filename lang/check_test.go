@@ -2,12 +2,12 @@ package lang_test
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"pipe/internal/chunkedfile"
+	"pipe/internal/golden"
 	"strings"
 	"testing"
 
@@ -16,8 +16,6 @@ import (
 	"pipe/lang/render"
 	"pipe/stdlib"
 )
-
-var update = flag.Bool("update", false, "rewrite golden files that changed")
 
 func check(name string, src []byte) (*lang.Program, diag.Diagnostics) {
 	f, ds := lang.Parse(name, src)
@@ -72,24 +70,7 @@ func TestGolden(t *testing.T) {
 		_, ds := check(name, src)
 		var b bytes.Buffer
 		_ = render.Text(&b, ds, render.Sources{name: src}, render.Options{})
-		goldenFile(t, strings.TrimSuffix(p, ".pipe")+".diag", b.String())
-	}
-}
-
-func goldenFile(t *testing.T, path, got string) {
-	t.Helper()
-	want, err := os.ReadFile(path)
-	if *update && (err != nil || string(want) != got) {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs; run go test -update and review.\ngot:\n%s", path, got)
+		golden.Check(t, strings.TrimSuffix(p, ".pipe")+".diag", b.Bytes())
 	}
 }
 

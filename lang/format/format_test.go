@@ -3,7 +3,6 @@ package format
 import (
 	"bytes"
 	"errors"
-	"flag"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,12 +10,11 @@ import (
 	"strings"
 	"testing"
 
+	"pipe/internal/golden"
 	"pipe/lang/diag"
 	"pipe/lang/syntax"
 	"pipe/stdlib"
 )
-
-var update = flag.Bool("update", false, "rewrite the golden files that changed")
 
 // layers is the option pipe fmt passes: the registry's layer names.
 var layers = WithLayers(stdlib.IsLayer)
@@ -36,28 +34,8 @@ func TestGolden(t *testing.T) {
 				t.Fatalf("Source: %v", err)
 			}
 			checkInvariants(t, src, got)
-			golden(t, strings.TrimSuffix(path, ".pipe")+".fmt", got)
+			golden.Check(t, strings.TrimSuffix(path, ".pipe")+".fmt", got)
 		})
-	}
-}
-
-// golden compares got with the file at path, or rewrites the file under
-// -update when they differ.
-func golden(t *testing.T, path string, got []byte) {
-	t.Helper()
-	want, err := os.ReadFile(path)
-	if *update && (err != nil || !bytes.Equal(want, got)) {
-		if err := os.WriteFile(path, got, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		t.Logf("updated %s", path)
-		return
-	}
-	if err != nil {
-		t.Fatalf("%v (run go test ./lang/format -update to create it)", err)
-	}
-	if !bytes.Equal(want, got) {
-		t.Errorf("%s differs from the output; run go test ./lang/format -update and review the diff.\ngot:\n%s", path, got)
 	}
 }
 

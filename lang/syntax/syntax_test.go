@@ -1,39 +1,18 @@
 package syntax
 
 import (
-	"flag"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"pipe/internal/golden"
 	"pipe/lang/ast"
 )
 
-var update = flag.Bool("update", false, "rewrite golden files that changed")
-
-// golden compares got with the file, or rewrites the file under -update
-// when they differ.
-func golden(t *testing.T, path, got string) {
-	t.Helper()
-	want, err := os.ReadFile(path)
-	if *update && (err != nil || string(want) != got) {
-		if err := os.WriteFile(path, []byte(got), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	if err != nil {
-		t.Fatalf("%v (run go test -update to create it)", err)
-	}
-	if string(want) != got {
-		t.Errorf("%s differs from the output; run go test -update and review the diff.\ngot:\n%s", path, got)
-	}
-}
-
 func TestGrammarEBNF(t *testing.T) {
-	golden(t, "testdata/grammar.ebnf", EBNF()+"\n")
+	golden.Check(t, "testdata/grammar.ebnf", []byte(EBNF()+"\n"))
 }
 
 func examples(t testing.TB) map[string][]byte {
