@@ -82,15 +82,9 @@
 //
 // # Speed
 //
-// Median (best) milliseconds per step, interleaved runs on the project
-// machine, both with 2 threads, PyTorch 1.13.1 from Debian (oneDNN
-// convolutions):
-//
-//	                              this package        PyTorch
-//	MLP 784-256-128-10, b64         1.1 (0.93)       2.0–2.5 (1.3)
-//	Fashion CNN, b64               22–27 (21.4)      35–43 (27)
-//	U-Net depth 3 width 32, b8    274–293 (224)     348–413 (225)
-//
-// The machine is shared and its timings vary by 2× between minutes; the
-// ratios above come from runs taken back to back.
+// `make bench` compares this package's training step with PyTorch's on the
+// same machine, in one run, with the networks built from the same graph
+// and started from the same weights (bench/cmd/ratios). Nothing here states
+// a speed of its own: timings on a shared machine move by 2× between
+// minutes, and only ratios taken back to back mean anything.
 package cpu
