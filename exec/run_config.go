@@ -149,7 +149,9 @@ func settingsOf(prog *lang.Program, rc *runConfig) settings {
 			s.metrics = append(s.metrics, e.Str)
 		}
 	}
-	if v := train.Field("checkpoint").First(); v != nil && !v.Auto {
+	// "checkpoint" is gradient checkpointing, which the plan carries; "save"
+	// says which checkpoint files to write.
+	if v := train.Field("save").First(); v != nil && !v.Auto {
 		s.ckptMode = v.Str
 	}
 	if v := train.Arg("schedule", "kind"); v != nil {

@@ -57,7 +57,7 @@ func (r *runner) preflight() bool {
 				at = fieldRange(train, "checkpoint_dir")
 			}
 			r.errorf(at, CodeCheckpoint, "cannot write checkpoints to "+r.set.ckptDir,
-				"%s. Nothing was trained. Give a folder that can be written with --checkpoint-dir, or write checkpoint none in train.", diskFull(err))
+				"%s. Nothing was trained. Give a folder that can be written with --checkpoint-dir, or write save none in train.", diskFull(err))
 			ok = false
 		}
 	}

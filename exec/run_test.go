@@ -364,3 +364,27 @@ predict { source rows  write "out/pred.csv" }
 }
 
 func ftoa(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
+
+// TestSaveIsNotGradientCheckpointing: "checkpoint none" turns off gradient
+// checkpointing only; checkpoint files follow "save".
+func TestSaveIsNotGradientCheckpointing(t *testing.T) {
+	last := func(j *job) bool {
+		_, err := os.Stat(filepath.Join(j.dir, "ckpt", exec.LastCheckpoint))
+		return err == nil
+	}
+	grad := newJob(t, strings.Replace(accumulating, "  loss cross_entropy\n", "  loss cross_entropy\n  checkpoint none\n", 1))
+	mustRun(t, grad, nil)
+	if !last(grad) {
+		t.Error("checkpoint none stopped the run from writing its checkpoint file")
+	}
+	all := newJob(t, strings.Replace(accumulating, "  loss cross_entropy\n", "  loss cross_entropy\n  save all\n", 1))
+	mustRun(t, all, nil)
+	if _, err := os.Stat(filepath.Join(all.dir, "ckpt", "epoch-001.ckpt")); err != nil {
+		t.Errorf("save all wrote no per-epoch file: %v", err)
+	}
+	none := newJob(t, strings.Replace(accumulating, "  loss cross_entropy\n", "  loss cross_entropy\n  save none\n", 1))
+	mustRun(t, none, nil)
+	if last(none) {
+		t.Error("save none still wrote a checkpoint file")
+	}
+}

@@ -299,6 +299,8 @@ func trainFields() []*lang.FieldSpec {
 			arg("metrics", lang.TList, "Any of accuracy, miou, mae, rmse, f1.", positional, required, elem(lang.TEnum), enum(metrics...))),
 		field("checkpoint", "Gradient checkpointing: auto recomputes activations in the backward pass only where they would not fit, none never does, all recomputes as much as saves the most memory.",
 			arg("checkpoint", lang.TEnum, "auto | none | all.", positional, required, enum("auto", "none", "all"), auto, def("auto"))),
+		field("save", "Which checkpoint files a run writes: auto keeps the last and the best epoch, all also one per epoch, none writes none (and an interrupted run cannot resume).",
+			arg("save", lang.TEnum, "auto | none | all.", positional, required, enum("auto", "none", "all"), auto, def("auto"))),
 		field("checkpoint_dir", "Where the run's checkpoint files (written every epoch and on interrupt) go.",
 			arg("checkpoint_dir", lang.TString, "A folder path.", positional, required, def(`"checkpoints"`))),
 		field("fuse", "Whether adjacent ops are fused into one kernel; auto lets the planner decide.",

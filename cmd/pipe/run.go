@@ -238,7 +238,7 @@ func runRun(a *app, args []string) int {
 		case res.SamplesTrained == 0:
 			where = "nothing was trained since " + res.Checkpoint + ", which is unchanged"
 		case res.Checkpoint == "":
-			where = "no checkpoint was written (checkpoint none)"
+			where = "no checkpoint was written (save none)"
 		default:
 			where = "checkpoint written to " + res.Checkpoint
 		}
