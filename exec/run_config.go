@@ -9,16 +9,16 @@ import (
 )
 
 // ConfigFromPlan is the Config a backend builds the plan's model with: the
-// batch, precision, checkpoint segments, fusion groups and folds from the
-// plan; the seed, the loss and the optimizer's settings from the program
-// as written. Threads is left 0 (GOMAXPROCS).
+// batch, precision, loss, checkpoint segments, fusion groups and folds
+// from the plan; the seed and the optimizer's settings from the program as
+// written. Threads is left 0 (GOMAXPROCS).
 func ConfigFromPlan(p *plan.Plan, prog *lang.Program) Config {
 	train := prog.Block("train")
 	cfg := Config{
 		Batch:     int(p.BatchSize),
 		Precision: p.Precision.Compute,
 		Seed:      uint64(seedOf(prog)),
-		Loss:      Loss{Kind: lossOf(prog)},
+		Loss:      Loss{Kind: p.Loss},
 		Optimizer: optimizerOf(p, train),
 	}
 	for _, s := range p.Checkpoint.Segments {
@@ -53,42 +53,6 @@ func fileSeed(prog *lang.Program) int64 {
 		return v.Int
 	}
 	return 0
-}
-
-// lossOf is the loss as written, or the one the training data implies, by
-// the planner's rule (the plan does not record it): mse for geotiff and
-// for synthetic sources without classes, cross_entropy otherwise.
-func lossOf(prog *lang.Program) string {
-	train := prog.Block("train")
-	if v := train.Field("loss").First(); v != nil {
-		return v.Str
-	}
-	if src := trainSource(prog); src != nil {
-		switch src.Label("kind") {
-		case "geotiff":
-			return "mse"
-		case "synthetic":
-			if src.Field("classes") == nil {
-				return "mse"
-			}
-		}
-	}
-	return "cross_entropy"
-}
-
-// trainSource is the block train reads: its source field, the source
-// named train, or the only source; nil when none is.
-func trainSource(prog *lang.Program) *lang.Block {
-	if v := prog.Block("train").Field("source").First(); v != nil {
-		return prog.Named("source", v.Str)
-	}
-	if b := prog.Named("source", "train"); b != nil {
-		return b
-	}
-	if srcs := prog.BlocksOf("source"); len(srcs) == 1 {
-		return srcs[0]
-	}
-	return nil
 }
 
 // optimizerOf reads the optimizer's settings with PyTorch's defaults; the

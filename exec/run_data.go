@@ -161,7 +161,7 @@ func plural(n int, one, many string) string {
 func (r *runner) openData() bool {
 	d := &r.data
 	train := r.prog.Block("train")
-	d.trainBlock = trainSource(r.prog)
+	d.trainBlock = r.prog.TrainSource()
 	if d.trainBlock == nil {
 		var at *diag.Range
 		if train != nil {

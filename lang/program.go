@@ -35,6 +35,22 @@ func (p *Program) BlocksOf(kind string) []*Block {
 	return out
 }
 
+// TrainSource is the source train reads: the one its source field names,
+// else the source named train, else the only source; nil when none is
+// (the checker reports that). The planner and the executor both follow it.
+func (p *Program) TrainSource() *Block {
+	if v := p.Block("train").Arg("source", "source"); v != nil {
+		return p.Named("source", v.Str)
+	}
+	if b := p.Named("source", "train"); b != nil {
+		return b
+	}
+	if srcs := p.BlocksOf("source"); len(srcs) == 1 {
+		return srcs[0]
+	}
+	return nil
+}
+
 // Block returns the first block with the given keyword, or nil.
 func (p *Program) Block(kind string) *Block {
 	for _, b := range p.Blocks {

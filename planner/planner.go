@@ -112,6 +112,7 @@ func (pl *planner) run() {
 	prec := pl.pickPrecision()
 	opt := pl.optimizer()
 	loss := pl.loss()
+	pl.plan.Loss = loss
 	pl.fuse()
 	if pl.dev.Kind == plan.BackendCPU {
 		pl.cost = newCPUCostModel(g, pl.fusedGroups(), loss, int64(opt.StateBuffers), pl.dev.Cores)
@@ -349,21 +350,8 @@ func (pl *planner) loss() string {
 	return "cross_entropy"
 }
 
-// source is the block train reads: its source field, the source named
-// train, or the only source.
-func (pl *planner) source() *lang.Block {
-	if v := pl.train.Field("source").First(); v != nil {
-		return pl.prog.Named("source", v.Str)
-	}
-	srcs := pl.prog.BlocksOf("source")
-	if b := pl.prog.Named("source", "train"); b != nil {
-		return b
-	}
-	if len(srcs) == 1 {
-		return srcs[0]
-	}
-	return nil
-}
+// source is the block train reads (lang's rule, Program.TrainSource).
+func (pl *planner) source() *lang.Block { return pl.prog.TrainSource() }
 
 // budget returns the memory a plan may use on the device, and fills the
 // plan's capacity, margin and reserve.

@@ -65,11 +65,14 @@ type Plan struct {
 	Memory     Memory     `json:"memory"`
 	Checkpoint Checkpoint `json:"checkpoint"`
 	Fusion     Fusion     `json:"fusion"`
-	Optimizer  Optimizer  `json:"optimizer"`
-	Loader     Loader     `json:"loader"`
-	StepTime   StepTime   `json:"step_time"`
-	Layers     []Layer    `json:"layers"`
-	Decisions  []Decision `json:"decisions"`
+	// Loss is the loss minimised: as written, or the one the data implies
+	// (mse for rasters and unlabelled synthetic data, else cross_entropy).
+	Loss      string     `json:"loss"`
+	Optimizer Optimizer  `json:"optimizer"`
+	Loader    Loader     `json:"loader"`
+	StepTime  StepTime   `json:"step_time"`
+	Layers    []Layer    `json:"layers"`
+	Decisions []Decision `json:"decisions"`
 }
 
 // Device is the device a plan is made for, whatever described it: the
