@@ -214,22 +214,9 @@ func GraphCosts(p *lang.Program) *Costs {
 		if g == nil {
 			continue
 		}
-		index := map[[2]int]int{}
+		sum := newLayerSums(c)
 		for _, n := range g.Nodes {
-			if n.Op == "input" || n.Range.IsZero() {
-				continue
-			}
-			key := [2]int{n.Range.Start.Byte, n.Range.End.Byte}
-			i, ok := index[key]
-			if !ok {
-				i = len(c.Layers)
-				index[key] = i
-				c.Layers = append(c.Layers, LayerCost{Range: n.Range, Layer: n.Layer})
-			}
-			l := &c.Layers[i]
-			l.Out = n.Out
-			l.Params = satAdd(l.Params, n.Params)
-			l.ActivationBytes = satAdd(l.ActivationBytes, satMul(satAdd(satMul(n.Saved, elem), n.SavedAux), batch))
+			sum.add(n, n.Out, n.Params, satMul(satAdd(satMul(n.Saved, elem), n.SavedAux), batch))
 		}
 	}
 	countCopies(p, c)

@@ -33,24 +33,40 @@ func CostsFromPlan(prog *lang.Program, p *plan.Plan) *Costs {
 		Precision:    p.Precision.Activations,
 		Batch:        p.BatchSize,
 	}
-	index := map[[2]int]int{}
+	sum := newLayerSums(c)
 	for _, l := range p.Layers {
-		n := byName[l.Name]
-		if n == nil || n.Op == "input" || n.Range.IsZero() {
-			continue
+		if n := byName[l.Name]; n != nil {
+			sum.add(n, l.Out, l.Params, l.ActivationBytes)
 		}
-		key := [2]int{n.Range.Start.Byte, n.Range.End.Byte}
-		i, ok := index[key]
-		if !ok {
-			i = len(c.Layers)
-			index[key] = i
-			c.Layers = append(c.Layers, LayerCost{Range: n.Range, Layer: n.Layer})
-		}
-		lc := &c.Layers[i]
-		lc.Out = l.Out
-		lc.Params = satAdd(lc.Params, l.Params)
-		lc.ActivationBytes = satAdd(lc.ActivationBytes, l.ActivationBytes)
 	}
 	countCopies(prog, c)
 	return c
+}
+
+// layerSums adds up per-node figures per layer call: the nodes a call
+// expands into share its source range.
+type layerSums struct {
+	c     *Costs
+	index map[[2]int]int
+}
+
+func newLayerSums(c *Costs) *layerSums { return &layerSums{c: c, index: map[[2]int]int{}} }
+
+// add counts one node of the graph; the input node and nodes without a
+// source range are left out.
+func (s *layerSums) add(n *stdlib.Node, out []int64, params, activationBytes int64) {
+	if n.Op == "input" || n.Range.IsZero() {
+		return
+	}
+	key := [2]int{n.Range.Start.Byte, n.Range.End.Byte}
+	i, ok := s.index[key]
+	if !ok {
+		i = len(s.c.Layers)
+		s.index[key] = i
+		s.c.Layers = append(s.c.Layers, LayerCost{Range: n.Range, Layer: n.Layer})
+	}
+	lc := &s.c.Layers[i]
+	lc.Out = out
+	lc.Params = satAdd(lc.Params, params)
+	lc.ActivationBytes = satAdd(lc.ActivationBytes, activationBytes)
 }
