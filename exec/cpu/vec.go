@@ -4,8 +4,10 @@ package cpu
 // written for the scalar pipeline: no branches on data (a relu's branch
 // mispredicts half the time on real activations and costs more than the
 // arithmetic), four independent accumulators, and slices re-sliced to a
-// common length so the compiler drops the bounds checks. Sums are float32
-// within blocks of reduceBlock values and float64 across blocks.
+// common length so the compiler drops the bounds checks. Sums of
+// gradients accumulate in float64 (sumCentered); sums of squares, which
+// do not cancel, are float32 within blocks of reduceBlock values and
+// float64 across blocks.
 
 import "math"
 
@@ -74,46 +76,42 @@ func reluMask(g, out []float32) {
 }
 
 // sumCentered returns Σ g and Σ g·(x-mean); with relu, g is first masked
-// by out > 0.
+// by out > 0. It accumulates in float64: these are gradients' sums, whose
+// terms of both signs nearly cancel (behind a batchnorm or a residual the
+// true sum is often a ten-thousandth of the terms), and float32 partial
+// sums lose a percent of such a result. PyTorch's CPU batchnorm
+// accumulates in double too.
 func sumCentered(g, x, out []float32, mean float32, relu bool) (sg, sgx float64) {
 	n := len(g)
 	x = x[:n]
 	if relu {
 		out = out[:n]
 	}
-	for blk := 0; blk < n; blk += reduceBlock {
-		e := min(blk+reduceBlock, n)
-		var s0, s1, s2, s3, t0, t1, t2, t3 float32
-		i := blk
-		for ; i+4 <= e; i += 4 {
-			gg := g[i : i+4 : i+4]
-			xx := x[i : i+4 : i+4]
-			g0, g1, g2, g3 := gg[0], gg[1], gg[2], gg[3]
-			if relu {
-				o := out[i : i+4 : i+4]
-				g0, g1, g2, g3 = keepIfPos(g0, o[0]), keepIfPos(g1, o[1]), keepIfPos(g2, o[2]), keepIfPos(g3, o[3])
-			}
-			s0 += g0
-			s1 += g1
-			s2 += g2
-			s3 += g3
-			t0 += g0 * (xx[0] - mean)
-			t1 += g1 * (xx[1] - mean)
-			t2 += g2 * (xx[2] - mean)
-			t3 += g3 * (xx[3] - mean)
+	m := float64(mean)
+	var s0, s1, t0, t1 float64
+	i := 0
+	for ; i+2 <= n; i += 2 {
+		gg := g[i : i+2 : i+2]
+		xx := x[i : i+2 : i+2]
+		g0, g1 := gg[0], gg[1]
+		if relu {
+			o := out[i : i+2 : i+2]
+			g0, g1 = keepIfPos(g0, o[0]), keepIfPos(g1, o[1])
 		}
-		for ; i < e; i++ {
-			v := g[i]
-			if relu {
-				v = keepIfPos(v, out[i])
-			}
-			s0 += v
-			t0 += v * (x[i] - mean)
-		}
-		sg += float64(s0 + s1 + s2 + s3)
-		sgx += float64(t0 + t1 + t2 + t3)
+		s0 += float64(g0)
+		s1 += float64(g1)
+		t0 += float64(g0) * (float64(xx[0]) - m)
+		t1 += float64(g1) * (float64(xx[1]) - m)
 	}
-	return
+	for ; i < n; i++ {
+		v := g[i]
+		if relu {
+			v = keepIfPos(v, out[i])
+		}
+		s0 += float64(v)
+		t0 += float64(v) * (float64(x[i]) - m)
+	}
+	return s0 + s1, t0 + t1
 }
 
 // bnDx sets (or adds to, when acc) dx = k·(n·g' - sg - (x-mean)·xk),
@@ -165,26 +163,22 @@ func meanVar(x []float32) (mean, variance float64) {
 	return
 }
 
-// sum64 sums x: float32 within blocks, float64 across them.
+// sum64 sums x in float64 (a bias's gradient is a sum of terms that
+// nearly cancel; see sumCentered).
 func sum64(x []float32) float64 {
-	var s float64
-	for blk := 0; blk < len(x); blk += reduceBlock {
-		e := min(blk+reduceBlock, len(x))
-		var s0, s1, s2, s3 float32
-		i := blk
-		for ; i+4 <= e; i += 4 {
-			v := x[i : i+4 : i+4]
-			s0 += v[0]
-			s1 += v[1]
-			s2 += v[2]
-			s3 += v[3]
-		}
-		for ; i < e; i++ {
-			s0 += x[i]
-		}
-		s += float64(s0 + s1 + s2 + s3)
+	var s0, s1, s2, s3 float64
+	i := 0
+	for ; i+4 <= len(x); i += 4 {
+		v := x[i : i+4 : i+4]
+		s0 += float64(v[0])
+		s1 += float64(v[1])
+		s2 += float64(v[2])
+		s3 += float64(v[3])
 	}
-	return s
+	for ; i < len(x); i++ {
+		s0 += float64(x[i])
+	}
+	return (s0 + s1) + (s2 + s3)
 }
 
 // addTo adds src into dst elementwise.
