@@ -73,6 +73,15 @@ func (pl *planner) batchSpec() batchSpec {
 			s.effective = v.Int
 		}
 	}
+	// With data parallelism the batch is per device, and effective_batch
+	// is what all the devices' micro-batches make together.
+	if w := int64(pl.plan.WorldSize()); w > 1 && s.effective > 0 {
+		if s.effective%w != 0 {
+			pl.errorf(s.effAt, "effective-not-world", fmt.Sprintf("effective_batch %d does not split over %d devices", s.effective, w),
+				"With data parallelism each optimizer update takes the same number of samples from every device: make effective_batch a multiple of %d.", w)
+		}
+		s.effective /= w
+	}
 	if pl.cfg.batch > 0 {
 		s.explicit, s.fromFlag, s.min, s.max = pl.cfg.batch, true, 0, 0
 	}
@@ -487,7 +496,7 @@ func (pl *planner) lr(o plan.Optimizer, b, accum, fileBatch int64) {
 			ref, refWhat = v.Int, "the effective_batch"
 		}
 	}
-	running := mul(b, accum)
+	running := mul(mul(b, accum), int64(pl.plan.WorldSize()))
 	o.ReferenceBatch = ref
 	warm := pl.train.Arg("schedule", "warmup")
 	if warm != nil {

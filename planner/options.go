@@ -5,9 +5,12 @@ type Option func(*config)
 
 type config struct {
 	device string
+	engine string
 	batch  int64
 	host   *HostInfo
 	src    []byte
+	nproc  int
+	nnodes int
 }
 
 // WithDevice plans for the named device instead of the file's device
@@ -28,3 +31,15 @@ func WithHost(h HostInfo) Option { return func(c *config) { hc := h; c.host = &h
 // the plan carries their sha256 and the executor can refuse a plan whose
 // source changed (Plan.Verify).
 func WithSource(src []byte) Option { return func(c *config) { c.src = src } }
+
+// WithEngine plans for the named engine instead of the file's engine
+// field: auto, native or torch.
+func WithEngine(name string) Option { return func(c *config) { c.engine = name } }
+
+// WithDevices plans data-parallel training on nprocPerNode devices on
+// each of nnodes machines (torchrun's --nproc-per-node and --nnodes): the
+// batch is per device, and the effective batch is batch × devices ×
+// accumulation. Zero values mean one.
+func WithDevices(nprocPerNode, nnodes int) Option {
+	return func(c *config) { c.nproc, c.nnodes = nprocPerNode, nnodes }
+}

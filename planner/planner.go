@@ -106,7 +106,7 @@ func (pl *planner) run() {
 	pl.plan.Parameters = g.Params()
 	pl.plan.FLOPsPerSample = g.FLOPs()
 	pl.planOnlyWarnings()
-	if !pl.pickDevice() {
+	if !pl.pickDevice() || !pl.pickEngine() {
 		return
 	}
 	prec := pl.pickPrecision()
@@ -114,7 +114,7 @@ func (pl *planner) run() {
 	loss := pl.loss()
 	pl.plan.Loss = loss
 	pl.fuse()
-	if pl.dev.Kind == plan.BackendCPU {
+	if pl.native() {
 		pl.cost = newCPUCostModel(g, pl.fusedGroups(), loss, int64(opt.StateBuffers), pl.dev.Cores)
 	} else {
 		pl.cost = newCostModel(g, pl.dev.Kind, prec, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()))
@@ -257,7 +257,18 @@ func (pl *planner) pickPrecision() plan.Precision {
 			"%s Write precision %s to say so, or plan for another device with --device (pipe devices lists them).", why, to)
 		compute, reason = to, why
 	}
-	if d.Kind == plan.BackendCPU {
+	if d.Kind == plan.BackendCPU && !pl.native() {
+		switch req {
+		case "auto":
+			compute, reason = "fp32", "precision auto on the CPU: fp32 (write bf16 for bf16 autocast, which the torch engine runs on the CPU)."
+		case "fp32":
+			reason = "fp32 as written."
+		case "bf16":
+			reason = "bf16 as written: torch.autocast on the CPU, with fp32 master weights."
+		default:
+			fallback("fp32", fmt.Sprintf("PyTorch on the CPU has no %s autocast, so %s falls back to fp32.", req, req))
+		}
+	} else if d.Kind == plan.BackendCPU {
 		switch req {
 		case "auto":
 			compute, reason = "fp32", "precision auto on the CPU executor: it computes in fp32."
@@ -377,7 +388,7 @@ func (pl *planner) sizeAll(prec plan.Precision, opt plan.Optimizer) {
 	budget := pl.budget()
 	ld := pl.loaderFor(g)
 	var extra int64 // per-sample memory the loader shares with training (CPU)
-	if pl.dev.Kind == plan.BackendCPU {
+	if pl.native() {
 		extra = mul(pl.loaderBatches(ld, true), ld.SampleBytes)
 	}
 	bc := pl.chooseBatch(budget, extra, prec)
@@ -385,12 +396,12 @@ func (pl *planner) sizeAll(prec plan.Precision, opt plan.Optimizer) {
 	if b < 1 {
 		b = 1
 	}
-	if pl.dev.Kind == plan.BackendGPU {
+	if !pl.native() {
 		pl.fitLoaderToHost(&ld, b)
 	}
 	p.BatchSize = b
 	p.AccumulationSteps = max(bc.accum, 1)
-	p.EffectiveBatch = mul(b, p.AccumulationSteps)
+	p.EffectiveBatch = mul(mul(b, p.AccumulationSteps), int64(p.WorldSize()))
 	pl.lr(opt, b, p.AccumulationSteps, bc.fileBatch)
 	ld.BufferBytes = mul(mul(pl.loaderBatches(ld, false), b), ld.SampleBytes)
 	p.Loader = ld
@@ -443,6 +454,7 @@ func (pl *planner) sizeAll(prec plan.Precision, opt plan.Optimizer) {
 
 	p.StepTime = stepTime(g, m, pl.dev, prec, b, p.AccumulationSteps, recomputed, group, pl.fused)
 	pl.stepDecision()
+	pl.engineDecisions()
 }
 
 func round2(x float64) float64 { return math.Round(x*100) / 100 }

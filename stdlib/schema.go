@@ -170,6 +170,8 @@ func topFields() []*lang.FieldSpec {
 		field("precision", "The arithmetic precision of training; auto picks the fastest the device supports well.",
 			arg("precision", lang.TEnum, "fp32 | tf32 | fp16 | bf16 (fp16 and bf16 are mixed precision with fp32 master weights).",
 				positional, required, enum(precisions...), auto, def("auto"))),
+		field("engine", "What computes: auto (native on the CPU, torch on a GPU), native (pipe's own CPU executor) or torch (PyTorch, driven by pipe, on GPUs or the CPU).",
+			arg("engine", lang.TEnum, "auto | native | torch.", positional, required, enum("native", "torch"), auto, def("auto"))),
 		field("seed", "The seed of every random choice, for reproducible runs.",
 			arg("seed", lang.TInt, "A non-negative integer.", positional, required, atLeast(0))),
 	}

@@ -47,9 +47,13 @@ type Plan struct {
 	Pipeline string `json:"pipeline"`
 	Model    string `json:"model"`
 	Device   Device `json:"device"`
-	// Backend is BackendCPU or BackendGPU.
-	Backend   string    `json:"backend"`
-	Precision Precision `json:"precision"`
+	// Backend is BackendCPU or BackendGPU: the kind of device.
+	Backend string `json:"backend"`
+	// Engine is what computes and how it applies the plan; Distributed
+	// the data-parallel layout (one device when WorldSize is 1).
+	Engine      Engine      `json:"engine"`
+	Distributed Distributed `json:"distributed"`
+	Precision   Precision   `json:"precision"`
 	// Parameters is the number of trainable parameters; FLOPsPerSample the
 	// forward cost of one sample.
 	Parameters     int64 `json:"parameters"`
@@ -117,6 +121,71 @@ func (d *Device) Peak(precision string) float64 {
 		return d.BF16
 	}
 	return 0
+}
+
+// Engines.
+const (
+	EngineNative = "native" // pipe's own executor, on the CPU
+	EngineTorch  = "torch"  // PyTorch, driven by pipe (exec/torch)
+)
+
+// Engine is the engine that runs the plan and how it applies it. The
+// torch engine's settings each have a Decision with its reason; the
+// native engine ignores them.
+type Engine struct {
+	// Name is EngineNative or EngineTorch (empty in plans written before
+	// engines: native); Requested what the file or --engine asked for.
+	Name      string `json:"name"`
+	Requested string `json:"requested"`
+	// Autocast is the torch.autocast dtype ("bf16", "fp16"), empty for
+	// none; GradScaler scales the loss (fp16); TF32 allows TF32 matrix
+	// products and convolutions.
+	Autocast   string `json:"autocast,omitempty"`
+	GradScaler bool   `json:"grad_scaler,omitempty"`
+	TF32       bool   `json:"tf32,omitempty"`
+	// CudnnBenchmark lets cuDNN pick its fastest algorithms for the
+	// fixed shapes; ChannelsLast stores images NHWC on the device.
+	CudnnBenchmark bool `json:"cudnn_benchmark,omitempty"`
+	ChannelsLast   bool `json:"channels_last,omitempty"`
+	// Compile runs the model through torch.compile where the worker's
+	// torch has it (2.x) on CUDA; the run report says what ran.
+	Compile bool `json:"compile,omitempty"`
+	// FusedOptimizer uses the fused Adam/AdamW kernels.
+	FusedOptimizer bool `json:"fused_optimizer,omitempty"`
+	// PinnedMemory copies batches through pinned memory on a copy stream,
+	// the next batch in flight while the current step runs.
+	PinnedMemory bool `json:"pinned_memory,omitempty"`
+	// LossReadback is "sync" or "lagged" (losses read one optimizer step
+	// late, so the host never waits for the device).
+	LossReadback string `json:"loss_readback,omitempty"`
+}
+
+// Distributed is data-parallel training with DistributedDataParallel.
+type Distributed struct {
+	// NProcPerNode devices on each of NNodes machines: WorldSize in all.
+	NProcPerNode int `json:"nproc_per_node"`
+	NNodes       int `json:"nnodes"`
+	WorldSize    int `json:"world_size"`
+	// Backend is the process group's backend: nccl on GPUs, gloo on CPUs.
+	Backend string `json:"backend,omitempty"`
+	// BucketBytes is DDP's gradient bucket size; AllReduceBytes the
+	// gradient bytes each device sends (and receives) per optimizer step
+	// in a ring all-reduce, 2(W-1)/W of the gradients.
+	BucketBytes    int64 `json:"bucket_bytes,omitempty"`
+	AllReduceBytes int64 `json:"allreduce_bytes,omitempty"`
+}
+
+// EngineName is the plan's engine, native for plans that name none.
+func (p *Plan) EngineName() string {
+	if p.Engine.Name == "" {
+		return EngineNative
+	}
+	return p.Engine.Name
+}
+
+// WorldSize is the number of devices training together, at least 1.
+func (p *Plan) WorldSize() int {
+	return max(p.Distributed.WorldSize, 1)
 }
 
 // Precision is what runs where.

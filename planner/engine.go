@@ -1,0 +1,182 @@
+package planner
+
+import (
+	"fmt"
+	"strings"
+
+	"pipe/lang/diag"
+	"pipe/planner/plan"
+)
+
+// The engine. pipe computes with one of two engines: its own executor
+// (native), which runs on the CPU, or PyTorch driven by pipe (torch),
+// which runs on CUDA GPUs and on the CPU. engine auto takes native on the
+// CPU and torch on a GPU. The planner decides without Python: whether the
+// worker's torch has torch.compile is known only when it starts, so the
+// plan says "compile where the torch has it", and the run report says
+// what ran.
+
+// native says the plan runs on pipe's own CPU executor, whose memory
+// model and batch format are its own.
+func (pl *planner) native() bool { return pl.plan.Engine.Name == plan.EngineNative }
+
+// pickEngine resolves the engine field (or --engine) against the device.
+func (pl *planner) pickEngine() bool {
+	req, at := "auto", (*diag.Range)(nil)
+	if f := pl.prog.Top.Field("engine"); f != nil {
+		at = rangeOf(f)
+		if v := f.First(); v != nil && !v.Auto {
+			req = v.Str
+		}
+	}
+	if pl.cfg.engine != "" {
+		req, at = pl.cfg.engine, nil
+	}
+	gpu := pl.dev.Kind == plan.BackendGPU
+	e := plan.Engine{Requested: req}
+	var why string
+	switch req {
+	case "auto":
+		if gpu {
+			e.Name = plan.EngineTorch
+			why = fmt.Sprintf("engine auto on a GPU (%s): PyTorch computes, driven by pipe with this plan; pipe's native engine runs on the CPU only.", pl.dev.Name)
+		} else {
+			e.Name = plan.EngineNative
+			why = "engine auto on the CPU: pipe's native engine (compiled kernels over OpenBLAS, no Python)."
+		}
+	case plan.EngineNative:
+		if gpu {
+			pl.errorf(at, "engine-device", "the native engine runs on the CPU only",
+				"%s is a GPU; pipe's native engine computes on the CPU. Write engine torch (or auto) to train on it with PyTorch, or plan for the CPU with --device cpu.", pl.dev.Name)
+			return false
+		}
+		e.Name = plan.EngineNative
+		why = "native as written: pipe's own CPU executor."
+	case plan.EngineTorch:
+		e.Name = plan.EngineTorch
+		if gpu {
+			why = fmt.Sprintf("torch as written: PyTorch computes on %s, driven by pipe with this plan.", pl.dev.Name)
+		} else {
+			why = "torch as written: PyTorch computes on the CPU, driven by pipe with this plan (it also gives bf16 autocast on the CPU)."
+		}
+	default:
+		pl.errorf(at, "unknown-engine", fmt.Sprintf("unknown engine %q", req), "The engines are auto, native and torch.")
+		return false
+	}
+	pl.plan.Engine = e
+	pl.decide("engine", e.Name, why)
+	return pl.pickDistributed()
+}
+
+// pickDistributed sets the data-parallel layout from WithDevices.
+func (pl *planner) pickDistributed() bool {
+	nproc, nnodes := max(pl.cfg.nproc, 1), max(pl.cfg.nnodes, 1)
+	d := plan.Distributed{NProcPerNode: nproc, NNodes: nnodes, WorldSize: nproc * nnodes}
+	if d.WorldSize > 1 {
+		if pl.native() {
+			pl.errorf(nil, "engine-distributed", "data parallelism needs the torch engine",
+				"--nproc-per-node %d --nnodes %d trains on %d devices with DistributedDataParallel, which the torch engine runs; give --engine torch (or engine torch in the file).", nproc, nnodes, d.WorldSize)
+			return false
+		}
+		d.Backend = "gloo"
+		if pl.dev.Kind == plan.BackendGPU {
+			d.Backend = "nccl"
+		}
+	}
+	pl.plan.Distributed = d
+	return true
+}
+
+// engineDecisions fills the torch engine's settings, each with its
+// reason, once the precision, the batch and the checkpoint segments are
+// known.
+func (pl *planner) engineDecisions() {
+	p := pl.plan
+	if pl.native() {
+		return
+	}
+	e := &p.Engine
+	gpu := pl.dev.Kind == plan.BackendGPU
+	prec := p.Precision
+	switch prec.Compute {
+	case "bf16", "fp16":
+		e.Autocast = prec.Compute
+		e.GradScaler = prec.Compute == "fp16"
+		why := "torch.autocast in bf16: matrix products and convolutions run in bf16, the ops autocast keeps in fp32 (losses, softmax, norms' statistics) in fp32, with fp32 master weights and no loss scaling."
+		if e.GradScaler {
+			why = "torch.autocast in fp16 with a GradScaler: dynamic loss scaling keeps small gradients from underflowing fp16's range."
+		}
+		pl.decide("autocast", prec.Compute, why)
+	case "tf32":
+		e.TF32 = true
+		pl.decide("tf32", "on", "precision tf32: torch.backends.cuda.matmul.allow_tf32 and cudnn.allow_tf32 are set, so fp32 matrix products and convolutions use tensor cores.")
+	default:
+		if gpu {
+			pl.decide("tf32", "off", "precision fp32: TF32 is turned off (matmul and cuDNN flags), so every product is full fp32.")
+		}
+	}
+	conv := false
+	for _, n := range pl.graph.Nodes {
+		if n.Op == "conv" || n.Op == "convtranspose" {
+			conv = true
+			break
+		}
+	}
+	segs := len(p.Checkpoint.Segments)
+	if segs > 0 {
+		pl.decide("recompute", fmt.Sprintf("%d segments", segs),
+			"torch.utils.checkpoint (non-reentrant) runs exactly the plan's checkpoint segments; a recomputed batchnorm normalises with the batch's statistics without updating its running statistics twice.")
+	}
+	if !gpu {
+		e.LossReadback = "sync"
+		pl.decide("torch settings", "eager, sync", "on the CPU: eager mode (torch.compile is used on CUDA only), the optimizer PyTorch's own, each micro-batch's loss read back at once.")
+		pl.distributedDecision()
+		return
+	}
+	e.Compile = true
+	pl.decide("compile", "where available",
+		"torch.compile on CUDA when the worker's torch has it (2.x), else eager; the fusion groups above are what it is given to fuse. The run report says which ran.")
+	if conv {
+		e.ChannelsLast = true
+		pl.decide("channels_last", "on", "the model has convolutions: NHWC tensors let cuDNN use its tensor-core kernels without transposes.")
+		e.CudnnBenchmark = true
+		pl.decide("cudnn.benchmark", "on", fmt.Sprintf("every training batch has the fixed shape %d×%s (the last of an epoch excepted), so cuDNN times its algorithms once per shape and keeps the fastest.",
+			p.BatchSize, shapeString(pl.graph.Input)))
+	}
+	if k := p.Optimizer.Kind; k == "adam" || k == "adamw" {
+		e.FusedOptimizer = true
+		pl.decide("fused optimizer", "on", fmt.Sprintf("fused %s: one kernel updates every parameter, where the foreach version launches several and keeps temporaries (used where the worker's torch has it).", k))
+	}
+	e.PinnedMemory = true
+	pl.decide("host to device", "pinned, non-blocking", "batches are copied into pinned host memory and sent on a copy stream, so the next batch is in flight while the current step runs.")
+	e.LossReadback = "lagged"
+	pl.decide("loss readback", "lagged", "the losses of each optimizer step are read back with the next step's reply, so the host never waits for the GPU between steps; a non-finite loss is caught one step late, before any checkpoint is written.")
+	pl.distributedDecision()
+}
+
+// distributedDecision explains the data-parallel layout and its traffic.
+func (pl *planner) distributedDecision() {
+	p := pl.plan
+	d := &p.Distributed
+	if d.WorldSize <= 1 {
+		return
+	}
+	grads := mul(p.Parameters, 4)
+	d.BucketBytes = min(25<<20, max(grads, 1<<20))
+	w := int64(d.WorldSize)
+	d.AllReduceBytes = grads * 2 * (w - 1) / w
+	pl.decide("data parallel", fmt.Sprintf("%d devices", d.WorldSize),
+		fmt.Sprintf("%d per node × %d nodes, DistributedDataParallel over %s: the batch of %d is per device, each optimizer step averages the gradients of %d samples; batchnorm keeps per-device statistics (DDP's default) and rank 0's are the ones saved.",
+			d.NProcPerNode, d.NNodes, d.Backend, p.BatchSize, p.EffectiveBatch))
+	pl.decide("all-reduce", FormatBytes(d.AllReduceBytes)+" a step",
+		fmt.Sprintf("a ring all-reduce of the %s of fp32 gradients: each device sends and receives 2(W−1)/W of them per optimizer step, in buckets of %s overlapped with the backward pass; accumulating micro-batches skip it (no_sync).",
+			FormatBytes(grads), FormatBytes(d.BucketBytes)))
+}
+
+func shapeString(s []int64) string {
+	parts := make([]string, len(s))
+	for i, d := range s {
+		parts[i] = fmt.Sprint(d)
+	}
+	return strings.Join(parts, "×")
+}
