@@ -34,7 +34,7 @@ import (
 
 // Backend compiles models for one kind of device.
 type Backend interface {
-	// Name is the backend's name as plans spell it: "cpu", "gpu".
+	// Name is the engine's name as plans spell it: "native", "torch".
 	Name() string
 	// Build compiles g into a model that trains on micro-batches of up to
 	// cfg.Batch samples, initialising its parameters from cfg.Seed. It
@@ -96,6 +96,72 @@ type Model interface {
 	Close() error
 }
 
+// Queuer is an optional interface of a Model whose device runs ahead of
+// the host (the torch engine). Run uses it in place of ZeroGrad,
+// TrainStep, ClipGradNorm and Step: it queues an optimizer step's
+// micro-batches and the step itself, and takes the losses as they come
+// back, so the host never waits for the device between steps.
+type Queuer interface {
+	// QueueTrain queues one micro-batch, as TrainStep trains it: zero
+	// says it is its step's first (the gradients are zeroed before it),
+	// last its step's last. b may be released once it returns.
+	QueueTrain(b *data.Batch, scale float64, zero, last bool) error
+	// QueueStep queues gradient clipping at clip (0 for none), then an
+	// optimizer step at lr.
+	QueueStep(clip, lr float64) error
+	// Results returns the queued steps that finished since the last call,
+	// oldest first; with wait it waits for all of them. A non-finite loss
+	// (*NonFiniteError), a device out of memory (*OutOfMemoryError) or a
+	// failed worker is returned as the error, with the steps that
+	// finished before it.
+	Results(wait bool) ([]StepResult, error)
+}
+
+// StepResult is the outcome of one queued optimizer step.
+type StepResult struct {
+	// Losses are its micro-batches' mean losses, in order.
+	Losses []float64
+}
+
+// DeviceMemory is memory as a device and the operating system measured
+// it, not as pipe computed it.
+type DeviceMemory struct {
+	// Rank is the device's rank; Device its name ("cuda:0", "cpu").
+	Rank   int
+	Device string
+	// MaxAllocated and MaxReserved are torch.cuda.max_memory_allocated
+	// and max_memory_reserved; Used is the device's used memory from
+	// torch.cuda.mem_get_info (every process's), Total its capacity.
+	// All 0 on the CPU.
+	MaxAllocated, MaxReserved, Used, Total int64
+	// MaxRSS is the peak resident memory of the process that computed
+	// (getrusage).
+	MaxRSS int64
+}
+
+// Measured is the device's figure for a run's peak: the caching
+// allocator's reserved peak on a GPU (what the device holds for the run),
+// the worker's peak resident memory on the CPU.
+func (d DeviceMemory) Measured() int64 {
+	if d.MaxReserved > 0 {
+		return d.MaxReserved
+	}
+	return d.MaxRSS
+}
+
+// DeviceMeasurer is an optional interface of a Model that computes in
+// other processes: what their devices and their OS measured.
+type DeviceMeasurer interface {
+	DeviceMemory() ([]DeviceMemory, error)
+}
+
+// Applier is an optional interface of a Model that reports how it applied
+// the plan where the result depends on the machine: "compile" is
+// "torch.compile" or "eager (why)", "optimizer" says fused or not.
+type Applier interface {
+	Applied() map[string]string
+}
+
 // Config is what a backend needs to build a model; Run fills it from the
 // plan and the program (ConfigFromPlan).
 type Config struct {
@@ -124,6 +190,46 @@ type Config struct {
 	// Threads is the number of worker threads; 0 uses GOMAXPROCS.
 	// Results are identical run to run for the same Threads.
 	Threads int
+	// Device is where an engine that can choose computes: "cpu", "cuda"
+	// (each rank's own GPU) or "cuda:N". The native engine computes on
+	// the CPU whatever it says.
+	Device string
+	// Engine is how the torch engine applies the plan; the native engine
+	// ignores it.
+	Engine EngineSettings
+}
+
+// EngineSettings are the plan's decisions that only the torch engine
+// applies (plan.Engine and plan.Distributed say why each was taken).
+type EngineSettings struct {
+	// Autocast is "bf16" or "fp16" for mixed precision under
+	// torch.autocast, "" for none; GradScaler scales the loss (fp16).
+	Autocast   string
+	GradScaler bool
+	// TF32 allows TF32 in matrix products and convolutions.
+	TF32 bool
+	// CudnnBenchmark lets cuDNN time its algorithms for the fixed shapes.
+	CudnnBenchmark bool
+	// ChannelsLast stores images NHWC on the device.
+	ChannelsLast bool
+	// Compile runs the model through torch.compile where the worker's
+	// torch has it and the device is CUDA, else eagerly.
+	Compile bool
+	// FusedOptimizer uses the fused Adam/AdamW kernels (CUDA).
+	FusedOptimizer bool
+	// PinnedMemory copies batches through pinned host memory on a copy
+	// stream, the next batch in flight while the current step runs.
+	PinnedMemory bool
+	// LossReadback is "sync" (each micro-batch's loss read back at once)
+	// or "lagged" (a step's losses come back with the next step's reply,
+	// so the host never waits for the device).
+	LossReadback string
+	// WorldSize is the number of devices training together (ranks of
+	// DistributedDataParallel); Backend their process group's
+	// backend (nccl, gloo) and BucketBytes DDP's gradient bucket size.
+	WorldSize   int
+	Backend     string
+	BucketBytes int64
 }
 
 // Loss names the loss and its settings.
@@ -284,6 +390,52 @@ func (e *NonFiniteError) Error() string {
 		fmt.Fprintf(&b, ": loss %v; the first non-finite output is %s (%s); lower the learning rate or check that layer's input", e.Loss, e.Node, e.Op)
 	default:
 		fmt.Fprintf(&b, ": loss %v although every layer's output is finite; the loss overflowed", e.Loss)
+	}
+	return b.String()
+}
+
+// OutOfMemoryError reports that a device ran out of memory. Run stops the
+// run cleanly with it: the last checkpoint is kept, and the diagnostic
+// puts the plan's estimate beside what the device measured.
+type OutOfMemoryError struct {
+	// Step is the optimizer steps taken before the failure; Rank the
+	// device's rank (0 without data parallelism).
+	Step int64
+	Rank int
+	// Phase is forward, backward, optimizer or evaluation; Node the
+	// layer running when it is known (the forward pass).
+	Phase, Node string
+	// Device names the device; MaxAllocated and MaxReserved are the
+	// caching allocator's peaks and Used the device's used memory
+	// (mem_get_info) at the failure, Total its capacity; 0 when unknown.
+	Device                          string
+	MaxAllocated, MaxReserved, Used int64
+	Total                           int64
+	// Detail is the library's message.
+	Detail string
+}
+
+func (e *OutOfMemoryError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "out of memory at step %d", e.Step+1)
+	if e.Device != "" {
+		fmt.Fprintf(&b, " on %s", e.Device)
+	}
+	if e.Phase != "" {
+		fmt.Fprintf(&b, " in the %s pass", e.Phase)
+	}
+	if e.Node != "" {
+		fmt.Fprintf(&b, " at %s", e.Node)
+	}
+	if e.MaxReserved > 0 {
+		fmt.Fprintf(&b, " (the device measured %d bytes allocated and %d reserved at the peak", e.MaxAllocated, e.MaxReserved)
+		if e.Total > 0 {
+			fmt.Fprintf(&b, ", %d of %d used", e.Used, e.Total)
+		}
+		b.WriteString(")")
+	}
+	if e.Detail != "" {
+		fmt.Fprintf(&b, ": %s", e.Detail)
 	}
 	return b.String()
 }

@@ -59,6 +59,7 @@ const (
 	CodePredict     = "predict"
 	CodeMetric      = "metric"
 	CodeEvalOnTrain = "evaluate-on-train"
+	CodeOOM         = "out-of-memory"
 )
 
 // Status says how a run ended.
@@ -208,6 +209,10 @@ type Memory struct {
 	// as the planner counts it (parameters, gradients, optimizer state,
 	// activations, workspace, batches).
 	Measured int64
+	// Device is what the devices and their OS measured, one entry a
+	// rank, for engines that compute in other processes (the torch
+	// engine); nil otherwise.
+	Device []DeviceMemory
 }
 
 // Prediction is one file predict wrote.
@@ -222,8 +227,10 @@ type Prediction struct {
 // Result is what a run did. Run returns it even when it fails, filled as
 // far as the run got.
 type Result struct {
-	Pipeline, Model, Backend, Precision string
-	Status                              Status
+	// Backend is the plan's kind of device (cpu, gpu), Engine the engine
+	// that ran (native, torch).
+	Pipeline, Model, Backend, Engine, Precision string
+	Status                                      Status
 	// EpochsPlanned is the file's epochs; Epochs the epochs completed
 	// (trained and evaluated), resumed ones included.
 	EpochsPlanned int
@@ -254,6 +261,9 @@ type Result struct {
 	// TargetScaling is how the regression targets were standardised for
 	// training (run_target.go); nil when they were not.
 	TargetScaling *TargetScaling
+	// Applied is how the engine applied the plan where that depends on
+	// the machine (Applier); nil for the native engine.
+	Applied map[string]string
 }
 
 // Option sets an optional knob of Run.
@@ -269,6 +279,7 @@ type runConfig struct {
 	base      string
 	log       hclog.Logger
 	threads   int
+	nodeRank  int
 	// wrapCheckpoint wraps the checkpoint file's writer (tests inject
 	// failures with it).
 	wrapCheckpoint func(w io.Writer) io.Writer
@@ -309,6 +320,11 @@ func WithLogger(l hclog.Logger) Option { return func(c *runConfig) { c.log = l }
 // the same number.
 func WithThreads(n int) Option { return func(c *runConfig) { c.threads = n } }
 
+// WithNodeRank says which machine of a data-parallel run this is: only
+// node 0 evaluates, writes checkpoints and predicts; the others train
+// their share of every batch.
+func WithNodeRank(rank int) Option { return func(c *runConfig) { c.nodeRank = rank } }
+
 // Run executes the plan p of the checked program prog: it trains, evaluates
 // and predicts as the plan and the program say, reporting progress to
 // hooks. It returns what it did, and diagnostics: errors when it could not
@@ -333,7 +349,7 @@ func Run(ctx context.Context, p *plan.Plan, prog *lang.Program, hooks Hooks, opt
 	r := &runner{p: p, prog: prog, hooks: hooks, rc: rc, log: rc.log, start: time.Now()}
 	r.res = &Result{Status: StatusFailed}
 	if p != nil {
-		r.res.Pipeline, r.res.Model, r.res.Backend = p.Pipeline, p.Model, p.Backend
+		r.res.Pipeline, r.res.Model, r.res.Backend, r.res.Engine = p.Pipeline, p.Model, p.Backend, p.EngineName()
 		r.res.Memory.Estimated = p.Memory.Total
 	}
 	defer r.close()
@@ -344,9 +360,19 @@ func Run(ctx context.Context, p *plan.Plan, prog *lang.Program, hooks Hooks, opt
 	}
 	if r.model != nil {
 		r.res.Memory.Model = r.model.Memory()
+		if dm, ok := r.model.(DeviceMeasurer); ok {
+			if d, err := dm.DeviceMemory(); err == nil {
+				r.res.Memory.Device = d
+			} else {
+				r.log.Debug("device memory unavailable", "error", err)
+			}
+		}
 	}
 	r.res.Memory.Loader = r.loaderBytes()
 	r.res.Memory.Measured = r.res.Memory.Model.Total + r.res.Memory.Loader
+	if d := r.res.Memory.Device; len(d) > 0 {
+		r.res.Memory.Measured = d[0].Measured()
+	}
 	r.diags.Sort()
 	return r.res, r.diags
 }

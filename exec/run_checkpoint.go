@@ -65,19 +65,22 @@ const (
 type checkpointMeta struct {
 	Pipeline, Model, File, SourceSHA256, Backend string
 	BatchSize, AccumulationSteps                 int64
-	Seed                                         int64
-	Threads                                      int
-	Epochs                                       int
-	Position                                     Position
-	StepLosses                                   []float64
-	EpochResults                                 []EpochResult
-	BestLoss                                     float64
-	HasBest                                      bool
-	TrainSeconds                                 float64
-	Reason                                       string
-	Written                                      time.Time
-	Tensors                                      []tensorMeta
-	Counters                                     map[string]int64
+	// WorldSize is the devices that trained together (0 in checkpoints
+	// written before data parallelism: 1).
+	WorldSize    int
+	Seed         int64
+	Threads      int
+	Epochs       int
+	Position     Position
+	StepLosses   []float64
+	EpochResults []EpochResult
+	BestLoss     float64
+	HasBest      bool
+	TrainSeconds float64
+	Reason       string
+	Written      time.Time
+	Tensors      []tensorMeta
+	Counters     map[string]int64
 	// TargetNormalize is how the regression target was scaled for
 	// training, "standard" or "none" ("" in checkpoints written before
 	// targets were scaled: raw); TargetMean and TargetStd the numbers
@@ -273,7 +276,7 @@ func (r *runner) meta(reason string) *checkpointMeta {
 	p := r.p
 	m := &checkpointMeta{
 		Pipeline: p.Pipeline, Model: p.Model, File: p.File, SourceSHA256: p.SourceSHA256, Backend: r.backend.Name(),
-		BatchSize: p.BatchSize, AccumulationSteps: max(p.AccumulationSteps, 1), Seed: r.set.seed, Threads: effectiveThreads(r.rc.threads),
+		BatchSize: p.BatchSize, AccumulationSteps: max(p.AccumulationSteps, 1), WorldSize: p.WorldSize(), Seed: r.set.seed, Threads: effectiveThreads(r.rc.threads),
 		Epochs: r.set.epochs, Position: r.pos, StepLosses: r.res.StepLosses, EpochResults: r.res.EpochResults,
 		BestLoss: r.bestLoss, HasBest: r.hasBest, TrainSeconds: r.res.TrainSeconds, Reason: reason, Written: time.Now().UTC(),
 		TargetNormalize: r.data.targetMode,
@@ -288,7 +291,7 @@ func (r *runner) meta(reason string) *checkpointMeta {
 // always, epoch-NNN.ckpt under all after an epoch, best.ckpt when best.
 // It returns false (with a diagnostic) when a write failed.
 func (r *runner) checkpoint(reason string, best bool) bool {
-	if r.set.ckptMode == "none" {
+	if r.set.ckptMode == "none" || r.rc.nodeRank > 0 {
 		return true
 	}
 	st := r.model.State()
@@ -370,6 +373,11 @@ func (r *runner) resume() bool {
 		r.errorf(nil, CodeResume, "the checkpoint was trained with another batch",
 			"%s was written by a run with batch %d × %d accumulation steps; this plan has %d × %d, which would put the run at another place in the epoch. Plan with --batch %d, or start afresh without --resume.",
 			path, meta.BatchSize, meta.AccumulationSteps, p.BatchSize, max(p.AccumulationSteps, 1), meta.BatchSize)
+		return false
+	case max(meta.WorldSize, 1) != p.WorldSize():
+		r.errorf(nil, CodeResume, "the checkpoint was trained on another number of devices",
+			"%s was written by a run on %d devices; this plan has %d, which would put the run at another place in the epoch. Run with the same --nproc-per-node and --nnodes, or start afresh without --resume.",
+			path, max(meta.WorldSize, 1), p.WorldSize())
 		return false
 	case meta.Position.Batch > r.nb:
 		r.errorf(nil, CodeResume, "the checkpoint does not fit the data",

@@ -75,7 +75,7 @@ func (r *runner) run(ctx context.Context) {
 	} else if !r.train(ctx) {
 		return
 	}
-	if r.res.Status == StatusInterrupted {
+	if r.res.Status == StatusInterrupted || r.rc.nodeRank > 0 {
 		return
 	}
 	if !r.finalEval(ctx) {
@@ -92,19 +92,20 @@ func (r *runner) setup() bool {
 		r.errorf(nil, CodePlan, "nothing to run", "Run needs a plan and the program it was made from.")
 		return false
 	}
+	engine := p.EngineName()
+	if p.Backend == plan.BackendGPU && engine == plan.EngineNative {
+		r.errorf(nil, CodeNoBackend, "the native engine runs on the CPU only",
+			"This plan is for a GPU (%s) with the native engine, which computes on the CPU. Re-plan with --engine torch, or with --device cpu.", p.Device.Name)
+		return false
+	}
 	for _, b := range r.rc.backends {
-		if b.Name() == p.Backend {
+		if b.Name() == engine {
 			r.backend = b
 			break
 		}
 	}
 	if r.backend == nil {
-		if p.Backend == plan.BackendGPU {
-			r.errorf(nil, CodeNoBackend, "no GPU backend",
-				"this plan is for a GPU (%s); pipe has no GPU backend yet. Re-plan with --device cpu.", p.Device.Name)
-		} else {
-			r.errorf(nil, CodeNoBackend, "no backend for the plan", "The plan is for backend %q, which this pipe does not have.", p.Backend)
-		}
+		r.errorf(nil, CodeNoBackend, "no engine for the plan", "The plan is for the %s engine, which this run was not given.", engine)
 		return false
 	}
 	if !p.Fits {
@@ -148,7 +149,7 @@ func (r *runner) setup() bool {
 		return false
 	}
 
-	bs := int(p.BatchSize)
+	bs := r.globalBatch()
 	r.nb = (r.data.train.Len() + bs - 1) / bs
 	k := int(max(p.AccumulationSteps, 1))
 	r.spe = int64((r.nb + k - 1) / k)
@@ -175,9 +176,18 @@ func (r *runner) setup() bool {
 	}
 	r.model = m
 	r.res.Precision = m.Precision()
+	if a, ok := m.(Applier); ok {
+		r.res.Applied = a.Applied()
+	}
 	r.log.Info("model built", "model", p.Model, "backend", r.backend.Name(), "precision", m.Precision(),
 		"batch", p.BatchSize, "accumulation", p.AccumulationSteps, "parameters", p.Parameters)
 	return true
+}
+
+// globalBatch is the samples of one micro-step over every device: the
+// plan's batch is per device.
+func (r *runner) globalBatch() int {
+	return int(r.p.BatchSize) * r.p.WorldSize()
 }
 
 // safeBuild calls Build and turns a panic into an error.

@@ -304,12 +304,28 @@ func TestDataMustFitTheModel(t *testing.T) {
 	})
 }
 
-func TestGPUPlanIsRefused(t *testing.T) {
+// TestPlanNeedsItsEngine: a plan runs on the engine it names, and only
+// there: a GPU plan for the native engine is refused with the way out,
+// and a torch plan without the torch engine is refused by name.
+func TestPlanNeedsItsEngine(t *testing.T) {
 	j := newJob(t, blobs)
 	j.plan.Backend = "gpu"
 	_, ds := j.run(t, context.Background(), nil, exec.Hooks{})
-	if d := findDiag(t, ds, exec.CodeNoBackend); !strings.Contains(d.Detail, "re-plan with --device cpu") && !strings.Contains(d.Detail, "Re-plan with --device cpu") {
+	if d := findDiag(t, ds, exec.CodeNoBackend); !strings.Contains(d.Detail, "--engine torch") || !strings.Contains(d.Detail, "--device cpu") {
 		t.Errorf("%s", d.Detail)
+	}
+	j = newJob(t, blobs)
+	j.plan.Engine.Name = "torch"
+	_, ds = j.run(t, context.Background(), nil, exec.Hooks{})
+	if d := findDiag(t, ds, exec.CodeNoBackend); !strings.Contains(d.Detail, "torch engine") {
+		t.Errorf("%s", d.Detail)
+	}
+	// The engine named by the plan is the one used.
+	j = newJob(t, blobs)
+	j.plan.Engine.Name = "torch"
+	res := mustRun(t, j, &exectest.Backend{BackendName: "torch"}, exec.WithMaxSteps(2))
+	if res.Engine != "torch" || res.Position.Step != 2 {
+		t.Errorf("engine %q, %d steps", res.Engine, res.Position.Step)
 	}
 }
 

@@ -42,7 +42,7 @@ func (r *runner) train(ctx context.Context) bool {
 		return true
 	}
 	k := int(max(p.AccumulationSteps, 1))
-	bs := int(p.BatchSize)
+	bs := r.globalBatch()
 	n := r.data.train.Len()
 	loader := data.NewLoader(r.data.train, data.LoaderOptions{
 		BatchSize: bs, Shuffle: true, Seed: r.set.seed,
@@ -64,13 +64,15 @@ func (r *runner) train(ctx context.Context) bool {
 	loadCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	size := func(i int) int64 { return int64(min(bs, n-i*bs)) }
-	var trainTime time.Duration
-	stepsRun := int64(0)
+	t := &trainer{r: r}
+	if q, ok := r.model.(Queuer); ok {
+		t.q = q
+	}
 	lr := r.sched.lr(r.pos.Step)
 
 	for r.pos.Epoch < r.set.epochs {
 		e := r.pos.Epoch
-		var epochTime time.Duration
+		t.epochTime = 0
 		stop := StatusCompleted
 		if r.pos.Batch < r.nb {
 			it := loader.EpochContext(loadCtx, e)
@@ -98,75 +100,42 @@ func (r *runner) train(ctx context.Context) bool {
 				for j := range group {
 					gs += size(r.pos.Batch + j)
 				}
-				r.model.ZeroGrad()
-				var lsum float64
-				for range group {
-					b, err := it.Next(loadCtx)
-					if err != nil {
-						it.Close()
-						r.sourceErr(r.data.trainBlock, err)
-						return false
-					}
-					counter.see(b)
-					bn := b.N
-					if s := r.data.scaling; s != nil {
-						s.standardise(b.Y, bn, len(b.Y)/max(bn, 1))
-					}
-					loss, err := r.model.TrainStep(b, float64(bn)/float64(gs))
-					it.Release(b) // b must not be read after this
-					if err == nil && (math.IsNaN(loss) || math.IsInf(loss, 0)) {
-						err = &NonFiniteError{Step: r.pos.Step, MicroStep: r.pos.MicroStep, Loss: loss}
-					}
-					if err != nil {
-						it.Close()
-						r.trainErr(err)
-						return false
-					}
-					lsum += loss * float64(bn)
-				}
-				if r.set.gradClip > 0 {
-					if _, err := r.model.ClipGradNorm(r.set.gradClip); err != nil {
-						it.Close()
-						r.trainErr(err)
-						return false
-					}
-				}
 				lr = r.sched.lr(r.pos.Step)
-				if err := r.model.Step(lr); err != nil {
-					it.Close()
-					r.trainErr(err)
-					return false
+				var res []StepResult
+				var err error
+				if t.q != nil {
+					res, err = t.queueStep(it, counter, group, gs, lr, e)
+				} else {
+					res, err = t.syncStep(it, counter, group, gs, lr, e)
 				}
-				dt := time.Since(t0)
-				trainTime += dt
-				epochTime += dt
-				stepsRun++
-				loss := lsum / float64(gs)
-				r.pos.Step++
-				r.pos.MicroStep += int64(group)
-				r.pos.Batch += group
-				r.pos.Samples += gs
-				r.pos.LossSum += lsum
-				r.pos.LossSamples += gs
-				r.res.StepLosses = append(r.res.StepLosses, loss)
-				r.res.SamplesTrained += gs
-				r.res.TrainSeconds = trainTime.Seconds()
-				if r.hooks.Step != nil {
-					left := r.stopAt - r.pos.Step
-					r.hooks.Step(StepInfo{Epoch: e + 1, Step: r.pos.Step, EpochStep: int64((r.pos.Batch + k - 1) / k),
-						StepsPerEpoch: r.spe, TotalSteps: r.stopAt, Loss: loss, LR: lr,
-						Samples: r.res.SamplesTrained, SamplesPerSecond: float64(r.res.SamplesTrained) / trainTime.Seconds(),
-						Elapsed: trainTime, ETA: time.Duration(float64(trainTime) / float64(stepsRun) * float64(left))})
+				t.account(time.Since(t0))
+				if ferr := t.finish(res); ferr != nil {
+					err = ferr
+				}
+				if err != nil {
+					it.Close()
+					if errors.Is(err, errSource) {
+						r.sourceErr(r.data.trainBlock, errors.Unwrap(err))
+					} else {
+						r.trainErr(err)
+					}
+					return false
 				}
 			}
 			it.Close()
+		}
+		// Every step queued is finished before the epoch ends, is
+		// evaluated or is saved.
+		if err := t.flush(); err != nil {
+			r.trainErr(err)
+			return false
 		}
 		r.res.Position = r.pos
 		switch stop {
 		case StatusInterrupted:
 			r.res.Status = StatusInterrupted
 			r.log.Info("interrupted", "epoch", e+1, "step", r.pos.Step)
-			if stepsRun == 0 {
+			if t.stepsRun == 0 {
 				// Nothing new to keep, and a checkpoint of an untrained
 				// model would replace an earlier run's last.ckpt.
 				r.log.Info("nothing trained in this run; no checkpoint written")
@@ -180,11 +149,11 @@ func (r *runner) train(ctx context.Context) bool {
 		}
 
 		// The epoch is trained: evaluate it.
-		res := EpochResult{Epoch: e + 1, Step: r.pos.Step, LR: lr, Seconds: epochTime.Seconds()}
+		res := EpochResult{Epoch: e + 1, Step: r.pos.Step, LR: lr, Seconds: t.epochTime.Seconds()}
 		if r.pos.LossSamples > 0 {
 			res.TrainLoss = r.pos.LossSum / float64(r.pos.LossSamples)
 		}
-		if r.data.val != nil {
+		if r.data.val != nil && r.rc.nodeRank == 0 {
 			ev, err := r.evaluate(ctx, r.data.val, r.data.valName, r.data.valPart, r.set.metrics, int(p.BatchSize))
 			if err != nil {
 				if ctx.Err() != nil {
@@ -224,6 +193,189 @@ func (r *runner) train(ctx context.Context) bool {
 	return true
 }
 
+// errSource wraps an error of the training data's source.
+var errSource = errors.New("source")
+
+// trainer is the epoch loop's step machinery: an optimizer step at a time
+// (syncStep), or queued on a device that runs ahead (queueStep), with the
+// losses accounted for as they come back.
+type trainer struct {
+	r *runner
+	q Queuer
+	// epochTime is this invocation's training time in the epoch.
+	epochTime time.Duration
+	trainTime time.Duration
+	stepsRun  int64
+	// pending are the queued steps whose losses have not come back.
+	pending []pendingStep
+}
+
+// pendingStep is a queued optimizer step.
+type pendingStep struct {
+	epoch int
+	step  int64 // its number, from 1
+	ns    []int // its micro-batches' sizes
+	lr    float64
+}
+
+// syncStep trains one optimizer step of group micro-batches (gs samples)
+// and waits for it.
+func (t *trainer) syncStep(it data.Iterator, counter *batchCounter, group int, gs int64, lr float64, e int) ([]StepResult, error) {
+	r := t.r
+	r.model.ZeroGrad()
+	ns := make([]int, 0, group)
+	losses := make([]float64, 0, group)
+	for range group {
+		b, err := it.Next(context.Background())
+		if err != nil {
+			return nil, fmt.Errorf("%w%w", errSource, err)
+		}
+		counter.see(b)
+		bn := b.N
+		if s := r.data.scaling; s != nil {
+			s.standardise(b.Y, bn, len(b.Y)/max(bn, 1))
+		}
+		loss, err := r.model.TrainStep(b, float64(bn)/float64(gs))
+		it.Release(b) // b must not be read after this
+		if err == nil && (math.IsNaN(loss) || math.IsInf(loss, 0)) {
+			err = &NonFiniteError{Step: r.pos.Step, MicroStep: r.pos.MicroStep + int64(len(ns)), Loss: loss}
+		}
+		if err != nil {
+			return nil, err
+		}
+		ns = append(ns, bn)
+		losses = append(losses, loss)
+	}
+	if r.set.gradClip > 0 {
+		if _, err := r.model.ClipGradNorm(r.set.gradClip); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.model.Step(lr); err != nil {
+		return nil, err
+	}
+	t.advance(e, ns, lr)
+	return []StepResult{{Losses: losses}}, nil
+}
+
+// queueStep queues one optimizer step and takes the results that came
+// back meanwhile (on a GPU with lagged readback, the step before's).
+func (t *trainer) queueStep(it data.Iterator, counter *batchCounter, group int, gs int64, lr float64, e int) ([]StepResult, error) {
+	r := t.r
+	ns := make([]int, 0, group)
+	for j := range group {
+		b, err := it.Next(context.Background())
+		if err != nil {
+			return nil, fmt.Errorf("%w%w", errSource, err)
+		}
+		counter.see(b)
+		bn := b.N
+		if s := r.data.scaling; s != nil {
+			s.standardise(b.Y, bn, len(b.Y)/max(bn, 1))
+		}
+		err = t.q.QueueTrain(b, float64(bn)/float64(gs), j == 0, j == group-1)
+		it.Release(b) // the model copied it
+		if err != nil {
+			return nil, err
+		}
+		ns = append(ns, bn)
+	}
+	if err := t.q.QueueStep(r.set.gradClip, lr); err != nil {
+		return nil, err
+	}
+	t.advance(e, ns, lr)
+	return t.q.Results(false)
+}
+
+// advance moves the position past a step whose micro-batches had ns
+// samples; its losses are accounted for by finish.
+func (t *trainer) advance(e int, ns []int, lr float64) {
+	r := t.r
+	var gs int64
+	for _, n := range ns {
+		gs += int64(n)
+	}
+	r.pos.Step++
+	r.pos.MicroStep += int64(len(ns))
+	r.pos.Batch += len(ns)
+	r.pos.Samples += gs
+	r.res.SamplesTrained += gs
+	t.stepsRun++
+	t.pending = append(t.pending, pendingStep{epoch: e, step: r.pos.Step, ns: ns, lr: lr})
+}
+
+// account adds a step's wall time.
+func (t *trainer) account(dt time.Duration) {
+	t.trainTime += dt
+	t.epochTime += dt
+	t.r.res.TrainSeconds = t.trainTime.Seconds()
+}
+
+// finish accounts for the steps whose losses came back, oldest first: the
+// epoch's loss, the loss history, the progress hook. A non-finite loss
+// stops training there.
+func (t *trainer) finish(res []StepResult) error {
+	r := t.r
+	for _, sr := range res {
+		if len(t.pending) == 0 {
+			return fmt.Errorf("%w: the engine returned the losses of a step that was not queued", ErrInternal)
+		}
+		ps := t.pending[0]
+		t.pending = t.pending[1:]
+		var lsum float64
+		var gs int64
+		for i, l := range sr.Losses {
+			if math.IsNaN(l) || math.IsInf(l, 0) {
+				micro := r.pos.MicroStep - int64(len(ps.ns)) + int64(i)
+				for _, q := range t.pending {
+					micro -= int64(len(q.ns))
+				}
+				return &NonFiniteError{Step: ps.step - 1, MicroStep: micro, Loss: l}
+			}
+			if i < len(ps.ns) {
+				lsum += l * float64(ps.ns[i])
+				gs += int64(ps.ns[i])
+			}
+		}
+		loss := lsum / float64(max(gs, 1))
+		if ps.epoch == r.pos.Epoch {
+			r.pos.LossSum += lsum
+			r.pos.LossSamples += gs
+		}
+		r.res.StepLosses = append(r.res.StepLosses, loss)
+		if r.hooks.Step != nil {
+			left := r.stopAt - ps.step
+			elapsed := t.trainTime
+			var eta time.Duration
+			if t.stepsRun > 0 {
+				eta = time.Duration(float64(elapsed) / float64(t.stepsRun) * float64(left))
+			}
+			sps := 0.0
+			if s := elapsed.Seconds(); s > 0 {
+				sps = float64(r.res.SamplesTrained) / s
+			}
+			r.hooks.Step(StepInfo{Epoch: ps.epoch + 1, Step: ps.step, EpochStep: (ps.step-1)%max(r.spe, 1) + 1,
+				StepsPerEpoch: r.spe, TotalSteps: r.stopAt, Loss: loss, LR: ps.lr,
+				Samples: r.res.SamplesTrained, SamplesPerSecond: sps, Elapsed: elapsed, ETA: eta})
+		}
+	}
+	return nil
+}
+
+// flush waits for every queued step and accounts for it.
+func (t *trainer) flush() error {
+	if t.q == nil || len(t.pending) == 0 {
+		return nil
+	}
+	t0 := time.Now()
+	res, err := t.q.Results(true)
+	t.account(time.Since(t0))
+	if ferr := t.finish(res); ferr != nil {
+		return ferr
+	}
+	return err
+}
+
 // trainErr turns a training failure into a diagnostic; a non-finite
 // value points at the layer that produced it.
 func (r *runner) trainErr(err error) {
@@ -247,6 +399,33 @@ func (r *runner) trainErr(err error) {
 			at = rangeOf(r.lmodel.NameRange)
 		}
 		r.errorf(at, CodeNonFinite, summary, "Training stopped: %v. %s", nf, kept)
+		return
+	}
+	var oom *OutOfMemoryError
+	if errors.As(err, &oom) {
+		r.res.Status = StatusFailed
+		oom.Step = r.pos.Step
+		at := rangeOf(r.lmodel.NameRange)
+		if nd := nodeNamed(r.graph, oom.Node); nd != nil {
+			at = rangeOf(nd.Range)
+		}
+		measured := "the device did not say how much it held"
+		if oom.MaxReserved > 0 {
+			measured = fmt.Sprintf("the device measured %s allocated and %s reserved at the peak", fmtBytes(oom.MaxAllocated), fmtBytes(oom.MaxReserved))
+			if oom.Total > 0 {
+				measured += fmt.Sprintf(", %s of its %s in use", fmtBytes(oom.Used), fmtBytes(oom.Total))
+			}
+		}
+		where := ""
+		if oom.Phase != "" {
+			where = " in the " + oom.Phase + " pass"
+		}
+		if oom.Node != "" {
+			where += " at " + oom.Node
+		}
+		r.errorf(at, CodeOOM, fmt.Sprintf("out of memory at step %d%s", r.pos.Step+1, where),
+			"The plan estimated %s for a training step of batch %d; %s. %s Lower the batch (pipe plan --batch N shows what fits), or let checkpoint auto recompute activations. (%s)",
+			fmtBytes(r.p.Memory.Total), r.p.BatchSize, measured, kept, oom.Detail)
 		return
 	}
 	r.res.Status = StatusFailed
@@ -293,4 +472,17 @@ func (r *runner) loaderBytes() int64 {
 		}
 	}
 	return tr + ev
+}
+
+// fmtBytes writes a byte count in binary units, as plans do.
+func fmtBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
 }

@@ -25,6 +25,7 @@ func runPlan(a *app, args []string) int {
 	fs := a.newFlags("plan")
 	device := fs.String("device", "", "plan for this device instead of the file's (pipe devices lists them)")
 	batch := fs.Int64("batch", 0, "check whether this batch fits, whatever the file says")
+	ef := engineFlags(fs)
 	asJSON := fs.Bool("json", false, "write the plan as JSON on standard output instead of the table")
 	out := fs.String("out", "", "also write the plan's JSON to this file, for pipe run")
 	files, err := parseFlags(fs, args)
@@ -32,7 +33,11 @@ func runPlan(a *app, args []string) int {
 		return exitErrors
 	}
 	if len(files) != 1 {
-		fmt.Fprintln(a.env.Stderr, "usage: pipe plan [--device NAME] [--batch N] [--json] [--out FILE] FILE")
+		fmt.Fprintln(a.env.Stderr, "usage: pipe plan [--device NAME] [--engine auto|native|torch] [--nproc-per-node N] [--nnodes N] [--batch N] [--json] [--out FILE] FILE")
+		return exitErrors
+	}
+	if msg := ef.check(); msg != "" {
+		fmt.Fprintln(a.env.Stderr, "pipe plan: "+msg)
 		return exitErrors
 	}
 	if *batch < 1 && isSet(fs, "batch") {
@@ -56,6 +61,7 @@ func runPlan(a *app, args []string) int {
 	if *batch > 0 {
 		opts = append(opts, planner.WithBatch(*batch))
 	}
+	opts = append(opts, ef.options(nil)...)
 	p, pds := planner.Plan(prog, opts...)
 	all := append(ds, pds...)
 	a.printDiags(all, sources)
@@ -98,10 +104,16 @@ func hasOtherErrors(ds diag.Diagnostics) bool {
 
 // writePlan prints the per-layer table, the memory and the decisions.
 func writePlan(w io.Writer, p *plan.Plan) {
-	fmt.Fprintf(w, "%s: model %s on %s (%s backend), %s, batch %d", p.File, p.Model, p.Device.Name, p.Backend,
+	fmt.Fprintf(w, "%s: model %s on %s (%s engine), %s, batch %d", p.File, p.Model, p.Device.Name, p.EngineName(),
 		p.Precision.Compute, p.BatchSize)
+	if ws := p.WorldSize(); ws > 1 {
+		fmt.Fprintf(w, " per device × %d devices", ws)
+	}
 	if p.AccumulationSteps > 1 {
-		fmt.Fprintf(w, " × %d accumulation steps = %d", p.AccumulationSteps, p.EffectiveBatch)
+		fmt.Fprintf(w, " × %d accumulation steps", p.AccumulationSteps)
+	}
+	if p.AccumulationSteps > 1 || p.WorldSize() > 1 {
+		fmt.Fprintf(w, " = %d", p.EffectiveBatch)
 	}
 	fmt.Fprintf(w, "\n%s parameters, %s FLOPs per sample forward\n\n", planner.FormatCount(p.Parameters), planner.FormatCount(p.FLOPsPerSample))
 
@@ -122,7 +134,11 @@ func writePlan(w io.Writer, p *plan.Plan) {
 	tw.Flush()
 
 	m := p.Memory
-	fmt.Fprintf(w, "\nMemory at batch %d (%s backend)\n", p.BatchSize, p.Backend)
+	per := ""
+	if p.WorldSize() > 1 {
+		per = ", per device"
+	}
+	fmt.Fprintf(w, "\nMemory at batch %d (%s engine%s)\n", p.BatchSize, p.EngineName(), per)
 	// Names to the left, sizes to the right, so that the sizes line up
 	// on their units.
 	type memRow struct{ name, size, note string }
@@ -141,7 +157,7 @@ func writePlan(w io.Writer, p *plan.Plan) {
 		note += fmt.Sprintf(", %s before checkpointing", planner.FormatBytes(m.ActivationsBefore))
 	}
 	row("activations", m.Activations, note)
-	cpu := p.Backend == "cpu"
+	cpu := p.EngineName() == plan.EngineNative
 	if m.ActivationGradients > 0 {
 		row("activation grads", m.ActivationGradients, "live at the backward pass's peak")
 	}

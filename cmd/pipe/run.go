@@ -14,6 +14,8 @@ import (
 	"pipe/exec"
 	"pipe/exec/cpu"
 	"pipe/exec/report"
+	"pipe/exec/torch"
+	"pipe/lang"
 	"pipe/lang/diag"
 	"pipe/lang/render"
 	"pipe/planner"
@@ -29,9 +31,13 @@ func init() {
 		summary: "train, evaluate and predict as the file says (--plan, --resume, --max-steps, --report)", run: runRun})
 }
 
-// backends are the backends pipe run offers the executor; tests replace
-// them with a fake.
-var backends = func() []exec.Backend { return []exec.Backend{cpu.Backend{}} }
+// backends are the engines pipe run offers the executor, the torch engine
+// set up as the flags say; tests replace them with a fake.
+var backends = func(t torch.Backend) []exec.Backend { return []exec.Backend{cpu.Backend{}, t} }
+
+// probeTorch starts the torch engine's Python once, before any data is
+// read, to say at once what is missing; tests replace it.
+var probeTorch = torch.Probe
 
 // runContext is the context a run is cancelled through: the first SIGINT
 // or SIGTERM cancels it (the run finishes its step and writes a
@@ -69,6 +75,11 @@ func runRun(a *app, args []string) int {
 	reportPath := fs.String("report", "", "write the run report (JSON) here, and the loss curve beside it (default out/PIPELINE/report.json)")
 	threads := fs.Int("threads", 0, "compute threads (0: all cores); a resumed run reproduces losses only with the same number")
 	logEvery := fs.Int64("log-every", 0, "without a terminal, log a line every this many steps (default: about ten an epoch)")
+	ef := engineFlags(fs)
+	python := fs.String("python", "", "the torch engine's Python (default: $PIPE_PYTHON, else python3)")
+	nodeRank := fs.Int("node-rank", 0, "data parallelism over machines: this machine's rank, 0 to --nnodes-1 (rank 0 writes checkpoints and reports)")
+	masterAddr := fs.String("master-addr", "127.0.0.1", "data parallelism: the address of the machine of rank 0")
+	masterPort := fs.Int("master-port", 29500, "data parallelism: the port rank 0 listens on")
 	files, err := parseFlags(fs, args)
 	if err != nil {
 		return exitErrors
@@ -92,6 +103,15 @@ func runRun(a *app, args []string) int {
 		return exitErrors
 	case *maxSteps == 0 && isSet(fs, "max-steps"):
 		fmt.Fprintln(a.env.Stderr, "pipe run: --max-steps 0: give at least 1 (leave it out to train every epoch; --resume --skip-train evaluates without training)")
+		return exitErrors
+	case ef.check() != "":
+		fmt.Fprintln(a.env.Stderr, "pipe run: "+ef.check())
+		return exitErrors
+	case *planPath != "" && (isSet(fs, "engine") || isSet(fs, "nproc-per-node") || isSet(fs, "nnodes")):
+		fmt.Fprintln(a.env.Stderr, "pipe run: --engine, --nproc-per-node and --nnodes plan again; they cannot change a --plan file (run pipe plan with them instead)")
+		return exitErrors
+	case *nodeRank < 0 || (*nodeRank > 0 && *nodeRank >= max(*ef.nnodes, 1)):
+		fmt.Fprintf(a.env.Stderr, "pipe run: --node-rank %d: give 0 to --nnodes-1 (--nnodes is %d)\n", *nodeRank, max(*ef.nnodes, 1))
 		return exitErrors
 	}
 
@@ -133,15 +153,36 @@ func runRun(a *app, args []string) int {
 			return exitNoFit
 		}
 	} else {
-		opts := []planner.Option{planner.WithSource(src), planner.WithHost(hostInfo())}
-		if *device != "" {
-			opts = append(opts, planner.WithDevice(*device))
-		}
-		if *batch > 0 {
-			opts = append(opts, planner.WithBatch(*batch))
+		host := hostInfo()
+		mk := func(dev string, gpus *int) (*plan.Plan, diag.Diagnostics) {
+			opts := []planner.Option{planner.WithSource(src), planner.WithHost(host)}
+			if dev != "" {
+				opts = append(opts, planner.WithDevice(dev))
+			}
+			if *batch > 0 {
+				opts = append(opts, planner.WithBatch(*batch))
+			}
+			opts = append(opts, ef.options(gpus)...)
+			return planner.Plan(prog, opts...)
 		}
 		var pds diag.Diagnostics
-		p, pds = planner.Plan(prog, opts...)
+		p, pds = mk(*device, nil)
+		// On GPUs, --nproc-per-node defaults to every GPU present, unless
+		// the plan names one (cuda:N).
+		if p != nil && p.Backend == plan.BackendGPU && p.EngineName() == plan.EngineTorch && *ef.nproc == 0 &&
+			!strings.HasPrefix(p.Device.Name, "cuda:") && len(host.GPUs) > 1 {
+			n := len(host.GPUs)
+			p, pds = mk(*device, &n)
+		}
+		// device auto found a GPU and engine auto took torch: without a
+		// usable torch, the CPU trains instead, with a warning.
+		if p != nil && p.Backend == plan.BackendGPU && p.Device.Origin == "local" && p.Engine.Requested == "auto" &&
+			*device == "" && deviceAuto(prog) {
+			if _, perr := probeTorch(torch.PythonFor(*python, a.env.Getenv)); perr != nil {
+				fmt.Fprintf(a.env.Stderr, "pipe run: warning: device auto found %s, but the torch engine cannot start (%v); training on the CPU with the native engine instead\n", p.Device.Name, firstLine(perr))
+				p, pds = mk("cpu", nil)
+			}
+		}
 		ds = append(ds, pds...)
 		if p == nil || hasOtherErrors(pds) {
 			a.printDiags(ds, sources)
@@ -152,12 +193,28 @@ func runRun(a *app, args []string) int {
 			return exitNoFit
 		}
 	}
-	if p.Backend == plan.BackendGPU {
-		a.printDiags(ds, sources)
-		fmt.Fprintf(a.env.Stderr, "pipe run: this plan is for a GPU (%s), and pipe has no GPU backend yet; re-plan with --device cpu\n", p.Device.Name)
-		return exitErrors
-	}
 	a.printDiags(ds, sources) // warnings
+	tb := torch.Backend{Python: torch.PythonFor(*python, a.env.Getenv), NProcPerNode: p.Distributed.NProcPerNode,
+		NNodes: p.Distributed.NNodes, NodeRank: *nodeRank, MasterAddr: *masterAddr, MasterPort: *masterPort, Log: a.log}
+	if p.EngineName() == plan.EngineTorch {
+		// The engine's Python is checked before any data is read.
+		info, err := probeTorch(tb.Python)
+		if err != nil {
+			fmt.Fprintf(a.env.Stderr, "pipe run: %v\n", err)
+			return exitErrors
+		}
+		if p.Backend == plan.BackendGPU && !info.CUDA {
+			fmt.Fprintf(a.env.Stderr, "pipe run: the plan is for a GPU (%s), but the torch of %s (%s) sees no CUDA device; run where there is one, or plan for the CPU with --device cpu\n",
+				p.Device.Name, info.Executable, info.Torch)
+			return exitErrors
+		}
+		if p.Backend == plan.BackendGPU && p.Distributed.NProcPerNode > info.CUDADevices {
+			fmt.Fprintf(a.env.Stderr, "pipe run: --nproc-per-node %d asks for %d GPUs, and torch sees %d on this machine\n",
+				p.Distributed.NProcPerNode, p.Distributed.NProcPerNode, info.CUDADevices)
+			return exitErrors
+		}
+		a.log.Info("torch engine", "python", info.Executable, "torch", info.Torch, "cuda", info.CUDA, "gpus", info.CUDADevices)
+	}
 
 	// The run.
 	terminal := isTerminal(a.env.Stderr)
@@ -168,8 +225,8 @@ func runRun(a *app, args []string) int {
 	}
 	progress := report.NewProgress(a.env.Stderr, info, terminal)
 	progress.Every = *logEvery
-	opts := []exec.Option{exec.WithLogger(runLog), exec.WithThreads(*threads)}
-	for _, b := range backends() {
+	opts := []exec.Option{exec.WithLogger(runLog), exec.WithThreads(*threads), exec.WithNodeRank(*nodeRank)}
+	for _, b := range backends(tb) {
 		opts = append(opts, exec.WithBackend(b))
 	}
 	if *maxSteps > 0 {
@@ -202,9 +259,13 @@ func runRun(a *app, args []string) int {
 
 	// What it did.
 	reportFailed := false
-	if res.Precision == "" { // the model was never built: nothing to report
+	switch {
+	case res.Precision == "": // the model was never built: nothing to report
 		rp = ""
-	} else {
+	case *nodeRank > 0: // node 0 writes the report
+		rp = ""
+		report.Summary(a.env.Stdout, res, rp, curve)
+	default:
 		if len(res.StepLosses) > 0 {
 			curve = strings.TrimSuffix(rp, filepath.Ext(rp)) + "-loss.png"
 			if err := report.LossCurve(res, curve); err != nil {
@@ -266,4 +327,20 @@ func (a *app) progressLogger() hclog.Logger {
 		lvl = hclog.Info
 	}
 	return hclog.New(&hclog.LoggerOptions{Name: "pipe", Level: lvl, Output: a.env.Stderr, Color: colorOption(a.color), DisableTime: true})
+}
+
+// deviceAuto says the file leaves the device to pipe (no device field, or
+// device auto).
+func deviceAuto(prog *lang.Program) bool {
+	v := prog.Top.Field("device").First()
+	return v == nil || v.Auto
+}
+
+// firstLine is err's message up to its first line break.
+func firstLine(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
 }

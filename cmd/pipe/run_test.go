@@ -12,13 +12,14 @@ import (
 
 	"pipe/exec"
 	"pipe/exec/exectest"
+	"pipe/exec/torch"
 )
 
 // fakeBackend runs pipe run on the fake linear backend.
 func fakeBackend(t *testing.T) {
 	t.Helper()
 	old := backends
-	backends = func() []exec.Backend { return []exec.Backend{&exectest.Backend{Noise: 0.1}} }
+	backends = func(torch.Backend) []exec.Backend { return []exec.Backend{&exectest.Backend{Noise: 0.1}} }
 	t.Cleanup(func() { backends = old })
 }
 
@@ -132,13 +133,27 @@ func TestRunPlanFileMustMatchTheSource(t *testing.T) {
 	}
 }
 
-func TestRunRefusesGPUPlansAndPlansThatDoNotFit(t *testing.T) {
+func TestRunChecksTorchFirstAndRefusesPlansThatDoNotFit(t *testing.T) {
 	fixedHost(t)
 	fakeBackend(t)
+	old := probeTorch
+	probeTorch = func(python string) (torch.Info, error) {
+		return torch.Info{}, &torch.StartError{Python: python, Reason: "cannot import torch", NoTorch: true}
+	}
+	t.Cleanup(func() { probeTorch = old })
 	dir, file := tiny(t, tinyPipe)
-	code, _, stderr := runPipe(t, "", runArgs(dir, "--device", "a100-80gb", file)...)
-	if code != exitErrors || !strings.Contains(stderr, "re-plan with --device cpu") {
-		t.Errorf("GPU plan: exit %d\n%s", code, stderr)
+	// A GPU plan runs on the torch engine, whose Python is checked before
+	// any data is read.
+	code, _, stderr := runPipe(t, "", runArgs(dir, "--device", "a100-80gb", "--python", "/opt/nowhere/python", file)...)
+	if code != exitErrors || !strings.Contains(stderr, `"/opt/nowhere/python" cannot import torch`) || !strings.Contains(stderr, "PIPE_PYTHON") {
+		t.Errorf("GPU plan without torch: exit %d\n%s", code, stderr)
+	}
+	probeTorch = func(python string) (torch.Info, error) {
+		return torch.Info{Torch: "2.11.0", Executable: python}, nil
+	}
+	code, _, stderr = runPipe(t, "", runArgs(dir, "--device", "a100-80gb", file)...)
+	if code != exitErrors || !strings.Contains(stderr, "sees no CUDA device") {
+		t.Errorf("GPU plan where torch sees no GPU: exit %d\n%s", code, stderr)
 	}
 	code, _, stderr = runPipe(t, "", runArgs(dir, "--batch", "4000000000", file)...)
 	if code != exitNoFit {
@@ -281,7 +296,7 @@ evaluate { source train }
 func TestRunNonFiniteLossExitsWithTheLayer(t *testing.T) {
 	fixedHost(t)
 	old := backends
-	backends = func() []exec.Backend { return []exec.Backend{&exectest.Backend{NaNAt: 20}} }
+	backends = func(torch.Backend) []exec.Backend { return []exec.Backend{&exectest.Backend{NaNAt: 20}} }
 	t.Cleanup(func() { backends = old })
 	dir, file := tiny(t, tinyPipe)
 	code, _, stderr := runPipe(t, "", runArgs(dir, file)...)

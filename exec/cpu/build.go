@@ -21,7 +21,7 @@ type Backend struct{}
 var _ exec.Backend = Backend{}
 
 // Name implements exec.Backend.
-func (Backend) Name() string { return "cpu" }
+func (Backend) Name() string { return "native" }
 
 var blasOnce sync.Once
 

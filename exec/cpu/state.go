@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"pipe/exec"
+	"pipe/stdlib"
 )
 
 // stateTensors lists every tensor of the state, in order, with the slice
@@ -121,4 +122,19 @@ func first(s []string, n int) []string {
 		return append(s[:n:n], "…")
 	}
 	return s
+}
+
+// InitialState is the state a model built from g and cfg starts from:
+// pipe's seeded initial parameters (each tensor drawn from its own stream
+// of cfg.Seed and its name), the running statistics' initial values and
+// zero optimizer buffers. Another engine starts from it, so that the same
+// file gives the same starting weights on either.
+func InitialState(g *stdlib.Graph, cfg exec.Config) (exec.State, error) {
+	cfg.Batch, cfg.Threads, cfg.Checkpoint = 1, 1, nil
+	m, err := Backend{}.Build(g, cfg)
+	if err != nil {
+		return exec.State{}, err
+	}
+	defer m.Close()
+	return m.State(), nil
 }

@@ -11,7 +11,7 @@ import (
 
 // Backend is a fake exec.Backend whose models are linear.
 type Backend struct {
-	// BackendName is what Name returns; "cpu" when empty.
+	// BackendName is what Name returns; "native" when empty.
 	BackendName string
 	// NaNAt makes the loss of the NaNAt-th micro-batch trained (counting
 	// from 1 over the model's life) NaN; 0 never does.
@@ -26,7 +26,7 @@ type Backend struct {
 // Name implements exec.Backend.
 func (b *Backend) Name() string {
 	if b.BackendName == "" {
-		return "cpu"
+		return "native"
 	}
 	return b.BackendName
 }

@@ -19,7 +19,12 @@ type Report struct {
 	Model        string `json:"model"`
 	Device       string `json:"device"`
 	Backend      string `json:"backend"`
-	Precision    string `json:"precision"`
+	// Engine is the engine that ran (native, torch) and EngineApplied how
+	// it applied the plan where that depends on the machine
+	// (torch.compile or eager, the fused optimizer or not).
+	Engine        string            `json:"engine"`
+	EngineApplied map[string]string `json:"engine_applied,omitempty"`
+	Precision     string            `json:"precision"`
 	// Status is how the run ended: completed, max-steps, interrupted,
 	// non-finite, failed, not-trained.
 	Status string `json:"status"`
@@ -43,9 +48,13 @@ type Report struct {
 
 	// EstimatedPeakBytes is the plan's Memory.Total; MeasuredPeakBytes
 	// the model's Memory().Total plus the loaders' batch buffers.
-	EstimatedPeakBytes int64  `json:"estimated_peak_bytes"`
-	MeasuredPeakBytes  int64  `json:"measured_peak_bytes"`
-	Memory             Memory `json:"memory"`
+	// With the torch engine, MeasuredPeakBytes is what the device
+	// measured: rank 0's max_memory_reserved on a GPU, its worker's peak
+	// resident memory on the CPU; Devices has every rank's figures.
+	EstimatedPeakBytes int64          `json:"estimated_peak_bytes"`
+	MeasuredPeakBytes  int64          `json:"measured_peak_bytes"`
+	Memory             Memory         `json:"memory"`
+	Devices            []DeviceReport `json:"devices,omitempty"`
 
 	// Metrics are the final evaluation's; FinalLoss its loss.
 	Metrics    map[string]*float64 `json:"metrics"`
@@ -92,6 +101,27 @@ type Memory struct {
 	// ProcessMaxRSS is the process's peak resident memory (getrusage),
 	// everything included: the data sets held in memory, the Go runtime.
 	ProcessMaxRSS int64 `json:"process_max_rss_bytes"`
+}
+
+// DeviceReport is one device's memory as the device and its OS measured
+// it, beside the plan's estimate per device.
+type DeviceReport struct {
+	Rank   int    `json:"rank"`
+	Device string `json:"device"`
+	// MaxAllocatedBytes and MaxReservedBytes are torch.cuda's peaks;
+	// DeviceUsedBytes the device's used memory from mem_get_info at the
+	// end of the run (every process's), DeviceTotalBytes its capacity.
+	MaxAllocatedBytes int64 `json:"max_allocated_bytes,omitempty"`
+	MaxReservedBytes  int64 `json:"max_reserved_bytes,omitempty"`
+	DeviceUsedBytes   int64 `json:"device_used_bytes,omitempty"`
+	DeviceTotalBytes  int64 `json:"device_total_bytes,omitempty"`
+	// WorkerMaxRSSBytes is the worker process's peak resident memory.
+	WorkerMaxRSSBytes int64 `json:"worker_max_rss_bytes"`
+	// EstimatedBytes is the plan's total per device, and ErrorPercent
+	// (estimated − measured)/measured, measured being the reserved peak
+	// on a GPU and the worker's peak resident memory on the CPU.
+	EstimatedBytes int64    `json:"estimated_bytes"`
+	ErrorPercent   *float64 `json:"error_percent"`
 }
 
 // Evaluated says what the final metrics were measured on.
@@ -170,6 +200,15 @@ func New(res *exec.Result, p *plan.Plan) *Report {
 	r.Memory = Memory{Parameters: mm.Parameters, Gradients: mm.Gradients, Optimizer: mm.Optimizer, Arena: mm.Arena,
 		PeakLive: mm.PeakLive, Saved: mm.Saved, Scratch: mm.Scratch, EvalArena: mm.EvalArena, ModelTotal: mm.Total,
 		HeapInuseDelta: mm.HeapInuseDelta, LoaderBytes: res.Memory.Loader, ProcessMaxRSS: maxRSS()}
+	r.Engine, r.EngineApplied = res.Engine, res.Applied
+	for _, d := range res.Memory.Device {
+		dr := DeviceReport{Rank: d.Rank, Device: d.Device, MaxAllocatedBytes: d.MaxAllocated, MaxReservedBytes: d.MaxReserved,
+			DeviceUsedBytes: d.Used, DeviceTotalBytes: d.Total, WorkerMaxRSSBytes: d.MaxRSS, EstimatedBytes: res.Memory.Estimated}
+		if m := d.Measured(); m > 0 {
+			dr.ErrorPercent = num(100 * float64(res.Memory.Estimated-m) / float64(m))
+		}
+		r.Devices = append(r.Devices, dr)
+	}
 	if res.ResumedFrom != nil {
 		r.ResumedFrom = &Resumed{Epoch: res.ResumedFrom.Epoch, Batch: res.ResumedFrom.Batch, Step: res.ResumedFrom.Step}
 	}

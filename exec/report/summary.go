@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"sort"
 	"time"
 
 	"pipe/exec"
@@ -47,7 +48,35 @@ func Summary(w io.Writer, res *exec.Result, reportPath, curvePath string) {
 			fmt.Fprintln(w)
 		}
 	}
-	if res.Memory.Measured > 0 {
+	if len(res.Applied) > 0 {
+		keys := make([]string, 0, len(res.Applied))
+		for k := range res.Applied {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		fmt.Fprintf(w, "  engine: %s, %s", res.Engine, res.Precision)
+		for _, k := range keys {
+			fmt.Fprintf(w, "; %s %s", k, res.Applied[k])
+		}
+		fmt.Fprintln(w)
+	}
+	if d := res.Memory.Device; len(d) > 0 {
+		for _, dm := range d {
+			est := Bytes(res.Memory.Estimated)
+			switch {
+			case dm.MaxReserved > 0:
+				fmt.Fprintf(w, "  memory on %s (rank %d): %s reserved, %s allocated at the peak (torch.cuda), %s planned",
+					dm.Device, dm.Rank, Bytes(dm.MaxReserved), Bytes(dm.MaxAllocated), est)
+				if dm.Total > 0 {
+					fmt.Fprintf(w, "; the device has %s of %s in use", Bytes(dm.Used), Bytes(dm.Total))
+				}
+				fmt.Fprintln(w)
+			default:
+				fmt.Fprintf(w, "  memory on %s (rank %d): the torch worker's peak resident memory is %s (the OS's figure, the PyTorch libraries included), %s planned for the step\n",
+					dm.Device, dm.Rank, Bytes(dm.MaxRSS), est)
+			}
+		}
+	} else if res.Memory.Measured > 0 {
 		fmt.Fprintf(w, "  memory: %s measured (model %s, loader %s), %s planned\n",
 			Bytes(res.Memory.Measured), Bytes(res.Memory.Model.Total), Bytes(res.Memory.Loader), Bytes(res.Memory.Estimated))
 	}

@@ -1,0 +1,55 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"pipe/planner"
+)
+
+// engineFlagSet holds the flags that choose the engine and the devices,
+// shared by pipe plan and pipe run (torchrun's names for the devices).
+type engineFlagSet struct {
+	engine *string
+	nproc  *int
+	nnodes *int
+}
+
+func engineFlags(fs *flag.FlagSet) *engineFlagSet {
+	return &engineFlagSet{
+		engine: fs.String("engine", "", "the engine: auto (native on the CPU, torch on a GPU), native or torch; overrides the file's engine"),
+		nproc:  fs.Int("nproc-per-node", 0, "data parallelism: devices on this machine, one worker each (torch engine; default: the GPUs present, 1 on the CPU)"),
+		nnodes: fs.Int("nnodes", 0, "data parallelism: machines taking part (default 1)"),
+	}
+}
+
+// check says what is wrong with the flags, "" when nothing.
+func (e *engineFlagSet) check() string {
+	switch *e.engine {
+	case "", "auto", "native", "torch":
+	default:
+		return fmt.Sprintf("--engine %s: give auto, native or torch", *e.engine)
+	}
+	if *e.nproc < 0 || *e.nnodes < 0 {
+		return "--nproc-per-node and --nnodes must not be negative"
+	}
+	return ""
+}
+
+// options are the planner's options for the flags; gpus is the number of
+// local GPUs a run found, which --nproc-per-node defaults to on a GPU
+// (nil: plan one device a node unless told).
+func (e *engineFlagSet) options(nproc *int) []planner.Option {
+	var opts []planner.Option
+	if *e.engine != "" {
+		opts = append(opts, planner.WithEngine(*e.engine))
+	}
+	n := *e.nproc
+	if nproc != nil && n == 0 {
+		n = *nproc
+	}
+	if n > 1 || *e.nnodes > 1 {
+		opts = append(opts, planner.WithDevices(n, *e.nnodes))
+	}
+	return opts
+}

@@ -1,0 +1,113 @@
+package torch
+
+import (
+	"math/rand/v2"
+	"os"
+	osexec "os/exec"
+	"testing"
+
+	"pipe/exec"
+	"pipe/exec/data"
+	"pipe/lang"
+	"pipe/planner"
+	"pipe/planner/plan"
+	"pipe/stdlib"
+)
+
+// testPython is the Python the tests drive: $PIPE_PYTHON, else Debian's
+// /usr/bin/python3 (python3-torch), else python3.
+func testPython(t testing.TB) string {
+	t.Helper()
+	py := os.Getenv("PIPE_PYTHON")
+	if py == "" {
+		py = "/usr/bin/python3"
+		if _, err := os.Stat(py); err != nil {
+			py = "python3"
+		}
+	}
+	if err := osexec.Command(py, "-c", "import torch").Run(); err != nil {
+		if os.Getenv("PIPE_REQUIRE_TORCH") != "" {
+			t.Fatalf("%s cannot import torch, and PIPE_REQUIRE_TORCH is set (make test installs Debian's python3-torch): %v", py, err)
+		}
+		t.Skipf("%s cannot import torch (install python3-torch, or set PIPE_PYTHON)", py)
+	}
+	return py
+}
+
+var testHost = planner.HostInfo{MemTotal: 24 << 30, MemAvailable: 24 << 30, Cores: 2}
+
+// loadSrc checks and plans src for the CPU.
+func loadSrc(t testing.TB, name string, src []byte, opts ...planner.Option) (*lang.Program, *plan.Plan, *stdlib.Graph) {
+	t.Helper()
+	f, ds := lang.Parse(name, src)
+	prog, cds := lang.Check(f, stdlib.Schema())
+	if ds = append(ds, cds...); ds.HasErrors() {
+		t.Fatalf("%s does not check:\n%v", name, ds)
+	}
+	opts = append([]planner.Option{planner.WithDevice("cpu"), planner.WithHost(testHost), planner.WithSource(src)}, opts...)
+	p, pds := planner.Plan(prog, opts...)
+	if pds.HasErrors() || p == nil {
+		t.Fatalf("%s does not plan:\n%v", name, pds)
+	}
+	g, gds := stdlib.BuildGraph(prog.Model(p.Model))
+	if gds.HasErrors() {
+		t.Fatal(gds)
+	}
+	return prog, p, g
+}
+
+func loadFile(t testing.TB, path string, opts ...planner.Option) (*lang.Program, *plan.Plan, *stdlib.Graph) {
+	t.Helper()
+	src, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return loadSrc(t, path, src, opts...)
+}
+
+// randomBatch is n samples for g: N(0, 1) inputs, targets suited to the
+// loss.
+func randomBatch(g *stdlib.Graph, loss string, n int, seed uint64) *data.Batch {
+	r := rand.New(rand.NewPCG(seed, 7))
+	in := 1
+	for _, d := range g.Input {
+		in *= int(d)
+	}
+	b := &data.Batch{N: n, X: make([]float32, n*in)}
+	for i := range b.X {
+		b.X[i] = float32(r.NormFloat64())
+	}
+	out := g.OutShape()
+	per := 1
+	for _, d := range out[1:] {
+		per *= int(d)
+	}
+	switch loss {
+	case "cross_entropy":
+		b.Y = make([]float32, n*per)
+		for i := range b.Y {
+			b.Y[i] = float32(r.IntN(int(out[0])))
+		}
+	case "bce", "dice":
+		b.Y = make([]float32, n*per*int(out[0]))
+		for i := range b.Y {
+			b.Y[i] = float32(r.IntN(2))
+		}
+	default:
+		b.Y = make([]float32, n*per*int(out[0]))
+		for i := range b.Y {
+			b.Y[i] = float32(r.NormFloat64())
+		}
+	}
+	return b
+}
+
+func buildTorch(t testing.TB, g *stdlib.Graph, cfg exec.Config, b Backend) *model {
+	t.Helper()
+	m, err := b.Build(g, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	return m.(*model)
+}

@@ -1,0 +1,1127 @@
+"""pipe_torch: the worker of pipe's torch engine.
+
+pipe (exec/torch) embeds this file and starts one worker per device:
+
+    PYTHON pipe_torch.py --worker
+
+The worker builds a torch.nn.Module from pipe's model graph (the spec that
+exec/torch writes), receives pipe's seeded initial weights, and trains,
+evaluates and reports memory on pipe's command. pipe keeps the plan, the
+data, the run loop, the checkpoints and the reports; the worker computes.
+
+Protocol. One JSON object a line on stdin, one JSON reply a line on the
+process's original stdout, in order. Whatever else writes to stdout (a
+library's print) is sent to stderr, so it cannot break the protocol.
+Tensors never go through the pipe: batches, outputs and checkpoint tensors
+live in shared-memory files (under /dev/shm) that pipe creates and both
+sides map; a command names the region and the offsets.
+
+Every reply is {"ok": true, ...} or {"ok": false, "kind": K, "error": MSG}
+with kind one of: "oom" (out of memory: "node", "phase" and "memory" say
+where and how much), "nonfinite" (a NaN or Inf: "step", "micro_step",
+"loss", "node", "op", "param", "input"), "unsupported", "bad-batch",
+"error" (anything else, with "trace").
+
+Commands (see exec/torch/worker.go for the Go side):
+
+    hello                        -> versions and what this torch can do
+    map {region, path, size}     -> maps a shared-memory file
+    build {spec}                 -> builds the model (and the process group)
+    set_state {layout, counters} -> loads tensors from the "state" region
+    get_state {layout}           -> writes tensors into the "state" region
+    train {n, x, y, mask, scale, zero, sync}
+                                 -> one micro-batch: forward, loss, backward
+    step {lr, clip}              -> clips, then one optimizer step
+    flush                        -> waits for the device; the losses left
+    eval {n, x, y, mask, out}    -> forward in evaluation mode
+    memory                       -> the device's and the process's peaks
+    saved {n, x}                 -> the bytes autograd saves for backward
+    quit
+
+A micro-batch's loss is read back at once on the CPU. On a CUDA device the
+plan can ask for "lagged" readback: the reply to an optimizer step carries
+the losses of the step before it, so reading them never waits for the
+device and the GPU always has the next step queued.
+
+Nothing here needs more than torch (1.13 or later) and the standard
+library. What only torch 2.x has (torch.compile, fused AdamW) is guarded.
+"""
+
+import json
+import math
+import mmap
+import os
+import resource
+import signal
+import sys
+import time
+import traceback
+
+PROTOCOL = 1
+
+torch = None
+nn = None
+F = None
+
+
+def import_torch():
+    global torch, nn, F
+    import torch as _torch
+    import torch.nn as _nn
+    import torch.nn.functional as _F
+    torch, nn, F = _torch, _nn, _F
+
+
+def version_tuple(v):
+    out = []
+    for part in v.split("+")[0].split("."):
+        digits = ""
+        for ch in part:
+            if ch.isdigit():
+                digits += ch
+            else:
+                break
+        out.append(int(digits or 0))
+    while len(out) < 3:
+        out.append(0)
+    return tuple(out[:3])
+
+
+class Failure(Exception):
+    """An error with a kind, reported to pipe as such."""
+
+    def __init__(self, kind, msg, **extra):
+        super().__init__(msg)
+        self.kind = kind
+        self.extra = extra
+
+
+# ---------------------------------------------------------------------------
+# The model
+
+def module_key(name):
+    """A node's name as a ModuleDict key (keys may not contain dots)."""
+    return name.replace(".", "__")
+
+
+def make_module(n):
+    op, a, ins = n["op"], n.get("args") or {}, n["in"]
+    if op == "conv":
+        return nn.Conv2d(ins[0][0], a["out_channels"], a["kernel_size"], stride=a["stride"],
+                         padding=a["padding"], dilation=a["dilation"], groups=a["groups"], bias=a["bias"])
+    if op == "convtranspose":
+        return nn.ConvTranspose2d(ins[0][0], a["out_channels"], a["kernel_size"], stride=a["stride"],
+                                  padding=a["padding"], groups=a.get("groups", 1), bias=a["bias"])
+    if op == "dense":
+        return nn.Linear(ins[0][-1], a["out_features"], bias=a["bias"])
+    if op == "sketched_dense":
+        return Sketched(ins[0][-1], a["out_features"], a["terms"], a["rank"], a["bias"])
+    if op == "batchnorm":
+        shape = ins[0]
+        cls = nn.BatchNorm2d if len(shape) == 3 else nn.BatchNorm1d
+        return cls(shape[0], eps=a["eps"], momentum=a["momentum"])
+    if op == "layernorm":
+        return nn.LayerNorm(ins[0][-1], eps=a["eps"])
+    if op == "maxpool":
+        return nn.MaxPool2d(a["kernel_size"], stride=a["stride"], padding=a["padding"])
+    if op == "avgpool":
+        return nn.AvgPool2d(a["kernel_size"], stride=a["stride"], padding=a["padding"])
+    if op == "dropout":
+        return nn.Dropout(a["p"])
+    return None
+
+
+def define_modules():
+    """Module classes that need torch imported."""
+    global Sketched
+
+    class _Sketched(nn.Module):
+        """pipe's sketched_dense: y = x·Σ_i U_i·V_i + b, computed as
+        [x·U_1, …, x·U_T]·[V_1; …; V_T] without forming the dense weight.
+        u is [terms, in, rank], v [terms, rank, out], as pipe stores them."""
+
+        def __init__(self, fin, fout, terms, rank, bias):
+            super().__init__()
+            self.terms, self.rank = terms, rank
+            self.u = nn.Parameter(torch.empty(terms, fin, rank))
+            self.v = nn.Parameter(torch.empty(terms, rank, fout))
+            self.bias = nn.Parameter(torch.empty(fout)) if bias else None
+
+        def forward(self, x):
+            # t = [x·U_1, …, x·U_T]: [n, terms·rank]
+            t = torch.einsum("ni,tir->ntr", x, self.u).reshape(x.shape[0], self.terms * self.rank)
+            y = t @ self.v.reshape(self.terms * self.rank, -1)
+            if self.bias is not None:
+                y = y + self.bias
+            return y
+
+    Sketched = _Sketched
+
+
+Sketched = None
+Net = None
+
+
+def define_net():
+    global Net
+
+    class _Net(nn.Module):
+        """The graph of a spec, run node by node in its topological order.
+
+        forward returns (logits, out): out is the model's output and logits
+        what the loss reads, the values before a final softmax
+        (cross_entropy) or sigmoid (bce), as pipe's losses do.
+        """
+
+        def __init__(self, spec):
+            super().__init__()
+            self.nodes = spec["nodes"]
+            self.output = spec["output"]
+            self.layers = nn.ModuleDict()
+            for n in self.nodes:
+                m = make_module(n)
+                if m is not None:
+                    key = module_key(n["name"])
+                    if key in self.layers:
+                        raise ValueError(f"two nodes map to the module name {key}")
+                    self.layers[key] = m
+            self.mods = [self.layers[module_key(n["name"])] if module_key(n["name"]) in self.layers else None
+                         for n in self.nodes]
+            last = self.nodes[self.output]
+            loss = spec["loss"]
+            self.logits = self.output
+            if (loss == "cross_entropy" and last["op"] == "softmax") or (loss == "bce" and last["op"] == "sigmoid"):
+                self.logits = last["inputs"][0]
+            # The last reader of each node, so that outputs are dropped as
+            # soon as nothing reads them (autograd keeps what backward needs).
+            self.last_use = {}
+            for n in self.nodes:
+                for j in n["inputs"]:
+                    self.last_use[j] = n["id"]
+            self.last_use[self.output] = len(self.nodes)
+            self.last_use[self.logits] = len(self.nodes)
+            # Checkpoint segments: node ID ranges recomputed in backward.
+            self.segments = {}
+            for s in spec.get("segments") or []:
+                self.segments[s["from"]] = s["to"]
+            self.channels_last = False
+            self.current = None  # the node running, for out-of-memory reports
+            self.recomputing = False
+
+        def run_node(self, n, xs):
+            op = n["op"]
+            m = self.mods[n["id"]]
+            if op in ("conv", "convtranspose", "dense", "sketched_dense", "layernorm",
+                      "maxpool", "avgpool", "dropout"):
+                return m(xs[0])
+            if op == "batchnorm":
+                if self.recomputing:
+                    # A recomputed segment normalises with the batch's own
+                    # statistics, exactly as the first pass did, without
+                    # updating the running statistics a second time.
+                    return F.batch_norm(xs[0], None, None, m.weight, m.bias, True, 0.0, m.eps)
+                return m(xs[0])
+            if op == "input":
+                return xs[0]
+            if op == "relu":
+                return F.relu(xs[0])
+            if op == "gelu":
+                return F.gelu(xs[0])
+            if op == "sigmoid":
+                return torch.sigmoid(xs[0])
+            if op == "tanh":
+                return torch.tanh(xs[0])
+            if op == "softmax":
+                return F.softmax(xs[0], dim=1)
+            if op == "flatten":
+                return torch.flatten(xs[0], 1)
+            if op == "gap":
+                y = F.adaptive_avg_pool2d(xs[0], 1)
+                if not n["args"]["keepdims"]:
+                    y = torch.flatten(y, 1)
+                return y
+            if op == "upsample":
+                a = n["args"]
+                kw = {"align_corners": a["align_corners"]} if a["mode"] == "bilinear" else {}
+                return F.interpolate(xs[0], size=tuple(n["out"][1:]), mode=a["mode"], **kw)
+            if op == "concat":
+                return torch.cat(xs, dim=1)
+            if op == "add":
+                y = xs[0]
+                for t in xs[1:]:
+                    y = y + t
+                return y
+            raise Failure("unsupported", f"node {n['name']}: op {op} has no torch counterpart in this worker")
+
+        def forward(self, x):
+            outs = [None] * len(self.nodes)
+            i = 0
+            count = len(self.nodes)
+            while i < count:
+                n = self.nodes[i]
+                if i in self.segments and self.training and torch.is_grad_enabled():
+                    i = self.run_segment(i, self.segments[i], outs)
+                    continue
+                self.current = n["name"]
+                xs = [outs[j] for j in n["inputs"]] if n["op"] != "input" else [x]
+                outs[i] = self.run_node(n, xs)
+                for j in n["inputs"]:
+                    if self.last_use.get(j) == i:
+                        outs[j] = None
+                i += 1
+            self.current = None
+            return outs[self.logits], outs[self.output]
+
+        def run_segment(self, lo, hi, outs):
+            """Nodes lo..hi under torch.utils.checkpoint: their outputs are
+            dropped after the forward pass and recomputed in the backward."""
+            from torch.utils.checkpoint import checkpoint
+            nodes = self.nodes[lo:hi + 1]
+            inside = set(range(lo, hi + 1))
+            ins = sorted({j for n in nodes for j in n["inputs"] if j not in inside})
+            leaving = [k for k in range(lo, hi + 1) if self.last_use.get(k, -1) > hi]
+            calls = [0]
+
+            def seg(*tensors):
+                calls[0] += 1
+                self.recomputing = calls[0] > 1
+                try:
+                    local = dict(zip(ins, tensors))
+                    for n in nodes:
+                        self.current = n["name"]
+                        xs = [local[j] for j in n["inputs"]]
+                        local[n["id"]] = self.run_node(n, xs)
+                    return tuple(local[k] for k in leaving)
+                finally:
+                    self.recomputing = False
+
+            res = checkpoint(seg, *[outs[j] for j in ins], use_reentrant=False)
+            for k, t in zip(leaving, res):
+                outs[k] = t
+            for j in ins:
+                if self.last_use.get(j, -1) <= hi:
+                    outs[j] = None
+            return hi + 1
+
+    Net = _Net
+
+
+# ---------------------------------------------------------------------------
+# Losses: pipe's definitions (exec.Loss), masks included.
+
+def ce_targets(y, n, out_shape):
+    """Class indices when there is one value per output position."""
+    positions = 1
+    for d in out_shape[1:]:
+        positions *= d
+    return y.numel() == n * positions and out_shape[0] > 1
+
+
+def compute_loss(kind, logits, out, y, mask, n, out_shape, ends_sigmoid=False):
+    """The mean loss over the batch's valid positions, in fp32."""
+    logits = logits.float()
+    if kind == "cross_entropy":
+        k = out_shape[0]
+        if ce_targets(y, n, out_shape):
+            t = y.reshape([n] + list(out_shape[1:]))
+            w = None if mask is None else mask.reshape(t.shape)
+            idx = t.long()
+            if w is not None:
+                idx = torch.where(w > 0, idx, torch.zeros_like(idx))
+            per = F.cross_entropy(logits, idx, reduction="none")
+        else:
+            t = y.reshape([n] + list(out_shape))
+            per = -(t * F.log_softmax(logits, dim=1)).sum(1)
+            w = None
+            if mask is not None:
+                w = mask.reshape([n] + list(out_shape)).select(1, 0)
+        if w is None:
+            return per.mean()
+        den = w.sum()
+        return torch.where(den > 0, (per * w).sum() / den.clamp_min(1e-30), per.sum() * 0)
+    t = y.reshape([n] + list(out_shape))
+    w = None if mask is None else mask.reshape(t.shape)
+    if kind == "dice":
+        # A model that ends in sigmoid hands dice its probabilities; any
+        # other hands it logits, which dice passes through a sigmoid.
+        p = out.float() if ends_sigmoid else torch.sigmoid(logits)
+        dims = [0] + list(range(2, p.dim()))
+        if w is None:
+            s0, s1, s2 = (p * t).sum(dims), p.sum(dims), t.sum(dims)
+        else:
+            s0, s1, s2 = (w * p * t).sum(dims), (w * p).sum(dims), (w * t).sum(dims)
+        return 1 - ((2 * s0 + 1) / (s1 + s2 + 1)).mean()
+    if kind == "bce":
+        per = F.binary_cross_entropy_with_logits(logits, t, reduction="none")
+    elif kind == "mse":
+        per = (logits - t) ** 2
+    elif kind == "mae":
+        per = (logits - t).abs()
+    else:
+        raise Failure("unsupported", f"loss {kind} is not built here")
+    if w is None:
+        return per.mean()
+    den = w.sum()
+    return torch.where(den > 0, (per * w).sum() / den.clamp_min(1e-30), per.sum() * 0)
+
+
+# ---------------------------------------------------------------------------
+# Shared memory
+
+class Region:
+    """A shared-memory file pipe created, mapped here."""
+
+    def __init__(self, path, size):
+        fd = os.open(path, os.O_RDWR)
+        try:
+            self.mm = mmap.mmap(fd, size)
+        finally:
+            os.close(fd)
+        self.size = size
+
+    def floats(self, off, count):
+        """count float32 values from byte offset off, without a copy."""
+        if count == 0:
+            return torch.empty(0)
+        return torch.frombuffer(self.mm, dtype=torch.float32, count=count, offset=off)
+
+    def close(self):
+        try:
+            self.mm.close()
+        except BufferError:
+            pass  # a tensor still views it; the process is ending
+
+
+# ---------------------------------------------------------------------------
+# The worker
+
+def storage_key(t):
+    try:
+        s = t.untyped_storage()
+        return s.data_ptr(), s.nbytes()
+    except AttributeError:
+        s = t.storage()
+        return s.data_ptr(), s.nbytes() if hasattr(s, "nbytes") else s.size() * t.element_size()
+
+
+class Worker:
+    def __init__(self, out):
+        self.out = out
+        self.regions = {}
+        self.model = None
+        self.step_no = 0
+        self.micro = 0
+        self.seed = 0
+        self.pending = []  # lagged mode: [(step, [(loss tensor, n)])]
+        self.current = []  # this step's micro-batch losses
+        self.applied = {}
+
+    # -- protocol --------------------------------------------------------
+    def reply(self, obj):
+        self.out.write(json.dumps(obj, allow_nan=True) + "\n")
+        self.out.flush()
+
+    def serve(self, stdin):
+        for line in stdin:
+            line = line.strip()
+            if not line:
+                continue
+            try:
+                msg = json.loads(line)
+            except ValueError as e:
+                self.reply({"ok": False, "kind": "error", "error": f"unreadable command: {e}"})
+                continue
+            cmd = msg.get("cmd")
+            if cmd == "quit":
+                self.reply({"ok": True})
+                break
+            try:
+                fn = getattr(self, "cmd_" + cmd, None)
+                if fn is None:
+                    raise Failure("error", f"unknown command {cmd!r}")
+                res = fn(msg) or {}
+                res["ok"] = True
+                self.reply(res)
+            except Failure as e:
+                self.reply({"ok": False, "kind": e.kind, "error": str(e), **e.extra})
+            except Exception as e:  # noqa: BLE001 - every failure goes back to pipe
+                if is_oom(e):
+                    self.reply(self.oom_reply(e))
+                else:
+                    self.reply({"ok": False, "kind": "error", "error": f"{type(e).__name__}: {e}",
+                                "trace": traceback.format_exc(limit=8)})
+        for r in self.regions.values():
+            r.close()
+
+    # -- commands --------------------------------------------------------
+    def cmd_hello(self, msg):
+        return hello()
+
+    def cmd_map(self, msg):
+        old = self.regions.pop(msg["region"], None)
+        if old is not None:
+            old.close()
+        self.regions[msg["region"]] = Region(msg["path"], msg["size"])
+
+    def cmd_build(self, msg):
+        spec = msg["spec"]
+        self.spec = spec
+        cfg = spec["engine"]
+        self.cfg = cfg
+        self.seed = int(spec.get("seed", 0))
+        self.loss_kind = spec["loss"]
+        self.out_shape = spec["out_shape"]
+        self.input_shape = spec["input"]
+        self.lagged = cfg.get("loss_readback") == "lagged"
+        threads = int(spec.get("threads") or 0)
+        if threads > 0:
+            torch.set_num_threads(threads)
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:
+            pass
+        dev = cfg.get("device", "cpu")
+        self.dist = cfg.get("distributed")
+        if self.dist:
+            dev = self.init_distributed(dev)
+        self.device = torch.device(dev)
+        self.cuda = self.device.type == "cuda"
+        if self.cuda:
+            torch.cuda.set_device(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+        self.apply_flags()
+        torch.manual_seed(self.seed)
+        self.ends_sigmoid = spec["nodes"][spec["output"]]["op"] == "sigmoid"
+        net = Net(spec)
+        self.check_params(net)
+        net = net.to(self.device)
+        if self.cfg.get("channels_last") and self.cuda:
+            net = net.to(memory_format=torch.channels_last)
+            net.channels_last = True
+            self.applied["channels_last"] = "on"
+        self.net = net
+        self.names = self.state_names(net)
+        self.model = net
+        if self.dist:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            kw = {"bucket_cap_mb": max(cfg["distributed"].get("bucket_mb", 25), 1), "broadcast_buffers": True,
+                  "gradient_as_bucket_view": True}
+            if self.cuda:
+                kw["device_ids"] = [self.device.index]
+            self.model = DDP(net, **kw)
+        self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.get("autocast") or "")
+        self.scaler = None
+        if cfg.get("grad_scaler"):
+            if not self.cuda:
+                raise Failure("unsupported", "fp16 with loss scaling needs a CUDA device; plan bf16 or fp32 for the CPU")
+            self.scaler = torch.cuda.amp.GradScaler()
+        self.compiled = None
+        self.applied["compile"] = "eager"
+        if cfg.get("compile"):
+            self.try_compile()
+        self.opt = self.make_optimizer(spec["optimizer"])
+        self.copy_stream = torch.cuda.Stream(self.device) if self.cuda and cfg.get("pinned") else None
+        self.staged = {}
+        self.events = {}
+        self.net.train()
+        params = sum(p.numel() for p in net.parameters())
+        return {"params": params, "applied": self.applied, "device": str(self.device),
+                "torch": torch.__version__}
+
+    def init_distributed(self, dev):
+        import datetime
+        import torch.distributed as dist
+        d = self.dist
+        backend = d["backend"]
+        timeout = datetime.timedelta(seconds=d.get("timeout_s", 120))
+        dist.init_process_group(backend=backend, init_method=f"tcp://{d['master_addr']}:{d['master_port']}",
+                                rank=d["rank"], world_size=d["world_size"], timeout=timeout)
+        self.rank = d["rank"]
+        self.world = d["world_size"]
+        self.applied["process_group"] = f"{backend}, rank {d['rank']} of {d['world_size']}"
+        return dev
+
+    def apply_flags(self):
+        cfg = self.cfg
+        tf32 = bool(cfg.get("tf32"))
+        if self.cuda:
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            torch.backends.cudnn.allow_tf32 = tf32
+            self.applied["tf32"] = "on" if tf32 else "off"
+            bench = bool(cfg.get("cudnn_benchmark"))
+            torch.backends.cudnn.benchmark = bench
+            self.applied["cudnn_benchmark"] = "on" if bench else "off"
+        if cfg.get("autocast"):
+            self.applied["autocast"] = cfg["autocast"]
+
+    def try_compile(self):
+        if not hasattr(torch, "compile") or version_tuple(torch.__version__) < (2, 0, 0):
+            self.applied["compile"] = f"eager (torch {torch.__version__} has no torch.compile)"
+            return
+        if not self.cuda:
+            self.applied["compile"] = "eager (torch.compile is used on CUDA devices only)"
+            return
+        try:
+            self.compiled = torch.compile(self.model)
+            self.applied["compile"] = "torch.compile"
+        except Exception as e:  # noqa: BLE001
+            self.compiled = None
+            self.applied["compile"] = f"eager (torch.compile failed: {type(e).__name__}: {e})"
+
+    def check_params(self, net):
+        for n in self.spec["nodes"]:
+            key = module_key(n["name"])
+            got = sum(p.numel() for p in net.layers[key].parameters()) if key in net.layers else 0
+            if got != n["params"]:
+                raise Failure("unsupported", f"node {n['name']} ({n['op']}): torch has {got} parameters, pipe {n['params']}")
+
+    def make_optimizer(self, o):
+        kind = o["kind"]
+        params = list(self.net.parameters())
+        fused = bool(self.cfg.get("fused_optimizer")) and self.cuda
+        if kind in ("adam", "adamw"):
+            cls = torch.optim.Adam if kind == "adam" else torch.optim.AdamW
+            kw = dict(lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"], weight_decay=o["weight_decay"])
+            if fused:
+                try:
+                    opt = cls(params, fused=True, **kw)
+                    self.applied["optimizer"] = f"{kind} (fused)"
+                    self.fused = True
+                    return opt
+                except (TypeError, RuntimeError) as e:
+                    self.applied["optimizer"] = f"{kind} (foreach: fused is not available: {e})"
+            else:
+                self.applied["optimizer"] = kind
+            self.fused = False
+            return cls(params, **kw)
+        self.fused = False
+        if kind == "sgd":
+            self.applied["optimizer"] = "sgd"
+            return torch.optim.SGD(params, lr=o["lr"], momentum=o["momentum"], nesterov=o["nesterov"],
+                                   weight_decay=o["weight_decay"])
+        raise Failure("unsupported", f"optimizer {kind} is not built here")
+
+    # -- state -------------------------------------------------------------
+    def state_names(self, net):
+        """pipe's tensor names (PyTorch's state_dict keys with the node's
+        name) for every parameter and buffer."""
+        names = {}
+        for n in self.spec["nodes"]:
+            key = module_key(n["name"])
+            if key not in net.layers:
+                continue
+            m = net.layers[key]
+            for pname, t in list(m.named_parameters(recurse=False)) + list(m.named_buffers(recurse=False)):
+                if pname == "num_batches_tracked":
+                    continue
+                names[n["name"] + "." + pname] = t
+        return names
+
+    def opt_buffers(self):
+        kind = self.spec["optimizer"]["kind"]
+        if kind in ("adam", "adamw"):
+            return ["exp_avg", "exp_avg_sq"]
+        if kind == "sgd" and self.spec["optimizer"]["momentum"] > 0:
+            return ["momentum_buffer"]
+        return []
+
+    def param_of(self, name):
+        t = self.names.get(name)
+        return t if isinstance(t, nn.Parameter) else None
+
+    def bns(self):
+        for n in self.spec["nodes"]:
+            if n["op"] == "batchnorm":
+                yield n["name"], self.net.layers[module_key(n["name"])]
+
+    def cmd_set_state(self, msg):
+        region = self.regions["state"]
+        counters = msg["counters"]
+        step = int(counters.get("optimizer.step", 0))
+        bufs = self.opt_buffers()
+        with torch.no_grad():
+            for ent in msg["layout"]:
+                name, off, count, shape = ent["name"], ent["offset"], ent["count"], ent["shape"]
+                src = region.floats(off, count).reshape(shape)
+                if name.startswith("optimizer."):
+                    pname, _, buf = name[len("optimizer."):].rpartition(".")
+                    p = self.param_of(pname)
+                    if p is None or buf not in bufs:
+                        raise Failure("error", f"state: unknown tensor {name}")
+                    if step == 0:
+                        continue  # a fresh optimizer: torch creates its state at the first step
+                    st = self.opt.state[p]
+                    st[buf] = src.to(p.device, dtype=torch.float32).clone().contiguous(memory_format=torch.preserve_format)
+                    if buf != "momentum_buffer":
+                        st["step"] = self.step_tensor(step, p)
+                    continue
+                t = self.names.get(name)
+                if t is None:
+                    raise Failure("error", f"state: unknown tensor {name}")
+                if list(t.shape) != list(shape):
+                    raise Failure("error", f"state: {name} has shape {shape}; the model's is {list(t.shape)}")
+                t.copy_(src.to(t.device))
+            if step == 0:
+                self.opt.state.clear()
+            for name, m in self.bns():
+                m.num_batches_tracked.fill_(int(counters.get(name + ".num_batches_tracked", 0)))
+        self.step_no = step
+        self.micro = int(counters.get("exec.micro_step", 0))
+        if "exec.seed" in counters:
+            self.seed = int(counters["exec.seed"])
+        self.pending = []
+        self.current = []
+
+    def step_tensor(self, step, p):
+        if self.fused:
+            return torch.tensor(float(step), dtype=torch.float32, device=p.device)
+        return torch.tensor(float(step))
+
+    def cmd_get_state(self, msg):
+        self.sync_device()
+        region = self.regions["state"]
+        bufs = self.opt_buffers()
+        with torch.no_grad():
+            for ent in msg["layout"]:
+                name, off, count = ent["name"], ent["offset"], ent["count"]
+                dst = region.floats(off, count)
+                if name.startswith("optimizer."):
+                    pname, _, buf = name[len("optimizer."):].rpartition(".")
+                    p = self.param_of(pname)
+                    if p is None or buf not in bufs:
+                        raise Failure("error", f"state: unknown tensor {name}")
+                    v = self.opt.state.get(p, {}).get(buf)
+                    if v is None:
+                        dst.zero_()
+                    else:
+                        dst.copy_(v.detach().float().contiguous().reshape(-1).cpu())
+                    continue
+                t = self.names.get(name)
+                if t is None:
+                    raise Failure("error", f"state: unknown tensor {name}")
+                dst.copy_(t.detach().float().contiguous().reshape(-1).cpu())
+        counters = {"optimizer.step": self.step_no, "exec.micro_step": self.micro, "exec.seed": self.seed}
+        for name, m in self.bns():
+            counters[name + ".num_batches_tracked"] = int(m.num_batches_tracked.item())
+        return {"counters": counters}
+
+    # -- batches -----------------------------------------------------------
+    def batch(self, msg, train):
+        """The batch's tensors on the device. The shared memory may be
+        overwritten as soon as this returns (the reply says so), so on a
+        CUDA device the values go through a pinned buffer and a copy
+        stream, which lets the copy of the next batch run while this
+        step's kernels do."""
+        region = self.regions["in"]
+        n = msg["n"]
+        parts = []
+        for key in ("x", "y", "mask"):
+            ref = msg.get(key)
+            parts.append(None if ref is None else region.floats(ref[0], ref[1]))
+        if not self.cuda:
+            # The CPU computes on the shared memory itself: pipe writes the
+            # next batch into another slot, and reuses this one only after
+            # this command's reply, when nothing here reads it any more.
+            pass
+        elif self.copy_stream is not None:
+            parts = self.to_device_pinned(parts, train)
+        else:
+            parts = [None if p is None else p.to(self.device) for p in parts]
+        x, y, mask = parts
+        x = x.reshape([n] + list(self.input_shape))
+        if self.net.channels_last and x.dim() == 4:
+            x = x.contiguous(memory_format=torch.channels_last)
+        return x, y, mask
+
+    def to_device_pinned(self, parts, train):
+        slot = "train" if train else "eval"
+        out = []
+        cur = torch.cuda.current_stream(self.device)
+        turn = self.flip(slot)
+        for i, p in enumerate(parts):
+            if p is None:
+                out.append(None)
+                continue
+            key = (slot, i, turn)
+            ev = self.events.get(key)
+            if ev is not None:
+                ev.synchronize()  # the copy that last used this buffer is done
+            buf = self.staged.get(key)
+            if buf is None or buf.numel() < p.numel():
+                buf = torch.empty(max(p.numel(), 1), dtype=torch.float32, pin_memory=True)
+                self.staged[key] = buf
+            host = buf[:p.numel()]
+            host.copy_(p)
+            with torch.cuda.stream(self.copy_stream):
+                d = host.to(self.device, non_blocking=True)
+                e = torch.cuda.Event()
+                e.record(self.copy_stream)
+            self.events[key] = e
+            cur.wait_event(e)
+            d.record_stream(cur)
+            out.append(d)
+        return out
+
+    def flip(self, slot):
+        # Two pinned buffers a slot, used in turn.
+        k = "_flip_" + slot
+        v = getattr(self, k, 0)
+        setattr(self, k, 1 - v)
+        return v
+
+    def autocast(self):
+        if self.autocast_dtype is None:
+            return NullCtx()
+        return torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
+
+    def seed_dropout(self):
+        """Dropout's masks are keyed by (seed, micro-batch, rank), so a
+        resumed run draws the masks the uninterrupted run would have."""
+        rank = self.dist["rank"] if self.dist else 0
+        s = (self.seed * 1000003 + self.micro * 8191 + rank * 131071 + 1) % (2 ** 63 - 1)
+        torch.manual_seed(s)
+
+    def forward_model(self):
+        return self.compiled if self.compiled is not None else self.model
+
+    # -- training ------------------------------------------------------------
+    def cmd_train(self, msg):
+        n = msg["n"]
+        x, y, mask = self.batch(msg, True)
+        if msg.get("zero"):
+            self.opt.zero_grad(set_to_none=True)
+            self.current = []
+        sync = msg.get("sync", True)
+        if not self.lagged:
+            snap = [(m.running_mean.clone(), m.running_var.clone(), m.num_batches_tracked.clone())
+                    for _, m in self.bns()]
+        self.seed_dropout()
+        model = self.forward_model()
+        # Accumulating micro-batches skip DDP's all-reduce but the last.
+        ctx = self.model.no_sync() if (self.dist and not sync) else NullCtx()
+        self.phase = "forward"
+        with ctx:
+            with self.autocast():
+                logits, out = model(x)
+            loss = compute_loss(self.loss_kind, logits, out, y, mask, n, self.out_shape, self.ends_sigmoid)
+            if not self.lagged:
+                v = loss.item()
+                if not math.isfinite(v):
+                    for (rm, rv, nt), (_, m) in zip(snap, self.bns()):
+                        m.running_mean.copy_(rm)
+                        m.running_var.copy_(rv)
+                        m.num_batches_tracked.copy_(nt)
+                    raise self.nonfinite(v, x)
+            self.phase = "backward"
+            scaled = loss * msg["scale"]
+            if self.scaler is not None:
+                self.scaler.scale(scaled).backward()
+            else:
+                scaled.backward()
+        self.phase = None
+        self.micro += 1
+        if self.lagged:
+            self.current.append((loss.detach(), n))
+            return {}
+        return {"loss": v}
+
+    def nonfinite(self, v, x):
+        """A non-finite loss: which node's output first went bad."""
+        info = {"step": self.step_no, "micro_step": self.micro, "loss": v}
+        if not bool(torch.isfinite(x).all()):
+            info["input"] = True
+            return Failure("nonfinite", "the input batch holds NaN or Inf", **info)
+        for name, t in self.names.items():
+            if not bool(torch.isfinite(t).all()):
+                info["param"] = name
+                return Failure("nonfinite", f"{name} is not finite", **info)
+        bad = self.first_nonfinite(x)
+        if bad is not None:
+            info["node"], info["op"] = bad
+        return Failure("nonfinite", "non-finite loss", **info)
+
+    def first_nonfinite(self, x):
+        net = self.net
+        was = net.training
+        found = [None]
+        nodes = net.nodes
+
+        def check(i, t):
+            if found[0] is None and t is not None and t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                found[0] = (nodes[i]["name"], nodes[i]["op"])
+
+        saved = {}
+        for _, m in self.bns():
+            saved[m] = (m.running_mean.clone(), m.running_var.clone(), m.num_batches_tracked.clone())
+        try:
+            with torch.no_grad(), self.autocast():
+                outs = [None] * len(nodes)
+                for i, n in enumerate(nodes):
+                    xs = [outs[j] for j in n["inputs"]] if n["op"] != "input" else [x]
+                    outs[i] = net.run_node(n, xs)
+                    check(i, outs[i])
+                    if found[0] is not None:
+                        break
+        finally:
+            for m, (rm, rv, nt) in saved.items():
+                m.running_mean.copy_(rm)
+                m.running_var.copy_(rv)
+                m.num_batches_tracked.copy_(nt)
+            net.train(was)
+        return found[0]
+
+    def cmd_step(self, msg):
+        lr = msg["lr"]
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        res = {}
+        clip = msg.get("clip") or 0
+        self.phase = "optimizer"
+        if self.scaler is not None and clip > 0:
+            self.scaler.unscale_(self.opt)
+        if clip > 0:
+            norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), clip)
+            if not self.lagged:
+                res["norm"] = norm.item()
+        if not self.lagged:
+            bad = self.first_bad_grad()
+            if bad is not None:
+                self.phase = None
+                raise Failure("nonfinite", f"the gradient of {bad} is not finite", step=self.step_no,
+                              micro_step=self.micro, param="the gradient of " + bad, loss=0.0)
+        if self.scaler is not None:
+            self.scaler.step(self.opt)
+            self.scaler.update()
+        else:
+            self.opt.step()
+        self.phase = None
+        self.step_no += 1
+        if self.lagged:
+            # The losses of the step before this one: its kernels finished
+            # while this step's were queued, so reading them costs no wait.
+            done = self.pending
+            self.pending = [(self.step_no, self.current)]
+            self.current = []
+            res["done"] = self.read_losses(done)
+        return res
+
+    def read_losses(self, steps):
+        out = []
+        for step, losses in steps:
+            vals = [t.item() for t, _ in losses]
+            out.append({"step": step, "losses": vals, "n": [n for _, n in losses]})
+        return out
+
+    def cmd_flush(self, msg):
+        done = self.pending + ([(self.step_no + 1, self.current)] if self.current else [])
+        self.pending = []
+        self.current = []
+        self.sync_device()
+        return {"done": self.read_losses(done)}
+
+    def first_bad_grad(self):
+        grads = [p.grad for p in self.net.parameters() if p.grad is not None]
+        if not grads:
+            return None
+        total = sum(float(g.float().pow(2).sum()) for g in grads) if len(grads) < 2 else \
+            float(torch.stack([g.float().pow(2).sum() for g in grads]).sum())
+        if math.isfinite(total):
+            return None
+        for name, t in self.names.items():
+            if isinstance(t, nn.Parameter) and t.grad is not None and not bool(torch.isfinite(t.grad).all()):
+                return name
+        return "a parameter"
+
+    def cmd_clip(self, msg):
+        if self.scaler is not None:
+            self.scaler.unscale_(self.opt)
+        norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), msg["max"])
+        return {"norm": norm.item()}
+
+    def cmd_zero(self, msg):
+        self.opt.zero_grad(set_to_none=True)
+        self.current = []
+
+    def cmd_eval(self, msg):
+        n = msg["n"]
+        x, y, mask = self.batch(msg, False)
+        net = self.net
+        net.eval()
+        try:
+            self.phase = "evaluation"
+            with torch.no_grad():
+                with self.autocast():
+                    logits, out = net(x)
+                loss = 0.0
+                if y is not None:
+                    loss = compute_loss(self.loss_kind, logits, out, y, mask, n, self.out_shape, self.ends_sigmoid).item()
+                ref = msg.get("out")
+                if ref is not None:
+                    dst = self.regions["out"].floats(ref[0], ref[1])
+                    dst.copy_(out.float().contiguous().reshape(-1).cpu())
+        finally:
+            net.train()
+            self.phase = None
+        return {"loss": loss}
+
+    def sync_device(self):
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+
+    # -- memory ----------------------------------------------------------------
+    def cmd_memory(self, msg):
+        res = {"max_rss_bytes": max_rss()}
+        if self.model is not None and self.cuda:
+            d = self.device
+            torch.cuda.synchronize(d)
+            free, total = torch.cuda.mem_get_info(d)
+            res.update({
+                "device": str(d),
+                "max_allocated_bytes": torch.cuda.max_memory_allocated(d),
+                "max_reserved_bytes": torch.cuda.max_memory_reserved(d),
+                "allocated_bytes": torch.cuda.memory_allocated(d),
+                "reserved_bytes": torch.cuda.memory_reserved(d),
+                "device_used_bytes": total - free,
+                "device_total_bytes": total,
+            })
+        if msg.get("reset") and self.cuda:
+            torch.cuda.reset_peak_memory_stats(self.device)
+        return res
+
+    def oom_reply(self, e):
+        mem = {}
+        try:
+            mem = self.cmd_memory({})
+        except Exception:  # noqa: BLE001
+            pass
+        node = getattr(self.net, "current", None) if getattr(self, "net", None) is not None else None
+        phase = getattr(self, "phase", None) or "unknown"
+        if phase != "forward":
+            node = None
+        try:
+            if self.cuda:
+                torch.cuda.empty_cache()
+        except Exception:  # noqa: BLE001
+            pass
+        return {"ok": False, "kind": "oom", "error": str(e).split("\n")[0][:400], "node": node or "",
+                "phase": phase, "memory": mem}
+
+    def cmd_saved(self, msg):
+        """One training forward pass and its loss under saved-tensor hooks:
+        the bytes autograd keeps for the backward pass, each storage once,
+        split into activations, parameters and autocast's copies of them."""
+        n = msg["n"]
+        x, y, mask = self.batch(msg, True)
+        params = {storage_key(p)[0] for p in self.net.parameters()}
+        pshapes = {tuple(p.shape) for p in self.net.parameters()}
+        seen = {}
+
+        def pack(t):
+            key, nbytes = storage_key(t)
+            if key not in seen:
+                if key in params:
+                    kind = "parameters"
+                elif t.dtype != torch.float32 and tuple(t.shape) in pshapes and t.requires_grad:
+                    kind = "parameter_casts"
+                else:
+                    kind = "activations"
+                seen[key] = (kind, nbytes, str(t.dtype).replace("torch.", ""))
+            return t
+
+        snap = [(m.running_mean.clone(), m.running_var.clone(), m.num_batches_tracked.clone()) for _, m in self.bns()]
+        segments = self.net.segments
+        self.net.segments = {} if msg.get("no_checkpoint") else segments
+        try:
+            with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+                with self.autocast():
+                    logits, out = self.net(x)
+                loss = compute_loss(self.loss_kind, logits, out, y, mask, n, self.out_shape, self.ends_sigmoid)
+        finally:
+            self.net.segments = segments
+            for (rm, rv, nt), (_, m) in zip(snap, self.bns()):
+                m.running_mean.copy_(rm)
+                m.running_var.copy_(rv)
+                m.num_batches_tracked.copy_(nt)
+        del loss
+        totals = {}
+        by_dtype = {}
+        for kind, nbytes, dt in seen.values():
+            totals[kind] = totals.get(kind, 0) + nbytes
+            if kind == "activations":
+                by_dtype[dt] = by_dtype.get(dt, 0) + nbytes
+        return {"bytes": totals, "activations_by_dtype": by_dtype}
+
+
+class NullCtx:
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        return False
+
+
+def is_oom(e):
+    if torch is None:
+        return False
+    cls = getattr(torch.cuda, "OutOfMemoryError", None)
+    if cls is not None and isinstance(e, cls):
+        return True
+    msg = str(e)
+    return isinstance(e, RuntimeError) and ("out of memory" in msg or "can't allocate memory" in msg)
+
+
+def max_rss():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+def hello():
+    info = {"protocol": PROTOCOL, "python": sys.version.split()[0], "executable": sys.executable,
+            "torch": torch.__version__, "cuda": bool(torch.cuda.is_available()),
+            "cuda_devices": torch.cuda.device_count() if torch.cuda.is_available() else 0,
+            "cuda_version": getattr(torch.version, "cuda", None) or "",
+            "compile": hasattr(torch, "compile") and version_tuple(torch.__version__) >= (2, 0, 0),
+            "distributed": bool(torch.distributed.is_available()),
+            "gloo": bool(torch.distributed.is_available() and torch.distributed.is_gloo_available()),
+            "nccl": bool(torch.distributed.is_available() and torch.distributed.is_nccl_available()),
+            "cpu_bf16_autocast": hasattr(torch, "autocast"),
+            "threads": torch.get_num_threads()}
+    if info["cuda"]:
+        names = []
+        for i in range(info["cuda_devices"]):
+            p = torch.cuda.get_device_properties(i)
+            names.append({"name": p.name, "memory": p.total_memory,
+                          "capability": f"{p.major}.{p.minor}",
+                          "bf16": bool(p.major >= 8)})
+        info["gpus"] = names
+    return info
+
+
+def main():
+    # The protocol's stream is the original stdout; stdout itself now goes
+    # to stderr, so nothing a library prints can break the protocol.
+    out_fd = os.dup(1)
+    os.dup2(2, 1)
+    out = os.fdopen(out_fd, "w", buffering=1)
+    sys.stdout = sys.stderr
+    # Ctrl-C goes to pipe, which finishes the step and asks for a checkpoint.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        import_torch()
+    except Exception as e:  # noqa: BLE001
+        out.write(json.dumps({"ok": False, "kind": "no-torch",
+                              "error": f"{type(e).__name__}: {e}", "executable": sys.executable,
+                              "python": sys.version.split()[0]}) + "\n")
+        out.flush()
+        return 3
+    define_modules()
+    define_net()
+    w = Worker(out)
+    w.reply({"ok": True, **hello()})
+    w.serve(sys.stdin)
+    return 0
+
+
+if __name__ == "__main__":
+    if "--worker" in sys.argv:
+        sys.exit(main())
+    print(__doc__)

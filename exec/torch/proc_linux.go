@@ -1,0 +1,22 @@
+package torch
+
+import (
+	osexec "os/exec"
+	"syscall"
+)
+
+// setProcAttr starts a worker in its own process group, so that the
+// terminal's Ctrl-C reaches pipe alone (pipe finishes the step and writes
+// a checkpoint before it stops the workers), and has the kernel kill it
+// if pipe dies.
+func setProcAttr(cmd *osexec.Cmd) {
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+}
+
+// killGroup kills the worker and whatever it started.
+func killGroup(cmd *osexec.Cmd) error {
+	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {
+		return cmd.Process.Kill()
+	}
+	return nil
+}

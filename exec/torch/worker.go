@@ -1,0 +1,446 @@
+package torch
+
+import (
+	"bufio"
+	_ "embed"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Script is the worker's Python source (pipe_torch.py), embedded in the
+// binary and written into a private folder when a worker starts.
+//
+//go:embed pipe_torch.py
+var Script []byte
+
+// ScriptName is the file name the worker's source is written under; a
+// Python that imports it as a module (bench/torch_step.py) uses this name.
+const ScriptName = "pipe_torch.py"
+
+// WriteScript writes the worker's source into dir and returns its path.
+func WriteScript(dir string) (string, error) {
+	path := filepath.Join(dir, ScriptName)
+	return path, os.WriteFile(path, Script, 0o644)
+}
+
+// MinTorch is the oldest torch the worker runs on (Debian 12's).
+var MinTorch = [3]int{1, 13, 0}
+
+// startTimeout bounds a worker's start: Python, import torch, the hello.
+var startTimeout = 3 * time.Minute
+
+// worker is one Python process driving one device.
+type worker struct {
+	rank   int // global rank
+	python string
+	cmd    *osexec.Cmd
+	stdin  io.WriteCloser
+	dir    string
+	log    hclog.Logger
+
+	replies chan response
+	exited  chan struct{}
+	waitErr error
+	stderr  *tail
+
+	// outstanding are the commands sent whose replies are not read yet,
+	// oldest first.
+	outstanding []sent
+	hello       Info
+	dead        error
+	mu          sync.Mutex // guards stdin writes against kill
+}
+
+// sent is a command on its way: what it was and what it holds.
+type sent struct {
+	cmd  string
+	slot int // the input slot it reads, -1 for none
+	n    int // its samples, for a train command
+}
+
+// response is a worker's reply; which fields are set depends on the command.
+type response struct {
+	OK    bool   `json:"ok"`
+	Kind  string `json:"kind"`
+	Error string `json:"error"`
+	Trace string `json:"trace"`
+
+	Loss     *jfloat           `json:"loss"`
+	Norm     *jfloat           `json:"norm"`
+	Done     []doneStep        `json:"done"`
+	Counters map[string]int64  `json:"counters"`
+	Params   int64             `json:"params"`
+	Applied  map[string]string `json:"applied"`
+	Device   string            `json:"device"`
+
+	// A non-finite value.
+	Step      int64  `json:"step"`
+	MicroStep int64  `json:"micro_step"`
+	Node      string `json:"node"`
+	Op        string `json:"op"`
+	Param     string `json:"param"`
+	Input     bool   `json:"input"`
+	// Out of memory.
+	Phase  string          `json:"phase"`
+	Memory json.RawMessage `json:"memory"`
+
+	// saved
+	Bytes              map[string]int64 `json:"bytes"`
+	ActivationsByDtype map[string]int64 `json:"activations_by_dtype"`
+
+	raw []byte
+}
+
+// doneStep is an optimizer step whose losses came back late.
+type doneStep struct {
+	Step   int64    `json:"step"`
+	Losses []jfloat `json:"losses"`
+	N      []int    `json:"n"`
+}
+
+// jfloat reads a JSON number, or the strings NaN, Infinity and -Infinity
+// (JSON has no non-finite numbers; the worker writes them as strings).
+type jfloat float64
+
+func (f *jfloat) UnmarshalJSON(b []byte) error {
+	s := strings.Trim(string(b), `"`)
+	switch strings.ToLower(s) {
+	case "nan":
+		*f = jfloat(math.NaN())
+		return nil
+	case "inf", "infinity":
+		*f = jfloat(math.Inf(1))
+		return nil
+	case "-inf", "-infinity":
+		*f = jfloat(math.Inf(-1))
+		return nil
+	}
+	var v float64
+	if err := json.Unmarshal([]byte(s), &v); err != nil {
+		return err
+	}
+	*f = jfloat(v)
+	return nil
+}
+
+// Info is what a worker's Python and torch are and can do: the worker's
+// first message.
+type Info struct {
+	Python      string `json:"python"`
+	Executable  string `json:"executable"`
+	Torch       string `json:"torch"`
+	CUDA        bool   `json:"cuda"`
+	CUDADevices int    `json:"cuda_devices"`
+	CUDAVersion string `json:"cuda_version"`
+	Compile     bool   `json:"compile"`
+	Distributed bool   `json:"distributed"`
+	Gloo        bool   `json:"gloo"`
+	NCCL        bool   `json:"nccl"`
+	Threads     int    `json:"threads"`
+	GPUs        []GPU  `json:"gpus"`
+}
+
+// GPU is one CUDA device as torch sees it.
+type GPU struct {
+	Name       string `json:"name"`
+	Memory     int64  `json:"memory"`
+	Capability string `json:"capability"`
+	BF16       bool   `json:"bf16"`
+}
+
+// tail keeps the last lines a worker wrote to stderr.
+type tail struct {
+	mu    sync.Mutex
+	lines []string
+	max   int
+}
+
+func (t *tail) add(s string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.lines = append(t.lines, s)
+	if len(t.lines) > t.max {
+		t.lines = t.lines[len(t.lines)-t.max:]
+	}
+}
+
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.Join(t.lines, "\n")
+}
+
+// startWorker starts python on the worker script and waits for its hello.
+func startWorker(python string, rank int, env []string, log hclog.Logger) (*worker, error) {
+	if python == "" {
+		python = "python3"
+	}
+	exe, err := osexec.LookPath(python)
+	if err != nil {
+		return nil, &StartError{Python: python, Reason: "not found", Err: err}
+	}
+	dir, err := os.MkdirTemp("", "pipe-torch-")
+	if err != nil {
+		return nil, err
+	}
+	script, err := WriteScript(dir)
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	cmd := osexec.Command(exe, "-u", script, "--worker")
+	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(cmd.Env, "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1")
+	cmd.Dir = dir
+	setProcAttr(cmd)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, err
+	}
+	if log == nil {
+		log = hclog.NewNullLogger()
+	}
+	w := &worker{rank: rank, python: python, cmd: cmd, stdin: stdin, dir: dir, log: log.Named(fmt.Sprintf("torch.rank%d", rank)),
+		replies: make(chan response, 64), exited: make(chan struct{}), stderr: &tail{max: 40}}
+	if err := cmd.Start(); err != nil {
+		os.RemoveAll(dir)
+		return nil, &StartError{Python: python, Reason: "cannot be started", Err: err}
+	}
+	var readers sync.WaitGroup
+	readers.Add(2)
+	go func() {
+		defer readers.Done()
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Text()
+			w.stderr.add(line)
+			w.log.Debug(line)
+		}
+	}()
+	go func() {
+		defer readers.Done()
+		defer close(w.replies)
+		rd := bufio.NewReaderSize(stdout, 1<<16)
+		for {
+			line, err := rd.ReadBytes('\n')
+			if len(line) > 0 {
+				var r response
+				if jerr := json.Unmarshal(line, &r); jerr != nil {
+					r = response{Kind: "error", Error: fmt.Sprintf("unreadable reply from the worker: %v: %.200q", jerr, line)}
+				}
+				r.raw = line
+				w.replies <- r
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	go func() {
+		readers.Wait() // the pipes are drained before Wait closes them
+		w.waitErr = cmd.Wait()
+		close(w.exited)
+	}()
+
+	// The hello: versions, or why torch cannot be imported.
+	select {
+	case r, ok := <-w.replies:
+		if !ok {
+			<-w.exited
+			w.cleanup()
+			return nil, &StartError{Python: python, Reason: "exited before it was ready", Err: w.exitError(), Stderr: w.stderr.String()}
+		}
+		if !r.OK {
+			w.kill()
+			if r.Kind == "no-torch" {
+				return nil, &StartError{Python: python, Reason: "cannot import torch", Err: errors.New(r.Error), NoTorch: true}
+			}
+			return nil, &StartError{Python: python, Reason: "failed to start", Err: errors.New(r.Error), Stderr: w.stderr.String()}
+		}
+		if err := json.Unmarshal(r.raw, &w.hello); err != nil {
+			w.kill()
+			return nil, &StartError{Python: python, Reason: "answered unreadably", Err: err}
+		}
+	case <-time.After(startTimeout):
+		w.kill()
+		return nil, &StartError{Python: python, Reason: fmt.Sprintf("did not start within %v", startTimeout), Stderr: w.stderr.String()}
+	}
+	if !versionAtLeast(w.hello.Torch, MinTorch) {
+		w.kill()
+		return nil, &StartError{Python: python, Reason: fmt.Sprintf("has torch %s; pipe needs %d.%d or later", w.hello.Torch, MinTorch[0], MinTorch[1]),
+			OldTorch: true}
+	}
+	return w, nil
+}
+
+// exitError describes how the process ended.
+func (w *worker) exitError() error {
+	if w.waitErr != nil {
+		return w.waitErr
+	}
+	return errors.New("exit status 0")
+}
+
+// send writes one command; its reply is read later, in order.
+func (w *worker) send(msg map[string]any, slot, n int) error {
+	if w.dead != nil {
+		return w.dead
+	}
+	b, err := json.Marshal(msg)
+	if err != nil {
+		return fmt.Errorf("torch: encoding the %v command: %w", msg["cmd"], err)
+	}
+	b = append(b, '\n')
+	w.mu.Lock()
+	_, err = w.stdin.Write(b)
+	w.mu.Unlock()
+	if err != nil {
+		return w.died()
+	}
+	w.outstanding = append(w.outstanding, sent{cmd: fmt.Sprint(msg["cmd"]), slot: slot, n: n})
+	return nil
+}
+
+// next reads the reply to the oldest outstanding command.
+func (w *worker) next() (response, sent, error) {
+	if len(w.outstanding) == 0 {
+		return response{}, sent{}, errors.New("torch: no command is waiting for a reply")
+	}
+	s := w.outstanding[0]
+	r, ok := <-w.replies
+	if !ok {
+		return response{}, s, w.died()
+	}
+	w.outstanding = w.outstanding[1:]
+	return r, s, nil
+}
+
+// died returns the error for a worker that is gone, once it has exited.
+func (w *worker) died() error {
+	if w.dead != nil {
+		return w.dead
+	}
+	select {
+	case <-w.exited:
+	case <-time.After(10 * time.Second):
+		w.kill()
+		<-w.exited
+	}
+	w.dead = &WorkerError{Rank: w.rank, PID: w.cmd.Process.Pid, Err: w.exitError(), Stderr: w.stderr.String()}
+	return w.dead
+}
+
+// call sends a command and returns its reply, reading (and checking) the
+// replies of earlier commands first.
+func (w *worker) call(msg map[string]any) (response, error) {
+	if err := w.drain(); err != nil {
+		return response{}, err
+	}
+	if err := w.send(msg, -1, 0); err != nil {
+		return response{}, err
+	}
+	r, _, err := w.next()
+	if err != nil {
+		return r, err
+	}
+	return r, replyErr(r, w.rank)
+}
+
+// drain reads every outstanding reply; the first failure is returned.
+func (w *worker) drain() error {
+	var first error
+	for len(w.outstanding) > 0 {
+		r, _, err := w.next()
+		if err != nil {
+			return err
+		}
+		if first == nil {
+			first = replyErr(r, w.rank)
+		}
+	}
+	return first
+}
+
+// kill ends the process at once.
+func (w *worker) kill() {
+	w.mu.Lock()
+	if w.cmd.Process != nil {
+		_ = killGroup(w.cmd)
+	}
+	w.mu.Unlock()
+	select {
+	case <-w.exited:
+	case <-time.After(10 * time.Second):
+	}
+	w.cleanup()
+}
+
+// close asks the worker to quit and waits a little for it, then kills it.
+func (w *worker) close() {
+	if w.dead == nil {
+		b, _ := json.Marshal(map[string]any{"cmd": "quit"})
+		w.mu.Lock()
+		_, _ = w.stdin.Write(append(b, '\n'))
+		w.stdin.Close()
+		w.mu.Unlock()
+		select {
+		case <-w.exited:
+			w.cleanup()
+			return
+		case <-time.After(5 * time.Second):
+		}
+	}
+	w.kill()
+}
+
+func (w *worker) cleanup() {
+	if w.dir != "" {
+		os.RemoveAll(w.dir)
+		w.dir = ""
+	}
+}
+
+// versionAtLeast compares a version such as "2.11.0+cu130" or "1.13.0a0".
+func versionAtLeast(v string, want [3]int) bool {
+	var got [3]int
+	parts := strings.SplitN(strings.SplitN(v, "+", 2)[0], ".", 4)
+	for i := 0; i < 3 && i < len(parts); i++ {
+		n := 0
+		for _, c := range parts[i] {
+			if c < '0' || c > '9' {
+				break
+			}
+			n = n*10 + int(c-'0')
+		}
+		got[i] = n
+	}
+	for i := range 3 {
+		if got[i] != want[i] {
+			return got[i] > want[i]
+		}
+	}
+	return true
+}
