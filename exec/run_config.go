@@ -3,6 +3,7 @@ package exec
 import (
 	"math"
 	"path/filepath"
+	"strings"
 
 	"pipe/lang"
 	"pipe/planner/plan"
@@ -32,6 +33,17 @@ func ConfigFromPlan(p *plan.Plan, prog *lang.Program) Config {
 			cfg.Folds = append(cfg.Folds, [2]string{f[0], f[1]})
 		}
 	}
+	cfg.Device = "cpu"
+	if p.Backend == plan.BackendGPU {
+		cfg.Device = "cuda"
+		if strings.HasPrefix(p.Device.Name, "cuda:") {
+			cfg.Device = p.Device.Name
+		}
+	}
+	e := p.Engine
+	cfg.Engine = EngineSettings{Autocast: e.Autocast, GradScaler: e.GradScaler, TF32: e.TF32, CudnnBenchmark: e.CudnnBenchmark,
+		ChannelsLast: e.ChannelsLast, Compile: e.Compile, FusedOptimizer: e.FusedOptimizer, PinnedMemory: e.PinnedMemory,
+		LossReadback: e.LossReadback, WorldSize: p.WorldSize(), Backend: p.Distributed.Backend, BucketBytes: p.Distributed.BucketBytes}
 	return cfg
 }
 

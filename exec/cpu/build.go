@@ -39,7 +39,7 @@ func useBLAS() {
 // Build implements exec.Backend.
 func (Backend) Build(g *stdlib.Graph, cfg exec.Config) (mod exec.Model, err error) {
 	defer recoverErr(&err)
-	m, err := build(g, cfg)
+	m, err := build(g, cfg, false)
 	if err != nil {
 		return nil, err
 	}
@@ -56,7 +56,9 @@ var fusedKinds = map[string]bool{
 	"dense+bias+activation":     true,
 }
 
-func build(g *stdlib.Graph, cfg exec.Config) (*model, error) {
+// build compiles g; with paramsOnly it stops once the parameters are
+// initialised, allocating no working memory (InitialState).
+func build(g *stdlib.Graph, cfg exec.Config, paramsOnly bool) (*model, error) {
 	if g == nil || len(g.Nodes) == 0 || g.Nodes[0].Op != "input" {
 		return nil, fmt.Errorf("cpu: the graph has no input node")
 	}
@@ -108,6 +110,9 @@ func build(g *stdlib.Graph, cfg exec.Config) (*model, error) {
 	}
 	m.gradFlags()
 	m.allocParams(states)
+	if paramsOnly {
+		return m, nil
+	}
 	m.pool = newPool(threads)
 	m.allocScratch()
 	m.train = m.buildTrain(cfg.Batch)

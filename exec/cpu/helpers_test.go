@@ -130,7 +130,7 @@ func cfgOf(batch int, loss, opt string) exec.Config {
 
 func mustBuild(t testing.TB, g *stdlib.Graph, cfg exec.Config) *model {
 	t.Helper()
-	m, err := build(g, cfg)
+	m, err := build(g, cfg, false)
 	if err != nil {
 		t.Fatal(err)
 	}

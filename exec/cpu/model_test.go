@@ -435,7 +435,7 @@ func TestClipGradNorm(t *testing.T) {
 
 func TestUnsupported(t *testing.T) {
 	g := graphOf(t, "input [3, 32, 32]\nvit patch 16 depth 1 heads 2 dim 8 mlp_dim 8 classes 3")
-	_, err := build(g, cfgOf(2, "cross_entropy", "adam"))
+	_, err := build(g, cfgOf(2, "cross_entropy", "adam"), false)
 	if !errors.Is(err, exec.ErrUnsupported) {
 		t.Errorf("vit: %v, want ErrUnsupported", err)
 	}
@@ -443,11 +443,11 @@ func TestUnsupported(t *testing.T) {
 		{Batch: 2, Loss: exec.Loss{Kind: "hinge"}, Optimizer: exec.Optimizer{Kind: "adam"}},
 		{Batch: 2, Loss: exec.Loss{Kind: "mse"}, Optimizer: exec.Optimizer{Kind: "lbfgs"}},
 	} {
-		if _, err := build(graphOf(t, "input [3]\ndense 2"), c); !errors.Is(err, exec.ErrUnsupported) {
+		if _, err := build(graphOf(t, "input [3]\ndense 2"), c, false); !errors.Is(err, exec.ErrUnsupported) {
 			t.Errorf("%+v: %v", c, err)
 		}
 	}
-	if _, err := build(&stdlib.Graph{}, cfgOf(2, "mse", "sgd")); err == nil {
+	if _, err := build(&stdlib.Graph{}, cfgOf(2, "mse", "sgd"), false); err == nil {
 		t.Error("empty graph accepted")
 	}
 }

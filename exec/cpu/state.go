@@ -129,12 +129,15 @@ func first(s []string, n int) []string {
 // of cfg.Seed and its name), the running statistics' initial values and
 // zero optimizer buffers. Another engine starts from it, so that the same
 // file gives the same starting weights on either.
-func InitialState(g *stdlib.Graph, cfg exec.Config) (exec.State, error) {
+// Only the parameters are built: no working memory is allocated, so a
+// model too large for the host's memory has its initial state all the
+// same.
+func InitialState(g *stdlib.Graph, cfg exec.Config) (st exec.State, err error) {
+	defer recoverErr(&err)
 	cfg.Batch, cfg.Threads, cfg.Checkpoint = 1, 1, nil
-	m, err := Backend{}.Build(g, cfg)
+	m, err := build(g, cfg, true)
 	if err != nil {
 		return exec.State{}, err
 	}
-	defer m.Close()
 	return m.State(), nil
 }

@@ -148,11 +148,18 @@ def define_modules():
             self.bias = nn.Parameter(torch.empty(fout)) if bias else None
 
         def forward(self, x):
-            # t = [x·U_1, …, x·U_T]: [n, terms·rank]
-            t = torch.einsum("ni,tir->ntr", x, self.u).reshape(x.shape[0], self.terms * self.rank)
-            y = t @ self.v.reshape(self.terms * self.rank, -1)
+            # t = [x·U_1, …, x·U_T], [n, terms·rank], one product a term:
+            # each reads a slice of u in place, so backward keeps views of
+            # the parameter and no copy of it. Under autocast, x and the
+            # weights are cast once here rather than once a term.
+            dt = autocast_dtype(x.device.type)
+            u, v = self.u, self.v
+            if dt is not None:
+                x, u, v = x.to(dt), u.to(dt), v.to(dt)
+            t = torch.cat([x @ u[i] for i in range(self.terms)], dim=1)
+            y = t @ v.reshape(self.terms * self.rank, -1)
             if self.bias is not None:
-                y = y + self.bias
+                y = y + self.bias.to(y.dtype)  # as nn.Linear adds it, in y's precision
             return y
 
     Sketched = _Sketched
@@ -160,6 +167,18 @@ def define_modules():
 
 Sketched = None
 Net = None
+
+
+def autocast_dtype(device_type):
+    """The dtype autocast computes in on this device now, None when off."""
+    if device_type == "cuda":
+        if torch.is_autocast_enabled():
+            get = getattr(torch, "get_autocast_gpu_dtype", None)
+            return get() if get else torch.float16
+        return None
+    if torch.is_autocast_cpu_enabled():
+        return torch.get_autocast_cpu_dtype()
+    return None
 
 
 def define_net():
@@ -1013,7 +1032,6 @@ class Worker:
         n = msg["n"]
         x, y, mask = self.batch(msg, True)
         params = {storage_key(p)[0] for p in self.net.parameters()}
-        pshapes = {tuple(p.shape) for p in self.net.parameters()}
         seen = {}
 
         def pack(t):
@@ -1021,7 +1039,7 @@ class Worker:
             if key not in seen:
                 if key in params:
                     kind = "parameters"
-                elif t.dtype != torch.float32 and tuple(t.shape) in pshapes and t.requires_grad:
+                elif is_param_cast(t):
                     kind = "parameter_casts"
                 else:
                     kind = "activations"
@@ -1050,6 +1068,32 @@ class Worker:
             if kind == "activations":
                 by_dtype[dt] = by_dtype.get(dt, 0) + nbytes
         return {"bytes": totals, "activations_by_dtype": by_dtype}
+
+
+VIEW_BACKWARDS = ("TBackward", "TransposeBackward", "PermuteBackward", "SelectBackward", "SliceBackward",
+                  "ViewBackward", "UnsafeViewBackward", "ReshapeAliasBackward", "AsStridedBackward",
+                  "ExpandBackward", "SqueezeBackward", "UnsqueezeBackward", "AliasBackward")
+
+
+def is_param_cast(t):
+    """Whether t is autocast's copy of a weight, or a view of one: its
+    autograd history is a cast of a leaf, through views alone."""
+    fn, cast = t.grad_fn, False
+    for _ in range(8):
+        if fn is None:
+            return False
+        name = type(fn).__name__.rstrip("0123456789")
+        if name == "AccumulateGrad":
+            return cast
+        if name == "ToCopyBackward":
+            cast = True
+        elif name not in VIEW_BACKWARDS:
+            return False
+        nxt = [f for f, _ in fn.next_functions if f is not None]
+        if len(nxt) != 1:
+            return False
+        fn = nxt[0]
+    return False
 
 
 class NullCtx:

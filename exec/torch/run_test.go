@@ -1,0 +1,199 @@
+package torch
+
+import (
+	"context"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"pipe/exec"
+	"pipe/exec/cpu"
+	"pipe/lang/diag"
+	"pipe/planner"
+)
+
+// resumable is a small classifier on synthetic data: two epochs of 24
+// steps, a batchnorm and a hidden layer, no dropout.
+const resumable = `pipeline resumable
+seed 3
+source blobs synthetic {
+  samples 600
+  shape   [12]
+  classes 4
+  seed    5
+}
+model net {
+  input [12]
+  dense 32 bias false -> batchnorm -> relu -> dense 4  // no bias before the batchnorm: it would learn from rounding noise alone
+}
+train { epochs 2  batch 25  optimizer adam lr 0.01  schedule cosine  loss cross_entropy  metrics [accuracy] }
+evaluate { source blobs }
+`
+
+// runJob runs src through exec.Run on the engine named, with the
+// checkpoints in dir.
+func runJob(t *testing.T, src, engine, dir string, py string, ctx context.Context, hooks exec.Hooks, opts ...exec.Option) (*exec.Result, diag.Diagnostics) {
+	t.Helper()
+	prog, p, _ := loadSrc(t, "resumable.pipe", []byte(src), planner.WithEngine(engine))
+	all := append([]exec.Option{exec.WithBackend(cpu.Backend{}), exec.WithBackend(Backend{Python: py}),
+		exec.WithBase(dir), exec.WithCheckpointDir(filepath.Join(dir, "ckpt")), exec.WithThreads(1)}, opts...)
+	return exec.Run(ctx, p, prog, hooks, all...)
+}
+
+func mustRunJob(t *testing.T, src, engine, dir, py string, opts ...exec.Option) *exec.Result {
+	t.Helper()
+	res, ds := runJob(t, src, engine, dir, py, context.Background(), exec.Hooks{}, opts...)
+	if ds.HasErrors() {
+		t.Fatalf("%s run failed:\n%v", engine, ds)
+	}
+	return res
+}
+
+// TestCheckpointsCrossEngines: a run stopped after 10 steps on one engine
+// resumes on the other and trains the same losses as an uninterrupted run
+// on the first engine, both ways; evaluation after a resume works on
+// either.
+func TestCheckpointsCrossEngines(t *testing.T) {
+	py := testPython(t)
+	for _, c := range []struct{ first, then string }{{"native", "torch"}, {"torch", "native"}} {
+		t.Run(c.first+" then "+c.then, func(t *testing.T) {
+			whole := mustRunJob(t, resumable, c.first, t.TempDir(), py, exec.WithMaxSteps(25))
+			dir := t.TempDir()
+			part := mustRunJob(t, resumable, c.first, dir, py, exec.WithMaxSteps(10))
+			if part.Status != exec.StatusMaxSteps || part.Engine != c.first {
+				t.Fatalf("first part: %s on %s", part.Status, part.Engine)
+			}
+			rest := mustRunJob(t, resumable, c.then, dir, py, exec.WithResume(""), exec.WithMaxSteps(25))
+			if rest.ResumedFrom == nil || rest.ResumedFrom.Step != 10 || rest.Engine != c.then {
+				t.Fatalf("resumed from %+v on %s", rest.ResumedFrom, rest.Engine)
+			}
+			if len(rest.StepLosses) != 25 || len(whole.StepLosses) != 25 {
+				t.Fatalf("%d and %d losses", len(rest.StepLosses), len(whole.StepLosses))
+			}
+			for i := 10; i < 25; i++ {
+				a, b := whole.StepLosses[i], rest.StepLosses[i]
+				if d := math.Abs(a-b) / a; d > 1e-5 {
+					t.Errorf("step %d: %.7g uninterrupted on %s, %.7g resumed on %s", i+1, a, c.first, b, c.then)
+				}
+			}
+			// The engine that resumed evaluates the model it trained.
+			if whole.Final == nil || rest.Final == nil {
+				t.Fatal("no final evaluation")
+			}
+			va, vb := whole.Final.Loss, rest.Final.Loss
+			if d := math.Abs(va-vb) / va; d > 1e-5 {
+				t.Errorf("evaluation loss %.7g uninterrupted, %.7g resumed", va, vb)
+			}
+		})
+	}
+}
+
+// TestInterruptAndResumeOnTorch: a cancelled run finishes its step,
+// writes a checkpoint and stops; resumed, it reproduces the uninterrupted
+// run's losses exactly (the same engine, the same threads).
+func TestInterruptAndResumeOnTorch(t *testing.T) {
+	py := testPython(t)
+	whole := mustRunJob(t, resumable, "torch", t.TempDir(), py)
+	dir := t.TempDir()
+	ctx, cancel := context.WithCancel(context.Background())
+	hooks := exec.Hooks{Step: func(s exec.StepInfo) {
+		if s.Step == 7 {
+			cancel()
+		}
+	}}
+	res, ds := runJob(t, resumable, "torch", dir, py, ctx, hooks)
+	if ds.HasErrors() || res.Status != exec.StatusInterrupted {
+		t.Fatalf("%s\n%v", res.Status, ds)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "ckpt", "last.ckpt")); err != nil {
+		t.Fatal(err)
+	}
+	rest := mustRunJob(t, resumable, "torch", dir, py, exec.WithResume(""))
+	if rest.Status != exec.StatusCompleted || len(rest.StepLosses) != len(whole.StepLosses) {
+		t.Fatalf("%s, %d losses of %d", rest.Status, len(rest.StepLosses), len(whole.StepLosses))
+	}
+	for i := range whole.StepLosses {
+		if whole.StepLosses[i] != rest.StepLosses[i] {
+			t.Errorf("step %d: %v uninterrupted, %v resumed", i+1, whole.StepLosses[i], rest.StepLosses[i])
+		}
+	}
+}
+
+// workers lists the torch workers this process started.
+func workers(t *testing.T) []int {
+	t.Helper()
+	me := os.Getpid()
+	ents, _ := os.ReadDir("/proc")
+	var pids []int
+	for _, e := range ents {
+		var pid int
+		if _, err := fmtSscan(e.Name(), &pid); err != nil {
+			continue
+		}
+		stat, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		if err != nil {
+			continue
+		}
+		s := string(stat)
+		i := strings.LastIndexByte(s, ')')
+		if i < 0 {
+			continue
+		}
+		f := strings.Fields(s[i+1:])
+		var ppid int
+		if len(f) > 1 {
+			fmtSscan(f[1], &ppid)
+		}
+		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
+		if ppid == me && strings.Contains(string(cmd), ScriptName) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// TestKilledWorker: a worker killed in the middle of training stops the
+// run within seconds with an error that says so and shows the worker's
+// last lines of stderr; the checkpoint written before is intact.
+func TestKilledWorker(t *testing.T) {
+	py := testPython(t)
+	dir := t.TempDir()
+	killed := false
+	hooks := exec.Hooks{Step: func(s exec.StepInfo) {
+		if s.Step == 30 && !killed { // in the second epoch, after a checkpoint
+			for _, pid := range workers(t) {
+				killProcess(pid)
+				killed = true
+			}
+		}
+	}}
+	start := time.Now()
+	res, ds := runJob(t, resumable, "torch", dir, py, context.Background(), hooks)
+	if !killed {
+		t.Fatal("no worker found to kill")
+	}
+	if time.Since(start) > 60*time.Second {
+		t.Errorf("the run took %v to notice", time.Since(start))
+	}
+	if !ds.HasErrors() || res.Status != exec.StatusFailed {
+		t.Fatalf("status %s, diagnostics:\n%v", res.Status, ds)
+	}
+	msg := ds.Error()
+	if !strings.Contains(msg, "died") || !strings.Contains(msg, "signal: killed") {
+		t.Errorf("the error does not say the worker died:\n%s", msg)
+	}
+	if !strings.Contains(msg, "last.ckpt") {
+		t.Errorf("the error does not name the checkpoint kept:\n%s", msg)
+	}
+	// The checkpoint of the first epoch resumes.
+	again := mustRunJob(t, resumable, "torch", dir, py, exec.WithResume(""), exec.WithMaxSteps(26))
+	if again.ResumedFrom == nil || again.ResumedFrom.Step != 24 {
+		t.Errorf("resumed from %+v", again.ResumedFrom)
+	}
+	if left := workers(t); len(left) > 0 {
+		t.Errorf("workers left running: %v", left)
+	}
+}
