@@ -11,7 +11,10 @@
 // bench/cmd/ratios runs the comparison: the same models, built for
 // PyTorch from a spec pipe writes (bench/torchspec, bench/torch_step.py),
 // timed interleaved on the same machine in one run, reported as the ratio
-// pipe/PyTorch per model (make bench runs both).
+// pipe/PyTorch per model (make bench runs both). The same run times pipe's
+// torch engine (exec/torch) against a plain PyTorch loop on the engine's
+// own network inside the engine's worker, so that the ratio between them
+// is the engine's overhead alone.
 //
 // Speed is measured here, as benchmarks and ratios, never as timed tests.
 package bench

@@ -2,10 +2,12 @@
 """torch_step.py: PyTorch's side of pipe's step-time comparison.
 
 It builds, in torch.nn, the network a spec written by bench/torchspec
-describes (go run ./bench/cmd/torchspec), loads the parameters pipe
+describes (go run ./bench/cmd/torchspec), with the torch engine's own
+module (pipe_torch.py, which pipe embeds and writes beside the spec, or
+into the folder given with --module-dir), loads the parameters pipe
 initialised, checks that it computes what pipe computed on the spec's
-batch, and times training steps: zero the gradients, forward, loss,
-backward, optimizer step.
+batch, and times training steps as a plain PyTorch loop does: zero the
+gradients, forward, loss, backward, optimizer step.
 
     /usr/bin/python3 bench/torch_step.py SPEC.json [--warmup 5] [--steps 20]
 
@@ -30,11 +32,10 @@ import statistics
 import sys
 import time
 
-import torch
-import torch.nn as nn
-import torch.nn.functional as F
+pt = None  # the torch engine's module, pipe_torch
+torch = None
 
-SPEC_VERSION = 1
+SPEC_VERSION = 2
 
 # Tolerances of the checks against pipe, relative to the largest magnitude
 # compared: both sides run float32, with different summation orders.
@@ -42,146 +43,16 @@ OUT_TOL = 1e-3
 LOSS_TOL = 1e-3
 
 
-def module_key(name):
-    """A node's name as a ModuleDict key (keys may not contain dots)."""
-    return name.replace(".", "__")
-
-
-class Net(nn.Module):
-    """The graph of a spec, run node by node in its (topological) order."""
-
-    def __init__(self, spec):
-        super().__init__()
-        self.nodes = spec["nodes"]
-        self.output = spec["output"]
-        self.layers = nn.ModuleDict()
-        for n in self.nodes:
-            m = make_module(n)
-            if m is not None:
-                key = module_key(n["name"])
-                if key in self.layers:
-                    raise ValueError(f"two nodes map to the module name {key}")
-                self.layers[key] = m
-        # The loss reads the logits before a final softmax (cross_entropy)
-        # or sigmoid (bce, dice), as pipe's losses do.
-        last = self.nodes[self.output]
-        loss = spec["loss"]
-        if (loss == "cross_entropy" and last["op"] == "softmax") or (
-            loss in ("bce", "dice") and last["op"] == "sigmoid"
-        ):
-            self.output = last["inputs"][0]
-        # The last reader of each node, so that outputs are dropped as soon
-        # as nothing reads them (autograd keeps what backward needs).
-        self.last_use = {}
-        for n in self.nodes:
-            for j in n["inputs"]:
-                self.last_use[j] = n["id"]
-
-    def forward(self, x):
-        outs = [None] * len(self.nodes)
-        for n in self.nodes:
-            i = n["id"]
-            xs = [outs[j] for j in n["inputs"]]
-            op = n["op"]
-            if op == "input":
-                y = x
-            elif op in ("conv", "convtranspose", "dense", "batchnorm", "layernorm",
-                        "maxpool", "avgpool", "dropout"):
-                y = self.layers[module_key(n["name"])](xs[0])
-            elif op == "relu":
-                y = F.relu(xs[0])
-            elif op == "gelu":
-                y = F.gelu(xs[0])
-            elif op == "sigmoid":
-                y = torch.sigmoid(xs[0])
-            elif op == "tanh":
-                y = torch.tanh(xs[0])
-            elif op == "softmax":
-                y = F.softmax(xs[0], dim=1)
-            elif op == "flatten":
-                y = torch.flatten(xs[0], 1)
-            elif op == "gap":
-                y = F.adaptive_avg_pool2d(xs[0], 1)
-                if not n["args"]["keepdims"]:
-                    y = torch.flatten(y, 1)
-            elif op == "upsample":
-                a = n["args"]
-                kw = {"align_corners": a["align_corners"]} if a["mode"] == "bilinear" else {}
-                y = F.interpolate(xs[0], size=tuple(n["out"][1:]), mode=a["mode"], **kw)
-            elif op == "concat":
-                y = torch.cat(xs, dim=1)
-            elif op == "add":
-                y = xs[0]
-                for t in xs[1:]:
-                    y = y + t
-            else:
-                raise ValueError(f"node {n['name']}: op {op} is not built here")
-            outs[i] = y
-            if i == self.output:
-                return y
-            for j in n["inputs"]:
-                if self.last_use.get(j) == i:
-                    outs[j] = None
-        raise ValueError("the output node was never reached")
-
-
-def make_module(n):
-    op, a, ins = n["op"], n.get("args") or {}, n["in"]
-    if op == "conv":
-        return nn.Conv2d(ins[0][0], a["out_channels"], a["kernel_size"], stride=a["stride"],
-                         padding=a["padding"], dilation=a["dilation"], groups=a["groups"], bias=a["bias"])
-    if op == "convtranspose":
-        return nn.ConvTranspose2d(ins[0][0], a["out_channels"], a["kernel_size"], stride=a["stride"],
-                                  padding=a["padding"], bias=a["bias"])
-    if op == "dense":
-        return nn.Linear(ins[0][-1], a["out_features"], bias=a["bias"])
-    if op == "batchnorm":
-        shape = ins[0]
-        cls = nn.BatchNorm2d if len(shape) == 3 else nn.BatchNorm1d
-        return cls(shape[0], eps=a["eps"], momentum=a["momentum"])
-    if op == "layernorm":
-        return nn.LayerNorm(ins[0][-1], eps=a["eps"])
-    if op == "maxpool":
-        return nn.MaxPool2d(a["kernel_size"], stride=a["stride"], padding=a["padding"])
-    if op == "avgpool":
-        return nn.AvgPool2d(a["kernel_size"], stride=a["stride"], padding=a["padding"])
-    if op == "dropout":
-        return nn.Dropout(a["p"])
-    return None
-
-
-def make_loss(kind):
-    if kind == "cross_entropy":
-        return nn.CrossEntropyLoss()
-    if kind == "mse":
-        return nn.MSELoss()
-    if kind == "mae":
-        return nn.L1Loss()
-    if kind == "bce":
-        return nn.BCEWithLogitsLoss()
-    if kind == "dice":
-        def dice(logits, t):
-            p = torch.sigmoid(logits)
-            dims = [0] + list(range(2, p.dim()))
-            num = 2 * (p * t).sum(dims) + 1
-            den = p.sum(dims) + t.sum(dims) + 1
-            return 1 - (num / den).mean()
-        return dice
-    raise ValueError(f"loss {kind} is not built here")
-
-
-def make_optimizer(o, params):
-    kind = o["kind"]
-    if kind == "adam":
-        return torch.optim.Adam(params, lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
-                                weight_decay=o["weight_decay"])
-    if kind == "adamw":
-        return torch.optim.AdamW(params, lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"],
-                                 weight_decay=o["weight_decay"])
-    if kind == "sgd":
-        return torch.optim.SGD(params, lr=o["lr"], momentum=o["momentum"], nesterov=o["nesterov"],
-                               weight_decay=o["weight_decay"])
-    raise ValueError(f"optimizer {kind} is not built here")
+def load_module(where):
+    """Imports pipe_torch from where (a folder) and sets up torch."""
+    global pt, torch
+    if pt is not None:
+        return
+    sys.path.insert(0, where)
+    import pipe_torch
+    pipe_torch.setup()
+    pt = pipe_torch
+    torch = pipe_torch.torch
 
 
 class Bench:
@@ -194,9 +65,9 @@ class Bench:
             raise ValueError(f"{path}: spec version {spec.get('version')}, this script reads {SPEC_VERSION}")
         self.spec = spec
         self.name = spec["name"]
-        self.net = Net(spec)
+        self.net = pt.Net(spec)
         self.loss_kind = spec["loss"]
-        self.loss_fn = make_loss(self.loss_kind)
+        self.ends_sigmoid = spec["nodes"][spec["output"]]["op"] == "sigmoid"
         self.params = sum(p.numel() for p in self.net.parameters())
         self.check_params()
         self.tensors = load_tensors(path, spec)
@@ -207,12 +78,12 @@ class Bench:
         self.check = self.run_checks()
         # The optimizer comes after the checks so that its state is fresh.
         self.net.train()
-        self.opt = make_optimizer(spec["optimizer"], self.net.parameters())
+        self.opt, _, _ = pt.make_optimizer(spec["optimizer"], list(self.net.parameters()))
 
     def check_params(self):
         """The parameter count, node by node, must be pipe's."""
         for n in self.spec["nodes"]:
-            key = module_key(n["name"])
+            key = pt.module_key(n["name"])
             got = sum(p.numel() for p in self.net.layers[key].parameters()) if key in self.net.layers else 0
             if got != n["params"]:
                 raise ValueError(f"node {n['name']} ({n['op']}): torch has {got} parameters, pipe {n['params']}")
@@ -221,28 +92,26 @@ class Bench:
 
     def load_state(self):
         """Copies pipe's parameters and buffers into the modules by name."""
-        want = {}
-        for key, m in self.net.layers.items():
-            for pname, t in list(m.named_parameters(recurse=False)) + list(m.named_buffers(recurse=False)):
-                if pname != "num_batches_tracked":
-                    want[key + "." + pname] = t
+        want = pt.state_names(self.spec, self.net)
         seen = set()
         for name, t in self.tensors.items():
             if name.startswith(("batch.", "check.")):
                 continue
-            node, _, attr = name.rpartition(".")
-            key = module_key(node) + "." + attr
-            if key not in want:
+            if name not in want:
                 raise ValueError(f"pipe's tensor {name} has no counterpart in the torch model")
-            dst = want[key]
+            dst = want[name]
             if tuple(dst.shape) != tuple(t.shape):
                 raise ValueError(f"pipe's {name} has shape {list(t.shape)}, torch's {list(dst.shape)}")
             with torch.no_grad():
                 dst.copy_(t)
-            seen.add(key)
+            seen.add(name)
         missing = sorted(set(want) - seen)
         if missing:
             raise ValueError(f"pipe's state lacks {', '.join(missing[:6])}")
+
+    def loss_fn(self, logits, out, y):
+        n = y.shape[0]
+        return pt.compute_loss(self.loss_kind, logits, out, y, None, n, self.spec["out_shape"], self.ends_sigmoid)
 
     def target(self, y, n):
         out = self.spec["out_shape"]
@@ -256,14 +125,14 @@ class Bench:
         res = {}
         self.net.eval()
         with torch.no_grad():
-            out = self.net(self.x)
+            logits, out = self.net(self.x)
             want_shape = [spec["batch"]] + spec["out_shape"]
             if list(out.shape) != want_shape:
                 raise ValueError(f"torch's output has shape {list(out.shape)}, pipe's {want_shape}")
             ref = self.tensors["check.out"].reshape(want_shape)
             scale = max(ref.abs().max().item(), 1e-6)
             res["out_rel_diff"] = (out - ref).abs().max().item() / scale
-            res["eval_loss"] = self.loss_fn(out, self.y).item()
+            res["eval_loss"] = self.loss_fn(logits, out, self.y).item()
         res["pipe_eval_loss"] = c["eval_loss"]
         res["eval_loss_rel_diff"] = rel(res["eval_loss"], c["eval_loss"])
         bad = []
@@ -277,7 +146,7 @@ class Bench:
             saved = {k: v.clone() for k, v in self.net.state_dict().items()}
             self.net.train()
             with torch.no_grad():
-                res["train_loss"] = self.loss_fn(self.net(self.x), self.y).item()
+                res["train_loss"] = self.loss_fn(*self.net(self.x), self.y).item()
             self.net.load_state_dict(saved)
             res["pipe_train_loss"] = c["train_loss"]
             res["train_loss_rel_diff"] = rel(res["train_loss"], c["train_loss"])
@@ -289,7 +158,7 @@ class Bench:
 
     def step(self):
         self.opt.zero_grad(set_to_none=True)
-        loss = self.loss_fn(self.net(self.x), self.y)
+        loss = self.loss_fn(*self.net(self.x), self.y)
         loss.backward()
         self.opt.step()
 
@@ -364,7 +233,14 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (default: the spec's)")
     ap.add_argument("--serve", action="store_true", help="answer JSON commands on stdin")
+    ap.add_argument("--module-dir", default="", help="the folder holding pipe_torch.py (default: the spec's)")
     args = ap.parse_args()
+    if args.module_dir:
+        load_module(args.module_dir)
+    elif args.spec:
+        load_module(os.path.dirname(os.path.abspath(args.spec)))
+    else:
+        ap.error("give a spec, or --serve with --module-dir")
     if args.serve:
         serve(args.threads or os.cpu_count())
         return

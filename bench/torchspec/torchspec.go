@@ -1,20 +1,23 @@
-// Package torchspec describes a pipe model to PyTorch: it loads a .pipe
-// file the way pipe run does (parse, check, plan for the CPU, build the
-// graph, the executor's Config from the plan) and writes the graph's nodes
-// as a JSON Spec from which bench/torch_step.py builds the same network in
-// torch.nn. The models of bench/models are written once, in pipe; the
-// PyTorch side is derived from them, so the two cannot drift.
+// Package torchspec loads a pipe model for the step-time comparison the
+// way pipe run loads it (parse, check, plan for the CPU, build the graph,
+// the executor's Config from the plan) and writes it as the torch
+// engine's Spec (exec/torch), from which bench/torch_step.py builds the
+// same network with the engine's own module (pipe_torch.py). The models
+// of bench/models are written once, in pipe; the PyTorch side is derived
+// from them by the translation the torch engine itself uses, so the two
+// cannot drift.
 //
-// A Spec also carries the parameters pipe initialised, a batch, and what
-// pipe computed on that batch with those parameters (the output and the
-// loss in evaluation mode, the training-mode loss when no dropout
-// is active). torch_step.py loads the same parameters, runs the same batch
-// and reports how far its numbers are from pipe's, so a wrong padding, a
-// transposed weight or a swapped concat shows up before any timing.
+// The Spec written here also carries the parameters pipe initialised, a
+// batch, and what pipe computed on that batch with those parameters (the
+// output and the loss in evaluation mode, the training-mode loss when no
+// dropout is active). torch_step.py loads the same parameters, runs the
+// same batch and reports how far its numbers are from pipe's, so a wrong
+// padding, a transposed weight or a swapped concat shows up before any
+// timing.
 //
 // Its neighbours: bench/cmd/torchspec writes one Spec, bench/cmd/ratios
-// times pipe's training step beside PyTorch's on the models of
-// bench/models.
+// times pipe's training step beside PyTorch's, and the torch engine's
+// beside a plain PyTorch loop, on the models of bench/models.
 package torchspec
 
 import (
@@ -32,6 +35,7 @@ import (
 	"pipe/exec"
 	"pipe/exec/cpu"
 	"pipe/exec/data"
+	"pipe/exec/torch"
 	"pipe/lang"
 	"pipe/planner"
 	"pipe/planner/plan"
@@ -39,81 +43,14 @@ import (
 )
 
 // Version is the version of the Spec format; torch_step.py refuses others.
-const Version = 1
+const Version = torch.SpecVersion
 
-// Spec is a model as bench/torch_step.py reads it.
-type Spec struct {
-	Version int `json:"version"`
-	// Name is the pipeline's name; File the .pipe file it came from.
-	Name string `json:"name"`
-	File string `json:"file"`
-	// Batch is the micro-batch the plan trains with, Threads the compute
-	// threads both sides use.
-	Batch   int `json:"batch"`
-	Threads int `json:"threads"`
-	// Input and OutShape are one sample's input and output shapes;
-	// Output is the ID of the output node.
-	Input    []int64 `json:"input"`
-	OutShape []int64 `json:"out_shape"`
-	Output   int     `json:"output"`
-	// Params is pipe's count of trainable parameters.
-	Params int64 `json:"params"`
-	// Loss is the loss kind (exec.Loss), Optimizer the optimizer with the
-	// plan's learning rate.
-	Loss      string    `json:"loss"`
-	Optimizer Optimizer `json:"optimizer"`
-	Nodes     []Node    `json:"nodes"`
-	// Data names the file, beside the spec, of little-endian float32
-	// values that Tensors index; empty when the spec carries no tensors.
-	Data    string      `json:"data,omitempty"`
-	Tensors []TensorRef `json:"tensors,omitempty"`
-	// Check is what pipe computed on the batch of Tensors.
-	Check *Check `json:"check,omitempty"`
-}
-
-// Optimizer is exec.Optimizer with the learning rate, in PyTorch's terms.
-type Optimizer struct {
-	Kind        string  `json:"kind"`
-	LR          float64 `json:"lr"`
-	Momentum    float64 `json:"momentum"`
-	Nesterov    bool    `json:"nesterov"`
-	WeightDecay float64 `json:"weight_decay"`
-	Beta1       float64 `json:"beta1"`
-	Beta2       float64 `json:"beta2"`
-	Eps         float64 `json:"eps"`
-}
-
-// Node is one graph node: its op, the IDs of the nodes it reads (in
-// order: for concat and add the main flow first), their shapes and its
-// own, its parameter count, and the settings its op reads, named as
-// PyTorch names them.
-type Node struct {
-	ID     int            `json:"id"`
-	Name   string         `json:"name"`
-	Op     string         `json:"op"`
-	Inputs []int          `json:"inputs"`
-	In     [][]int64      `json:"in"`
-	Out    []int64        `json:"out"`
-	Params int64          `json:"params"`
-	Args   map[string]any `json:"args,omitempty"`
-}
-
-// TensorRef is a named tensor in the data file: Offset and the product of
-// Shape count float32 values.
-type TensorRef struct {
-	Name   string  `json:"name"`
-	Shape  []int64 `json:"shape"`
-	Offset int64   `json:"offset"`
-}
-
-// Check holds pipe's results on the batch "batch.x"/"batch.y" with the
-// parameters of Tensors: the output ("check.out") and the mean loss in
-// evaluation mode, and the training-mode loss (batch statistics) when the
-// model has no active dropout, else nil.
-type Check struct {
-	EvalLoss  float64  `json:"eval_loss"`
-	TrainLoss *float64 `json:"train_loss"`
-}
+// Spec, TensorRef and Check are the torch engine's.
+type (
+	Spec      = torch.Spec
+	TensorRef = torch.TensorRef
+	Check     = torch.Check
+)
 
 // Model is a .pipe file loaded as pipe run loads it.
 type Model struct {
@@ -171,72 +108,15 @@ func (m *Model) Build() (exec.Model, error) {
 	return cpu.Backend{}.Build(m.Graph, m.Config)
 }
 
-// Spec describes the graph without tensors. It fails on an op that
-// torch_step.py does not build.
+// Spec describes the graph without tensors, as the torch engine does. It
+// fails on an op the engine does not build.
 func (m *Model) Spec() (*Spec, error) {
-	g, cfg := m.Graph, m.Config
-	o := cfg.Optimizer
-	s := &Spec{
-		Version:  Version,
-		Name:     m.Name(),
-		File:     m.Path,
-		Batch:    cfg.Batch,
-		Threads:  cfg.Threads,
-		Input:    g.Input,
-		OutShape: g.OutShape(),
-		Output:   g.Output,
-		Params:   g.Params(),
-		Loss:     cfg.Loss.Kind,
-		Optimizer: Optimizer{Kind: o.Kind, LR: m.LR, Momentum: o.Momentum, Nesterov: o.Nesterov,
-			WeightDecay: o.WeightDecay, Beta1: o.Beta1, Beta2: o.Beta2, Eps: o.Eps},
+	s, err := torch.NewSpec(m.Graph, m.Config, m.LR)
+	if err != nil {
+		return nil, err
 	}
-	for _, n := range g.Nodes {
-		args, err := argsOf(n)
-		if err != nil {
-			return nil, err
-		}
-		s.Nodes = append(s.Nodes, Node{ID: n.ID, Name: n.Name, Op: n.Op, Inputs: nonNil(n.Inputs),
-			In: n.In, Out: n.Out, Params: n.Params, Args: args})
-	}
+	s.Name, s.File = m.Name(), m.Path
 	return s, nil
-}
-
-func nonNil(s []int) []int {
-	if s == nil {
-		return []int{}
-	}
-	return s
-}
-
-// argsOf is a node's settings under PyTorch's names, for the ops
-// torch_step.py builds.
-func argsOf(n *stdlib.Node) (map[string]any, error) {
-	a := n.Args
-	switch n.Op {
-	case "input", "relu", "gelu", "sigmoid", "tanh", "softmax", "flatten", "concat", "add":
-		return nil, nil
-	case "conv":
-		return map[string]any{"out_channels": a.Channels, "kernel_size": a.Kernel, "stride": a.Stride,
-			"padding": a.Padding, "dilation": a.Dilation, "groups": a.Groups, "bias": a.Bias}, nil
-	case "convtranspose":
-		return map[string]any{"out_channels": a.Channels, "kernel_size": a.Kernel, "stride": a.Stride,
-			"padding": a.Padding, "bias": a.Bias}, nil
-	case "dense":
-		return map[string]any{"out_features": a.Units, "bias": a.Bias}, nil
-	case "batchnorm":
-		return map[string]any{"eps": a.Eps, "momentum": a.Momentum}, nil
-	case "layernorm":
-		return map[string]any{"eps": a.Eps}, nil
-	case "maxpool", "avgpool":
-		return map[string]any{"kernel_size": a.Kernel, "stride": a.Stride, "padding": a.Padding}, nil
-	case "gap":
-		return map[string]any{"keepdims": a.Keepdims}, nil
-	case "dropout":
-		return map[string]any{"p": a.P}, nil
-	case "upsample":
-		return map[string]any{"mode": a.Mode, "align_corners": a.AlignCorners}, nil
-	}
-	return nil, fmt.Errorf("torchspec: node %s: op %s has no PyTorch counterpart in bench/torch_step.py", n.Name, n.Op)
 }
 
 // RandomBatch is a batch of n samples for g: inputs from N(0, 1), targets

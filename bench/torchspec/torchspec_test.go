@@ -3,12 +3,14 @@ package torchspec
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"pipe/exec"
 	"pipe/lang/format"
 	"pipe/stdlib"
 )
@@ -109,10 +111,11 @@ func TestConcatOrder(t *testing.T) {
 	}
 }
 
-// TestUnsupportedOp: an op torch_step.py does not build fails with the
-// node's name instead of producing a spec PyTorch would misread.
+// TestUnsupportedOp: an op the torch engine does not build (a ViT's
+// token embedding, which pipe only plans so far) fails with the node's name
+// instead of producing a spec PyTorch would misread.
 func TestUnsupportedOp(t *testing.T) {
-	src := "pipeline s\nsource d synthetic { samples 64  shape [64]  classes 10 }\nmodel m {\n  input [64]\n  sketched_dense 32 terms 2 rank 4 -> relu -> dense 10\n}\ntrain { epochs 1  batch 8  loss cross_entropy }\n"
+	src := "pipeline s\nsource d synthetic { samples 64  shape [3, 32, 32]  classes 10 }\nmodel m {\n  input [3, 32, 32]\n  vit patch 16 dim 64 depth 1 heads 2 mlp_dim 128 classes 10\n}\ntrain { epochs 1  batch 8  loss cross_entropy }\n"
 	f := filepath.Join(t.TempDir(), "s.pipe")
 	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
 		t.Fatal(err)
@@ -122,7 +125,7 @@ func TestUnsupportedOp(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = m.Spec()
-	if err == nil || !strings.Contains(err.Error(), "sketched_dense") {
-		t.Errorf("Spec of a sketched_dense model: %v", err)
+	if err == nil || !strings.Contains(err.Error(), "node tokens") || !errors.Is(err, exec.ErrUnsupported) {
+		t.Errorf("Spec of a ViT: %v", err)
 	}
 }

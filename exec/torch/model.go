@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -109,6 +108,14 @@ type wstate struct {
 	ns     []int
 	done   [][]micro
 	zero   bool // the next train command zeroes the gradients
+	// held is a step's last micro-batch, kept back until QueueStep so
+	// that the optimizer step goes with it in one command.
+	held *heldTrain
+}
+
+type heldTrain struct {
+	msg     map[string]any
+	slot, n int
 }
 
 type micro struct {
@@ -401,13 +408,14 @@ func (m *model) handle(k int) error {
 	if err := replyErr(r, w.rank); err != nil {
 		return err
 	}
-	switch s.cmd {
-	case "train":
+	if s.cmd == "train" || s.cmd == "train+step" {
 		if r.Loss != nil {
 			ws.losses = append(ws.losses, float64(*r.Loss))
 			ws.ns = append(ws.ns, s.n)
 		}
-	case "step":
+	}
+	switch s.cmd {
+	case "step", "train+step":
 		if m.cfg.Engine.LossReadback != "lagged" {
 			var st []micro
 			for i, l := range ws.losses {
@@ -439,8 +447,24 @@ func doneOf(ds []doneStep) [][]micro {
 	return out
 }
 
+// sendHeld sends the micro-batches kept back for their step's command.
+func (m *model) sendHeld() error {
+	for k, ws := range m.ws {
+		if h := ws.held; h != nil {
+			ws.held = nil
+			if err := m.workers[k].send(h.msg, h.slot, h.n); err != nil {
+				return m.fail(err)
+			}
+		}
+	}
+	return nil
+}
+
 // drainAll reads every outstanding reply of every worker.
 func (m *model) drainAll() error {
+	if err := m.sendHeld(); err != nil {
+		return err
+	}
 	for k, w := range m.workers {
 		for len(w.outstanding) > 0 {
 			if err := m.handle(k); err != nil {
@@ -548,6 +572,10 @@ func (m *model) QueueTrain(b *data.Batch, scale float64, zero, last bool) error 
 		msg["zero"] = zero || m.ws[k].zero
 		msg["sync"] = last
 		m.ws[k].zero = false
+		if last {
+			m.ws[k].held = &heldTrain{msg: msg, slot: slot, n: n}
+			continue
+		}
 		if err := w.send(msg, slot, n); err != nil {
 			return m.fail(err)
 		}
@@ -560,8 +588,18 @@ func (m *model) QueueStep(clip, lr float64) error {
 	if err := m.usable(); err != nil {
 		return err
 	}
-	for _, w := range m.workers {
-		if err := w.send(map[string]any{"cmd": "step", "lr": lr, "clip": clip}, -1, 0); err != nil {
+	for k, w := range m.workers {
+		step := map[string]any{"lr": lr, "clip": clip}
+		if h := m.ws[k].held; h != nil {
+			m.ws[k].held = nil
+			h.msg["step"] = step
+			if err := w.sendAs(h.msg, "train+step", h.slot, h.n); err != nil {
+				return m.fail(err)
+			}
+			continue
+		}
+		step["cmd"] = "step"
+		if err := w.send(step, -1, 0); err != nil {
 			return m.fail(err)
 		}
 	}
@@ -701,6 +739,9 @@ func (m *model) ClipGradNorm(max float64) (float64, error) {
 // callK sends a command to local rank k and returns its reply.
 func (m *model) callK(k int, msg map[string]any) (response, error) {
 	w := m.workers[k]
+	if err := m.sendHeld(); err != nil {
+		return response{}, err
+	}
 	for len(w.outstanding) > 0 {
 		if err := m.handle(k); err != nil {
 			return response{}, err
@@ -1013,7 +1054,57 @@ func (m *model) Close() error {
 	return nil
 }
 
-// PID is local rank k's process ID (tests kill it).
-func (m *model) PID(k int) int { return m.workers[k].cmd.Process.Pid }
+// TimePlain times the benchmark's reference on a torch engine model: a
+// plain PyTorch training loop (zero_grad, forward, loss, backward, step)
+// on the model's own network and optimizer and a copy of b, inside the
+// worker, warm untimed steps and then steps timed one by one, in
+// milliseconds. It trains the model.
+func TimePlain(mod exec.Model, b *data.Batch, lr float64, warm, steps int) ([]float64, error) {
+	m, ok := mod.(*model)
+	if !ok {
+		return nil, errors.New("torch: not a torch engine model")
+	}
+	if err := m.drainAll(); err != nil {
+		return nil, err
+	}
+	msg, slot, _, err := m.fill(0, b, 0, b.N)
+	if err != nil {
+		return nil, err
+	}
+	msg["cmd"], msg["lr"], msg["warmup"], msg["steps"] = "time_plain", lr, warm, steps
+	w := m.workers[0]
+	if err := w.send(msg, slot, b.N); err != nil {
+		return nil, m.fail(err)
+	}
+	r, err := m.reply(0)
+	if err != nil {
+		return nil, err
+	}
+	if err := replyErr(r, w.rank); err != nil {
+		return nil, err
+	}
+	var out struct {
+		MS []float64 `json:"ms"`
+	}
+	if err := jsonUnmarshal(r.raw, &out); err != nil {
+		return nil, err
+	}
+	return out.MS, nil
+}
 
-var _ = os.Getpid
+// PIDs returns the process IDs of a torch engine model's workers (nil
+// for another model): the benchmark leaves their CPU time out of what it
+// counts as other processes' load.
+func PIDs(mod exec.Model) []int {
+	m, ok := mod.(*model)
+	if !ok {
+		return nil
+	}
+	var out []int
+	for _, w := range m.workers {
+		if w != nil && w.cmd.Process != nil {
+			out = append(out, w.cmd.Process.Pid)
+		}
+	}
+	return out
+}

@@ -58,6 +58,7 @@ import time
 import traceback
 
 PROTOCOL = 1
+SPEC_VERSION = 2  # exec/torch's SpecVersion
 
 torch = None
 nn = None
@@ -325,6 +326,50 @@ def define_net():
     Net = _Net
 
 
+def setup():
+    """Imports torch and defines the modules; other scripts (the
+    benchmark's plain PyTorch loop) call it before they use Net."""
+    if Net is None:
+        import_torch()
+        define_modules()
+        define_net()
+
+
+def make_optimizer(o, params, fused=False):
+    """The optimizer of a spec's "optimizer" with PyTorch's semantics, and
+    what was made: (optimizer, description, fused)."""
+    kind = o["kind"]
+    if kind in ("adam", "adamw"):
+        cls = torch.optim.Adam if kind == "adam" else torch.optim.AdamW
+        kw = dict(lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"], weight_decay=o["weight_decay"])
+        if fused:
+            try:
+                return cls(params, fused=True, **kw), f"{kind} (fused)", True
+            except (TypeError, RuntimeError) as e:
+                return cls(params, **kw), f"{kind} (foreach: fused is not available: {e})", False
+        return cls(params, **kw), kind, False
+    if kind == "sgd":
+        return torch.optim.SGD(params, lr=o["lr"], momentum=o["momentum"], nesterov=o["nesterov"],
+                               weight_decay=o["weight_decay"]), "sgd", False
+    raise Failure("unsupported", f"optimizer {kind} is not built here")
+
+
+def state_names(spec, net):
+    """pipe's tensor names (PyTorch's state_dict keys under the node's
+    name) for every parameter and buffer of net."""
+    names = {}
+    for n in spec["nodes"]:
+        key = module_key(n["name"])
+        if key not in net.layers:
+            continue
+        m = net.layers[key]
+        for pname, t in list(m.named_parameters(recurse=False)) + list(m.named_buffers(recurse=False)):
+            if pname == "num_batches_tracked":
+                continue
+            names[n["name"] + "." + pname] = t
+    return names
+
+
 # ---------------------------------------------------------------------------
 # Losses: pipe's definitions (exec.Loss), masks included.
 
@@ -476,6 +521,39 @@ class Worker:
     def cmd_hello(self, msg):
         return hello()
 
+    def cmd_time_plain(self, msg):
+        """The benchmark's reference: a plain PyTorch training loop on this
+        worker's own network, optimizer and a copy of the batch in msg,
+        in this process, timed step by step (zero_grad, forward, loss,
+        backward, step). The engine's own steps run in the same process,
+        threads and memory, so the difference is the engine's overhead."""
+        n = msg["n"]
+        x, y, mask = self.batch(msg, True)
+        x = x.clone()
+        y = None if y is None else y.clone()
+        model, opt = self.forward_model(), self.opt
+        for g in opt.param_groups:
+            g["lr"] = msg["lr"]
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            with self.autocast():
+                logits, out = model(x)
+            loss = compute_loss(self.loss_kind, logits, out, y, mask, n, self.out_shape, self.ends_sigmoid)
+            loss.backward()
+            opt.step()
+            if self.cuda:
+                torch.cuda.synchronize(self.device)
+
+        for _ in range(msg.get("warmup", 1)):
+            step()
+        ms = []
+        for _ in range(msg["steps"]):
+            t0 = time.perf_counter()
+            step()
+            ms.append((time.perf_counter() - t0) * 1e3)
+        return {"ms": ms}
+
     def cmd_map(self, msg):
         old = self.regions.pop(msg["region"], None)
         if old is not None:
@@ -484,6 +562,8 @@ class Worker:
 
     def cmd_build(self, msg):
         spec = msg["spec"]
+        if spec.get("version") != SPEC_VERSION:
+            raise Failure("error", f"spec version {spec.get('version')}; this worker reads {SPEC_VERSION}")
         self.spec = spec
         cfg = spec["engine"]
         self.cfg = cfg
@@ -511,6 +591,7 @@ class Worker:
         self.apply_flags()
         torch.manual_seed(self.seed)
         self.ends_sigmoid = spec["nodes"][spec["output"]]["op"] == "sigmoid"
+        self.dropout = any(n["op"] == "dropout" and (n.get("args") or {}).get("p", 0) > 0 for n in spec["nodes"])
         net = Net(spec)
         self.check_params(net)
         net = net.to(self.device)
@@ -595,46 +676,13 @@ class Worker:
                 raise Failure("unsupported", f"node {n['name']} ({n['op']}): torch has {got} parameters, pipe {n['params']}")
 
     def make_optimizer(self, o):
-        kind = o["kind"]
-        params = list(self.net.parameters())
-        fused = bool(self.cfg.get("fused_optimizer")) and self.cuda
-        if kind in ("adam", "adamw"):
-            cls = torch.optim.Adam if kind == "adam" else torch.optim.AdamW
-            kw = dict(lr=o["lr"], betas=(o["beta1"], o["beta2"]), eps=o["eps"], weight_decay=o["weight_decay"])
-            if fused:
-                try:
-                    opt = cls(params, fused=True, **kw)
-                    self.applied["optimizer"] = f"{kind} (fused)"
-                    self.fused = True
-                    return opt
-                except (TypeError, RuntimeError) as e:
-                    self.applied["optimizer"] = f"{kind} (foreach: fused is not available: {e})"
-            else:
-                self.applied["optimizer"] = kind
-            self.fused = False
-            return cls(params, **kw)
-        self.fused = False
-        if kind == "sgd":
-            self.applied["optimizer"] = "sgd"
-            return torch.optim.SGD(params, lr=o["lr"], momentum=o["momentum"], nesterov=o["nesterov"],
-                                   weight_decay=o["weight_decay"])
-        raise Failure("unsupported", f"optimizer {kind} is not built here")
+        opt, self.applied["optimizer"], self.fused = make_optimizer(
+            o, list(self.net.parameters()), bool(self.cfg.get("fused_optimizer")) and self.cuda)
+        return opt
 
     # -- state -------------------------------------------------------------
     def state_names(self, net):
-        """pipe's tensor names (PyTorch's state_dict keys with the node's
-        name) for every parameter and buffer."""
-        names = {}
-        for n in self.spec["nodes"]:
-            key = module_key(n["name"])
-            if key not in net.layers:
-                continue
-            m = net.layers[key]
-            for pname, t in list(m.named_parameters(recurse=False)) + list(m.named_buffers(recurse=False)):
-                if pname == "num_batches_tracked":
-                    continue
-                names[n["name"] + "." + pname] = t
-        return names
+        return state_names(self.spec, net)
 
     def opt_buffers(self):
         kind = self.spec["optimizer"]["kind"]
@@ -814,7 +862,8 @@ class Worker:
         if not self.lagged:
             snap = [(m.running_mean.clone(), m.running_var.clone(), m.num_batches_tracked.clone())
                     for _, m in self.bns()]
-        self.seed_dropout()
+        if self.dropout:
+            self.seed_dropout()
         model = self.forward_model()
         # Accumulating micro-batches skip DDP's all-reduce but the last.
         ctx = self.model.no_sync() if (self.dist and not sync) else NullCtx()
@@ -841,8 +890,15 @@ class Worker:
         self.micro += 1
         if self.lagged:
             self.current.append((loss.detach(), n))
-            return {}
-        return {"loss": v}
+            res = {}
+        else:
+            res = {"loss": v}
+        step = msg.get("step")
+        if step is not None:
+            # The step's last micro-batch carries the optimizer step: one
+            # round trip a step.
+            res.update(self.cmd_step(step))
+        return res
 
     def nonfinite(self, v, x):
         """A non-finite loss: which node's output first went bad."""
@@ -942,14 +998,15 @@ class Worker:
         grads = [p.grad for p in self.net.parameters() if p.grad is not None]
         if not grads:
             return None
-        total = sum(float(g.float().pow(2).sum()) for g in grads) if len(grads) < 2 else \
-            float(torch.stack([g.float().pow(2).sum() for g in grads]).sum())
+        # A sum is finite only when every term is: one reduction a tensor
+        # and one read back, where an isfinite per element would allocate.
+        total = float(torch.stack([g.sum(dtype=torch.float32) for g in grads]).sum())
         if math.isfinite(total):
             return None
         for name, t in self.names.items():
             if isinstance(t, nn.Parameter) and t.grad is not None and not bool(torch.isfinite(t.grad).all()):
                 return name
-        return "a parameter"
+        return None  # finite terms whose sum overflowed
 
     def cmd_clip(self, msg):
         if self.scaler is not None:

@@ -306,6 +306,11 @@ func (w *worker) exitError() error {
 
 // send writes one command; its reply is read later, in order.
 func (w *worker) send(msg map[string]any, slot, n int) error {
+	return w.sendAs(msg, fmt.Sprint(msg["cmd"]), slot, n)
+}
+
+// sendAs is send with the name the reply is filed under.
+func (w *worker) sendAs(msg map[string]any, name string, slot, n int) error {
 	if w.dead != nil {
 		return w.dead
 	}
@@ -320,7 +325,7 @@ func (w *worker) send(msg map[string]any, slot, n int) error {
 	if err != nil {
 		return w.died()
 	}
-	w.outstanding = append(w.outstanding, sent{cmd: fmt.Sprint(msg["cmd"]), slot: slot, n: n})
+	w.outstanding = append(w.outstanding, sent{cmd: name, slot: slot, n: n})
 	return nil
 }
 

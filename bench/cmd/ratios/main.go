@@ -1,5 +1,8 @@
 // Command ratios times pipe's training step beside PyTorch's on the same
-// machine, in one run, and prints the ratio pipe/PyTorch per model:
+// machine, in one run, and prints the ratio pipe/PyTorch per model; and
+// times pipe's torch engine (exec/torch: pipe driving PyTorch) beside a
+// plain PyTorch loop on the same network, which prints the engine's
+// overhead:
 //
 //	go run ./bench/cmd/ratios [-rounds 5] [-warmup 5] [-round-time 1.5s] [-threads 0] [-quiet 0.2]
 //	                          [-json bench/results.json] [FILE.pipe...]
@@ -15,8 +18,11 @@
 // A step is what a training loop does per batch: zero the gradients,
 // forward, loss, backward, optimizer update (pipe: ZeroGrad, TrainStep,
 // Step, with the plan's fusion groups, as pipe run builds it; PyTorch:
-// zero_grad(set_to_none=True), forward, loss, backward, step). Both sides
-// use the same number of threads, the same batch and the same optimizer.
+// zero_grad(set_to_none=True), forward, loss, backward, step; the torch
+// engine: the batch copied into its worker's shared memory and one step
+// queued and waited for, as pipe run drives it). Every side uses the same
+// number of threads, the same batch and the same optimizer; the torch
+// engine and the plain loop build the same torch.nn module.
 // Each round runs, per model, warm-up steps and then N timed steps of one
 // side and then of the other, alternating which goes first, so that both
 // share whatever load the machine has: -warmup steps in the first round
@@ -54,6 +60,7 @@ import (
 	"pipe/bench/torchspec"
 	"pipe/exec"
 	"pipe/exec/data"
+	enginetorch "pipe/exec/torch"
 )
 
 func main() {
@@ -187,6 +194,16 @@ type Model struct {
 	Ratio   float64 `json:"ratio_pipe_over_torch"`
 	RatioLo float64 `json:"ratio_round_min"`
 	RatioHi float64 `json:"ratio_round_max"`
+	// Engine is pipe's torch engine on the same network as Torch, and
+	// Plain a plain PyTorch loop on the engine's own network inside its
+	// worker (the same process, threads and memory, so that nothing but
+	// the engine differs); EngineRatio is Engine over Plain: the
+	// engine's overhead.
+	Engine        Side    `json:"torch_engine"`
+	Plain         Side    `json:"plain_loop_in_worker"`
+	EngineRatio   float64 `json:"ratio_engine_over_torch"`
+	EngineRatioLo float64 `json:"engine_ratio_round_min"`
+	EngineRatioHi float64 `json:"engine_ratio_round_max"`
 	// Others is, per kept round, the share of all CPUs' time that
 	// processes other than the two sides kept busy (from /proc; -1 where
 	// unknown); Discarded counts the rounds run again because it was
@@ -212,13 +229,14 @@ func (s *Side) add(ms []float64) {
 	s.Best = slices.Min(s.all)
 }
 
-// bench is one model on both sides.
+// bench is one model on every side.
 type bench struct {
-	m     *torchspec.Model
-	spec  *torchspec.Spec
-	model exec.Model
-	batch *data.Batch
-	res   Model
+	m      *torchspec.Model
+	spec   *torchspec.Spec
+	model  exec.Model
+	engine exec.Model // the torch engine
+	batch  *data.Batch
+	res    Model
 }
 
 func measure(o options, log io.Writer) (res *Results, err error) {
@@ -235,6 +253,9 @@ func measure(o options, log io.Writer) (res *Results, err error) {
 		for _, b := range benches {
 			if b.model != nil {
 				b.model.Close()
+			}
+			if b.engine != nil {
+				b.engine.Close()
 			}
 		}
 	}()
@@ -253,7 +274,11 @@ func measure(o options, log io.Writer) (res *Results, err error) {
 			res: Model{Name: spec.Name, File: f, Batch: spec.Batch, Params: spec.Params}})
 	}
 
-	py, err := startTorch(o, log)
+	// The plain loop builds the network with the torch engine's module.
+	if _, err := enginetorch.WriteScript(dir); err != nil {
+		return nil, err
+	}
+	py, err := startTorch(o, dir, log)
 	if err != nil {
 		return nil, err
 	}
@@ -286,10 +311,16 @@ func measure(o options, log io.Writer) (res *Results, err error) {
 		if b.model, err = b.m.Build(); err != nil {
 			return nil, fmt.Errorf("%s: %w", b.res.File, err)
 		}
+		if b.engine, err = (enginetorch.Backend{Python: o.python}).Build(b.m.Graph, b.m.Config); err != nil {
+			return nil, fmt.Errorf("%s: the torch engine: %w", b.res.File, err)
+		}
 		b.batch = torchspec.RandomBatch(b.m.Graph, b.m.Config.Loss.Kind, b.spec.Batch, 1)
 	}
 
-	pid := py.cmd.Process.Pid
+	pids := []int{py.cmd.Process.Pid}
+	for _, b := range benches {
+		pids = append(pids, enginetorch.PIDs(b.engine)...)
+	}
 	for r := 0; r < o.rounds; r++ {
 		// The first round warms up fully (caches, oneDNN's primitives,
 		// page faults); later rounds run one step to bring the side's
@@ -302,14 +333,14 @@ func measure(o options, log io.Writer) (res *Results, err error) {
 			if r == 0 {
 				b.res.Steps = o.steps
 			}
-			var pipeMS, torchMS []float64
+			var pipeMS, torchMS, engineMS, plainMS []float64
 			var others float64
 			for attempt := 1; ; attempt++ {
 				if o.quiet > 0 {
-					waitQuiet(pid, o.quiet, o.quietWait)
+					waitQuiet(pids, o.quiet, o.quietWait)
 				}
-				clock := startBusy(pid)
-				if pipeMS, torchMS, err = b.round(py, warm, r%2 == 1, o.roundTime); err != nil {
+				clock := startBusy(pids)
+				if pipeMS, torchMS, engineMS, plainMS, err = b.round(py, warm, r, o.roundTime); err != nil {
 					return nil, fmt.Errorf("%s: %w", b.res.File, err)
 				}
 				others = clock.others()
@@ -322,19 +353,25 @@ func measure(o options, log io.Writer) (res *Results, err error) {
 			}
 			b.res.Pipe.add(pipeMS)
 			b.res.Torch.add(torchMS)
+			b.res.Engine.add(engineMS)
+			b.res.Plain.add(plainMS)
 			b.res.Others = append(b.res.Others, others)
-			fmt.Fprintf(log, "ratios: round %d/%d %-12s pipe %8.2f ms  torch %8.2f ms  others busy %3.0f%%\n",
-				r+1, o.rounds, b.res.Name, median(pipeMS), median(torchMS), 100*others)
+			fmt.Fprintf(log, "ratios: round %d/%d %-12s pipe %8.2f ms  torch %8.2f ms  torch engine %8.2f ms (plain loop in its worker %8.2f ms)  others busy %3.0f%%\n",
+				r+1, o.rounds, b.res.Name, median(pipeMS), median(torchMS), median(engineMS), median(plainMS), 100*others)
 		}
 	}
 	res.LoadAfter = loadavg()
 	for _, b := range benches {
 		m := &b.res
 		m.Ratio = m.Pipe.Median / m.Torch.Median
+		m.EngineRatio = m.Engine.Median / m.Plain.Median
 		m.RatioLo, m.RatioHi = math.Inf(1), 0
+		m.EngineRatioLo, m.EngineRatioHi = math.Inf(1), 0
 		for r := range m.Pipe.RoundMedians {
 			q := m.Pipe.RoundMedians[r] / m.Torch.RoundMedians[r]
 			m.RatioLo, m.RatioHi = min(m.RatioLo, q), max(m.RatioHi, q)
+			q = m.Engine.RoundMedians[r] / m.Plain.RoundMedians[r]
+			m.EngineRatioLo, m.EngineRatioHi = min(m.EngineRatioLo, q), max(m.EngineRatioHi, q)
 		}
 		res.Models = append(res.Models, *m)
 	}
@@ -346,9 +383,10 @@ func measure(o options, log io.Writer) (res *Results, err error) {
 const maxAttempts = 3
 
 // round runs one round of a model: warm untimed and then b.res.Steps
-// timed steps of each side, pipe first unless torchFirst. The first round
-// (b.res.Steps 0) chooses the steps from pipe's warm-up.
-func (b *bench) round(py *torch, warm int, torchFirst bool, roundTime time.Duration) (pipeMS, torchMS []float64, err error) {
+// timed steps of each side, in an order that turns with the round r. The
+// first round (b.res.Steps 0) runs pipe first and chooses the steps from
+// its warm-up.
+func (b *bench) round(py *torch, warm, r int, roundTime time.Duration) (pipeMS, torchMS, engineMS, plainMS []float64, err error) {
 	pipe := func() error {
 		ms, err := b.pipeSteps(warm)
 		if err != nil {
@@ -374,16 +412,65 @@ func (b *bench) round(py *torch, warm int, torchFirst bool, roundTime time.Durat
 		torchMS = t.MS
 		return nil
 	}
-	sides := []func() error{pipe, torch}
-	if torchFirst && b.res.Steps > 0 {
-		sides = []func() error{torch, pipe}
+	// The engine and the plain loop in its worker, in turns.
+	engine := func() error {
+		eng := func() error {
+			if _, err := b.engineSteps(warm); err != nil {
+				return err
+			}
+			var err error
+			engineMS, err = b.engineSteps(b.res.Steps)
+			return err
+		}
+		plain := func() error {
+			var err error
+			plainMS, err = enginetorch.TimePlain(b.engine, b.batch, b.m.LR, warm, b.res.Steps)
+			return err
+		}
+		pair := []func() error{eng, plain}
+		if r%2 == 1 {
+			pair = []func() error{plain, eng}
+		}
+		for _, f := range pair {
+			if err := f(); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	sides := []func() error{pipe, torch, engine}
+	if b.res.Steps > 0 {
+		k := r % len(sides)
+		sides = append(sides[k:], sides[:k]...)
 	}
 	for _, f := range sides {
 		if err := f(); err != nil {
-			return nil, nil, err
+			return nil, nil, nil, nil, err
 		}
 	}
-	return pipeMS, torchMS, nil
+	return pipeMS, torchMS, engineMS, plainMS, nil
+}
+
+// engineSteps runs n training steps of the torch engine's model as pipe
+// run drives it, each waited for, and returns each one's milliseconds.
+func (b *bench) engineSteps(n int) ([]float64, error) {
+	q := b.engine.(exec.Queuer)
+	ms := make([]float64, 0, n)
+	lr := b.m.LR
+	for range n {
+		t0 := time.Now()
+		if err := q.QueueTrain(b.batch, 1, true, true); err != nil {
+			return nil, err
+		}
+		if err := q.QueueStep(0, lr); err != nil {
+			return nil, err
+		}
+		if _, err := q.Results(true); err != nil {
+			return nil, err
+		}
+		ms = append(ms, float64(time.Since(t0))/float64(time.Millisecond))
+	}
+	return ms, nil
 }
 
 // pipeSteps runs n training steps of pipe's model and returns each one's
@@ -426,6 +513,12 @@ func (r *Results) print(w io.Writer) {
 		fmt.Fprintf(w, "%-12s %5d %7s %8s %9.2f %9.2f %10.2f %14s %7s %9d\n", m.Name, m.Batch, count(m.Params),
 			fmt.Sprintf("%dx%d", r.Rounds, m.Steps), m.Pipe.Median, m.Torch.Median, m.Ratio,
 			fmt.Sprintf("%.2f-%.2f", m.RatioLo, m.RatioHi), others, m.Discarded)
+	}
+	fmt.Fprintf(w, "\npipe's torch engine against a plain PyTorch loop on the same network in the same worker process\n(the engine's overhead per step: the batch copied into shared memory and one command each way; target at most 1.05)\n\n")
+	fmt.Fprintf(w, "%-12s %5s %12s %9s %12s %14s %14s\n", "model", "batch", "engine ms", "plain ms", "engine/plain", "rounds' ratios", "overhead ms")
+	for _, m := range r.Models {
+		fmt.Fprintf(w, "%-12s %5d %12.2f %9.2f %12.3f %14s %14.3f\n", m.Name, m.Batch, m.Engine.Median, m.Plain.Median, m.EngineRatio,
+			fmt.Sprintf("%.3f-%.3f", m.EngineRatioLo, m.EngineRatioHi), m.Engine.Median-m.Plain.Median)
 	}
 	if noisy {
 		fmt.Fprintf(w, "\nwarning: other processes kept more than %.0f%% of the CPUs busy in some rounds; PyTorch's OpenMP threads\n"+
@@ -493,16 +586,16 @@ func cpuName() string {
 }
 
 // busyClock measures the CPU time the rest of the machine takes: all
-// CPUs' busy time from /proc/stat less this process's and the Python
-// child's.
+// CPUs' busy time from /proc/stat less this process's and its Python
+// children's.
 type busyClock struct {
-	child       int
+	child       []int
 	wall        time.Time
 	all, ours   int64
 	unavailable bool
 }
 
-func startBusy(child int) busyClock {
+func startBusy(child []int) busyClock {
 	c := busyClock{child: child, wall: time.Now()}
 	var err error
 	if c.all, c.ours, err = busyTicks(child); err != nil {
@@ -527,8 +620,8 @@ func (c busyClock) others() float64 {
 }
 
 // busyTicks reads the busy ticks of all CPUs and the ticks of this process
-// and of pid.
-func busyTicks(pid int) (all, ours int64, err error) {
+// and of pids.
+func busyTicks(pids []int) (all, ours int64, err error) {
 	b, err := os.ReadFile("/proc/stat")
 	if err != nil {
 		return 0, 0, err
@@ -548,7 +641,11 @@ func busyTicks(pid int) (all, ours int64, err error) {
 		}
 		all += n
 	}
-	for _, p := range []string{"/proc/self/stat", fmt.Sprintf("/proc/%d/stat", pid)} {
+	paths := []string{"/proc/self/stat"}
+	for _, pid := range pids {
+		paths = append(paths, fmt.Sprintf("/proc/%d/stat", pid))
+	}
+	for _, p := range paths {
 		b, err := os.ReadFile(p)
 		if err != nil {
 			return 0, 0, err
@@ -576,7 +673,7 @@ func busyTicks(pid int) (all, ours int64, err error) {
 
 // waitQuiet waits, at most max, for a second in which other processes
 // keep at most the share quiet of the CPUs busy.
-func waitQuiet(child int, quiet float64, max time.Duration) {
+func waitQuiet(child []int, quiet float64, max time.Duration) {
 	for deadline := time.Now().Add(max); time.Now().Before(deadline); {
 		c := startBusy(child)
 		time.Sleep(time.Second)
@@ -604,12 +701,12 @@ type torch struct {
 	out *bufio.Scanner
 }
 
-func startTorch(o options, log io.Writer) (*torch, error) {
+func startTorch(o options, moduleDir string, log io.Writer) (*torch, error) {
 	probe := osexec.Command(o.python, "-c", "import torch")
 	if out, err := probe.CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("%s cannot import torch (install Debian's python3-torch, or give -python): %v\n%s", o.python, err, out)
 	}
-	cmd := osexec.Command(o.python, o.script, "--serve", "--threads", fmt.Sprint(o.threads))
+	cmd := osexec.Command(o.python, o.script, "--serve", "--threads", fmt.Sprint(o.threads), "--module-dir", moduleDir)
 	cmd.Stderr = log
 	in, err := cmd.StdinPipe()
 	if err != nil {

@@ -1,7 +1,8 @@
 // Command torchspec writes the PyTorch description of pipe models: for
 // each .pipe file, NAME.json (the graph's nodes, the loss, the optimizer,
 // the batch) and NAME.bin (pipe's initial parameters, a batch, and pipe's
-// output on it) in the output folder. bench/torch_step.py reads them:
+// output on it) in the output folder, with the torch engine's module
+// pipe_torch.py beside them. bench/torch_step.py reads them:
 //
 //	go run ./bench/cmd/torchspec -o /tmp/spec bench/models/mlp.pipe
 //	/usr/bin/python3 bench/torch_step.py /tmp/spec/mlp.json
@@ -13,6 +14,7 @@ import (
 	"os"
 
 	"pipe/bench/torchspec"
+	"pipe/exec/torch"
 )
 
 func main() {
@@ -28,6 +30,11 @@ func main() {
 		os.Exit(2)
 	}
 	if err := os.MkdirAll(*out, 0o755); err != nil {
+		fmt.Fprintln(os.Stderr, "torchspec:", err)
+		os.Exit(1)
+	}
+	// torch_step.py builds the network with the torch engine's module.
+	if _, err := torch.WriteScript(*out); err != nil {
 		fmt.Fprintln(os.Stderr, "torchspec:", err)
 		os.Exit(1)
 	}
