@@ -8,6 +8,8 @@
 #   make fmt     gofmt -w the Go files, pipe fmt -w the examples
 #   make lint    gofmt -l must be empty, go vet
 #   make bench   go test -bench over ./bench/..., then pipe's step time against PyTorch's
+#   make gpu-check  on a GPU machine (not CI): each example 50 steps on cuda:0, torch engine
+#   make gpu-bundle static bin/pipe-static and bin/gpucheck for a GPU machine without Go
 #   make editor  package the VS Code extension (editor/vscode/pipe.vsix)
 #   make clean   remove build outputs (distclean also removes data/)
 
@@ -30,7 +32,8 @@ EXAMPLES    = $(wildcard examples/*.pipe)
 GO_FILES    = $(wildcard $(shell git ls-files --cached --others --exclude-standard -- '*.go' 2>/dev/null))
 
 # System packages: BLAS for netlib, GDAL for godal, the Fashion-MNIST data set.
-APT_PACKAGES := libopenblas-dev libgdal-dev gdal-bin dataset-fashion-mnist pkg-config g++
+# python3-torch (PyTorch 1.13, CPU) runs the torch engine's tests.
+APT_PACKAGES := libopenblas-dev libgdal-dev gdal-bin dataset-fashion-mnist pkg-config g++ python3-torch
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 FMNIST_SRC   := /usr/share/datasets/fashion-mnist
@@ -41,7 +44,7 @@ FMNIST       := $(addprefix data/fashion-mnist/,$(FMNIST_FILES))
 # both shipped as test data inside Debian's r-cran-stars package.
 LANDSAT      := data/L7_ETMs.tif data/olinda_dem_utm25s.tif
 
-.PHONY: all deps data build test run fmt lint bench clean distclean editor editor-test
+.PHONY: all deps data build test run fmt lint bench clean distclean editor editor-test gpu-check gpu-bundle
 
 all: build test
 
@@ -91,10 +94,13 @@ build:
 	$(GO) build -o $(BIN) ./cmd/pipe
 
 # The editor's grammar tests run first, so go test's own summary closes the output.
+# The torch engine's tests drive Debian's python3-torch, and fail rather than skip
+# when it cannot be imported.
+TORCH_PYTHON ?= /usr/bin/python3
 test: deps data
 	@$(MAKE) --no-print-directory editor-test
 	$(GO) vet ./...
-	$(GO) test $(TESTFLAGS) ./...
+	PIPE_PYTHON=$(TORCH_PYTHON) PIPE_REQUIRE_TORCH=1 $(GO) test $(TESTFLAGS) ./...
 
 run: build data
 	@if [ -z "$(EXAMPLES)" ]; then echo "run: no examples/*.pipe yet"; exit 0; fi; \
@@ -121,7 +127,6 @@ lint: deps
 # machine (go run ./bench/cmd/ratios: ratio pipe/PyTorch per model, bench/results.json).
 # Debian's python3-torch is installed when $(TORCH_PYTHON) cannot import torch; when that
 # fails the comparison is skipped with a message. RATIOSFLAGS='-rounds 3' passes flags.
-TORCH_PYTHON ?= /usr/bin/python3
 RATIOSFLAGS  ?=
 bench: deps
 	$(GO) test -run=NONE -bench=. $(BENCHFLAGS) ./bench/...
@@ -135,6 +140,27 @@ bench: deps
 	  exit 0; \
 	fi; \
 	set -x; $(GO) run ./bench/cmd/ratios -python $(TORCH_PYTHON) $(RATIOSFLAGS)
+
+# ---- GPU machines --------------------------------------------------------------
+# gpu-check trains every example for 50 steps on cuda:0 with the torch engine and prints
+# the planned memory beside what the device measured and pipe's samples/s beside a plain
+# PyTorch loop's (bench/cmd/gpucheck); it exits non-zero when a run fails. Not in CI.
+# A GPU machine without Go, OpenBLAS or GDAL runs the static binaries that gpu-bundle
+# builds here (CGO_ENABLED=0: no GeoTIFF, pure-Go BLAS); bring bin/ along.
+GPU_PYTHON     ?= python3
+GPUCHECKFLAGS  ?= -steps 50
+gpu-bundle:
+	@mkdir -p bin
+	CGO_ENABLED=0 $(GO) build -o bin/pipe-static ./cmd/pipe
+	CGO_ENABLED=0 $(GO) build -o bin/gpucheck ./bench/cmd/gpucheck
+
+gpu-check:
+	@if command -v $(GO) >/dev/null 2>&1; then \
+	  mkdir -p bin; CGO_ENABLED=0 $(GO) build -o bin/gpucheck ./bench/cmd/gpucheck; \
+	elif [ ! -x bin/gpucheck ]; then \
+	  echo "gpu-check: no Go here and no bin/gpucheck; run make gpu-bundle on a machine with Go and bring bin/" >&2; exit 1; \
+	fi
+	bin/gpucheck -python $(GPU_PYTHON) $(GPUCHECKFLAGS) $(EXAMPLES)
 
 clean:
 	rm -rf bin out

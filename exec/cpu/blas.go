@@ -1,8 +1,22 @@
+//go:build cgo
+
 package cpu
 
 import (
 	netlib "gonum.org/v1/netlib/blas/netlib"
+	G "gorgonia.org/gorgonia"
+
+	"pipe/exec/cpu/internal/openblas"
 )
 
 // blasImpl is OpenBLAS through gonum's cgo binding.
 var blasImpl netlib.Implementation
+
+// setupBLAS routes gorgonia's and gorgonia/tensor's BLAS to OpenBLAS and
+// turns OpenBLAS's own threads off: the backend's workers split every
+// product themselves (see conv.go), and OpenBLAS threads spinning next to
+// them would only compete for the same cores.
+func setupBLAS() {
+	G.Use(netlib.Implementation{})
+	openblas.SetThreads(1)
+}

@@ -7,11 +7,7 @@ import (
 	"strings"
 	"sync"
 
-	netlib "gonum.org/v1/netlib/blas/netlib"
-	G "gorgonia.org/gorgonia"
-
 	"pipe/exec"
-	"pipe/exec/cpu/internal/openblas"
 	"pipe/stdlib"
 )
 
@@ -25,16 +21,8 @@ func (Backend) Name() string { return "native" }
 
 var blasOnce sync.Once
 
-// useBLAS routes gorgonia's and gorgonia/tensor's BLAS to OpenBLAS and
-// turns OpenBLAS's own threads off: the backend's workers split every
-// product themselves (see conv.go), and OpenBLAS threads spinning next to
-// them would only compete for the same cores.
-func useBLAS() {
-	blasOnce.Do(func() {
-		G.Use(netlib.Implementation{})
-		openblas.SetThreads(1)
-	})
-}
+// useBLAS sets up the BLAS once (blas.go, blas_purego.go).
+func useBLAS() { blasOnce.Do(setupBLAS) }
 
 // Build implements exec.Backend.
 func (Backend) Build(g *stdlib.Graph, cfg exec.Config) (mod exec.Model, err error) {

@@ -1,3 +1,5 @@
+//go:build cgo
+
 package data
 
 import (
@@ -62,49 +64,6 @@ import (
 // pool of handles: a Read takes a free one, or opens another, and gives it
 // back when done. The loader's workers thus end up with one handle each,
 // and no handle is ever used by two goroutines at once.
-
-// Window is a rectangle of pixels: X is the first column, Y the first
-// row. A window may reach past the raster's edge (Windows does that for a
-// raster smaller than a tile); ReadWindow fills such pixels with 0 and
-// mask 0.
-type Window struct {
-	X, Y, W, H int
-}
-
-// GeoGrid is where a raster lies: its size, its affine geotransform
-// (GDAL's order: x0, dx/dcol, dx/drow, y0, dy/dcol, dy/drow) and its CRS
-// as WKT. Predictions are written on the grid of the source they were
-// made from.
-type GeoGrid struct {
-	Width, Height int
-	GeoTransform  [6]float64
-	Projection    string
-}
-
-// Raster is what a geotiff dataset offers beyond Dataset, for predict.
-type Raster interface {
-	Dataset
-	// Grid is the scene's grid.
-	Grid() GeoGrid
-	// Tile is sample i's window.
-	Tile(i int) Window
-	// ReadWindow reads any window of the scene as Read reads a tile: x
-	// normalised [C, win.H, win.W]; y and mask [1, win.H, win.W] when
-	// the source has a target (either may be nil to skip it).
-	ReadWindow(win Window, x, y, mask []float32) error
-	// Coverage is the fraction of the scene's pixels whose mask is 1
-	// (valid scene and, with a target, valid warped target).
-	Coverage() float64
-	// Dropped is how many tiles were left out for having no valid
-	// target pixel.
-	Dropped() int
-	// Valid reports whether the scene has data at column x, row y: every
-	// selected band holds a value that is not its nodata.
-	Valid(x, y int) bool
-	// Straddling is how many tiles a split by blocks left out of both
-	// parts for lying across a training and a validation block.
-	Straddling() int
-}
 
 var gdalOnce sync.Once
 
@@ -764,38 +723,4 @@ func b2f(b bool) float32 {
 		return 1
 	}
 	return 0
-}
-
-// WindowSet is the dataset of the given windows of a raster, in order:
-// what predict feeds through a Loader. Sample i is ReadWindow(wins[i]);
-// every window must have the same size.
-func WindowSet(r Raster, wins []Window) Dataset {
-	return &windowSet{r: r, wins: wins}
-}
-
-type windowSet struct {
-	r    Raster
-	wins []Window
-}
-
-func (s *windowSet) Len() int { return len(s.wins) }
-func (s *windowSet) XShape() []int64 {
-	c := s.r.XShape()[0]
-	if len(s.wins) == 0 {
-		return []int64{c, 0, 0}
-	}
-	return []int64{c, int64(s.wins[0].H), int64(s.wins[0].W)}
-}
-func (s *windowSet) YShape() []int64 {
-	ys := s.r.YShape()
-	if len(s.wins) == 0 {
-		return []int64{ys[0], 0, 0}
-	}
-	return []int64{ys[0], int64(s.wins[0].H), int64(s.wins[0].W)}
-}
-func (s *windowSet) Classes() int  { return s.r.Classes() }
-func (s *windowSet) HasMask() bool { return s.r.HasMask() }
-func (s *windowSet) Close() error  { return nil }
-func (s *windowSet) Read(i int, x, y, mask []float32) error {
-	return s.r.ReadWindow(s.wins[i], x, y, mask)
 }

@@ -1,0 +1,301 @@
+// Command gpucheck is make gpu-check: on a machine with an NVIDIA GPU it
+// plans every example for cuda:0 with the torch engine, trains each for
+// -steps optimizer steps exactly as pipe run drives the engine (the plan's
+// batch, precision, compile, channels_last, cudnn.benchmark, fused
+// optimizer, pinned copies and lagged loss readback), on random batches of
+// the plan's shapes (no data needed), and prints per example:
+//
+//   - the plan's memory estimate beside what the device measured
+//     (torch.cuda.max_memory_reserved and max_memory_allocated, and the
+//     device's used memory from mem_get_info), with the error in percent;
+//   - pipe's samples/s beside a plain PyTorch loop's on the same network
+//     in the same worker process, and their ratio;
+//   - how the engine applied the plan where that depends on the machine
+//     (torch.compile or eager, the fused optimizer or not).
+//
+// It exits 1 when a model fails to build, train or measure. It needs no
+// cgo: make gpu-bundle builds it (and a pipe) statically with
+// CGO_ENABLED=0, for GPU machines without Go, OpenBLAS or GDAL.
+//
+//	gpucheck [-python python3] [-device cuda:0] [-steps 50] [-json FILE] FILE.pipe...
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"pipe/exec"
+	"pipe/exec/data"
+	"pipe/exec/torch"
+	"pipe/lang"
+	"pipe/planner"
+	"pipe/planner/plan"
+	"pipe/stdlib"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Result is one example's figures; the JSON written with -json.
+type Result struct {
+	Example   string            `json:"example"`
+	Device    string            `json:"device"`
+	Batch     int64             `json:"batch"`
+	Precision string            `json:"precision"`
+	Applied   map[string]string `json:"applied,omitempty"`
+	Steps     int               `json:"steps"`
+	// EstimatedBytes is the plan's Memory.Total; the device's figures
+	// come from torch.cuda and mem_get_info after the steps.
+	EstimatedBytes    int64    `json:"estimated_bytes"`
+	MeasuredBytes     int64    `json:"measured_bytes"`
+	MaxReservedBytes  int64    `json:"max_reserved_bytes"`
+	MaxAllocatedBytes int64    `json:"max_allocated_bytes"`
+	DeviceUsedBytes   int64    `json:"device_used_bytes"`
+	ErrorPercent      *float64 `json:"error_percent"`
+	// SamplesPerSecond is pipe's engine over the timed steps, Plain a
+	// plain PyTorch loop's on the same network in the same worker.
+	SamplesPerSecond      float64 `json:"samples_per_second"`
+	PlainSamplesPerSecond float64 `json:"plain_samples_per_second"`
+	Error                 string  `json:"error,omitempty"`
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("gpucheck", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	python := fs.String("python", torch.PythonFor("", os.Getenv), "the Python with PyTorch")
+	device := fs.String("device", "cuda:0", "the device to plan and train on")
+	steps := fs.Int("steps", 50, "optimizer steps per example")
+	jsonOut := fs.String("json", "", "also write the results as JSON here")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	files := fs.Args()
+	if len(files) == 0 {
+		files, _ = filepath.Glob("examples/*.pipe")
+	}
+	if len(files) == 0 || *steps < 6 {
+		fmt.Fprintln(stderr, "usage: gpucheck [-python P] [-device cuda:0] [-steps N >= 6] FILE.pipe... (default examples/*.pipe)")
+		return 2
+	}
+	info, err := torch.Probe(*python)
+	if err != nil {
+		fmt.Fprintln(stderr, "gpucheck:", err)
+		return 1
+	}
+	if strings.HasPrefix(*device, "cuda") && !info.CUDA {
+		fmt.Fprintf(stderr, "gpucheck: the torch of %s (%s, CUDA %q) sees no GPU\n", info.Executable, info.Torch, info.CUDAVersion)
+		return 1
+	}
+	host := planner.DetectHost()
+	if len(host.GPUs) == 0 {
+		// No nvidia-smi: the GPUs as torch sees them, all memory free.
+		for _, g := range info.GPUs {
+			host.GPUs = append(host.GPUs, planner.GPUInfo{Name: g.Name, MemTotal: g.Memory, MemFree: g.Memory})
+		}
+	}
+	fmt.Fprintf(stdout, "gpucheck: torch %s (CUDA %s) from %s; %d GPUs", info.Torch, info.CUDAVersion, info.Executable, info.CUDADevices)
+	for i, g := range info.GPUs {
+		fmt.Fprintf(stdout, "; cuda:%d %s, %s, capability %s", i, g.Name, mib(g.Memory), g.Capability)
+	}
+	fmt.Fprintf(stdout, "\n%d optimizer steps an example on random batches of the plan's shapes\n\n", *steps)
+	var results []Result
+	failed := false
+	for _, f := range files {
+		r := check(f, *python, *device, *steps, host)
+		if r.Error != "" {
+			failed = true
+			fmt.Fprintf(stderr, "gpucheck: %s: %s\n", f, r.Error)
+		}
+		results = append(results, r)
+	}
+	print(stdout, results)
+	if *jsonOut != "" {
+		b, _ := json.MarshalIndent(results, "", "  ")
+		if err := os.WriteFile(*jsonOut, append(b, '\n'), 0o644); err != nil {
+			fmt.Fprintln(stderr, "gpucheck:", err)
+			return 1
+		}
+	}
+	if failed {
+		return 1
+	}
+	return 0
+}
+
+// check plans, builds, trains and measures one example.
+func check(path, python, device string, steps int, host planner.HostInfo) (r Result) {
+	r = Result{Example: strings.TrimSuffix(filepath.Base(path), ".pipe"), Device: device, Steps: steps}
+	fail := func(err error) Result { r.Error = err.Error(); return r }
+	src, err := os.ReadFile(path)
+	if err != nil {
+		return fail(err)
+	}
+	f, ds := lang.Parse(path, src)
+	prog, cds := lang.Check(f, stdlib.Schema())
+	if ds = append(ds, cds...); ds.HasErrors() {
+		return fail(ds)
+	}
+	p, pds := planner.Plan(prog, planner.WithDevice(device), planner.WithEngine(plan.EngineTorch), planner.WithSource(src), planner.WithHost(host))
+	if p == nil || pds.HasErrors() {
+		return fail(fmt.Errorf("plan: %v", pds))
+	}
+	r.Batch, r.Precision, r.EstimatedBytes = p.BatchSize, p.Precision.Compute, p.Memory.Total
+	g, gds := stdlib.BuildGraph(prog.Model(p.Model))
+	if gds.HasErrors() {
+		return fail(gds)
+	}
+	cfg := exec.ConfigFromPlan(p, prog)
+	m, err := (torch.Backend{Python: python}).Build(g, cfg)
+	if err != nil {
+		return fail(fmt.Errorf("build: %w", err))
+	}
+	defer m.Close()
+	if a, ok := m.(exec.Applier); ok {
+		r.Applied = a.Applied()
+	}
+	q := m.(exec.Queuer)
+	batches := make([]*data.Batch, 4)
+	for i := range batches {
+		batches[i] = randomBatch(g, cfg.Loss.Kind, int(p.BatchSize), uint64(i+1))
+	}
+	lr := p.Optimizer.LR
+	warm := 5
+	var t0 time.Time
+	for s := range steps {
+		if s == warm {
+			if _, err := q.Results(true); err != nil {
+				return fail(err)
+			}
+			t0 = time.Now()
+		}
+		if err := q.QueueTrain(batches[s%len(batches)], 1, true, true); err != nil {
+			return fail(err)
+		}
+		if err := q.QueueStep(0, lr); err != nil {
+			return fail(err)
+		}
+		if _, err := q.Results(false); err != nil {
+			return fail(err)
+		}
+	}
+	if _, err := q.Results(true); err != nil {
+		return fail(err)
+	}
+	r.SamplesPerSecond = float64(int64(steps-warm)*p.BatchSize) / time.Since(t0).Seconds()
+	dm, err := m.(exec.DeviceMeasurer).DeviceMemory()
+	if err != nil || len(dm) == 0 {
+		return fail(fmt.Errorf("device memory: %v", err))
+	}
+	d := dm[0]
+	r.MaxReservedBytes, r.MaxAllocatedBytes, r.DeviceUsedBytes = d.MaxReserved, d.MaxAllocated, d.Used
+	r.MeasuredBytes = d.Measured()
+	if meas := d.Measured(); meas > 0 {
+		e := 100 * float64(p.Memory.Total-meas) / float64(meas)
+		r.ErrorPercent = &e
+	}
+	ms, err := torch.TimePlain(m, batches[0], lr, warm, steps-warm)
+	if err != nil {
+		return fail(fmt.Errorf("plain loop: %w", err))
+	}
+	var sum float64
+	for _, v := range ms {
+		sum += v
+	}
+	if sum > 0 {
+		r.PlainSamplesPerSecond = float64(int64(len(ms))*p.BatchSize) / (sum / 1e3)
+	}
+	return r
+}
+
+func print(w io.Writer, rs []Result) {
+	fmt.Fprintf(w, "%-12s %6s %5s %12s %12s %12s %8s %11s %11s %6s  %s\n", "example", "batch", "prec", "planned MiB",
+		"measured MiB", "alloc'd MiB", "error", "pipe smp/s", "plain smp/s", "ratio", "applied")
+	for _, r := range rs {
+		if r.Error != "" {
+			fmt.Fprintf(w, "%-12s FAILED: %s\n", r.Example, firstLine(r.Error))
+			continue
+		}
+		e := "?"
+		if r.ErrorPercent != nil {
+			e = fmt.Sprintf("%+.1f%%", *r.ErrorPercent)
+		}
+		ratio := math.NaN()
+		if r.PlainSamplesPerSecond > 0 {
+			ratio = r.SamplesPerSecond / r.PlainSamplesPerSecond
+		}
+		keys := make([]string, 0, len(r.Applied))
+		for k := range r.Applied {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		var ap []string
+		for _, k := range keys {
+			ap = append(ap, k+" "+r.Applied[k])
+		}
+		fmt.Fprintf(w, "%-12s %6d %5s %12s %12s %12s %8s %11.0f %11.0f %6.3f  %s\n", r.Example, r.Batch, r.Precision,
+			mib(r.EstimatedBytes), mib(r.MeasuredBytes), mib(r.MaxAllocatedBytes), e, r.SamplesPerSecond,
+			r.PlainSamplesPerSecond, ratio, strings.Join(ap, "; "))
+	}
+	fmt.Fprintln(w, "\nplanned: the plan's total; measured and alloc'd: torch.cuda.max_memory_reserved and max_memory_allocated")
+	fmt.Fprintln(w, "(on the CPU, measured is the worker's peak resident memory); error: (planned - measured) / measured;")
+	fmt.Fprintln(w, "ratio: pipe's samples/s over a plain PyTorch loop's on the same network in the same worker.")
+}
+
+func mib(n int64) string { return fmt.Sprintf("%.1f", float64(n)/(1<<20)) }
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+// randomBatch is n samples for g: N(0, 1) inputs, targets suited to the
+// loss.
+func randomBatch(g *stdlib.Graph, loss string, n int, seed uint64) *data.Batch {
+	r := rand.New(rand.NewPCG(seed, 11))
+	in := 1
+	for _, d := range g.Input {
+		in *= int(d)
+	}
+	b := &data.Batch{N: n, X: make([]float32, n*in)}
+	for i := range b.X {
+		b.X[i] = float32(r.NormFloat64())
+	}
+	out := g.OutShape()
+	per, k := 1, 1
+	if len(out) > 0 {
+		k = int(out[0])
+		for _, d := range out[1:] {
+			per *= int(d)
+		}
+	}
+	switch loss {
+	case "cross_entropy":
+		b.Y = make([]float32, n*per)
+		for i := range b.Y {
+			b.Y[i] = float32(r.IntN(k))
+		}
+	case "bce", "dice":
+		b.Y = make([]float32, n*per*k)
+		for i := range b.Y {
+			b.Y[i] = float32(r.IntN(2))
+		}
+	default:
+		b.Y = make([]float32, n*per*k)
+		for i := range b.Y {
+			b.Y[i] = float32(r.NormFloat64())
+		}
+	}
+	return b
+}
