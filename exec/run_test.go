@@ -404,3 +404,26 @@ func TestSaveIsNotGradientCheckpointing(t *testing.T) {
 		t.Error("save none still wrote a checkpoint file")
 	}
 }
+
+// TestOutOfMemoryStopsCleanly: a device out of memory stops the run with
+// an error at the layer that was running, the plan's estimate beside what
+// the device measured, and the last checkpoint kept.
+func TestOutOfMemoryStopsCleanly(t *testing.T) {
+	j := newJob(t, blobs)
+	res, ds := j.run(t, context.Background(), &exectest.Backend{OOMAt: 25}, exec.Hooks{})
+	if res.Status != exec.StatusFailed {
+		t.Fatalf("status %s", res.Status)
+	}
+	d := findDiag(t, ds, exec.CodeOOM)
+	for _, want := range []string{"out of memory at step", "at dense1", "The plan estimated", "75.00 GiB reserved", "79.00 GiB of its 80.00 GiB", "last.ckpt", "is kept"} {
+		if !strings.Contains(d.Summary+" "+d.Detail, want) {
+			t.Errorf("the diagnostic lacks %q:\n%s\n%s", want, d.Summary, d.Detail)
+		}
+	}
+	if d.Subject == nil || d.Subject.Start.Line != lineOf(blobs, "dense 3") {
+		t.Errorf("at %v, want the dense layer's line", d.Subject)
+	}
+	if _, err := os.Stat(filepath.Join(j.dir, "ckpt", exec.LastCheckpoint)); err != nil {
+		t.Errorf("the first epoch's checkpoint: %v", err)
+	}
+}

@@ -16,6 +16,10 @@ type Backend struct {
 	// NaNAt makes the loss of the NaNAt-th micro-batch trained (counting
 	// from 1 over the model's life) NaN; 0 never does.
 	NaNAt int64
+	// OOMAt makes the OOMAt-th micro-batch trained fail as a device out of
+	// memory does (an *exec.OutOfMemoryError in the forward pass of the
+	// last node); 0 never does.
+	OOMAt int64
 	// Noise scales a multiplicative noise on the inputs of training
 	// micro-batches, x·(1 + Noise·u) with u uniform in [-1, 1) drawn from
 	// (seed, micro-step, element): it stands in for dropout, so a run
@@ -50,7 +54,7 @@ func (b *Backend) Build(g *stdlib.Graph, cfg exec.Config) (exec.Model, error) {
 		return nil, fmt.Errorf("exectest: optimizer %q: %w", cfg.Optimizer.Kind, exec.ErrUnsupported)
 	}
 	out := g.OutShape()
-	m := &Model{cfg: cfg, g: g, nanAt: b.NaNAt, noise: b.Noise, outShape: append([]int64(nil), out...)}
+	m := &Model{cfg: cfg, g: g, nanAt: b.NaNAt, oomAt: b.OOMAt, noise: b.Noise, outShape: append([]int64(nil), out...)}
 	m.f = numel(g.Input)
 	m.o = numel(out)
 	m.k = 1
@@ -97,6 +101,7 @@ type Model struct {
 	step       int64
 	micro      int64
 	nanAt      int64
+	oomAt      int64
 	noise      float64
 	xbuf, zbuf []float32
 	closed     bool
@@ -253,6 +258,12 @@ func (m *Model) TrainStep(b *data.Batch, scale float64) (float64, error) {
 		return 0, err
 	}
 	n := b.N
+	if m.oomAt > 0 && m.micro+1 == m.oomAt {
+		last := m.g.Nodes[len(m.g.Nodes)-1]
+		return 0, &exec.OutOfMemoryError{Step: m.step, Phase: "forward", Node: last.Name, Device: "cuda:0",
+			MaxAllocated: 70 << 30, MaxReserved: 75 << 30, Used: 79 << 30, Total: 80 << 30,
+			Detail: "CUDA out of memory. Tried to allocate 2.00 GiB"}
+	}
 	x := m.xbuf[:n*m.f]
 	copy(x, b.X)
 	if m.noise > 0 {

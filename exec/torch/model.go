@@ -770,7 +770,7 @@ func (m *model) Eval(b *data.Batch, out []float32) (float64, error) {
 		return 0, fmt.Errorf("%w: an empty batch", exec.ErrBadBatch)
 	}
 	ws, w := m.ws[0], m.workers[0]
-	if err := m.fit(0, b.N); err != nil {
+	if err := m.fit(0, b.N, out != nil); err != nil {
 		return 0, err
 	}
 	saved := m.cfg.Batch
@@ -812,8 +812,9 @@ func (m *model) Eval(b *data.Batch, out []float32) (float64, error) {
 	return loss, nil
 }
 
-// fit grows local rank k's regions for a batch of n samples.
-func (m *model) fit(k, n int) error {
+// fit grows local rank k's regions for a batch of n samples, the output
+// region too when outputs are wanted.
+func (m *model) fit(k, n int, outputs bool) error {
 	ws, w := m.ws[k], m.workers[k]
 	need := n * (m.xPer + 2*m.yPer)
 	if need > ws.slotFloats {
@@ -829,7 +830,7 @@ func (m *model) fit(k, n int) error {
 		ws.in.close()
 		ws.in, ws.slotFloats = r, need
 	}
-	if o := 4 * n * numel(m.outShape); o > ws.out.size() {
+	if o := 4 * n * numel(m.outShape); outputs && o > ws.out.size() {
 		r, err := newRegion("out", o)
 		if err != nil {
 			return err

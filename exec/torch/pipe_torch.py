@@ -238,8 +238,11 @@ def define_net():
                 if self.recomputing:
                     # A recomputed segment normalises with the batch's own
                     # statistics, exactly as the first pass did, without
-                    # updating the running statistics a second time.
-                    return F.batch_norm(xs[0], None, None, m.weight, m.bias, True, 0.0, m.eps)
+                    # updating the running statistics a second time: the
+                    # same op with momentum 0 (running·1 + batch·0), so that
+                    # it saves the same tensors as the first pass, which
+                    # checkpoint matches one for one.
+                    return F.batch_norm(xs[0], m.running_mean, m.running_var, m.weight, m.bias, True, 0.0, m.eps)
                 return m(xs[0])
             if op == "input":
                 return xs[0]
@@ -499,6 +502,9 @@ class Worker:
             if cmd == "quit":
                 self.reply({"ok": True})
                 break
+            self.phase = None
+            if getattr(self, "net", None) is not None:
+                self.net.current = None
             try:
                 fn = getattr(self, "cmd_" + cmd, None)
                 if fn is None:
@@ -1032,8 +1038,8 @@ class Worker:
         x, y, mask = self.batch(msg, False)
         net = self.net
         net.eval()
+        self.phase = "evaluation"
         try:
-            self.phase = "evaluation"
             with torch.no_grad():
                 with self.autocast():
                     logits, out = net(x)
@@ -1046,7 +1052,7 @@ class Worker:
                     dst.copy_(out.float().contiguous().reshape(-1).cpu())
         finally:
             net.train()
-            self.phase = None
+        self.phase = None
         return {"loss": loss}
 
     def sync_device(self):
@@ -1081,7 +1087,7 @@ class Worker:
             pass
         node = getattr(self.net, "current", None) if getattr(self, "net", None) is not None else None
         phase = getattr(self, "phase", None) or "unknown"
-        if phase != "forward":
+        if phase not in ("forward", "evaluation"):
             node = None
         try:
             if self.cuda:
