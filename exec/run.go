@@ -60,6 +60,7 @@ const (
 	CodeMetric      = "metric"
 	CodeEvalOnTrain = "evaluate-on-train"
 	CodeOOM         = "out-of-memory"
+	CodeLocked      = "folder-in-use"
 )
 
 // Status says how a run ended.

@@ -64,7 +64,10 @@ const (
 // checkpointMeta is a checkpoint's metadata.
 type checkpointMeta struct {
 	Pipeline, Model, File, SourceSHA256, Backend string
-	BatchSize, AccumulationSteps                 int64
+	// FileAbs is the source file's absolute path ("" in checkpoints
+	// written before it was kept, and for standard input).
+	FileAbs                      string
+	BatchSize, AccumulationSteps int64
 	// WorldSize is the devices that trained together (0 in checkpoints
 	// written before data parallelism: 1).
 	WorldSize    int
@@ -275,7 +278,7 @@ func effectiveThreads(n int) int {
 func (r *runner) meta(reason string) *checkpointMeta {
 	p := r.p
 	m := &checkpointMeta{
-		Pipeline: p.Pipeline, Model: p.Model, File: p.File, SourceSHA256: p.SourceSHA256, Backend: r.backend.Name(),
+		Pipeline: p.Pipeline, Model: p.Model, File: p.File, FileAbs: absSource(p.File), SourceSHA256: p.SourceSHA256, Backend: r.backend.Name(),
 		BatchSize: p.BatchSize, AccumulationSteps: max(p.AccumulationSteps, 1), WorldSize: p.WorldSize(), Seed: r.set.seed, Threads: effectiveThreads(r.rc.threads),
 		Epochs: r.set.epochs, Position: r.pos, StepLosses: r.res.StepLosses, EpochResults: r.res.EpochResults,
 		BestLoss: r.bestLoss, HasBest: r.hasBest, TrainSeconds: r.res.TrainSeconds, Reason: reason, Written: time.Now().UTC(),
@@ -365,7 +368,13 @@ func (r *runner) resume() bool {
 		return false
 	}
 	p := r.p
+	here := absSource(p.File)
 	switch {
+	case meta.Pipeline != p.Pipeline || (meta.FileAbs != "" && here != "" && meta.FileAbs != here):
+		r.errorf(nil, CodeResume, "the checkpoint is another pipeline's",
+			"%s was written by pipeline %s from %s; this run is pipeline %s from %s. Resuming would continue the other file's training under this one's name. Start afresh without --resume, or give this run its own folder with --checkpoint-dir.",
+			path, meta.Pipeline, orUnknown(meta.FileAbs, meta.File), p.Pipeline, orUnknown(here, p.File))
+		return false
 	case meta.Model != p.Model:
 		r.errorf(nil, CodeResume, "the checkpoint is of another model", "%s holds model %s; the plan trains %s.", path, meta.Model, p.Model)
 		return false
@@ -414,4 +423,26 @@ func (r *runner) resume() bool {
 	r.res.Checkpoint = path
 	r.log.Info("resumed", "checkpoint", path, "epoch", pos.Epoch+1, "batch", pos.Batch, "step", pos.Step)
 	return true
+}
+
+// absSource is a source file's absolute path, "" for standard input.
+func absSource(file string) string {
+	if file == "" || file == "-" || file == "<stdin>" {
+		return ""
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return ""
+	}
+	return abs
+}
+
+func orUnknown(s, alt string) string {
+	if s != "" {
+		return s
+	}
+	if alt != "" {
+		return alt
+	}
+	return "an unnamed source"
 }

@@ -167,8 +167,9 @@ func resolve(base, p string) string {
 //     fraction of the steps after warm-up already taken (PyTorch's
 //     CosineAnnealingLR with T_max those steps and eta_min 0);
 //   - linear: lr·(1 − t), falling towards 0;
-//   - step: lr·gamma^⌊epoch/every⌋ (StepLR stepped per epoch; every is 1
-//     when the file does not say).
+//   - step: lr·gamma^⌊epoch/every⌋ (StepLR stepped per epoch; every and
+//     gamma are the plan's, every a third of the epochs when the file
+//     does not say).
 //
 // total is the planned training length (epochs × steps per epoch, or the
 // file's max_steps when smaller); a --max-steps short run leaves it as it

@@ -59,6 +59,19 @@ func (r *runner) preflight() bool {
 			r.errorf(at, CodeCheckpoint, "cannot write checkpoints to "+r.set.ckptDir,
 				"%s. Nothing was trained. Give a folder that can be written with --checkpoint-dir, or write save none in train.", diskFull(err))
 			ok = false
+		} else if r.rc.nodeRank == 0 {
+			lock, err := lockFolder(r.set.ckptDir, r.p.File)
+			switch {
+			case errors.Is(err, ErrLocked):
+				r.errorf(nil, CodeLocked, "another run is using "+r.set.ckptDir,
+					"%v. Two runs in one folder would replace each other's checkpoints. Nothing was trained: wait for that run to end, or give this one its own folder with --checkpoint-dir.", err)
+				ok = false
+			case err != nil:
+				r.errorf(nil, CodeCheckpoint, "cannot lock "+r.set.ckptDir, "%v. Nothing was trained.", err)
+				ok = false
+			default:
+				r.lock = lock
+			}
 		}
 	}
 	if pb := r.prog.Block("predict"); pb != nil {

@@ -45,6 +45,8 @@ type runner struct {
 	bestLoss float64
 	hasBest  bool
 	counters []*batchCounter
+	// lock is the checkpoint folder's run lock (run_lock.go).
+	lock *folderLock
 }
 
 func (r *runner) close() {
@@ -52,6 +54,7 @@ func (r *runner) close() {
 		_ = r.model.Close()
 	}
 	r.data.close()
+	r.lock.release()
 }
 
 // run does the whole job; what it did is in r.res and r.diags.
@@ -159,6 +162,9 @@ func (r *runner) setup() bool {
 	}
 	r.sched = schedule{kind: r.set.schedKind, base: p.Optimizer.LR, warmup: p.Optimizer.WarmupEpochs * r.spe,
 		total: total, stepsPerEpoch: r.spe, every: r.set.every, gamma: r.set.gamma}
+	if sc := p.Schedule; sc.Kind != "" { // the plan decided it (plans from before schedules did not)
+		r.sched.kind, r.sched.every, r.sched.gamma = sc.Kind, sc.Every, sc.Gamma
+	}
 	r.stopAt = total
 	if r.rc.maxSteps > 0 {
 		r.stopAt = min(r.stopAt, r.rc.maxSteps)

@@ -3,6 +3,7 @@ package exec_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"math"
 	"os"
@@ -425,5 +426,80 @@ func TestOutOfMemoryStopsCleanly(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(j.dir, "ckpt", exec.LastCheckpoint)); err != nil {
 		t.Errorf("the first epoch's checkpoint: %v", err)
+	}
+}
+
+// TestSecondRunIsRefused: while a run trains, a second run of the same
+// pipeline into the same checkpoint folder is refused with the first
+// one's PID, and trains nothing; once the first ends, the folder is free.
+func TestSecondRunIsRefused(t *testing.T) {
+	j := newJob(t, blobs)
+	inside := make(chan struct{})
+	proceed := make(chan struct{})
+	done := make(chan *exec.Result)
+	go func() {
+		once := false
+		hooks := exec.Hooks{Step: func(exec.StepInfo) {
+			if !once {
+				once = true
+				close(inside)
+				<-proceed
+			}
+		}}
+		res, _ := j.run(t, context.Background(), nil, hooks, exec.WithMaxSteps(3))
+		done <- res
+	}()
+	<-inside
+	res, ds := j.run(t, context.Background(), nil, exec.Hooks{})
+	close(proceed)
+	first := <-done
+	d := findDiag(t, ds, exec.CodeLocked)
+	if !strings.Contains(d.Detail, fmt.Sprintf("pid %d", os.Getpid())) || !strings.Contains(d.Detail, "--checkpoint-dir") {
+		t.Errorf("%s\n%s", d.Summary, d.Detail)
+	}
+	if res.SamplesTrained != 0 || first.Status != exec.StatusMaxSteps {
+		t.Errorf("the second run trained %d samples; the first ended %s", res.SamplesTrained, first.Status)
+	}
+	again := mustRun(t, j, nil, exec.WithMaxSteps(1), exec.WithResume(""))
+	if again.Position.Step != 3 {
+		t.Errorf("after the first run, a resume reads its step %d", again.Position.Step)
+	}
+}
+
+// TestResumeRefusesAnotherPipeline: a checkpoint written by another
+// pipeline (or from another file) is refused, and the message names both.
+func TestResumeRefusesAnotherPipeline(t *testing.T) {
+	a := newJob(t, blobs)
+	ckpt := exec.WithCheckpointDir(filepath.Join(a.dir, "shared"))
+	mustRun(t, a, nil, exec.WithMaxSteps(3), ckpt)
+	b := newJob(t, strings.Replace(blobs, "pipeline tiny", "pipeline other", 1))
+	_, ds := b.run(t, context.Background(), nil, exec.Hooks{}, exec.WithResume(""), ckpt)
+	d := findDiag(t, ds, exec.CodeResume)
+	for _, want := range []string{"pipeline tiny", "pipeline other", "test.pipe"} {
+		if !strings.Contains(d.Detail, want) {
+			t.Errorf("the message lacks %q: %s", want, d.Detail)
+		}
+	}
+}
+
+// TestStepScheduleWithoutEvery: schedule step without every divides the
+// learning rate every third of the epochs, as the plan says, not every
+// epoch.
+func TestStepScheduleWithoutEvery(t *testing.T) {
+	src := strings.Replace(blobs, "epochs 3  batch 16  optimizer adam lr 0.05", "epochs 6  batch 100  optimizer adam lr 0.05  schedule step", 1)
+	j := newJob(t, src)
+	if j.plan.Schedule.Every != 2 {
+		t.Fatalf("plan: %+v", j.plan.Schedule)
+	}
+	res := mustRun(t, j, nil)
+	var lrs []float64
+	for _, e := range res.EpochResults {
+		lrs = append(lrs, e.LR)
+	}
+	want := []float64{0.05, 0.05, 0.005, 0.005, 0.0005, 0.0005}
+	for i := range want {
+		if i >= len(lrs) || math.Abs(lrs[i]-want[i]) > 1e-12 {
+			t.Fatalf("learning rates by epoch %v, want %v", lrs, want)
+		}
 	}
 }

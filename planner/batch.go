@@ -34,6 +34,12 @@ import (
 // effective_batch, so a tiny model does not get a batch of millions.
 const defaultMaxBatch = 4096
 
+// MinStepsPerEpoch is the fewest optimizer steps an epoch that an auto
+// batch leaves when the training set's size is known: a batch as large as
+// the data is one step an epoch, which trains little however much memory
+// allows it.
+const MinStepsPerEpoch = 32
+
 type batchSpec struct {
 	explicit  int64 // 0 for auto
 	fileBatch int64 // the file's explicit batch, 0 when auto or absent
@@ -153,8 +159,31 @@ func (pl *planner) chooseBatch(budget, extra int64, prec plan.Precision) batchCh
 	tensor := pl.dev.Kind == plan.BackendGPU && prec.Compute != "fp32"
 	E := s.effective
 
+	n, world := pl.cfg.samples, int64(pl.plan.WorldSize())
+	about := "has"
+	if !pl.cfg.samplesExact {
+		about = "has at most"
+	}
+	src := "the training source"
+	if b := pl.source(); b != nil {
+		src = "source " + b.Name()
+	}
+	if n > 0 && E > 0 && E*world > n {
+		pl.errorf(s.effAt, "effective-exceeds-data", fmt.Sprintf("effective_batch %d is larger than the training set (%d samples)", E*world, n),
+			"%s %s %d training samples (after its split): an optimizer step could never take %d of them, and the learning rate would be scaled for a batch that is never formed. Lower effective_batch to %d or less.",
+			src, about, n, E*world, n)
+	}
 	if s.explicit > 0 {
 		b := s.explicit
+		if n > 0 && b*world > n {
+			what := fmt.Sprintf("batch %d", b)
+			if world > 1 {
+				what = fmt.Sprintf("batch %d on %d devices (%d a step)", b, world, b*world)
+			}
+			pl.errorf(s.at, "batch-exceeds-data", fmt.Sprintf("%s is larger than the training set (%d samples)", what, n),
+				"%s %s %d training samples (after its split): every step would see those %d, and the learning rate would be scaled for %d that are never formed. Write batch %d or less, or batch auto.",
+				src, about, n, n, b*world, max(n/world, 1))
+		}
 		out.batch = b
 		if E > 0 {
 			switch {
@@ -228,6 +257,15 @@ func (pl *planner) chooseBatch(budget, extra int64, prec plan.Precision) batchCh
 			b, limit = s.max, fmt.Sprintf("the auto(max %d) bound", s.max)
 		case s.max == 0 && b > defaultMaxBatch:
 			b, limit = defaultMaxBatch, fmt.Sprintf("pipe's default bound of %d (write auto(max N) to go higher)", defaultMaxBatch)
+		}
+		if n > 0 {
+			if dc := max(n/(MinStepsPerEpoch*world), 1); dc < b {
+				b = max(dc, lo)
+				limit = fmt.Sprintf("the training set: %s %s %d samples, and a batch of at most %d leaves %d or more optimizer steps an epoch", src, about, n, dc, MinStepsPerEpoch)
+				if world > 1 {
+					limit += fmt.Sprintf(" over %d devices", world)
+				}
+			}
 		}
 		why = fmt.Sprintf("the largest batch that fits is %d; the batch is limited by %s", fitMax, limit)
 		if fitMax > bNo && b > bNo {

@@ -11,6 +11,10 @@ type config struct {
 	src    []byte
 	nproc  int
 	nnodes int
+	// samples is the training set's size, 0 when unknown; samplesExact
+	// says it is exact (a raster's is an upper bound).
+	samples      int64
+	samplesExact bool
 }
 
 // WithDevice plans for the named device instead of the file's device
@@ -42,4 +46,12 @@ func WithEngine(name string) Option { return func(c *config) { c.engine = name }
 // accumulation. Zero values mean one.
 func WithDevices(nprocPerNode, nnodes int) Option {
 	return func(c *config) { c.nproc, c.nnodes = nprocPerNode, nnodes }
+}
+
+// WithTrainSamples gives the training set's size (after its split), as
+// the data layer counts it without loading it: an explicit batch larger
+// than it is an error, and an auto batch keeps at least MinStepsPerEpoch
+// optimizer steps an epoch. exact is false for an upper bound.
+func WithTrainSamples(n int64, exact bool) Option {
+	return func(c *config) { c.samples, c.samplesExact = n, exact }
 }

@@ -120,6 +120,13 @@ func (pl *planner) run() {
 		pl.cost = newCostModel(g, pl.dev.Kind, prec, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()))
 	}
 	pl.sizeAll(prec, opt)
+	pl.schedule()
+	if pl.train == nil {
+		p := pl.plan
+		pl.warnf(nil, "train-defaults", "no train block: training with the defaults",
+			"The file has no train block, so a run trains %s for 1 epoch with batch auto (%d here), %s lr %g, loss %s, a constant schedule and checkpoint auto. Write a train block to choose them: train { epochs 10  batch 64  optimizer adam lr 1e-3 }.",
+			p.Model, p.BatchSize, p.Optimizer.Kind, p.Optimizer.LR, p.Loss)
+	}
 }
 
 // fuse decides the fusion groups (plan.Fusion), which the CPU's memory
@@ -400,6 +407,7 @@ func (pl *planner) sizeAll(prec plan.Precision, opt plan.Optimizer) {
 		pl.fitLoaderToHost(&ld, b)
 	}
 	p.BatchSize = b
+	p.TrainSamples, p.TrainSamplesExact = pl.cfg.samples, pl.cfg.samplesExact
 	p.AccumulationSteps = max(bc.accum, 1)
 	p.EffectiveBatch = mul(mul(b, p.AccumulationSteps), int64(p.WorldSize()))
 	pl.lr(opt, b, p.AccumulationSteps, bc.fileBatch)
@@ -519,4 +527,46 @@ func formatSeconds(s float64) string {
 	default:
 		return fmt.Sprintf("%.0f µs", s*1e6)
 	}
+}
+
+// schedule decides the learning-rate schedule: the file's, with step's
+// every defaulting to a third of the epochs (an unwritten every once meant
+// a tenfold drop every epoch).
+func (pl *planner) schedule() {
+	sc := plan.Schedule{Kind: "constant"}
+	if v := pl.train.Arg("schedule", "kind"); v != nil {
+		sc.Kind = v.Str
+	}
+	epochs := int64(1)
+	if v := pl.train.Field("epochs").First(); v != nil {
+		epochs = v.Int
+	}
+	why := ""
+	switch sc.Kind {
+	case "step":
+		sc.Gamma = 0.1
+		if v := pl.train.Arg("schedule", "gamma"); v != nil {
+			sc.Gamma = v.Float
+		}
+		if v := pl.train.Arg("schedule", "every"); v != nil {
+			sc.Every = v.Int
+			why = fmt.Sprintf("step as written: the learning rate is multiplied by %g every %s.", sc.Gamma, plural(sc.Every, "epoch"))
+		} else {
+			sc.Every = max(1, epochs/3)
+			why = fmt.Sprintf("step without every: every %s, a third of the %s (pipe's default), multiplying the learning rate by %g each time. Write every N to choose.",
+				plural(sc.Every, "epoch"), plural(epochs, "epoch"), sc.Gamma)
+		}
+	case "cosine":
+		why = "cosine as written: from the learning rate down to 0 over the training steps after warm-up."
+	case "linear":
+		why = "linear as written: from the learning rate down to 0 over the training steps after warm-up."
+	default:
+		why = "constant: the learning rate stays as it is after warm-up."
+	}
+	pl.plan.Schedule = sc
+	value := sc.Kind
+	if sc.Kind == "step" {
+		value = fmt.Sprintf("step every %d", sc.Every)
+	}
+	pl.decide("schedule", value, why)
 }

@@ -293,7 +293,7 @@ func trainFields() []*lang.FieldSpec {
 		field("schedule", "How the learning rate changes over training.",
 			arg("kind", lang.TEnum, "constant | cosine | step | linear.", positional, required, enum(schedules...), def("constant")),
 			arg("warmup", lang.TInt, "Epochs of linear warm-up from 0, at least 0.", atLeast(0), def("0")),
-			arg("every", lang.TInt, "Epochs between steps (step), at least 1.", atLeast(1)),
+			arg("every", lang.TInt, "Epochs between steps (step), at least 1; a third of the epochs when left out.", atLeast(1)),
 			arg("gamma", lang.TFloat, "The factor applied at each step (step), in (0, 1].", above(0), atMost(1), def("0.1"))),
 		field("loss", "The loss minimised; chosen from the data when left out.",
 			arg("loss", lang.TEnum, "cross_entropy | bce | mse | dice | mae.", positional, required, enum(losses...))),

@@ -62,6 +62,7 @@ func runPlan(a *app, args []string) int {
 		opts = append(opts, planner.WithBatch(*batch))
 	}
 	opts = append(opts, ef.options(nil)...)
+	opts = append(opts, samplesOption(prog)...)
 	p, pds := planner.Plan(prog, opts...)
 	all := append(ds, pds...)
 	a.printDiags(all, sources)

@@ -154,8 +154,9 @@ func runRun(a *app, args []string) int {
 		}
 	} else {
 		host := hostInfo()
+		samples := samplesOption(prog)
 		mk := func(dev string, gpus *int) (*plan.Plan, diag.Diagnostics) {
-			opts := []planner.Option{planner.WithSource(src), planner.WithHost(host)}
+			opts := append([]planner.Option{planner.WithSource(src), planner.WithHost(host)}, samples...)
 			if dev != "" {
 				opts = append(opts, planner.WithDevice(dev))
 			}

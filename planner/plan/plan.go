@@ -64,6 +64,11 @@ type Plan struct {
 	BatchSize         int64 `json:"batch_size"`
 	AccumulationSteps int64 `json:"accumulation_steps"`
 	EffectiveBatch    int64 `json:"effective_batch"`
+	// TrainSamples is the training set's size the plan was made for (0:
+	// unknown), and TrainSamplesExact whether it is exact or an upper
+	// bound.
+	TrainSamples      int64 `json:"train_samples,omitempty"`
+	TrainSamplesExact bool  `json:"train_samples_exact,omitempty"`
 	// Fits says whether Memory.Total is within Memory.Budget.
 	Fits       bool       `json:"fits"`
 	Memory     Memory     `json:"memory"`
@@ -73,6 +78,7 @@ type Plan struct {
 	// (mse for rasters and unlabelled synthetic data, else cross_entropy).
 	Loss      string     `json:"loss"`
 	Optimizer Optimizer  `json:"optimizer"`
+	Schedule  Schedule   `json:"schedule"`
 	Loader    Loader     `json:"loader"`
 	StepTime  StepTime   `json:"step_time"`
 	Layers    []Layer    `json:"layers"`
@@ -330,6 +336,15 @@ type Optimizer struct {
 	ReferenceBatch int64 `json:"reference_batch"`
 	// WarmupEpochs of linear warm-up from 0.
 	WarmupEpochs int64 `json:"warmup_epochs"`
+}
+
+// Schedule is how the learning rate changes after warm-up (warm-up is
+// Optimizer.WarmupEpochs): constant, cosine or linear to 0 over the run,
+// or step, multiplying it by Gamma every Every epochs.
+type Schedule struct {
+	Kind  string  `json:"kind"`
+	Every int64   `json:"every,omitempty"`
+	Gamma float64 `json:"gamma,omitempty"`
 }
 
 // Loader is the data loader's sizing.

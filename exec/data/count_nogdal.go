@@ -1,0 +1,7 @@
+//go:build !cgo
+
+package data
+
+import "pipe/lang"
+
+func countTiles(b *lang.Block, c *config) (int, error) { return 0, errNoGDAL }

@@ -1,0 +1,150 @@
+package planner
+
+import (
+	"strings"
+	"testing"
+
+	"pipe/lang/diag"
+	"pipe/planner/plan"
+)
+
+// What a new user hit: batches the data cannot form, a step schedule
+// without every, a file without a train block.
+
+const rows = `pipeline rows
+source rows synthetic { samples 1600  shape [8]  classes 3 }
+model m {
+  input [8]
+  dense 16 -> relu -> dense 3
+}
+train { epochs 9  batch %s  optimizer adam lr 1e-3  loss cross_entropy%s }
+`
+
+func planRows(t *testing.T, batch, extra string, opts ...Option) (*plan.Plan, diag.Diagnostics) {
+	t.Helper()
+	src := strings.Replace(strings.Replace(rows, "%s", batch, 1), "%s", extra, 1)
+	prog := check(t, "rows.pipe", []byte(src))
+	return Plan(prog, append([]Option{WithHost(testHost), WithDevice("cpu")}, opts...)...)
+}
+
+func decision(p *plan.Plan, what string) *plan.Decision {
+	for i := range p.Decisions {
+		if p.Decisions[i].What == what {
+			return &p.Decisions[i]
+		}
+	}
+	return nil
+}
+
+// TestBatchLargerThanTheData: an explicit batch the training set cannot
+// form is an error at the batch line, from the file or from --batch, and
+// the learning rate is never scaled for it.
+func TestBatchLargerThanTheData(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		batch string
+		opts  []Option
+	}{
+		{"file", "5000", []Option{WithTrainSamples(1600, true)}},
+		{"flag", "64", []Option{WithTrainSamples(1600, true), WithBatch(5000)}},
+		{"devices", "1000", []Option{WithTrainSamples(1600, true), WithEngine("torch"), WithDevices(2, 1)}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			_, ds := planRows(t, c.batch, "", c.opts...)
+			var d *diag.Diagnostic
+			for _, x := range ds.Errs() {
+				if x.Code == "batch-exceeds-data" {
+					d = x
+				}
+			}
+			if d == nil {
+				t.Fatalf("no batch-exceeds-data error:\n%v", ds)
+			}
+			if d.Subject == nil || d.Subject.Start.Line != 7 || !strings.Contains(d.Detail, "1600 training samples") {
+				t.Errorf("at %v: %s", d.Subject, d.Detail)
+			}
+		})
+	}
+	// Without the data's size, the plan cannot know (pipe plan on a file
+	// whose data is elsewhere).
+	if _, ds := planRows(t, "5000", ""); ds.HasErrors() {
+		t.Errorf("without the size: %v", ds)
+	}
+}
+
+// TestAutoBatchLeavesStepsAnEpoch: batch auto on 1,600 rows is no longer
+// the 4,096 memory allows: it leaves at least MinStepsPerEpoch steps an
+// epoch, and the reason says the data bound it.
+func TestAutoBatchLeavesStepsAnEpoch(t *testing.T) {
+	p, ds := planRows(t, "auto", "")
+	if ds.HasErrors() || p.BatchSize != defaultMaxBatch {
+		t.Fatalf("without the data's size: batch %d, %v", p.BatchSize, ds)
+	}
+	p, ds = planRows(t, "auto", "", WithTrainSamples(1600, true))
+	if ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	if p.BatchSize != 1600/MinStepsPerEpoch || p.TrainSamples != 1600 {
+		t.Errorf("batch %d for 1600 samples", p.BatchSize)
+	}
+	if d := decision(p, "batch"); d == nil || !strings.Contains(d.Reason, "the training set") || !strings.Contains(d.Reason, "1600 samples") {
+		t.Errorf("reason: %+v", d)
+	}
+	// Plenty of data: memory and the default bound decide, as before.
+	p, _ = planRows(t, "auto", "", WithTrainSamples(10_000_000, true))
+	if p.BatchSize != defaultMaxBatch {
+		t.Errorf("batch %d for ten million samples", p.BatchSize)
+	}
+	// An effective_batch larger than the data is an error too.
+	_, ds = planRows(t, "auto", "  effective_batch 4096", WithTrainSamples(1600, true))
+	found := false
+	for _, d := range ds.Errs() {
+		found = found || d.Code == "effective-exceeds-data"
+	}
+	if !found {
+		t.Errorf("effective_batch 4096 over 1600 samples: %v", ds)
+	}
+}
+
+// TestStepScheduleDefault: schedule step without every steps every third
+// of the epochs, and the plan says so; with every, as written.
+func TestStepScheduleDefault(t *testing.T) {
+	p, ds := planRows(t, "64", "  schedule step")
+	if ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	if p.Schedule.Kind != "step" || p.Schedule.Every != 3 || p.Schedule.Gamma != 0.1 {
+		t.Errorf("schedule %+v", p.Schedule)
+	}
+	if d := decision(p, "schedule"); d == nil || !strings.Contains(d.Reason, "a third of the 9 epochs") {
+		t.Errorf("reason: %+v", d)
+	}
+	p, _ = planRows(t, "64", "  schedule step every 2 gamma 0.5")
+	if p.Schedule.Every != 2 || p.Schedule.Gamma != 0.5 {
+		t.Errorf("schedule %+v", p.Schedule)
+	}
+}
+
+// TestNoTrainBlockSaysItsDefaults: a file without a train block plans
+// with the defaults and a warning that lists them.
+func TestNoTrainBlockSaysItsDefaults(t *testing.T) {
+	src := "pipeline bare\nsource rows synthetic { samples 1600  shape [8]  classes 3 }\nmodel m {\n  input [8]\n  dense 3\n}\n"
+	p, ds := Plan(check(t, "bare.pipe", []byte(src)), WithHost(testHost), WithDevice("cpu"), WithTrainSamples(1600, true))
+	if p == nil || ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	var w *diag.Diagnostic
+	for _, d := range ds {
+		if d.Code == "train-defaults" {
+			w = d
+		}
+	}
+	if w == nil || w.Severity != diag.Warning {
+		t.Fatalf("no train-defaults warning: %v", ds)
+	}
+	for _, want := range []string{"1 epoch", "batch auto (50 here)", "adam lr 0.001", "cross_entropy"} {
+		if !strings.Contains(w.Detail, want) {
+			t.Errorf("the warning lacks %q: %s", want, w.Detail)
+		}
+	}
+}
