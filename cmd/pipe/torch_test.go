@@ -8,7 +8,10 @@ import (
 	"strings"
 	"testing"
 
+	"pipe/exec"
+	"pipe/exec/exectest"
 	"pipe/exec/torch"
+	"pipe/planner"
 )
 
 // torchPython is the Python the torch engine's tests drive, as
@@ -156,5 +159,47 @@ func TestPlanPerDevice(t *testing.T) {
 	if code != exitOK || !strings.Contains(stdout, "batch 64 per device × 16 devices = 1024") || !strings.Contains(stdout, "per device)") ||
 		!strings.Contains(stdout, "all-reduce") {
 		t.Errorf("table:\n%s", stdout)
+	}
+}
+
+// TestDeviceAutoWithAGPU: device auto on a machine with a GPU plans for
+// it with the torch engine; when the torch engine cannot start, the run
+// falls back to the CPU with the native engine and says so, instead of
+// refusing.
+func TestDeviceAutoWithAGPU(t *testing.T) {
+	oldHost := hostInfo
+	hostInfo = func() planner.HostInfo {
+		return planner.HostInfo{MemTotal: 24 << 30, MemAvailable: 24 << 30, Cores: 2,
+			GPUs: []planner.GPUInfo{{Name: "NVIDIA A100-SXM4-80GB", MemTotal: 80 << 30, MemFree: 80 << 30}}}
+	}
+	oldBackends, oldProbe := backends, probeTorch
+	backends = func(torch.Backend) []exec.Backend {
+		return []exec.Backend{&exectest.Backend{}, &exectest.Backend{BackendName: "torch"}}
+	}
+	t.Cleanup(func() { hostInfo, backends, probeTorch = oldHost, oldBackends, oldProbe })
+
+	// torch cannot start: the CPU trains, with a warning that says why.
+	probeTorch = func(python string) (torch.Info, error) {
+		return torch.Info{}, &torch.StartError{Python: python, Reason: "cannot import torch", NoTorch: true}
+	}
+	dir, file := tiny(t, tinyPipe)
+	code, _, stderr := runPipe(t, "", runArgs(dir, "--max-steps", "2", file)...)
+	if code != exitOK || !strings.Contains(stderr, "device auto found cuda:0") || !strings.Contains(stderr, "training on the CPU with the native engine") {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if rep := readReport(t, dir); rep["engine"] != "native" || rep["device"] != "cpu" {
+		t.Errorf("engine %v on %v", rep["engine"], rep["device"])
+	}
+	// torch starts and sees the GPU: the torch engine trains on it.
+	probeTorch = func(python string) (torch.Info, error) {
+		return torch.Info{Torch: "2.11.0", Executable: python, CUDA: true, CUDADevices: 1}, nil
+	}
+	dir, file = tiny(t, tinyPipe)
+	code, _, stderr = runPipe(t, "", runArgs(dir, "--max-steps", "2", file)...)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if rep := readReport(t, dir); rep["engine"] != "torch" || rep["device"] != "cuda:0" {
+		t.Errorf("engine %v on %v", rep["engine"], rep["device"])
 	}
 }
