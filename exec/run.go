@@ -61,6 +61,7 @@ const (
 	CodeEvalOnTrain = "evaluate-on-train"
 	CodeOOM         = "out-of-memory"
 	CodeLocked      = "folder-in-use"
+	CodeDiverging   = "diverging"
 )
 
 // Status says how a run ended.

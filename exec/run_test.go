@@ -15,6 +15,7 @@ import (
 
 	"pipe/exec"
 	"pipe/exec/exectest"
+	"pipe/lang/diag"
 )
 
 const blobs = `pipeline tiny
@@ -501,5 +502,23 @@ func TestStepScheduleWithoutEvery(t *testing.T) {
 		if i >= len(lrs) || math.Abs(lrs[i]-want[i]) > 1e-12 {
 			t.Fatalf("learning rates by epoch %v, want %v", lrs, want)
 		}
+	}
+}
+
+// TestDivergenceWarns: a loss that grows a thousandfold without ever
+// being NaN ends with a warning at the optimizer's line, not silently.
+func TestDivergenceWarns(t *testing.T) {
+	src := strings.Replace(blobs, "optimizer adam lr 0.05  loss cross_entropy", "optimizer sgd lr 1000  loss mse", 1)
+	src = strings.Replace(src, " classes 3 ", " ", 1)
+	src = strings.Replace(src, "dense 3", "dense 1", 1)
+	src = strings.Replace(src, "metrics [accuracy, f1]", "metrics [mae]", 1)
+	j := newJob(t, src)
+	res, ds := j.run(t, context.Background(), nil, exec.Hooks{}, exec.WithMaxSteps(12))
+	d := findDiag(t, ds, exec.CodeDiverging)
+	if d.Severity != diag.Warning || d.Subject == nil || d.Subject.Start.Line != lineOf(src, "optimizer sgd") {
+		t.Errorf("%v at %v", d.Severity, d.Subject)
+	}
+	if !strings.Contains(d.Detail, "at step 1") || res.StepLosses[len(res.StepLosses)-1] < 1000*res.StepLosses[0] {
+		t.Errorf("%s; losses %v", d.Detail, res.StepLosses)
 	}
 }

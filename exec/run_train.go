@@ -208,6 +208,8 @@ type trainer struct {
 	stepsRun  int64
 	// pending are the queued steps whose losses have not come back.
 	pending []pendingStep
+	// diverged says the divergence warning was given.
+	diverged bool
 }
 
 // pendingStep is a queued optimizer step.
@@ -343,6 +345,7 @@ func (t *trainer) finish(res []StepResult) error {
 			r.pos.LossSamples += gs
 		}
 		r.res.StepLosses = append(r.res.StepLosses, loss)
+		t.watchDivergence(loss, ps.step)
 		if r.hooks.Step != nil {
 			left := r.stopAt - ps.step
 			elapsed := t.trainTime
@@ -360,6 +363,33 @@ func (t *trainer) finish(res []StepResult) error {
 		}
 	}
 	return nil
+}
+
+// divergeFactor is how many times its first value the training loss may
+// grow before the run warns that it diverges.
+const divergeFactor = 1000
+
+// watchDivergence warns, once, when the loss has grown by orders of
+// magnitude over the run's first: a loss of 1.6e39 trains nothing, NaN
+// or not.
+func (t *trainer) watchDivergence(loss float64, step int64) {
+	r := t.r
+	if t.diverged || len(r.res.StepLosses) < 2 {
+		return
+	}
+	first := r.res.StepLosses[0]
+	if first <= 0 || loss <= first*divergeFactor {
+		return
+	}
+	t.diverged = true
+	var at *diag.Range
+	if train := r.prog.Block("train"); train != nil {
+		at = fieldRange(train, "optimizer")
+	}
+	r.warnf(at, CodeDiverging, "the training loss is diverging",
+		"It grew from %.4g at step 1 to %.4g at step %d, more than %d times over: the model is not learning. Lower the learning rate (this run's is %.4g), set grad_clip, or check that the inputs and targets are normalised.",
+		first, loss, step, divergeFactor, r.p.Optimizer.LR)
+	r.log.Warn("the training loss is diverging", "first", first, "now", loss, "step", step)
 }
 
 // flush waits for every queued step and accounts for it.

@@ -87,8 +87,8 @@ func (p *Progress) onStart(s exec.StartInfo) {
 func (p *Progress) onStep(s exec.StepInfo) {
 	p.last = s
 	if p.bar != nil {
-		p.bar.Describe(fmt.Sprintf("epoch %d/%d  loss %.4f  %.0f samples/s  ETA %s",
-			s.Epoch, p.start.Epochs, s.Loss, s.SamplesPerSecond, Duration(s.ETA)))
+		p.bar.Describe(fmt.Sprintf("epoch %d/%d  loss %s  %.0f samples/s  ETA %s",
+			s.Epoch, p.start.Epochs, Num(s.Loss), s.SamplesPerSecond, Duration(s.ETA)))
 		_ = p.bar.Set64(s.Step)
 		return
 	}
@@ -146,11 +146,11 @@ func (p *Progress) onCheckpoint(path, reason string) {
 // EpochLine is one line about an epoch: its losses and metrics.
 func EpochLine(e exec.EpochResult, epochs int) string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "epoch %d/%d: train loss %.4f", e.Epoch, epochs, e.TrainLoss)
+	fmt.Fprintf(&b, "epoch %d/%d: train loss %s", e.Epoch, epochs, Num(e.TrainLoss))
 	if e.Val != nil {
-		fmt.Fprintf(&b, ", %s loss %.4f", e.Val.Source, e.Val.Loss)
+		fmt.Fprintf(&b, ", %s loss %s", e.Val.Source, Num(e.Val.Loss))
 		for _, m := range e.Val.Metrics {
-			fmt.Fprintf(&b, ", %s %.4f", m.Name, m.Value)
+			fmt.Fprintf(&b, ", %s %s", m.Name, Num(m.Value))
 		}
 	}
 	fmt.Fprintf(&b, " (%s)", Duration(time.Duration(e.Seconds*float64(time.Second))))

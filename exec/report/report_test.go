@@ -127,3 +127,14 @@ func TestSummary(t *testing.T) {
 		}
 	}
 }
+
+// TestNum: huge and tiny values are written in four significant digits,
+// the rest with four decimals.
+func TestNum(t *testing.T) {
+	for v, want := range map[float64]string{0.92191: "0.9219", 11.87: "11.8700", 3.9e19: "3.9e+19", 1.6e39: "1.6e+39",
+		-2.5e7: "-2.5e+07", 0: "0.0000", 1.23456e-6: "1.235e-06", 99999.9: "99999.9000"} {
+		if got := Num(v); got != want {
+			t.Errorf("Num(%v) = %s, want %s", v, got, want)
+		}
+	}
+}

@@ -3,6 +3,7 @@ package report
 import (
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"time"
 
@@ -25,12 +26,12 @@ func Summary(w io.Writer, res *exec.Result, reportPath, curvePath string) {
 		speed(w, res, wall)
 	}
 	if f := res.Final; f != nil {
-		fmt.Fprintf(w, "  %s (%s, %s): loss %.4f", f.Source, f.Part, count(int64(f.Samples), "sample"), f.Loss)
+		fmt.Fprintf(w, "  %s (%s, %s): loss %s", f.Source, f.Part, count(int64(f.Samples), "sample"), Num(f.Loss))
 		if res.TargetScaling != nil {
 			fmt.Fprint(w, " (standardised target)")
 		}
 		for _, m := range f.Metrics {
-			fmt.Fprintf(w, ", %s %.4f", m.Name, m.Value)
+			fmt.Fprintf(w, ", %s %s", m.Name, Num(m.Value))
 		}
 		fmt.Fprintln(w)
 		if len(f.Baseline) > 0 {
@@ -43,7 +44,7 @@ func Summary(w io.Writer, res *exec.Result, reportPath, curvePath string) {
 				if i > 0 {
 					fmt.Fprint(w, ",")
 				}
-				fmt.Fprintf(w, " %s %.4f", m.Name, m.Value)
+				fmt.Fprintf(w, " %s %s", m.Name, Num(m.Value))
 			}
 			fmt.Fprintln(w)
 		}
@@ -137,4 +138,18 @@ func Bytes(n int64) string {
 		exp++
 	}
 	return fmt.Sprintf("%.1f %ciB", float64(n)/float64(div), "KMGTP"[exp])
+}
+
+// Num writes a loss or a metric: four decimals as a rule (0.9219,
+// 11.8700), four significant digits where those would mislead: a
+// diverged loss of 1.6e39 or an error of 3.9e19, and values under 1e-4.
+func Num(v float64) string {
+	a := math.Abs(v)
+	switch {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return fmt.Sprint(v)
+	case a != 0 && (a >= 1e5 || a < 1e-4):
+		return fmt.Sprintf("%.4g", v)
+	}
+	return fmt.Sprintf("%.4f", v)
 }
