@@ -14,6 +14,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"syscall"
 	"time"
 )
@@ -363,7 +364,7 @@ func (r *runner) resume() bool {
 			r.errorf(nil, CodeResume, "no checkpoint to resume from",
 				"There is no %s. A run writes it after every epoch and when it is interrupted; run without --resume to start afresh, or give --checkpoint-dir.", path)
 		} else {
-			r.errorf(nil, CodeResume, "cannot resume", "%v", err)
+			r.errorf(nil, CodeResume, "cannot resume", "%v.%s", err, intactOthers(path))
 		}
 		return false
 	}
@@ -445,4 +446,23 @@ func orUnknown(s, alt string) string {
 		return alt
 	}
 	return "an unnamed source"
+}
+
+// intactOthers names the checkpoints beside path that read back whole,
+// with their position, for the message of a path that does not.
+func intactOthers(path string) string {
+	files, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "*.ckpt"))
+	var ok []string
+	for _, f := range files {
+		if f == path {
+			continue
+		}
+		if meta, _, err := readCheckpoint(f); err == nil {
+			ok = append(ok, fmt.Sprintf("%s (epoch %d, step %d)", f, meta.Position.Epoch, meta.Position.Step))
+		}
+	}
+	if len(ok) == 0 {
+		return " No other checkpoint in its folder reads back whole: start afresh without --resume."
+	}
+	return fmt.Sprintf(" These read back whole: %s; continue from one with --resume=%s.", strings.Join(ok, ", "), strings.SplitN(ok[0], " (", 2)[0])
 }

@@ -69,7 +69,9 @@ func runRun(a *app, args []string) int {
 	device := fs.String("device", "", "plan for this device instead of the file's (pipe devices lists them)")
 	batch := fs.Int64("batch", 0, "plan with this batch, whatever the file says")
 	maxSteps := fs.Int64("max-steps", 0, "stop after this many optimizer steps in all (a short run; resumed steps count)")
-	resume := fs.Bool("resume", false, "continue from the last checkpoint in the checkpoint folder")
+	var rf resumeFlag
+	fs.Var(&rf, "resume", "continue from the last checkpoint in the checkpoint folder; --resume=PATH (or --resume PATH.ckpt FILE) from a chosen checkpoint file or folder")
+	resume := &rf.set
 	skipTrain := fs.Bool("skip-train", false, "with --resume: evaluate and predict with the checkpoint's model, without training")
 	ckptDir := fs.String("checkpoint-dir", "", "the checkpoint folder (default: train's checkpoint_dir, else out/PIPELINE/checkpoints)")
 	reportPath := fs.String("report", "", "write the run report (JSON) here, and the loss curve beside it (default out/PIPELINE/report.json)")
@@ -84,7 +86,12 @@ func runRun(a *app, args []string) int {
 	if err != nil {
 		return exitErrors
 	}
-	usage := "usage: pipe run [--plan PLAN.json] [--device NAME] [--max-steps N] [--resume] [--skip-train] [--report FILE] FILE"
+	// --resume PATH FILE: a bool flag takes no separate value, so the
+	// checkpoint comes as the first of two arguments.
+	if rf.set && rf.path == "" && len(files) == 2 && !strings.HasSuffix(files[0], ".pipe") {
+		rf.path, files = files[0], files[1:]
+	}
+	usage := "usage: pipe run [--plan PLAN.json] [--device NAME] [--max-steps N] [--resume[=CHECKPOINT]] [--skip-train] [--report FILE] FILE"
 	switch {
 	case len(files) > 1, len(files) == 0 && *planPath == "":
 		fmt.Fprintln(a.env.Stderr, usage)
@@ -237,7 +244,7 @@ func runRun(a *app, args []string) int {
 		opts = append(opts, exec.WithCheckpointDir(*ckptDir))
 	}
 	if *resume {
-		opts = append(opts, exec.WithResume(""))
+		opts = append(opts, exec.WithResume(rf.path))
 	}
 	if *skipTrain {
 		opts = append(opts, exec.WithSkipTrain())
@@ -266,6 +273,11 @@ func runRun(a *app, args []string) int {
 	case *nodeRank > 0: // node 0 writes the report
 		rp = ""
 		report.Summary(a.env.Stdout, res, rp, curve)
+	case res.Status == exec.StatusFailed && res.ResumedFrom == nil && res.Position.Step == 0 && fileExists(rp):
+		// A run that failed before its first step (a --resume that could
+		// not load its checkpoint) leaves the last report as it was.
+		fmt.Fprintf(a.env.Stderr, "pipe run: nothing was trained; %s is left as the last run wrote it\n", rp)
+		rp = ""
 	default:
 		if len(res.StepLosses) > 0 {
 			curve = strings.TrimSuffix(rp, filepath.Ext(rp)) + "-loss.png"
@@ -344,4 +356,33 @@ func firstLine(err error) string {
 		s = s[:i]
 	}
 	return s
+}
+
+// resumeFlag is --resume: alone, the run's last checkpoint; --resume=PATH,
+// a checkpoint file or a folder holding last.ckpt.
+type resumeFlag struct {
+	set  bool
+	path string
+}
+
+func (f *resumeFlag) String() string { return f.path }
+
+func (f *resumeFlag) Set(s string) error {
+	switch s {
+	case "true":
+		f.set = true
+	case "false":
+		f.set, f.path = false, ""
+	default:
+		f.set, f.path = true, s
+	}
+	return nil
+}
+
+// IsBoolFlag lets --resume stand alone.
+func (f *resumeFlag) IsBoolFlag() bool { return true }
+
+func fileExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && !st.IsDir()
 }

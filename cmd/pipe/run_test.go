@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -306,5 +307,46 @@ func TestRunNonFiniteLossExitsWithTheLayer(t *testing.T) {
 	}
 	if v := readReport(t, dir); v["status"] != "non-finite" || v["epochs"] != 1.0 {
 		t.Errorf("report: status %v after %v epochs", v["status"], v["epochs"])
+	}
+}
+
+// TestFailedResumeKeepsTheReport: a --resume whose last.ckpt is corrupt
+// fails, names the checkpoints that are intact, and leaves the last
+// good report as it was; --resume=PATH (and --resume PATH FILE) resumes
+// from a chosen one.
+func TestFailedResumeKeepsTheReport(t *testing.T) {
+	fixedHost(t)
+	fakeBackend(t)
+	dir, file := tiny(t, strings.Replace(tinyPipe, "epochs 2", "epochs 3  save all", 1))
+	if code, _, stderr := runPipe(t, "", runArgs(dir, file)...); code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	good, err := os.ReadFile(filepath.Join(dir, "run.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	last := filepath.Join(dir, "ckpt", "last.ckpt")
+	b, _ := os.ReadFile(last)
+	b[len(b)-5] ^= 0xff
+	os.WriteFile(last, b, 0o644)
+	code, _, stderr := runPipe(t, "", runArgs(dir, "--resume", file)...)
+	if code != exitErrors || !strings.Contains(stderr, "corrupt") || !strings.Contains(stderr, "epoch-002.ckpt (epoch 2") ||
+		!strings.Contains(stderr, "--resume=") {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if now, _ := os.ReadFile(filepath.Join(dir, "run.json")); !bytes.Equal(now, good) {
+		t.Error("the failed resume rewrote the report")
+	}
+	for _, args := range [][]string{
+		{"--resume=" + filepath.Join(dir, "ckpt", "epoch-002.ckpt"), file},
+		{"--resume", filepath.Join(dir, "ckpt", "epoch-002.ckpt"), file},
+	} {
+		code, _, stderr = runPipe(t, "", runArgs(dir, args...)...)
+		if code != exitOK {
+			t.Fatalf("%v: exit %d\n%s", args, code, stderr)
+		}
+		if rep := readReport(t, dir); rep["resumed_from"] == nil {
+			t.Errorf("%v: not resumed: %v", args, rep["resumed_from"])
+		}
 	}
 }
