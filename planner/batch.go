@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"pipe/lang"
 	"pipe/lang/diag"
 	"pipe/planner/plan"
 )
@@ -185,19 +186,8 @@ func (pl *planner) chooseBatch(budget, extra int64, prec plan.Precision) batchCh
 				src, about, n, n, b*world, max(n/world, 1))
 		}
 		out.batch = b
-		if E > 0 {
-			switch {
-			case b > E:
-				pl.errorf(s.effAt, "batch-exceeds-effective", fmt.Sprintf("batch %d is larger than effective_batch %d", b, E),
-					"effective_batch is the samples per optimizer update, made of whole batches; raise it to a multiple of %d or lower the batch to a divisor of %d (%s).",
-					b, E, divisorList(E))
-			case E%b != 0:
-				pl.errorf(s.effAt, "batch-not-divisor", fmt.Sprintf("batch %d does not divide effective_batch %d", b, E),
-					"Accumulation reaches effective_batch exactly only in whole batches: use a batch among the divisors of %d (%s), or batch auto.",
-					E, divisorList(E))
-			default:
-				out.accum = E / b
-			}
+		if a := pl.staticBatch(s); a > 0 {
+			out.accum = a
 		}
 		r, ok := fit(b)
 		out.ck = r
@@ -224,10 +214,7 @@ func (pl *planner) chooseBatch(budget, extra int64, prec plan.Precision) batchCh
 	var b int64
 	var why string
 	if E > 0 {
-		if E < lo {
-			pl.errorf(s.effAt, "effective-below-min", fmt.Sprintf("effective_batch %d is below the batch's minimum %d", E, lo),
-				"The micro-batch divides effective_batch, so it cannot reach auto(min %d); lower the minimum or raise effective_batch.", lo)
-		}
+		pl.staticBatch(s)
 		capBy := func(limit int64) int64 {
 			if s.max > 0 {
 				limit = min(limit, s.max)
@@ -570,4 +557,54 @@ func plural(n int64, word string) string {
 		return "1 " + word
 	}
 	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// staticBatch reports what is wrong with the batch and effective_batch
+// whatever the device, and returns the accumulation an explicit batch
+// makes (0 when it makes none or is wrong). pipe check reports the same
+// (CheckStatic).
+func (pl *planner) staticBatch(s batchSpec) (accum int64) {
+	b, E := s.explicit, s.effective
+	if E <= 0 {
+		return 0
+	}
+	if b > 0 {
+		switch {
+		case b > E:
+			pl.errorf(s.effAt, "batch-exceeds-effective", fmt.Sprintf("batch %d is larger than effective_batch %d", b, E),
+				"effective_batch is the samples per optimizer update, made of whole batches; raise it to a multiple of %d or lower the batch to a divisor of %d (%s).",
+				b, E, divisorList(E))
+		case E%b != 0:
+			pl.errorf(s.effAt, "batch-not-divisor", fmt.Sprintf("batch %d does not divide effective_batch %d", b, E),
+				"Accumulation reaches effective_batch exactly only in whole batches: use a batch among the divisors of %d (%s), or batch auto.",
+				E, divisorList(E))
+		default:
+			return E / b
+		}
+		return 0
+	}
+	if lo := max(s.min, 1); E < lo {
+		pl.errorf(s.effAt, "effective-below-min", fmt.Sprintf("effective_batch %d is below the batch's minimum %d", E, lo),
+			"The micro-batch divides effective_batch, so it cannot reach auto(min %d); lower the minimum or raise effective_batch.", lo)
+	}
+	return 0
+}
+
+// CheckStatic reports the planner's findings that need no device: a
+// batch and an effective_batch that cannot go together, a train block
+// that does not say which of several models it trains. pipe check runs
+// it after lang.Check, so that check reports every mistake pipe plan
+// would report on any device.
+func CheckStatic(prog *lang.Program) diag.Diagnostics {
+	if prog == nil {
+		return nil
+	}
+	pl := &planner{prog: prog, plan: &plan.Plan{}}
+	pl.train = prog.Block("train")
+	if len(prog.Models) > 0 {
+		pl.pickModel()
+	}
+	pl.staticBatch(pl.batchSpec())
+	pl.diags.Sort()
+	return pl.diags
 }

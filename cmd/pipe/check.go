@@ -5,6 +5,7 @@ import (
 
 	"pipe/lang/diag"
 	"pipe/lang/render"
+	"pipe/planner"
 )
 
 func runCheck(a *app, args []string) int {
@@ -22,9 +23,12 @@ func runCheck(a *app, args []string) int {
 	sources := render.Sources{}
 	failed := false
 	for _, name := range files {
-		_, _, src, display, ds, err := a.load(name)
+		prog, _, src, display, ds, err := a.load(name)
 		if err != nil {
 			ds = diag.Diagnostics{{Severity: diag.Error, Code: "read", Summary: "cannot read " + display, Detail: err.Error()}}
+		} else if !ds.HasErrors() {
+			// What pipe plan would refuse on any device.
+			ds = append(ds, planner.CheckStatic(prog)...)
 		}
 		sources[display] = src
 		a.log.Debug("checked", "file", display, "diagnostics", len(ds))

@@ -1,0 +1,67 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// What a new user hit, at the command line.
+
+const rowsPipe = `pipeline rows
+source rows synthetic { samples 1600  shape [8]  classes 3 }
+model m {
+  input [8]
+  dense 16 -> relu -> dense 3
+}
+train { epochs 2  batch %s  optimizer adam lr 1e-3  loss cross_entropy }
+`
+
+func rowsFile(t *testing.T, batch string) (dir, file string) {
+	t.Helper()
+	dir = t.TempDir()
+	file = filepath.Join(dir, "rows.pipe")
+	if err := os.WriteFile(file, []byte(strings.Replace(rowsPipe, "%s", batch, 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, file
+}
+
+// TestCheckReportsWhatPlanWouldRefuse: pipe check reports a batch and an
+// effective_batch that cannot go together, as pipe plan does.
+func TestCheckReportsWhatPlanWouldRefuse(t *testing.T) {
+	_, file := rowsFile(t, "32  effective_batch 16")
+	code, _, stderr := runPipe(t, "", "check", file)
+	if code != exitErrors || !strings.Contains(stderr, "batch-exceeds-effective") {
+		t.Errorf("exit %d\n%s", code, stderr)
+	}
+	_, file = rowsFile(t, "32  effective_batch 96")
+	if code, _, stderr := runPipe(t, "", "check", file); code != exitOK {
+		t.Errorf("a batch that divides effective_batch: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestRunRefusesABatchTheDataCannotForm: --batch 5000 on 1,600 rows is
+// refused before any training, and batch auto trains with enough steps an
+// epoch.
+func TestRunRefusesABatchTheDataCannotForm(t *testing.T) {
+	fixedHost(t)
+	fakeBackend(t)
+	dir, file := rowsFile(t, "auto")
+	code, _, stderr := runPipe(t, "", runArgs(dir, "--batch", "5000", file)...)
+	if code != exitErrors || !strings.Contains(stderr, "larger than the training set (1600 samples)") {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "run.json")); err == nil {
+		t.Error("a report was written")
+	}
+	code, _, stderr = runPipe(t, "", runArgs(dir, "--max-steps", "1", file)...)
+	if code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	plan := readReport(t, dir)["plan"].(map[string]any)
+	if b := plan["batch_size"].(float64); b != 50 {
+		t.Errorf("batch auto on 1600 rows: %v", b)
+	}
+}
