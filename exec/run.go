@@ -62,6 +62,7 @@ const (
 	CodeOOM         = "out-of-memory"
 	CodeLocked      = "folder-in-use"
 	CodeDiverging   = "diverging"
+	CodeEvalLeak    = "test-selects-model"
 )
 
 // Status says how a run ended.

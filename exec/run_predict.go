@@ -178,6 +178,10 @@ func (r *runner) predictCSV(ctx context.Context, ds data.Dataset, src *lang.Bloc
 	binary := (loss == "bce" || loss == "dice") && o == 1
 	withTarget := numel(ds.YShape()) == 1
 	header := []string{"index"}
+	namer, _ := root.(data.SampleNamer)
+	if namer != nil {
+		header = append(header, "file")
+	}
 	switch {
 	case classify:
 		header = append(header, "class")
@@ -226,6 +230,9 @@ func (r *runner) predictCSV(ctx context.Context, ds data.Dataset, src *lang.Bloc
 				z := buf[j*o : (j+1)*o]
 				_, idx := data.Root(ds, b.Indices[j])
 				row = append(row[:0], strconv.Itoa(idx))
+				if namer != nil {
+					row = append(row, namer.SampleName(idx))
+				}
 				switch {
 				case classify:
 					c := argmax(z)

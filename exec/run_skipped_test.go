@@ -5,6 +5,7 @@ import (
 	"image"
 	"image/color"
 	"image/png"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -53,5 +54,46 @@ train { epochs 1  batch 4  optimizer sgd lr 0.1  loss cross_entropy }
 	if d.Severity != diag.Warning || !strings.Contains(d.Summary, "skipped 1 unreadable file") ||
 		!strings.Contains(d.Detail, "broken.png") || d.Subject == nil || d.Subject.Start.Line != lineOf(src, "strict false") {
 		t.Fatalf("diagnostic %+v (subject %v)", d, d.Subject)
+	}
+}
+
+// TestImagePredictionsNameTheirFiles: a CSV of predictions over an images
+// source names each image's file beside its index.
+func TestImagePredictionsNameTheirFiles(t *testing.T) {
+	src := `pipeline pills
+source shelf images {
+  path   "pills"
+  resize 8x8
+}
+model m {
+  input [3, 8, 8]
+  flatten -> dense 2
+}
+train { epochs 1  batch 4  optimizer sgd lr 0.1  loss cross_entropy }
+predict { source shelf  write "pred.csv" }
+`
+	j := newJob(t, src)
+	var buf bytes.Buffer
+	if err := png.Encode(&buf, image.NewRGBA(image.Rect(0, 0, 8, 8))); err != nil {
+		t.Fatal(err)
+	}
+	for _, class := range []string{"a", "b"} {
+		for _, name := range []string{"1.png", "2.png"} {
+			writeFile(t, filepath.Join(j.dir, "pills", class, name), buf.String())
+		}
+	}
+	if _, ds := j.run(t, t.Context(), nil, exec.Hooks{}); ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	out, err := os.ReadFile(filepath.Join(j.dir, "pred.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	if !strings.HasPrefix(lines[0], "index,file,class,name,probability") || len(lines) != 5 {
+		t.Fatalf("%s", out)
+	}
+	if !strings.Contains(lines[1], filepath.Join("pills", "a", "1.png")) || !strings.Contains(lines[4], filepath.Join("pills", "b", "2.png")) {
+		t.Errorf("%s", out)
 	}
 }

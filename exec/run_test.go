@@ -522,3 +522,20 @@ func TestDivergenceWarns(t *testing.T) {
 		t.Errorf("%s; losses %v", d.Detail, res.StepLosses)
 	}
 }
+
+// TestTestSetChoosingTheModelWarns: an evaluate source that also serves
+// as the per-epoch validation (the training source has no split) picks
+// best.ckpt; the run says so.
+func TestTestSetChoosingTheModelWarns(t *testing.T) {
+	src := strings.Replace(blobs, "evaluate { source blobs }", "source held synthetic { samples 90  shape [8]  classes 3  seed 6 }\nevaluate { source held }", 1)
+	src = strings.Replace(src, "train { epochs 3", "train { source blobs  epochs 3", 1)
+	j := newJob(t, src)
+	res, ds := j.run(t, context.Background(), nil, exec.Hooks{})
+	d := findDiag(t, ds, exec.CodeEvalLeak)
+	if d.Severity != diag.Warning || !strings.Contains(d.Detail, "best.ckpt") || !strings.Contains(d.Detail, "split") {
+		t.Errorf("%v %s", d.Severity, d.Detail)
+	}
+	if res.EpochResults[0].Val == nil || res.EpochResults[0].Val.Source != "held" {
+		t.Errorf("validation %+v", res.EpochResults[0].Val)
+	}
+}

@@ -38,6 +38,13 @@ import (
 // Errors name the file as written and the row as the file's line number
 // (the header is row 1), with the column's name.
 
+// SampleNamer is implemented by datasets whose samples are files: the
+// images of an images source. Predictions name them.
+type SampleNamer interface {
+	// SampleName is sample i's file, as the source block's path names it.
+	SampleName(i int) string
+}
+
 // ClassNamer is implemented by datasets whose class indices stand for
 // names: the categories of a csv label, the class folders of images.
 type ClassNamer interface {

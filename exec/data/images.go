@@ -438,6 +438,14 @@ func (d *imagesDataset) Skipped() int           { return len(d.skipped) }
 func (d *imagesDataset) SkippedFiles() []string { return slices.Clone(d.skipped) }
 func (d *imagesDataset) Close() error           { return nil }
 
+// SampleName implements SampleNamer.
+func (d *imagesDataset) SampleName(i int) string {
+	if i < 0 || i >= len(d.items) {
+		return ""
+	}
+	return d.items[i].path
+}
+
 func (d *imagesDataset) Read(i int, x, y, _ []float32) error {
 	if i < 0 || i >= len(d.items) {
 		return fmt.Errorf("images: sample %d out of range [0, %d)", i, len(d.items))
