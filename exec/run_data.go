@@ -328,6 +328,10 @@ func (r *runner) checkTargets(ds data.Dataset, b *lang.Block) bool {
 				return fail("cross_entropy needs class labels, but source %s gives numeric targets. Use loss mse (or mae) for a regression.", b.Name())
 			}
 			if int64(classes) > k {
+				if over := labelsOver(ds, k); over != "" {
+					return fail("Source %s has labels the model cannot score: model %s outputs %d scores (classes 0 to %d), and %s. Fix those labels in the data; or, if there really are %d classes, end the model with dense %d.",
+						b.Name(), r.lmodel.Name, k, k-1, over, classes, classes)
+				}
 				return fail("Source %s has %d classes but model %s outputs %d scores (%s). End the model with dense %d.",
 					b.Name(), classes, r.lmodel.Name, k, shapeString(out), classes)
 			}
@@ -449,4 +453,35 @@ func nodeNamed(g *stdlib.Graph, name string) *stdlib.Node {
 		}
 	}
 	return nil
+}
+
+// labelsOver lists a dataset's labels of k or more with their counts, ""
+// when it cannot tell.
+func labelsOver(ds data.Dataset, k int64) string {
+	root, _ := data.Root(ds, 0)
+	lc, ok := root.(data.LabelCounter)
+	if !ok {
+		return ""
+	}
+	var parts []string
+	total := 0
+	for c, n := range lc.LabelCounts() {
+		if int64(c) >= k && n > 0 {
+			total++
+			if len(parts) < 8 {
+				parts = append(parts, fmt.Sprintf("%d (%d %s)", c, n, plural(n, "sample", "samples")))
+			}
+		}
+	}
+	if total == 0 {
+		return ""
+	}
+	if total > len(parts) {
+		parts = append(parts, fmt.Sprintf("%d more", total-len(parts)))
+	}
+	what := "label"
+	if total > 1 {
+		what = "labels"
+	}
+	return fmt.Sprintf("the data holds %s %s", what, strings.Join(parts, ", "))
 }

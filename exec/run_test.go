@@ -539,3 +539,37 @@ func TestTestSetChoosingTheModelWarns(t *testing.T) {
 		t.Errorf("validation %+v", res.EpochResults[0].Val)
 	}
 }
+
+// idxFile is an IDX file of unsigned bytes with the dimensions given.
+func idxFile(dims []int, data []byte) []byte {
+	b := []byte{0, 0, 0x08, byte(len(dims))}
+	for _, d := range dims {
+		b = append(b, byte(d>>24), byte(d>>16), byte(d>>8), byte(d))
+	}
+	return append(b, data...)
+}
+
+// TestLabelsOutOfRange: labels the model cannot score are named as such,
+// with their counts, rather than asking for a model as wide as the
+// largest label.
+func TestLabelsOutOfRange(t *testing.T) {
+	src := `pipeline digits
+source train idx { images "x.idx"  labels "y.idx" }
+model m {
+  input [1, 2, 2]
+  flatten -> dense 10
+}
+train { epochs 1  batch 4  loss cross_entropy }
+`
+	j := newJob(t, src)
+	labels := []byte{0, 1, 2, 3, 15, 4, 200, 15, 5, 6}
+	writeFile(t, filepath.Join(j.dir, "x.idx"), string(idxFile([]int{len(labels), 2, 2}, make([]byte, 4*len(labels)))))
+	writeFile(t, filepath.Join(j.dir, "y.idx"), string(idxFile([]int{len(labels)}, labels)))
+	_, ds := j.run(t, context.Background(), nil, exec.Hooks{})
+	d := findDiag(t, ds, exec.CodeShape)
+	for _, want := range []string{"labels the model cannot score", "classes 0 to 9", "15 (2 samples)", "200 (1 sample)", "Fix those labels"} {
+		if !strings.Contains(d.Detail, want) {
+			t.Errorf("the message lacks %q: %s", want, d.Detail)
+		}
+	}
+}

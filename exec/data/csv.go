@@ -45,6 +45,14 @@ type SampleNamer interface {
 	SampleName(i int) string
 }
 
+// LabelCounter is implemented by datasets of one class label a sample
+// that hold their labels in memory: how many samples have each label, by
+// class index. The executor shows the labels a model's output cannot
+// score.
+type LabelCounter interface {
+	LabelCounts() []int
+}
+
 // ClassNamer is implemented by datasets whose class indices stand for
 // names: the categories of a csv label, the class folders of images.
 type ClassNamer interface {
@@ -440,4 +448,18 @@ func (d *csvDataset) Read(i int, x, y, _ []float32) error {
 	copy(x[:d.f], d.x[i*d.f:(i+1)*d.f])
 	y[0] = d.y[i]
 	return nil
+}
+
+// LabelCounts implements LabelCounter for a class label.
+func (d *csvDataset) LabelCounts() []int {
+	if d.classes == 0 {
+		return nil
+	}
+	c := make([]int, d.classes)
+	for _, v := range d.y[:d.n] {
+		if i := int(v); i >= 0 && i < len(c) {
+			c[i]++
+		}
+	}
+	return c
 }

@@ -247,3 +247,12 @@ func (d *idxDataset) Read(i int, x, y, _ []float32) error {
 	y[0] = float32(d.labels[i])
 	return nil
 }
+
+// LabelCounts implements LabelCounter.
+func (d *idxDataset) LabelCounts() []int {
+	c := make([]int, d.classes)
+	for _, l := range d.labels {
+		c[l]++
+	}
+	return c
+}
