@@ -181,6 +181,12 @@ func (c *checker) parseOne(a *ArgSpec, t Type, w ast.Expr, owner string) *Value 
 			if n.Value == math.Trunc(n.Value) && math.Abs(n.Value) < 1<<53 {
 				return &Value{Type: TInt, Int: int64(n.Value), Float: n.Value, Range: r}
 			}
+			if n.Value == math.Trunc(n.Value) || math.IsInf(n.Value, 0) {
+				// A whole number too large to hold (it was read as a float).
+				c.errorf(r, "out-of-range", fmt.Sprintf("%s is out of range", argLabel(a, owner)),
+					"%s is larger than any count pipe can hold (%d at most); give a smaller number.", n.Text, int64(math.MaxInt64))
+				return nil
+			}
 			c.errorf(r, "type-mismatch", fmt.Sprintf("%s must be a whole number", argLabel(a, owner)),
 				"Found %s.", n.Text)
 			return nil
