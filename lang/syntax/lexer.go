@@ -15,7 +15,13 @@ var Rules = []lexer.SimpleRule{
 	{Name: "OpenString", Pattern: `"(\\.|[^"\\\n])*`},
 	{Name: "Size", Pattern: `\d+(x\d+)+\b`},
 	{Name: "Number", Pattern: `-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?([A-Za-z%]+(/s)?)?`},
-	{Name: "Ident", Pattern: `[A-Za-z_][A-Za-z0-9_]*([-:][A-Za-z0-9_]+)*`},
+	// A word with a character that belongs in no name (a symbol, an
+	// emoji) is one token, so that the mistake is reported once and the
+	// rest of the statement still parses (Parse reads it as a name).
+	{Name: "BadIdent", Pattern: `[\p{L}\p{N}_]*[^\x00-\x7F\p{L}\p{N}\p{Z}\x{FEFF}][^\s{}\[\](),;=*+"]*`},
+	// Names are letters (any script), digits and _, and may join parts
+	// with - or : (cuda:0, a100-80gb).
+	{Name: "Ident", Pattern: `[\p{L}_][\p{L}\p{N}_]*([-:][\p{L}\p{N}_]+)*`},
 	{Name: "Arrow", Pattern: `->`},
 	{Name: "Punct", Pattern: `[{}\[\](),;=*:+-]`},
 	{Name: "NL", Pattern: `\r?\n`},
@@ -35,6 +41,7 @@ var (
 	tokSize        = Lexer.Symbols()["Size"]
 	tokNumber      = Lexer.Symbols()["Number"]
 	tokIdent       = Lexer.Symbols()["Ident"]
+	tokBadIdent    = Lexer.Symbols()["BadIdent"]
 	tokArrow       = Lexer.Symbols()["Arrow"]
 	tokPunct       = Lexer.Symbols()["Punct"]
 	tokNL          = Lexer.Symbols()["NL"]
@@ -96,7 +103,7 @@ func kindOf(t lexer.TokenType) Kind {
 		return KindNewline
 	case tokWhitespace:
 		return KindSpace
-	case tokInvalid:
+	case tokInvalid, tokBadIdent:
 		return KindInvalid
 	}
 	return KindEOF

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/alecthomas/participle/v2"
@@ -112,7 +113,7 @@ func (p *parseState) precheck() bool {
 // scanTokens reports lexical errors and collects the comments.
 func (p *parseState) scanTokens(toks []lexer.Token) []*ast.Comment {
 	var comments []*ast.Comment
-	for _, t := range toks {
+	for i, t := range toks {
 		start, end := t.Pos.Offset, t.Pos.Offset+len(t.Value)
 		switch t.Type {
 		case tokComment:
@@ -127,6 +128,17 @@ func (p *parseState) scanTokens(toks []lexer.Token) []*ast.Comment {
 		case tokInvalid:
 			p.errorf(start, end, "invalid-character", "unexpected character",
 				"The character %q cannot appear here: it is not part of any token of the language.", t.Value)
+		case tokBadIdent:
+			bad := ""
+			for _, r := range t.Value {
+				if r > 0x7f && !unicode.IsLetter(r) && !unicode.IsDigit(r) {
+					bad = string(r)
+					break
+				}
+			}
+			p.errorf(start, end, "invalid-name", fmt.Sprintf("%q is not a name", t.Value),
+				"%q cannot be part of a name: names are letters (of any script), digits and _.", bad)
+			toks[i].Type = tokIdent // read on as a name: one mistake, one diagnostic
 		}
 	}
 	return comments

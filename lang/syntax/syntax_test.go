@@ -142,6 +142,8 @@ func TestBadInput(t *testing.T) {
 		{"crlf", "pipeline p\r\ntrain {\r\n  epochs 3\r\n}\r\n", ""},
 		{"stray closer", "}\npipeline p\n", "unbalanced"},
 		{"invalid char", "pipeline p @\n", "invalid-character"},
+		{"unicode names", "pipeline café\nsource données synthetic { samples 10 }\nmodel modèle {\n  input [2]\n}\n", ""},
+		{"symbol in a name", "model m★odel {\n  input [2]\n}\n", "invalid-name"},
 		{"bad escape", "source s idx { images \"a\\qb\" }\n", "bad-string"},
 		{"huge number", "train { epochs 1e999 }\n", "bad-number"},
 	}
@@ -214,4 +216,16 @@ func FuzzParse(f *testing.F) {
 			return true
 		})
 	})
+}
+
+// TestOneMistakeOneDiagnostic: a character that belongs in no name, in
+// the middle of one, is reported once, and the statement still parses.
+func TestOneMistakeOneDiagnostic(t *testing.T) {
+	f, ds := Parse("m.pipe", []byte("model m★odel {\n  input [2]\n}\npipeline ok\n"))
+	if len(ds) != 1 || ds[0].Code != "invalid-name" || !strings.Contains(ds[0].Detail, "★") {
+		t.Fatalf("%v", ds)
+	}
+	if len(f.Stmts) != 2 {
+		t.Errorf("%d statements parsed", len(f.Stmts))
+	}
 }
