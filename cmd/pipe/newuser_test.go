@@ -65,3 +65,45 @@ func TestRunRefusesABatchTheDataCannotForm(t *testing.T) {
 		t.Errorf("batch auto on 1600 rows: %v", b)
 	}
 }
+
+// TestEditedPlanIsRefused: a plan file edited by hand is refused with a
+// message, never an internal error: a batch out of any range when it is
+// read, one that does not fit when it is planned again.
+func TestEditedPlanIsRefused(t *testing.T) {
+	fixedHost(t)
+	fakeBackend(t)
+	dir, file := rowsFile(t, "32")
+	planFile := filepath.Join(dir, "plan.json")
+	if code, _, stderr := runPipe(t, "", "plan", "--out", planFile, file); code != exitOK {
+		t.Fatalf("exit %d\n%s", code, stderr)
+	}
+	orig, _ := os.ReadFile(planFile)
+	edit := func(from, to string) {
+		t.Helper()
+		s := strings.Replace(string(orig), from, to, 1)
+		if s == string(orig) {
+			t.Fatalf("%q is not in the plan", from)
+		}
+		os.WriteFile(planFile, []byte(s), 0o644)
+	}
+	edit(`"batch_size": 32,`, `"batch_size": 1000000000,`)
+	code, _, stderr := runPipe(t, "", runArgs(dir, "--plan", planFile, file)...)
+	if code != exitErrors || !strings.Contains(stderr, "batch_size 1000000000 is outside") || strings.Contains(stderr, "internal") {
+		t.Errorf("batch 1e9: exit %d\n%s", code, stderr)
+	}
+	edit(`"batch_size": 32,`, `"batch_size": 1500,`)
+	code, _, stderr = runPipe(t, "", runArgs(dir, "--plan", planFile, file)...)
+	if code != exitErrors || !strings.Contains(stderr, "effective_batch") {
+		t.Errorf("batch 1500 with effective_batch 32 left: exit %d\n%s", code, stderr)
+	}
+	s := strings.Replace(strings.Replace(string(orig), `"batch_size": 32,`, `"batch_size": 5000,`, 1), `"effective_batch": 32,`, `"effective_batch": 5000,`, 1)
+	os.WriteFile(planFile, []byte(s), 0o644)
+	code, _, stderr = runPipe(t, "", runArgs(dir, "--plan", planFile, file)...)
+	if code != exitErrors || !strings.Contains(stderr, "larger than the training set") {
+		t.Errorf("batch 5000 on 1600 rows: exit %d\n%s", code, stderr)
+	}
+	os.WriteFile(planFile, orig, 0o644)
+	if code, _, stderr := runPipe(t, "", runArgs(dir, "--plan", planFile, "--max-steps", "1", file)...); code != exitOK {
+		t.Errorf("the plan as written: exit %d\n%s", code, stderr)
+	}
+}

@@ -153,6 +153,24 @@ func runRun(a *app, args []string) int {
 			fmt.Fprintf(a.env.Stderr, "pipe run: refusing to run %s: %v\n", *planPath, err)
 			return exitErrors
 		}
+		// The plan's figures are planned again for its device and batch:
+		// a plan edited by hand (or made on another machine) that no
+		// longer fits is refused before anything is allocated.
+		again, ads := planner.Plan(prog, append([]planner.Option{planner.WithSource(src), planner.WithHost(hostInfo()),
+			planner.WithDevice(p.Device.Name), planner.WithBatch(p.BatchSize), planner.WithEngine(p.EngineName()),
+			planner.WithDevices(p.Distributed.NProcPerNode, p.Distributed.NNodes)}, samplesOption(prog)...)...)
+		if again == nil || hasOtherErrors(ads) {
+			a.printDiags(append(ds, ads...), sources)
+			fmt.Fprintf(a.env.Stderr, "pipe run: refusing to run %s: planned again for %s at batch %d, it has the errors above; run pipe plan again\n",
+				*planPath, p.Device.Name, p.BatchSize)
+			return exitErrors
+		}
+		if !again.Fits || again.AccumulationSteps != p.AccumulationSteps {
+			fmt.Fprintf(a.env.Stderr, "pipe run: refusing to run %s: planned again for %s at batch %d, it needs %s of a %s budget (the file says %s, %d accumulation steps where it says %d); it was edited or made on another machine: run pipe plan again\n",
+				*planPath, p.Device.Name, p.BatchSize, planner.FormatBytes(again.Memory.Total), planner.FormatBytes(again.Memory.Budget),
+				planner.FormatBytes(p.Memory.Total), again.AccumulationSteps, p.AccumulationSteps)
+			return exitNoFit
+		}
 		if !p.Fits {
 			a.printDiags(ds, sources)
 			fmt.Fprintf(a.env.Stderr, "pipe run: %s does not fit %s: it needs %s of a %s budget (pipe plan shows where it goes)\n",

@@ -156,6 +156,7 @@ func TestRunChecksTorchFirstAndRefusesPlansThatDoNotFit(t *testing.T) {
 	if code != exitErrors || !strings.Contains(stderr, "sees no CUDA device") {
 		t.Errorf("GPU plan where torch sees no GPU: exit %d\n%s", code, stderr)
 	}
+	dir, file = tiny(t, strings.Replace(tinyPipe, "samples 240", "samples 8000000000", 1))
 	code, _, stderr = runPipe(t, "", runArgs(dir, "--batch", "4000000000", file)...)
 	if code != exitNoFit {
 		t.Errorf("a batch that does not fit: exit %d, want %d\n%s", code, exitNoFit, stderr)

@@ -16,6 +16,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 )
 
@@ -477,7 +478,82 @@ func Decode(r io.Reader) (*Plan, error) {
 	if p.Version != Version {
 		return nil, fmt.Errorf("the plan has format version %d; this pipe reads version %d: run pipe plan again", p.Version, Version)
 	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	return &p, nil
+}
+
+// Limits a plan is held to when it is read: what the planner can produce,
+// so that a plan edited by hand is refused with a message rather than
+// failing in the executor.
+const (
+	MaxBatch        = 1 << 24
+	MaxAccumulation = 1 << 20
+	MaxWorkers      = 1024
+)
+
+// ErrInvalid is wrapped by Validate's errors.
+var ErrInvalid = errors.New("the plan is not one pipe plan writes")
+
+// Validate checks that the plan is one the planner could have written:
+// sizes in their ranges and agreeing with each other, segments and fusion
+// groups on the plan's layers, known engines and precisions.
+func (p *Plan) Validate() error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: %s; run pipe plan again rather than editing a plan", ErrInvalid, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case p.BatchSize < 1 || p.BatchSize > MaxBatch:
+		return bad("batch_size %d is outside 1 to %d", p.BatchSize, MaxBatch)
+	case p.AccumulationSteps < 1 || p.AccumulationSteps > MaxAccumulation:
+		return bad("accumulation_steps %d is outside 1 to %d", p.AccumulationSteps, MaxAccumulation)
+	case p.WorldSize() > 1<<16:
+		return bad("world_size %d", p.Distributed.WorldSize)
+	case p.EffectiveBatch != p.BatchSize*p.AccumulationSteps*int64(p.WorldSize()):
+		return bad("effective_batch %d is not batch_size %d × accumulation_steps %d × %d devices", p.EffectiveBatch, p.BatchSize, p.AccumulationSteps, p.WorldSize())
+	case p.Distributed.WorldSize > 1 && p.Distributed.NProcPerNode*p.Distributed.NNodes != p.Distributed.WorldSize:
+		return bad("world_size %d is not nproc_per_node %d × nnodes %d", p.Distributed.WorldSize, p.Distributed.NProcPerNode, p.Distributed.NNodes)
+	case len(p.Layers) == 0:
+		return bad("it has no layers")
+	case p.Backend != BackendCPU && p.Backend != BackendGPU:
+		return bad("backend %q", p.Backend)
+	case p.Engine.Name != "" && p.Engine.Name != EngineNative && p.Engine.Name != EngineTorch:
+		return bad("engine %q", p.Engine.Name)
+	case p.Loader.Workers < 0 || p.Loader.Workers > MaxWorkers || p.Loader.Prefetch < 0 || p.Loader.Prefetch > MaxWorkers:
+		return bad("loader workers %d and prefetch %d", p.Loader.Workers, p.Loader.Prefetch)
+	case !(p.Optimizer.LR > 0) || math.IsInf(p.Optimizer.LR, 0):
+		return bad("learning rate %v", p.Optimizer.LR)
+	}
+	switch p.Precision.Compute {
+	case "fp32", "tf32", "fp16", "bf16":
+	default:
+		return bad("precision %q", p.Precision.Compute)
+	}
+	last := -1
+	for _, s := range p.Checkpoint.Segments {
+		if s.From <= last || s.To < s.From || s.To >= len(p.Layers) {
+			return bad("checkpoint segment %d..%d is not on the plan's %d layers in order", s.From, s.To, len(p.Layers))
+		}
+		last = s.To
+	}
+	names := make(map[string]bool, len(p.Layers))
+	for _, l := range p.Layers {
+		names[l.Name] = true
+	}
+	for _, g := range p.Fusion.Groups {
+		for _, n := range g.Nodes {
+			if !names[n] {
+				return bad("fusion group %d names %q, which is no layer", g.ID, n)
+			}
+		}
+	}
+	for _, v := range []int64{p.Memory.Total, p.Memory.Budget, p.Memory.Activations, p.Memory.Parameters} {
+		if v < 0 {
+			return bad("a negative memory figure")
+		}
+	}
+	return nil
 }
 
 // Load reads a plan file written by `pipe plan --out`.
