@@ -200,6 +200,12 @@ func (r *runner) openData() bool {
 	if rs, ok := sp.All.(data.Raster); ok && rs.Straddling() > 0 {
 		r.log.Info("split by blocks", "source", d.trainBlock.Name(), "train_tiles", sp.Train.Len(), "val_tiles", sp.Val.Len(), "straddling", rs.Straddling())
 	}
+	if rs, ok := sp.All.(data.Raster); ok && rs.Dropped() > 0 {
+		kept := rs.Len()
+		r.warnf(fieldRange(d.trainBlock, "target"), CodeData, fmt.Sprintf("source %s uses %d of its %d tiles", d.trainBlock.Name(), kept, kept+rs.Dropped()),
+			"%d tiles have no valid target pixel (the target covers %.0f%% of the scene), so they are left out of training and validation. Give a target raster that covers the scene, or a smaller tile, to use more of it.",
+			rs.Dropped(), 100*rs.Coverage())
+	}
 	if d.train.Len() == 0 {
 		r.errorf(labelRange(d.trainBlock), CodeData, "no training samples", "source %s holds no samples to train on.", d.trainBlock.Name())
 		return false

@@ -10,6 +10,7 @@ import (
 	"github.com/airbusgeo/godal"
 
 	"pipe/exec"
+	"pipe/lang/diag"
 )
 
 // writeTIFF writes a float32 GeoTIFF in WGS 84 / UTM 25S whose band b at
@@ -248,5 +249,38 @@ train { epochs 1  batch 8  loss mse  metrics [rmse] }
 	}
 	if len(res.Final.Baseline) != 1 {
 		t.Errorf("baseline %v", res.Final.Baseline)
+	}
+}
+
+// TestPartialTargetWarns: a target raster that covers part of the scene
+// leaves the tiles outside it out, and the run says how many it uses.
+func TestPartialTargetWarns(t *testing.T) {
+	src := `pipeline geo
+source scene geotiff {
+  path   "scene.tif"
+  target "target.tif"
+  tile   8x8 stride 8
+}
+model pix {
+  input [1, 8, 8]
+  conv 1 k1
+}
+train { epochs 1  batch 4  optimizer adam lr 0.05  loss mse }
+`
+	j := newJob(t, src)
+	gt := [6]float64{290000, 30, 0, 9120000, 0, -30}
+	writeTIFF(t, filepath.Join(j.dir, "scene.tif"), 48, 32, 1, gt, func(_, x, y int) float64 { return float64(x + y) })
+	// The target covers the left third of the scene: 16 of 48 columns.
+	writeTIFF(t, filepath.Join(j.dir, "target.tif"), 16, 32, 1, gt, func(_, x, y int) float64 { return float64(x) })
+	res, ds := j.run(t, context.Background(), nil, exec.Hooks{})
+	if ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	d := findDiag(t, ds, exec.CodeData)
+	if d.Severity != diag.Warning || !strings.Contains(d.Summary, "uses 8 of its 24 tiles") || !strings.Contains(d.Detail, "33%") {
+		t.Errorf("%s: %s", d.Summary, d.Detail)
+	}
+	if res.Status != exec.StatusCompleted {
+		t.Errorf("status %s", res.Status)
 	}
 }

@@ -96,7 +96,15 @@ func Main(args []string, env *Env) int {
 		usage(env.Stdout)
 		return exitOK
 	}
-	fmt.Fprintf(env.Stderr, "pipe: unknown command %q\n\n", rest[0])
+	fmt.Fprintf(env.Stderr, "pipe: unknown command %q", rest[0])
+	var names []string
+	for _, c := range commands {
+		names = append(names, c.name)
+	}
+	if near := lang.Nearest(rest[0], names); near != "" {
+		fmt.Fprintf(env.Stderr, "; did you mean %s?", near)
+	}
+	fmt.Fprint(env.Stderr, "\n\n")
 	usage(env.Stderr)
 	return exitErrors
 }
@@ -132,11 +140,41 @@ func (a *app) newFlags(c string) *flag.FlagSet {
 	return fs
 }
 
-// parseFlags parses flags wherever they appear among the file names.
+// globalFlags are pipe's own flags, given before the command.
+var globalFlags = map[string]bool{"log-level": true, "no-color": true}
+
+// parseFlags parses flags wherever they appear among the file names. An
+// unknown flag is reported with the nearest one, and a global flag given
+// after the command with where it goes.
 func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+	out := fs.Output()
+	fs.SetOutput(io.Discard)
+	defer fs.SetOutput(out)
 	var files []string
 	for {
 		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				fs.SetOutput(out)
+				fs.Usage()
+				return nil, err
+			}
+			const undefined = "flag provided but not defined: -"
+			msg := err.Error()
+			if name, ok := strings.CutPrefix(msg, undefined); ok {
+				name = strings.TrimLeft(name, "-")
+				if globalFlags[name] {
+					fmt.Fprintf(out, "%s: --%s is pipe's own flag: give it before the command, as in pipe --%s debug %s ...\n",
+						fs.Name(), name, name, strings.TrimPrefix(fs.Name(), "pipe "))
+					return nil, err
+				}
+				var names []string
+				fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+				msg = fmt.Sprintf("unknown flag --%s", name)
+				if near := lang.Nearest(name, names); near != "" {
+					msg += fmt.Sprintf("; did you mean --%s?", near)
+				}
+			}
+			fmt.Fprintf(out, "%s: %s (pipe %s -h lists its flags)\n", fs.Name(), msg, strings.TrimPrefix(fs.Name(), "pipe "))
 			return nil, err
 		}
 		args = fs.Args()

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -105,5 +106,32 @@ func TestEditedPlanIsRefused(t *testing.T) {
 	os.WriteFile(planFile, orig, 0o644)
 	if code, _, stderr := runPipe(t, "", runArgs(dir, "--plan", planFile, "--max-steps", "1", file)...); code != exitOK {
 		t.Errorf("the plan as written: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestMessagesPointAtTheFix: unknown commands and flags get the nearest
+// name, a global flag after the command says where it goes, and plan
+// --json of a broken file writes its diagnostics as JSON.
+func TestMessagesPointAtTheFix(t *testing.T) {
+	_, file := rowsFile(t, "32")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plna", file}, "did you mean plan?"},
+		{[]string{"run", "--max-step", "3", file}, "did you mean --max-steps?"},
+		{[]string{"plan", "--devise", "cpu", file}, "did you mean --device?"},
+		{[]string{"run", "--log-level", "debug", file}, "give it before the command, as in pipe --log-level debug run"},
+	} {
+		code, _, stderr := runPipe(t, "", c.args...)
+		if code != exitErrors || !strings.Contains(stderr, c.want) {
+			t.Errorf("%v: exit %d\n%s", c.args, code, stderr)
+		}
+	}
+	_, broken := rowsFile(t, "32  effective_batch 16")
+	code, stdout, _ := runPipe(t, "", "plan", "--json", broken)
+	var ds []map[string]any
+	if err := json.Unmarshal([]byte(stdout), &ds); err != nil || code != exitErrors || len(ds) == 0 || ds[0]["code"] != "batch-exceeds-effective" {
+		t.Errorf("exit %d, %v:\n%s", code, err, stdout)
 	}
 }

@@ -50,8 +50,21 @@ func runPlan(a *app, args []string) int {
 		return exitErrors
 	}
 	sources := render.Sources{display: src}
+	// With --json, a file that cannot be planned gives its diagnostics as
+	// JSON on standard output (what pipe check --json writes), and a plan
+	// gives its warnings as JSON on standard error.
+	report := func(ds diag.Diagnostics, noPlan bool) {
+		switch {
+		case !*asJSON:
+			a.printDiags(ds, sources)
+		case noPlan:
+			_ = render.JSON(a.env.Stdout, ds)
+		case len(ds) > 0:
+			_ = render.JSON(a.env.Stderr, ds)
+		}
+	}
 	if ds.HasErrors() {
-		a.printDiags(ds, sources)
+		report(ds, true)
 		return exitErrors
 	}
 	opts := []planner.Option{planner.WithSource(src), planner.WithHost(hostInfo())}
@@ -65,10 +78,11 @@ func runPlan(a *app, args []string) int {
 	opts = append(opts, samplesOption(prog)...)
 	p, pds := planner.Plan(prog, opts...)
 	all := append(ds, pds...)
-	a.printDiags(all, sources)
 	if p == nil || hasOtherErrors(pds) {
+		report(all, true)
 		return exitErrors
 	}
+	report(all, false)
 	if *out != "" {
 		b, err := p.MarshalIndent()
 		if err == nil {
