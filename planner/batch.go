@@ -201,7 +201,7 @@ func (pl *planner) chooseBatch(budget, extra int64, prec plan.Precision) batchCh
 		} else {
 			pl.decide("batch", fmt.Sprint(b), fmt.Sprintf("%d %s; it fits (%s).", b, how, pl.fitSummary(bNo, bCk, mode)))
 		}
-		pl.checkpointDecision(mode, b, r, base)
+		pl.checkpointDecision(mode, b, r, base, ok)
 		pl.accumDecision(E, b, out.accum, false)
 		return out
 	}
@@ -270,7 +270,7 @@ func (pl *planner) chooseBatch(budget, extra int64, prec plan.Precision) batchCh
 		out.ck = r
 		pl.noFit(s, out.batch, bNo, bCk, base, minPk, extra, budget, mode)
 		pl.decide("batch", fmt.Sprint(out.batch), fmt.Sprintf("auto: nothing between %d and the bounds fits: %s.", lo, pl.fitSummary(bNo, bCk, mode)))
-		pl.checkpointDecision(mode, out.batch, r, base)
+		pl.checkpointDecision(mode, out.batch, r, base, false)
 		return out
 	}
 	out.batch = b
@@ -284,7 +284,7 @@ func (pl *planner) chooseBatch(budget, extra int64, prec plan.Precision) batchCh
 	}
 	out.ck = r
 	pl.decide("batch", fmt.Sprint(b), "auto: "+why)
-	pl.checkpointDecision(mode, b, r, base)
+	pl.checkpointDecision(mode, b, r, base, ok)
 	pl.accumDecision(E, b, out.accum, true)
 	return out
 }
@@ -458,7 +458,10 @@ func suggestBatch(s batchSpec, fit int64) string {
 	return fmt.Sprintf("batch %d", fit)
 }
 
-func (pl *planner) checkpointDecision(mode string, b int64, r ckptResult, base int64) {
+// checkpointDecision explains the checkpoint plan at batch b; fits says
+// whether the batch fits at all, so that the reason never says "fit" of a
+// batch the numbers beside it say does not.
+func (pl *planner) checkpointDecision(mode string, b int64, r ckptResult, base int64, fits bool) {
 	m := pl.cost
 	before := FormatBytes(m.peakBytes(base, b))
 	// On the CPU the peak is the executor's arena: the activations with
@@ -468,9 +471,13 @@ func (pl *planner) checkpointDecision(mode string, b int64, r ckptResult, base i
 		what = "activations with their gradients"
 	}
 	if len(r.Segments) == 0 {
-		switch mode {
-		case "none":
+		switch {
+		case mode == "none":
 			pl.decide("checkpoint", "none", fmt.Sprintf("checkpoint none: nothing is recomputed; %s peak at %s.", what, before))
+		case !fits:
+			_, minPk, _ := m.minPlan()
+			pl.decide("checkpoint", "none", fmt.Sprintf("checkpoint %s: the %s take %s at batch %d, and even recomputing as much as saves the most memory they would take %s; batch %d does not fit, with checkpointing or without, so this plan recomputes nothing.",
+				mode, what, before, b, FormatBytes(m.peakBytes(minPk, b)), b))
 		default:
 			pl.decide("checkpoint", "none", fmt.Sprintf("checkpoint %s: the %s (%s at batch %d) fit, so nothing is recomputed.", mode, what, before, b))
 		}

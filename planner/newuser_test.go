@@ -1,6 +1,8 @@
 package planner
 
 import (
+	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -145,6 +147,37 @@ func TestNoTrainBlockSaysItsDefaults(t *testing.T) {
 	for _, want := range []string{"1 epoch", "batch auto (50 here)", "adam lr 0.001", "cross_entropy"} {
 		if !strings.Contains(w.Detail, want) {
 			t.Errorf("the warning lacks %q: %s", want, w.Detail)
+		}
+	}
+}
+
+// TestReasonsNeverContradictTheNumbers: over every example, on several
+// devices and at batches that fit and batches that do not, no decision
+// says a plan fits when it does not, or the other way round.
+func TestReasonsNeverContradictTheNumbers(t *testing.T) {
+	fitsWords := regexp.MustCompile(`\bit fits\b|\) fit\b|\bfit, so\b`)
+	notWords := regexp.MustCompile(`does not fit`)
+	for _, path := range examples(t) {
+		prog, src := load(t, path, filepath.Base(path))
+		for _, dev := range []string{"cpu", "a100-80gb", "t4-16gb"} {
+			for _, b := range []int64{0, 8, 512, 65536} {
+				opts := []Option{WithHost(testHost), WithDevice(dev), WithSource(src)}
+				if b > 0 {
+					opts = append(opts, WithBatch(b))
+				}
+				p, _ := Plan(prog, opts...)
+				if p == nil || len(p.Layers) == 0 {
+					continue
+				}
+				for _, d := range p.Decisions {
+					if !p.Fits && fitsWords.MatchString(d.Reason) && !notWords.MatchString(d.Reason) {
+						t.Errorf("%s on %s at batch %d does not fit, but %s says: %s", filepath.Base(path), dev, p.BatchSize, d.What, d.Reason)
+					}
+					if p.Fits && d.What == "batch" && notWords.MatchString(d.Reason) {
+						t.Errorf("%s on %s at batch %d fits, but %s says: %s", filepath.Base(path), dev, p.BatchSize, d.What, d.Reason)
+					}
+				}
+			}
 		}
 	}
 }
