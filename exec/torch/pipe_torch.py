@@ -485,7 +485,7 @@ class Worker:
 
     # -- protocol --------------------------------------------------------
     def reply(self, obj):
-        self.out.write(json.dumps(obj, allow_nan=True) + "\n")
+        self.out.write(json.dumps(finite_json(obj), allow_nan=False) + "\n")
         self.out.flush()
 
     def serve(self, stdin):
@@ -1174,6 +1174,18 @@ class NullCtx:
 
     def __exit__(self, *a):
         return False
+
+
+def finite_json(v):
+    """v with its non-finite floats as strings (JSON has no NaN; pipe
+    reads "NaN", "Infinity" and "-Infinity" back as numbers)."""
+    if isinstance(v, float) and not math.isfinite(v):
+        return "NaN" if v != v else ("Infinity" if v > 0 else "-Infinity")
+    if isinstance(v, dict):
+        return {k: finite_json(x) for k, x in v.items()}
+    if isinstance(v, (list, tuple)):
+        return [finite_json(x) for x in v]
+    return v
 
 
 def is_oom(e):

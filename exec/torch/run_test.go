@@ -2,6 +2,7 @@ package torch
 
 import (
 	"context"
+	"errors"
 	"math"
 	"os"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"pipe/exec"
 	"pipe/exec/cpu"
+	"pipe/exec/data"
 	"pipe/lang/diag"
 	"pipe/planner"
 )
@@ -195,5 +197,110 @@ func TestKilledWorker(t *testing.T) {
 	}
 	if left := workers(t); len(left) > 0 {
 		t.Errorf("workers left running: %v", left)
+	}
+}
+
+// TestLaggedReadback: with the losses read back one step late (what a
+// GPU plan asks for), a run trains the same losses as with each read at
+// once, and a non-finite loss still stops it.
+func TestLaggedReadback(t *testing.T) {
+	py := testPython(t)
+	prog, p, _ := loadSrc(t, "resumable.pipe", []byte(resumable), planner.WithEngine("torch"))
+	run := func(readback string, opts ...exec.Option) *exec.Result {
+		pp := *p
+		pp.Engine.LossReadback = readback
+		dir := t.TempDir()
+		all := append([]exec.Option{exec.WithBackend(Backend{Python: py}), exec.WithBase(dir),
+			exec.WithCheckpointDir(filepath.Join(dir, "ckpt")), exec.WithThreads(1)}, opts...)
+		res, ds := exec.Run(context.Background(), &pp, prog, exec.Hooks{}, all...)
+		if ds.HasErrors() {
+			t.Fatalf("%s: %v", readback, ds)
+		}
+		return res
+	}
+	sync := run("sync", exec.WithMaxSteps(30))
+	lagged := run("lagged", exec.WithMaxSteps(30))
+	if len(sync.StepLosses) != 30 || len(lagged.StepLosses) != 30 {
+		t.Fatalf("%d and %d losses", len(sync.StepLosses), len(lagged.StepLosses))
+	}
+	for i := range sync.StepLosses {
+		if sync.StepLosses[i] != lagged.StepLosses[i] {
+			t.Errorf("step %d: %v read at once, %v a step late", i+1, sync.StepLosses[i], lagged.StepLosses[i])
+		}
+	}
+	if len(lagged.EpochResults) != 1 || lagged.EpochResults[0].TrainLoss != sync.EpochResults[0].TrainLoss {
+		t.Errorf("epochs %+v and %+v", lagged.EpochResults, sync.EpochResults)
+	}
+}
+
+// TestLaggedNonFinite: a non-finite loss read back late comes back as
+// NaN in its step's result (which pipe run turns into its NonFiniteError),
+// and the steps before it are intact.
+func TestLaggedNonFinite(t *testing.T) {
+	py := testPython(t)
+	prog, p, g := loadFile(t, "../../examples/fashion_mlp.pipe")
+	cfg := exec.ConfigFromPlan(p, prog)
+	cfg.Batch, cfg.Threads, cfg.Engine.LossReadback = 8, 1, "lagged"
+	m := buildTorch(t, g, cfg, Backend{Python: py})
+	good := randomBatch(g, "cross_entropy", 8, 1)
+	bad := randomBatch(g, "cross_entropy", 8, 2)
+	bad.X[3] = float32(math.NaN())
+	for _, b := range []*data.Batch{good, good, bad} {
+		if err := m.QueueTrain(b, 1, true, true); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.QueueStep(0, 1e-3); err != nil {
+			t.Fatal(err)
+		}
+	}
+	res, err := m.Results(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res) != 3 || math.IsNaN(res[0].Losses[0]) || math.IsNaN(res[1].Losses[0]) || !math.IsNaN(res[2].Losses[0]) {
+		t.Errorf("results %v", res)
+	}
+}
+
+// TestNonFiniteNamesTheCause: with each loss read at once (the CPU), a
+// NaN input is reported as the input's, a NaN weight by its name, and
+// neither changes the model.
+func TestNonFiniteNamesTheCause(t *testing.T) {
+	py := testPython(t)
+	prog, p, g := loadFile(t, "../../examples/fashion.pipe")
+	for _, n := range g.Nodes {
+		if n.Op == "dropout" {
+			n.Args.P = 0
+		}
+	}
+	cfg := exec.ConfigFromPlan(p, prog)
+	cfg.Batch, cfg.Threads = 4, 1
+	m := buildTorch(t, g, cfg, Backend{Python: py})
+	before := m.State()
+	bad := randomBatch(g, "cross_entropy", 4, 2)
+	bad.X[7] = float32(math.Inf(1))
+	_, err := m.TrainStep(bad, 1)
+	var nf *exec.NonFiniteError
+	if !errors.As(err, &nf) || !nf.Input {
+		t.Fatalf("got %v, want the input named", err)
+	}
+	after := m.State()
+	for _, x := range before.Tensors {
+		y := after.Lookup(x.Name)
+		for i := range x.Data {
+			if x.Data[i] != y.Data[i] {
+				t.Fatalf("%s changed", x.Name)
+			}
+		}
+	}
+	st := m.State()
+	w := st.Lookup("dense1.weight")
+	w.Data[0] = float32(math.NaN())
+	if err := m.SetState(st); err != nil {
+		t.Fatal(err)
+	}
+	_, err = m.TrainStep(randomBatch(g, "cross_entropy", 4, 3), 1)
+	if !errors.As(err, &nf) || nf.Param != "dense1.weight" {
+		t.Fatalf("got %v, want dense1.weight named", err)
 	}
 }
