@@ -220,6 +220,20 @@ type pendingStep struct {
 	lr    float64
 }
 
+// next is the epoch's next training batch, counted, with its targets
+// standardised when the run scales them.
+func (t *trainer) next(it data.Iterator, counter *batchCounter) (*data.Batch, error) {
+	b, err := it.Next(context.Background())
+	if err != nil {
+		return nil, fmt.Errorf("%w%w", errSource, err)
+	}
+	counter.see(b)
+	if s := t.r.data.scaling; s != nil {
+		s.standardise(b.Y, b.N, len(b.Y)/max(b.N, 1))
+	}
+	return b, nil
+}
+
 // syncStep trains one optimizer step of group micro-batches (gs samples)
 // and waits for it.
 func (t *trainer) syncStep(it data.Iterator, counter *batchCounter, group int, gs int64, lr float64, e int) ([]StepResult, error) {
@@ -228,15 +242,11 @@ func (t *trainer) syncStep(it data.Iterator, counter *batchCounter, group int, g
 	ns := make([]int, 0, group)
 	losses := make([]float64, 0, group)
 	for range group {
-		b, err := it.Next(context.Background())
+		b, err := t.next(it, counter)
 		if err != nil {
-			return nil, fmt.Errorf("%w%w", errSource, err)
+			return nil, err
 		}
-		counter.see(b)
 		bn := b.N
-		if s := r.data.scaling; s != nil {
-			s.standardise(b.Y, bn, len(b.Y)/max(bn, 1))
-		}
 		loss, err := r.model.TrainStep(b, float64(bn)/float64(gs))
 		it.Release(b) // b must not be read after this
 		if err == nil && (math.IsNaN(loss) || math.IsInf(loss, 0)) {
@@ -266,15 +276,11 @@ func (t *trainer) queueStep(it data.Iterator, counter *batchCounter, group int, 
 	r := t.r
 	ns := make([]int, 0, group)
 	for j := range group {
-		b, err := it.Next(context.Background())
+		b, err := t.next(it, counter)
 		if err != nil {
-			return nil, fmt.Errorf("%w%w", errSource, err)
+			return nil, err
 		}
-		counter.see(b)
 		bn := b.N
-		if s := r.data.scaling; s != nil {
-			s.standardise(b.Y, bn, len(b.Y)/max(bn, 1))
-		}
 		err = t.q.QueueTrain(b, float64(bn)/float64(gs), j == 0, j == group-1)
 		it.Release(b) // the model copied it
 		if err != nil {

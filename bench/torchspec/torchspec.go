@@ -26,7 +26,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -119,36 +118,9 @@ func (m *Model) Spec() (*Spec, error) {
 	return s, nil
 }
 
-// RandomBatch is a batch of n samples for g: inputs from N(0, 1), targets
-// suited to the loss (class indices, one per output position, for
-// cross_entropy; 0 or 1 per output element for bce and dice; N(0, 1)
-// otherwise).
+// RandomBatch is a batch of n samples for g (data.RandomBatch).
 func RandomBatch(g *stdlib.Graph, loss string, n int, seed uint64) *data.Batch {
-	r := rand.New(rand.NewPCG(seed, 0x70697065))
-	b := &data.Batch{N: n, X: make([]float32, n*int(numel(g.Input)))}
-	for i := range b.X {
-		b.X[i] = float32(r.NormFloat64())
-	}
-	out := g.OutShape()
-	switch loss {
-	case "cross_entropy":
-		classes := int(out[0])
-		b.Y = make([]float32, n*int(numel(out[1:])))
-		for i := range b.Y {
-			b.Y[i] = float32(r.IntN(classes))
-		}
-	case "bce", "dice":
-		b.Y = make([]float32, n*int(numel(out)))
-		for i := range b.Y {
-			b.Y[i] = float32(r.IntN(2))
-		}
-	default:
-		b.Y = make([]float32, n*int(numel(out)))
-		for i := range b.Y {
-			b.Y[i] = float32(r.NormFloat64())
-		}
-	}
-	return b
+	return data.RandomBatch(g.Input, g.OutShape(), loss, n, seed)
 }
 
 func numel(s []int64) int64 {

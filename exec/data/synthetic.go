@@ -3,6 +3,7 @@ package data
 import (
 	"fmt"
 	"math"
+	"math/rand/v2"
 
 	"pipe/lang"
 )
@@ -111,4 +112,47 @@ func (d *syntheticDataset) Read(i int, x, y, _ []float32) error {
 	}
 	y[0] = float32(dot + d.noise*r.norm())
 	return nil
+}
+
+// RandomBatch is n samples of random data for a model with the input and
+// output shapes given (per sample): inputs from N(0, 1), targets suited to
+// the loss (class indices, one per output position, for cross_entropy; 0
+// or 1 per output element for bce and dice; N(0, 1) otherwise), the same
+// for the same seed. Benchmarks and engine checks train on it where the
+// data's values do not matter.
+func RandomBatch(input, output []int64, loss string, n int, seed uint64) *Batch {
+	r := rand.New(rand.NewPCG(seed, 0x70697065))
+	numel := func(s []int64) int {
+		p := 1
+		for _, d := range s {
+			p *= int(d)
+		}
+		return p
+	}
+	b := &Batch{N: n, X: make([]float32, n*numel(input))}
+	for i := range b.X {
+		b.X[i] = float32(r.NormFloat64())
+	}
+	switch loss {
+	case "cross_entropy":
+		classes := 1
+		if len(output) > 0 {
+			classes = int(output[0])
+		}
+		b.Y = make([]float32, n*numel(output[min(1, len(output)):]))
+		for i := range b.Y {
+			b.Y[i] = float32(r.IntN(max(classes, 1)))
+		}
+	case "bce", "dice":
+		b.Y = make([]float32, n*numel(output))
+		for i := range b.Y {
+			b.Y[i] = float32(r.IntN(2))
+		}
+	default:
+		b.Y = make([]float32, n*numel(output))
+		for i := range b.Y {
+			b.Y[i] = float32(r.NormFloat64())
+		}
+	}
+	return b
 }

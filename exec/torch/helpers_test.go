@@ -1,7 +1,6 @@
 package torch
 
 import (
-	"math/rand/v2"
 	"os"
 	osexec "os/exec"
 	"testing"
@@ -65,41 +64,9 @@ func loadFile(t testing.TB, path string, opts ...planner.Option) (*lang.Program,
 	return loadSrc(t, path, src, opts...)
 }
 
-// randomBatch is n samples for g: N(0, 1) inputs, targets suited to the
-// loss.
+// randomBatch is n samples for g (data.RandomBatch).
 func randomBatch(g *stdlib.Graph, loss string, n int, seed uint64) *data.Batch {
-	r := rand.New(rand.NewPCG(seed, 7))
-	in := 1
-	for _, d := range g.Input {
-		in *= int(d)
-	}
-	b := &data.Batch{N: n, X: make([]float32, n*in)}
-	for i := range b.X {
-		b.X[i] = float32(r.NormFloat64())
-	}
-	out := g.OutShape()
-	per := 1
-	for _, d := range out[1:] {
-		per *= int(d)
-	}
-	switch loss {
-	case "cross_entropy":
-		b.Y = make([]float32, n*per)
-		for i := range b.Y {
-			b.Y[i] = float32(r.IntN(int(out[0])))
-		}
-	case "bce", "dice":
-		b.Y = make([]float32, n*per*int(out[0]))
-		for i := range b.Y {
-			b.Y[i] = float32(r.IntN(2))
-		}
-	default:
-		b.Y = make([]float32, n*per*int(out[0]))
-		for i := range b.Y {
-			b.Y[i] = float32(r.NormFloat64())
-		}
-	}
-	return b
+	return data.RandomBatch(g.Input, g.OutShape(), loss, n, seed)
 }
 
 func buildTorch(t testing.TB, g *stdlib.Graph, cfg exec.Config, b Backend) *model {

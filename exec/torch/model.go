@@ -815,35 +815,34 @@ func (m *model) Eval(b *data.Batch, out []float32) (float64, error) {
 // fit grows local rank k's regions for a batch of n samples, the output
 // region too when outputs are wanted.
 func (m *model) fit(k, n int, outputs bool) error {
-	ws, w := m.ws[k], m.workers[k]
-	need := n * (m.xPer + 2*m.yPer)
-	if need > ws.slotFloats {
-		r, err := newRegion("in", slots*4*need)
-		if err != nil {
+	ws := m.ws[k]
+	if need := n * (m.xPer + 2*m.yPer); need > ws.slotFloats {
+		if err := m.remap(k, &ws.in, slots*4*need); err != nil {
 			return err
 		}
-		if _, err := m.callK(k, map[string]any{"cmd": "map", "region": "in", "path": r.path, "size": r.size()}); err != nil {
-			r.close()
-			return err
-		}
-		r.unlink()
-		ws.in.close()
-		ws.in, ws.slotFloats = r, need
+		ws.slotFloats = need
 	}
 	if o := 4 * n * numel(m.outShape); outputs && o > ws.out.size() {
-		r, err := newRegion("out", o)
-		if err != nil {
-			return err
-		}
-		if _, err := m.callK(k, map[string]any{"cmd": "map", "region": "out", "path": r.path, "size": r.size()}); err != nil {
-			r.close()
-			return err
-		}
-		r.unlink()
-		ws.out.close()
-		ws.out = r
+		return m.remap(k, &ws.out, o)
 	}
-	_ = w
+	return nil
+}
+
+// remap replaces local rank k's region *r with a new one of size bytes,
+// mapped by the worker before the old one is let go.
+func (m *model) remap(k int, r **region, size int) error {
+	name := (*r).name
+	nr, err := newRegion(name, size)
+	if err != nil {
+		return err
+	}
+	if _, err := m.callK(k, map[string]any{"cmd": "map", "region": name, "path": nr.path, "size": nr.size()}); err != nil {
+		nr.close()
+		return err
+	}
+	nr.unlink()
+	(*r).close()
+	*r = nr
 	return nil
 }
 

@@ -26,7 +26,6 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"sort"
@@ -166,7 +165,7 @@ func check(path, python, device string, steps int, host planner.HostInfo) (r Res
 	q := m.(exec.Queuer)
 	batches := make([]*data.Batch, 4)
 	for i := range batches {
-		batches[i] = randomBatch(g, cfg.Loss.Kind, int(p.BatchSize), uint64(i+1))
+		batches[i] = data.RandomBatch(g.Input, g.OutShape(), cfg.Loss.Kind, int(p.BatchSize), uint64(i+1))
 	}
 	lr := p.Optimizer.LR
 	warm := 5
@@ -258,44 +257,4 @@ func firstLine(s string) string {
 		return s[:i]
 	}
 	return s
-}
-
-// randomBatch is n samples for g: N(0, 1) inputs, targets suited to the
-// loss.
-func randomBatch(g *stdlib.Graph, loss string, n int, seed uint64) *data.Batch {
-	r := rand.New(rand.NewPCG(seed, 11))
-	in := 1
-	for _, d := range g.Input {
-		in *= int(d)
-	}
-	b := &data.Batch{N: n, X: make([]float32, n*in)}
-	for i := range b.X {
-		b.X[i] = float32(r.NormFloat64())
-	}
-	out := g.OutShape()
-	per, k := 1, 1
-	if len(out) > 0 {
-		k = int(out[0])
-		for _, d := range out[1:] {
-			per *= int(d)
-		}
-	}
-	switch loss {
-	case "cross_entropy":
-		b.Y = make([]float32, n*per)
-		for i := range b.Y {
-			b.Y[i] = float32(r.IntN(k))
-		}
-	case "bce", "dice":
-		b.Y = make([]float32, n*per*k)
-		for i := range b.Y {
-			b.Y[i] = float32(r.IntN(2))
-		}
-	default:
-		b.Y = make([]float32, n*per*k)
-		for i := range b.Y {
-			b.Y[i] = float32(r.NormFloat64())
-		}
-	}
-	return b
 }
