@@ -3,6 +3,7 @@ package lsp
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -188,7 +189,7 @@ func writeCosts(b *strings.Builder, costs *Costs, out []int64, params, act int64
 	case costs.Device != "" && costs.DeviceMemory > 0:
 		fmt.Fprintf(b, "- device: %s, %s", costs.Device, bytesIEC(costs.DeviceMemory))
 		if act > 0 {
-			fmt.Fprintf(b, " (%.2g%% of it)", 100*float64(act)/float64(costs.DeviceMemory))
+			fmt.Fprintf(b, " (%s)", shareOf(act, costs.DeviceMemory))
 		}
 		b.WriteString("\n")
 	case costs.Device != "":
@@ -213,38 +214,95 @@ func shape(dims []int64) string {
 // count writes n with thousands separators, and a short form when large:
 // "11,689,512 (11.7M)".
 func count(n int64) string {
+	s := thousands(n)
+	if n >= 1e4 {
+		s += " (" + short(float64(n), 1000, "", "K", "M", "B", "T") + ")"
+	}
+	return s
+}
+
+// thousands writes n with a comma between groups of three digits.
+func thousands(n int64) string {
 	s := strconv.FormatInt(n, 10)
 	var b strings.Builder
 	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
+		if i > 0 && r != '-' && s[i-1] != '-' && (len(s)-i)%3 == 0 {
 			b.WriteByte(',')
 		}
 		b.WriteRune(r)
 	}
-	switch {
-	case n >= 1e9:
-		fmt.Fprintf(&b, " (%.1fB)", float64(n)/1e9)
-	case n >= 1e6:
-		fmt.Fprintf(&b, " (%.1fM)", float64(n)/1e6)
-	case n >= 1e4:
-		fmt.Fprintf(&b, " (%.1fK)", float64(n)/1e3)
-	}
 	return b.String()
+}
+
+// short writes v with one decimal in the largest unit that keeps it at
+// least 1, where each unit is base times the one before. The unit is
+// chosen after rounding, so a value just under a unit's step is written
+// in the next unit ("1.0M", not "1000.0K").
+func short(v, base float64, units ...string) string {
+	i := 0
+	for i < len(units)-1 && math.Round(v*10)/10 >= base {
+		v /= base
+		i++
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + units[i]
 }
 
 // bytesIEC writes a byte count with a binary unit: "6.1 MiB".
 func bytesIEC(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	v := float64(n)
-	i := 0
-	for v >= 1024 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	if i == 0 {
+	if n < 1024 {
 		return fmt.Sprintf("%d B", n)
 	}
-	return fmt.Sprintf("%.1f %s", v, units[i])
+	return short(float64(n), 1024, " B", " KiB", " MiB", " GiB", " TiB", " PiB", " EiB")
+}
+
+// shareOf says how much of whole part is, in words that agree with the
+// numbers beside them: 100% only when part is whole, never 100% or more
+// for a part that is smaller nor 100% or less for one that is larger
+// (close to it, one decimal, rounded away from 100%), never 0% for a part
+// that is not 0; past ten times, a multiple.
+func shareOf(part, whole int64) string {
+	if whole <= 0 {
+		return "of a device of unknown size"
+	}
+	r := float64(part) / float64(whole)
+	// Large counts lose digits as floats; the comparison of the integers
+	// decides which side of 100% the share is on.
+	if part < whole {
+		r = min(r, math.Nextafter(1, 0))
+	} else if part > whole {
+		r = max(r, math.Nextafter(1, 2))
+	}
+	pct := func(p float64, decimals int) string { return strconv.FormatFloat(p, 'f', decimals, 64) + "% of it" }
+	switch {
+	case part <= 0:
+		return pct(0, 0)
+	case part == whole:
+		return pct(100, 0)
+	case r < 0.001:
+		return "under 0.1% of it"
+	case r < 0.1:
+		return pct(math.Floor(r*1000)/10, 1)
+	case r < 0.9:
+		return pct(math.Round(r*100), 0)
+	case r < 1:
+		return pct(math.Floor(r*1000)/10, 1)
+	case r < 1.1:
+		return pct(math.Ceil(r*1000)/10, 1) + ", more than it holds"
+	case r <= 10:
+		return pct(math.Round(r*100), 0) + ", more than it holds"
+	}
+	return multiple(r) + " what it holds"
+}
+
+// multiple writes a ratio above 10 as "14×" or "1,200×", rounded down.
+func multiple(r float64) string {
+	if r >= 1e15 {
+		return "over 10¹⁵×"
+	}
+	if r < 100 {
+		return strconv.FormatFloat(math.Floor(r*10)/10, 'f', 1, 64) + "×"
+	}
+	return thousands(int64(math.Floor(r))) + "×"
 }
 
 // describeWord documents a name from the registry alone, for text the
