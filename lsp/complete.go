@@ -2,6 +2,7 @@ package lsp
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -381,6 +382,10 @@ func hasPositionalArg(f *lang.FieldSpec) bool {
 // args completes the arguments of a field or layer named owner, given the
 // words written after its name.
 func (c *completer) args(owner string, specs []*lang.ArgSpec, given []syntax.Token) {
+	if ka := lang.KindArg(specs); ka != nil && len(given) > 0 && slices.Contains(ka.Enum, given[0].Text) {
+		// "optimizer sgd |": only what sgd takes.
+		specs = lang.ArgsOfKind(specs, given[0].Text)
+	}
 	if c.cur.open == "[" {
 		// Inside a list: the elements of the list argument being written.
 		for _, a := range specs {

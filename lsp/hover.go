@@ -384,6 +384,9 @@ func argDoc(a *lang.ArgSpec) string {
 	if a.Default != "" {
 		fmt.Fprintf(&sb, ", default %s", a.Default)
 	}
+	if len(a.Kinds) > 0 {
+		fmt.Fprintf(&sb, ", %s only", strings.Join(a.Kinds, " and "))
+	}
 	if a.Doc != "" {
 		fmt.Fprintf(&sb, ". %s", a.Doc)
 	}
