@@ -9,7 +9,8 @@
 // change (debounced; each change cancels the analysis before it), formats
 // with package format, completes from the stdlib registry by where the
 // cursor stands, and on hover shows a layer's output shape, parameters and
-// activation memory.
+// activation memory, and what any other word is: a field's, argument's or
+// value's documentation, a size in bytes or pixels, a device's profile.
 //
 // Neighbours: package lang parses and checks; package stdlib is the
 // registry and builds the graphs that give shapes when there is no plan;

@@ -18,7 +18,8 @@ import (
 // layer's output shape, its parameters and the activation memory it keeps
 // for the backward pass, from the planner for the file's device when there
 // is a plan and from the model's graph otherwise; on a model's name, the
-// model's totals; on a block, field or argument, its documentation.
+// model's totals; on a block, field or argument, its documentation; on a
+// value, what it is a value of and what it amounts to (describe.go).
 func (s *server) hover(ctx context.Context, params protocol.HoverParams) (*protocol.Hover, error) {
 	an, text, ok := s.current(ctx, params.TextDocument.URI, true)
 	if !ok {
@@ -35,7 +36,7 @@ func (s *server) hover(ctx context.Context, params protocol.HoverParams) (*proto
 		md = describeAt(s.cfg.schema, an, off)
 	}
 	if md == "" {
-		md = describeWord(s.cfg.schema, tok.Text)
+		md = describeWord(s.cfg.schema, tok)
 	}
 	if md == "" {
 		return nil, nil
@@ -44,7 +45,8 @@ func (s *server) hover(ctx context.Context, params protocol.HoverParams) (*proto
 	return &protocol.Hover{Contents: protocol.MarkupContent{Kind: protocol.Markdown, Value: md}, Range: &r}, nil
 }
 
-// tokenAt returns the identifier under the byte offset.
+// tokenAt returns the word under the byte offset: a name, a number, a
+// size or a string.
 func tokenAt(text string, off int) (syntax.Token, bool) {
 	if len(text) > syntax.MaxFileSize {
 		return syntax.Token{}, false
@@ -53,8 +55,11 @@ func tokenAt(text string, off int) (syntax.Token, bool) {
 		if t.Start > off {
 			break
 		}
-		if off >= t.Start && off < t.End && t.Kind == syntax.KindIdent {
-			return t, true
+		if off >= t.Start && off < t.End {
+			switch t.Kind {
+			case syntax.KindIdent, syntax.KindNumber, syntax.KindSize, syntax.KindString:
+				return t, true
+			}
 		}
 	}
 	return syntax.Token{}, false
@@ -63,8 +68,14 @@ func tokenAt(text string, off int) (syntax.Token, bool) {
 // describeAt describes what the checked program has at the offset.
 func describeAt(schema lang.Schema, an *analysis, off int) string {
 	p := an.prog
+	tok, _ := tokenAt(an.text, off)
 	if call := layerCallAt(p, off); call != nil {
 		return layerHover(call, an.costs, an.planned)
+	}
+	if call := callAround(p, off); call != nil && call.Spec != nil {
+		if md := describeArgs(layerArgs(call), an.text, tok, off); md != "" {
+			return md
+		}
 	}
 	for _, m := range p.Models {
 		if in(m.NameRange, off) {
@@ -76,25 +87,60 @@ func describeAt(schema lang.Schema, an *analysis, off int) string {
 		if b.Kind != "" && in(b.KindRange, off) {
 			return blockDoc(b.Spec)
 		}
+		for _, l := range b.Labels {
+			if in(l.Range, off) {
+				return labelDoc(b, l)
+			}
+		}
 		for _, f := range b.Fields {
 			if in(f.NameRange, off) {
 				return fieldDoc(f.Spec)
 			}
 			if in(f.Range, off) {
-				for _, v := range f.Args {
-					if in(v.Range, off) {
-						return ""
-					}
-				}
-				if tok, ok := tokenAt(an.text, off); ok {
-					if a := findArgSpec(f.Spec.Args, tok.Text); a != nil {
-						return argDoc(a)
-					}
+				return describeArgs(argOwner{name: f.Name, doc: f.Spec.Doc, specs: f.Spec.Args, args: f.Args}, an.text, tok, off)
+			}
+		}
+		if b.Model != nil && in(b.Range, off) {
+			// model unet { depth 4 }: the family's arguments.
+			if call := familyCall(b.Model); call != nil {
+				if md := describeArgs(layerArgs(call), an.text, tok, off); md != "" {
+					return md
 				}
 			}
 		}
 	}
 	return ""
+}
+
+// callAround finds the innermost layer call whose source holds the
+// offset: the call whose arguments are under the cursor.
+func callAround(p *lang.Program, off int) *lang.LayerCall {
+	var found *lang.LayerCall
+	for _, m := range p.Models {
+		for _, n := range m.Calls() {
+			if in(n.Range, off) && (found == nil || n.Range.End.Byte-n.Range.Start.Byte < found.Range.End.Byte-found.Range.Start.Byte) {
+				found = n
+			}
+		}
+	}
+	return found
+}
+
+// familyCall returns the call a model named after a family makes of it,
+// with the arguments its body sets; nil for a model of layers.
+func familyCall(m *lang.Model) *lang.LayerCall {
+	if len(m.Stmts) != 1 || m.Stmts[0].Chain == nil || len(m.Stmts[0].Chain.Nodes) != 1 {
+		return nil
+	}
+	call, ok := m.Stmts[0].Chain.Nodes[0].(*lang.LayerCall)
+	if !ok || call.Spec == nil || !call.Spec.Family || call.NameRange != m.NameRange {
+		return nil
+	}
+	return call
+}
+
+func layerArgs(call *lang.LayerCall) argOwner {
+	return argOwner{name: call.Name, doc: call.Spec.Doc, specs: call.Spec.Args, args: call.Args}
 }
 
 // layerCallAt finds the layer call whose name is at the offset, or the
@@ -305,9 +351,17 @@ func multiple(r float64) string {
 	return thousands(int64(math.Floor(r))) + "×"
 }
 
-// describeWord documents a name from the registry alone, for text the
+// describeWord documents a word from the registry alone, for text the
 // analysis has not caught up with.
-func describeWord(schema lang.Schema, word string) string {
+func describeWord(schema lang.Schema, tok syntax.Token) string {
+	switch tok.Kind {
+	case syntax.KindSize:
+		return sizeWordDoc(tok.Text)
+	case syntax.KindIdent:
+	default:
+		return ""
+	}
+	word := tok.Text
 	if l := schema.Layer(word); l != nil {
 		return layerDoc(l)
 	}
@@ -317,7 +371,7 @@ func describeWord(schema lang.Schema, word string) string {
 	if f := findFieldSpec(schema.TopFields(), word); f != nil {
 		return fieldDoc(f)
 	}
-	return ""
+	return valueWordDoc(schema, word)
 }
 
 func blockDoc(b *lang.BlockSpec) string {

@@ -1,10 +1,14 @@
 package lsp
 
 import (
+	"context"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
+
+	"pipe/lang/syntax"
+	"pipe/stdlib"
 )
 
 // TestShareOfReadsAsPercent: the device line of a hover says how much of
@@ -104,5 +108,130 @@ func TestHoverDeviceLine(t *testing.T) {
 	}
 	if !strings.Contains(md, "activation memory: 112.0 GiB for a batch of 512") {
 		t.Errorf("activation line:\n%s", md)
+	}
+}
+
+// hoverAt hovers at the first "|" in src, which it removes, through the
+// analysis (the planner is the graph's stand-in).
+func hoverAt(t *testing.T, src string) string {
+	t.Helper()
+	i := strings.Index(src, "|")
+	if i < 0 {
+		t.Fatalf("no cursor in %q", src)
+	}
+	text := src[:i] + src[i+1:]
+	a := testAnalyzer(t)
+	an := a.plan(context.Background(), a.check("h.pipe", 1, text))
+	if an.prog == nil {
+		t.Fatalf("no program: %v", an.diags)
+	}
+	md := describeAt(stdlib.Schema(), an, i)
+	if testing.Verbose() {
+		t.Logf("%s\n%s\n", src, md)
+	}
+	if md == "" {
+		if tok, ok := tokenAt(text, i); ok {
+			md = describeWord(stdlib.Schema(), tok)
+		}
+	}
+	return md
+}
+
+const hoverFile = `device mine { kind gpu  memory 24GiB  bandwidth 2TB/s  fp32 30TFLOPS }
+device mine
+source scene geotiff {
+  path "scene.tif"
+  tile 64x64 stride 48
+  augment [flip_h, rot90]
+}
+model net {
+  input [3, 224, 224]
+  conv 32 k3 pad1 s2 -> relu
+  upsample 2 mode bilinear
+  resnet18 classes 20
+}
+model unet { input [3, 64, 64]  depth 4 }
+train {
+  model net
+  epochs 1  batch auto(min 8 max 256)
+  optimizer adam lr 1e-3
+  loss cross_entropy
+  metrics [accuracy, miou]
+}
+`
+
+// TestHoverOnValuesAndArguments: every word after a field's or a layer's
+// name says what it is, from the registry.
+func TestHoverOnValuesAndArguments(t *testing.T) {
+	tests := []struct {
+		at   string // the text the cursor is put in, at its first occurrence
+		want []string
+	}{
+		{"a|dam", []string{"**adam** — kind of optimizer, one of sgd, adam, adamw", "optimizer adam takes `lr`, `weight_decay`, `beta1`, `beta2`, `eps`.", "The optimizer and its settings."}},
+		{"geo|tiff", []string{"**geotiff** — a kind of source", "Settings of a geotiff source", "`path` (required)", "`tile`"}},
+		{"cla|sses 20", []string{"**classes** — argument of resnet18", "`classes`"}},
+		{"2|0\n", []string{"**20** — classes of resnet18", "`classes`"}},
+		{"dep|th 4", []string{"**depth** — argument of unet", "`depth`"}},
+		{"k|3", []string{"**k3** — kernel 3: argument of conv, glued to its name", "`kernel` (k)"}},
+		{"pa|d1", []string{"**pad1** — padding 1: argument of conv"}},
+		{" s|2 ", []string{"**s2** — stride 2: argument of conv"}},
+		{"24G|iB", []string{"**24GiB** — memory: 25,769,803,776 bytes (24.0 GiB)"}},
+		{"2T|B/s", []string{"**2TB/s** — bandwidth: 2,000,000,000,000 bytes per second (1.8 TiB/s)"}},
+		{"64|x64", []string{"**64x64** — tile: 64 × 64 = 4,096 pixels"}},
+		{"22|4, 224]", []string{"**[3, 224, 224]** — input: 150,528 values a sample"}},
+		{"bili|near", []string{"**bilinear** — mode of upsample, one of"}},
+		{"rot|90", []string{"**rot90** — augment, one of flip_h, flip_v, rot90, crop"}},
+		{"cross_|entropy", []string{"**cross_entropy** — loss, one of", "The loss minimised"}},
+		{"mi|ou", []string{"**miou** — metrics, one of"}},
+		{"m|in 8", []string{"**auto(min 8 max 256)** — batch: the planner decides, between 8 and 256"}},
+		{"str|ide 48", []string{"**stride** — argument of tile"}},
+		{"1e|-3", []string{"**1e-3** — lr of optimizer", "`lr`"}},
+		{"sce|ne geotiff", []string{"**source scene** (geotiff)"}},
+		{"device mi|ne\n", []string{"**mine** — name of device: a device block of this file"}},
+		{"device mi|ne {", []string{"**device mine** — The device's name"}},
+		{"30T|FLOPS", []string{"**30TFLOPS** — fp32: 30,000,000,000,000 FLOP per second"}},
+	}
+	for _, tt := range tests {
+		i := strings.Index(hoverFile, strings.ReplaceAll(tt.at, "|", ""))
+		if i < 0 {
+			t.Fatalf("%q not in the file", tt.at)
+		}
+		src := hoverFile[:i] + tt.at + hoverFile[i+len(tt.at)-1:]
+		md := hoverAt(t, src)
+		for _, w := range tt.want {
+			if !strings.Contains(md, w) {
+				t.Errorf("hover on %q lacks %q:\n%s", tt.at, w, md)
+			}
+		}
+	}
+}
+
+// TestHoverOnDeviceAndFromTheRegistry: a device profile says what it is,
+// and words hovered before the analysis catches up are documented from
+// the registry alone.
+func TestHoverOnDeviceAndFromTheRegistry(t *testing.T) {
+	md := hoverAt(t, "device a100-8|0gb\n")
+	for _, w := range []string{"**a100-80gb** — name of device: built-in profile, NVIDIA A100 80GB SXM (HBM2e): 80.0 GiB of memory, 2039 GB/s", "bf16 312 TFLOP/s"} {
+		if !strings.Contains(md, w) {
+			t.Errorf("hover on a profile lacks %q:\n%s", w, md)
+		}
+	}
+	md = hoverAt(t, "device cu|da:1\n")
+	if !strings.Contains(md, "a GPU of this machine by its number") {
+		t.Errorf("hover on cuda:1:\n%s", md)
+	}
+	s := stdlib.Schema()
+	for word, want := range map[string]string{
+		"adam":      "**adam** — a value of kind of optimizer",
+		"geotiff":   "**geotiff** — a kind of source",
+		"bilinear":  "**bilinear** — a value of mode of upsample",
+		"h100-80gb": "**h100-80gb** — a device: built-in profile",
+	} {
+		if md := describeWord(s, syntax.Token{Kind: syntax.KindIdent, Text: word}); !strings.HasPrefix(md, want) {
+			t.Errorf("describeWord(%q) = %q, want it to start with %q", word, md, want)
+		}
+	}
+	if md := describeWord(s, syntax.Token{Kind: syntax.KindSize, Text: "224x224"}); md != "**224x224** — a size: 224 × 224 = 50,176 pixels" {
+		t.Errorf("describeWord(224x224) = %q", md)
 	}
 }
