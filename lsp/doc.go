@@ -4,7 +4,10 @@
 //
 // It speaks the protocol through go.lsp.dev/jsonrpc2 and the types of
 // go.lsp.dev/protocol, with a framing (stream.go) that answers a malformed
-// message with a JSON-RPC error instead of dropping the connection. It
+// message with a JSON-RPC error instead of dropping the connection, and a
+// document too large to read with a diagnostic on it and a message to the
+// user (a document larger than a pipe file may be, but readable, is held
+// and refused with the parser's diagnostic until it shrinks). It
 // publishes the checker's diagnostics, then the planner's, on open and on
 // change (debounced; each change cancels the analysis before it), formats
 // with package format, completes from the stdlib registry by where the
