@@ -83,6 +83,8 @@ func argLabel(a *lang.ArgSpec, owner string) string {
 	return a.Name + " of " + owner
 }
 
+// valueDoc describes a checked value of argument a of o: what it is a
+// value of, what it amounts to, and the argument's documentation.
 func valueDoc(o argOwner, a *lang.ArgSpec, v *lang.Value, text string) string {
 	src := ""
 	if v.Range.Start.Byte >= 0 && v.Range.End.Byte <= len(text) && v.Range.Start.Byte <= v.Range.End.Byte {
@@ -161,6 +163,7 @@ func product(dims []int64) int64 {
 	return n
 }
 
+// num writes a number as briefly as it reads back.
 func num(f float64) string { return strconv.FormatFloat(f, 'g', -1, 64) }
 
 // deviceDoc describes a device the device field may name.

@@ -139,6 +139,7 @@ func familyCall(m *lang.Model) *lang.LayerCall {
 	return call
 }
 
+// layerArgs is a layer call as the owner of its arguments.
 func layerArgs(call *lang.LayerCall) argOwner {
 	return argOwner{name: call.Name, doc: call.Spec.Doc, specs: call.Spec.Args, args: call.Args}
 }
