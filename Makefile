@@ -179,7 +179,7 @@ HAVE_NPM := $(shell command -v $(NPM) 2>/dev/null)
 $(VSCODE)/node_modules/.package-lock.json: $(VSCODE)/package-lock.json $(VSCODE)/package.json
 	cd $(VSCODE) && $(NPM) ci --no-audit --no-fund
 
-## editor-test: TextMate grammar tests, and every example tokenised with the grammar.
+## editor-test: TextMate grammar tests, every example tokenised with the grammar, its colours in the stock themes, and the extension's restart on a settings change.
 ifeq ($(HAVE_NPM),)
 editor-test:
 	@echo "editor-test: npm not found; skipping the editor grammar tests (install node and npm to run them)"

@@ -11,6 +11,21 @@ import (
 // lexer's rules (lang/syntax.Rules); an identifier is matched whole, with
 // the lexer's characters ('-' and ':' between letters and digits), so
 // "a100-80gb" is one name and "relu->conv" two.
+//
+// Scopes are chosen for what VS Code's stock themes colour, and colour
+// apart (test/themes.js resolves them in Dark+ and Light+): a theme that
+// has no rule for a scope leaves the word the editor's plain colour.
+//
+//	class          scope                          Dark+    Light+
+//	block keyword  keyword.control                purple   purple
+//	block name     entity.name.type               teal     teal
+//	source kind    storage.type                   blue     blue
+//	setting        entity.name.tag (as YAML keys) blue     maroon
+//	argument       variable.parameter             pale     navy
+//	value          variable.other.enummember      cyan     steel
+//	name, label    entity.name.type               teal     teal
+//	layer          support.function               yellow   brown
+//	family         support.class                  teal     teal
 
 type pattern struct {
 	Comment       string             `json:"comment,omitempty"`
@@ -81,6 +96,7 @@ func TextMate(w *Words) ([]byte, error) {
 			{Include: "#strings"},
 			{Include: "#block-header"},
 			{Include: "#label"},
+			{Include: "#auto-bounds"},
 			{Include: "#numbers"},
 			{Include: "#operators"},
 			{Include: "#punctuation"},
@@ -108,12 +124,25 @@ func TextMate(w *Words) ([]byte, error) {
 				Comment: "A block keyword opens a block on its line: source NAME KIND {, model NAME {, train {.",
 				Match: `^\s*(` + words(w.Blocks) + `)(?=[^{}\n]*\{)(?:\s+(` + ident + `))?` +
 					`(?:\s+(` + words(w.Kinds) + `))?`,
-				Captures: caps("keyword.control.block.pipe", "entity.name.type.block.pipe", "support.constant.kind.pipe"),
+				Captures: caps("keyword.control.block.pipe", "entity.name.type.block.pipe", "storage.type.kind.pipe"),
 			},
 			"label": {
 				Comment:  "A tensor label at the start of a model statement: x = conv ...",
 				Match:    `^\s*(` + ident + `)\s*(=)(?!=)`,
-				Captures: caps("variable.other.tensor.pipe", "keyword.operator.assignment.pipe"),
+				Captures: caps("entity.name.type.tensor.pipe", "keyword.operator.assignment.pipe"),
+			},
+			"auto-bounds": {
+				Comment: "auto(min 8 max 256): the bounds the planner keeps to; an unclosed one ends with its line.",
+				Begin:   before + `(auto)(\()`, End: `(\))|(?=$)`,
+				BeginCaptures: caps("constant.language.auto.pipe", "punctuation.section.parens.begin.pipe"),
+				EndCaptures:   caps("punctuation.section.parens.end.pipe"),
+				Patterns: []pattern{
+					{Include: "#comments"},
+					{Name: "variable.parameter.auto.pipe", Match: before + `(?:min|max)` + after},
+					{Include: "#numbers"},
+					{Include: "#names"},
+					{Include: "#invalid"},
+				},
 			},
 			"numbers": {Patterns: []pattern{
 				{Name: "constant.numeric.size.pipe", Match: `(?<![A-Za-z0-9_.])\d+(?:x\d+)+\b`},
@@ -142,14 +171,15 @@ func TextMate(w *Words) ([]byte, error) {
 				{Name: "constant.language.boolean.pipe", Match: before + `(?:true|false)` + after},
 				{Name: "support.function.layer.pipe", Match: words(w.Layers)},
 				{Name: "support.class.family.pipe", Match: words(w.Families)},
-				{Name: "support.constant.pipe", Match: words(w.Values)},
-				{Name: "support.type.property-name.field.pipe", Match: words(w.Fields)},
+				{Name: "variable.other.enummember.pipe", Match: words(w.Values)},
+				{Comment: "A local GPU: cuda, cuda:0.", Name: "variable.other.enummember.device.pipe", Match: before + `cuda(?::\d+)?` + after},
+				{Name: "entity.name.tag.setting.pipe", Match: words(w.Fields)},
 				{Name: "variable.parameter.pipe", Match: words(w.Args)},
 				{Comment: "An integer argument glued to its name: k3, pad1, s2.",
 					Match:    before + `(` + alternation(w.Glued, onigQuote) + `)(\d+)` + after,
 					Captures: caps("variable.parameter.glued.pipe", "constant.numeric.pipe")},
-				{Comment: "Any other name: a reference to a source, model, device or tensor.",
-					Name: "variable.other.pipe", Match: ident},
+				{Comment: "Any other name: a reference to a source, model, device or tensor, or a name the file gives (a pipeline, a column).",
+					Name: "entity.name.type.reference.pipe", Match: ident},
 			}},
 			"invalid": {Patterns: []pattern{
 				{Name: "invalid.illegal.character.pipe", Match: `[^\s]`},

@@ -321,6 +321,7 @@ func (c *checker) args(specs []*ArgSpec, words []ast.Expr, name, owner string, a
 		who = name + " in " + owner
 	}
 	tried := map[string]bool{}
+	written := map[string]diag.Range{}
 	set := func(a *ArgSpec, v *Value, r diag.Range) {
 		tried[a.Name] = true
 		if v == nil {
@@ -332,6 +333,7 @@ func (c *checker) args(specs []*ArgSpec, words []ast.Expr, name, owner string, a
 			return
 		}
 		out[a.Name] = v
+		written[a.Name] = diag.Join(r, v.Range)
 	}
 	k := 0
 	for i := 0; i < len(words); {
@@ -390,7 +392,46 @@ func (c *checker) args(specs []*ArgSpec, words []ast.Expr, name, owner string, a
 				"Write %s %s. %s", name, placeholder(a), a.Doc)
 		}
 	}
+	c.kindArgs(specs, out, written, name)
 	return out
+}
+
+// kindArgs reports the arguments written that the chosen kind does not
+// take (optimizer adam momentum 0.9: momentum is sgd's).
+func (c *checker) kindArgs(specs []*ArgSpec, out Args, written map[string]diag.Range, name string) {
+	ka := KindArg(specs)
+	if ka == nil {
+		return
+	}
+	kind := ka.Default
+	if v := out[ka.Name]; v != nil {
+		kind = v.Str
+	}
+	if !contains(ka.Enum, kind) {
+		return
+	}
+	var takes []string
+	for _, a := range ArgsOfKind(specs, kind) {
+		if a != ka {
+			takes = append(takes, a.Name)
+		}
+	}
+	for _, a := range specs {
+		if out[a.Name] == nil || a.TakenBy(kind) {
+			continue
+		}
+		c.errorf(written[a.Name], "arg-not-for-kind", fmt.Sprintf("%s %s takes no %s", name, kind, a.Name),
+			"%s is an argument of %s %s only; %s %s takes %s. Remove %s, or choose %s %s.",
+			a.Name, name, orList(a.Kinds), name, kind, strings.Join(takes, ", "), a.Name, name, orList(a.Kinds))
+	}
+}
+
+// orList joins names as "a", "a or b", "a, b or c".
+func orList(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
 func enumHas(a *ArgSpec, name string) bool { return a.Type == TEnum && contains(a.Enum, name) }

@@ -88,6 +88,46 @@ type ArgSpec struct {
 	// documentation and completion; it is not applied by the checker.
 	Default string
 	Doc     string
+	// Kinds, when set, limits the argument to these values of the kind
+	// of its field or layer (KindArg): optimizer's momentum is sgd's
+	// alone. Empty means every kind takes it.
+	Kinds []string
+}
+
+// TakenBy reports whether the argument applies to the given kind: always
+// when it has no Kinds or the kind is not known.
+func (a *ArgSpec) TakenBy(kind string) bool {
+	return len(a.Kinds) == 0 || kind == "" || contains(a.Kinds, kind)
+}
+
+// KindArg returns the argument that names the kind of a field or layer,
+// the one other arguments' Kinds refer to: its first positional argument
+// when that is an enumeration and some argument has Kinds; nil otherwise.
+func KindArg(args []*ArgSpec) *ArgSpec {
+	var first *ArgSpec
+	limited := false
+	for _, a := range args {
+		if first == nil && a.Positional {
+			first = a
+		}
+		limited = limited || len(a.Kinds) > 0
+	}
+	if first == nil || first.Type != TEnum || !limited {
+		return nil
+	}
+	return first
+}
+
+// ArgsOfKind returns the arguments a field or layer of the given kind
+// takes, in order: every argument whose Kinds allow it.
+func ArgsOfKind(args []*ArgSpec, kind string) []*ArgSpec {
+	out := make([]*ArgSpec, 0, len(args))
+	for _, a := range args {
+		if a.TakenBy(kind) {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // FieldSpec describes a field: a name followed by its arguments.

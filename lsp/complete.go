@@ -2,6 +2,7 @@ package lsp
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -32,6 +33,10 @@ type cursor struct {
 	beforeOpen *syntax.Token
 	// labels are the tensor labels written so far in the enclosing model.
 	labels []string
+	// siblings are the other statements of the enclosing block (or of the
+	// top of the file), before and after the cursor's: what they set is
+	// not offered again.
+	siblings [][]syntax.Token
 }
 
 // decls are the names a file declares at its top level.
@@ -42,43 +47,105 @@ type decls struct {
 type frame struct {
 	open   string
 	header []syntax.Token // "{": the statement before it; "[", "(": the token before it
-	stmt   []syntax.Token // "{": the statement that was open outside it
 	labels []string
+	// stmts are the statements of a "{" block ended so far, ids their
+	// numbers.
+	stmts [][]syntax.Token
+	ids   []int
 }
 
-// locate replays toks up to the byte offset end.
+// locate replays toks to find where the byte offset end stands, then
+// reads on to the end of the block it stands in, for the block's other
+// statements.
+//
+// Statements end at a newline or ";" outside brackets, except after
+// "->". A "[" is taken as left open, and its statement as ended, when a
+// line ends after one of its elements and the next line does not go on
+// with "," or "]": otherwise one unclosed "[" would swallow the rest of
+// the file.
 func locate(toks []syntax.Token, end int) *cursor {
+	top := &frame{open: "{"}
 	var stack []*frame
 	var stmt []syntax.Token
 	var labels []string
+	id, nextID := 0, 1
+	leftOpen := false // a line ended after an element of the innermost "["
+	var c *cursor
+	var home *frame
+	homeID := -1
 	inBracket := func() bool {
 		return len(stack) > 0 && stack[len(stack)-1].open != "{"
 	}
-	for _, t := range toks {
-		if t.End > end || t.Kind == syntax.KindEOF {
+	block := func() *frame {
+		for i := len(stack) - 1; i >= 0; i-- {
+			if stack[i].open == "{" {
+				return stack[i]
+			}
+		}
+		return top
+	}
+	endStmt := func() {
+		if len(stmt) > 0 {
+			b := block()
+			b.stmts = append(b.stmts, stmt)
+			b.ids = append(b.ids, id)
+		}
+		stmt, id, nextID = nil, nextID, nextID+1
+	}
+	closeLeftOpen := func() {
+		leftOpen = false
+		for inBracket() {
+			stack = stack[:len(stack)-1]
+		}
+		endStmt()
+	}
+	for i, t := range toks {
+		if c == nil && (t.End > end || t.Kind == syntax.KindEOF) {
+			if leftOpen && !continuesList(toks[i:], end) {
+				closeLeftOpen()
+			}
+			c = snapshot(stack, stmt, labels)
+			home, homeID = block(), id
+		}
+		if t.Kind == syntax.KindEOF {
 			break
 		}
 		switch t.Kind {
 		case syntax.KindSpace, syntax.KindComment, syntax.KindOpenComment, syntax.KindInvalid:
 			continue
 		case syntax.KindNewline:
-			if inBracket() || (len(stmt) > 0 && stmt[len(stmt)-1].Kind == syntax.KindArrow) {
+			if inBracket() {
+				if last := len(stmt) - 1; last >= 0 && stack[len(stack)-1].open == "[" && stmt[last].Text != "," && stmt[last].Text != "[" {
+					leftOpen = true
+				}
 				continue
 			}
-			stmt = nil
+			if len(stmt) > 0 && stmt[len(stmt)-1].Kind == syntax.KindArrow {
+				continue
+			}
+			endStmt()
 			continue
+		}
+		if leftOpen {
+			if t.Text == "]" || t.Text == "," {
+				leftOpen = false
+			} else {
+				closeLeftOpen()
+			}
 		}
 		switch t.Text {
 		case ";":
 			if !inBracket() {
-				stmt = nil
+				endStmt()
 				continue
 			}
 		case "{":
 			stack = append(stack, &frame{open: "{", header: stmt, labels: labels})
 			stmt, labels = nil, nil
+			id, nextID = nextID, nextID+1
 			continue
 		case "}":
+			endStmt()
 			for len(stack) > 0 {
 				f := stack[len(stack)-1]
 				stack = stack[:len(stack)-1]
@@ -87,7 +154,6 @@ func locate(toks []syntax.Token, end int) *cursor {
 					break
 				}
 			}
-			stmt = nil
 			continue
 		case "[", "(":
 			var before []syntax.Token
@@ -106,6 +172,36 @@ func locate(toks []syntax.Token, end int) *cursor {
 		}
 		stmt = append(stmt, t)
 	}
+	if c == nil {
+		c = snapshot(stack, stmt, labels)
+		home, homeID = block(), id
+	}
+	endStmt()
+	for k, s := range home.stmts {
+		if home.ids[k] != homeID {
+			c.siblings = append(c.siblings, s)
+		}
+	}
+	return c
+}
+
+// continuesList reports whether the first significant token at or after
+// the cursor, past the word being typed, goes on with a list: "," or "]".
+func continuesList(toks []syntax.Token, end int) bool {
+	for _, t := range toks {
+		switch {
+		case t.Kind == syntax.KindSpace || t.Kind == syntax.KindNewline || t.Kind == syntax.KindComment || t.Kind == syntax.KindOpenComment:
+			continue
+		case t.Start == end && (t.Kind == syntax.KindIdent || t.Kind == syntax.KindNumber):
+			continue // the word being typed
+		}
+		return t.Text == "]" || t.Text == ","
+	}
+	return false
+}
+
+// snapshot is the cursor for the replay's state.
+func snapshot(stack []*frame, stmt []syntax.Token, labels []string) *cursor {
 	c := &cursor{stmt: stmt, labels: labels}
 	for i := len(stack) - 1; i >= 0; i-- {
 		f := stack[i]
@@ -273,8 +369,11 @@ func (c *completer) top() {
 			b := c.schema.Block(name)
 			c.add(name, protocol.CompletionItemKindKeyword, rankField, "block", blockDoc(b))
 		}
+		set := c.setFields(c.schema.TopFields(), nil)
 		for _, f := range c.schema.TopFields() {
-			c.add(f.Name, protocol.CompletionItemKindProperty, rankField, "setting", fieldDoc(f))
+			if !set[f.Name] {
+				c.add(f.Name, protocol.CompletionItemKindProperty, rankField, "setting", fieldDoc(f))
+			}
 		}
 		return
 	}
@@ -292,13 +391,17 @@ func (c *completer) top() {
 }
 
 // fields completes a statement of a block whose statements are fields;
-// several fields may share a line.
+// several fields may share a line. A field set already, on this line or
+// another of the block, is not offered again.
 func (c *completer) fields(specs []*lang.FieldSpec, stmt []syntax.Token) {
 	cur, start := currentField(specs, stmt)
 	if cur == nil {
 		if len(stmt) == 0 || start < 0 {
+			set := c.setFields(specs, nil)
 			for _, f := range specs {
-				c.add(f.Name, protocol.CompletionItemKindProperty, rankField, "setting", fieldDoc(f))
+				if !set[f.Name] {
+					c.add(f.Name, protocol.CompletionItemKindProperty, rankField, "setting", fieldDoc(f))
+				}
 			}
 		}
 		return
@@ -306,17 +409,26 @@ func (c *completer) fields(specs []*lang.FieldSpec, stmt []syntax.Token) {
 	given := stmt[start+1:]
 	c.args(cur.Name, cur.Args, given)
 	if len(given) > 0 && c.cur.open == "" && !c.waitsForValue(cur, given) {
-		// Another field may follow on the same line; not one already set.
-		set := map[string]bool{}
-		for _, t := range stmt {
-			set[t.Text] = true
-		}
+		// Another field may follow on the same line.
+		set := c.setFields(specs, stmt)
 		for _, f := range specs {
 			if !set[f.Name] {
 				c.add(f.Name, protocol.CompletionItemKindProperty, rankField, "setting", fieldDoc(f))
 			}
 		}
 	}
+}
+
+// setFields names the fields that stmt and the block's other statements
+// set.
+func (c *completer) setFields(specs []*lang.FieldSpec, stmt []syntax.Token) map[string]bool {
+	set := map[string]bool{}
+	for _, s := range append([][]syntax.Token{stmt}, c.cur.siblings...) {
+		for _, f := range fieldStarts(specs, s) {
+			set[f.Name] = true
+		}
+	}
+	return set
 }
 
 // currentField finds the field the end of stmt belongs to, with the
@@ -328,10 +440,30 @@ func currentField(specs []*lang.FieldSpec, stmt []syntax.Token) (*lang.FieldSpec
 	if len(stmt) == 0 {
 		return nil, 0
 	}
+	var cur *lang.FieldSpec
+	start := -1
+	fieldsOf(specs, stmt, func(f *lang.FieldSpec, j int) { cur, start = f, j })
+	return cur, start
+}
+
+// fieldStarts lists the fields a statement sets.
+func fieldStarts(specs []*lang.FieldSpec, stmt []syntax.Token) []*lang.FieldSpec {
+	var out []*lang.FieldSpec
+	fieldsOf(specs, stmt, func(f *lang.FieldSpec, _ int) { out = append(out, f) })
+	return out
+}
+
+// fieldsOf calls yield with each field stmt sets and the index of its
+// name, by the checker's rule (currentField).
+func fieldsOf(specs []*lang.FieldSpec, stmt []syntax.Token, yield func(*lang.FieldSpec, int)) {
+	if len(stmt) == 0 {
+		return
+	}
 	cur := findFieldSpec(specs, stmt[0].Text)
 	if cur == nil {
-		return nil, -1
+		return
 	}
+	yield(cur, 0)
 	start := 0
 	depth := 0
 	for j := 1; j < len(stmt); j++ {
@@ -356,8 +488,8 @@ func currentField(specs []*lang.FieldSpec, stmt []syntax.Token) (*lang.FieldSpec
 			continue
 		}
 		cur, start = next, j
+		yield(cur, j)
 	}
-	return cur, start
 }
 
 func findFieldSpec(specs []*lang.FieldSpec, name string) *lang.FieldSpec {
@@ -381,6 +513,10 @@ func hasPositionalArg(f *lang.FieldSpec) bool {
 // args completes the arguments of a field or layer named owner, given the
 // words written after its name.
 func (c *completer) args(owner string, specs []*lang.ArgSpec, given []syntax.Token) {
+	if ka := lang.KindArg(specs); ka != nil && len(given) > 0 && slices.Contains(ka.Enum, given[0].Text) {
+		// "optimizer sgd |": only what sgd takes.
+		specs = lang.ArgsOfKind(specs, given[0].Text)
+	}
 	if c.cur.open == "[" {
 		// Inside a list: the elements of the list argument being written.
 		for _, a := range specs {
@@ -546,15 +682,14 @@ func (c *completer) model(spec *lang.BlockSpec) {
 	if len(seg) == 0 {
 		switch {
 		case sep == nil:
-			// The start of a statement.
+			// The start of a statement: what the model does not set yet.
+			set := c.setFields(spec.Fields, nil)
 			for _, f := range spec.Fields {
-				c.add(f.Name, protocol.CompletionItemKindProperty, rankField, "setting of model", fieldDoc(f))
-			}
-			if family != nil {
-				for _, a := range family.Args {
-					c.add(a.Name, protocol.CompletionItemKindProperty, rankArg, "argument of "+family.Name, argDoc(a))
+				if !set[f.Name] {
+					c.add(f.Name, protocol.CompletionItemKindProperty, rankField, "setting of model", fieldDoc(f))
 				}
 			}
+			c.familyArgs(family, nil)
 			c.labelNames()
 		case sep.Text == "(" && c.cur.beforeOpen != nil && takesTensor(c.schema.Layer(c.cur.beforeOpen.Text)):
 			c.labelNames() // add(| : a branch starts from a label
@@ -568,16 +703,61 @@ func (c *completer) model(spec *lang.BlockSpec) {
 		c.args(l.Name, l.Args, seg[1:])
 		return
 	}
+	if sep == nil && family != nil {
+		// model unet { input [3, 64, 64]  depth 4 |: the family's
+		// arguments, which may follow the model's fields on a line.
+		for i, t := range seg {
+			if t.Kind != syntax.KindIdent || findArgSpec(family.Args, t.Text) == nil || c.schema.Layer(t.Text) != nil {
+				continue
+			}
+			if i > 0 && findFieldSpec(spec.Fields, head.Text) == nil {
+				break
+			}
+			given := seg[i:]
+			last := given[len(given)-1]
+			if a := findArgSpec(family.Args, last.Text); a != nil && last.Kind == syntax.KindIdent && a.Type != lang.TBool {
+				c.values(family.Name, a) // "encoder |"
+				return
+			}
+			if c.cur.open == "" {
+				c.familyArgs(family, given)
+			}
+			return
+		}
+	}
 	if sep == nil {
 		if f := findFieldSpec(spec.Fields, head.Text); f != nil {
 			c.args(f.Name, f.Args, seg[1:])
 			return
 		}
-		if family != nil {
-			if a := findArgSpec(family.Args, head.Text); a != nil && len(seg) == 1 {
-				c.values(family.Name, a)
-				return
+	}
+}
+
+// familyArgs offers the arguments of the family a model is named after,
+// but those that given (the statement being written) or the model's other
+// statements set.
+func (c *completer) familyArgs(family *lang.LayerSpec, given []syntax.Token) {
+	if family == nil {
+		return
+	}
+	set := map[string]bool{}
+	for _, s := range append([][]syntax.Token{given}, c.cur.siblings...) {
+		depth := 0
+		for _, t := range s {
+			switch t.Text {
+			case "[", "(":
+				depth++
+			case "]", ")":
+				depth--
 			}
+			if a := findArgSpec(family.Args, t.Text); a != nil && depth == 0 && t.Kind == syntax.KindIdent {
+				set[a.Name] = true
+			}
+		}
+	}
+	for _, a := range family.Args {
+		if !set[a.Name] {
+			c.add(a.Name, protocol.CompletionItemKindProperty, rankArg, "argument of "+family.Name, argDoc(a))
 		}
 	}
 }

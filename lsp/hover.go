@@ -3,6 +3,7 @@ package lsp
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -17,7 +18,8 @@ import (
 // layer's output shape, its parameters and the activation memory it keeps
 // for the backward pass, from the planner for the file's device when there
 // is a plan and from the model's graph otherwise; on a model's name, the
-// model's totals; on a block, field or argument, its documentation.
+// model's totals; on a block, field or argument, its documentation; on a
+// value, what it is a value of and what it amounts to (describe.go).
 func (s *server) hover(ctx context.Context, params protocol.HoverParams) (*protocol.Hover, error) {
 	an, text, ok := s.current(ctx, params.TextDocument.URI, true)
 	if !ok {
@@ -34,7 +36,7 @@ func (s *server) hover(ctx context.Context, params protocol.HoverParams) (*proto
 		md = describeAt(s.cfg.schema, an, off)
 	}
 	if md == "" {
-		md = describeWord(s.cfg.schema, tok.Text)
+		md = describeWord(s.cfg.schema, tok)
 	}
 	if md == "" {
 		return nil, nil
@@ -43,7 +45,8 @@ func (s *server) hover(ctx context.Context, params protocol.HoverParams) (*proto
 	return &protocol.Hover{Contents: protocol.MarkupContent{Kind: protocol.Markdown, Value: md}, Range: &r}, nil
 }
 
-// tokenAt returns the identifier under the byte offset.
+// tokenAt returns the word under the byte offset: a name, a number, a
+// size or a string.
 func tokenAt(text string, off int) (syntax.Token, bool) {
 	if len(text) > syntax.MaxFileSize {
 		return syntax.Token{}, false
@@ -52,8 +55,11 @@ func tokenAt(text string, off int) (syntax.Token, bool) {
 		if t.Start > off {
 			break
 		}
-		if off >= t.Start && off < t.End && t.Kind == syntax.KindIdent {
-			return t, true
+		if off >= t.Start && off < t.End {
+			switch t.Kind {
+			case syntax.KindIdent, syntax.KindNumber, syntax.KindSize, syntax.KindString:
+				return t, true
+			}
 		}
 	}
 	return syntax.Token{}, false
@@ -62,8 +68,14 @@ func tokenAt(text string, off int) (syntax.Token, bool) {
 // describeAt describes what the checked program has at the offset.
 func describeAt(schema lang.Schema, an *analysis, off int) string {
 	p := an.prog
+	tok, _ := tokenAt(an.text, off)
 	if call := layerCallAt(p, off); call != nil {
 		return layerHover(call, an.costs, an.planned)
+	}
+	if call := callAround(p, off); call != nil && call.Spec != nil {
+		if md := describeArgs(layerArgs(call), an.text, tok, off); md != "" {
+			return md
+		}
 	}
 	for _, m := range p.Models {
 		if in(m.NameRange, off) {
@@ -75,25 +87,61 @@ func describeAt(schema lang.Schema, an *analysis, off int) string {
 		if b.Kind != "" && in(b.KindRange, off) {
 			return blockDoc(b.Spec)
 		}
+		for _, l := range b.Labels {
+			if in(l.Range, off) {
+				return labelDoc(b, l)
+			}
+		}
 		for _, f := range b.Fields {
 			if in(f.NameRange, off) {
 				return fieldDoc(f.Spec)
 			}
 			if in(f.Range, off) {
-				for _, v := range f.Args {
-					if in(v.Range, off) {
-						return ""
-					}
-				}
-				if tok, ok := tokenAt(an.text, off); ok {
-					if a := findArgSpec(f.Spec.Args, tok.Text); a != nil {
-						return argDoc(a)
-					}
+				return describeArgs(argOwner{name: f.Name, doc: f.Spec.Doc, specs: f.Spec.Args, args: f.Args}, an.text, tok, off)
+			}
+		}
+		if b.Model != nil && in(b.Range, off) {
+			// model unet { depth 4 }: the family's arguments.
+			if call := familyCall(b.Model); call != nil {
+				if md := describeArgs(layerArgs(call), an.text, tok, off); md != "" {
+					return md
 				}
 			}
 		}
 	}
 	return ""
+}
+
+// callAround finds the innermost layer call whose source holds the
+// offset: the call whose arguments are under the cursor.
+func callAround(p *lang.Program, off int) *lang.LayerCall {
+	var found *lang.LayerCall
+	for _, m := range p.Models {
+		for _, n := range m.Calls() {
+			if in(n.Range, off) && (found == nil || n.Range.End.Byte-n.Range.Start.Byte < found.Range.End.Byte-found.Range.Start.Byte) {
+				found = n
+			}
+		}
+	}
+	return found
+}
+
+// familyCall returns the call a model named after a family makes of it,
+// with the arguments its body sets; nil for a model of layers.
+func familyCall(m *lang.Model) *lang.LayerCall {
+	if len(m.Stmts) != 1 || m.Stmts[0].Chain == nil || len(m.Stmts[0].Chain.Nodes) != 1 {
+		return nil
+	}
+	call, ok := m.Stmts[0].Chain.Nodes[0].(*lang.LayerCall)
+	if !ok || call.Spec == nil || !call.Spec.Family || call.NameRange != m.NameRange {
+		return nil
+	}
+	return call
+}
+
+// layerArgs is a layer call as the owner of its arguments.
+func layerArgs(call *lang.LayerCall) argOwner {
+	return argOwner{name: call.Name, doc: call.Spec.Doc, specs: call.Spec.Args, args: call.Args}
 }
 
 // layerCallAt finds the layer call whose name is at the offset, or the
@@ -188,7 +236,7 @@ func writeCosts(b *strings.Builder, costs *Costs, out []int64, params, act int64
 	case costs.Device != "" && costs.DeviceMemory > 0:
 		fmt.Fprintf(b, "- device: %s, %s", costs.Device, bytesIEC(costs.DeviceMemory))
 		if act > 0 {
-			fmt.Fprintf(b, " (%.2g%% of it)", 100*float64(act)/float64(costs.DeviceMemory))
+			fmt.Fprintf(b, " (%s)", shareOf(act, costs.DeviceMemory))
 		}
 		b.WriteString("\n")
 	case costs.Device != "":
@@ -213,43 +261,108 @@ func shape(dims []int64) string {
 // count writes n with thousands separators, and a short form when large:
 // "11,689,512 (11.7M)".
 func count(n int64) string {
+	s := thousands(n)
+	if n >= 1e4 {
+		s += " (" + short(float64(n), 1000, "", "K", "M", "B", "T") + ")"
+	}
+	return s
+}
+
+// thousands writes n with a comma between groups of three digits.
+func thousands(n int64) string {
 	s := strconv.FormatInt(n, 10)
 	var b strings.Builder
 	for i, r := range s {
-		if i > 0 && (len(s)-i)%3 == 0 {
+		if i > 0 && r != '-' && s[i-1] != '-' && (len(s)-i)%3 == 0 {
 			b.WriteByte(',')
 		}
 		b.WriteRune(r)
 	}
-	switch {
-	case n >= 1e9:
-		fmt.Fprintf(&b, " (%.1fB)", float64(n)/1e9)
-	case n >= 1e6:
-		fmt.Fprintf(&b, " (%.1fM)", float64(n)/1e6)
-	case n >= 1e4:
-		fmt.Fprintf(&b, " (%.1fK)", float64(n)/1e3)
-	}
 	return b.String()
+}
+
+// short writes v with one decimal in the largest unit that keeps it at
+// least 1, where each unit is base times the one before. The unit is
+// chosen after rounding, so a value just under a unit's step is written
+// in the next unit ("1.0M", not "1000.0K").
+func short(v, base float64, units ...string) string {
+	i := 0
+	for i < len(units)-1 && math.Round(v*10)/10 >= base {
+		v /= base
+		i++
+	}
+	return strconv.FormatFloat(v, 'f', 1, 64) + units[i]
 }
 
 // bytesIEC writes a byte count with a binary unit: "6.1 MiB".
 func bytesIEC(n int64) string {
-	units := []string{"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	v := float64(n)
-	i := 0
-	for v >= 1024 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	if i == 0 {
+	if n < 1024 {
 		return fmt.Sprintf("%d B", n)
 	}
-	return fmt.Sprintf("%.1f %s", v, units[i])
+	return short(float64(n), 1024, " B", " KiB", " MiB", " GiB", " TiB", " PiB", " EiB")
 }
 
-// describeWord documents a name from the registry alone, for text the
+// shareOf says how much of whole part is, in words that agree with the
+// numbers beside them: 100% only when part is whole, never 100% or more
+// for a part that is smaller nor 100% or less for one that is larger
+// (close to it, one decimal, rounded away from 100%), never 0% for a part
+// that is not 0; past ten times, a multiple.
+func shareOf(part, whole int64) string {
+	if whole <= 0 {
+		return "of a device of unknown size"
+	}
+	r := float64(part) / float64(whole)
+	// Large counts lose digits as floats; the comparison of the integers
+	// decides which side of 100% the share is on.
+	if part < whole {
+		r = min(r, math.Nextafter(1, 0))
+	} else if part > whole {
+		r = max(r, math.Nextafter(1, 2))
+	}
+	pct := func(p float64, decimals int) string { return strconv.FormatFloat(p, 'f', decimals, 64) + "% of it" }
+	switch {
+	case part <= 0:
+		return pct(0, 0)
+	case part == whole:
+		return pct(100, 0)
+	case r < 0.001:
+		return "under 0.1% of it"
+	case r < 0.1:
+		return pct(math.Floor(r*1000)/10, 1)
+	case r < 0.9:
+		return pct(math.Round(r*100), 0)
+	case r < 1:
+		return pct(math.Floor(r*1000)/10, 1)
+	case r < 1.1:
+		return pct(math.Ceil(r*1000)/10, 1) + ", more than it holds"
+	case r <= 10:
+		return pct(math.Round(r*100), 0) + ", more than it holds"
+	}
+	return multiple(r) + " what it holds"
+}
+
+// multiple writes a ratio above 10 as "14×" or "1,200×", rounded down.
+func multiple(r float64) string {
+	if r >= 1e15 {
+		return "over 10¹⁵×"
+	}
+	if r < 100 {
+		return strconv.FormatFloat(math.Floor(r*10)/10, 'f', 1, 64) + "×"
+	}
+	return thousands(int64(math.Floor(r))) + "×"
+}
+
+// describeWord documents a word from the registry alone, for text the
 // analysis has not caught up with.
-func describeWord(schema lang.Schema, word string) string {
+func describeWord(schema lang.Schema, tok syntax.Token) string {
+	switch tok.Kind {
+	case syntax.KindSize:
+		return sizeWordDoc(tok.Text)
+	case syntax.KindIdent:
+	default:
+		return ""
+	}
+	word := tok.Text
 	if l := schema.Layer(word); l != nil {
 		return layerDoc(l)
 	}
@@ -259,7 +372,7 @@ func describeWord(schema lang.Schema, word string) string {
 	if f := findFieldSpec(schema.TopFields(), word); f != nil {
 		return fieldDoc(f)
 	}
-	return ""
+	return valueWordDoc(schema, word)
 }
 
 func blockDoc(b *lang.BlockSpec) string {
@@ -325,6 +438,9 @@ func argDoc(a *lang.ArgSpec) string {
 	}
 	if a.Default != "" {
 		fmt.Fprintf(&sb, ", default %s", a.Default)
+	}
+	if len(a.Kinds) > 0 {
+		fmt.Fprintf(&sb, ", %s only", strings.Join(a.Kinds, " and "))
 	}
 	if a.Doc != "" {
 		fmt.Fprintf(&sb, ". %s", a.Doc)

@@ -17,6 +17,7 @@ import (
 
 	"pipe/lang"
 	"pipe/lang/diag"
+	"pipe/lang/syntax"
 	"pipe/stdlib"
 )
 
@@ -41,6 +42,8 @@ type config struct {
 	schema   lang.Schema
 	planner  Planner
 	version  string
+	// maxMessage is the largest message read; 0 means MaxMessageSize.
+	maxMessage int64
 }
 
 // WithLogger sets the logger. The default discards everything; the log
@@ -62,6 +65,9 @@ func WithPlanner(p Planner) Option { return func(c *config) { c.planner = p } }
 
 // WithVersion sets the version the server reports in initialize.
 func WithVersion(v string) Option { return func(c *config) { c.version = v } }
+
+// withMaxMessage lowers the message limit, for tests.
+func withMaxMessage(n int64) Option { return func(c *config) { c.maxMessage = n } }
 
 // Serve runs a language server over rw (the client's messages in, the
 // server's out) until the client sends exit, the input ends, or ctx is
@@ -85,7 +91,8 @@ func Serve(ctx context.Context, rw io.ReadWriteCloser, opts ...Option) error {
 		ctx:    ctx,
 		exited: make(chan struct{}),
 	}
-	st := newStream(rw, func(err error) { s.log.Warn("skipped a malformed message", "error", err) })
+	st := newStream(rw, s.skipped)
+	st.limit = cfg.maxMessage
 	s.conn = jsonrpc2.NewConn(st)
 	h, canceller := jsonrpc2.CancelHandler(s.handle)
 	s.cancelRequest = canceller
@@ -162,6 +169,11 @@ type document struct {
 	// newest one the planner finished too. Either may be of an older
 	// version than the text.
 	checked, planned *analysis
+	// lost is set when a message with the document's text was too large
+	// to read: the server does not know the text, answers requests about
+	// it with nothing, and waits for the document to be opened again (or
+	// for a change that gives its whole text).
+	lost bool
 }
 
 type pending struct {
@@ -275,9 +287,12 @@ func (s *server) handle(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc
 		if err := decode(req, &params); err != nil {
 			return reply(ctx, nil, err)
 		}
-		text, ok := s.text(params.TextDocument.URI)
-		if !ok {
+		text, lost, ok := s.text(params.TextDocument.URI)
+		switch {
+		case !ok:
 			return reply(ctx, nil, unknownDocument(params.TextDocument.URI))
+		case lost:
+			return reply(ctx, &protocol.CompletionList{Items: []protocol.CompletionItem{}}, nil)
 		}
 		return s.async(ctx, reply, req, func() (any, error) {
 			return complete(s.cfg.schema, text, params.Position), nil
@@ -287,9 +302,12 @@ func (s *server) handle(ctx context.Context, reply jsonrpc2.Replier, req jsonrpc
 		if err := decode(req, &params); err != nil {
 			return reply(ctx, nil, err)
 		}
-		text, ok := s.text(params.TextDocument.URI)
-		if !ok {
+		text, lost, ok := s.text(params.TextDocument.URI)
+		switch {
+		case !ok:
 			return reply(ctx, nil, unknownDocument(params.TextDocument.URI))
+		case lost:
+			return reply(ctx, []protocol.TextEdit{}, nil)
 		}
 		return s.async(ctx, reply, req, func() (any, error) { return formatEdits(text) })
 	}
@@ -391,14 +409,16 @@ func filename(uri protocol.DocumentURI) string {
 	return u.Path
 }
 
-func (s *server) text(uri protocol.DocumentURI) (string, bool) {
+// text returns the newest text of an open document, or lost when the
+// server could not read it.
+func (s *server) text(uri protocol.DocumentURI) (text string, lost, ok bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	d, ok := s.docs[uri]
 	if !ok {
-		return "", false
+		return "", false, false
 	}
-	return d.text, true
+	return d.text, d.lost, true
 }
 
 func (s *server) open(item protocol.TextDocumentItem) {
@@ -420,9 +440,64 @@ func (s *server) change(uri protocol.DocumentURI, version int32, changes []textC
 		s.log.Warn("change to a document that is not open", "uri", uri)
 		return
 	}
-	d.text = applyChanges(d.text, changes)
 	d.version = version
+	if d.lost {
+		// Only a change that gives the whole text brings it back.
+		whole := -1
+		for i, c := range changes {
+			if c.Range == nil {
+				whole = i
+			}
+		}
+		if whole < 0 {
+			return
+		}
+		d.lost, d.text, changes = false, "", changes[whole:]
+	}
+	d.text = applyChanges(d.text, changes)
 	s.schedule(d, s.cfg.debounce)
+}
+
+// skipped is told about each message the stream skipped. A document whose
+// didOpen or didChange was too large to read is marked lost, with a
+// diagnostic on it and a message to the user; every other request goes
+// on being served.
+func (s *server) skipped(err error) {
+	s.log.Warn("skipped a malformed message", "error", err)
+	var big *tooLargeError
+	if !errors.As(err, &big) || big.URI == "" ||
+		(big.Method != protocol.MethodTextDocumentDidOpen && big.Method != protocol.MethodTextDocumentDidChange) {
+		return
+	}
+	s.mu.Lock()
+	running := s.state == stateRunning
+	uri := protocol.DocumentURI(big.URI)
+	if running {
+		d, ok := s.docs[uri]
+		if ok {
+			d.stop()
+		} else {
+			d = &document{uri: uri, name: filename(uri)}
+			s.docs[uri] = d
+		}
+		d.lost, d.text, d.checked, d.planned = true, "", nil, nil
+	}
+	s.mu.Unlock()
+	if !running {
+		return
+	}
+	detail := fmt.Sprintf("The editor sent the document in a message of %s bytes, over the limit of %s, so pipe's language server "+
+		"did not read it. A pipe file holds at most %s bytes. Make the document smaller, then close and reopen it.",
+		thousands(big.Size), thousands(big.Limit), thousands(syntax.MaxFileSize))
+	s.publishMu.Lock()
+	s.notify(protocol.MethodTextDocumentPublishDiagnostics, &protocol.PublishDiagnosticsParams{
+		URI: uri,
+		Diagnostics: []protocol.Diagnostic{{Severity: protocol.DiagnosticSeverityError, Source: "pipe", Code: "document-too-large",
+			Message: "document too large for the language server\n" + detail}},
+	})
+	s.publishMu.Unlock()
+	s.notify(protocol.MethodWindowShowMessage, &protocol.ShowMessageParams{Type: protocol.MessageTypeWarning,
+		Message: fmt.Sprintf("pipe: %s is too large for the language server. %s", filename(uri), detail)})
 }
 
 func (s *server) close(uri protocol.DocumentURI) {
@@ -549,6 +624,10 @@ func (s *server) current(ctx context.Context, uri protocol.DocumentURI, wantPlan
 		if !ok {
 			s.mu.Unlock()
 			return nil, "", false
+		}
+		if d.lost {
+			s.mu.Unlock()
+			return nil, "", true
 		}
 		an, text, p := d.checked, d.text, d.pending
 		if wantPlan && s.cfg.planner != nil && d.planned != nil && d.planned.version == d.version {

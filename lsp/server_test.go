@@ -31,13 +31,15 @@ type testClient struct {
 	t      *testing.T
 	conn   jsonrpc2.Conn
 	diags  chan protocol.PublishDiagnosticsParams
+	shown  chan protocol.ShowMessageParams
 	served chan error
 }
 
 func startServer(t *testing.T, opts ...Option) *testClient {
 	t.Helper()
 	cside, sside := net.Pipe()
-	c := &testClient{t: t, diags: make(chan protocol.PublishDiagnosticsParams, 100), served: make(chan error, 1)}
+	c := &testClient{t: t, diags: make(chan protocol.PublishDiagnosticsParams, 100),
+		shown: make(chan protocol.ShowMessageParams, 100), served: make(chan error, 1)}
 	log := hclog.New(&hclog.LoggerOptions{Output: testWriter{t}, Level: hclog.Warn})
 	opts = append([]Option{WithLogger(log), WithDebounce(0)}, opts...)
 	go func() { c.served <- Serve(context.Background(), sside, opts...) }()
@@ -49,6 +51,13 @@ func startServer(t *testing.T, opts ...Option) *testClient {
 				t.Errorf("bad publishDiagnostics: %v", err)
 			}
 			c.diags <- p
+		}
+		if req.Method() == protocol.MethodWindowShowMessage {
+			var p protocol.ShowMessageParams
+			if err := json.Unmarshal(req.Params(), &p); err != nil {
+				t.Errorf("bad showMessage: %v", err)
+			}
+			c.shown <- p
 		}
 		return reply(ctx, nil, nil)
 	})

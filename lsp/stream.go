@@ -2,6 +2,7 @@ package lsp
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -16,10 +18,17 @@ import (
 	"go.lsp.dev/jsonrpc2"
 )
 
-// MaxMessageSize bounds one JSON-RPC message. A message carries at most a
-// whole document (syntax.MaxFileSize) plus its JSON escaping; anything
-// larger is skipped and answered with a parse error.
-const MaxMessageSize = 16 << 20
+// MaxMessageSize bounds one JSON-RPC message. It is far above the largest
+// pipe file (syntax.MaxFileSize) and above the largest document an editor
+// sends with its JSON escaping (VS Code stops syncing documents of 50 MB to
+// extensions), so that a document too large to analyse still arrives: the
+// server holds its text, says on it that it is too large, and analyses it
+// again once it shrinks. A larger message is skipped (see tooLargeError).
+const MaxMessageSize = 64 << 20
+
+// tooLargeHead is how much of a message over the limit is read to find
+// out what it was: its method, its id and the document it is about.
+const tooLargeHead = 64 << 10
 
 // maxHeaderLine bounds one header line, so a client that sends no newline
 // cannot make the server buffer without end.
@@ -36,8 +45,12 @@ type stream struct {
 	rw  io.ReadWriteCloser
 	in  *bufio.Reader
 	wmu sync.Mutex // Write is called under the connection's lock; Read's error replies are not
-	// onBad is told about each skipped message, for logging.
+	// onBad is told about each skipped message, for logging, and about a
+	// message over the limit (a *tooLargeError), so the server can say so
+	// on the document it carried.
 	onBad func(error)
+	// limit is the largest message read; 0 means MaxMessageSize.
+	limit int64
 }
 
 func newStream(rw io.ReadWriteCloser, onBad func(error)) *stream {
@@ -45,6 +58,115 @@ func newStream(rw io.ReadWriteCloser, onBad func(error)) *stream {
 		onBad = func(error) {}
 	}
 	return &stream{rw: rw, in: bufio.NewReaderSize(rw, 64<<10), onBad: onBad}
+}
+
+func (s *stream) maxSize() int64 {
+	if s.limit > 0 {
+		return s.limit
+	}
+	return MaxMessageSize
+}
+
+// tooLargeError is a message skipped for its size. What it was is read
+// from its first bytes (tooLargeHead), where clients write them: Method
+// and URI (the document of a didOpen or didChange) are empty, and ID is
+// nil, when they are not there.
+type tooLargeError struct {
+	Size, Limit int64
+	Method, URI string
+	ID          *jsonrpc2.ID
+}
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("%v: message of %d bytes is over the limit of %d", errBadFrame, e.Size, e.Limit)
+}
+
+func (e *tooLargeError) Unwrap() error { return errBadFrame }
+
+// notification reports whether the skipped message was a notification,
+// which gets no answer: it has a method and no id was found. An id written
+// in neither the first nor the last bytes is missed, and the request taken
+// for a notification; clients write the id first (vscode-jsonrpc) or last
+// (go.lsp.dev/jsonrpc2).
+func (e *tooLargeError) notification() bool {
+	return e.ID == nil && e.Method != ""
+}
+
+// readHead fills in what the first bytes of a skipped message say: its
+// method, its id and params.textDocument.uri, walking the JSON tokens of
+// the message until the bytes run out.
+func (e *tooLargeError) readHead(head []byte) {
+	dec := json.NewDecoder(bytes.NewReader(head))
+	dec.UseNumber()
+	type level struct {
+		object bool
+		key    string
+		isKey  bool // the next token of an object is a key
+	}
+	var path []*level
+	at := func() string {
+		parts := make([]string, len(path))
+		for i, l := range path {
+			parts[i] = l.key
+		}
+		return strings.Join(parts, ".")
+	}
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return
+		}
+		if n := len(path); n > 0 && path[n-1].object && path[n-1].isKey {
+			if k, ok := tok.(string); ok {
+				path[n-1].key, path[n-1].isKey = k, false
+				continue
+			}
+		}
+		switch v := tok.(type) {
+		case json.Delim:
+			if v == '{' || v == '[' {
+				path = append(path, &level{object: v == '{', isKey: true})
+				continue
+			}
+			path = path[:max(0, len(path)-1)]
+		case string:
+			switch at() {
+			case "method":
+				e.Method = v
+			case "params.textDocument.uri":
+				e.URI = v
+			case "id":
+				id := jsonrpc2.NewStringID(v)
+				e.ID = &id
+			}
+		case json.Number:
+			if n, err := v.Int64(); err == nil && at() == "id" && n == int64(int32(n)) {
+				id := jsonrpc2.NewNumberID(int32(n))
+				e.ID = &id
+			}
+		}
+		if n := len(path); n > 0 {
+			path[n-1].isKey = true
+		}
+	}
+}
+
+// tailID matches an id written as the message's last member: only the top
+// level's last member is followed by one brace and the end.
+var tailID = regexp.MustCompile(`"id"\s*:\s*(-?[0-9]+|"(?:[^"\\]|\\.)*")\s*\}\s*$`)
+
+// readTail finds the id in the last bytes of a skipped message, when the
+// head did not hold it.
+func (e *tooLargeError) readTail(tail []byte) {
+	if e.ID != nil {
+		return
+	}
+	if m := tailID.FindSubmatch(tail); m != nil {
+		var id jsonrpc2.ID
+		if id.UnmarshalJSON(m[1]) == nil {
+			e.ID = &id
+		}
+	}
 }
 
 // errBadFrame marks a message that was skipped; Read never returns it.
@@ -62,7 +184,15 @@ func (s *stream) Read(ctx context.Context) (jsonrpc2.Message, int64, error) {
 				return nil, n, err
 			}
 			s.onBad(err)
-			s.replyError(jsonrpc2.ParseError, err.Error())
+			var big *tooLargeError
+			switch {
+			case errors.As(err, &big) && big.notification():
+				// Nothing to answer; the server tells the user.
+			case big != nil && big.ID != nil:
+				s.replyErrorTo(big.ID, jsonrpc2.InvalidRequest, err.Error())
+			default:
+				s.replyError(jsonrpc2.ParseError, err.Error())
+			}
 			continue
 		}
 		msg, err := jsonrpc2.DecodeMessage(data)
@@ -122,27 +252,48 @@ func (s *stream) readFrame() ([]byte, int64, error) {
 		}
 		return nil, total, bad
 	}
-	if length > MaxMessageSize {
-		n, err := io.CopyN(io.Discard, s.in, length)
-		total += n
+	if limit := s.maxSize(); length > limit {
+		head := make([]byte, min(length, tooLargeHead))
+		n, err := io.ReadFull(s.in, head)
+		total += int64(n)
+		tail := &tailWriter{size: 1 << 10}
+		if err == nil {
+			var rest int64
+			rest, err = io.CopyN(tail, s.in, length-int64(n))
+			total += rest
+		}
 		if err != nil {
-			return nil, total, err
+			return nil, total, eof(err)
 		}
-		return nil, total, fmt.Errorf("%w: message of %d bytes is over the limit of %d", errBadFrame, length, MaxMessageSize)
+		big := &tooLargeError{Size: length, Limit: limit}
+		big.readHead(head)
+		big.readTail(tail.buf)
+		return nil, total, big
 	}
-	data := make([]byte, length)
-	n, err := io.ReadFull(s.in, data)
-	total += int64(n)
+	// The body is read as it arrives, so a length that overstates it costs
+	// only what is sent.
+	var body bytes.Buffer
+	body.Grow(int(min(length, 1<<20)))
+	n, err := body.ReadFrom(io.LimitReader(s.in, length))
+	total += n
+	if err == nil && n < length {
+		err = io.EOF
+	}
 	if err != nil {
-		if errors.Is(err, io.ErrUnexpectedEOF) {
-			err = io.EOF
-		}
-		return nil, total, err
+		return nil, total, eof(err)
 	}
 	if bad != nil {
 		return nil, total, bad
 	}
-	return data, total, nil
+	return body.Bytes(), total, nil
+}
+
+// eof reports a message cut short as the end of the input.
+func eof(err error) error {
+	if errors.Is(err, io.ErrUnexpectedEOF) {
+		return io.EOF
+	}
+	return err
 }
 
 // readLine reads one header line, bounded by maxHeaderLine: a longer line
@@ -168,11 +319,17 @@ func (s *stream) readLine() (string, error) {
 // replyError writes a JSON-RPC error response with a null id, which is how
 // JSON-RPC 2.0 answers a message whose id could not be read.
 func (s *stream) replyError(code jsonrpc2.Code, message string) {
+	s.replyErrorTo(nil, code, message)
+}
+
+// replyErrorTo writes a JSON-RPC error response to the request with the
+// given id (null when nil).
+func (s *stream) replyErrorTo(id *jsonrpc2.ID, code jsonrpc2.Code, message string) {
 	body, _ := json.Marshal(struct {
 		JSONRPC string          `json:"jsonrpc"`
-		ID      *int            `json:"id"`
+		ID      *jsonrpc2.ID    `json:"id"`
 		Error   *jsonrpc2.Error `json:"error"`
-	}{"2.0", nil, jsonrpc2.NewError(code, message)})
+	}{"2.0", id, jsonrpc2.NewError(code, message)})
 	_ = s.writeRaw(body)
 }
 
@@ -218,4 +375,18 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// tailWriter keeps the last size bytes written to it.
+type tailWriter struct {
+	buf  []byte
+	size int
+}
+
+func (w *tailWriter) Write(p []byte) (int, error) {
+	w.buf = append(w.buf, p[max(0, len(p)-w.size):]...)
+	if len(w.buf) > w.size {
+		w.buf = append(w.buf[:0], w.buf[len(w.buf)-w.size:]...)
+	}
+	return len(p), nil
 }

@@ -150,6 +150,7 @@ func argsText(args []*lang.ArgSpec, fieldName string) string {
 		if a.Default != "" {
 			s.WriteString(", default " + a.Default)
 		}
+		s.WriteString(kindsNote(a))
 		if a.Doc != "" {
 			s.WriteString(". " + strings.TrimSuffix(a.Doc, "."))
 		}

@@ -1,6 +1,7 @@
 // The pipe extension: syntax highlighting comes from the grammar alone;
 // everything else (diagnostics, completion, hover with memory, formatting)
-// from `pipe lsp`, started when the pipe command is found.
+// from `pipe lsp`, started when the pipe command is found, and started
+// again when the pipe.server settings change.
 'use strict';
 
 const fs = require('fs');
@@ -9,6 +10,9 @@ const vscode = require('vscode');
 const { LanguageClient } = require('vscode-languageclient/node');
 
 let client;
+// queue orders starts and stops, so settings changed twice in a row
+// cannot leave two servers running.
+let queue = Promise.resolve();
 
 // findCommand resolves a command name on the PATH (with PATHEXT on
 // Windows), or checks a path; it returns undefined when there is none.
@@ -35,7 +39,8 @@ function findCommand(command) {
   return undefined;
 }
 
-async function activate(context) {
+// startClient starts the language server with the settings in force.
+async function startClient() {
   const config = vscode.workspace.getConfiguration('pipe');
   const command = config.get('server.path', 'pipe');
   const logLevel = config.get('server.logLevel', 'warn');
@@ -52,12 +57,42 @@ async function activate(context) {
     { command: resolved, args: ['--log-level', logLevel, '--no-color', 'lsp'] },
     { documentSelector: [{ language: 'pipe' }], outputChannelName: 'pipe' },
   );
-  context.subscriptions.push(client);
   await client.start();
 }
 
+async function stopClient() {
+  const running = client;
+  client = undefined;
+  if (running) await running.stop();
+}
+
+// restart stops the server and starts it again with the settings now in
+// force; it resolves when the new one is up (or none could start).
+function restart() {
+  queue = queue
+    .then(stopClient)
+    .then(startClient)
+    .catch((err) => {
+      vscode.window.showErrorMessage(`pipe: the language server did not restart: ${(err && err.message) || err}`);
+    });
+  return queue;
+}
+
+async function activate(context) {
+  context.subscriptions.push(
+    vscode.workspace.onDidChangeConfiguration((event) => {
+      if (event.affectsConfiguration('pipe.server')) return restart();
+      return undefined;
+    }),
+    { dispose: () => stopClient() },
+  );
+  queue = queue.then(startClient);
+  await queue;
+}
+
 function deactivate() {
-  return client ? client.stop() : undefined;
+  queue = queue.catch(() => {}).then(stopClient);
+  return queue;
 }
 
 module.exports = { activate, deactivate, findCommand };

@@ -18,6 +18,7 @@ syn iskeyword @,48-57,_
 
 syn match   pipeName      "\v<[A-Za-z_][A-Za-z0-9_]*([-:][A-Za-z0-9_]+)*>"
 syn match   pipeValue     "\v<(cross_entropy|rtx3090-24gb|rtx4090-24gb|h200-141gb|a100-40gb|a100-80gb|h100-80gb|v100-16gb|v100-32gb|accuracy|bilinear|constant|per_band|standard|l4-24gb|nearest|t4-16gb|cosine|flip_h|flip_v|global|linear|native|adamw|plain|rot90|scale|torch|adam|bf16|crop|dice|fp16|fp32|miou|none|rmse|step|tf32|all|bce|cpu|gpu|mae|mse|sgd|f1)>([-:][A-Za-z0-9_])@!"
+syn match   pipeValue     "\v<cuda(:\d+)?>([-:][A-Za-z0-9_])@!"
 syn match   pipeArg       "\v<(output_stride|weight_decay|activation|dilation|momentum|nesterov|encoder|mlp_dim|padding|blocks|groups|hidden|kernel|stride|warmup|beta1|beta2|depth|every|gamma|heads|patch|terms|width|bias|mode|rank|dim|eps|out|pad|lr|d|k|s)>([-:][A-Za-z0-9_])@!"
 syn match   pipeGlued     "\v<(dilation|padding|kernel|stride|pad|d|k|s)\d+>"
 syn match   pipeField     "\v<(target_normalize|effective_batch|checkpoint_dir|memory_margin|categorical|host_memory|checkpoint|bandwidth|delimiter|grad_clip|max_steps|normalize|optimizer|precision|channels|features|pipeline|prefetch|schedule|augment|classes|metrics|overlap|samples|workers|device|engine|epochs|header|images|labels|memory|nodata|resize|source|strict|target|bands|batch|cores|input|label|masks|model|shape|split|write|fuse|init|kind|loss|path|save|seed|tile)>([-:][A-Za-z0-9_])@!"
@@ -28,10 +29,14 @@ syn match   pipeKind      "\v(^\s*[A-Za-z_]\w*\s+[A-Za-z_][A-Za-z0-9_:-]*\s+)@<=
 syn match   pipeBlock     "\v^\s*\zs(evaluate|predict|device|source|model|train)>\ze[^{}]*\{"
 syn match   pipeLabel     "\v^\s*\zs[A-Za-z_][A-Za-z0-9_]*([-:][A-Za-z0-9_]+)*\ze\s*\=[^=]"
 
-syn match   pipeNumber    "\v<-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?([A-Za-z%]+(/s)?)?"
+" A number starts where no name or number goes on: -0.5e+2, .5, 24GiB.
+syn match   pipeNumber    "\v([A-Za-z0-9_.])@<!-?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?([A-Za-z%]+(/s)?)?"
 syn match   pipeSize      "\v<\d+(x\d+)+>"
 syn match   pipeOperator  "\v-\>|[=*:+]"
 syn match   pipeDelimiter "[][{}(),;]"
+" auto(min 8 max 256): the bounds the planner keeps to.
+syn region  pipeAuto      matchgroup=pipeDelimiter start="\v(<auto)@<=\(" end=")" contains=pipeAutoBound,pipeNumber,pipeComment
+syn keyword pipeAutoBound contained min max
 
 syn region  pipeString    start=+"+ skip=+\\.+ end=+"+ end=+$+ contains=pipeEscape,@Spell
 syn match   pipeEscape    contained "\v\\(u\x{4}|U\x{8}|x\x{2}|\o{3}|.)"
@@ -45,6 +50,7 @@ hi def link pipeFamily    Type
 hi def link pipeField     Identifier
 hi def link pipeArg       Special
 hi def link pipeGlued     Special
+hi def link pipeAutoBound Special
 hi def link pipeValue     Constant
 hi def link pipeKind      Constant
 hi def link pipeConstant  Boolean

@@ -7,27 +7,7 @@
 'use strict';
 
 const fs = require('fs');
-const path = require('path');
-const vsctm = require('vscode-textmate');
-const oniguruma = require('vscode-oniguruma');
-
-const grammarPath = path.join(__dirname, '..', 'syntaxes', 'pipe.tmLanguage.json');
-
-async function loadGrammar() {
-  const wasm = fs.readFileSync(require.resolve('vscode-oniguruma/release/onig.wasm')).buffer;
-  await oniguruma.loadWASM(wasm);
-  const registry = new vsctm.Registry({
-    onigLib: Promise.resolve({
-      createOnigScanner: (patterns) => new oniguruma.OnigScanner(patterns),
-      createOnigString: (s) => new oniguruma.OnigString(s),
-    }),
-    loadGrammar: async (scopeName) => {
-      if (scopeName !== 'source.pipe') return null;
-      return vsctm.parseRawGrammar(fs.readFileSync(grammarPath, 'utf8'), grammarPath);
-    },
-  });
-  return registry.loadGrammar('source.pipe');
-}
+const { loadGrammar, INITIAL } = require('./grammar');
 
 async function main() {
   const files = process.argv.slice(2);
@@ -35,12 +15,12 @@ async function main() {
     console.error('usage: node test/tokenize.js FILE.pipe...');
     process.exit(2);
   }
-  const grammar = await loadGrammar();
+  const { grammar } = await loadGrammar();
   let failures = 0;
   let words = 0;
   for (const file of files) {
     const lines = fs.readFileSync(file, 'utf8').split(/\r?\n/);
-    let state = vsctm.INITIAL;
+    let state = INITIAL;
     lines.forEach((line, i) => {
       const res = grammar.tokenizeLine(line, state);
       for (const tok of res.tokens) {
