@@ -263,8 +263,8 @@ func (r *runner) openData() bool {
 		d.val, d.valName, d.valPart = d.evalDS, d.evalName, d.evalPart
 		if d.evalName != d.trainBlock.Name() && r.set.ckptMode != "none" {
 			r.warnf(fieldRange(r.prog.Block("evaluate"), "source"), CodeEvalLeak, fmt.Sprintf("source %s is also the per-epoch validation", d.evalName),
-				"Source %s has no split, so the evaluate block's source %s is measured after every epoch, and best.ckpt is the epoch that scored best on it: the test set chooses the model, and its final scores flatter it. Add split 0.9 to source %s to validate on held-out training data, and keep %s for the end.",
-				d.trainBlock.Name(), d.evalName, d.trainBlock.Name(), d.evalName)
+				"Source %s has no split, so the evaluate block's source %s is measured after every epoch, and best.ckpt is the epoch that scored best on it: the test set chooses that model, and its scores on %s flatter it (the final scores here are the last epoch's). Add split 0.9 to source %s to validate on held-out training data, and keep %s for the end.",
+				d.trainBlock.Name(), d.evalName, d.evalName, d.trainBlock.Name(), d.evalName)
 		}
 	default:
 		if len(r.set.metrics) > 0 {

@@ -207,6 +207,7 @@ func sourceVariants() map[string][]*lang.FieldSpec {
 			requiredField("labels", "The IDX file of labels, one byte per image, optionally gzipped.",
 				arg("labels", lang.TString, "Path to the labels file.", positional, required)),
 			normalizeField("scale", "none", "standard"),
+			splitField(),
 		},
 		"csv": {
 			pathField("The CSV file, one sample a row."),
