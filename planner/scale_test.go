@@ -1,0 +1,89 @@
+package planner
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
+
+// deep is a model of many repeated blocks, for the planner's scaling:
+// an MLP of dense -> relu pairs or a plain conv net, on the CPU executor
+// or on a GPU, with room to spare or on a device so small that the batch
+// and the checkpoint segments are solved together.
+type deep struct {
+	name  string
+	body  string // one repeated block
+	nodes int    // graph nodes a block adds
+	input string
+	head  string
+	// device is a device block with a %d for its memory in MiB, or ""
+	// for the host's CPU; its memory is fixed MiB plus perNode KiB a
+	// node, so the budget binds alike at every depth.
+	device         string
+	fixed, perNode int
+	batch          string
+}
+
+var deepModels = []deep{
+	{name: "mlp/cpu", body: "dense 64 -> relu -> dense 64 -> relu", nodes: 4, input: "[64]", head: "dense 10", batch: "32"},
+	{name: "mlp/cpu-tight", body: "dense 64 -> relu -> dense 64 -> relu", nodes: 4, input: "[64]", head: "dense 10", batch: "auto",
+		device: "device tiny { kind cpu  memory %dMiB  bandwidth 50GB/s  fp32 1TFLOPS }", fixed: 1200, perNode: 50},
+	{name: "mlp/gpu-tight", body: "dense 64 -> relu -> dense 64 -> relu", nodes: 4, input: "[64]", head: "dense 10", batch: "auto",
+		device: "device tiny { memory %dMiB  bandwidth 500GB/s  fp32 10TFLOPS }", perNode: 41},
+	{name: "conv/cpu", body: "conv 8 k3 pad1 -> batchnorm -> relu -> conv 8 k3 pad1", nodes: 4, input: "[8, 16, 16]", head: "gap -> dense 10", batch: "32"},
+	{name: "conv/gpu-tight", body: "conv 8 k3 pad1 -> batchnorm -> relu -> conv 8 k3 pad1", nodes: 4, input: "[8, 16, 16]", head: "gap -> dense 10", batch: "auto",
+		device: "device tiny { memory %dMiB  bandwidth 500GB/s  fp32 10TFLOPS }", perNode: 26},
+}
+
+// source writes d with about n graph nodes.
+func (d deep) source(n int) string {
+	var b strings.Builder
+	b.WriteString("pipeline deep\n")
+	if d.device != "" {
+		b.WriteString("device tiny\n")
+		fmt.Fprintf(&b, d.device+"\n", d.fixed+n*d.perNode/1024)
+	}
+	fmt.Fprintf(&b, "source data synthetic { samples 64  shape %s  classes 10 }\n", d.input)
+	fmt.Fprintf(&b, "model m {\n  input %s\n  %d * (%s)\n  %s\n}\n", d.input, max(1, n/d.nodes), d.body, d.head)
+	fmt.Fprintf(&b, "train { epochs 1  batch %s  loss cross_entropy  checkpoint auto }\n", d.batch)
+	return b.String()
+}
+
+func benchmarkDeep(b *testing.B, n int) {
+	for _, d := range deepModels {
+		src := []byte(d.source(n))
+		prog := check(b, "deep.pipe", src)
+		b.Run(d.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if p, ds := Plan(prog, WithHost(testHost), WithSource(src)); p == nil || len(p.Layers) < n {
+					b.Fatalf("no plan of %d layers:\n%v", n, ds)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkPlan20000Layers plans models of about 20,000 graph nodes
+// (deepModels), the size at which a super-linear planner stalls `pipe
+// plan` and the language server.
+func BenchmarkPlan20000Layers(b *testing.B) { benchmarkDeep(b, 20000) }
+
+// BenchmarkPlan2000Layers is the same models a tenth as deep, so the two
+// benchmarks side by side show how planning scales.
+func BenchmarkPlan2000Layers(b *testing.B) { benchmarkDeep(b, 2000) }
+
+// TestDeepModelsPlan keeps the benchmark's models honest at a size the
+// tests can afford: each plans, and each tight device needs segments.
+func TestDeepModelsPlan(t *testing.T) {
+	for _, d := range deepModels {
+		src := d.source(200)
+		p, ds := planSrc(t, src)
+		if ds.HasErrors() || p == nil || !p.Fits {
+			t.Fatalf("%s:\n%v", d.name, ds)
+		}
+		if tight := d.device != ""; tight != (len(p.Checkpoint.Segments) > 0) {
+			t.Errorf("%s: %d checkpoint segments at batch %d", d.name, len(p.Checkpoint.Segments), p.BatchSize)
+		}
+	}
+}
