@@ -1,5 +1,7 @@
 package planner
 
+import "slices"
+
 // Choosing what to recompute
 //
 // Training keeps, between the forward and the backward pass, every tensor
@@ -116,6 +118,14 @@ type chain struct {
 	fixed []bool // never recomputed (the input)
 	// endsAt[r] lists the nodes whose last reader is r.
 	endsAt [][]int
+	// cross[l] is Σ o_i over the nodes i < l that nothing keeps and that
+	// are read at l or later: the tensors live across the cut before l
+	// that a segment starting at l finds in its Q or its in.
+	cross []wide
+	// mark and gen let a walk over a segment count each input once:
+	// mark[j] == gen once the current walk has counted node j.
+	mark []int
+	gen  int
 }
 
 func (c *chain) n() int { return len(c.out) }
@@ -128,14 +138,35 @@ func (c *chain) stored(i int) int64 {
 	return c.priv[i]
 }
 
-// finish fills endsAt from last.
+// finish fills endsAt and cross from last, once the sizes are final.
 func (c *chain) finish() {
-	c.endsAt = make([][]int, c.n())
+	n := c.n()
+	c.endsAt = make([][]int, n)
 	for i, r := range c.last {
-		if r >= 0 && r < c.n() {
+		if r >= 0 && r < n {
 			c.endsAt[r] = append(c.endsAt[r], i)
 		}
 	}
+	// cross in one sweep: node i joins the cut after itself and leaves
+	// it after its last reader. The running sum is exact (wide) and each
+	// entry saturates, as a sum of its terms with add would.
+	c.cross = make([]wide, n+1)
+	leave := make([][]int, n+2)
+	var x wide
+	for l := 0; l <= n; l++ {
+		if l > 0 {
+			if i := l - 1; !c.kept[i] && c.last[i] >= l {
+				x.add(c.out[i])
+				leave[min(c.last[i], n)+1] = append(leave[min(c.last[i], n)+1], i)
+			}
+		}
+		for _, i := range leave[l] {
+			x.sub(c.out[i])
+		}
+		c.cross[l] = x
+	}
+	c.mark = make([]int, n)
+	c.gen = 0
 }
 
 // baseline is the peak without checkpointing: Σ a_i.
@@ -156,18 +187,16 @@ type segment struct {
 
 // segStats walks the segments [l, r] for r = l, l+1, ... and calls fn with
 // each one's permanent cost (out + in), its recompute peak Q and its
-// FLOPs, until fn returns false or a fixed node ends the run. stamp is
-// scratch of length n whose entries are never equal to l on entry.
-func (c *chain) segStats(l int, stamp []int, fn func(r int, cost, q, flops int64) bool) {
+// FLOPs, until fn returns false or a fixed node ends the run. It costs
+// O(1) plus the fan-in per node walked.
+func (c *chain) segStats(l int, fn func(r int, cost, q, flops int64) bool) {
 	n := c.n()
-	var out, in, rq, x, f int64
+	var out, in, rq, f int64
 	// x starts as every tensor live across the cut before l that nothing
 	// keeps: produced before l, read at l or later.
-	for i := 0; i < l; i++ {
-		if !c.kept[i] && c.last[i] >= l {
-			x = add(x, c.out[i])
-		}
-	}
+	x := c.cross[l].int()
+	c.gen++
+	gen := c.gen
 	for r := l; r < n && !c.fixed[r]; r++ {
 		f = add(f, c.flops[r])
 		rq = add(rq, c.priv[r])
@@ -179,8 +208,8 @@ func (c *chain) segStats(l int, stamp []int, fn func(r int, cost, q, flops int64
 			}
 		}
 		for _, j := range c.inputs[r] {
-			if j < l && !c.kept[j] && stamp[j] != l {
-				stamp[j] = l
+			if j < l && !c.kept[j] && c.mark[j] != gen {
+				c.mark[j] = gen
 				in = add(in, c.out[j])
 				x = sub(x, c.out[j])
 			}
@@ -197,80 +226,53 @@ func (c *chain) segStats(l int, stamp []int, fn func(r int, cost, q, flops int64
 	}
 }
 
-func newStamp(n int) []int {
-	s := make([]int, n)
-	for i := range s {
-		s[i] = -1
-	}
-	return s
-}
-
-// evaluate computes a plan's peak, kept memory and extra FLOPs straight
-// from the definitions above (no incremental sums), for reporting and as
-// the oracle the tests hold the programme to. Segments must be disjoint,
-// sorted and free of fixed nodes.
+// evaluate computes a plan's peak, kept memory and extra FLOPs from the
+// definitions above, in one pass over the nodes and their inputs, for
+// reporting; the tests hold it to a literal transcription of the
+// definitions. Segments must be disjoint, sorted and free of fixed nodes.
 func (c *chain) evaluate(segs []segment) (peak, kept, extra int64) {
 	n := c.n()
-	seg := make([]int, n)
-	for i := range seg {
-		seg[i] = -1
-	}
-	for k, s := range segs {
-		for i := s.From; i <= s.To; i++ {
-			seg[i] = k
-		}
-	}
-	readIn := func(i int, s segment) bool {
-		for j := s.From; j <= s.To; j++ {
-			for _, x := range c.inputs[j] {
-				if x == i {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	// keptUpTo[r] accumulates K over stored nodes and segments ending <= r.
-	var k int64
-	var m int64
+	// k accumulates K over stored nodes and segments ending <= i; m is
+	// the largest K≤S + Q(S).
+	var k, m int64
 	next := 0
-	for i := 0; i < n; i++ {
-		if seg[i] < 0 {
+	for i := 0; i < n; {
+		if next >= len(segs) || segs[next].From != i {
 			k = add(k, c.stored(i))
-			continue
-		}
-		if next >= len(segs) || segs[next].To != i {
+			i++
 			continue
 		}
 		s := segs[next]
 		next++
-		var out, in, q int64
+		c.gen++
+		gen := c.gen
+		var out, in int64
+		// Q starts as every unkept tensor live across the cut before
+		// the segment; those the segment reads move to in.
+		q := c.cross[s.From]
 		for j := s.From; j <= s.To; j++ {
 			extra = add(extra, c.flops[j])
-			q = add(q, c.priv[j])
+			q.add(c.priv[j])
 			if c.kept[j] {
 				if c.last[j] > s.To {
 					out = add(out, c.out[j])
 				} else {
-					q = add(q, c.out[j])
+					q.add(c.out[j])
+				}
+			}
+			for _, x := range c.inputs[j] {
+				if x < s.From && !c.kept[x] && c.mark[x] != gen {
+					c.mark[x] = gen
+					in = add(in, c.out[x])
+					q.sub(c.out[x])
 				}
 			}
 		}
-		for j := 0; j < s.From; j++ {
-			if c.kept[j] {
-				continue
-			}
-			switch {
-			case readIn(j, s):
-				in = add(in, c.out[j])
-			case c.last[j] > s.To:
-				q = add(q, c.out[j])
-			}
-		}
 		k = add(k, add(out, in))
-		if v := add(k, q); v > m {
+		if v := add(k, q.int()); v > m {
 			m = v
 		}
+		i = s.To + 1
 	}
 	peak = k
 	if m > peak {
@@ -280,14 +282,27 @@ func (c *chain) evaluate(segs []segment) (peak, kept, extra int64) {
 }
 
 // minPeak returns the smallest peak any plan reaches. feasible is the
-// O(n·L) check: the least K at each position decides it.
+// O(n·L) check: the least K at each position decides it. Every plan holds
+// each node's a_i at its peak (stored, or in its segment's out or Q), so
+// the least peak is at least the largest a_i; the search gallops up from
+// there and then bisects, so that no check runs at a budget much above the
+// answer, where segments could run the length of the graph.
 func (c *chain) minPeak() int64 {
 	hi := c.baseline()
-	lo := int64(0)
-	stamp := newStamp(c.n())
+	var lo int64
+	for i := range c.out {
+		lo = max(lo, c.stored(i))
+	}
+	for b := max(lo, 1); b < hi; b = min(add(b, b), hi) {
+		if c.feasible(b) {
+			hi = b
+			break
+		}
+		lo = b + 1
+	}
 	for lo < hi {
 		mid := lo + (hi-lo)/2
-		if c.feasible(mid, stamp) {
+		if c.feasible(mid) {
 			hi = mid
 		} else {
 			lo = mid + 1
@@ -296,16 +311,13 @@ func (c *chain) minPeak() int64 {
 	return hi
 }
 
-func (c *chain) feasible(budget int64, stamp []int) bool {
+func (c *chain) feasible(budget int64) bool {
 	n := c.n()
 	minK := make([]int64, n+1)
 	for i := range minK {
 		minK[i] = -1
 	}
 	minK[0] = 0
-	for i := range stamp {
-		stamp[i] = -1
-	}
 	relax := func(p int, k int64) {
 		if k <= budget && (minK[p] < 0 || k < minK[p]) {
 			minK[p] = k
@@ -320,7 +332,7 @@ func (c *chain) feasible(budget int64, stamp []int) bool {
 		if c.fixed[p] {
 			continue
 		}
-		c.segStats(p, stamp, func(r int, cost, q, _ int64) bool {
+		c.segStats(p, func(r int, cost, q, _ int64) bool {
 			k2 := add(k, cost)
 			if add(k2, q) > budget {
 				return false
@@ -393,11 +405,10 @@ func (c *chain) solve(budget int64) (ckptResult, bool) {
 func (c *chain) keptToGo(budget int64) []int64 {
 	n := c.n()
 	togo := make([]int64, n+1)
-	stamp := newStamp(n)
 	for p := n - 1; p >= 0; p-- {
 		best := add(c.stored(p), togo[p+1])
 		if !c.fixed[p] {
-			c.segStats(p, stamp, func(r int, cost, _, _ int64) bool {
+			c.segStats(p, func(r int, cost, _, _ int64) bool {
 				if cost > budget {
 					return false
 				}
@@ -420,29 +431,36 @@ func (c *chain) search(budget int64, resolution int64, ub int64, togo []int64) (
 	n := c.n()
 	unit := max(1, budget/resolution)
 	arena := []label{{parent: -1, from: -1}}
-	// fronts[p][b] is the label of bucket b at position p, or -1. A front
-	// is allocated when its position first gets a label and dropped once
-	// the position is done, so at most the positions a segment can reach
-	// hold one.
-	fronts := make([][]int32, n+1)
+	// fronts[p].slot[b] is the label of slot b at position p, or -1;
+	// fronts[p].keys lists the buckets that hold one, so that a front
+	// costs what it holds and not the budget's resolution. A front is
+	// taken when its position first gets a label and given back, its
+	// slots emptied, once the position is done, so at most the positions
+	// a segment can reach hold one.
+	type bucketFront struct {
+		slot []int32
+		keys []int64
+	}
+	fronts := make([]*bucketFront, n+1)
 	slots := 2 * (int(budget/unit) + 1)
-	var free [][]int32
-	get := func(pos int) []int32 {
+	var free []*bucketFront
+	get := func(pos int) *bucketFront {
 		if fronts[pos] == nil {
-			var f []int32
+			var f *bucketFront
 			if len(free) > 0 {
 				f, free = free[len(free)-1], free[:len(free)-1]
 			} else {
-				f = make([]int32, slots)
-			}
-			for i := range f {
-				f[i] = -1
+				f = &bucketFront{slot: make([]int32, slots)}
+				for i := range f.slot {
+					f.slot[i] = -1
+				}
 			}
 			fronts[pos] = f
 		}
 		return fronts[pos]
 	}
-	get(0)[0] = 0
+	get(0).slot[0] = 0
+	fronts[0].keys = append(fronts[0].keys, 0)
 	exact := true
 	// Each bucket has two slots: 2b holds its label of least e (then
 	// least k), 2b+1 its label of least k (then least e), which keeps the
@@ -461,9 +479,13 @@ func (c *chain) search(budget int64, resolution int64, ub int64, togo []int64) (
 		if l.e > ub || add(l.k, togo[pos]) > budget {
 			return
 		}
-		f := get(pos)
+		fr := get(pos)
+		f := fr.slot
 		key := l.k / unit
 		se, sk := 2*key, 2*key+1
+		if f[se] < 0 && f[sk] < 0 {
+			fr.keys = append(fr.keys, key)
+		}
 		var lost [2]label
 		nlost, kept := 0, false
 		take := func(slot int64, better func(a, b label) bool) {
@@ -492,7 +514,6 @@ func (c *chain) search(budget int64, resolution int64, ub int64, togo []int64) (
 			}
 		}
 	}
-	stamp := newStamp(n)
 	type segCost struct {
 		r             int
 		cost, q, flop int64
@@ -505,13 +526,17 @@ func (c *chain) search(budget int64, resolution int64, ub int64, togo []int64) (
 		// with e falling.
 		front = front[:0]
 		if f := fronts[p]; f != nil {
-			for b := 0; b < len(f); b += 2 {
-				for _, id := range []int32{f[b+1], f[b]} {
+			slices.Sort(f.keys)
+			for _, b := range f.keys {
+				for _, slot := range []int64{2*b + 1, 2 * b} {
+					id := f.slot[slot]
 					if id >= 0 && (len(front) == 0 || arena[id].e < arena[front[len(front)-1]].e) {
 						front = append(front, id)
 					}
+					f.slot[slot] = -1
 				}
 			}
+			f.keys = f.keys[:0]
 			free = append(free, f)
 			fronts[p] = nil
 		}
@@ -523,7 +548,7 @@ func (c *chain) search(budget int64, resolution int64, ub int64, togo []int64) (
 			// The segments starting at p do not depend on the label:
 			// compute them once, as far as the cheapest label allows.
 			kmin := arena[front[0]].k
-			c.segStats(p, stamp, func(r int, cost, q, flop int64) bool {
+			c.segStats(p, func(r int, cost, q, flop int64) bool {
 				if add(add(kmin, cost), q) > budget {
 					return false
 				}
