@@ -79,23 +79,46 @@ import "slices"
 // could buy, and the plan says so (Checkpoint.Optimal is false). Two bounds
 // cut the fronts without loss: a label whose K plus the least memory the
 // rest of the graph must keep (keptToGo, the same programme backwards
-// without the recompute constraints) exceeds B cannot finish, and a label
-// costing more than a plan already found cannot win. That plan comes from
-// a first pass with 32 buckets, which takes a fraction of the time.
+// without the recompute constraints, but for leaving out segments whose
+// cost and Q alone exceed B) exceeds B cannot finish, and a label costing
+// more than a plan already found cannot win. That plan comes from a first
+// pass with 32 buckets, which takes a fraction of the time.
 //
 // Costs. For a fixed l, out, in, Q and F of [l, r] are updated in O(1) plus
 // the node's fan-in as r grows (an output moves from out to Q when its last
 // reader joins; a skip tensor moves from Q to in when the segment first
-// reads it). out + in + Q never decreases as r grows, so the extension stops
-// at the first r that exceeds the budget. The programme is O(n·L·F) for
-// segments of length at most L and fronts of at most F labels; on a
-// 213-node U-Net with a ResNet-50 encoder it takes 5 to 25 milliseconds on
-// one core, depending on how tight the budget is.
+// reads it; the skip tensors live across l come from one sweep, cross).
+// out + in + Q never decreases as r grows, so the extension stops at the
+// first r that exceeds the budget. The segments from each position do not
+// depend on the label, so they are walked once and kept (segsFrom) for
+// every pass and every budget up to the one they were walked for. The
+// programme is O(n·L·F) for segments of length at most L and fronts of at
+// most F labels; on a 213-node U-Net with a ResNet-50 encoder it takes 5
+// to 25 milliseconds on one core, depending on how tight the budget is.
 //
 // The smallest achievable peak (what "checkpoint all" asks for, and what
 // bounds the largest batch) needs no front: the least K at each position
-// decides feasibility, so a binary search over B with an O(n·L) check finds
-// it.
+// decides feasibility, so a search over B with an O(n·L) check finds it.
+// Every plan's peak holds each node's a_i (stored, or in its segment's out
+// or Q), so the search gallops up from the largest a_i and then bisects:
+// a bisection from the baseline would begin with budgets under which
+// segments run the length of the graph, O(n²) a check.
+//
+// Long graphs. L and F grow with the graph (for a plain chain at its least
+// peak L is about sqrt(2n), and F grows too), so the exact programme is
+// super-linear: a 20,000-node MLP took it 20 seconds. A graph longer than
+// maxCuts-1 nodes is therefore solved over about maxCuts cuts (thin): one
+// position in each window of n/maxCuts, the one with the fewest bytes live
+// across it, and segments start and end only at cuts, so nodes between two
+// cuts are stored or recomputed together. The programme is the same one
+// over the cuts (a block of nodes stores at Σ a_i), so its fronts and
+// segments are bounded by maxCuts whatever n is, and only the walks over
+// the nodes grow with it, linearly. The plan is then the best among plans
+// whose boundaries are cuts, which the tests check against brute force
+// over exactly those plans, and it says it is not proven optimal
+// (Checkpoint.Optimal is false, and the decision's reason says why). On a
+// chain of 20,000 nodes the least peak over the cuts is within a few
+// percent of the exact one.
 //
 // Equal-size segments (Chen et al.'s sqrt(n) rule) are plans of this model
 // too, so the exact programme is never worse than them under the same
@@ -126,6 +149,40 @@ type chain struct {
 	// mark[j] == gen once the current walk has counted node j.
 	mark []int
 	gen  int
+	// cuts are the positions where a segment may start, and one past
+	// where one may end, ascending from 0 to n: every position when the
+	// graph is short enough for the exact programme, about maxCuts of
+	// them otherwise (thin). The programme runs over cuts, not nodes.
+	cuts []int
+	// thinned says cuts leaves positions out: the plan is the best of
+	// those whose segments start and end at cuts, not proven optimal.
+	thinned bool
+	// block[a] is Σ a_i over the nodes from cuts[a] to cuts[a+1]-1, what
+	// storing them all costs.
+	block []int64
+	// rows[a] caches the segments starting at cuts[a] (segsFrom).
+	rows []segRow
+	// work counts the programme's steps (nodes walked, transitions
+	// tried) since the chain was made: tests hold its growth with n.
+	work int64
+}
+
+// segCost is one segment starting at some cut: it ends before cut end,
+// and costs cost (out + in) for the whole step, q while it is recomputed,
+// and flop FLOPs.
+type segCost struct {
+	end           int
+	cost, q, flop int64
+}
+
+// segRow is the segments starting at one cut, in order of their end, as
+// far as one walk went: every one with cost + q <= lim (cost + q never
+// falls as a segment grows), or all of them when complete.
+type segRow struct {
+	segs     []segCost
+	lim      int64
+	walked   bool
+	complete bool
 }
 
 func (c *chain) n() int { return len(c.out) }
@@ -167,6 +224,7 @@ func (c *chain) finish() {
 	}
 	c.mark = make([]int, n)
 	c.gen = 0
+	c.thin(maxCuts)
 }
 
 // baseline is the peak without checkpointing: Σ a_i.
@@ -281,6 +339,108 @@ func (c *chain) evaluate(segs []segment) (peak, kept, extra int64) {
 	return peak, k, extra
 }
 
+// maxCuts bounds the positions the programme works over. A graph of up
+// to maxCuts-1 nodes is solved exactly, over every position; a longer one
+// over about maxCuts cuts (thin), so that the programme's fronts and
+// segments stop growing with the graph and its work grows linearly, in
+// the walks over the nodes.
+const maxCuts = 1024
+
+// thin chooses the cuts: every position when there are at most limit of
+// them, else one in each of limit-3 windows of consecutive positions, the
+// one with the fewest bytes live across it (the first on ties), where a
+// checkpoint boundary costs the least; fixed nodes are cut out on both
+// sides so that the nodes around them can still be recomputed.
+func (c *chain) thin(limit int) {
+	n := c.n()
+	c.cuts = c.cuts[:0]
+	c.thinned = n+1 > limit
+	if !c.thinned {
+		for p := 0; p <= n; p++ {
+			c.cuts = append(c.cuts, p)
+		}
+	} else {
+		// live[p]: the bytes of every output produced before p and read
+		// at p or later, kept or not.
+		live := make([]int64, n+1)
+		leave := make([][]int, n+2)
+		var x wide
+		for p := 1; p <= n; p++ {
+			if i := p - 1; c.last[i] >= p {
+				x.add(c.out[i])
+				leave[min(c.last[i], n)+1] = append(leave[min(c.last[i], n)+1], i)
+			}
+			for _, i := range leave[p] {
+				x.sub(c.out[i])
+			}
+			live[p] = x.int()
+		}
+		// limit-3 windows over positions 1..n-1, leaving room for 0, n
+		// and the cuts around the input.
+		windows := limit - 3
+		c.cuts = append(c.cuts, 0)
+		for k := range windows {
+			lo, hi := 1+k*(n-1)/windows, 1+(k+1)*(n-1)/windows
+			if lo >= hi {
+				continue
+			}
+			best := lo
+			for p := lo + 1; p < hi; p++ {
+				if live[p] < live[best] {
+					best = p
+				}
+			}
+			c.cuts = append(c.cuts, best)
+		}
+		for i, f := range c.fixed {
+			if f {
+				c.cuts = append(c.cuts, i, i+1)
+			}
+		}
+		c.cuts = append(c.cuts, n)
+		slices.Sort(c.cuts)
+		c.cuts = slices.Compact(c.cuts)
+	}
+	c.block = make([]int64, len(c.cuts)-1)
+	for a := range c.block {
+		for i := c.cuts[a]; i < c.cuts[a+1]; i++ {
+			c.block[a] = add(c.block[a], c.stored(i))
+		}
+	}
+	c.rows = make([]segRow, len(c.cuts))
+}
+
+// segsFrom returns the segments starting at cut a and ending before a
+// later cut, in order, at least as far as cost + q <= limit; a caller
+// stops at its own bound. The walk is kept and walked again only for a
+// larger limit.
+func (c *chain) segsFrom(a int, limit int64) []segCost {
+	row := &c.rows[a]
+	if row.walked && (row.complete || limit <= row.lim) {
+		return row.segs
+	}
+	row.segs, row.lim, row.walked, row.complete = row.segs[:0], limit, true, true
+	l := c.cuts[a]
+	if c.fixed[l] {
+		return nil
+	}
+	next := a + 1
+	c.segStats(l, func(r int, cost, q, flop int64) bool {
+		c.work++
+		if r+1 < c.cuts[next] {
+			return true
+		}
+		if add(cost, q) > limit {
+			row.complete = false
+			return false
+		}
+		row.segs = append(row.segs, segCost{end: next, cost: cost, q: q, flop: flop})
+		next++
+		return true
+	})
+	return row.segs
+}
+
 // minPeak returns the smallest peak any plan reaches. feasible is the
 // O(n·L) check: the least K at each position decides it. Every plan holds
 // each node's a_i at its peak (stored, or in its segment's out or Q), so
@@ -312,36 +472,33 @@ func (c *chain) minPeak() int64 {
 }
 
 func (c *chain) feasible(budget int64) bool {
-	n := c.n()
-	minK := make([]int64, n+1)
+	nc := len(c.cuts)
+	minK := make([]int64, nc)
 	for i := range minK {
 		minK[i] = -1
 	}
 	minK[0] = 0
-	relax := func(p int, k int64) {
-		if k <= budget && (minK[p] < 0 || k < minK[p]) {
-			minK[p] = k
+	relax := func(a int, k int64) {
+		c.work++
+		if k <= budget && (minK[a] < 0 || k < minK[a]) {
+			minK[a] = k
 		}
 	}
-	for p := 0; p < n; p++ {
-		k := minK[p]
+	for a := 0; a < nc-1; a++ {
+		k := minK[a]
 		if k < 0 {
 			continue
 		}
-		relax(p+1, add(k, c.stored(p)))
-		if c.fixed[p] {
-			continue
-		}
-		c.segStats(p, func(r int, cost, q, _ int64) bool {
-			k2 := add(k, cost)
-			if add(k2, q) > budget {
-				return false
+		relax(a+1, add(k, c.block[a]))
+		for _, s := range c.segsFrom(a, budget-k) {
+			k2 := add(k, s.cost)
+			if add(k2, s.q) > budget {
+				break
 			}
-			relax(r+1, k2)
-			return true
-		})
+			relax(s.end, k2)
+		}
 	}
-	return minK[n] >= 0
+	return minK[nc-1] >= 0
 }
 
 // label is one state of the programme: the nodes before its position are
@@ -366,7 +523,11 @@ type ckptResult struct {
 	Segments []segment
 	Peak     int64 // per sample
 	Extra    int64 // FLOPs per sample
-	Exact    bool  // no label was dropped undominated
+	Exact    bool  // no label was dropped undominated, and no cut left out
+	// Cuts is the number of cuts segments were held to when the graph was
+	// too long for the exact programme (chain.thin), 0 when they could
+	// start and end anywhere.
+	Cuts int
 }
 
 // solve returns the plan of least extra FLOPs whose peak is at most budget
@@ -398,25 +559,24 @@ func (c *chain) solve(budget int64) (ckptResult, bool) {
 	return ckptResult{}, false
 }
 
-// keptToGo[p] is a lower bound on the memory the nodes from p on keep,
-// whatever the plan: the least sum of stored and segment costs, ignoring
-// the recompute peaks. A label whose memory plus this exceeds the budget
-// cannot be completed.
+// keptToGo[a] is a lower bound on the memory the nodes from cut a on
+// keep, whatever the plan: the least sum of stored and segment costs,
+// ignoring the recompute peaks but for leaving out the segments that no
+// plan can hold (a segment's cost and Q together are part of a peak, so
+// they never exceed the budget). A label whose memory plus this exceeds
+// the budget cannot be completed.
 func (c *chain) keptToGo(budget int64) []int64 {
-	n := c.n()
-	togo := make([]int64, n+1)
-	for p := n - 1; p >= 0; p-- {
-		best := add(c.stored(p), togo[p+1])
-		if !c.fixed[p] {
-			c.segStats(p, func(r int, cost, _, _ int64) bool {
-				if cost > budget {
-					return false
-				}
-				best = min(best, add(cost, togo[r+1]))
-				return true
-			})
+	nc := len(c.cuts)
+	togo := make([]int64, nc)
+	for a := nc - 2; a >= 0; a-- {
+		best := add(c.block[a], togo[a+1])
+		for _, s := range c.segsFrom(a, budget) {
+			if add(s.cost, s.q) > budget {
+				break
+			}
+			best = min(best, add(s.cost, togo[s.end]))
 		}
-		togo[p] = best
+		togo[a] = best
 	}
 	return togo
 }
@@ -428,7 +588,7 @@ const coarseResolution = 32
 // extra FLOPs exceed ub or whose memory cannot be completed within the
 // budget.
 func (c *chain) search(budget int64, resolution int64, ub int64, togo []int64) (ckptResult, bool) {
-	n := c.n()
+	n := len(c.cuts) - 1 // the last cut; labels live at cuts
 	unit := max(1, budget/resolution)
 	arena := []label{{parent: -1, from: -1}}
 	// fronts[p].slot[b] is the label of slot b at position p, or -1;
@@ -476,6 +636,7 @@ func (c *chain) search(budget int64, resolution int64, ub int64, togo []int64) (
 		return false
 	}
 	put := func(pos int, l label) {
+		c.work++
 		if l.e > ub || add(l.k, togo[pos]) > budget {
 			return
 		}
@@ -514,11 +675,6 @@ func (c *chain) search(budget int64, resolution int64, ub int64, togo []int64) (
 			}
 		}
 	}
-	type segCost struct {
-		r             int
-		cost, q, flop int64
-	}
-	var segs []segCost
 	var front []int32
 	for p := 0; p <= n; p++ {
 		// Buckets are in order of k, and in a bucket the least-k slot
@@ -543,20 +699,10 @@ func (c *chain) search(budget int64, resolution int64, ub int64, togo []int64) (
 		if p == n || len(front) == 0 {
 			continue
 		}
-		segs = segs[:0]
-		if !c.fixed[p] {
-			// The segments starting at p do not depend on the label:
-			// compute them once, as far as the cheapest label allows.
-			kmin := arena[front[0]].k
-			c.segStats(p, func(r int, cost, q, flop int64) bool {
-				if add(add(kmin, cost), q) > budget {
-					return false
-				}
-				segs = append(segs, segCost{r, cost, q, flop})
-				return true
-			})
-		}
-		a := c.stored(p)
+		// The segments starting at p do not depend on the label: they
+		// are walked once, as far as the cheapest label allows.
+		segs := c.segsFrom(p, budget-arena[front[0]].k)
+		a := c.block[p]
 		for _, li := range front {
 			l := arena[li]
 			if k := add(l.k, a); k <= budget {
@@ -567,7 +713,7 @@ func (c *chain) search(budget int64, resolution int64, ub int64, togo []int64) (
 				if add(k, s.q) > budget {
 					break
 				}
-				put(s.r+1, label{k: k, e: add(l.e, s.flop), parent: li, from: int32(p), seg: true})
+				put(s.end, label{k: k, e: add(l.e, s.flop), parent: li, from: int32(p), seg: true})
 			}
 		}
 	}
@@ -584,7 +730,7 @@ func (c *chain) search(budget int64, resolution int64, ub int64, togo []int64) (
 	for li := best; arena[li].parent >= 0; li = arena[li].parent {
 		l := arena[li]
 		if l.seg {
-			out = append(out, segment{From: int(l.from), To: pos - 1})
+			out = append(out, segment{From: c.cuts[l.from], To: c.cuts[pos] - 1})
 		}
 		pos = int(l.from)
 	}
@@ -592,5 +738,9 @@ func (c *chain) search(budget int64, resolution int64, ub int64, togo []int64) (
 		out[i], out[j] = out[j], out[i]
 	}
 	peak, _, extra := c.evaluate(out)
-	return ckptResult{Segments: out, Peak: peak, Extra: extra, Exact: exact}, true
+	r := ckptResult{Segments: out, Peak: peak, Extra: extra, Exact: exact && !c.thinned}
+	if c.thinned {
+		r.Cuts = len(c.cuts)
+	}
+	return r, true
 }

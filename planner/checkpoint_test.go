@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"pipe/planner/plan"
@@ -218,6 +219,84 @@ func TestSolveMatchesBruteForce(t *testing.T) {
 			if !r.Exact {
 				t.Fatalf("trial %d: the front was thinned on a small graph", trial)
 			}
+		}
+	}
+}
+
+// TestThinnedMatchesBruteForce holds the programme over thinned cuts to
+// every plan whose segments start and end at cuts, on small graphs cut to
+// a few positions: it is optimal among those, and says it is not proven
+// optimal overall.
+func TestThinnedMatchesBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewSource(6))
+	for trial := range 60 {
+		n := 6 + rng.Intn(5)
+		c := randomChain(rng, n)
+		c.thin(4 + rng.Intn(3))
+		if !c.thinned || c.cuts[0] != 0 || c.cuts[len(c.cuts)-1] != n || c.cuts[1] != 1 {
+			t.Fatalf("trial %d: n=%d cuts %v", trial, n, c.cuts)
+		}
+		onCut := map[int]bool{}
+		for _, p := range c.cuts {
+			onCut[p] = true
+		}
+		var all [][]segment
+		plans(c, func(segs []segment) {
+			for _, s := range segs {
+				if !onCut[s.From] || !onCut[s.To+1] {
+					return
+				}
+			}
+			all = append(all, append([]segment(nil), segs...))
+		})
+		base := c.baseline()
+		minPeak := base
+		for _, s := range all {
+			if p, _, _ := evaluateNaive(c, s); p < minPeak {
+				minPeak = p
+			}
+		}
+		if got := c.minPeak(); got != minPeak {
+			t.Fatalf("trial %d (cuts %v): minPeak = %d, brute force over the cuts %d", trial, c.cuts, got, minPeak)
+		}
+		for _, budget := range []int64{minPeak - 1, minPeak, (minPeak + base) / 2, base} {
+			best := int64(-1)
+			for _, s := range all {
+				p, _, e := evaluateNaive(c, s)
+				if p <= budget && (best < 0 || e < best) {
+					best = e
+				}
+			}
+			r, ok := c.solve(budget)
+			if ok != (best >= 0) || ok && r.Extra != best {
+				t.Fatalf("trial %d (cuts %v) budget %d: solve %v %d FLOPs (%v), brute force %d", trial, c.cuts, budget, ok, r.Extra, r.Segments, best)
+			}
+			if ok && (r.Exact || r.Peak > budget) {
+				t.Fatalf("trial %d: a thinned plan says exact %v, peaks at %d under %d", trial, r.Exact, r.Peak, budget)
+			}
+			for _, s := range r.Segments {
+				if !onCut[s.From] || !onCut[s.To+1] {
+					t.Fatalf("trial %d: segment %v is not on the cuts %v", trial, s, c.cuts)
+				}
+			}
+		}
+	}
+}
+
+// TestThinCuts: a long graph gets about maxCuts cuts, with the input cut
+// out on both sides, and a short one every position.
+func TestThinCuts(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	for _, n := range []int{maxCuts - 1, maxCuts, 3*maxCuts + 7, 20003} {
+		c := randomChain(rng, n)
+		if c.thinned != (n+1 > maxCuts) || len(c.cuts) > maxCuts {
+			t.Errorf("n=%d: thinned %v, %d cuts", n, c.thinned, len(c.cuts))
+		}
+		if c.thinned && len(c.cuts) < maxCuts*3/4 {
+			t.Errorf("n=%d: only %d cuts", n, len(c.cuts))
+		}
+		if c.cuts[0] != 0 || c.cuts[1] != 1 || c.cuts[len(c.cuts)-1] != n || !slices.IsSorted(c.cuts) {
+			t.Errorf("n=%d: cuts start %v, end %d", n, c.cuts[:2], c.cuts[len(c.cuts)-1])
 		}
 	}
 }

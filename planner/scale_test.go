@@ -87,3 +87,40 @@ func TestDeepModelsPlan(t *testing.T) {
 		}
 	}
 }
+
+// planWork plans src and returns the checkpoint programme's work
+// (chain.work: nodes walked and transitions tried, over every pass and
+// every budget the batch search asked about) and the graph's nodes.
+func planWork(t *testing.T, src string) (work int64, nodes int) {
+	t.Helper()
+	prog := check(t, "deep.pipe", []byte(src))
+	var cfg config
+	WithHost(testHost)(&cfg)
+	pl := &planner{prog: prog, cfg: cfg, host: testHost}
+	pl.run()
+	if pl.cost == nil || pl.plan == nil || pl.diags.HasErrors() {
+		t.Fatalf("no plan:\n%v", pl.diags)
+	}
+	return pl.cost.ch.work, len(pl.graph.Nodes)
+}
+
+// TestPlanWorkGrowsLinearly plans each deep model at two depths, four
+// times apart, and holds the checkpoint programme's work to linear growth:
+// at most 6 times more for 4 times the nodes, where the exact programme's
+// O(n·L·F) grew about 16 times (n², with L and F growing too). It counts
+// steps, not seconds, so it does not depend on the machine.
+func TestPlanWorkGrowsLinearly(t *testing.T) {
+	if testing.Short() {
+		t.Skip("plans models of 16,000 nodes")
+	}
+	for _, d := range deepModels {
+		w1, n1 := planWork(t, d.source(4000))
+		w2, n2 := planWork(t, d.source(16000))
+		ratio := float64(w2) / float64(w1)
+		t.Logf("%s: %d nodes %d steps, %d nodes %d steps: %.2f×", d.name, n1, w1, n2, w2, ratio)
+		if ratio > 6 {
+			t.Errorf("%s: the checkpoint programme did %d steps for %d nodes and %d for %d, %.1f times as many for %.1f times the nodes",
+				d.name, w1, n1, w2, n2, ratio, float64(n2)/float64(n1))
+		}
+	}
+}
