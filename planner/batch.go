@@ -119,6 +119,7 @@ func (pl *planner) chooseBatch(budget, extra int64, prec plan.Precision) batchCh
 	}
 	// fit returns the cheapest checkpoint plan at batch b, and whether b fits.
 	fit := func(b int64) (ckptResult, bool) {
+		pl.poll()
 		if mode == "all" {
 			r, _, ok := m.minPlan()
 			return r, ok && m.total(b, r.Peak, extra) <= budget

@@ -1,6 +1,9 @@
 package planner
 
-import "slices"
+import (
+	"context"
+	"slices"
+)
 
 // Choosing what to recompute
 //
@@ -165,6 +168,21 @@ type chain struct {
 	// work counts the programme's steps (nodes walked, transitions
 	// tried) since the chain was made: tests hold its growth with n.
 	work int64
+	// ctx, when set, is polled every pollEvery steps (planner.poll).
+	ctx context.Context
+}
+
+// pollEvery is how many steps of the programme pass between two looks at
+// its context: well under a millisecond of work.
+const pollEvery = 1 << 12
+
+// step counts one step of the programme and, now and then, polls the
+// context.
+func (c *chain) step() {
+	c.work++
+	if c.ctx != nil && c.work%pollEvery == 0 {
+		poll(c.ctx)
+	}
 }
 
 // segCost is one segment starting at some cut: it ends before cut end,
@@ -426,7 +444,7 @@ func (c *chain) segsFrom(a int, limit int64) []segCost {
 	}
 	next := a + 1
 	c.segStats(l, func(r int, cost, q, flop int64) bool {
-		c.work++
+		c.step()
 		if r+1 < c.cuts[next] {
 			return true
 		}
@@ -479,7 +497,7 @@ func (c *chain) feasible(budget int64) bool {
 	}
 	minK[0] = 0
 	relax := func(a int, k int64) {
-		c.work++
+		c.step()
 		if k <= budget && (minK[a] < 0 || k < minK[a]) {
 			minK[a] = k
 		}
@@ -636,7 +654,7 @@ func (c *chain) search(budget int64, resolution int64, ub int64, togo []int64) (
 		return false
 	}
 	put := func(pos int, l label) {
-		c.work++
+		c.step()
 		if l.e > ub || add(l.k, togo[pos]) > budget {
 			return
 		}

@@ -1,5 +1,7 @@
 package planner
 
+import "context"
+
 // Option sets an optional knob of Plan.
 type Option func(*config)
 
@@ -11,6 +13,7 @@ type config struct {
 	src    []byte
 	nproc  int
 	nnodes int
+	ctx    context.Context
 }
 
 // WithDevice plans for the named device instead of the file's device
@@ -43,3 +46,10 @@ func WithEngine(name string) Option { return func(c *config) { c.engine = name }
 func WithDevices(nprocPerNode, nnodes int) Option {
 	return func(c *config) { c.nproc, c.nnodes = nprocPerNode, nnodes }
 }
+
+// WithContext lets ctx stop the planning: once ctx is done, Plan returns
+// a nil plan and one error diagnostic with code CodeCancelled, within a few
+// thousand steps of whatever it was doing (the checkpoint programme polls
+// ctx as it works). The language server passes the context that a newer
+// edit of the file cancels.
+func WithContext(ctx context.Context) Option { return func(c *config) { c.ctx = ctx } }

@@ -1,9 +1,13 @@
 package planner
 
 import (
+	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
+
+	"pipe/lang/diag"
 )
 
 // deep is a model of many repeated blocks, for the planner's scaling:
@@ -122,5 +126,56 @@ func TestPlanWorkGrowsLinearly(t *testing.T) {
 			t.Errorf("%s: the checkpoint programme did %d steps for %d nodes and %d for %d, %.1f times as many for %.1f times the nodes",
 				d.name, w1, n1, w2, n2, ratio, float64(n2)/float64(n1))
 		}
+	}
+}
+
+// countdown is a context whose Err turns to context.Canceled once it has
+// been asked n times: a cancellation at a chosen point of the planning,
+// whatever the speed of the machine.
+type countdown struct {
+	context.Context
+	n int
+}
+
+func (c *countdown) Err() error {
+	if c.n <= 0 {
+		return context.Canceled
+	}
+	c.n--
+	return nil
+}
+
+// TestPlanCancelledBeforehand: with a context already done, Plan returns
+// no plan and one diagnostic saying it was cancelled.
+func TestPlanCancelledBeforehand(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	p, ds := planSrc(t, deepModels[2].source(20000), WithContext(ctx))
+	if p != nil || len(ds) != 1 || ds[0].Code != CodeCancelled || ds[0].Severity != diag.Error {
+		t.Fatalf("plan %v, diagnostics %v", p != nil, ds)
+	}
+}
+
+// TestPlanCancelledInTheProgramme cancels the planning of a model whose
+// checkpoints are solved once the checkpoint programme has polled its
+// context a few times: Plan returns no plan, and the programme had done a
+// small part of its work.
+func TestPlanCancelledInTheProgramme(t *testing.T) {
+	src := deepModels[2].source(4000)
+	full, _ := planWork(t, src)
+	prog := check(t, "deep.pipe", []byte(src))
+	ctx := &countdown{Context: context.Background(), n: 6}
+	var cfg config
+	WithHost(testHost)(&cfg)
+	WithContext(ctx)(&cfg)
+	pl := &planner{prog: prog, cfg: cfg, host: testHost}
+	if err := pl.runUntilStopped(); !errors.Is(err, context.Canceled) {
+		t.Fatalf("the planning was not stopped: %v", err)
+	}
+	if pl.cost == nil || pl.cost.ch.work == 0 || pl.cost.ch.work > full/10 {
+		t.Fatalf("stopped after %d of the programme's %d steps", pl.cost.ch.work, full)
+	}
+	if p, ds := Plan(prog, WithHost(testHost), WithContext(&countdown{Context: context.Background(), n: 6})); p != nil || ds[0].Code != CodeCancelled {
+		t.Errorf("Plan returned a plan (%v) or %v", p != nil, ds)
 	}
 }
