@@ -175,6 +175,8 @@ type chain struct {
 	work int64
 	// ctx, when set, is polled every pollEvery steps (planner.poll).
 	ctx context.Context
+	// arena is search's, kept between searches.
+	arena []label
 }
 
 // pollEvery is how many steps of the programme pass between two looks at
@@ -613,7 +615,11 @@ const coarseResolution = 32
 func (c *chain) search(budget int64, resolution int64, ub int64, togo []int64) (ckptResult, bool) {
 	n := len(c.cuts) - 1 // the last cut; labels live at cuts
 	unit := max(1, budget/resolution)
-	arena := []label{{parent: -1, from: -1}}
+	// The arena outlives the search as the chain's scratch: the batch
+	// search solves the same chain again and again, and the arena is
+	// most of what a search allocates.
+	arena := append(c.arena[:0], label{parent: -1, from: -1})
+	defer func() { c.arena = arena[:0] }()
 	// fronts[p].slot[b] is the label of slot b at position p, or -1;
 	// fronts[p].keys lists the buckets that hold one, so that a front
 	// costs what it holds and not the budget's resolution. A front is
