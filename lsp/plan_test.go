@@ -43,3 +43,24 @@ func TestHoverFromThePlanner(t *testing.T) {
 		t.Errorf("hover in a repeat:\n%s", md)
 	}
 }
+
+// TestCancelledPlanIsDropped runs the real planner under a context that a
+// newer version already cancelled: the planner stops at once with its
+// cancelled diagnostic, and the analysis is dropped, not published.
+func TestCancelledPlanIsDropped(t *testing.T) {
+	var got diag.Diagnostics
+	plan := func(ctx context.Context, p *lang.Program) (*Costs, diag.Diagnostics) {
+		pl, ds := planner.Plan(p, planner.WithHost(planner.HostInfo{MemTotal: 64 << 30, MemAvailable: 32 << 30, Cores: 8}), planner.WithContext(ctx))
+		got = ds
+		return CostsFromPlan(p, pl), ds
+	}
+	a := &analyzer{schema: stdlib.Schema(), planner: plan, log: testAnalyzer(t).log}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if an := a.plan(ctx, a.check("sketched.pipe", 1, examples(t)["sketched.pipe"])); an != nil {
+		t.Errorf("a cancelled analysis was kept: %+v", an.diags)
+	}
+	if len(got) != 1 || got[0].Code != planner.CodeCancelled {
+		t.Errorf("the planner said %v", got)
+	}
+}

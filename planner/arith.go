@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"math"
+	"math/bits"
 )
 
 // Byte and FLOP counts are int64 and saturate at math.MaxInt64 instead of
@@ -50,6 +51,32 @@ func sub(a, b int64) int64 {
 		return 0
 	}
 	return a - b
+}
+
+// wide is an exact running sum of non-negative counts that may pass
+// math.MaxInt64 on the way, for sums that take terms out again: add and sub
+// cannot, since a saturated sum has forgotten its terms. sub takes out
+// only what add put in, so the sum never falls below zero.
+type wide struct{ hi, lo uint64 }
+
+func (w *wide) add(x int64) {
+	var c uint64
+	w.lo, c = bits.Add64(w.lo, uint64(x), 0)
+	w.hi += c
+}
+
+func (w *wide) sub(x int64) {
+	var b uint64
+	w.lo, b = bits.Sub64(w.lo, uint64(x), 0)
+	w.hi -= b
+}
+
+// int is the sum, saturating at sat.
+func (w wide) int() int64 {
+	if w.hi != 0 || w.lo >= sat {
+		return sat
+	}
+	return int64(w.lo)
 }
 
 // numel is the number of elements of a shape, saturating.

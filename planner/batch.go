@@ -126,6 +126,7 @@ func (pl *planner) chooseBatch(budget, extra int64, prec plan.Precision) batchCh
 	}
 	// fit returns the cheapest checkpoint plan at batch b, and whether b fits.
 	fit := func(b int64) (ckptResult, bool) {
+		pl.poll()
 		if mode == "all" {
 			r, _, ok := m.minPlan()
 			return r, ok && m.total(b, r.Peak, extra) <= budget
@@ -500,9 +501,16 @@ func (pl *planner) checkpointDecision(mode string, b int64, r ckptResult, base i
 	if mode == "all" {
 		opt = "the least memory, then the least extra compute"
 	}
-	pl.decide("checkpoint", fmt.Sprintf("%d segments", len(r.Segments)),
-		fmt.Sprintf("checkpoint %s: %s, so %d segments (%d of %d nodes) are recomputed in the backward, chosen by dynamic programming for %s: %s peak at %s instead of %s, for %.1f%% more FLOPs per step.",
-			mode, why, len(r.Segments), nodes, len(pl.graph.Nodes), opt, what, FormatBytes(m.peakBytes(r.Peak, b)), before, pct))
+	reason := fmt.Sprintf("checkpoint %s: %s, so %d segments (%d of %d nodes) are recomputed in the backward, chosen by dynamic programming for %s: %s peak at %s instead of %s, for %.1f%% more FLOPs per step.",
+		mode, why, len(r.Segments), nodes, len(pl.graph.Nodes), opt, what, FormatBytes(m.peakBytes(r.Peak, b)), before, pct)
+	switch {
+	case r.Cuts > 0:
+		reason += fmt.Sprintf(" The graph's %d nodes are more than the exact programme takes (%d), so segments start and end only at %d cuts, each where the fewest bytes cross in its stretch of the graph: the plan is the best of those, not proven optimal.",
+			len(pl.graph.Nodes), maxCuts-1, r.Cuts)
+	case !r.Exact:
+		reason += fmt.Sprintf(" The programme merged plans whose kept memory differs by less than 1/%d of the budget, so the plan is not proven optimal.", resolution)
+	}
+	pl.decide("checkpoint", fmt.Sprintf("%d segments", len(r.Segments)), reason)
 }
 
 func (pl *planner) accumDecision(E, b, accum int64, auto bool) {

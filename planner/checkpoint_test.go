@@ -3,6 +3,7 @@ package planner
 import (
 	"fmt"
 	"math/rand"
+	"slices"
 	"testing"
 
 	"pipe/planner/plan"
@@ -74,6 +75,104 @@ func plans(c *chain, fn func([]segment)) {
 	rec(1)
 }
 
+// evaluateNaive is chain.evaluate transcribed from the definitions at the
+// top of checkpoint.go, term by term and without incremental sums: the
+// oracle the programme and evaluate are held to.
+func evaluateNaive(c *chain, segs []segment) (peak, kept, extra int64) {
+	n := c.n()
+	seg := make([]int, n)
+	for i := range seg {
+		seg[i] = -1
+	}
+	for k, s := range segs {
+		for i := s.From; i <= s.To; i++ {
+			seg[i] = k
+		}
+	}
+	readIn := func(i int, s segment) bool {
+		for j := s.From; j <= s.To; j++ {
+			for _, x := range c.inputs[j] {
+				if x == i {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	var k, m int64
+	next := 0
+	for i := 0; i < n; i++ {
+		if seg[i] < 0 {
+			k = add(k, c.stored(i))
+			continue
+		}
+		if next >= len(segs) || segs[next].To != i {
+			continue
+		}
+		s := segs[next]
+		next++
+		var out, in, q int64
+		for j := s.From; j <= s.To; j++ {
+			extra = add(extra, c.flops[j])
+			q = add(q, c.priv[j])
+			if c.kept[j] {
+				if c.last[j] > s.To {
+					out = add(out, c.out[j])
+				} else {
+					q = add(q, c.out[j])
+				}
+			}
+		}
+		for j := 0; j < s.From; j++ {
+			if c.kept[j] {
+				continue
+			}
+			switch {
+			case readIn(j, s):
+				in = add(in, c.out[j])
+			case c.last[j] > s.To:
+				q = add(q, c.out[j])
+			}
+		}
+		k = add(k, add(out, in))
+		if v := add(k, q); v > m {
+			m = v
+		}
+	}
+	return max(k, m), k, extra
+}
+
+// TestEvaluateMatchesDefinitions holds the one-pass evaluate to the
+// transcription on random plans of random graphs, some with sizes near
+// saturation so that the sums pass math.MaxInt64 on the way.
+func TestEvaluateMatchesDefinitions(t *testing.T) {
+	rng := rand.New(rand.NewSource(5))
+	for trial := range 300 {
+		c := randomChain(rng, 2+rng.Intn(40))
+		if trial%5 == 0 {
+			for i := range c.out {
+				if rng.Intn(4) == 0 {
+					c.out[i] = sat/4 + rng.Int63n(sat/4)
+				}
+			}
+			c.finish()
+		}
+		var segs []segment
+		for i := 1; i < c.n(); {
+			l := 1 + rng.Intn(4)
+			if rng.Intn(2) == 0 {
+				segs = append(segs, segment{From: i, To: min(i+l, c.n()) - 1})
+			}
+			i += l
+		}
+		p, k, e := c.evaluate(segs)
+		wp, wk, we := evaluateNaive(c, segs)
+		if p != wp || k != wk || e != we {
+			t.Fatalf("trial %d, segments %v: evaluate (%d, %d, %d), the definitions (%d, %d, %d)", trial, segs, p, k, e, wp, wk, we)
+		}
+	}
+}
+
 // TestSolveMatchesBruteForce holds the programme to every plan of small
 // graphs: under each budget, no plan that fits recomputes fewer FLOPs.
 func TestSolveMatchesBruteForce(t *testing.T) {
@@ -86,7 +185,7 @@ func TestSolveMatchesBruteForce(t *testing.T) {
 		plans(c, func(s []segment) { all = append(all, append([]segment(nil), s...)) })
 		minPeak := base
 		for _, s := range all {
-			if p, _, _ := c.evaluate(s); p < minPeak {
+			if p, _, _ := evaluateNaive(c, s); p < minPeak {
 				minPeak = p
 			}
 		}
@@ -96,7 +195,7 @@ func TestSolveMatchesBruteForce(t *testing.T) {
 		for _, budget := range []int64{minPeak - 1, minPeak, (minPeak + base) / 2, base - 1, base, base + 10} {
 			best := int64(-1)
 			for _, s := range all {
-				p, _, e := c.evaluate(s)
+				p, _, e := evaluateNaive(c, s)
 				if p <= budget && (best < 0 || e < best) {
 					best = e
 				}
@@ -124,22 +223,99 @@ func TestSolveMatchesBruteForce(t *testing.T) {
 	}
 }
 
+// TestThinnedMatchesBruteForce holds the programme over thinned cuts to
+// every plan whose segments start and end at cuts, on small graphs cut to
+// a few positions: it is optimal among those, and says it is not proven
+// optimal overall.
+func TestThinnedMatchesBruteForce(t *testing.T) {
+	rng := rand.New(rand.NewSource(6))
+	for trial := range 60 {
+		n := 6 + rng.Intn(5)
+		c := randomChain(rng, n)
+		c.thin(4 + rng.Intn(3))
+		if !c.thinned || c.cuts[0] != 0 || c.cuts[len(c.cuts)-1] != n || c.cuts[1] != 1 {
+			t.Fatalf("trial %d: n=%d cuts %v", trial, n, c.cuts)
+		}
+		onCut := map[int]bool{}
+		for _, p := range c.cuts {
+			onCut[p] = true
+		}
+		var all [][]segment
+		plans(c, func(segs []segment) {
+			for _, s := range segs {
+				if !onCut[s.From] || !onCut[s.To+1] {
+					return
+				}
+			}
+			all = append(all, append([]segment(nil), segs...))
+		})
+		base := c.baseline()
+		minPeak := base
+		for _, s := range all {
+			if p, _, _ := evaluateNaive(c, s); p < minPeak {
+				minPeak = p
+			}
+		}
+		if got := c.minPeak(); got != minPeak {
+			t.Fatalf("trial %d (cuts %v): minPeak = %d, brute force over the cuts %d", trial, c.cuts, got, minPeak)
+		}
+		for _, budget := range []int64{minPeak - 1, minPeak, (minPeak + base) / 2, base} {
+			best := int64(-1)
+			for _, s := range all {
+				p, _, e := evaluateNaive(c, s)
+				if p <= budget && (best < 0 || e < best) {
+					best = e
+				}
+			}
+			r, ok := c.solve(budget)
+			if ok != (best >= 0) || ok && r.Extra != best {
+				t.Fatalf("trial %d (cuts %v) budget %d: solve %v %d FLOPs (%v), brute force %d", trial, c.cuts, budget, ok, r.Extra, r.Segments, best)
+			}
+			if ok && (r.Exact || r.Peak > budget) {
+				t.Fatalf("trial %d: a thinned plan says exact %v, peaks at %d under %d", trial, r.Exact, r.Peak, budget)
+			}
+			for _, s := range r.Segments {
+				if !onCut[s.From] || !onCut[s.To+1] {
+					t.Fatalf("trial %d: segment %v is not on the cuts %v", trial, s, c.cuts)
+				}
+			}
+		}
+	}
+}
+
+// TestThinCuts: a long graph gets about maxCuts cuts, with the input cut
+// out on both sides, and a short one every position.
+func TestThinCuts(t *testing.T) {
+	rng := rand.New(rand.NewSource(7))
+	for _, n := range []int{maxCuts - 1, maxCuts, 3*maxCuts + 7, 20003} {
+		c := randomChain(rng, n)
+		if c.thinned != (n+1 > maxCuts) || len(c.cuts) > maxCuts {
+			t.Errorf("n=%d: thinned %v, %d cuts", n, c.thinned, len(c.cuts))
+		}
+		if c.thinned && len(c.cuts) < maxCuts*3/4 {
+			t.Errorf("n=%d: only %d cuts", n, len(c.cuts))
+		}
+		if c.cuts[0] != 0 || c.cuts[1] != 1 || c.cuts[len(c.cuts)-1] != n || !slices.IsSorted(c.cuts) {
+			t.Errorf("n=%d: cuts start %v, end %d", n, c.cuts[:2], c.cuts[len(c.cuts)-1])
+		}
+	}
+}
+
 // TestSegStatsMatchesEvaluate checks the incremental segment sums against
 // the definitions for every single-segment plan.
 func TestSegStatsMatchesEvaluate(t *testing.T) {
 	rng := rand.New(rand.NewSource(2))
 	for range 40 {
 		c := randomChain(rng, 4+rng.Intn(12))
-		stamp := newStamp(c.n())
 		var stored int64
 		for l := 1; l < c.n(); l++ {
 			stored += c.stored(l - 1)
-			c.segStats(l, stamp, func(r int, cost, q, flops int64) bool {
+			c.segStats(l, func(r int, cost, q, flops int64) bool {
 				var after int64
 				for i := r + 1; i < c.n(); i++ {
 					after += c.stored(i)
 				}
-				peak, kept, extra := c.evaluate([]segment{{From: l, To: r}})
+				peak, kept, extra := evaluateNaive(c, []segment{{From: l, To: r}})
 				want := stored + cost
 				if kept-after != want {
 					t.Fatalf("[%d, %d]: kept before and in the segment %d, incremental %d", l, r, kept-after, want)

@@ -27,6 +27,12 @@
 // runs without deciding anything again (Load, then Verify against the
 // source).
 //
+// Planning is linear in the graph's length but for the checkpoint
+// programme, which is exact up to 1023 nodes and holds longer graphs to
+// about 1024 cut points (checkpoint.go), and a context given with
+// WithContext stops it wherever it is: the language server plans on every
+// edit and cancels the analysis of the version before.
+//
 // Neighbours: planner reads lang (the checked Program) and stdlib (the
 // graph with shapes and costs, the device profiles); it never imports the
 // executor. Package plan imports nothing of pipe, so the executor can read

@@ -452,21 +452,38 @@ type stepMem struct {
 func (cm *cpuModel) train(segs []segment) stepMem {
 	units := cm.units
 	nu := len(units)
+	// seg[i] is the segment that holds all of unit i's nodes, or -1;
+	// members[s] are segment s's units in order.
 	seg := make([]int, nu)
+	members := make([][]int, len(segs))
+	var nodeSeg []int // by node ID, -1 outside every segment
+	for si, s := range segs {
+		for len(nodeSeg) <= s.To {
+			nodeSeg = append(nodeSeg, -1)
+		}
+		for id := s.From; id <= s.To; id++ {
+			nodeSeg[id] = si
+		}
+	}
+	segOf := func(id int) int {
+		if id < len(nodeSeg) {
+			return nodeSeg[id]
+		}
+		return -1
+	}
 	for i, u := range units {
 		seg[i] = -1
 		if i == 0 {
 			continue
 		}
-		for si, s := range segs {
-			in := true
-			for _, nd := range u.nodes {
-				in = in && nd.ID >= s.From && nd.ID <= s.To
-			}
-			if in {
-				seg[i] = si
-				break
-			}
+		si := segOf(u.nodes[0].ID)
+		ok := si >= 0
+		for _, nd := range u.nodes[1:] {
+			ok = ok && segOf(nd.ID) == si
+		}
+		if ok {
+			seg[i] = si
+			members[si] = append(members[si], i)
 		}
 	}
 	l := &stepLayout{}
@@ -516,7 +533,7 @@ func (cm *cpuModel) train(segs []segment) stepMem {
 		written[seedUnit] = true
 	}
 	l.t++
-	done := make(map[int]bool)
+	done := make([]bool, len(segs))
 	for i := nu - 1; i >= 1; i-- {
 		u := units[i]
 		if !u.reqGrad || u.skipBwd || !written[i] {
@@ -524,10 +541,8 @@ func (cm *cpuModel) train(segs []segment) stepMem {
 		}
 		if seg[i] >= 0 && !done[seg[i]] {
 			done[seg[i]] = true
-			for v, vu := range units {
-				if seg[v] != seg[i] {
-					continue
-				}
+			for _, v := range members[seg[i]] {
+				vu := units[v]
 				for _, j := range vu.ins {
 					actOf(j, v).touch(l.t)
 				}

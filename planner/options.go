@@ -1,5 +1,7 @@
 package planner
 
+import "context"
+
 // Option sets an optional knob of Plan.
 type Option func(*config)
 
@@ -15,6 +17,7 @@ type config struct {
 	// says it is exact (a raster's is an upper bound).
 	samples      int64
 	samplesExact bool
+	ctx          context.Context
 }
 
 // WithDevice plans for the named device instead of the file's device
@@ -55,3 +58,10 @@ func WithDevices(nprocPerNode, nnodes int) Option {
 func WithTrainSamples(n int64, exact bool) Option {
 	return func(c *config) { c.samples, c.samplesExact = n, exact }
 }
+
+// WithContext lets ctx stop the planning: once ctx is done, Plan returns
+// a nil plan and one error diagnostic with code CodeCancelled, within a few
+// thousand steps of whatever it was doing (the checkpoint programme polls
+// ctx as it works). The language server passes the context that a newer
+// edit of the file cancels.
+func WithContext(ctx context.Context) Option { return func(c *config) { c.ctx = ctx } }

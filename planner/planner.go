@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"context"
 	"fmt"
 	"math"
 	"strings"
@@ -14,6 +15,10 @@ import (
 // CodeNoFit is the code of the diagnostic that says a plan does not fit
 // its device; `pipe plan` exits 3 when it is the only kind of error.
 const CodeNoFit = "does-not-fit"
+
+// CodeCancelled is the code of the diagnostic Plan returns, with a nil
+// plan, when the context given with WithContext ended before it finished.
+const CodeCancelled = "cancelled"
 
 // Plan decides how a checked program trains on a device and what it
 // costs: it builds the model's graph, resolves the device and the
@@ -35,9 +40,44 @@ func Plan(prog *lang.Program, opts ...Option) (*plan.Plan, diag.Diagnostics) {
 		host = func() HostInfo { return h }
 	}
 	pl := &planner{prog: prog, cfg: cfg, host: host()}
-	pl.run()
+	if err := pl.runUntilStopped(); err != nil {
+		return nil, diag.Diagnostics{&diag.Diagnostic{Severity: diag.Error, Code: CodeCancelled, Summary: "planning was cancelled",
+			Detail: fmt.Sprintf("The planner stopped before it finished (%v), so there is no plan.", err)}}
+	}
 	pl.diags.Sort()
 	return pl.plan, pl.diags
+}
+
+// stopped is the panic that unwinds a cancelled planning from wherever it
+// was polled back to Plan, so that no loop needs a path out of its own.
+type stopped struct{ err error }
+
+// poll unwinds the planning when ctx is done; a nil ctx never is.
+func poll(ctx context.Context) {
+	if ctx == nil {
+		return
+	}
+	if err := ctx.Err(); err != nil {
+		panic(stopped{err})
+	}
+}
+
+func (pl *planner) poll() { poll(pl.cfg.ctx) }
+
+// runUntilStopped runs the planning and returns the context's error if
+// the planning was stopped; any other panic goes on.
+func (pl *planner) runUntilStopped() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s, ok := r.(stopped)
+			if !ok {
+				panic(r)
+			}
+			err = s.err
+		}
+	}()
+	pl.run()
+	return nil
 }
 
 type planner struct {
@@ -81,6 +121,7 @@ func rangeOf(f *lang.Field) *diag.Range {
 }
 
 func (pl *planner) run() {
+	pl.poll()
 	p := pl.prog
 	pl.plan = &plan.Plan{Version: plan.Version, Pipeline: p.Name, Layers: []plan.Layer{}, Decisions: []plan.Decision{},
 		Checkpoint: plan.Checkpoint{Segments: []plan.CheckpointSegment{}}, Fusion: plan.Fusion{Groups: []plan.FusionGroup{}, InferenceFolds: [][]string{}}}
@@ -98,6 +139,7 @@ func (pl *planner) run() {
 		pl.decide("train", "defaults", "The file has no train block: the plan is for training with the defaults (batch auto, adam, checkpoint auto).")
 	}
 	g, ds := stdlib.BuildGraph(pl.model)
+	pl.poll()
 	pl.diags = append(pl.diags, ds...)
 	if ds.HasErrors() || g == nil || len(g.Nodes) == 0 {
 		return
@@ -119,6 +161,8 @@ func (pl *planner) run() {
 	} else {
 		pl.cost = newCostModel(g, pl.dev.Kind, prec, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()))
 	}
+	pl.cost.ch.ctx = pl.cfg.ctx
+	pl.poll()
 	pl.sizeAll(prec, opt)
 	pl.schedule()
 	if pl.train == nil {

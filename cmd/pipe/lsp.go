@@ -92,8 +92,8 @@ func buildVersion() string {
 
 // lspPlanner plans for the language server: the planner for the file's
 // device, with the host measured once per session rather than on every
-// keystroke. planner.Plan takes no context; when a newer change cancels
-// ctx, the server drops the result.
+// keystroke. A newer change cancels ctx, which stops the planner where it
+// is (planner.WithContext); the server drops what it returns.
 func lspPlanner() lsp.Planner {
 	var (
 		once sync.Once
@@ -106,7 +106,7 @@ func lspPlanner() lsp.Planner {
 			return nil, nil
 		}
 		once.Do(func() { host = planner.DetectHost() })
-		p, ds := planner.Plan(prog, planner.WithHost(host))
+		p, ds := planner.Plan(prog, planner.WithHost(host), planner.WithContext(ctx))
 		return lsp.CostsFromPlan(prog, p), ds
 	}
 }
