@@ -114,8 +114,8 @@ func (r *runner) train(ctx context.Context) bool {
 				}
 				if err != nil {
 					it.Close()
-					if errors.Is(err, errSource) {
-						r.sourceErr(r.data.trainBlock, errors.Unwrap(err))
+					if se := (*sourceError)(nil); errors.As(err, &se) {
+						r.sourceErr(r.data.trainBlock, se.err)
 					} else {
 						r.trainErr(err)
 					}
@@ -193,8 +193,12 @@ func (r *runner) train(ctx context.Context) bool {
 	return true
 }
 
-// errSource wraps an error of the training data's source.
-var errSource = errors.New("source")
+// sourceError is an error of the training data's source, told apart from
+// the model's so that it is reported at the source block.
+type sourceError struct{ err error }
+
+func (e *sourceError) Error() string { return e.err.Error() }
+func (e *sourceError) Unwrap() error { return e.err }
 
 // trainer is the epoch loop's step machinery: an optimizer step at a time
 // (syncStep), or queued on a device that runs ahead (queueStep), with the
@@ -225,7 +229,7 @@ type pendingStep struct {
 func (t *trainer) next(it data.Iterator, counter *batchCounter) (*data.Batch, error) {
 	b, err := it.Next(context.Background())
 	if err != nil {
-		return nil, fmt.Errorf("%w%w", errSource, err)
+		return nil, &sourceError{err}
 	}
 	counter.see(b)
 	if s := t.r.data.scaling; s != nil {
