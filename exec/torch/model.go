@@ -107,7 +107,6 @@ type wstate struct {
 	losses []float64
 	ns     []int
 	done   [][]micro
-	zero   bool // the next train command zeroes the gradients
 	// held is a step's last micro-batch, kept back until QueueStep so
 	// that the optimizer step goes with it in one command.
 	held *heldTrain
@@ -272,7 +271,7 @@ func (m *model) build(b Backend, init exec.State) error {
 	}
 	stateBytes := off
 	m.ws = make([]*wstate, len(m.workers))
-	for k, w := range m.workers {
+	for k := range m.workers {
 		ws := &wstate{slotFloats: max(m.cfg.Batch, 1) * (m.xPer + 2*m.yPer)}
 		m.ws[k] = ws
 		var err error
@@ -286,7 +285,7 @@ func (m *model) build(b Backend, init exec.State) error {
 			return err
 		}
 		for _, r := range []*region{ws.in, ws.out, ws.st} {
-			if _, err := w.call(map[string]any{"cmd": "map", "region": r.name, "path": r.path, "size": r.size()}); err != nil {
+			if _, err := m.callK(k, map[string]any{"cmd": "map", "region": r.name, "path": r.path, "size": r.size()}); err != nil {
 				return err
 			}
 			r.unlink()
@@ -346,13 +345,21 @@ func (m *model) reply(k int) (response, error) {
 	if len(w.outstanding) == 0 {
 		return response{}, errors.New("torch: no command is waiting for a reply")
 	}
-	select {
-	case r, ok := <-w.replies:
-		if ok {
-			w.outstanding = w.outstanding[1:]
-			return r, nil
+	// A reply already here wins over a death: Go picks among ready cases
+	// at random.
+	ready := func() (response, bool) {
+		select {
+		case r, ok := <-w.replies:
+			if ok {
+				w.outstanding = w.outstanding[1:]
+				return r, true
+			}
+		default:
 		}
-	default:
+		return response{}, false
+	}
+	if r, ok := ready(); ok {
+		return r, nil
 	}
 	select {
 	case r, ok := <-w.replies:
@@ -362,14 +369,8 @@ func (m *model) reply(k int) (response, error) {
 		}
 		return response{}, m.fail(w.died())
 	case <-m.died:
-		// A reply may have come with the exit.
-		select {
-		case r, ok := <-w.replies:
-			if ok {
-				w.outstanding = w.outstanding[1:]
-				return r, nil
-			}
-		default:
+		if r, ok := ready(); ok { // it came with the exit
+			return r, nil
 		}
 		for _, o := range m.workers {
 			select {
@@ -450,6 +451,9 @@ func doneOf(ds []doneStep) [][]micro {
 // sendHeld sends the micro-batches kept back for their step's command.
 func (m *model) sendHeld() error {
 	for k, ws := range m.ws {
+		if ws == nil { // still being set up
+			continue
+		}
 		if h := ws.held; h != nil {
 			ws.held = nil
 			if err := m.workers[k].send(h.msg, h.slot, h.n); err != nil {
@@ -569,9 +573,8 @@ func (m *model) QueueTrain(b *data.Batch, scale float64, zero, last bool) error 
 		}
 		msg["cmd"] = "train"
 		msg["scale"] = s
-		msg["zero"] = zero || m.ws[k].zero
+		msg["zero"] = zero
 		msg["sync"] = last
-		m.ws[k].zero = false
 		if last {
 			m.ws[k].held = &heldTrain{msg: msg, slot: slot, n: n}
 			continue
@@ -708,9 +711,8 @@ func (m *model) ZeroGrad() {
 	if m.usable() != nil {
 		return
 	}
-	for k, w := range m.workers {
+	for _, w := range m.workers {
 		_ = w.send(map[string]any{"cmd": "zero"}, -1, 0)
-		m.ws[k].zero = false
 	}
 }
 
@@ -723,7 +725,7 @@ func (m *model) ClipGradNorm(max float64) (float64, error) {
 		return 0, err
 	}
 	var norm float64
-	for k, w := range m.workers {
+	for k := range m.workers {
 		r, err := m.callK(k, map[string]any{"cmd": "clip", "max": max})
 		if err != nil {
 			return 0, err
@@ -731,7 +733,6 @@ func (m *model) ClipGradNorm(max float64) (float64, error) {
 		if k == 0 && r.Norm != nil {
 			norm = float64(*r.Norm)
 		}
-		_ = w
 	}
 	return norm, nil
 }

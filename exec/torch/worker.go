@@ -329,20 +329,6 @@ func (w *worker) sendAs(msg map[string]any, name string, slot, n int) error {
 	return nil
 }
 
-// next reads the reply to the oldest outstanding command.
-func (w *worker) next() (response, sent, error) {
-	if len(w.outstanding) == 0 {
-		return response{}, sent{}, errors.New("torch: no command is waiting for a reply")
-	}
-	s := w.outstanding[0]
-	r, ok := <-w.replies
-	if !ok {
-		return response{}, s, w.died()
-	}
-	w.outstanding = w.outstanding[1:]
-	return r, s, nil
-}
-
 // died returns the error for a worker that is gone, once it has exited.
 func (w *worker) died() error {
 	if w.dead != nil {
@@ -356,37 +342,6 @@ func (w *worker) died() error {
 	}
 	w.dead = &WorkerError{Rank: w.rank, PID: w.cmd.Process.Pid, Err: w.exitError(), Stderr: w.stderr.String()}
 	return w.dead
-}
-
-// call sends a command and returns its reply, reading (and checking) the
-// replies of earlier commands first.
-func (w *worker) call(msg map[string]any) (response, error) {
-	if err := w.drain(); err != nil {
-		return response{}, err
-	}
-	if err := w.send(msg, -1, 0); err != nil {
-		return response{}, err
-	}
-	r, _, err := w.next()
-	if err != nil {
-		return r, err
-	}
-	return r, replyErr(r, w.rank)
-}
-
-// drain reads every outstanding reply; the first failure is returned.
-func (w *worker) drain() error {
-	var first error
-	for len(w.outstanding) > 0 {
-		r, _, err := w.next()
-		if err != nil {
-			return err
-		}
-		if first == nil {
-			first = replyErr(r, w.rank)
-		}
-	}
-	return first
 }
 
 // kill ends the process at once.
