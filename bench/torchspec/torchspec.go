@@ -64,9 +64,10 @@ type Model struct {
 	LR float64
 }
 
-// Load parses, checks and plans the file for the CPU and builds its
-// graph and executor Config. threads 0 means GOMAXPROCS.
-func Load(path string, threads int) (*Model, error) {
+// Load parses, checks and plans the file for the CPU (or as opts say:
+// they come after WithDevice("cpu")) and builds its graph and executor
+// Config. threads 0 means GOMAXPROCS.
+func Load(path string, threads int, opts ...planner.Option) (*Model, error) {
 	src, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
@@ -76,12 +77,12 @@ func Load(path string, threads int) (*Model, error) {
 	if ds = append(ds, cds...); ds.HasErrors() {
 		return nil, fmt.Errorf("%s: %w", path, ds)
 	}
-	p, pds := planner.Plan(prog, planner.WithDevice("cpu"), planner.WithSource(src))
-	if pds.HasErrors() {
+	p, pds := planner.Plan(prog, append([]planner.Option{planner.WithDevice("cpu"), planner.WithSource(src)}, opts...)...)
+	if p == nil || pds.HasErrors() {
 		return nil, fmt.Errorf("%s: %w", path, pds)
 	}
 	if !p.Fits {
-		return nil, fmt.Errorf("%s: the plan does not fit the CPU", path)
+		return nil, fmt.Errorf("%s: the plan does not fit %s", path, p.Device.Name)
 	}
 	lm := prog.Model(p.Model)
 	if lm == nil {

@@ -32,13 +32,12 @@ import (
 	"strings"
 	"time"
 
+	"pipe/bench/torchspec"
 	"pipe/exec"
 	"pipe/exec/data"
 	"pipe/exec/torch"
-	"pipe/lang"
 	"pipe/planner"
 	"pipe/planner/plan"
-	"pipe/stdlib"
 )
 
 func main() {
@@ -135,25 +134,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 func check(path, python, device string, steps int, host planner.HostInfo) (r Result) {
 	r = Result{Example: strings.TrimSuffix(filepath.Base(path), ".pipe"), Device: device, Steps: steps}
 	fail := func(err error) Result { r.Error = err.Error(); return r }
-	src, err := os.ReadFile(path)
+	ld, err := torchspec.Load(path, 0, planner.WithDevice(device), planner.WithEngine(plan.EngineTorch), planner.WithHost(host))
 	if err != nil {
 		return fail(err)
 	}
-	f, ds := lang.Parse(path, src)
-	prog, cds := lang.Check(f, stdlib.Schema())
-	if ds = append(ds, cds...); ds.HasErrors() {
-		return fail(ds)
-	}
-	p, pds := planner.Plan(prog, planner.WithDevice(device), planner.WithEngine(plan.EngineTorch), planner.WithSource(src), planner.WithHost(host))
-	if p == nil || pds.HasErrors() {
-		return fail(fmt.Errorf("plan: %v", pds))
-	}
+	p, g, cfg := ld.Plan, ld.Graph, ld.Config
 	r.Batch, r.Precision, r.EstimatedBytes = p.BatchSize, p.Precision.Compute, p.Memory.Total
-	g, gds := stdlib.BuildGraph(prog.Model(p.Model))
-	if gds.HasErrors() {
-		return fail(gds)
-	}
-	cfg := exec.ConfigFromPlan(p, prog)
 	m, err := (torch.Backend{Python: python}).Build(g, cfg)
 	if err != nil {
 		return fail(fmt.Errorf("build: %w", err))
