@@ -1,9 +1,6 @@
 package data
 
 import (
-	"bufio"
-	"compress/gzip"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -77,29 +74,12 @@ func CountSamples(b *lang.Block, opts ...Option) (Count, error) {
 
 // countIDX reads the item count from an IDX labels file's header.
 func countIDX(c *config, p string) (int, error) {
-	f, err := openFile(c, p)
+	h, err := openIDXHeader(c, p)
 	if err != nil {
 		return 0, err
 	}
-	defer f.Close()
-	br := bufio.NewReader(f)
-	var r io.Reader = br
-	if m, _ := br.Peek(2); len(m) == 2 && m[0] == 0x1f && m[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return 0, fmt.Errorf("%s: bad gzip header: %w", p, err)
-		}
-		defer zr.Close()
-		r = zr
-	}
-	var hdr [8]byte
-	if _, err := io.ReadFull(r, hdr[:]); err != nil {
-		return 0, fmt.Errorf("%s: truncated IDX header", p)
-	}
-	if hdr[0] != 0 || hdr[1] != 0 || hdr[3] == 0 {
-		return 0, fmt.Errorf("%s: not an IDX file", p)
-	}
-	return int(binary.BigEndian.Uint32(hdr[4:])), nil
+	defer h.close()
+	return h.dims[0], nil
 }
 
 // countCSV counts a CSV file's non-empty lines, less the header.

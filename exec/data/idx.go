@@ -33,57 +33,20 @@ type idxFile struct {
 // the file (as written in the block) and the byte offset in the IDX
 // stream (after decompression) where it went wrong.
 func readIDX(c *config, p string) (*idxFile, error) {
-	f, err := openFile(c, p)
+	h, err := openIDXHeader(c, p)
 	if err != nil {
 		return nil, err
 	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", p, err)
-	}
-	br := bufio.NewReaderSize(f, 1<<16)
-	var r io.Reader = br
-	gz := false
-	if m, _ := br.Peek(2); len(m) == 2 && m[0] == 0x1f && m[1] == 0x8b {
-		zr, err := gzip.NewReader(br)
-		if err != nil {
-			return nil, fmt.Errorf("%s: bad gzip header: %w", p, err)
-		}
-		defer zr.Close()
-		r, gz = zr, true
-	}
-	var hdr [4]byte
-	if n, err := io.ReadFull(r, hdr[:]); err != nil {
-		return nil, fmt.Errorf("%s: truncated IDX: %d of the 4 magic bytes at offset 0%s", p, n, gzipNote(gz, err))
-	}
-	magic := binary.BigEndian.Uint32(hdr[:])
-	if hdr[0] != 0 || hdr[1] != 0 || hdr[3] == 0 {
-		return nil, fmt.Errorf("%s: not an IDX file: magic 0x%08x at offset 0 (expected 0x00000801 for labels or 0x00000803 for images)", p, magic)
-	}
-	if hdr[2] != idxUbyte {
-		return nil, fmt.Errorf("%s: IDX element type 0x%02x (magic 0x%08x) is not supported; only unsigned bytes (0x08) are", p, hdr[2], magic)
-	}
-	nd := int(hdr[3])
-	dimBytes := make([]byte, 4*nd)
-	if n, err := io.ReadFull(r, dimBytes); err != nil {
-		return nil, fmt.Errorf("%s: truncated IDX: the header announces %d dimensions but ends after %d of their %d bytes at offset 4%s",
-			p, nd, n, 4*nd, gzipNote(gz, err))
-	}
-	out := &idxFile{dims: make([]int, nd)}
+	defer h.close()
+	r, gz, out := h.r, h.gz, &idxFile{dims: h.dims}
 	total := int64(1)
-	for i := range out.dims {
-		d := binary.BigEndian.Uint32(dimBytes[4*i:])
-		out.dims[i] = int(d)
+	for _, d := range out.dims {
 		total *= int64(d)
-		if total > 1<<40 {
-			return nil, fmt.Errorf("%s: IDX header announces an implausible size %v", p, out.dims)
-		}
 	}
-	off := int64(4 + 4*nd)
-	if !gz && st.Size()-off < total {
+	off := int64(4 + 4*len(out.dims))
+	if !gz && h.size-off < total {
 		return nil, fmt.Errorf("%s: truncated IDX: the header says %s (%d bytes from offset %d) but the file has only %d bytes after the header",
-			p, describeDims(out.dims), total, off, st.Size()-off)
+			p, describeDims(out.dims), total, off, h.size-off)
 	}
 	// Grow the buffer as data arrives rather than trusting the header's
 	// size for the allocation: a damaged header must not allocate much.
@@ -112,6 +75,76 @@ func readIDX(c *config, p string) (*idxFile, error) {
 	}
 	out.data = buf.Bytes()
 	return out, nil
+}
+
+// idxHeader is an IDX file opened and its header read and checked: r
+// reads the data that follows it.
+type idxHeader struct {
+	dims  []int
+	r     io.Reader
+	gz    bool
+	size  int64 // the file's size on disk
+	close func()
+}
+
+// openIDXHeader opens a raw or gzipped IDX file of unsigned bytes and
+// reads its header. Errors name the file and the byte offset in the IDX
+// stream (after decompression).
+func openIDXHeader(c *config, p string) (h *idxHeader, err error) {
+	f, err := openFile(c, p)
+	if err != nil {
+		return nil, err
+	}
+	hd := &idxHeader{close: func() { f.Close() }}
+	defer func() {
+		if err != nil {
+			hd.close()
+		}
+	}()
+	h = hd
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", p, err)
+	}
+	h.size = st.Size()
+	br := bufio.NewReaderSize(f, 1<<16)
+	h.r = br
+	if m, _ := br.Peek(2); len(m) == 2 && m[0] == 0x1f && m[1] == 0x8b {
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, fmt.Errorf("%s: bad gzip header: %w", p, err)
+		}
+		h.close = func() { zr.Close(); f.Close() }
+		h.r, h.gz = zr, true
+	}
+	var hdr [4]byte
+	if n, err := io.ReadFull(h.r, hdr[:]); err != nil {
+		return nil, fmt.Errorf("%s: truncated IDX: %d of the 4 magic bytes at offset 0%s", p, n, gzipNote(h.gz, err))
+	}
+	magic := binary.BigEndian.Uint32(hdr[:])
+	if hdr[0] != 0 || hdr[1] != 0 || hdr[3] == 0 {
+		return nil, fmt.Errorf("%s: not an IDX file: magic 0x%08x at offset 0 (expected 0x00000801 for labels or 0x00000803 for images)", p, magic)
+	}
+	if hdr[2] != idxUbyte {
+		return nil, fmt.Errorf("%s: IDX element type 0x%02x (magic 0x%08x) is not supported; only unsigned bytes (0x08) are", p, hdr[2], magic)
+	}
+	nd := int(hdr[3])
+	dimBytes := make([]byte, 4*nd)
+	if n, err := io.ReadFull(h.r, dimBytes); err != nil {
+		return nil, fmt.Errorf("%s: truncated IDX: the header announces %d dimensions but ends after %d of their %d bytes at offset 4%s",
+			p, nd, n, 4*nd, gzipNote(h.gz, err))
+	}
+	h.dims = make([]int, nd)
+	total := int64(1)
+	for i := range h.dims {
+		d := binary.BigEndian.Uint32(dimBytes[4*i:])
+		h.dims[i] = int(d)
+		total *= int64(d)
+		if total > 1<<40 {
+			return nil, fmt.Errorf("%s: IDX header announces an implausible size %v", p, h.dims)
+		}
+	}
+	return h, nil
 }
 
 func gzipNote(gz bool, err error) string {
