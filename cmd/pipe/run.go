@@ -122,6 +122,8 @@ func runRun(a *app, args []string) int {
 		return exitErrors
 	}
 
+	// probed is what the torch engine's Python said, once asked.
+	var probed *torch.Info
 	// The plan: loaded and verified against the source, or made now.
 	var p *plan.Plan
 	if *planPath != "" {
@@ -204,9 +206,12 @@ func runRun(a *app, args []string) int {
 		// usable torch, the CPU trains instead, with a warning.
 		if p != nil && p.Backend == plan.BackendGPU && p.Device.Origin == "local" && p.Engine.Requested == "auto" &&
 			*device == "" && deviceAuto(prog) {
-			if _, perr := probeTorch(torch.PythonFor(*python, a.env.Getenv)); perr != nil {
+			info, perr := probeTorch(torch.PythonFor(*python, a.env.Getenv))
+			if perr != nil {
 				fmt.Fprintf(a.env.Stderr, "pipe run: warning: device auto found %s, but the torch engine cannot start (%v); training on the CPU with the native engine instead\n", p.Device.Name, firstLine(perr))
 				p, pds = mk("cpu", nil)
+			} else {
+				probed = &info
 			}
 		}
 		ds = append(ds, pds...)
@@ -223,12 +228,17 @@ func runRun(a *app, args []string) int {
 	tb := torch.Backend{Python: torch.PythonFor(*python, a.env.Getenv), NProcPerNode: p.Distributed.NProcPerNode,
 		NNodes: p.Distributed.NNodes, NodeRank: *nodeRank, MasterAddr: *masterAddr, MasterPort: *masterPort, Log: a.log}
 	if p.EngineName() == plan.EngineTorch {
-		// The engine's Python is checked before any data is read.
-		info, err := probeTorch(tb.Python)
-		if err != nil {
-			fmt.Fprintf(a.env.Stderr, "pipe run: %v\n", err)
-			return exitErrors
+		// The engine's Python is checked before any data is read (once:
+		// device auto may have asked already).
+		if probed == nil {
+			info, err := probeTorch(tb.Python)
+			if err != nil {
+				fmt.Fprintf(a.env.Stderr, "pipe run: %v\n", err)
+				return exitErrors
+			}
+			probed = &info
 		}
+		info := *probed
 		if p.Backend == plan.BackendGPU && !info.CUDA {
 			fmt.Fprintf(a.env.Stderr, "pipe run: the plan is for a GPU (%s), but the torch of %s (%s) sees no CUDA device; run where there is one, or plan for the CPU with --device cpu\n",
 				p.Device.Name, info.Executable, info.Torch)
