@@ -34,6 +34,8 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"runtime/debug"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -203,15 +205,29 @@ func (e *Evaluation) Metric(name string) (float64, bool) {
 type Memory struct {
 	// Estimated is the plan's Memory.Total.
 	Estimated int64
+	// GCLimit is the soft memory limit the run gave the Go runtime (the
+	// plan's Memory.GCLimit), 0 when none was set.
+	GCLimit int64
 	// Model is the model's Memory() after training.
 	Model MemStats
 	// Loader is the bytes of the batch buffers the training and
 	// evaluation loaders allocated, counted as they were handed over.
 	Loader int64
-	// Measured is Model.Total plus Loader: the run's peak working memory
-	// as the planner counts it (parameters, gradients, optimizer state,
-	// activations, workspace, batches).
-	Measured int64
+	// Accounted is Model.Total plus Loader: the run's working memory as
+	// the executor accounts for it (parameters, gradients, optimizer
+	// state, activations, workspace, batches), a breakdown of Measured,
+	// not a measurement.
+	Accounted int64
+	// ProcessMaxRSS is this process's peak resident memory, as the OS
+	// measured it (getrusage's ru_maxrss), everything included.
+	ProcessMaxRSS int64
+	// Measured is the peak the OS or the device measured, what Estimated
+	// is held to: the process's peak resident memory for the native
+	// engine; rank 0's DeviceMemory.Measured for the torch engine (the
+	// device's reserved memory on a GPU, the worker's peak resident
+	// memory on the CPU). MeasuredBy names it.
+	Measured   int64
+	MeasuredBy string
 	// Device is what the devices and their OS measured, one entry a
 	// rank, for engines that compute in other processes (the torch
 	// engine); nil otherwise.
@@ -355,6 +371,14 @@ func Run(ctx context.Context, p *plan.Plan, prog *lang.Program, hooks Hooks, opt
 		r.res.Pipeline, r.res.Model, r.res.Backend, r.res.Engine = p.Pipeline, p.Model, p.Backend, p.EngineName()
 		r.res.Memory.Estimated = p.Memory.Total
 	}
+	if p != nil && p.Memory.GCLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		// The plan's total is the process's peak: the collector is told
+		// the heap's share of it, so that garbage cannot grow the heap
+		// past it (planner/process.go). GOMEMLIMIT, when set, wins.
+		prev := debug.SetMemoryLimit(p.Memory.GCLimit)
+		defer debug.SetMemoryLimit(prev)
+		r.res.Memory.GCLimit = p.Memory.GCLimit
+	}
 	defer r.close()
 	r.run(ctx)
 	r.res.WallSeconds = time.Since(r.start).Seconds()
@@ -372,9 +396,16 @@ func Run(ctx context.Context, p *plan.Plan, prog *lang.Program, hooks Hooks, opt
 		}
 	}
 	r.res.Memory.Loader = r.loaderBytes()
-	r.res.Memory.Measured = r.res.Memory.Model.Total + r.res.Memory.Loader
-	if d := r.res.Memory.Device; len(d) > 0 {
-		r.res.Memory.Measured = d[0].Measured()
+	mem := &r.res.Memory
+	mem.Accounted = mem.Model.Total + mem.Loader
+	mem.ProcessMaxRSS = ProcessMaxRSS()
+	mem.Measured, mem.MeasuredBy = mem.ProcessMaxRSS, "the process's peak resident memory (getrusage)"
+	if d := mem.Device; len(d) > 0 {
+		mem.Measured = d[0].Measured()
+		mem.MeasuredBy = "the torch worker's peak resident memory"
+		if d[0].MaxReserved > 0 {
+			mem.MeasuredBy = "torch.cuda.max_memory_reserved"
+		}
 	}
 	r.diags.Sort()
 	return r.res, r.diags

@@ -68,7 +68,8 @@ func TestRunTrainsEvaluatesAndCheckpoints(t *testing.T) {
 		}
 	}
 	if res.Memory.Estimated != j.plan.Memory.Total || res.Memory.Model.Total == 0 || res.Memory.Loader == 0 ||
-		res.Memory.Measured != res.Memory.Model.Total+res.Memory.Loader {
+		res.Memory.Accounted != res.Memory.Model.Total+res.Memory.Loader ||
+		res.Memory.Measured != res.Memory.ProcessMaxRSS || res.Memory.Measured < res.Memory.Accounted {
 		t.Errorf("memory %+v", res.Memory)
 	}
 	if res.SamplesTrained != 900 || res.SamplesPerSecond <= 0 {

@@ -33,6 +33,10 @@ type HostInfo struct {
 	CPUFLOPS     float64
 	CPUBandwidth float64
 	GPUs         []GPUInfo
+	// RSS is the planning process's resident memory when DetectHost ran
+	// (VmRSS), less its Go heap: pipe's runtime before any data or model
+	// (process.go); 0 when not measured.
+	RSS int64
 }
 
 // GPUInfo is one GPU as nvidia-smi reports it.
@@ -54,7 +58,7 @@ const (
 // back to 8 GiB where there is none), cores from the Go runtime, and GPUs
 // from nvidia-smi when it is on PATH.
 func DetectHost() HostInfo {
-	h := HostInfo{Cores: runtime.NumCPU()}
+	h := HostInfo{Cores: runtime.NumCPU(), RSS: processRuntime()}
 	if f, err := os.Open("/proc/meminfo"); err == nil {
 		h.MemTotal, h.MemAvailable = parseMeminfo(f)
 		f.Close()

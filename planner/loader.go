@@ -99,8 +99,9 @@ func (pl *planner) cpuSampleBytes(g *stdlib.Graph) int64 {
 // loaderBatches is the number of batches the loaders allocate. On a GPU
 // host, Workers × Prefetch: PyTorch's DataLoader holds prefetch_factor
 // batches per worker. On the CPU backend, exec/data's loader fills up to
-// Workers × Prefetch batches while the training step holds one (one in
-// all without workers), and keeps them for reuse; with all, the
+// Workers × Prefetch batches while the training step holds one and a
+// lagged readback another (two in all without workers), and keeps them
+// for reuse; with all, the
 // evaluation loader's as many again when the file evaluates (an
 // evaluate block, or a split to validate on), since the training
 // loader's batches outlive each evaluation.
@@ -109,9 +110,12 @@ func (pl *planner) loaderBatches(ld plan.Loader, all bool) int64 {
 	if !pl.native() {
 		return w
 	}
-	n := w + 1
+	// The free list takes back Workers × Prefetch + 2 batches: those in
+	// flight, the one training and the one a lagged loss readback still
+	// holds; exec/data allocates a batch only when it is empty.
+	n := w + 2
 	if ld.Workers == 0 {
-		n = 1
+		n = 2
 	}
 	if all && pl.evaluates() {
 		n *= 2

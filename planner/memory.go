@@ -58,6 +58,11 @@ type costModel struct {
 	perNode []int64
 	// cpu is the CPU executor's step; nil on a GPU.
 	cpu *cpuModel
+	// gcDiv sets the garbage collector's headroom, 1/gcDiv of the heap
+	// (process.go); 0 on a GPU.
+	gcDiv int64
+	// folds is the CPU evaluation's folded conv weights, in eval.
+	folds int64
 	// min caches minPlan.
 	min *minResult
 }
@@ -67,11 +72,20 @@ type staticMem struct {
 	// scratch and fixed are the CPU executor's: per-thread scratch, and
 	// the per-channel buffers whose size does not depend on the batch.
 	scratch, fixed int64
+	// The rest of a native run's process (process.go): runtime is what
+	// the process holds before any data or model (its code, its
+	// libraries, the Go runtime), data the sources' samples as they are
+	// held, checkpoint the copy of the state a checkpoint is written from.
+	runtime, data, checkpoint int64
 }
 
-func (s staticMem) total() int64 {
-	return sum(s.parameters, s.master, s.gradients, s.optimizer, s.scratch, s.fixed)
+// heap is what lives on the Go heap (or, on a GPU, on the device): all
+// but the process's runtime.
+func (s staticMem) heap() int64 {
+	return sum(s.parameters, s.master, s.gradients, s.optimizer, s.scratch, s.fixed, s.data, s.checkpoint)
 }
+
+func (s staticMem) total() int64 { return add(s.runtime, s.heap()) }
 
 type minResult struct {
 	r    ckptResult
@@ -252,15 +266,38 @@ func (m *costModel) perSample(act, extra int64) int64 {
 	return sum(act, m.workspace, m.input, m.eval, extra)
 }
 
-// total is the step's memory at batch b.
+// total is the step's memory at batch b: on the CPU the whole process's,
+// the garbage collector's headroom included.
 func (m *costModel) total(b, act, extra int64) int64 {
-	return add(m.static.total(), mul(b, m.perSample(act, extra)))
+	h := add(m.static.heap(), mul(b, m.perSample(act, extra)))
+	return sum(m.static.runtime, h, m.headroom(h))
+}
+
+// headroom is the garbage collector's room over a heap of h bytes: the
+// run sets the Go runtime's soft memory limit to the plan's total less
+// the runtime's baseline (process.go), which leaves the collector this
+// much for garbage between collections; 0 on a GPU.
+func (m *costModel) headroom(h int64) int64 {
+	if m.gcDiv <= 0 {
+		return 0
+	}
+	return h / m.gcDiv
+}
+
+// heapRoom is what budget leaves the heap once the runtime's baseline
+// and the collector's headroom are paid for, less the static heap.
+func (m *costModel) heapRoom(budget int64) int64 {
+	room := budget - m.static.runtime
+	if m.gcDiv > 0 && room > 0 {
+		room = room / (m.gcDiv + 1) * m.gcDiv
+	}
+	return room - m.static.heap()
 }
 
 // maxBatch is the largest batch whose total fits budget at the given
 // activations per sample, 0 when not even one sample fits.
 func (m *costModel) maxBatch(budget, act, extra int64) int64 {
-	room := budget - m.static.total()
+	room := m.heapRoom(budget)
 	if room <= 0 {
 		return 0
 	}
@@ -277,7 +314,7 @@ func (m *costModel) maxBatch(budget, act, extra int64) int64 {
 // actBudget is the activation budget per sample at batch b: what is left
 // of budget once everything else is paid for.
 func (m *costModel) actBudget(budget, b, extra int64) int64 {
-	room := budget - m.static.total()
+	room := m.heapRoom(budget)
 	if room <= 0 || b <= 0 {
 		return -1
 	}
@@ -291,6 +328,8 @@ func (m *costModel) memory(mem *plan.Memory, b, act, extra int64, segs []segment
 	mem.Parameters, mem.Master, mem.Gradients, mem.Optimizer = m.static.parameters, m.static.master, m.static.gradients, m.static.optimizer
 	mem.Loader = mul(extra, b)
 	mem.Total = m.total(b, act, extra)
+	mem.Runtime, mem.Data, mem.Checkpoint, mem.Folds = m.static.runtime, m.static.data, m.static.checkpoint, m.folds
+	mem.Headroom = m.headroom(add(m.static.heap(), mul(b, m.perSample(act, extra))))
 	if m.cpu == nil {
 		mem.Activations = mul(act, b)
 		mem.ActivationsBefore = mul(m.baseline, b)

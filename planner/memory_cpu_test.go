@@ -13,7 +13,7 @@ import (
 
 func memorySum(m plan.Memory) int64 {
 	return sum(m.Parameters, m.Master, m.Gradients, m.Optimizer, m.Activations, m.ActivationGradients,
-		m.Workspace, m.Eval, m.Input, m.Loader)
+		m.Workspace, m.Eval, m.Input, m.Loader, m.Runtime, m.Data, m.Checkpoint, m.Headroom)
 }
 
 // TestMemoryComponentsSum: on every device, Total is the sum of the

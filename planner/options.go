@@ -18,6 +18,7 @@ type config struct {
 	samples      int64
 	samplesExact bool
 	ctx          context.Context
+	data         func(inElems int64) (int64, string)
 }
 
 // WithDevice plans for the named device instead of the file's device
@@ -65,3 +66,12 @@ func WithTrainSamples(n int64, exact bool) Option {
 // ctx as it works). The language server passes the context that a newer
 // edit of the file cancels.
 func WithContext(ctx context.Context) Option { return func(c *config) { c.ctx = ctx } }
+
+// WithDataMemory gives what the sources a run opens hold in memory, as a
+// function of the model's input size per sample (a CSV source's rows
+// become the input): the bytes and what they are. The CPU backend counts
+// them in the process's total (process.go); exec/data's ResidentBytes
+// computes them without loading the data.
+func WithDataMemory(f func(inElems int64) (bytes int64, what string)) Option {
+	return func(c *config) { c.data = f }
+}

@@ -96,6 +96,8 @@ type planner struct {
 	// fused says fusion is on; group is each node's fusion group ID.
 	fused bool
 	group []int
+	// processNote says where a native plan's process terms come from.
+	processNote string
 }
 
 func (pl *planner) decide(what, value, reason string) {
@@ -158,12 +160,14 @@ func (pl *planner) run() {
 	pl.fuse()
 	if pl.native() {
 		pl.cost = newCPUCostModel(g, pl.fusedGroups(), loss, int64(opt.StateBuffers), pl.dev.Cores)
+		pl.processTerms()
 	} else {
 		pl.cost = newCostModel(g, pl.dev.Kind, prec, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()))
 	}
 	pl.cost.ch.ctx = pl.cfg.ctx
 	pl.poll()
 	pl.sizeAll(prec, opt)
+	pl.processDecision()
 	pl.schedule()
 	if pl.train == nil {
 		p := pl.plan

@@ -67,6 +67,10 @@ func runPlan(a *app, args []string) int {
 		report(ds, true)
 		return exitErrors
 	}
+	// The sources are counted first: a raster source loads GDAL's
+	// drivers, which the process's runtime, measured with the host,
+	// then includes (planner/process.go).
+	samples := samplesOption(prog)
 	opts := []planner.Option{planner.WithSource(src), planner.WithHost(hostInfo())}
 	if *device != "" {
 		opts = append(opts, planner.WithDevice(*device))
@@ -75,7 +79,7 @@ func runPlan(a *app, args []string) int {
 		opts = append(opts, planner.WithBatch(*batch))
 	}
 	opts = append(opts, ef.options(nil)...)
-	opts = append(opts, samplesOption(prog)...)
+	opts = append(opts, samples...)
 	p, pds := planner.Plan(prog, opts...)
 	all := append(ds, pds...)
 	if p == nil || hasOtherErrors(pds) {
@@ -196,7 +200,23 @@ func writePlan(w io.Writer, p *plan.Plan) {
 		}
 		row("loader buffers", m.Loader, note)
 	}
-	row("total", m.Total, "")
+	if m.Runtime > 0 {
+		row("runtime", m.Runtime, "the process's code, libraries and Go runtime")
+	}
+	if m.Data > 0 {
+		row("data", m.Data, "the sources' samples as they are held")
+	}
+	if m.Checkpoint > 0 {
+		row("checkpoint copy", m.Checkpoint, "the state a checkpoint is written from")
+	}
+	if m.Headroom > 0 {
+		row("gc headroom", m.Headroom, "garbage under the Go runtime's soft limit")
+	}
+	total := ""
+	if cpu && m.Runtime > 0 {
+		total = "the process's peak resident memory"
+	}
+	row("total", m.Total, total)
 	budgetNote := fmt.Sprintf("%s less %.0f%%", planner.FormatBytes(m.Capacity), m.MarginPercent)
 	if m.Reserve > 0 {
 		budgetNote += " and " + planner.FormatBytes(m.Reserve)

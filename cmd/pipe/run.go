@@ -158,9 +158,10 @@ func runRun(a *app, args []string) int {
 		// The plan's figures are planned again for its device and batch:
 		// a plan edited by hand (or made on another machine) that no
 		// longer fits is refused before anything is allocated.
+		samples := samplesOption(prog) // first: see runPlan
 		again, ads := planner.Plan(prog, append([]planner.Option{planner.WithSource(src), planner.WithHost(hostInfo()),
 			planner.WithDevice(p.Device.Name), planner.WithBatch(p.BatchSize), planner.WithEngine(p.EngineName()),
-			planner.WithDevices(p.Distributed.NProcPerNode, p.Distributed.NNodes)}, samplesOption(prog)...)...)
+			planner.WithDevices(p.Distributed.NProcPerNode, p.Distributed.NNodes)}, samples...)...)
 		if again == nil || hasOtherErrors(ads) {
 			a.printDiags(append(ds, ads...), sources)
 			fmt.Fprintf(a.env.Stderr, "pipe run: refusing to run %s: planned again for %s at batch %d, it has the errors above; run pipe plan again\n",
@@ -180,8 +181,8 @@ func runRun(a *app, args []string) int {
 			return exitNoFit
 		}
 	} else {
+		samples := samplesOption(prog) // first: see runPlan
 		host := hostInfo()
-		samples := samplesOption(prog)
 		mk := func(dev string, gpus *int) (*plan.Plan, diag.Diagnostics) {
 			opts := append([]planner.Option{planner.WithSource(src), planner.WithHost(host)}, samples...)
 			if dev != "" {

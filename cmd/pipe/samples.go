@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"strings"
+
 	"pipe/exec/data"
 	"pipe/lang"
 	"pipe/planner"
@@ -16,11 +19,46 @@ func samplesOption(prog *lang.Program) []planner.Option {
 	if b == nil {
 		return nil
 	}
+	opts := []planner.Option{dataMemoryOption(prog)}
 	ct, err := data.CountSamples(b, data.WithSeed(fileSeedOf(prog)))
 	if err != nil || ct.Train <= 0 {
-		return nil
+		return opts
 	}
-	return []planner.Option{planner.WithTrainSamples(int64(ct.Train), ct.Exact)}
+	return append(opts, planner.WithTrainSamples(int64(ct.Train), ct.Exact))
+}
+
+// dataMemoryOption says what the sources a run opens (train's, and
+// evaluate's and predict's where they read others) hold in memory, for
+// the process's total (data.ResidentBytes). A source that cannot be read
+// counts nothing; the run reports it.
+func dataMemoryOption(prog *lang.Program) planner.Option {
+	var blocks []*lang.Block
+	seen := map[*lang.Block]bool{}
+	addSrc := func(b *lang.Block) {
+		if b != nil && !seen[b] {
+			seen[b] = true
+			blocks = append(blocks, b)
+		}
+	}
+	addSrc(prog.TrainSource())
+	for _, kind := range []string{"evaluate", "predict"} {
+		if v := prog.Block(kind).Field("source").First(); v != nil {
+			addSrc(prog.Named("source", v.Str))
+		}
+	}
+	return planner.WithDataMemory(func(inElems int64) (int64, string) {
+		var total int64
+		var what []string
+		for _, b := range blocks {
+			r, err := data.ResidentBytes(b, inElems)
+			if err != nil {
+				continue
+			}
+			total += r.Bytes
+			what = append(what, fmt.Sprintf("source %s, %s", b.Name(), r.What))
+		}
+		return total, strings.Join(what, "; ")
+	})
 }
 
 // fileSeedOf is the file's top-level seed, the seed of splits that give

@@ -3,6 +3,8 @@
 package data
 
 import (
+	"fmt"
+
 	"github.com/airbusgeo/godal"
 
 	"pipe/lang"
@@ -34,4 +36,37 @@ func countTiles(b *lang.Block, c *config) (int, error) {
 		return (size-tile)/stride + 1
 	}
 	return along(st.SizeY, th, sh) * along(st.SizeX, tw, sw), nil
+}
+
+// rasterResident is a raster source's resident memory (ResidentBytes):
+// the scene's validity mask, the warped target, and GDAL's block cache,
+// bounded by the bytes of the rasters it reads.
+func rasterResident(b *lang.Block, c *config) (Resident, error) {
+	gdalInit()
+	size := func(p string) (w, h, bytes int64, err error) {
+		ds, err := godal.Open(c.path(p), godal.RasterOnly(), godal.SkipWarnings)
+		if err != nil {
+			return 0, 0, 0, fileErr(c, p, err)
+		}
+		defer ds.Close()
+		st := ds.Structure()
+		w, h = int64(st.SizeX), int64(st.SizeY)
+		return w, h, w * h * int64(st.NBands) * int64(st.DataType.Size()), nil
+	}
+	w, h, raster, err := size(strField(b, "path"))
+	if err != nil {
+		return Resident{}, err
+	}
+	r := Resident{Bytes: w*h + raster}
+	what := fmt.Sprintf("a %dx%d scene's mask and up to its %d bytes in GDAL's block cache", w, h, raster)
+	if tp := strField(b, "target"); tp != "" {
+		_, _, traster, err := size(tp)
+		if err != nil {
+			return Resident{}, err
+		}
+		r.Bytes += w*h*4 + traster
+		what += fmt.Sprintf(", the target warped onto it (float32) and up to its %d bytes cached", traster)
+	}
+	r.What = what
+	return r, nil
 }

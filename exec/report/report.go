@@ -47,14 +47,18 @@ type Report struct {
 	ResumedFrom               *Resumed `json:"resumed_from,omitempty"`
 
 	// EstimatedPeakBytes is the plan's Memory.Total; MeasuredPeakBytes
-	// the model's Memory().Total plus the loaders' batch buffers.
-	// With the torch engine, MeasuredPeakBytes is what the device
-	// measured: rank 0's max_memory_reserved on a GPU, its worker's peak
-	// resident memory on the CPU; Devices has every rank's figures.
-	EstimatedPeakBytes int64          `json:"estimated_peak_bytes"`
-	MeasuredPeakBytes  int64          `json:"measured_peak_bytes"`
-	Memory             Memory         `json:"memory"`
-	Devices            []DeviceReport `json:"devices,omitempty"`
+	// what the OS or the device measured (MeasuredBy names it): with the
+	// native engine the process's peak resident memory (getrusage); with
+	// the torch engine rank 0's max_memory_reserved on a GPU, its
+	// worker's peak resident memory on the CPU; Devices has every rank's
+	// figures. EstimateErrorPercent is (estimated − measured) / measured.
+	// Memory breaks the executor's own accounting down beside them.
+	EstimatedPeakBytes   int64          `json:"estimated_peak_bytes"`
+	MeasuredPeakBytes    int64          `json:"measured_peak_bytes"`
+	MeasuredBy           string         `json:"measured_by,omitempty"`
+	EstimateErrorPercent *float64       `json:"estimate_error_percent,omitempty"`
+	Memory               Memory         `json:"memory"`
+	Devices              []DeviceReport `json:"devices,omitempty"`
 
 	// Metrics are the final evaluation's; FinalLoss its loss.
 	Metrics    map[string]*float64 `json:"metrics"`
@@ -101,6 +105,9 @@ type Memory struct {
 	// ProcessMaxRSS is the process's peak resident memory (getrusage),
 	// everything included: the data sets held in memory, the Go runtime.
 	ProcessMaxRSS int64 `json:"process_max_rss_bytes"`
+	// Accounted is ModelTotal plus LoaderBytes: the executor's own
+	// account, a breakdown, not a measurement.
+	Accounted int64 `json:"accounted"`
 }
 
 // DeviceReport is one device's memory as the device and its OS measured
@@ -192,14 +199,17 @@ func New(res *exec.Result, p *plan.Plan) *Report {
 		EpochsPlanned: res.EpochsPlanned, Epochs: res.Epochs, StepsPerEpoch: res.StepsPerEpoch,
 		Steps: res.Position.Step, MicroSteps: res.Position.MicroStep,
 		SamplesTrained: res.SamplesTrained, SamplesPerSecond: res.SamplesPerSecond,
-		EstimatedPeakBytes: res.Memory.Estimated, MeasuredPeakBytes: res.Memory.Measured,
+		EstimatedPeakBytes: res.Memory.Estimated, MeasuredPeakBytes: res.Memory.Measured, MeasuredBy: res.Memory.MeasuredBy,
 		Metrics: map[string]*float64{}, LossesPerEpoch: []Epoch{}, StepLosses: make([]*float64, len(res.StepLosses)),
 		Checkpoint: res.Checkpoint, Predictions: res.Predictions,
 	}
 	mm := res.Memory.Model
 	r.Memory = Memory{Parameters: mm.Parameters, Gradients: mm.Gradients, Optimizer: mm.Optimizer, Arena: mm.Arena,
 		PeakLive: mm.PeakLive, Saved: mm.Saved, Scratch: mm.Scratch, EvalArena: mm.EvalArena, ModelTotal: mm.Total,
-		HeapInuseDelta: mm.HeapInuseDelta, LoaderBytes: res.Memory.Loader, ProcessMaxRSS: maxRSS()}
+		HeapInuseDelta: mm.HeapInuseDelta, LoaderBytes: res.Memory.Loader, ProcessMaxRSS: res.Memory.ProcessMaxRSS, Accounted: res.Memory.Accounted}
+	if m := res.Memory.Measured; m > 0 && res.Memory.Estimated > 0 {
+		r.EstimateErrorPercent = num(100 * float64(res.Memory.Estimated-m) / float64(m))
+	}
 	r.Engine, r.EngineApplied = res.Engine, res.Applied
 	for _, d := range res.Memory.Device {
 		dr := DeviceReport{Rank: d.Rank, Device: d.Device, MaxAllocatedBytes: d.MaxAllocated, MaxReservedBytes: d.MaxReserved,

@@ -66,20 +66,20 @@ func Summary(w io.Writer, res *exec.Result, reportPath, curvePath string) {
 			est := Bytes(res.Memory.Estimated)
 			switch {
 			case dm.MaxReserved > 0:
-				fmt.Fprintf(w, "  memory on %s (rank %d): %s reserved, %s allocated at the peak (torch.cuda), %s planned",
-					dm.Device, dm.Rank, Bytes(dm.MaxReserved), Bytes(dm.MaxAllocated), est)
+				fmt.Fprintf(w, "  memory on %s (rank %d): %s reserved, %s allocated at the peak (torch.cuda), %s planned: %s",
+					dm.Device, dm.Rank, Bytes(dm.MaxReserved), Bytes(dm.MaxAllocated), est, estimateError(res.Memory.Estimated, dm.MaxReserved))
 				if dm.Total > 0 {
 					fmt.Fprintf(w, "; the device has %s of %s in use", Bytes(dm.Used), Bytes(dm.Total))
 				}
 				fmt.Fprintln(w)
 			default:
-				fmt.Fprintf(w, "  memory on %s (rank %d): the torch worker's peak resident memory is %s (the OS's figure, the PyTorch libraries included), %s planned for the step\n",
-					dm.Device, dm.Rank, Bytes(dm.MaxRSS), est)
+				fmt.Fprintf(w, "  memory on %s (rank %d): the torch worker's peak resident memory is %s (the OS's figure, the PyTorch libraries included), %s planned for the step: %s\n",
+					dm.Device, dm.Rank, Bytes(dm.MaxRSS), est, estimateError(res.Memory.Estimated, dm.MaxRSS))
 			}
 		}
-	} else if res.Memory.Measured > 0 {
-		fmt.Fprintf(w, "  memory: %s measured (model %s, loader %s), %s planned\n",
-			Bytes(res.Memory.Measured), Bytes(res.Memory.Model.Total), Bytes(res.Memory.Loader), Bytes(res.Memory.Estimated))
+	} else if m := res.Memory; m.Measured > 0 {
+		fmt.Fprintf(w, "  memory: %s planned, %s measured (%s): %s; the model and loaders account for %s of it\n",
+			Bytes(m.Estimated), Bytes(m.Measured), m.MeasuredBy, estimateError(m.Estimated, m.Measured), Bytes(m.Accounted))
 	}
 	if res.Checkpoint != "" {
 		fmt.Fprintf(w, "  checkpoint: %s\n", res.Checkpoint)
@@ -152,4 +152,19 @@ func Num(v float64) string {
 		return fmt.Sprintf("%.4g", v)
 	}
 	return fmt.Sprintf("%.4f", v)
+}
+
+// estimateError says how far an estimate is from what was measured.
+func estimateError(est, measured int64) string {
+	if est <= 0 || measured <= 0 {
+		return "no estimate"
+	}
+	e := 100 * float64(est-measured) / float64(measured)
+	switch {
+	case e >= 0.05:
+		return fmt.Sprintf("the plan is %.1f%% over", e)
+	case e <= -0.05:
+		return fmt.Sprintf("the plan is %.1f%% short", -e)
+	}
+	return "the plan is exact"
 }

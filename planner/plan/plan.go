@@ -254,6 +254,24 @@ type Memory struct {
 	// (the CPU backend: the training loader's and the evaluation loader's
 	// batches); on a GPU they are in Loader.BufferBytes, on the host.
 	Loader int64 `json:"loader"`
+	// The rest of a native run's process, which the CPU backend counts so
+	// that Total is the process's peak resident memory: Runtime what the
+	// process holds before any data or model (its code and libraries and
+	// the Go runtime, measured at start-up), Data the sources' samples as
+	// they are held in memory, Checkpoint the copy of the model's state a
+	// checkpoint is written from, and Headroom the garbage collector's
+	// room for garbage under the soft memory limit the run sets (GCLimit).
+	Runtime    int64 `json:"runtime,omitempty"`
+	Data       int64 `json:"data,omitempty"`
+	Checkpoint int64 `json:"checkpoint,omitempty"`
+	Headroom   int64 `json:"gc_headroom,omitempty"`
+	// Folds is the part of Eval that holds the evaluation's folded conv
+	// weights (batchnorm folded in), which the CPU executor keeps beside
+	// the trained ones, outside its arenas.
+	Folds int64 `json:"folds,omitempty"`
+	// GCLimit is the soft memory limit a native run gives the Go runtime
+	// (runtime/debug.SetMemoryLimit): Total less Runtime.
+	GCLimit int64 `json:"gc_limit,omitempty"`
 	// Total is the sum of the above; Budget the memory the plan may use:
 	// Capacity minus the margin (MarginPercent of it, plus Reserve).
 	Total         int64   `json:"total"`

@@ -1,10 +1,10 @@
-package report
+package exec
 
 import "syscall"
 
-// maxRSS is the process's peak resident set size in bytes (Linux reports
+// ProcessMaxRSS is the process's peak resident set size in bytes (Linux reports
 // it in KiB).
-func maxRSS() int64 {
+func ProcessMaxRSS() int64 {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0

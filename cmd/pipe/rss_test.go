@@ -1,0 +1,176 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"image"
+	"image/color"
+	"image/png"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// TestMain lets a test run this binary as the pipe command: with
+// PIPE_TEST_MAIN=1 it is pipe, so that a run's memory is a process's own,
+// measured by the OS.
+func TestMain(m *testing.M) {
+	if os.Getenv("PIPE_TEST_MAIN") == "1" {
+		os.Exit(Main(os.Args[1:], &Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}))
+	}
+	os.Exit(m.Run())
+}
+
+// rssTolerance is how far the plan's total may be from the process's
+// peak resident memory.
+const rssTolerance = 0.10
+
+// TestPlanTotalIsTheProcessPeak runs every example on the CPU (the native
+// engine) for 30 optimizer steps, each in a process of its own, and holds
+// the plan's total to the peak resident memory the OS measured for that
+// process (wait4's rusage, read by this test, not by pipe). Fashion-MNIST
+// and the Landsat scene are the real data (make data); the other examples
+// read small fixtures written here.
+func TestPlanTotalIsTheProcessPeak(t *testing.T) {
+	if testing.Short() {
+		t.Skip("trains every example")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, need := range []string{"data/fashion-mnist/train-images-idx3-ubyte.gz", "data/L7_ETMs.tif"} {
+		if _, err := os.Stat(filepath.Join(root, need)); err != nil {
+			t.Fatalf("%s is missing: make data fetches it", need)
+		}
+	}
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, real := range []string{"fashion-mnist", "L7_ETMs.tif", "olinda_dem_utm25s.tif"} {
+		if err := os.Symlink(filepath.Join(root, "data", real), filepath.Join(dir, "data", real)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeFixtures(t, filepath.Join(dir, "data"))
+	paths, _ := filepath.Glob(filepath.Join(root, "examples", "*.pipe"))
+	var table strings.Builder
+	fmt.Fprintf(&table, "%-12s %10s %10s %8s\n", "example", "planned", "measured", "error")
+	for _, path := range paths {
+		name := strings.TrimSuffix(filepath.Base(path), ".pipe")
+		t.Run(name, func(t *testing.T) {
+			// An optimizer step of cells' and pills' effective batch is
+			// more images than the fixtures hold, and 30 of them minutes
+			// of compute: they run with a smaller one. Accumulation sums
+			// into the gradients in place, so it moves no memory.
+			if name == "cells" || name == "pills" {
+				src, err := os.ReadFile(path)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := regexp.MustCompile(`effective_batch +[0-9]+`).ReplaceAllString(string(src), "effective_batch 4")
+				path = filepath.Join(dir, name+".pipe")
+				if err := os.WriteFile(path, []byte(s), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			rep := filepath.Join(dir, name+".report.json")
+			cmd := exec.Command(os.Args[0], "run", "--device", "cpu", "--max-steps", "30", "--threads", "2",
+				"--report", rep, "--checkpoint-dir", filepath.Join(dir, "ckpt", name), path)
+			cmd.Dir = dir
+			cmd.Env = append(os.Environ(), "PIPE_TEST_MAIN=1", "GOMEMLIMIT=")
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("pipe run: %v\n%s", err, out)
+			}
+			ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+			if !ok || ru.Maxrss <= 0 {
+				t.Skip("the OS gives no peak resident memory here")
+			}
+			measured := ru.Maxrss * 1024
+			var r struct {
+				Estimated int64 `json:"estimated_peak_bytes"`
+				Measured  int64 `json:"measured_peak_bytes"`
+			}
+			b, err := os.ReadFile(rep)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &r); err != nil {
+				t.Fatal(err)
+			}
+			e := float64(r.Estimated-measured) / float64(measured)
+			fmt.Fprintf(&table, "%-12s %10.1f %10.1f %+7.1f%%\n", name, float64(r.Estimated)/(1<<20), float64(measured)/(1<<20), 100*e)
+			if math.Abs(e) > rssTolerance {
+				t.Errorf("the plan says %d bytes; the process peaked at %d (getrusage): %+.1f%%, past %.0f%%\n%s", r.Estimated, measured, 100*e, 100*rssTolerance, out)
+			}
+			// The report's measured figure is the OS's too, its own
+			// process's, which rises a little after it is read.
+			if r.Measured <= 0 || r.Measured > measured {
+				t.Errorf("the report says the process peaked at %d bytes; the OS says %d", r.Measured, measured)
+			}
+		})
+	}
+	t.Log("plan total against the process's peak resident memory, MiB, 30 steps on the CPU:\n" + table.String())
+}
+
+// writeFixtures writes small data for the examples whose data is not
+// fetched: segmentation images and masks (cells), class folders (pills)
+// and a CSV of assays (pharma).
+func writeFixtures(t *testing.T, dir string) {
+	t.Helper()
+	rng := rand.New(rand.NewPCG(1, 2))
+	writePNG := func(path string, img image.Image) {
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Create(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := png.Encode(f, img); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 40 {
+		img, mask := image.NewGray(image.Rect(0, 0, 64, 64)), image.NewGray(image.Rect(0, 0, 64, 64))
+		for p := range img.Pix {
+			img.Pix[p] = uint8(rng.IntN(256))
+			if img.Pix[p] > 128 {
+				mask.Pix[p] = 255
+			}
+		}
+		writePNG(filepath.Join(dir, "cells", fmt.Sprintf("c%02d.png", i)), img)
+		writePNG(filepath.Join(dir, "cells_masks", fmt.Sprintf("c%02d.png", i)), mask)
+	}
+	for c := range 4 {
+		for i := range 8 {
+			img := image.NewRGBA(image.Rect(0, 0, 48, 48))
+			for y := range 48 {
+				for x := range 48 {
+					img.Set(x, y, color.RGBA{uint8(60 * c), uint8(rng.IntN(256)), uint8(x * 5), 255})
+				}
+			}
+			writePNG(filepath.Join(dir, "pills", fmt.Sprintf("class%d", c), fmt.Sprintf("p%d.png", i)), img)
+		}
+	}
+	var csv strings.Builder
+	csv.WriteString("dose,weight,age,clearance,site,response\n")
+	for i := range 800 {
+		dose, w, age, cl := rng.Float64()*10, 50+rng.Float64()*50, 20+rng.Float64()*60, rng.Float64()*5
+		fmt.Fprintf(&csv, "%.3f,%.2f,%.1f,%.3f,s%d,%.4f\n", dose, w, age, cl, i%4, dose*cl/w+0.01*age)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "assays.csv"), []byte(csv.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
