@@ -208,8 +208,10 @@ type EngineSettings struct {
 	GradScaler bool
 	// TF32 allows TF32 in matrix products and convolutions.
 	TF32 bool
-	// CudnnBenchmark lets cuDNN time its algorithms for the fixed shapes.
-	CudnnBenchmark bool
+	// CudnnBenchmark lets cuDNN time its algorithms for the fixed shapes;
+	// CudnnWorkspaceLimit caps one convolution's workspace (bytes, 0: none).
+	CudnnBenchmark      bool
+	CudnnWorkspaceLimit int64
 	// ChannelsLast stores images NHWC on the device.
 	ChannelsLast bool
 	// Compile runs the model through torch.compile where the worker's

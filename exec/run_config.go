@@ -42,7 +42,7 @@ func ConfigFromPlan(p *plan.Plan, prog *lang.Program) Config {
 	}
 	e := p.Engine
 	cfg.Engine = EngineSettings{Autocast: e.Autocast, GradScaler: e.GradScaler, TF32: e.TF32, CudnnBenchmark: e.CudnnBenchmark,
-		ChannelsLast: e.ChannelsLast, Compile: e.Compile, FusedOptimizer: e.FusedOptimizer, PinnedMemory: e.PinnedMemory,
+		CudnnWorkspaceLimit: e.CudnnWorkspaceLimit, ChannelsLast: e.ChannelsLast, Compile: e.Compile, FusedOptimizer: e.FusedOptimizer, PinnedMemory: e.PinnedMemory,
 		LossReadback: e.LossReadback, WorldSize: p.WorldSize(), Backend: p.Distributed.Backend, BucketBytes: p.Distributed.BucketBytes}
 	return cfg
 }

@@ -112,6 +112,9 @@ func (pl *planner) checkpointMode() (string, *diag.Range) {
 func (pl *planner) chooseBatch(budget, extra int64, prec plan.Precision) batchChoice {
 	m := pl.cost
 	s := pl.batchSpec()
+	if m.gpu != nil {
+		m.gpu.effective = s.effective
+	}
 	mode, _ := pl.checkpointMode()
 	out := batchChoice{mode: mode, fileBatch: s.fileBatch, accum: 1}
 	base := m.baseline
@@ -138,6 +141,17 @@ func (pl *planner) chooseBatch(budget, extra int64, prec plan.Precision) batchCh
 			return ckptResult{Peak: base, Exact: true}, false
 		}
 		r, ok := m.solve(m.actBudget(budget, b, extra))
+		if ok && m.gpu != nil && m.total(b, r.Peak, extra) > budget {
+			// The GPU's activation budget is a bound (memory_gpu.go);
+			// where its plan does not fit after all, the plan of least
+			// peak may.
+			ok = false
+		}
+		if !ok && m.gpu != nil {
+			if r, _, okMin := m.minPlan(); okMin && m.total(b, r.Peak, extra) <= budget {
+				return r, true
+			}
+		}
 		if !ok {
 			return ckptResult{Peak: base, Exact: true}, false
 		}

@@ -115,13 +115,7 @@ func (pl *planner) engineDecisions() {
 			pl.decide("tf32", "off", "precision fp32: TF32 is turned off (matmul and cuDNN flags), so every product is full fp32.")
 		}
 	}
-	conv := false
-	for _, n := range pl.graph.Nodes {
-		if n.Op == "conv" || n.Op == "convtranspose" {
-			conv = true
-			break
-		}
-	}
+	conv := hasConv(pl.graph)
 	segs := len(p.Checkpoint.Segments)
 	if segs > 0 {
 		pl.decide("recompute", fmt.Sprintf("%d segments", segs),
@@ -142,8 +136,11 @@ func (pl *planner) engineDecisions() {
 		e.CudnnBenchmark = true
 		pl.decide("cudnn.benchmark", "on", fmt.Sprintf("every training batch has the fixed shape %d×%s (the last of an epoch excepted), so cuDNN times its algorithms once per shape and keeps the fastest.",
 			p.BatchSize, shapeString(pl.graph.Input)))
+		e.CudnnWorkspaceLimit = CudnnWorkspaceLimit
+		pl.decide("cudnn workspace", "at most "+FormatBytes(CudnnWorkspaceLimit),
+			fmt.Sprintf("CUDNN_CONV_WSCAP_DBG=%d (MiB) caps what one convolution's algorithm, and cudnn.benchmark's trials, may take, so the memory plan can count it; an algorithm that needs more is not tried.", CudnnWorkspaceLimit>>20))
 	}
-	if k := p.Optimizer.Kind; k == "adam" || k == "adamw" {
+	if k := p.Optimizer.Kind; fusedOptimizer(k) {
 		e.FusedOptimizer = true
 		pl.decide("fused optimizer", "on", fmt.Sprintf("fused %s: one kernel updates every parameter, where the foreach version launches several and keeps temporaries (used where the worker's torch has it).", k))
 	}

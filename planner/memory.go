@@ -63,6 +63,9 @@ type costModel struct {
 	gcDiv int64
 	// folds is the CPU evaluation's folded conv weights, in eval.
 	folds int64
+	// gpu is the torch engine's model on a CUDA device (memory_gpu.go),
+	// whose phases and allocator replace the linear total; nil elsewhere.
+	gpu *gpuModel
 	// min caches minPlan.
 	min *minResult
 }
@@ -269,6 +272,9 @@ func (m *costModel) perSample(act, extra int64) int64 {
 // total is the step's memory at batch b: on the CPU the whole process's,
 // the garbage collector's headroom included.
 func (m *costModel) total(b, act, extra int64) int64 {
+	if m.gpu != nil {
+		return m.gpu.total(m, b, act)
+	}
 	h := add(m.static.heap(), mul(b, m.perSample(act, extra)))
 	return sum(m.static.runtime, h, m.headroom(h))
 }
@@ -297,6 +303,9 @@ func (m *costModel) heapRoom(budget int64) int64 {
 // maxBatch is the largest batch whose total fits budget at the given
 // activations per sample, 0 when not even one sample fits.
 func (m *costModel) maxBatch(budget, act, extra int64) int64 {
+	if m.gpu != nil {
+		return m.gpu.maxBatch(m, budget, act)
+	}
 	room := m.heapRoom(budget)
 	if room <= 0 {
 		return 0
@@ -314,6 +323,9 @@ func (m *costModel) maxBatch(budget, act, extra int64) int64 {
 // actBudget is the activation budget per sample at batch b: what is left
 // of budget once everything else is paid for.
 func (m *costModel) actBudget(budget, b, extra int64) int64 {
+	if m.gpu != nil {
+		return m.gpu.actBudget(m, budget, b)
+	}
 	room := m.heapRoom(budget)
 	if room <= 0 || b <= 0 {
 		return -1
@@ -335,6 +347,9 @@ func (m *costModel) memory(mem *plan.Memory, b, act, extra int64, segs []segment
 		mem.ActivationsBefore = mul(m.baseline, b)
 		mem.Workspace = mul(m.workspace, b)
 		mem.Input = mul(m.input, b)
+		if m.gpu != nil {
+			m.gpu.memory(m, mem, b, act)
+		}
 		return
 	}
 	// The CPU's arena peak, split: the kept tensors at the end of the

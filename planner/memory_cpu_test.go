@@ -16,8 +16,8 @@ func memorySum(m plan.Memory) int64 {
 		m.Workspace, m.Eval, m.Input, m.Loader, m.Runtime, m.Data, m.Checkpoint, m.Headroom)
 }
 
-// TestMemoryComponentsSum: on every device, Total is the sum of the
-// components, so the table pipe plan prints adds up.
+// TestMemoryComponentsSum: where a plan has no GPU terms, Total is the
+// sum of the components, so the table pipe plan prints adds up.
 func TestMemoryComponentsSum(t *testing.T) {
 	for _, path := range examples(t) {
 		name := strings.TrimSuffix(filepath.Base(path), ".pipe")
@@ -29,6 +29,9 @@ func TestMemoryComponentsSum(t *testing.T) {
 					opts = append(opts, WithBatch(b))
 				}
 				p, _ := Plan(prog, opts...)
+				if len(p.Memory.Terms) > 0 {
+					continue // a GPU plan's phases: TestGPUTermsMakeTheTotal
+				}
 				if got := memorySum(p.Memory); got != p.Memory.Total {
 					t.Errorf("%s on %s at batch %d: the components add up to %d, the total is %d", name, dev, p.BatchSize, got, p.Memory.Total)
 				}

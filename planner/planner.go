@@ -163,6 +163,9 @@ func (pl *planner) run() {
 		pl.processTerms()
 	} else {
 		pl.cost = newCostModel(g, pl.dev.Kind, prec, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()))
+		if pl.dev.Kind == plan.BackendGPU && pl.dev.Capability != "" {
+			newGPUModel(pl.cost, g, pl.dev, prec, opt, pl.plan.Distributed, targetBytes(loss, g.OutShape()))
+		}
 	}
 	pl.cost.ch.ctx = pl.cfg.ctx
 	pl.poll()

@@ -32,6 +32,10 @@ type DeviceProfile struct {
 	Cores int
 	// HostMemory is the memory of the host in bytes, when known.
 	HostMemory int64
+	// Capability is a GPU's CUDA compute capability ("8.0"), from
+	// NVIDIA's CUDA GPUs table; it names the generation (7.x Volta and
+	// Turing, 8.0 and 8.6 Ampere, 8.9 Ada, 9.0 Hopper).
+	Capability string
 }
 
 // Peak returns the peak dense FLOP/s in the given precision ("fp32",
@@ -59,34 +63,34 @@ const (
 // A100, H100, H200, L4 and T4 datasheets, the V100 datasheet (SXM2), and
 // the Ampere GA102 and Ada AD102 whitepapers for the GeForce cards.
 var devices = []*DeviceProfile{
-	{Name: "a100-40gb", Kind: "gpu", Doc: "NVIDIA A100 40GB SXM (HBM2)",
+	{Name: "a100-40gb", Kind: "gpu", Capability: "8.0", Doc: "NVIDIA A100 40GB SXM (HBM2)",
 		Memory: 40 * gib, Bandwidth: 1.555 * tb,
 		FP32: 19.5 * tb, TF32: 156 * tb, FP16: 312 * tb, BF16: 312 * tb, SupportsBF16: true, SupportsTF32: true},
-	{Name: "a100-80gb", Kind: "gpu", Doc: "NVIDIA A100 80GB SXM (HBM2e)",
+	{Name: "a100-80gb", Kind: "gpu", Capability: "8.0", Doc: "NVIDIA A100 80GB SXM (HBM2e)",
 		Memory: 80 * gib, Bandwidth: 2.039 * tb,
 		FP32: 19.5 * tb, TF32: 156 * tb, FP16: 312 * tb, BF16: 312 * tb, SupportsBF16: true, SupportsTF32: true},
-	{Name: "h100-80gb", Kind: "gpu", Doc: "NVIDIA H100 80GB SXM5 (HBM3)",
+	{Name: "h100-80gb", Kind: "gpu", Capability: "9.0", Doc: "NVIDIA H100 80GB SXM5 (HBM3)",
 		Memory: 80 * gib, Bandwidth: 3.35 * tb,
 		FP32: 66.9 * tb, TF32: 494.7 * tb, FP16: 989.4 * tb, BF16: 989.4 * tb, SupportsBF16: true, SupportsTF32: true},
-	{Name: "h200-141gb", Kind: "gpu", Doc: "NVIDIA H200 141GB SXM (HBM3e)",
+	{Name: "h200-141gb", Kind: "gpu", Capability: "9.0", Doc: "NVIDIA H200 141GB SXM (HBM3e)",
 		Memory: 141 * gib, Bandwidth: 4.8 * tb,
 		FP32: 66.9 * tb, TF32: 494.7 * tb, FP16: 989.4 * tb, BF16: 989.4 * tb, SupportsBF16: true, SupportsTF32: true},
-	{Name: "l4-24gb", Kind: "gpu", Doc: "NVIDIA L4 24GB (GDDR6)",
+	{Name: "l4-24gb", Kind: "gpu", Capability: "8.9", Doc: "NVIDIA L4 24GB (GDDR6)",
 		Memory: 24 * gib, Bandwidth: 0.3 * tb,
 		FP32: 30.3 * tb, TF32: 60 * tb, FP16: 121 * tb, BF16: 121 * tb, SupportsBF16: true, SupportsTF32: true},
-	{Name: "rtx3090-24gb", Kind: "gpu", Doc: "NVIDIA GeForce RTX 3090 24GB (GDDR6X)",
+	{Name: "rtx3090-24gb", Kind: "gpu", Capability: "8.6", Doc: "NVIDIA GeForce RTX 3090 24GB (GDDR6X)",
 		Memory: 24 * gib, Bandwidth: 0.936 * tb,
 		FP32: 35.6 * tb, TF32: 35.6 * tb, FP16: 71 * tb, BF16: 71 * tb, SupportsBF16: true, SupportsTF32: true},
-	{Name: "rtx4090-24gb", Kind: "gpu", Doc: "NVIDIA GeForce RTX 4090 24GB (GDDR6X)",
+	{Name: "rtx4090-24gb", Kind: "gpu", Capability: "8.9", Doc: "NVIDIA GeForce RTX 4090 24GB (GDDR6X)",
 		Memory: 24 * gib, Bandwidth: 1.008 * tb,
 		FP32: 82.6 * tb, TF32: 82.6 * tb, FP16: 165.2 * tb, BF16: 165.2 * tb, SupportsBF16: true, SupportsTF32: true},
-	{Name: "t4-16gb", Kind: "gpu", Doc: "NVIDIA T4 16GB (GDDR6); no TF32 or BF16",
+	{Name: "t4-16gb", Kind: "gpu", Capability: "7.5", Doc: "NVIDIA T4 16GB (GDDR6); no TF32 or BF16",
 		Memory: 16 * gib, Bandwidth: 0.32 * tb,
 		FP32: 8.1 * tb, FP16: 65 * tb},
-	{Name: "v100-16gb", Kind: "gpu", Doc: "NVIDIA V100 16GB SXM2 (HBM2); no TF32 or BF16",
+	{Name: "v100-16gb", Kind: "gpu", Capability: "7.0", Doc: "NVIDIA V100 16GB SXM2 (HBM2); no TF32 or BF16",
 		Memory: 16 * gib, Bandwidth: 0.9 * tb,
 		FP32: 15.7 * tb, FP16: 125 * tb},
-	{Name: "v100-32gb", Kind: "gpu", Doc: "NVIDIA V100 32GB SXM2 (HBM2); no TF32 or BF16",
+	{Name: "v100-32gb", Kind: "gpu", Capability: "7.0", Doc: "NVIDIA V100 32GB SXM2 (HBM2); no TF32 or BF16",
 		Memory: 32 * gib, Bandwidth: 0.9 * tb,
 		FP32: 15.7 * tb, FP16: 125 * tb},
 }

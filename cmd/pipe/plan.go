@@ -158,6 +158,30 @@ func writePlan(w io.Writer, p *plan.Plan) {
 		per = ", per device"
 	}
 	fmt.Fprintf(w, "\nMemory at batch %d (%s engine%s)\n", p.BatchSize, p.EngineName(), per)
+	if len(m.Terms) > 0 {
+		writeGPUMemory(w, p)
+	} else {
+		writeMemory(w, p)
+	}
+
+	if len(p.Checkpoint.Segments) > 0 {
+		fmt.Fprintf(w, "\nRecomputed segments (+%.1f%% FLOPs)\n", p.Checkpoint.ExtraPercent)
+		for _, s := range p.Checkpoint.Segments {
+			fmt.Fprintf(w, "  %s .. %s (%d nodes)\n", s.First, s.Last, s.To-s.From+1)
+		}
+	}
+
+	fmt.Fprintln(w, "\nDecisions")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, d := range p.Decisions {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", d.What, d.Value, d.Reason)
+	}
+	tw.Flush()
+}
+
+// writeMemory prints the memory's components, which add up to its total.
+func writeMemory(w io.Writer, p *plan.Plan) {
+	m := p.Memory
 	// Names to the left, sizes to the right, so that the sizes line up
 	// on their units.
 	type memRow struct{ name, size, note string }
@@ -196,7 +220,7 @@ func writePlan(w io.Writer, p *plan.Plan) {
 	if m.Loader > 0 {
 		note := fmt.Sprintf("%s × %s", count(p.Loader.Workers, "worker", "workers"), count(p.Loader.Prefetch, "batch", "batches"))
 		if cpu {
-			note = fmt.Sprintf("(%d × %d + 1) batches, training and evaluation", p.Loader.Workers, p.Loader.Prefetch)
+			note = fmt.Sprintf("(%d × %d + 2) batches, training and evaluation", p.Loader.Workers, p.Loader.Prefetch)
 		}
 		row("loader buffers", m.Loader, note)
 	}
@@ -229,25 +253,50 @@ func writePlan(w io.Writer, p *plan.Plan) {
 	for _, r := range rows {
 		fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf("  %-*s  %*s  %s", nameW, r.name, sizeW, r.size, r.note), " "))
 	}
+	writeFits(w, p)
+}
+
+func writeFits(w io.Writer, p *plan.Plan) {
+	m := p.Memory
 	if p.Fits {
 		fmt.Fprintf(w, "  fits: %s of the budget\n", percent(m.Total, m.Budget))
 	} else {
 		fmt.Fprintf(w, "  DOES NOT FIT: %s over the budget\n", planner.FormatBytes(m.Total-m.Budget))
 	}
+}
 
-	if len(p.Checkpoint.Segments) > 0 {
-		fmt.Fprintf(w, "\nRecomputed segments (+%.1f%% FLOPs)\n", p.Checkpoint.ExtraPercent)
-		for _, s := range p.Checkpoint.Segments {
-			fmt.Fprintf(w, "  %s .. %s (%d nodes)\n", s.First, s.Last, s.To-s.From+1)
+// writeGPUMemory prints a GPU plan's terms, each with the phases it is
+// live in and its source, then each phase's peak: the total is the
+// largest phase, not the sum of the lines.
+func writeGPUMemory(w io.Writer, p *plan.Plan) {
+	m := p.Memory
+	short := map[string]string{plan.PhaseForward: "F", plan.PhaseBackward: "B", plan.PhaseOptimizer: "O"}
+	nameW, sizeW := len("term"), 0
+	for _, t := range m.Terms {
+		nameW, sizeW = max(nameW, len(t.Name)), max(sizeW, len(planner.FormatBytes(t.Bytes)))
+	}
+	fmt.Fprintf(w, "  %-*s  %*s  %-6s  %-11s  %s\n", nameW, "term", sizeW, "size", "phases", "source", "basis")
+	for _, t := range m.Terms {
+		ph, basis := "", t.Basis
+		for _, n := range t.Phases {
+			ph += short[n]
 		}
+		if t.Outside {
+			basis = "outside the allocator: " + basis
+		}
+		fmt.Fprintf(w, "  %-*s  %*s  %-6s  %-11s  %s\n", nameW, t.Name, sizeW, planner.FormatBytes(t.Bytes), ph, t.Source, basis)
 	}
-
-	fmt.Fprintln(w, "\nDecisions")
-	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	for _, d := range p.Decisions {
-		fmt.Fprintf(tw, "  %s\t%s\t%s\n", d.What, d.Value, d.Reason)
+	fmt.Fprintln(w, "  phases (F end of forward, B backward peak, O optimizer step): allocated / reserved / on the device")
+	for _, ph := range m.Phases {
+		mark := ""
+		if ph.Name == m.PeakPhase {
+			mark = "  <- peak"
+		}
+		fmt.Fprintf(w, "    %-9s %10s / %10s / %10s%s\n", ph.Name, planner.FormatBytes(ph.Allocated), planner.FormatBytes(ph.Reserved), planner.FormatBytes(ph.Device), mark)
 	}
-	tw.Flush()
+	fmt.Fprintf(w, "  total     %s  the %s phase on the device (max_memory_reserved plus what is outside the allocator)\n", planner.FormatBytes(m.Total), m.PeakPhase)
+	fmt.Fprintf(w, "  budget    %s  %s less %.0f%%\n", planner.FormatBytes(m.Budget), planner.FormatBytes(m.Capacity), m.MarginPercent)
+	writeFits(w, p)
 }
 
 func shape(s []int64) string {

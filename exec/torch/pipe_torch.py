@@ -666,6 +666,12 @@ class Worker:
             bench = bool(cfg.get("cudnn_benchmark"))
             torch.backends.cudnn.benchmark = bench
             self.applied["cudnn_benchmark"] = "on" if bench else "off"
+            cap = int(cfg.get("cudnn_workspace_mib") or 0)
+            if cap > 0:
+                # Read by cuDNN's convolutions when they pick an
+                # algorithm, so it is set before the first one runs.
+                os.environ["CUDNN_CONV_WSCAP_DBG"] = str(cap)
+                self.applied["cudnn_workspace"] = f"at most {cap} MiB"
         if cfg.get("autocast"):
             self.applied["autocast"] = cfg["autocast"]
 

@@ -87,17 +87,19 @@ type Segment struct {
 // Engine is exec.EngineSettings as the worker reads them, with the
 // device and, for data parallelism, the rank's place in the process group.
 type Engine struct {
-	Device         string       `json:"device"`
-	Autocast       string       `json:"autocast,omitempty"`
-	GradScaler     bool         `json:"grad_scaler"`
-	TF32           bool         `json:"tf32"`
-	CudnnBenchmark bool         `json:"cudnn_benchmark"`
-	ChannelsLast   bool         `json:"channels_last"`
-	Compile        bool         `json:"compile"`
-	FusedOptimizer bool         `json:"fused_optimizer"`
-	Pinned         bool         `json:"pinned"`
-	LossReadback   string       `json:"loss_readback"`
-	Distributed    *Distributed `json:"distributed,omitempty"`
+	Device         string `json:"device"`
+	Autocast       string `json:"autocast,omitempty"`
+	GradScaler     bool   `json:"grad_scaler"`
+	TF32           bool   `json:"tf32"`
+	CudnnBenchmark bool   `json:"cudnn_benchmark"`
+	// CudnnWorkspaceMiB becomes CUDNN_CONV_WSCAP_DBG (0: unset).
+	CudnnWorkspaceMiB int64        `json:"cudnn_workspace_mib,omitempty"`
+	ChannelsLast      bool         `json:"channels_last"`
+	Compile           bool         `json:"compile"`
+	FusedOptimizer    bool         `json:"fused_optimizer"`
+	Pinned            bool         `json:"pinned"`
+	LossReadback      string       `json:"loss_readback"`
+	Distributed       *Distributed `json:"distributed,omitempty"`
 }
 
 // Distributed is a rank's place in DistributedDataParallel's group.
@@ -178,7 +180,8 @@ func NewSpec(g *stdlib.Graph, cfg exec.Config, lr float64) (*Spec, error) {
 	e := cfg.Engine
 	s.Engine = Engine{Device: cfg.Device, Autocast: e.Autocast, GradScaler: e.GradScaler, TF32: e.TF32,
 		CudnnBenchmark: e.CudnnBenchmark, ChannelsLast: e.ChannelsLast, Compile: e.Compile,
-		FusedOptimizer: e.FusedOptimizer, Pinned: e.PinnedMemory, LossReadback: e.LossReadback}
+		FusedOptimizer: e.FusedOptimizer, Pinned: e.PinnedMemory, LossReadback: e.LossReadback,
+		CudnnWorkspaceMiB: e.CudnnWorkspaceLimit >> 20}
 	if s.Engine.Device == "" {
 		s.Engine.Device = "cpu"
 	}

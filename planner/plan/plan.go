@@ -109,6 +109,10 @@ type Device struct {
 	BF16      float64 `json:"bf16"`
 	HasBF16   bool    `json:"bf16_supported"`
 	HasTF32   bool    `json:"tf32_supported"`
+	// Capability is a GPU's CUDA compute capability ("8.0" for an A100),
+	// empty when not known; the memory model's per-generation terms (the
+	// cuBLAS workspace) read it.
+	Capability string `json:"capability,omitempty"`
 	// Cores and HostMemory describe the host (the CPU device itself, or the
 	// machine a GPU sits in).
 	Cores      int   `json:"cores,omitempty"`
@@ -153,7 +157,10 @@ type Engine struct {
 	// CudnnBenchmark lets cuDNN pick its fastest algorithms for the
 	// fixed shapes; ChannelsLast stores images NHWC on the device.
 	CudnnBenchmark bool `json:"cudnn_benchmark,omitempty"`
-	ChannelsLast   bool `json:"channels_last,omitempty"`
+	// CudnnWorkspaceLimit caps the workspace cuDNN may take for one
+	// convolution, in bytes (0: no cap); the memory model counts it.
+	CudnnWorkspaceLimit int64 `json:"cudnn_workspace_limit,omitempty"`
+	ChannelsLast        bool  `json:"channels_last,omitempty"`
 	// Compile runs the model through torch.compile where the worker's
 	// torch has it (2.x) on CUDA; the run report says what ran.
 	Compile bool `json:"compile,omitempty"`
@@ -234,11 +241,13 @@ type Memory struct {
 	// ActivationGradients is what the backward pass adds, at the step's
 	// peak, to the activations kept for it: the activations' gradients
 	// live at that point, a checkpoint segment's recomputed tensors and the
-	// kernels' temporaries, less the kept tensors already freed. The CPU
-	// backend fills it; a GPU plan counts the gradients in Workspace.
+	// kernels' temporaries, less the kept tensors already freed. On a GPU
+	// it is the activations' gradients live at the backward pass's peak
+	// (those carried across skip connections included).
 	ActivationGradients int64 `json:"activation_gradients"`
-	// Workspace is, on a GPU, the largest op's transient memory: its
-	// inputs', output's and private buffers' gradients. On the CPU it is
+	// Workspace is, on a GPU, the libraries' workspaces (cuBLAS,
+	// cuBLASLt, cuDNN's capped one) and the foreach optimizer's
+	// temporaries. On the CPU it is
 	// the executor's per-thread scratch: the im2col column buffers and the
 	// partial weight gradients, whatever the batch.
 	Workspace int64 `json:"workspace"`
@@ -274,11 +283,77 @@ type Memory struct {
 	GCLimit int64 `json:"gc_limit,omitempty"`
 	// Total is the sum of the above; Budget the memory the plan may use:
 	// Capacity minus the margin (MarginPercent of it, plus Reserve).
+	// Terms, Phases and PeakPhase are a GPU plan's (the torch engine's
+	// model, planner/memory_gpu.go): every term of the estimate as a named
+	// line with its source, and the peak of each phase of a step. Total is
+	// then the largest phase's Device figure, not the sum of the fields
+	// above (the phases are not summed). Empty on the CPU.
+	Terms     []MemoryTerm  `json:"terms,omitempty"`
+	Phases    []MemoryPhase `json:"phases,omitempty"`
+	PeakPhase string        `json:"peak_phase,omitempty"`
+	// Total is, on the CPU, the sum of the above, and on a GPU what the
+	// device shows at the step's peak phase; Budget the memory the plan
+	// may use: Capacity minus the margin (MarginPercent of it, plus
+	// Reserve).
 	Total         int64   `json:"total"`
 	Budget        int64   `json:"budget"`
 	Capacity      int64   `json:"capacity"`
 	MarginPercent float64 `json:"margin_percent"`
 	Reserve       int64   `json:"reserve"`
+}
+
+// Sources of a memory term: where its figure comes from.
+const (
+	// SourceConstant is a documented figure (a library's default, a
+	// published measurement), stated with its reference.
+	SourceConstant = "constant"
+	// SourceFormula is computed from the graph, the batch and the
+	// settings by a stated rule.
+	SourceFormula = "formula"
+	// SourceCalibration is fitted to measurements, stated with what was
+	// measured and under which versions.
+	SourceCalibration = "calibration"
+	// SourceUnmodelled is a term the model knows of and does not price
+	// (0 bytes or a stated bound), said so rather than left out.
+	SourceUnmodelled = "unmodelled"
+)
+
+// Phases of a training step whose peaks a GPU plan compares.
+const (
+	PhaseForward   = "forward"   // the end of the forward pass
+	PhaseBackward  = "backward"  // the backward pass's peak
+	PhaseOptimizer = "optimizer" // the optimizer step
+)
+
+// MemoryTerm is one named line of a GPU plan's memory: its bytes at the
+// plan's batch, where the figure comes from, and the phases of the step
+// it is live in.
+type MemoryTerm struct {
+	Name  string `json:"name"`
+	Bytes int64  `json:"bytes"`
+	// Source is SourceConstant, SourceFormula, SourceCalibration or
+	// SourceUnmodelled; Basis says it in a line: the reference, the rule
+	// or the measurement.
+	Source string `json:"source"`
+	Basis  string `json:"basis"`
+	// Phases are the phases (PhaseForward, ...) the term is live in.
+	// Allocator terms are the peak phase's. Outside says the memory is
+	// not the caching allocator's (the CUDA context): the device shows it,
+	// torch.cuda.max_memory_reserved does not.
+	Phases  []string `json:"phases"`
+	Outside bool     `json:"outside_allocator,omitempty"`
+}
+
+// MemoryPhase is one phase's peak: Allocated is what the live tensors
+// take as torch.cuda.memory_allocated counts it (sizes rounded to 512
+// bytes), Reserved the caching allocator's segments that hold them, and
+// Device that plus the memory outside the allocator: what the device
+// shows (torch.cuda.mem_get_info's used memory, nvidia-smi).
+type MemoryPhase struct {
+	Name      string `json:"name"`
+	Allocated int64  `json:"allocated"`
+	Reserved  int64  `json:"reserved"`
+	Device    int64  `json:"device"`
 }
 
 // Checkpoint is the gradient-checkpointing plan.

@@ -5,9 +5,11 @@
 // optimizer, pinned copies and lagged loss readback), on random batches of
 // the plan's shapes (no data needed), and prints per example:
 //
-//   - the plan's memory estimate beside what the device measured
-//     (torch.cuda.max_memory_reserved and max_memory_allocated, and the
-//     device's used memory from mem_get_info), with the error in percent;
+//   - the plan's memory estimate beside what the device measured, each
+//     with the error in percent: the total against mem_get_info's used
+//     memory, the peak phase's reserved and allocated memory against
+//     torch.cuda.max_memory_reserved and max_memory_allocated, and the
+//     plan's CUDA context beside used less reserved, which calibrates it;
 //   - pipe's samples/s beside a plain PyTorch loop's on the same network
 //     in the same worker process, and their ratio;
 //   - how the engine applied the plan where that depends on the machine
@@ -52,14 +54,31 @@ type Result struct {
 	Precision string            `json:"precision"`
 	Applied   map[string]string `json:"applied,omitempty"`
 	Steps     int               `json:"steps"`
-	// EstimatedBytes is the plan's Memory.Total; the device's figures
+	// EstimatedBytes is the plan's Memory.Total, what the device should
+	// show; EstimatedReservedBytes the peak phase's reserved memory (the
+	// total less the terms outside the allocator), EstimatedAllocatedBytes
+	// its allocated memory, PeakPhase which phase. The device's figures
 	// come from torch.cuda and mem_get_info after the steps.
-	EstimatedBytes    int64    `json:"estimated_bytes"`
-	MeasuredBytes     int64    `json:"measured_bytes"`
-	MaxReservedBytes  int64    `json:"max_reserved_bytes"`
-	MaxAllocatedBytes int64    `json:"max_allocated_bytes"`
-	DeviceUsedBytes   int64    `json:"device_used_bytes"`
-	ErrorPercent      *float64 `json:"error_percent"`
+	EstimatedBytes          int64  `json:"estimated_bytes"`
+	EstimatedReservedBytes  int64  `json:"estimated_reserved_bytes"`
+	EstimatedAllocatedBytes int64  `json:"estimated_allocated_bytes"`
+	PeakPhase               string `json:"peak_phase,omitempty"`
+	MeasuredBytes           int64  `json:"measured_bytes"`
+	MaxReservedBytes        int64  `json:"max_reserved_bytes"`
+	MaxAllocatedBytes       int64  `json:"max_allocated_bytes"`
+	DeviceUsedBytes         int64  `json:"device_used_bytes"`
+	// ErrorPercent is the total against MeasuredBytes (kept for older
+	// readers); ErrorReservedPercent the reserved estimate against
+	// max_memory_reserved, ErrorAllocatedPercent the allocated estimate
+	// against max_memory_allocated, ErrorUsedPercent the total against
+	// mem_get_info's used memory. OutsideBytes is used less reserved: the
+	// context and whatever else is outside the allocator, what the
+	// plan's "CUDA context" term is to be calibrated against.
+	ErrorPercent          *float64 `json:"error_percent"`
+	ErrorReservedPercent  *float64 `json:"error_reserved_percent,omitempty"`
+	ErrorAllocatedPercent *float64 `json:"error_allocated_percent,omitempty"`
+	ErrorUsedPercent      *float64 `json:"error_used_percent,omitempty"`
+	OutsideBytes          int64    `json:"outside_bytes,omitempty"`
 	// SamplesPerSecond is pipe's engine over the timed steps, Plain a
 	// plain PyTorch loop's on the same network in the same worker.
 	SamplesPerSecond      float64 `json:"samples_per_second"`
@@ -140,6 +159,7 @@ func check(path, python, device string, steps int, host planner.HostInfo) (r Res
 	}
 	p, g, cfg := ld.Plan, ld.Graph, ld.Config
 	r.Batch, r.Precision, r.EstimatedBytes = p.BatchSize, p.Precision.Compute, p.Memory.Total
+	r.EstimatedReservedBytes, r.EstimatedAllocatedBytes, r.PeakPhase = estimates(p.Memory)
 	m, err := (torch.Backend{Python: python}).Build(g, cfg)
 	if err != nil {
 		return fail(fmt.Errorf("build: %w", err))
@@ -184,9 +204,12 @@ func check(path, python, device string, steps int, host planner.HostInfo) (r Res
 	d := dm[0]
 	r.MaxReservedBytes, r.MaxAllocatedBytes, r.DeviceUsedBytes = d.MaxReserved, d.MaxAllocated, d.Used
 	r.MeasuredBytes = d.Measured()
-	if meas := d.Measured(); meas > 0 {
-		e := 100 * float64(p.Memory.Total-meas) / float64(meas)
-		r.ErrorPercent = &e
+	r.ErrorPercent = errorPercent(p.Memory.Total, d.Measured())
+	if d.MaxReserved > 0 {
+		r.ErrorReservedPercent = errorPercent(r.EstimatedReservedBytes, d.MaxReserved)
+		r.ErrorAllocatedPercent = errorPercent(r.EstimatedAllocatedBytes, d.MaxAllocated)
+		r.ErrorUsedPercent = errorPercent(p.Memory.Total, d.Used)
+		r.OutsideBytes = d.Used - d.MaxReserved
 	}
 	ms, err := torch.TimePlain(m, batches[0], lr, warm, steps-warm)
 	if err != nil {
@@ -200,6 +223,55 @@ func check(path, python, device string, steps int, host planner.HostInfo) (r Res
 		r.PlainSamplesPerSecond = float64(int64(len(ms))*p.BatchSize) / (sum / 1e3)
 	}
 	return r
+}
+
+// estimates returns the plan's reserved and allocated memory at its peak
+// phase; a plan without phases (the CPU) gives its total for both.
+func estimates(m plan.Memory) (reserved, allocated int64, phase string) {
+	for _, ph := range m.Phases {
+		if ph.Name == m.PeakPhase {
+			return ph.Reserved, ph.Allocated, ph.Name
+		}
+	}
+	return m.Total, m.Total, ""
+}
+
+// errorPercent is (estimate - measured) / measured in percent, nil when
+// nothing was measured.
+func errorPercent(estimate, measured int64) *float64 {
+	if measured <= 0 {
+		return nil
+	}
+	e := 100 * float64(estimate-measured) / float64(measured)
+	return &e
+}
+
+func pct(e *float64) string {
+	if e == nil {
+		return "?"
+	}
+	return fmt.Sprintf("%+.1f%%", *e)
+}
+
+// printMemory prints, per example, each estimate beside what the device
+// measured, with the error.
+func printMemory(w io.Writer, rs []Result) {
+	fmt.Fprintf(w, "\n%-12s %-9s %11s %11s %8s %11s %11s %8s %11s %11s %8s %11s %11s\n", "example", "peak", "plan MiB", "used MiB", "error",
+		"plan rsv", "max rsv", "error", "plan alloc", "max alloc", "error", "plan ctx", "used-rsv")
+	for _, r := range rs {
+		if r.Error != "" {
+			continue
+		}
+		ctx := r.EstimatedBytes - r.EstimatedReservedBytes
+		fmt.Fprintf(w, "%-12s %-9s %11s %11s %8s %11s %11s %8s %11s %11s %8s %11s %11s\n", r.Example, r.PeakPhase,
+			mib(r.EstimatedBytes), mib(r.DeviceUsedBytes), pct(r.ErrorUsedPercent),
+			mib(r.EstimatedReservedBytes), mib(r.MaxReservedBytes), pct(r.ErrorReservedPercent),
+			mib(r.EstimatedAllocatedBytes), mib(r.MaxAllocatedBytes), pct(r.ErrorAllocatedPercent),
+			mib(ctx), mib(r.OutsideBytes))
+	}
+	fmt.Fprintln(w, "\nplan: the plan's total (its peak phase on the device); used: mem_get_info's used memory (every process on the")
+	fmt.Fprintln(w, "device); plan rsv / alloc: the peak phase's reserved and allocated memory; max rsv / alloc: max_memory_reserved and")
+	fmt.Fprintln(w, "max_memory_allocated; plan ctx: the terms outside the allocator (the CUDA context); used-rsv: what calibrates it.")
 }
 
 func print(w io.Writer, rs []Result) {
@@ -234,6 +306,7 @@ func print(w io.Writer, rs []Result) {
 	fmt.Fprintln(w, "\nplanned: the plan's total; measured and alloc'd: torch.cuda.max_memory_reserved and max_memory_allocated")
 	fmt.Fprintln(w, "(on the CPU, measured is the worker's peak resident memory); error: (planned - measured) / measured;")
 	fmt.Fprintln(w, "ratio: pipe's samples/s over a plain PyTorch loop's on the same network in the same worker.")
+	printMemory(w, rs)
 }
 
 func mib(n int64) string { return fmt.Sprintf("%.1f", float64(n)/(1<<20)) }

@@ -1,0 +1,266 @@
+package planner
+
+import (
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"pipe/planner/plan"
+	"pipe/stdlib"
+)
+
+// The caching allocator's rules, checked by hand against
+// c10/cuda/CUDACachingAllocator.cpp's round_size and get_allocation_size.
+func TestAllocatorRounding(t *testing.T) {
+	const mib = 1 << 20
+	blocks := []struct{ n, want int64 }{
+		{0, 0}, {1, 512}, {511, 512}, {512, 512}, {513, 1024}, {4000, 4096}, {mib + 1, mib + 512},
+	}
+	for _, c := range blocks {
+		if got := allocBlock(c.n); got != c.want {
+			t.Errorf("allocBlock(%d) = %d, want %d", c.n, got, c.want)
+		}
+	}
+	segments := []struct{ n, want int64 }{
+		{512, 2 * mib},        // small: a 2 MiB block
+		{mib, 2 * mib},        // 1 MiB is still small
+		{mib + 512, 20 * mib}, // 1 to 10 MiB: a 20 MiB segment
+		{10*mib - 512, 20 * mib},
+		{10 * mib, 10 * mib}, // from 10 MiB: its own, rounded to 2 MiB
+		{10*mib + 512, 12 * mib},
+		{33 * mib, 34 * mib},
+	}
+	for _, c := range segments {
+		if got := allocSegment(c.n); got != c.want {
+			t.Errorf("allocSegment(%d) = %d, want %d", c.n, got, c.want)
+		}
+	}
+	// Three 8 MiB tensors: two share a 20 MiB segment, the third needs
+	// another. A thousand 1 KiB tensors fit one 2 MiB block. A 11 MiB
+	// tensor takes 12 MiB.
+	sizes := []int64{8 * mib, 8 * mib, 8 * mib, 11 * mib}
+	for range 1000 {
+		sizes = append(sizes, 1000)
+	}
+	alloc, res := reserve(sizes)
+	if want := int64(35*mib + 1000*1024); alloc != want {
+		t.Errorf("allocated %d, want %d", alloc, want)
+	}
+	if want := int64(40*mib + 2*mib + 12*mib); res != want {
+		t.Errorf("reserved %d, want %d", res, want)
+	}
+}
+
+func gpuPlan(t *testing.T, path string, opts ...Option) *plan.Plan {
+	t.Helper()
+	prog, _ := load(t, path, filepath.Base(path))
+	p, ds := Plan(prog, append([]Option{WithHost(testHost), WithDevice("a100-80gb")}, opts...)...)
+	if p == nil {
+		t.Fatalf("%s: no plan: %v", path, ds)
+	}
+	return p
+}
+
+func term(m plan.Memory, name string) (plan.MemoryTerm, bool) {
+	for _, t := range m.Terms {
+		if t.Name == name {
+			return t, true
+		}
+	}
+	return plan.MemoryTerm{}, false
+}
+
+// TestGPUTermsMakeTheTotal: on a GPU the total is the largest phase, the
+// terms live in that phase add up to it, and every term has a source.
+func TestGPUTermsMakeTheTotal(t *testing.T) {
+	for _, path := range examples(t) {
+		name := strings.TrimSuffix(filepath.Base(path), ".pipe")
+		for _, b := range []int64{0, 1, 7} {
+			var opts []Option
+			if b > 0 {
+				opts = append(opts, WithBatch(b))
+			}
+			p := gpuPlan(t, path, opts...)
+			m := p.Memory
+			if len(m.Phases) != 3 || len(m.Terms) == 0 {
+				t.Fatalf("%s: %d phases, %d terms", name, len(m.Phases), len(m.Terms))
+			}
+			var most plan.MemoryPhase
+			for _, ph := range m.Phases {
+				if ph.Device > most.Device {
+					most = ph
+				}
+				if ph.Reserved < ph.Allocated {
+					t.Errorf("%s: phase %s reserves %d < allocated %d", name, ph.Name, ph.Reserved, ph.Allocated)
+				}
+			}
+			if m.PeakPhase != most.Name || m.Total != most.Device {
+				t.Errorf("%s at batch %d: peak %s total %d, the largest phase is %s with %d", name, p.BatchSize, m.PeakPhase, m.Total, most.Name, most.Device)
+			}
+			var s int64
+			for _, tm := range m.Terms {
+				for _, ph := range tm.Phases {
+					if ph == m.PeakPhase {
+						s += tm.Bytes
+					}
+				}
+				switch tm.Source {
+				case plan.SourceConstant, plan.SourceFormula, plan.SourceCalibration, plan.SourceUnmodelled:
+				default:
+					t.Errorf("%s: term %q has source %q", name, tm.Name, tm.Source)
+				}
+				if tm.Basis == "" {
+					t.Errorf("%s: term %q says nothing of its source", name, tm.Name)
+				}
+			}
+			if s != m.Total {
+				t.Errorf("%s at batch %d: the %s phase's terms add up to %d, the total is %d", name, p.BatchSize, m.PeakPhase, s, m.Total)
+			}
+		}
+	}
+}
+
+// TestGPUPeakPhase: with next to no activations, foreach Adam's
+// temporaries put the peak at the optimizer step and the fused kernel
+// leaves it in the backward (which counts the gradients whole); a
+// convolutional network at a large batch peaks in the backward.
+func TestGPUPeakPhase(t *testing.T) {
+	m := &costModel{params: 100 << 20}
+	gm := &gpuModel{params: []int64{100 << 20}, buffers: 2, optimizer: "adam", world: 1}
+	peak := func() int { return peakOf(phases(gm.terms(m, 1, 0, false, false))) }
+	if k := peak(); phaseNames[k] != plan.PhaseOptimizer {
+		t.Errorf("foreach adam peaks in %s", phaseNames[k])
+	}
+	gm.fused = true
+	if k := peak(); phaseNames[k] != plan.PhaseBackward {
+		t.Errorf("fused adam peaks in %s", phaseNames[k])
+	}
+	q := gpuPlan(t, "../examples/cells.pipe", WithBatch(64))
+	if q.Memory.PeakPhase != plan.PhaseBackward {
+		t.Errorf("cells at batch 64 peaks in %s: %+v", q.Memory.PeakPhase, q.Memory.Phases)
+	}
+}
+
+// TestGPUGradientsAtForward: gradients set to None are absent at the
+// forward's end unless micro-batches accumulate into them.
+func TestGPUGradientsAtForward(t *testing.T) {
+	has := func(p *plan.Plan) bool {
+		g, _ := term(p.Memory, "gradients")
+		for _, ph := range g.Phases {
+			if ph == plan.PhaseForward {
+				return true
+			}
+		}
+		return false
+	}
+	src := `pipeline acc
+model m {
+  input [64]
+  dense 64 -> relu -> dense 10
+}
+source s synthetic { samples 64  shape [64]  classes 10 }
+train { epochs 1  batch 8 %s optimizer adam lr 1e-3 }
+`
+	one, _ := Plan(check(t, "a.pipe", []byte(strings.Replace(src, "%s", "", 1))), WithHost(testHost), WithDevice("a100-80gb"))
+	acc, _ := Plan(check(t, "b.pipe", []byte(strings.Replace(src, "%s", "effective_batch 32", 1))), WithHost(testHost), WithDevice("a100-80gb"))
+	if has(one) {
+		t.Error("without accumulation the gradients are live at the forward's end")
+	}
+	if !has(acc) || acc.AccumulationSteps != 4 {
+		t.Errorf("with %d accumulation steps the gradients are not live at the forward's end", acc.AccumulationSteps)
+	}
+}
+
+// TestGPUFusedOptimizer: fused Adam has no temporaries, foreach Adam
+// P × 4 bytes of them, at the optimizer step only; SGD none.
+func TestGPUFusedOptimizer(t *testing.T) {
+	m := &costModel{params: 3 << 20}
+	temps := func(gm *gpuModel) (int64, [3]gpuPhase) {
+		ts := gm.terms(m, 1, 0, false, false)
+		for _, tm := range ts {
+			if tm.name == "optimizer temporaries" {
+				return tm.bytes, phases(ts)
+			}
+		}
+		t.Fatal("no optimizer temporaries term")
+		return 0, [3]gpuPhase{}
+	}
+	gm := &gpuModel{params: []int64{2 << 20, 1 << 20}, buffers: 2, optimizer: "adam", fused: true, world: 1}
+	fused, fp := temps(gm)
+	gm.fused = false
+	each, ep := temps(gm)
+	gm.buffers, gm.optimizer = 1, "sgd"
+	sgd, _ := temps(gm)
+	if fused != 0 || sgd != 0 || each != 4*(3<<20) {
+		t.Errorf("temporaries: fused %d, foreach %d, sgd %d; want 0, %d, 0", fused, each, sgd, 4*(3<<20))
+	}
+	if ep[2].raw-fp[2].raw != each || ep[1].raw != fp[1].raw {
+		t.Errorf("foreach adds %d at the optimizer step and %d in the backward", ep[2].raw-fp[2].raw, ep[1].raw-fp[1].raw)
+	}
+}
+
+// TestGPUDDPBuckets: the buckets are a term only with data parallelism,
+// hold every gradient, and make the gradients' own term 0.
+func TestGPUDDPBuckets(t *testing.T) {
+	one := gpuPlan(t, "../examples/pills.pipe")
+	ddp := gpuPlan(t, "../examples/pills.pipe", WithDevices(8, 1))
+	if _, ok := term(one.Memory, "DDP gradient buckets"); ok {
+		t.Error("one device has DDP buckets")
+	}
+	b, ok := term(ddp.Memory, "DDP gradient buckets")
+	if !ok {
+		t.Fatal("8 devices have no DDP buckets")
+	}
+	if b.Bytes != 4*ddp.Parameters || len(b.Phases) != 3 {
+		t.Errorf("buckets of %d bytes in %v; the gradients are %d", b.Bytes, b.Phases, 4*ddp.Parameters)
+	}
+	if g, _ := term(ddp.Memory, "gradients"); g.Bytes != 0 {
+		t.Errorf("gradients of %d bytes beside the buckets they are views into", g.Bytes)
+	}
+	if got := ddpBuckets(60<<20, 25<<20); len(got) != 4 || got[0] != 1<<20 || got[3] != 9<<20 {
+		t.Errorf("60 MiB in buckets: %v", got)
+	}
+}
+
+// TestGPUWorkspacePerGeneration: cuBLAS's workspace is 32 MiB a handle
+// on Hopper and 8 MiB + 128 KiB elsewhere.
+func TestGPUWorkspacePerGeneration(t *testing.T) {
+	for dev, want := range map[string]int64{"a100-80gb": 2 * (8<<20 + 128<<10), "h100-80gb": 2 * 32 << 20} {
+		p := gpuPlan(t, "../examples/fashion.pipe", WithDevice(dev))
+		if w, _ := term(p.Memory, "cuBLAS workspace"); w.Bytes != want {
+			t.Errorf("%s: cuBLAS workspace %d, want %d", dev, w.Bytes, want)
+		}
+	}
+}
+
+// TestGPUSkipGradients: across a skip connection the encoder's gradient
+// waits for the backward to come back to it, so more activation
+// gradients are alive at once than in a chain of the same ops.
+func TestGPUSkipGradients(t *testing.T) {
+	src := `pipeline skip
+model m {
+  input [8, 64, 64]
+  a = conv 8 k3 pad1 -> relu
+  conv 8 k3 pad1 -> relu -> conv 8 k3 pad1 -> relu
+  %s
+  conv 8 k3 pad1
+}
+source s synthetic { samples 64  shape [8, 64, 64] }
+train { epochs 1  batch 4  optimizer sgd lr 0.1  loss mse }
+`
+	walk := func(body string) backwardWalk {
+		p := check(t, "s.pipe", []byte(strings.Replace(src, "%s", body, 1)))
+		g, ds := stdlib.BuildGraph(p.Models[0])
+		if g == nil || ds.HasErrors() {
+			t.Fatal(ds)
+		}
+		m := newCostModel(g, plan.BackendGPU, plan.Precision{ActivationBytes: 4}, 0, 0)
+		return walkBackward(m.ch)
+	}
+	chain := walk("conv 16 k1")
+	skip := walk("concat a")
+	per := int64(8 * 64 * 64 * 4)
+	if skip.maxLive < chain.maxLive+per {
+		t.Errorf("the skip connection's gradient is not carried: %d bytes live with it, %d without", skip.maxLive, chain.maxLive)
+	}
+}
