@@ -3,11 +3,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
-	"image"
-	"image/color"
-	"image/png"
 	"math"
-	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"pipe/internal/fixtures"
 )
 
 // TestMain lets a test run this binary as the pipe command: with
@@ -59,7 +57,9 @@ func TestPlanTotalIsTheProcessPeak(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	writeFixtures(t, filepath.Join(dir, "data"))
+	if err := fixtures.Write(filepath.Join(dir, "data")); err != nil {
+		t.Fatal(err)
+	}
 	paths, _ := filepath.Glob(filepath.Join(root, "examples", "*.pipe"))
 	var table strings.Builder
 	fmt.Fprintf(&table, "%-12s %10s %10s %8s\n", "example", "planned", "measured", "error")
@@ -119,58 +119,4 @@ func TestPlanTotalIsTheProcessPeak(t *testing.T) {
 		})
 	}
 	t.Log("plan total against the process's peak resident memory, MiB, 30 steps on the CPU:\n" + table.String())
-}
-
-// writeFixtures writes small data for the examples whose data is not
-// fetched: segmentation images and masks (cells), class folders (pills)
-// and a CSV of assays (pharma).
-func writeFixtures(t *testing.T, dir string) {
-	t.Helper()
-	rng := rand.New(rand.NewPCG(1, 2))
-	writePNG := func(path string, img image.Image) {
-		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
-			t.Fatal(err)
-		}
-		f, err := os.Create(path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := png.Encode(f, img); err != nil {
-			t.Fatal(err)
-		}
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	for i := range 40 {
-		img, mask := image.NewGray(image.Rect(0, 0, 64, 64)), image.NewGray(image.Rect(0, 0, 64, 64))
-		for p := range img.Pix {
-			img.Pix[p] = uint8(rng.IntN(256))
-			if img.Pix[p] > 128 {
-				mask.Pix[p] = 255
-			}
-		}
-		writePNG(filepath.Join(dir, "cells", fmt.Sprintf("c%02d.png", i)), img)
-		writePNG(filepath.Join(dir, "cells_masks", fmt.Sprintf("c%02d.png", i)), mask)
-	}
-	for c := range 4 {
-		for i := range 8 {
-			img := image.NewRGBA(image.Rect(0, 0, 48, 48))
-			for y := range 48 {
-				for x := range 48 {
-					img.Set(x, y, color.RGBA{uint8(60 * c), uint8(rng.IntN(256)), uint8(x * 5), 255})
-				}
-			}
-			writePNG(filepath.Join(dir, "pills", fmt.Sprintf("class%d", c), fmt.Sprintf("p%d.png", i)), img)
-		}
-	}
-	var csv strings.Builder
-	csv.WriteString("dose,weight,age,clearance,site,response\n")
-	for i := range 800 {
-		dose, w, age, cl := rng.Float64()*10, 50+rng.Float64()*50, 20+rng.Float64()*60, rng.Float64()*5
-		fmt.Fprintf(&csv, "%.3f,%.2f,%.1f,%.3f,s%d,%.4f\n", dose, w, age, cl, i%4, dose*cl/w+0.01*age)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "assays.csv"), []byte(csv.String()), 0o644); err != nil {
-		t.Fatal(err)
-	}
 }
