@@ -159,7 +159,7 @@ func (pl *planner) run() {
 	if pl.native() {
 		pl.cost = newCPUCostModel(g, pl.fusedGroups(), loss, int64(opt.StateBuffers), pl.dev.Cores)
 	} else {
-		pl.cost = newCostModel(g, pl.dev.Kind, prec, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()))
+		pl.cost = newCostModel(g, pl.dev.Kind, prec, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()), loss)
 	}
 	pl.cost.ch.ctx = pl.cfg.ctx
 	pl.poll()
