@@ -56,6 +56,12 @@ type costModel struct {
 	static    staticMem
 	// perNode is each node's a_i, for the layer table.
 	perNode []int64
+	// lossSaved is what the loss keeps per sample, part of the
+	// activations (the input node's in the chain, never recomputed), and
+	// attention the implementation that prices attention (saved_torch.go);
+	// both the torch engine's.
+	lossSaved int64
+	attention string
 	// cpu is the CPU executor's step; nil on a GPU.
 	cpu *cpuModel
 	// gcDiv sets the garbage collector's headroom, 1/gcDiv of the heap
@@ -139,13 +145,14 @@ func newChain(g *stdlib.Graph, elem int64, saved func(nd *stdlib.Node) (keep []i
 	return c
 }
 
-// newCostModel prices g for a GPU (autograd's saving rules, a caching
-// allocator). targetBytes is one sample's target on the device.
-func newCostModel(g *stdlib.Graph, backend string, prec plan.Precision, buffers int64, targetBytes int64) *costModel {
+// newCostModel prices g for the torch engine on a GPU or the CPU
+// (autograd's saving rules, saved_torch.go; a caching allocator).
+// targetBytes is one sample's target on the device, loss the loss.
+func newCostModel(g *stdlib.Graph, backend string, prec plan.Precision, buffers int64, targetBytes int64, loss string) *costModel {
 	m := &costModel{backend: backend, elem: prec.ActivationBytes, mixed: prec.Mixed, buffers: buffers, params: g.Params()}
-	c := newChain(g, m.elem, func(nd *stdlib.Node) ([]int, int64) {
-		return nd.Keep, add(mul(nd.Private, m.elem), nd.SavedAux)
-	})
+	ts := newTorchSaved(g, backend == plan.BackendGPU, prec, loss)
+	m.attention, m.lossSaved = ts.attention, ts.loss
+	c := ts.chain(g)
 	// The workspace is computed from the true sizes before the input's own
 	// bytes are moved out of the chain below.
 	for _, nd := range g.Nodes {
@@ -159,15 +166,13 @@ func newCostModel(g *stdlib.Graph, backend string, prec plan.Precision, buffers 
 	}
 	// The input batch is counted once, in fp32, as plan.Memory.Input. Under
 	// mixed precision the forward casts it, and the cast copy is what a
-	// first conv keeps, so it stays an activation; in fp32 the kept tensor
-	// is the batch itself.
+	// first conv keeps, its own; in fp32 the kept tensor is the batch
+	// itself.
 	in := int64(0)
 	for _, nd := range g.Nodes {
 		if nd.Op == "input" {
 			in = add(in, mul(numel(nd.Out), 4))
-			if !prec.Mixed {
-				c.out[nd.ID] = 0
-			}
+			c.out[nd.ID] = 0
 		}
 	}
 	m.input = add(in, targetBytes)
@@ -176,6 +181,9 @@ func newCostModel(g *stdlib.Graph, backend string, prec plan.Precision, buffers 
 	m.perNode = make([]int64, len(g.Nodes))
 	for i := range m.perNode {
 		m.perNode[i] = c.stored(i)
+	}
+	if len(m.perNode) > 0 {
+		m.perNode[0] -= m.lossSaved // the loss's line, not the input's
 	}
 	m.baseline = c.baseline()
 
@@ -343,6 +351,7 @@ func (m *costModel) memory(mem *plan.Memory, b, act, extra int64, segs []segment
 	mem.Runtime, mem.Data, mem.Checkpoint, mem.Folds = m.static.runtime, m.static.data, m.static.checkpoint, m.folds
 	mem.Headroom = m.headroom(add(m.static.heap(), mul(b, m.perSample(act, extra))))
 	if m.cpu == nil {
+		mem.LossSaved = mul(m.lossSaved, b)
 		mem.Activations = mul(act, b)
 		mem.ActivationsBefore = mul(m.baseline, b)
 		mem.Workspace = mul(m.workspace, b)

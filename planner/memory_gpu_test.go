@@ -254,7 +254,7 @@ train { epochs 1  batch 4  optimizer sgd lr 0.1  loss mse }
 		if g == nil || ds.HasErrors() {
 			t.Fatal(ds)
 		}
-		m := newCostModel(g, plan.BackendGPU, plan.Precision{ActivationBytes: 4}, 0, 0)
+		m := newCostModel(g, plan.BackendGPU, plan.Precision{ActivationBytes: 4}, 0, 0, "mse")
 		return walkBackward(m.ch)
 	}
 	chain := walk("conv 16 k1")

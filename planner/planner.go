@@ -162,7 +162,7 @@ func (pl *planner) run() {
 		pl.cost = newCPUCostModel(g, pl.fusedGroups(), loss, int64(opt.StateBuffers), pl.dev.Cores)
 		pl.processTerms()
 	} else {
-		pl.cost = newCostModel(g, pl.dev.Kind, prec, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()))
+		pl.cost = newCostModel(g, pl.dev.Kind, prec, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()), loss)
 		if pl.dev.Kind == plan.BackendGPU && pl.dev.Capability != "" {
 			newGPUModel(pl.cost, g, pl.dev, prec, opt, pl.plan.Distributed, targetBytes(loss, g.OutShape()))
 		}

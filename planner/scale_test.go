@@ -31,7 +31,7 @@ type deep struct {
 var deepModels = []deep{
 	{name: "mlp/cpu", body: "dense 64 -> relu -> dense 64 -> relu", nodes: 4, input: "[64]", head: "dense 10", batch: "32"},
 	{name: "mlp/cpu-tight", body: "dense 64 -> relu -> dense 64 -> relu", nodes: 4, input: "[64]", head: "dense 10", batch: "auto",
-		device: "device tiny { kind cpu  memory %dMiB  bandwidth 50GB/s  fp32 1TFLOPS }", fixed: 1270, perNode: 50},
+		device: "device tiny { kind cpu  memory %dMiB  bandwidth 50GB/s  fp32 1TFLOPS }", fixed: 1270, perNode: 78},
 	{name: "mlp/gpu-tight", body: "dense 64 -> relu -> dense 64 -> relu", nodes: 4, input: "[64]", head: "dense 10", batch: "auto",
 		device: "device tiny { memory %dMiB  bandwidth 500GB/s  fp32 10TFLOPS }", perNode: 41},
 	{name: "conv/cpu", body: "conv 8 k3 pad1 -> batchnorm -> relu -> conv 8 k3 pad1", nodes: 4, input: "[8, 16, 16]", head: "gap -> dense 10", batch: "32"},

@@ -3,14 +3,11 @@ package torchspec
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
-	"pipe/exec"
 	"pipe/lang/format"
 	"pipe/stdlib"
 )
@@ -111,10 +108,10 @@ func TestConcatOrder(t *testing.T) {
 	}
 }
 
-// TestUnsupportedOp: an op the torch engine does not build (a ViT's
-// token embedding, which pipe only plans so far) fails with the node's name
-// instead of producing a spec PyTorch would misread.
-func TestUnsupportedOp(t *testing.T) {
+// TestViTSpec: a vision transformer's ops (tokens, class token, position
+// embedding, attention, token 0) go to the worker, attention with its
+// heads.
+func TestViTSpec(t *testing.T) {
 	src := "pipeline s\nsource d synthetic { samples 64  shape [3, 32, 32]  classes 10 }\nmodel m {\n  input [3, 32, 32]\n  vit patch 16 dim 64 depth 1 heads 2 mlp_dim 128 classes 10\n}\ntrain { epochs 1  batch 8  loss cross_entropy }\n"
 	f := filepath.Join(t.TempDir(), "s.pipe")
 	if err := os.WriteFile(f, []byte(src), 0o644); err != nil {
@@ -124,8 +121,20 @@ func TestUnsupportedOp(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = m.Spec()
-	if err == nil || !strings.Contains(err.Error(), "node tokens") || !errors.Is(err, exec.ErrUnsupported) {
-		t.Errorf("Spec of a ViT: %v", err)
+	s, err := m.Spec()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops := map[string]bool{}
+	for _, n := range s.Nodes {
+		ops[n.Op] = true
+		if n.Op == "attention" && n.Args["heads"] != int64(2) {
+			t.Errorf("%s has args %v; want heads 2", n.Name, n.Args)
+		}
+	}
+	for _, op := range []string{"tokens", "class_token", "pos_embed", "attention", "select_token"} {
+		if !ops[op] {
+			t.Errorf("the spec has no %s node", op)
+		}
 	}
 }

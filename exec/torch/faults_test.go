@@ -86,16 +86,16 @@ func TestRecomputedSegments(t *testing.T) {
 	a := buildTorch(t, g, plain, Backend{Python: py})
 	c := buildTorch(t, g, cfg, Backend{Python: py})
 	b := randomBatch(g, cfg.Loss.Kind, 2, 3)
-	sa, _, err := a.SavedBytes(b, false)
+	sa, err := a.SavedBytes(b, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, _, err := c.SavedBytes(b, false)
+	sc, err := c.SavedBytes(b, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if sc["activations"] >= sa["activations"] {
-		t.Errorf("with the segments autograd keeps %d bytes, without %d", sc["activations"], sa["activations"])
+	if sc.Bytes["activations"] >= sa.Bytes["activations"] {
+		t.Errorf("with the segments autograd keeps %d bytes, without %d", sc.Bytes["activations"], sa.Bytes["activations"])
 	}
 	before := a.State()
 	for _, m := range []*model{a, c} {

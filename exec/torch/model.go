@@ -144,7 +144,14 @@ func (b Backend) Build(g *stdlib.Graph, cfg exec.Config) (exec.Model, error) {
 	if err != nil {
 		return nil, err
 	}
+	// pipe's initial weights are the native engine's, so that a run
+	// moves between the engines; a graph that engine cannot build (a
+	// vision transformer's ops) starts from the worker's own seeded
+	// initialisation (init has no tensors then).
 	init, err := cpu.InitialState(g, cfg)
+	if errors.Is(err, exec.ErrUnsupported) {
+		init, err = exec.State{}, nil
+	}
 	if err != nil {
 		return nil, fmt.Errorf("torch: pipe's initial weights: %w", err)
 	}
@@ -254,22 +261,10 @@ func (m *model) deviceOf(k int) string {
 // build makes the regions, builds the model in every worker and loads
 // pipe's initial state into it.
 func (m *model) build(b Backend, init exec.State) error {
-	off := 0
 	m.names = map[string]int{}
 	for _, t := range init.Tensors {
-		m.names[t.Name] = len(m.layout)
-		m.layout = append(m.layout, stateEntry{Name: t.Name, Shape: slices.Clone(t.Shape), Offset: off, Count: len(t.Data)})
-		off += 4 * len(t.Data)
-		switch {
-		case strings.HasPrefix(t.Name, "optimizer."):
-			m.state.optimizer += int64(4 * len(t.Data))
-		case strings.HasSuffix(t.Name, ".running_mean") || strings.HasSuffix(t.Name, ".running_var"):
-			m.state.buffers += int64(4 * len(t.Data))
-		default:
-			m.state.params += int64(4 * len(t.Data))
-		}
+		m.addState(t.Name, t.Shape)
 	}
-	stateBytes := off
 	m.ws = make([]*wstate, len(m.workers))
 	for k := range m.workers {
 		ws := &wstate{slotFloats: max(m.cfg.Batch, 1) * (m.xPer + 2*m.yPer)}
@@ -281,14 +276,8 @@ func (m *model) build(b Backend, init exec.State) error {
 		if ws.out, err = newRegion("out", 4*max(m.cfg.Batch, 1)*numel(m.outShape)); err != nil {
 			return err
 		}
-		if ws.st, err = newRegion("state", stateBytes); err != nil {
+		if err := m.mapRegions(k, ws.in, ws.out); err != nil {
 			return err
-		}
-		for _, r := range []*region{ws.in, ws.out, ws.st} {
-			if _, err := m.callK(k, map[string]any{"cmd": "map", "region": r.name, "path": r.path, "size": r.size()}); err != nil {
-				return err
-			}
-			r.unlink()
 		}
 	}
 	// Every rank is sent its build before any is waited for: with data
@@ -334,7 +323,78 @@ func (m *model) build(b Backend, init exec.State) error {
 			return fmt.Errorf("torch: the worker's model has %d parameters, pipe's graph %d", r.Params, m.params)
 		}
 	}
+	own := len(init.Tensors) == 0
+	if own {
+		// The worker's own weights: its layout is the state's, and rank
+		// 0's weights are every rank's.
+		r, err := m.callK(0, map[string]any{"cmd": "layout"})
+		if err != nil {
+			return err
+		}
+		var lr struct {
+			Layout []stateEntry `json:"layout"`
+		}
+		if err := jsonUnmarshal(r.raw, &lr); err != nil {
+			return err
+		}
+		for _, e := range lr.Layout {
+			m.addState(e.Name, e.Shape)
+		}
+	}
+	size := 0
+	if n := len(m.layout); n > 0 {
+		size = m.layout[n-1].Offset + 4*m.layout[n-1].Count
+	}
+	for k, ws := range m.ws {
+		var err error
+		if ws.st, err = newRegion("state", size); err != nil {
+			return err
+		}
+		if err := m.mapRegions(k, ws.st); err != nil {
+			return err
+		}
+	}
+	if own {
+		if len(m.workers) == 1 {
+			return nil
+		}
+		st, err := m.state0()
+		if err != nil {
+			return err
+		}
+		init = st
+	}
 	return m.SetState(init)
+}
+
+// addState appends a tensor of the state to the layout.
+func (m *model) addState(name string, shape []int64) {
+	off, count := 0, numel(shape)
+	if n := len(m.layout); n > 0 {
+		off = m.layout[n-1].Offset + 4*m.layout[n-1].Count
+	}
+	m.names[name] = len(m.layout)
+	m.layout = append(m.layout, stateEntry{Name: name, Shape: slices.Clone(shape), Offset: off, Count: count})
+	switch {
+	case strings.HasPrefix(name, "optimizer."):
+		m.state.optimizer += int64(4 * count)
+	case strings.HasSuffix(name, ".running_mean") || strings.HasSuffix(name, ".running_var"):
+		m.state.buffers += int64(4 * count)
+	default:
+		m.state.params += int64(4 * count)
+	}
+}
+
+// mapRegions maps shared-memory regions into local rank k's worker and
+// unlinks their files, which the mappings keep.
+func (m *model) mapRegions(k int, rs ...*region) error {
+	for _, r := range rs {
+		if _, err := m.callK(k, map[string]any{"cmd": "map", "region": r.name, "path": r.path, "size": r.size()}); err != nil {
+			return err
+		}
+		r.unlink()
+	}
+	return nil
 }
 
 // reply reads local rank k's next reply, watching every worker: a worker
@@ -993,37 +1053,72 @@ func (m *model) Applied() map[string]string {
 	return out
 }
 
+// Saved is what autograd keeps for the backward pass of one training
+// forward pass and its loss, each storage once, as saved-tensor hooks see
+// it: PyTorch's own account, for the whole batch.
+type Saved struct {
+	// Bytes is split into "activations", "parameters", "buffers" (a
+	// batchnorm's running statistics) and "parameter_casts" (autocast's
+	// low-precision copies of the weights).
+	Bytes map[string]int64
+	// ByDtype is the activations by dtype ("float32", "bfloat16", "int64").
+	ByDtype map[string]int64
+	// Nodes is the activations per graph node, by node ID: a saved
+	// storage that is a node's output, or a view of one, counts for the
+	// node that made it; any other (a cast copy, a mask, indices, a
+	// norm's statistics, attention's inner tensors) for the node running
+	// when it was saved. Node 0's is the input batch, when kept.
+	Nodes []SavedPart
+	// Loss is what the loss keeps (its log-softmax, its targets).
+	Loss SavedPart
+}
+
+// SavedPart is the saved bytes of one node or of the loss, by dtype.
+type SavedPart struct {
+	Bytes  int64            `json:"bytes"`
+	Dtypes map[string]int64 `json:"dtypes"`
+}
+
 // SavedBytes runs one training forward pass on b under autograd's
-// saved-tensor hooks and returns the bytes kept for the backward pass,
-// each storage once: "activations", "parameters" and
-// "parameter_casts" (autocast's low-precision copies of the weights),
-// and the activations by dtype. Checkpoint segments apply unless
-// noCheckpoint.
-func (m *model) SavedBytes(b *data.Batch, noCheckpoint bool) (map[string]int64, map[string]int64, error) {
+// saved-tensor hooks and returns the bytes kept for the backward pass
+// (Saved). Checkpoint segments apply unless noCheckpoint.
+func (m *model) SavedBytes(b *data.Batch, noCheckpoint bool) (Saved, error) {
 	if err := m.usable(); err != nil {
-		return nil, nil, err
+		return Saved{}, err
 	}
 	if err := m.drainAll(); err != nil {
-		return nil, nil, err
+		return Saved{}, err
 	}
 	msg, slot, _, err := m.fill(0, b, 0, b.N)
 	if err != nil {
-		return nil, nil, err
+		return Saved{}, err
 	}
 	msg["cmd"] = "saved"
 	msg["no_checkpoint"] = noCheckpoint
 	w := m.workers[0]
 	if err := w.send(msg, slot, b.N); err != nil {
-		return nil, nil, m.fail(err)
+		return Saved{}, m.fail(err)
 	}
 	r, err := m.reply(0)
 	if err != nil {
-		return nil, nil, err
+		return Saved{}, err
 	}
 	if err := replyErr(r, w.rank); err != nil {
-		return nil, nil, err
+		return Saved{}, err
 	}
-	return r.Bytes, r.ActivationsByDtype, nil
+	s := Saved{Bytes: r.Bytes, ByDtype: r.ActivationsByDtype, Nodes: make([]SavedPart, len(m.g.Nodes))}
+	for k, p := range r.SavedNodes {
+		if k == "loss" {
+			s.Loss = p
+			continue
+		}
+		var id int
+		if _, err := fmt.Sscan(k, &id); err != nil || id < 0 || id >= len(s.Nodes) {
+			return Saved{}, fmt.Errorf("torch: saved bytes for an unknown node %q", k)
+		}
+		s.Nodes[id] = p
+	}
+	return s, nil
 }
 
 // Close implements exec.Model: the workers quit (or are killed), and the

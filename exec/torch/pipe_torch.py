@@ -129,6 +129,14 @@ def make_module(n):
         return nn.AvgPool2d(a["kernel_size"], stride=a["stride"], padding=a["padding"])
     if op == "dropout":
         return nn.Dropout(a["p"])
+    if op == "class_token":
+        return ClassToken(n["out"][-1])
+    if op == "pos_embed":
+        return PosEmbed(n["out"])
+    if op == "attention":
+        # torchvision's EncoderBlock.self_attention: its parameters are
+        # in_proj_weight [3D, D], in_proj_bias, out_proj.weight, out_proj.bias.
+        return nn.MultiheadAttention(ins[0][-1], a["heads"], dropout=0.0, batch_first=True)
     return None
 
 
@@ -165,8 +173,36 @@ def define_modules():
 
     Sketched = _Sketched
 
+    global ClassToken, PosEmbed
+
+    class _ClassToken(nn.Module):
+        """torchvision's VisionTransformer.class_token, [1, 1, D]: prepended
+        to every sample's tokens."""
+
+        def __init__(self, d):
+            super().__init__()
+            self.weight = nn.Parameter(torch.zeros(1, 1, d))
+
+        def forward(self, x):
+            return torch.cat([self.weight.expand(x.shape[0], -1, -1), x], dim=1)
+
+    class _PosEmbed(nn.Module):
+        """torchvision's Encoder.pos_embedding, [1, T, D], added to the
+        tokens."""
+
+        def __init__(self, shape):
+            super().__init__()
+            self.weight = nn.Parameter(torch.empty(1, *shape).normal_(std=0.02))
+
+        def forward(self, x):
+            return x + self.weight
+
+    ClassToken, PosEmbed = _ClassToken, _PosEmbed
+
 
 Sketched = None
+ClassToken = None
+PosEmbed = None
 Net = None
 
 
@@ -226,14 +262,29 @@ def define_net():
                 self.segments[s["from"]] = s["to"]
             self.channels_last = False
             self.current = None  # the node running, for out-of-memory reports
+            self.current_id = None
             self.recomputing = False
+            # record(i, t), when set, is told every node's output as it is
+            # made (cmd_saved's attribution).
+            self.record = None
 
         def run_node(self, n, xs):
             op = n["op"]
             m = self.mods[n["id"]]
             if op in ("conv", "convtranspose", "dense", "sketched_dense", "layernorm",
-                      "maxpool", "avgpool", "dropout"):
+                      "maxpool", "avgpool", "dropout", "class_token", "pos_embed"):
                 return m(xs[0])
+            if op == "attention":
+                # nn.MultiheadAttention as torchvision's encoder block calls
+                # it: self-attention, no attention weights returned.
+                return m(xs[0], xs[0], xs[0], need_weights=False)[0]
+            if op == "tokens":
+                # torchvision's _process_input: [N, D, H, W] to [N, H·W, D],
+                # a view.
+                x = xs[0]
+                return x.reshape(x.shape[0], x.shape[1], -1).permute(0, 2, 1)
+            if op == "select_token":
+                return xs[0][:, 0]
             if op == "batchnorm":
                 if self.recomputing:
                     # A recomputed segment normalises with the batch's own
@@ -285,14 +336,16 @@ def define_net():
                 if i in self.segments and self.training and torch.is_grad_enabled():
                     i = self.run_segment(i, self.segments[i], outs)
                     continue
-                self.current = n["name"]
+                self.current, self.current_id = n["name"], i
                 xs = [outs[j] for j in n["inputs"]] if n["op"] != "input" else [x]
                 outs[i] = self.run_node(n, xs)
+                if self.record is not None:
+                    self.record(i, outs[i])
                 for j in n["inputs"]:
                     if self.last_use.get(j) == i:
                         outs[j] = None
                 i += 1
-            self.current = None
+            self.current, self.current_id = None, None
             return outs[self.logits], outs[self.output]
 
         def run_segment(self, lo, hi, outs):
@@ -311,9 +364,11 @@ def define_net():
                 try:
                     local = dict(zip(ins, tensors))
                     for n in nodes:
-                        self.current = n["name"]
+                        self.current, self.current_id = n["name"], n["id"]
                         xs = [local[j] for j in n["inputs"]]
                         local[n["id"]] = self.run_node(n, xs)
+                        if self.record is not None:
+                            self.record(n["id"], local[n["id"]])
                     return tuple(local[k] for k in leaving)
                 finally:
                     self.recomputing = False
@@ -366,7 +421,7 @@ def state_names(spec, net):
         if key not in net.layers:
             continue
         m = net.layers[key]
-        for pname, t in list(m.named_parameters(recurse=False)) + list(m.named_buffers(recurse=False)):
+        for pname, t in list(m.named_parameters()) + list(m.named_buffers()):
             if pname == "num_batches_tracked":
                 continue
             names[n["name"] + "." + pname] = t
@@ -765,6 +820,19 @@ class Worker:
             return torch.tensor(float(step), dtype=torch.float32, device=p.device)
         return torch.tensor(float(step))
 
+    def cmd_layout(self, msg):
+        """The state's tensors, names and shapes, in pipe's order
+        (parameters, buffers, then the optimizer's buffers): the layout of
+        a model whose weights are the worker's own initialisation."""
+        params, buffers = [], []
+        for name, t in self.names.items():
+            (params if isinstance(t, nn.Parameter) else buffers).append({"name": name, "shape": list(t.shape)})
+        out = params + buffers
+        bufs = self.opt_buffers()
+        for p in params:
+            out += [{"name": f"optimizer.{p['name']}.{buf}", "shape": p["shape"]} for buf in bufs]
+        return {"layout": out}
+
     def cmd_get_state(self, msg):
         self.sync_device()
         region = self.regions["state"]
@@ -1106,46 +1174,84 @@ class Worker:
     def cmd_saved(self, msg):
         """One training forward pass and its loss under saved-tensor hooks:
         the bytes autograd keeps for the backward pass, each storage once,
-        split into activations, parameters and autocast's copies of them."""
+        split into activations, parameters, buffers and autocast's copies
+        of the parameters.
+
+        The activations are also told per node: a saved storage that is a
+        node's output (or a view of one) counts for the node that made it,
+        the first to return it; any other (a cast copy, a mask, pooling
+        indices, a norm's statistics, attention's inner tensors) for the
+        node running when it was saved, and what the loss saves for the
+        loss. The input batch is copied first, so that it is a storage of
+        its own size rather than a view of the shared memory."""
         n = msg["n"]
         x, y, mask = self.batch(msg, True)
-        params = {storage_key(p)[0] for p in self.net.parameters()}
+        x = x.clone()
+        y = None if y is None else y.clone()
+        mask = None if mask is None else mask.clone()
+        net = self.net
+        params = {storage_key(p)[0] for p in net.parameters()}
+        buffers = {storage_key(b)[0] for b in net.buffers()}
         seen = {}
+        owner = {}
+        where = ["forward"]
 
         def pack(t):
             key, nbytes = storage_key(t)
             if key not in seen:
                 if key in params:
                     kind = "parameters"
+                elif key in buffers:
+                    kind = "buffers"  # a batchnorm's running statistics
                 elif is_param_cast(t):
                     kind = "parameter_casts"
                 else:
                     kind = "activations"
-                seen[key] = (kind, nbytes, str(t.dtype).replace("torch.", ""))
+                at = net.current_id if where[0] == "forward" else where[0]
+                seen[key] = (kind, nbytes, str(t.dtype).replace("torch.", ""), at)
             return t
 
+        alive = []
+
+        def record(i, t):
+            # Every output is held until the end, so that no storage's
+            # address is reused by a later one.
+            if torch.is_tensor(t):
+                alive.append(t)
+                owner.setdefault(storage_key(t)[0], i)
+
         snap = [(m.running_mean.clone(), m.running_var.clone(), m.num_batches_tracked.clone()) for _, m in self.bns()]
-        segments = self.net.segments
-        self.net.segments = {} if msg.get("no_checkpoint") else segments
+        segments = net.segments
+        net.segments = {} if msg.get("no_checkpoint") else segments
+        net.record = record
         try:
             with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
                 with self.autocast():
-                    logits, out = self.net(x)
+                    logits, out = net(x)
+                where[0] = "loss"
                 loss = compute_loss(self.loss_kind, logits, out, y, mask, n, self.out_shape, self.ends_sigmoid)
         finally:
-            self.net.segments = segments
+            net.record = None
+            net.segments = segments
             for (rm, rv, nt), (_, m) in zip(snap, self.bns()):
                 m.running_mean.copy_(rm)
                 m.running_var.copy_(rv)
                 m.num_batches_tracked.copy_(nt)
-        del loss
+        del loss, alive
         totals = {}
         by_dtype = {}
-        for kind, nbytes, dt in seen.values():
+        nodes = {}
+        for key, (kind, nbytes, dt, at) in seen.items():
             totals[kind] = totals.get(kind, 0) + nbytes
-            if kind == "activations":
-                by_dtype[dt] = by_dtype.get(dt, 0) + nbytes
-        return {"bytes": totals, "activations_by_dtype": by_dtype}
+            if kind != "activations":
+                continue
+            by_dtype[dt] = by_dtype.get(dt, 0) + nbytes
+            at = owner.get(key, at)
+            name = "loss" if at == "loss" else str(at)
+            e = nodes.setdefault(name, {"bytes": 0, "dtypes": {}})
+            e["bytes"] += nbytes
+            e["dtypes"][dt] = e["dtypes"].get(dt, 0) + nbytes
+        return {"bytes": totals, "activations_by_dtype": by_dtype, "nodes": nodes}
 
 
 VIEW_BACKWARDS = ("TBackward", "TransposeBackward", "PermuteBackward", "SelectBackward", "SliceBackward",

@@ -203,8 +203,11 @@ func nonNil(s []int) []int {
 func argsOf(n *stdlib.Node) (map[string]any, error) {
 	a := n.Args
 	switch n.Op {
-	case "input", "relu", "gelu", "sigmoid", "tanh", "softmax", "flatten", "concat", "add":
+	case "input", "relu", "gelu", "sigmoid", "tanh", "softmax", "flatten", "concat", "add",
+		"tokens", "class_token", "pos_embed", "select_token":
 		return nil, nil
+	case "attention":
+		return map[string]any{"heads": a.Heads}, nil
 	case "conv":
 		return map[string]any{"out_channels": a.Channels, "kernel_size": a.Kernel, "stride": max(a.Stride, 1),
 			"padding": a.Padding, "dilation": max(a.Dilation, 1), "groups": max(a.Groups, 1), "bias": a.Bias}, nil

@@ -96,8 +96,9 @@ type response struct {
 	Memory json.RawMessage `json:"memory"`
 
 	// saved
-	Bytes              map[string]int64 `json:"bytes"`
-	ActivationsByDtype map[string]int64 `json:"activations_by_dtype"`
+	Bytes              map[string]int64     `json:"bytes"`
+	ActivationsByDtype map[string]int64     `json:"activations_by_dtype"`
+	SavedNodes         map[string]SavedPart `json:"nodes"`
 
 	raw []byte
 }

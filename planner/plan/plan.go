@@ -238,6 +238,11 @@ type Memory struct {
 	// checkpointing; ActivationsBefore the same without checkpointing.
 	Activations       int64 `json:"activations"`
 	ActivationsBefore int64 `json:"activations_before_checkpointing"`
+	// LossSaved is the part of Activations the loss keeps for its
+	// backward (a cross-entropy's fp32 log-softmax and its targets): the
+	// layer table's rows and it add up to ActivationsBefore. The torch
+	// engine's; 0 on the native engine.
+	LossSaved int64 `json:"loss_saved,omitempty"`
 	// ActivationGradients is what the backward pass adds, at the step's
 	// peak, to the activations kept for it: the activations' gradients
 	// live at that point, a checkpoint segment's recomputed tensors and the

@@ -1,0 +1,265 @@
+package planner
+
+import (
+	"pipe/planner/plan"
+	"pipe/stdlib"
+)
+
+// What autograd saves on the torch engine, node by node.
+//
+// stdlib's rules (Node.Keep, Private, SavedAux) say which tensors an op's
+// backward reads, at one activation precision. PyTorch stores each saved
+// tensor in the dtype it has, and under autocast that is a matter of op
+// and device: this file follows a tensor's dtype through the graph and
+// prices what each node's backward keeps, as saved-tensor hooks count it
+// (exec/torch's TestSavedBytesArePyTorchs holds every example and family
+// to it on the CPU, where these sizes are the same as on a GPU).
+//
+//   - Autocast runs convolutions and matrix products (conv, convtranspose,
+//     dense, sketched_dense, attention's projections) in the low precision
+//     and saves their input in it: the input itself when it is already
+//     low precision, else a cast copy that belongs to the op.
+//   - Other ops run in their input's dtype, except where autocast's lists
+//     say otherwise: on CUDA, layernorm and softmax run in fp32 (a
+//     layernorm saves an fp32 copy of a low-precision input); CPU autocast
+//     lists neither, nor upsampling, but PyTorch 1.13's runs transposed
+//     convolutions in fp32 (a saved fp32 copy of a bf16 input).
+//   - A sum or a concat of fp32 and low-precision tensors is fp32 (type
+//     promotion; autocast's "promote" list for cat on both devices), so a
+//     sum with an fp32 parameter (a position embedding, a class token)
+//     turns the stream back to fp32, and what reads it casts again.
+//   - Dropout keeps its mask: on CUDA, the fused kernel's 1-byte mask; on
+//     the CPU, the scaled noise in the input's dtype. Dropout with p 0 is
+//     its input. Max-pooling keeps int64 indices; layernorm an fp32 mean
+//     and inverse deviation per row.
+//   - Views are not new tensors: flatten (of a contiguous tensor),
+//     tokens and select_token share their input's storage, so whatever
+//     keeps a view keeps the whole storage it views (the classifier head
+//     of a vision transformer keeps the final layernorm's every token in
+//     fp32, a cast copy of token 0 alone under autocast).
+//   - Attention, as nn.MultiheadAttention(batch_first=True) computes it in
+//     training: the input is transposed, so the packed projection keeps a
+//     contiguous copy of it (T·D); then, on the math path (PyTorch 1.13,
+//     and the CPU), the scaled q, k, v (3·T·D), the softmax (H·T·T; on
+//     CUDA in fp32 plus the low-precision copy the next product reads),
+//     and the heads' output the output projection reads (T·D); the fused
+//     kernel of scaled_dot_product_attention (PyTorch 2.x on CUDA) keeps
+//     no H·T·T tensor: q, k, v in one projection (3·T·D), its output
+//     (T·D) and an fp32 log-sum-exp per head and row (H·T), and the output
+//     projection's input (T·D).
+//   - The loss keeps its own tensors in fp32: cross-entropy its
+//     log-softmax, as large as the output (a dense prediction's is
+//     classes × pixels), and the int64 targets; mse and mae the
+//     difference; bce the logits and the targets; dice the probabilities
+//     and the targets.
+//
+// Per-batch tensors (a batchnorm's batch mean and deviation, a scale
+// factor) do not grow with the batch and are left out, as the layer table
+// is per sample.
+
+// torchSaved is a graph's saved bytes per sample on the torch engine.
+type torchSaved struct {
+	// out is each node's output in bytes at its dtype; keep the nodes
+	// whose output storages each node keeps; priv what it keeps that is
+	// its own (cast copies, masks, indices, statistics, inner tensors).
+	out  []int64
+	keep [][]int
+	priv []int64
+	// loss is what the loss keeps, per sample.
+	loss int64
+	// attention says which implementation prices attention: "math" or
+	// "fused"; "" when the model has none.
+	attention string
+}
+
+// newTorchSaved prices g's saved tensors on a CUDA GPU (gpu) or the CPU,
+// at precision prec, with the loss given.
+func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss string) *torchSaved {
+	n := len(g.Nodes)
+	s := &torchSaved{out: make([]int64, n), keep: make([][]int, n), priv: make([]int64, n)}
+	low := int64(4) // what autocast computes products in
+	if prec.Mixed && prec.ActivationBytes > 0 {
+		low = prec.ActivationBytes
+	}
+	ac := low != 4
+	dt := make([]int64, n)    // bytes per element of each node's output
+	base := make([]int, n)    // the node whose storage each output is
+	contig := make([]bool, n) // whether the output is contiguous
+	keepIn := func(i, j int) { s.keep[i] = append(s.keep[i], base[j]) }
+	// castIn saves input j of node i in dtype size to: the input itself,
+	// or a copy of its elements.
+	castIn := func(i, j int, to int64) {
+		if dt[j] == to {
+			keepIn(i, j)
+		} else {
+			s.priv[i] = add(s.priv[i], mul(numel(g.Nodes[j].Out), to))
+		}
+	}
+	for _, nd := range g.Nodes {
+		i := nd.ID
+		base[i], contig[i] = i, true
+		x := -1
+		if len(nd.Inputs) > 0 {
+			x = nd.Inputs[0]
+		}
+		ex := int64(4)
+		if x >= 0 {
+			ex = dt[x]
+		}
+		out := numel(nd.Out)
+		switch nd.Op {
+		case "input":
+			dt[i] = 4
+		case "conv", "dense":
+			dt[i] = low
+			castIn(i, x, low)
+		case "convtranspose":
+			// CPU autocast in PyTorch 1.13 lists conv_transpose2d among
+			// its fp32 ops (later versions among the low-precision ones).
+			dt[i] = low
+			if !gpu {
+				dt[i] = 4
+			}
+			castIn(i, x, dt[i])
+		case "sketched_dense":
+			dt[i] = low
+			castIn(i, x, low)
+			s.priv[i] = add(s.priv[i], mul(mul(nd.Args.Terms, nd.Args.Rank), low))
+		case "batchnorm", "avgpool", "gap", "gelu":
+			dt[i] = ex
+			keepIn(i, x)
+		case "layernorm":
+			dt[i] = ex
+			if gpu && ac {
+				dt[i] = 4
+			}
+			castIn(i, x, dt[i])
+			s.priv[i] = add(s.priv[i], mul(numel(nd.Out[:len(nd.Out)-1]), 8))
+		case "relu", "sigmoid", "tanh":
+			dt[i] = ex
+			s.keep[i] = append(s.keep[i], i)
+		case "softmax":
+			dt[i] = ex
+			if gpu && ac {
+				dt[i] = 4
+			}
+			s.keep[i] = append(s.keep[i], i)
+		case "maxpool":
+			dt[i] = ex
+			keepIn(i, x)
+			s.priv[i] = add(s.priv[i], mul(out, 8))
+		case "dropout":
+			dt[i] = ex
+			switch {
+			case nd.Args.P <= 0:
+				base[i], contig[i] = base[x], contig[x]
+			case gpu:
+				s.priv[i] = add(s.priv[i], out)
+			default:
+				s.priv[i] = add(s.priv[i], mul(out, ex))
+			}
+		case "flatten":
+			dt[i] = ex
+			if contig[x] {
+				base[i] = base[x]
+			}
+		case "tokens", "select_token":
+			dt[i] = ex
+			base[i], contig[i] = base[x], false
+		case "class_token", "pos_embed":
+			// A concat with, or a sum with, an fp32 parameter.
+			dt[i] = 4
+		case "upsample":
+			dt[i] = ex
+		case "concat", "add":
+			for _, j := range nd.Inputs {
+				dt[i] = max(dt[i], dt[j])
+			}
+		case "attention":
+			dt[i] = low
+			t, d, h := nd.In[0][0], nd.In[0][1], nd.Args.Heads
+			td := mul(t, d)
+			if gpu {
+				s.attention = "fused"
+				s.priv[i] = add(mul(mul(6, td), low), mul(mul(h, t), 4))
+			} else {
+				if s.attention == "" {
+					s.attention = "math"
+				}
+				sm := low
+				if gpu && ac {
+					sm = 4 + low
+				}
+				s.priv[i] = add(mul(mul(5, td), low), mul(mul(h, mul(t, t)), sm))
+			}
+		default:
+			// An op this file does not know: stdlib's rule at the
+			// activation precision.
+			dt[i] = prec.ActivationBytes
+			for _, k := range nd.Keep {
+				if k == i {
+					s.keep[i] = append(s.keep[i], i)
+				} else if k >= 0 && k < i {
+					keepIn(i, k)
+				}
+			}
+			s.priv[i] = add(mul(nd.Private, prec.ActivationBytes), nd.SavedAux)
+		}
+		s.out[i] = mul(out, dt[i])
+	}
+	s.loss = lossSaved(g, loss, dt, base, s)
+	return s
+}
+
+// lossSaved is what the loss keeps per sample (exec/torch's compute_loss),
+// fp32 throughout: the logits are cast to fp32 first. Where the loss
+// keeps the logits themselves (bce on fp32 logits), the node keeps them.
+func lossSaved(g *stdlib.Graph, loss string, dt []int64, base []int, s *torchSaved) int64 {
+	o := g.Node(g.Output)
+	if o == nil {
+		return 0
+	}
+	shape := o.Out
+	logits := o.ID
+	if (loss == "cross_entropy" || loss == "" || loss == "bce") && len(o.Inputs) > 0 &&
+		((o.Op == "softmax" && loss != "bce") || (o.Op == "sigmoid" && loss == "bce")) {
+		logits = o.Inputs[0]
+	}
+	all := mul(numel(shape), 4)
+	switch loss {
+	case "cross_entropy", "":
+		positions := int64(1)
+		if len(shape) > 1 {
+			positions = numel(shape[1:])
+		}
+		if len(shape) > 0 && shape[0] > 1 {
+			return add(all, mul(positions, 8)) // log-softmax, int64 targets
+		}
+		return mul(all, 2) // log-softmax, soft targets
+	case "bce":
+		if dt[logits] == 4 {
+			s.keep[logits] = append(s.keep[logits], base[logits])
+			return all // the targets
+		}
+		return mul(all, 2) // an fp32 copy of the logits, the targets
+	case "mse", "mae":
+		return all // the difference
+	case "dice":
+		if o.Op == "sigmoid" {
+			return all // the targets: the probabilities are the output
+		}
+		return mul(all, 2) // the probabilities, the targets
+	}
+	return all
+}
+
+// chain is the checkpoint solver's view of g with these sizes; the loss's
+// bytes are the input node's, which is never recomputed.
+func (s *torchSaved) chain(g *stdlib.Graph) *chain {
+	c := newChain(g, 4, func(nd *stdlib.Node) ([]int, int64) { return s.keep[nd.ID], s.priv[nd.ID] })
+	copy(c.out, s.out)
+	if len(c.priv) > 0 {
+		c.priv[0] = add(c.priv[0], s.loss)
+	}
+	return c
+}
