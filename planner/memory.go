@@ -295,7 +295,7 @@ func (m *costModel) headroom(h int64) int64 {
 	if m.gcDiv <= 0 {
 		return 0
 	}
-	return h / m.gcDiv
+	return max(h/m.gcDiv, minHeadroom)
 }
 
 // heapRoom is what budget leaves the heap once the runtime's baseline
@@ -303,7 +303,7 @@ func (m *costModel) headroom(h int64) int64 {
 func (m *costModel) heapRoom(budget int64) int64 {
 	room := budget - m.static.runtime
 	if m.gcDiv > 0 && room > 0 {
-		room = room / (m.gcDiv + 1) * m.gcDiv
+		room = min(room/(m.gcDiv+1)*m.gcDiv, room-minHeadroom)
 	}
 	return room - m.static.heap()
 }

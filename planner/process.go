@@ -35,7 +35,8 @@ import (
 //     to the plan's total less the runtime's baseline (plus the headroom
 //     once more, for the runtime's own structures), so the collector
 //     runs before the heap passes the plan; the plan leaves it
-//     1/GCHeadroomDiv of the heap for garbage. Where the data was not
+//     1/GCHeadroomDiv of the heap for garbage, and at least the 4 MiB
+//     the runtime lets any heap reach. Where the data was not
 //     counted (no WithDataMemory) no limit is set.
 
 // RuntimeBaseline is the pipe process's resident memory before any data
@@ -50,8 +51,9 @@ const RuntimeBaseline = 60 << 20
 // as the rise of resident memory over the Go heap on the examples here.
 const LibrariesAtWork = 4 << 20
 
-// minGCLimit is the least soft memory limit a run sets.
-const minGCLimit = 64 << 20
+// minHeadroom is the least headroom: the Go runtime's own least heap
+// goal, 4 MiB, which a small heap grows to whatever is live.
+const minHeadroom = 4 << 20
 
 // GCHeadroomDiv sets the garbage collector's headroom: 1/32 of the heap.
 const GCHeadroomDiv = 32
@@ -173,8 +175,8 @@ func (pl *planner) processDecision() {
 		// The heap's share of the total, and the headroom once more: the
 		// Go runtime's own structures (stacks, heap metadata) count
 		// against the limit too, and a limit at the live heap would turn
-		// into constant collection. Never under minGCLimit.
-		mem.GCLimit = max(mem.Total-mem.Runtime+mem.Headroom, minGCLimit)
+		// into constant collection.
+		mem.GCLimit = mem.Total - mem.Runtime + mem.Headroom
 	}
 	pl.decide("process", FormatBytes(mem.Total), "The process's peak resident memory, which the run measures: "+pl.processNote)
 }

@@ -1,0 +1,110 @@
+// Package memrun runs an example as its own process on the CPU and holds
+// the plan's memory total to the peak resident memory the OS measured for
+// that process. cmd/pipe's tests and bench/cmd/memory share it.
+package memrun
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+
+	"pipe/internal/fixtures"
+)
+
+// Result is one example's run.
+type Result struct {
+	Example string
+	// Planned is the plan's Memory.Total, from the run's report;
+	// Measured the process's peak resident memory from wait4's rusage,
+	// read by the parent (the OS's figure, not pipe's); Reported what the
+	// run's report says it measured (getrusage in the child).
+	Planned, Measured, Reported int64
+	Output                      []byte
+}
+
+// Error is (planned − measured) / measured.
+func (r Result) Error() float64 {
+	if r.Measured <= 0 {
+		return 0
+	}
+	return float64(r.Planned-r.Measured) / float64(r.Measured)
+}
+
+// Prepare makes dir a place to run the examples from: dir/data links the
+// real data of root/data (Fashion-MNIST and the Landsat scene, which
+// make data fetches) and holds the fixtures of the others.
+func Prepare(root, dir string) error {
+	for _, need := range []string{"data/fashion-mnist/train-images-idx3-ubyte.gz", "data/L7_ETMs.tif", "data/olinda_dem_utm25s.tif"} {
+		if _, err := os.Stat(filepath.Join(root, need)); err != nil {
+			return fmt.Errorf("%s is missing: make data fetches it", need)
+		}
+	}
+	d := filepath.Join(dir, "data")
+	if err := os.MkdirAll(d, 0o755); err != nil {
+		return err
+	}
+	for _, real := range []string{"fashion-mnist", "L7_ETMs.tif", "olinda_dem_utm25s.tif"} {
+		if err := os.Symlink(filepath.Join(root, "data", real), filepath.Join(d, real)); err != nil && !os.IsExist(err) {
+			return err
+		}
+	}
+	return fixtures.Write(d)
+}
+
+// effective is an effective batch the fixtures can form in a few steps.
+var effective = regexp.MustCompile(`effective_batch +[0-9]+`)
+
+// lowered are the examples whose effective batch Run lowers to 4: their
+// fixtures hold about one optimizer step of it, and 30 steps of it take
+// minutes (256x256 and 224x224 images); accumulation sums into the
+// gradients in place, so it moves no memory.
+var lowered = map[string]bool{"cells": true, "pills": true}
+
+// Run runs example (a .pipe path) with pipe (a command and the
+// environment it needs) from dir, on the CPU for steps optimizer steps.
+func Run(pipe string, env []string, dir, example string, steps int) (Result, error) {
+	name := strings.TrimSuffix(filepath.Base(example), ".pipe")
+	res := Result{Example: name}
+	src, err := os.ReadFile(example)
+	if err != nil {
+		return res, err
+	}
+	if lowered[name] && effective.Match(src) {
+		example = filepath.Join(dir, name+".pipe")
+		if err := os.WriteFile(example, effective.ReplaceAll(src, []byte("effective_batch 4")), 0o644); err != nil {
+			return res, err
+		}
+	}
+	rep := filepath.Join(dir, name+".report.json")
+	cmd := exec.Command(pipe, "run", "--device", "cpu", "--max-steps", fmt.Sprint(steps),
+		"--report", rep, "--checkpoint-dir", filepath.Join(dir, "ckpt", name), example)
+	cmd.Dir = dir
+	cmd.Env = append(append(os.Environ(), env...), "GOMEMLIMIT=")
+	res.Output, err = cmd.CombinedOutput()
+	if err != nil {
+		return res, fmt.Errorf("pipe run %s: %v\n%s", name, err, res.Output)
+	}
+	ru, ok := cmd.ProcessState.SysUsage().(*syscall.Rusage)
+	if !ok || ru.Maxrss <= 0 {
+		return res, fmt.Errorf("the OS gives no peak resident memory here")
+	}
+	res.Measured = ru.Maxrss * 1024
+	var r struct {
+		Estimated int64 `json:"estimated_peak_bytes"`
+		Measured  int64 `json:"measured_peak_bytes"`
+	}
+	b, err := os.ReadFile(rep)
+	if err != nil {
+		return res, err
+	}
+	if err := json.Unmarshal(b, &r); err != nil {
+		return res, fmt.Errorf("%s: %w", rep, err)
+	}
+	res.Planned, res.Reported = r.Estimated, r.Measured
+	return res, nil
+}
