@@ -161,7 +161,7 @@ func cpuSaved(nd *stdlib.Node) (keep []int, priv int64) {
 		return nil, 0
 	case "conv", "convtranspose", "dense", "batchnorm", "gelu":
 		return in(), 0
-	case "sketched_dense":
+	case "lowrank_dense":
 		return in(), mul(mul(nd.Args.Terms, nd.Args.Rank), 4)
 	case "layernorm":
 		return in(), 2 * 4
@@ -312,12 +312,12 @@ func (u *cpuUnit) spec() {
 			in, out, a := first.In[0], first.Out, first.Args
 			u.col, u.part = convScratch(out[0], out[1], out[2], in[0], in[1], in[2], a)
 		}
-	case "dense", "sketched_dense":
+	case "dense", "lowrank_dense":
 		u.saveIn, u.saveOut, u.params = one, fromOut, true
 		if gelu {
 			u.aux = append(u.aux, words{per: u.out})
 		}
-		if first.Op == "sketched_dense" {
+		if first.Op == "lowrank_dense" {
 			tr := mul(first.Args.Terms, first.Args.Rank)
 			u.aux = append(u.aux, words{per: tr})
 			u.tmpB = []words{{per: tr}}

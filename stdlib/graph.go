@@ -71,7 +71,7 @@ type Node struct {
 // OpArgs are the settings of a primitive op. Each op reads only the fields
 // its documentation in Ops names; the rest are zero.
 type OpArgs struct {
-	// Units is the output width of dense and sketched_dense.
+	// Units is the output width of dense and lowrank_dense.
 	Units int64
 	// Channels is the output channels of conv and convtranspose.
 	Channels int64
@@ -81,10 +81,10 @@ type OpArgs struct {
 	// Groups splits a conv's channels; Groups == input channels is a
 	// depthwise conv.
 	Groups int64
-	// Bias says whether dense, sketched_dense, conv or convtranspose adds a
+	// Bias says whether dense, lowrank_dense, conv or convtranspose adds a
 	// bias.
 	Bias bool
-	// Terms and Rank shape sketched_dense: a sum of Terms products
+	// Terms and Rank shape lowrank_dense: a sum of Terms products
 	// U_i·V_i, U_i of in×Rank and V_i of Rank×Units.
 	Terms, Rank int64
 	// P is dropout's probability of zeroing an element.

@@ -71,7 +71,7 @@ func layerSpecs() []*lang.LayerSpec {
 			arg("tensor", lang.TTensor, "A labelled tensor, or a branch from one: concat(e1 -> conv 32 k1).", positional, required)),
 		layer("add", "Adds a labelled tensor to the flow, elementwise; the shapes must be equal.",
 			arg("tensor", lang.TTensor, "A labelled tensor, or a branch from one: add(x -> conv 64 k1 s2).", positional, required)),
-		layer("sketched_dense", "A dense layer whose weight is a sum of low-rank products: y = x·Σ U_i V_i + b, U_i: in×rank, V_i: rank×units.",
+		layer("lowrank_dense", "A dense layer whose weight is a sum of low-rank products: y = x·Σ U_i V_i + b, U_i: in×rank, V_i: rank×units.",
 			arg("units", lang.TInt, "Output features.", positional, required, atLeast(1)),
 			arg("terms", lang.TInt, "The number of low-rank products summed.", atLeast(1), def("1")),
 			arg("rank", lang.TInt, "The inner dimension of each product.", atLeast(1), def("16")),

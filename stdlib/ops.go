@@ -35,7 +35,7 @@ var opInfos = []*OpInfo{
 	{"convtranspose", "2-D transposed convolution (Channels, Kernel, Stride, Padding, Bias).",
 		"[C, H, W] to [Channels, (H-1)S-2P+K, same for W]", "its input"},
 	{"dense", "Affine map of the last axis (Units, Bias).", "[..., F] to [..., Units]", "its input"},
-	{"sketched_dense", "x·Σ U_i V_i + b (Units, Terms, Rank, Bias).", "[F] to [Units]",
+	{"lowrank_dense", "x·Σ U_i V_i + b (Units, Terms, Rank, Bias).", "[F] to [Units]",
 		"its input, and privately the Terms×Rank products x·U_i (for the V_i gradients)"},
 	{"batchnorm", "Batch normalisation over axis 0 (Eps, Momentum).", "unchanged",
 		"its input (the per-channel mean and inverse deviation are per batch)"},

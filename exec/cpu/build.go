@@ -316,7 +316,7 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 			k.b = m.newParam(first.Name+".bias", []int64{int64(out.c)}, kaiming(fan))
 		}
 		return k, nil
-	case "dense", "sketched_dense":
+	case "dense", "lowrank_dense":
 		in := u.in[0]
 		if in.spatial {
 			return nil, unsupported(first, "over [C, H, W] maps the last axis; the cpu backend runs dense on vectors (flatten or gap first)")
@@ -325,7 +325,7 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 		if first.Op == "dense" {
 			k.w = m.newParam(first.Name+".weight", []int64{int64(k.out), int64(k.in)}, kaiming(k.in))
 		} else {
-			k.sketched, k.terms, k.rank = true, int(a.Terms), int(a.Rank)
+			k.lowrank, k.terms, k.rank = true, int(a.Terms), int(a.Rank)
 			if k.terms < 1 || k.rank < 1 {
 				return nil, unsupported(first, "needs terms and rank of at least 1")
 			}

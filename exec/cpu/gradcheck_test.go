@@ -92,7 +92,7 @@ type gcase struct {
 var gradCases = []gcase{
 	{name: "dense", model: "input [5]\ndense 4 -> dense 3", loss: "mse"},
 	{name: "dense_nobias", model: "input [5]\ndense 4 bias false -> tanh -> dense 3", loss: "mse"},
-	{name: "sketched", model: "input [6]\nsketched_dense 5 terms 3 rank 2 -> dense 2", loss: "mse"},
+	{name: "lowrank", model: "input [6]\nlowrank_dense 5 terms 3 rank 2 -> dense 2", loss: "mse"},
 	{name: "conv", model: "input [2, 6, 6]\nconv 3 k3 pad1 -> conv 2 k3 -> flatten -> dense 2", loss: "mse"},
 	{name: "conv_stride_dilation", model: "input [2, 9, 9]\nconv 3 k3 s2 pad1 -> conv 4 k3 pad2 d2 -> gap -> dense 2", loss: "mse"},
 	{name: "conv_groups", model: "input [4, 6, 6]\nconv 4 k3 pad1 groups 2 -> conv 6 k1 groups 2 -> gap -> dense 2", loss: "mse"},
@@ -120,7 +120,7 @@ var gradCases = []gcase{
 	{name: "fused_conv_bn_relu", model: "input [2, 6, 6]\nconv 3 k3 pad1 -> batchnorm -> relu -> conv 3 k3 pad1 bias false -> batchnorm -> gelu -> flatten -> dense 2", loss: "mse", fuse: true},
 	{name: "fused_conv_bn_sigmoid_tanh", model: "input [2, 5, 5]\nconv 3 k3 pad1 -> batchnorm -> sigmoid -> conv 3 k3 -> batchnorm -> tanh -> conv 2 k1 -> batchnorm -> flatten -> dense 2", loss: "mse", fuse: true},
 	{name: "fused_conv_act", model: "input [2, 6, 6]\nconv 3 k3 pad1 -> relu -> conv 3 k3 -> gelu -> conv 2 k1 -> sigmoid -> flatten -> dense 2", loss: "mse", fuse: true},
-	{name: "fused_dense", model: "input [6]\ndense 8 -> relu -> dense 8 -> gelu -> sketched_dense 6 terms 2 rank 3 -> tanh -> dense 2", loss: "mse", fuse: true},
+	{name: "fused_dense", model: "input [6]\ndense 8 -> relu -> dense 8 -> gelu -> lowrank_dense 6 terms 2 rank 3 -> tanh -> dense 2", loss: "mse", fuse: true},
 	{name: "loss_ce", model: "input [6]\ndense 8 -> relu -> dense 4", loss: "cross_entropy"},
 	{name: "loss_ce_softmax", model: "input [6]\ndense 8 -> relu -> dense 4 -> softmax", loss: "cross_entropy"},
 	{name: "loss_ce_pixels", model: "input [2, 4, 4]\nconv 3 k3 pad1", loss: "cross_entropy"},

@@ -115,8 +115,8 @@ def make_module(n):
                                   padding=a["padding"], groups=a.get("groups", 1), bias=a["bias"])
     if op == "dense":
         return nn.Linear(ins[0][-1], a["out_features"], bias=a["bias"])
-    if op == "sketched_dense":
-        return Sketched(ins[0][-1], a["out_features"], a["terms"], a["rank"], a["bias"])
+    if op == "lowrank_dense":
+        return LowRank(ins[0][-1], a["out_features"], a["terms"], a["rank"], a["bias"])
     if op == "batchnorm":
         shape = ins[0]
         cls = nn.BatchNorm2d if len(shape) == 3 else nn.BatchNorm1d
@@ -142,10 +142,10 @@ def make_module(n):
 
 def define_modules():
     """Module classes that need torch imported."""
-    global Sketched
+    global LowRank
 
-    class _Sketched(nn.Module):
-        """pipe's sketched_dense: y = x·Σ_i U_i·V_i + b, computed as
+    class _LowRank(nn.Module):
+        """pipe's lowrank_dense: y = x·Σ_i U_i·V_i + b, computed as
         [x·U_1, …, x·U_T]·[V_1; …; V_T] without forming the dense weight.
         u is [terms, in, rank], v [terms, rank, out], as pipe stores them."""
 
@@ -171,7 +171,7 @@ def define_modules():
                 y = y + self.bias.to(y.dtype)  # as nn.Linear adds it, in y's precision
             return y
 
-    Sketched = _Sketched
+    LowRank = _LowRank
 
     global ClassToken, PosEmbed
 
@@ -200,7 +200,7 @@ def define_modules():
     ClassToken, PosEmbed = _ClassToken, _PosEmbed
 
 
-Sketched = None
+LowRank = None
 ClassToken = None
 PosEmbed = None
 Net = None
@@ -271,7 +271,7 @@ def define_net():
         def run_node(self, n, xs):
             op = n["op"]
             m = self.mods[n["id"]]
-            if op in ("conv", "convtranspose", "dense", "sketched_dense", "layernorm",
+            if op in ("conv", "convtranspose", "dense", "lowrank_dense", "layernorm",
                       "maxpool", "avgpool", "dropout", "class_token", "pos_embed"):
                 return m(xs[0])
             if op == "attention":

@@ -216,7 +216,7 @@ func argsOf(n *stdlib.Node) (map[string]any, error) {
 			"padding": a.Padding, "groups": max(a.Groups, 1), "bias": a.Bias}, nil
 	case "dense":
 		return map[string]any{"out_features": a.Units, "bias": a.Bias}, nil
-	case "sketched_dense":
+	case "lowrank_dense":
 		return map[string]any{"out_features": a.Units, "terms": a.Terms, "rank": a.Rank, "bias": a.Bias}, nil
 	case "batchnorm":
 		return map[string]any{"eps": epsOr(a.Eps), "momentum": a.Momentum}, nil
