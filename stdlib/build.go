@@ -306,6 +306,8 @@ func (b *builder) call(c *lang.LayerCall, x int) int {
 		}
 		return b.lowrankDense(b.numbered("lowrank_dense"), x, OpArgs{Units: argInt(c, "units", 1),
 			Terms: argInt(c, "terms", 1), Rank: argInt(c, "rank", 16), Bias: argBool(c, "bias", true)})
+	case "sketched_dense", "sketched_conv":
+		return b.sketchedCall(c, x)
 	case "conv":
 		return b.conv(b.numbered("conv"), x, OpArgs{Channels: argInt(c, "out", 1), Kernel: argInt(c, "kernel", 3),
 			Stride: argInt(c, "stride", 1), Padding: argInt(c, "padding", 0), Dilation: argInt(c, "dilation", 1),

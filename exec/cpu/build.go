@@ -345,6 +345,18 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 		in = u.in[0]
 	}
 	switch first.Op {
+	case "sketched_dense":
+		if in.spatial || a.Terms < 1 || a.Rank < 1 {
+			return nil, unsupported(first, "needs a vector, and terms and rank of at least 1")
+		}
+		return m.skDense(first.Name, in.c, u.out.c, int(a.Terms), int(a.Rank), a.Bias), nil
+	case "sketched_conv":
+		if !in.spatial || a.Terms < 1 || a.Rank < 1 {
+			return nil, unsupported(first, "needs [C, H, W], and terms and rank of at least 1")
+		}
+		mid := int(2 * a.Terms * a.Rank)
+		geo := newConvGeom(in.c, in.h, in.w, mid, u.out.h, u.out.w, int(a.Kernel), int(max(a.Stride, 1)), int(a.Padding), 1, 1)
+		return m.skConv(first.Name, geo, u.out.c, int(a.Terms), int(a.Rank), int(a.Kernel), a.Bias), nil
 	case "batchnorm":
 		return &bnKernel{st: m.newBN(first.Name, u.out.c, eps(a.Eps), a.Momentum)}, nil
 	case "layernorm":
@@ -446,7 +458,7 @@ func (m *model) gradFlags() {
 
 func hasParams(k kernel) bool {
 	switch k := k.(type) {
-	case *convKernel, *convTKernel, *denseKernel, *lnKernel:
+	case *convKernel, *convTKernel, *denseKernel, *lnKernel, *skDenseKernel, *skConvKernel:
 		return true
 	case *bnKernel:
 		return k != nil
@@ -465,6 +477,8 @@ func (m *model) allocScratch() {
 			geo = &k.geo
 		case *convTKernel:
 			geo = &k.eq
+		case *skConvKernel:
+			geo = &k.geo
 		}
 		if geo == nil {
 			continue

@@ -92,6 +92,8 @@ type gcase struct {
 var gradCases = []gcase{
 	{name: "dense", model: "input [5]\ndense 4 -> dense 3", loss: "mse"},
 	{name: "dense_nobias", model: "input [5]\ndense 4 bias false -> tanh -> dense 3", loss: "mse"},
+	{name: "sketched_dense", model: "input [6]\nsketched_dense 5 terms 3 rank 2 -> tanh -> sketched_dense 3 terms 2 rank 2 bias false", loss: "mse"},
+	{name: "sketched_conv", model: "input [2, 5, 5]\nsketched_conv 3 k3 s2 pad1 terms 2 rank 2 -> tanh -> sketched_conv 2 k2 terms 1 rank 3 bias false -> flatten -> dense 2", loss: "mse"},
 	{name: "lowrank", model: "input [6]\nlowrank_dense 5 terms 3 rank 2 -> dense 2", loss: "mse"},
 	{name: "conv", model: "input [2, 6, 6]\nconv 3 k3 pad1 -> conv 2 k3 -> flatten -> dense 2", loss: "mse"},
 	{name: "conv_stride_dilation", model: "input [2, 9, 9]\nconv 3 k3 s2 pad1 -> conv 4 k3 pad2 d2 -> gap -> dense 2", loss: "mse"},
