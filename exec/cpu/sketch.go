@@ -101,12 +101,12 @@ func (k *skDenseKernel) backward(e *env) {
 // over every position of the batch. Backward keeps only x: the gradient
 // reaching the convolution is dt = c·U·dy.
 type skConvKernel struct {
-	geo    convGeom // the convolution to 2L·k channels
-	out    int
-	terms  int
-	s, b   *param
-	u      *param // buffer
-	wt     []float32
+	geo   convGeom // the convolution to 2L·k channels
+	out   int
+	terms int
+	s, b  *param
+	u     *param // buffer
+	wt    []float32
 }
 
 func (k *skConvKernel) mid() int { return k.geo.co }
