@@ -125,6 +125,13 @@ func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss string) 
 			dt[i] = low
 			castIn(i, x, low)
 			s.priv[i] = add(s.priv[i], mul(mul(nd.Args.Terms, nd.Args.Rank), low))
+		case "sketched_dense": // x for S1's gradient, x·U2_i for S2's
+			dt[i] = low
+			castIn(i, x, low)
+			s.priv[i] = add(s.priv[i], mul(mul(nd.Args.Terms, nd.Args.Rank), low))
+		case "sketched_conv": // x; the projection by the fixed U keeps no activation
+			dt[i] = low
+			castIn(i, x, low)
 		case "batchnorm", "avgpool", "gap", "gelu":
 			dt[i] = ex
 			keepIn(i, x)
