@@ -20,8 +20,8 @@ func TestHoverFromThePlanner(t *testing.T) {
 		return CostsFromPlan(p, pl), ds
 	}
 	a := &analyzer{schema: stdlib.Schema(), planner: plan, log: testAnalyzer(t).log}
-	src := "device a100-40gb\nprecision bf16\n" + examples(t)["sketched.pipe"]
-	an := a.plan(context.Background(), a.check("sketched.pipe", 1, src))
+	src := "device a100-40gb\nprecision bf16\n" + examples(t)["lowrank.pipe"]
+	an := a.plan(context.Background(), a.check("lowrank.pipe", 1, src))
 	if an.diags.HasErrors() {
 		t.Fatalf("plan: %v", an.diags)
 	}
@@ -38,7 +38,7 @@ func TestHoverFromThePlanner(t *testing.T) {
 		t.Errorf("hover says it has no plan:\n%s", md)
 	}
 	// Inside the repeat: two copies of the call.
-	md = describeAt(stdlib.Schema(), an, strings.Index(src, "2 * (sketched_dense")+5)
+	md = describeAt(stdlib.Schema(), an, strings.Index(src, "2 * (lowrank_dense")+5)
 	if !strings.Contains(md, "over 2 copies") {
 		t.Errorf("hover in a repeat:\n%s", md)
 	}
@@ -57,7 +57,7 @@ func TestCancelledPlanIsDropped(t *testing.T) {
 	a := &analyzer{schema: stdlib.Schema(), planner: plan, log: testAnalyzer(t).log}
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if an := a.plan(ctx, a.check("sketched.pipe", 1, examples(t)["sketched.pipe"])); an != nil {
+	if an := a.plan(ctx, a.check("lowrank.pipe", 1, examples(t)["lowrank.pipe"])); an != nil {
 		t.Errorf("a cancelled analysis was kept: %+v", an.diags)
 	}
 	if len(got) != 1 || got[0].Code != planner.CodeCancelled {

@@ -84,7 +84,7 @@ func fuse(g *stdlib.Graph) (groups []plan.FusionGroup, group []int, folds [][]st
 			} else if a := only(i, activationOps); a >= 0 {
 				newGroup("conv+activation", []int{i, a})
 			}
-		case nd.Op == "dense" || nd.Op == "sketched_dense":
+		case nd.Op == "dense" || nd.Op == "lowrank_dense":
 			if a := only(i, activationOps); a >= 0 {
 				newGroup("dense+bias+activation", []int{i, a})
 			}

@@ -16,8 +16,9 @@ import (
 // lifetimes do not overlap share bytes (exec/cpu/schedule.go). Nothing is
 // allocated while training. The plan counts, in plan.Memory:
 //
-//   - Parameters: the parameters and the batchnorm running statistics
-//     (2 per channel), in fp32; Gradients the parameters' gradients;
+//   - Parameters: the parameters, the batchnorm running statistics
+//     (2 per channel) and the fixed sketches of Panther's layers
+//     (Node.Buffers), in fp32; Gradients the parameters' gradients;
 //     Optimizer P × 4 per state buffer (as on a GPU);
 //   - Activations, ActivationGradients and Input: the arena's peak, the
 //     largest sum of the buffers alive at one event, computed by laying
@@ -133,6 +134,7 @@ func newCPUCostModel(g *stdlib.Graph, groups []fusedGroup, loss string, buffers 
 			if nd.Op == "batchnorm" && len(nd.Out) > 0 {
 				bnStats = add(bnStats, mul(2, nd.Out[0]))
 			}
+			bnStats = add(bnStats, nd.Buffers) // fixed sketches
 		}
 	}
 	threads = max(threads, 1)
@@ -161,8 +163,12 @@ func cpuSaved(nd *stdlib.Node) (keep []int, priv int64) {
 		return nil, 0
 	case "conv", "convtranspose", "dense", "batchnorm", "gelu":
 		return in(), 0
-	case "sketched_dense":
+	case "lowrank_dense":
 		return in(), mul(mul(nd.Args.Terms, nd.Args.Rank), 4)
+	case "sketched_dense": // x and the L·k values x·U2_i
+		return in(), mul(mul(nd.Args.Terms, nd.Args.Rank), 4)
+	case "sketched_conv": // x; the gradient reaching its convolution is U·dy
+		return in(), 0
 	case "layernorm":
 		return in(), 2 * 4
 	case "relu", "sigmoid", "tanh", "softmax":
@@ -312,15 +318,29 @@ func (u *cpuUnit) spec() {
 			in, out, a := first.In[0], first.Out, first.Args
 			u.col, u.part = convScratch(out[0], out[1], out[2], in[0], in[1], in[2], a)
 		}
-	case "dense", "sketched_dense":
+	case "dense", "lowrank_dense":
 		u.saveIn, u.saveOut, u.params = one, fromOut, true
 		if gelu {
 			u.aux = append(u.aux, words{per: u.out})
 		}
-		if first.Op == "sketched_dense" {
+		if first.Op == "lowrank_dense" {
 			tr := mul(first.Args.Terms, first.Args.Rank)
 			u.aux = append(u.aux, words{per: tr})
 			u.tmpB = []words{{per: tr}}
+		}
+	case "sketched_dense":
+		lk := []words{{per: mul(first.Args.Terms, first.Args.Rank)}}
+		u.saveIn, u.params = one, true
+		u.aux, u.tmpF, u.tmpB = lk, lk, lk
+	case "sketched_conv":
+		u.saveIn, u.params = one, true
+		if len(first.In) == 1 && len(first.In[0]) == 3 && len(first.Out) == 3 {
+			in, out, a := first.In[0], first.Out, first.Args
+			mid := mul(2, mul(a.Terms, a.Rank))
+			t := []words{{per: mul(mid, mul(out[1], out[2]))}}
+			u.tmpF, u.tmpB = t, t
+			a.Dilation, a.Groups = 1, 1
+			u.col, u.part = convScratch(in[0], in[1], in[2], mid, out[1], out[2], a)
 		}
 	case "batchnorm":
 		u.saveIn, u.params = one, true

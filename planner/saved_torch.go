@@ -16,7 +16,7 @@ import (
 // to it on the CPU, where these sizes are the same as on a GPU).
 //
 //   - Autocast runs convolutions and matrix products (conv, convtranspose,
-//     dense, sketched_dense, attention's projections) in the low precision
+//     dense, lowrank_dense, attention's projections) in the low precision
 //     and saves their input in it: the input itself when it is already
 //     low precision, else a cast copy that belongs to the op.
 //   - Other ops run in their input's dtype, except where autocast's lists
@@ -121,10 +121,17 @@ func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss string) 
 				dt[i] = 4
 			}
 			castIn(i, x, dt[i])
-		case "sketched_dense":
+		case "lowrank_dense":
 			dt[i] = low
 			castIn(i, x, low)
 			s.priv[i] = add(s.priv[i], mul(mul(nd.Args.Terms, nd.Args.Rank), low))
+		case "sketched_dense": // x for S1's gradient, x·U2_i for S2's
+			dt[i] = low
+			castIn(i, x, low)
+			s.priv[i] = add(s.priv[i], mul(mul(nd.Args.Terms, nd.Args.Rank), low))
+		case "sketched_conv": // x; the projection by the fixed U keeps no activation
+			dt[i] = low
+			castIn(i, x, low)
 		case "batchnorm", "avgpool", "gap", "gelu":
 			dt[i] = ex
 			keepIn(i, x)

@@ -295,17 +295,19 @@ func (b *builder) call(c *lang.LayerCall, x int) int {
 				shapeStr(in), gapHint(in))
 		}
 		return b.dense(b.numbered("dense"), x, OpArgs{Units: argInt(c, "units", 1), Bias: argBool(c, "bias", true)})
-	case "sketched_dense":
+	case "lowrank_dense":
 		in, ok := b.shape(x)
 		if !ok {
 			return -1
 		}
 		if len(in) != 1 {
-			return b.shapeErr("sketched_dense needs a vector", "sketched_dense expects a vector per sample but gets %s; add 'flatten ->' before it%s.",
+			return b.shapeErr("lowrank_dense needs a vector", "lowrank_dense expects a vector per sample but gets %s; add 'flatten ->' before it%s.",
 				shapeStr(in), gapHint(in))
 		}
-		return b.sketchedDense(b.numbered("sketched_dense"), x, OpArgs{Units: argInt(c, "units", 1),
+		return b.lowrankDense(b.numbered("lowrank_dense"), x, OpArgs{Units: argInt(c, "units", 1),
 			Terms: argInt(c, "terms", 1), Rank: argInt(c, "rank", 16), Bias: argBool(c, "bias", true)})
+	case "sketched_dense", "sketched_conv":
+		return b.sketchedCall(c, x)
 	case "conv":
 		return b.conv(b.numbered("conv"), x, OpArgs{Channels: argInt(c, "out", 1), Kernel: argInt(c, "kernel", 3),
 			Stride: argInt(c, "stride", 1), Padding: argInt(c, "padding", 0), Dilation: argInt(c, "dilation", 1),

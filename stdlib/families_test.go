@@ -333,16 +333,16 @@ func TestCNNParams(t *testing.T) {
 	}
 }
 
-func TestSketchedDenseParams(t *testing.T) {
+func TestLowrankDenseParams(t *testing.T) {
 	// Σ_i U_i V_i with U_i: in×rank, V_i: rank×units, plus a bias of units.
 	in, units, terms, rank := int64(1024), int64(2048), int64(4), int64(64)
 	want := terms*(in*rank+rank*units) + units
-	g, ds := BuildGraph(oneCall([]int64{in}, "sketched_dense", lang.Args{"units": iv(units), "terms": iv(terms), "rank": iv(rank)}))
+	g, ds := BuildGraph(oneCall([]int64{in}, "lowrank_dense", lang.Args{"units": iv(units), "terms": iv(terms), "rank": iv(rank)}))
 	if len(ds) > 0 || g.Params() != want || want != 788_480 {
-		t.Errorf("sketched_dense: %d parameters, want %d (%v)", g.Params(), want, ds)
+		t.Errorf("lowrank_dense: %d parameters, want %d (%v)", g.Params(), want, ds)
 	}
 	n := g.Nodes[g.Output]
 	if n.Private != terms*rank || n.FLOPs != 2*terms*rank*(in+units)+(terms-1)*units+units {
-		t.Errorf("sketched_dense keeps %d private, costs %d FLOPs", n.Private, n.FLOPs)
+		t.Errorf("lowrank_dense keeps %d private, costs %d FLOPs", n.Private, n.FLOPs)
 	}
 }

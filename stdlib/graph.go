@@ -55,6 +55,10 @@ type Node struct {
 	// Private is the number of elements per sample of buffers that belong
 	// to this op alone (attention's probabilities, layernorm's statistics).
 	Private int64
+	// Buffers is the number of values the op stores beside its parameters
+	// that no gradient reaches (the fixed sketches of sketched_dense and
+	// sketched_conv); batchnorm's running statistics are counted apart.
+	Buffers int64
 	// SavedAux is the number of bytes per sample kept whatever the
 	// precision: dropout's 1-byte masks and max-pool's 8-byte indices.
 	SavedAux int64
@@ -71,9 +75,10 @@ type Node struct {
 // OpArgs are the settings of a primitive op. Each op reads only the fields
 // its documentation in Ops names; the rest are zero.
 type OpArgs struct {
-	// Units is the output width of dense and sketched_dense.
+	// Units is the output width of dense, lowrank_dense and sketched_dense.
 	Units int64
-	// Channels is the output channels of conv and convtranspose.
+	// Channels is the output channels of conv, convtranspose and
+	// sketched_conv.
 	Channels int64
 	// Kernel, Stride, Padding and Dilation are square: the same along
 	// height and width (conv, convtranspose, maxpool, avgpool).
@@ -81,11 +86,12 @@ type OpArgs struct {
 	// Groups splits a conv's channels; Groups == input channels is a
 	// depthwise conv.
 	Groups int64
-	// Bias says whether dense, sketched_dense, conv or convtranspose adds a
+	// Bias says whether dense, lowrank_dense, conv or convtranspose adds a
 	// bias.
 	Bias bool
-	// Terms and Rank shape sketched_dense: a sum of Terms products
-	// U_i·V_i, U_i of in×Rank and V_i of Rank×Units.
+	// Terms and Rank shape lowrank_dense (a sum of Terms products U_i·V_i,
+	// U_i of in×Rank and V_i of Rank×Units), and sketched_dense and
+	// sketched_conv (Panther's num_terms and low_rank).
 	Terms, Rank int64
 	// P is dropout's probability of zeroing an element.
 	P float64

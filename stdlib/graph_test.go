@@ -178,7 +178,7 @@ func TestLabelsAndBranches(t *testing.T) {
 }
 
 func TestRepeatAndNames(t *testing.T) {
-	g, ds := BuildGraph(exampleModel(t, "sketched.pipe"))
+	g, ds := BuildGraph(exampleModel(t, "lowrank.pipe"))
 	if len(ds) > 0 {
 		t.Fatal(ds)
 	}
@@ -186,7 +186,7 @@ func TestRepeatAndNames(t *testing.T) {
 	for _, n := range g.Nodes {
 		names = append(names, n.Name)
 	}
-	want := "input sketched_dense1 relu1 sketched_dense2 relu2 dropout1 sketched_dense3 relu3 dropout2 dense1"
+	want := "input lowrank_dense1 relu1 lowrank_dense2 relu2 dropout1 lowrank_dense3 relu3 dropout2 dense1"
 	if strings.Join(names, " ") != want {
 		t.Errorf("names %s", strings.Join(names, " "))
 	}

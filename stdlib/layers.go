@@ -71,11 +71,21 @@ func layerSpecs() []*lang.LayerSpec {
 			arg("tensor", lang.TTensor, "A labelled tensor, or a branch from one: concat(e1 -> conv 32 k1).", positional, required)),
 		layer("add", "Adds a labelled tensor to the flow, elementwise; the shapes must be equal.",
 			arg("tensor", lang.TTensor, "A labelled tensor, or a branch from one: add(x -> conv 64 k1 s2).", positional, required)),
-		layer("sketched_dense", "A dense layer whose weight is a sum of low-rank products: y = x·Σ U_i V_i + b, U_i: in×rank, V_i: rank×units.",
+		layer("lowrank_dense", "A dense layer whose weight is a sum of low-rank products: y = x·Σ U_i V_i + b, U_i: in×rank, V_i: rank×units.",
 			arg("units", lang.TInt, "Output features.", positional, required, atLeast(1)),
 			arg("terms", lang.TInt, "The number of low-rank products summed.", atLeast(1), def("1")),
 			arg("rank", lang.TInt, "The inner dimension of each product.", atLeast(1), def("16")),
 			biasArg()),
+		layer("sketched_dense", "Panther's SKLinear: y = 1/(2L)·Σ_i (x·S1_i·U1_i + x·U2_i·S2_i) + b over L terms of rank k, learning S1_i (in×k) and S2_i (k×units); U1_i (k×units) and U2_i (in×k) are fixed random sign sketches (±1/√k) that checkpoints keep. S starts as a sketch of a dense weight W: S1_i = W·U1_iᵀ, S2_i = U2_iᵀ·W.",
+			arg("units", lang.TInt, "Output features.", positional, required, atLeast(1)),
+			arg("terms", lang.TInt, "L, the number of sketched terms (Panther's num_terms).", atLeast(1), def("1")),
+			arg("rank", lang.TInt, "k, the rank of each term (Panther's low_rank).", atLeast(1), def("16")),
+			biasArg()),
+		layer("sketched_conv", "Panther's SKConv2d over [C, H, W]: a convolution to 2L·k channels with learned kernels S, then y = 1/(2L)·Σ_i U_iᵀ·(S_i ⋆ x) + b with 2L fixed random sign sketches U_i (k×out, ±1/√k). S starts as a sketch of a dense kernel K: S_i = K·U_iᵀ.",
+			append(convArgs("3", "1"),
+				arg("terms", lang.TInt, "L; the layer sums 2L sketched terms (Panther's num_terms).", atLeast(1), def("6")),
+				arg("rank", lang.TInt, "k, the rank of each term (Panther's low_rank).", atLeast(1), def("8")),
+				biasArg())...),
 	}
 }
 

@@ -190,17 +190,17 @@ func (b *builder) dense(name string, x int, a OpArgs) int {
 	return b.push(n, &cc)
 }
 
-// sketchedDense is y = x·Σ_i U_i V_i + b on a vector. Forward computes each
+// lowrankDense is y = x·Σ_i U_i V_i + b on a vector. Forward computes each
 // t_i = x·U_i (2·F·R FLOPs), then t_i·V_i (2·R·U), sums the Terms results
 // ((Terms-1)·U) and adds the bias (U).
-func (b *builder) sketchedDense(name string, x int, a OpArgs) int {
+func (b *builder) lowrankDense(name string, x int, a OpArgs) int {
 	in, ok := b.shape(x)
 	if !ok {
 		return -1
 	}
 	var cc calc
 	f := in[0]
-	n := b.newNode(name, "sketched_dense", []int64{a.Units}, a, x)
+	n := b.newNode(name, "lowrank_dense", []int64{a.Units}, a, x)
 	n.Params = cc.mul(a.Terms, cc.add(cc.mul(f, a.Rank), cc.mul(a.Rank, a.Units)))
 	n.FLOPs = cc.add(cc.mul(2, a.Terms, a.Rank, cc.add(f, a.Units)), cc.mul(a.Terms-1, a.Units))
 	if a.Bias {

@@ -316,7 +316,7 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 			k.b = m.newParam(first.Name+".bias", []int64{int64(out.c)}, kaiming(fan))
 		}
 		return k, nil
-	case "dense", "sketched_dense":
+	case "dense", "lowrank_dense":
 		in := u.in[0]
 		if in.spatial {
 			return nil, unsupported(first, "over [C, H, W] maps the last axis; the cpu backend runs dense on vectors (flatten or gap first)")
@@ -325,7 +325,7 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 		if first.Op == "dense" {
 			k.w = m.newParam(first.Name+".weight", []int64{int64(k.out), int64(k.in)}, kaiming(k.in))
 		} else {
-			k.sketched, k.terms, k.rank = true, int(a.Terms), int(a.Rank)
+			k.lowrank, k.terms, k.rank = true, int(a.Terms), int(a.Rank)
 			if k.terms < 1 || k.rank < 1 {
 				return nil, unsupported(first, "needs terms and rank of at least 1")
 			}
@@ -345,6 +345,18 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 		in = u.in[0]
 	}
 	switch first.Op {
+	case "sketched_dense":
+		if in.spatial || a.Terms < 1 || a.Rank < 1 {
+			return nil, unsupported(first, "needs a vector, and terms and rank of at least 1")
+		}
+		return m.skDense(first.Name, in.c, u.out.c, int(a.Terms), int(a.Rank), a.Bias), nil
+	case "sketched_conv":
+		if !in.spatial || a.Terms < 1 || a.Rank < 1 {
+			return nil, unsupported(first, "needs [C, H, W], and terms and rank of at least 1")
+		}
+		mid := int(2 * a.Terms * a.Rank)
+		geo := newConvGeom(in.c, in.h, in.w, mid, u.out.h, u.out.w, int(a.Kernel), int(max(a.Stride, 1)), int(a.Padding), 1, 1)
+		return m.skConv(first.Name, geo, u.out.c, int(a.Terms), int(a.Rank), int(a.Kernel), a.Bias), nil
 	case "batchnorm":
 		return &bnKernel{st: m.newBN(first.Name, u.out.c, eps(a.Eps), a.Momentum)}, nil
 	case "layernorm":
@@ -446,7 +458,7 @@ func (m *model) gradFlags() {
 
 func hasParams(k kernel) bool {
 	switch k := k.(type) {
-	case *convKernel, *convTKernel, *denseKernel, *lnKernel:
+	case *convKernel, *convTKernel, *denseKernel, *lnKernel, *skDenseKernel, *skConvKernel:
 		return true
 	case *bnKernel:
 		return k != nil
@@ -465,6 +477,8 @@ func (m *model) allocScratch() {
 			geo = &k.geo
 		case *convTKernel:
 			geo = &k.eq
+		case *skConvKernel:
+			geo = &k.geo
 		}
 		if geo == nil {
 			continue

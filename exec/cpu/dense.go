@@ -50,7 +50,7 @@ func (m *model) gemm(tA, tB blas.Transpose, rows, cols, k int, alpha float32, a 
 }
 
 // denseKernel is y = act(x·Wᵀ + b) on vectors (W is [out, in], PyTorch's
-// Linear), the activation fused when the plan says. sketched_dense is the
+// Linear), the activation fused when the plan says. lowrank_dense is the
 // same with W = Σ_i U_i·V_i never formed: t = [x·U_1, …, x·U_T] (kept)
 // and y = t·[V_1; …; V_T] + b, two products through a rank T·R
 // bottleneck.
@@ -58,8 +58,8 @@ type denseKernel struct {
 	in, out int
 	w, b    *param
 	act     actKind
-	// sketched: u is [terms, in, rank], v is [terms, rank, out].
-	sketched    bool
+	// lowrank: u is [terms, in, rank], v is [terms, rank, out].
+	lowrank     bool
 	terms, rank int
 	u, v        *param
 }
@@ -69,7 +69,7 @@ func (k *denseKernel) spec() kspec {
 	if k.act == actGELU {
 		sp.aux = append(sp.aux, bsize{perSample: k.out})
 	}
-	if k.sketched {
+	if k.lowrank {
 		tr := k.terms * k.rank
 		sp.aux = append(sp.aux, bsize{perSample: tr})
 		sp.tmpB = []bsize{{perSample: tr}}
@@ -98,7 +98,7 @@ func (k *denseKernel) forward(e *env) {
 		}
 		beta = 1
 	}
-	if k.sketched {
+	if k.lowrank {
 		tr := k.terms * k.rank
 		t := e.aux[len(e.aux)-1]
 		for i := 0; i < k.terms; i++ {
@@ -140,7 +140,7 @@ func (k *denseKernel) backward(e *env) {
 	if e.din[0] != nil && e.acc[0] {
 		beta = 1
 	}
-	if k.sketched {
+	if k.lowrank {
 		tr := k.terms * k.rank
 		t := e.aux[len(e.aux)-1]
 		dt := e.tmp[0]

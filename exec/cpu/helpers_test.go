@@ -95,7 +95,7 @@ func fuseAll(g *stdlib.Graph) []exec.FusionGroup {
 			} else if a := only(n.ID, acts...); a >= 0 {
 				add("conv+activation", n.ID, a)
 			}
-		case "dense", "sketched_dense":
+		case "dense", "lowrank_dense":
 			if a := only(n.ID, acts...); a >= 0 {
 				add("dense+bias+activation", n.ID, a)
 			}

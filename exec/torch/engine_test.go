@@ -30,7 +30,7 @@ import (
 // steps 1 and 5, and 2e-4 from each other at the median step. Single steps can
 // differ more without either engine being wrong: a relu whose input lies
 // within float32 rounding of zero passes a gradient on one engine and not
-// on the other (measured against float64 on sketched.pipe at step 16, the
+// on the other (measured against float64 on lowrank.pipe at step 16, the
 // native engine was right to 3e-7 there and PyTorch 6e-4 off; at other
 // steps it goes the other way). Every tensor at every step must stay
 // under maxTol, which float32 sets: the stem conv of a ResNet at 224²

@@ -115,8 +115,13 @@ def make_module(n):
                                   padding=a["padding"], groups=a.get("groups", 1), bias=a["bias"])
     if op == "dense":
         return nn.Linear(ins[0][-1], a["out_features"], bias=a["bias"])
+    if op == "lowrank_dense":
+        return LowRank(ins[0][-1], a["out_features"], a["terms"], a["rank"], a["bias"])
     if op == "sketched_dense":
-        return Sketched(ins[0][-1], a["out_features"], a["terms"], a["rank"], a["bias"])
+        return SKLinear(ins[0][-1], a["out_features"], a["terms"], a["rank"], a["bias"])
+    if op == "sketched_conv":
+        return SKConv2d(ins[0][0], a["out_channels"], a["kernel_size"], a["stride"], a["padding"],
+                        a["terms"], a["rank"], a["bias"])
     if op == "batchnorm":
         shape = ins[0]
         cls = nn.BatchNorm2d if len(shape) == 3 else nn.BatchNorm1d
@@ -142,10 +147,10 @@ def make_module(n):
 
 def define_modules():
     """Module classes that need torch imported."""
-    global Sketched
+    global LowRank
 
-    class _Sketched(nn.Module):
-        """pipe's sketched_dense: y = x·Σ_i U_i·V_i + b, computed as
+    class _LowRank(nn.Module):
+        """pipe's lowrank_dense: y = x·Σ_i U_i·V_i + b, computed as
         [x·U_1, …, x·U_T]·[V_1; …; V_T] without forming the dense weight.
         u is [terms, in, rank], v [terms, rank, out], as pipe stores them."""
 
@@ -171,7 +176,75 @@ def define_modules():
                 y = y + self.bias.to(y.dtype)  # as nn.Linear adds it, in y's precision
             return y
 
-    Sketched = _Sketched
+    LowRank = _LowRank
+
+    global SKLinear, SKConv2d
+
+    def sign_sketch(*shape, rank):
+        """Panther's scaled_sign_sketch: ±1/√rank, fair coins."""
+        return torch.sign(torch.rand(*shape) - 0.5) / rank ** 0.5
+
+    class _SKLinear(nn.Module):
+        """Panther's SKLinear (stdlib/panther.go): y = 1/(2L)·Σ_i
+        (x·S1_i·U1_i + x·U2_i·S2_i) + b with learned S1s [L, in, k], S2s
+        [L, k, out] and fixed buffers U1s [L, k, out], U2s [L, in, k],
+        Panther's names and layout. pipe hands it the native engine's
+        initial tensors; its own initialisation is Panther's."""
+
+        def __init__(self, fin, fout, terms, rank, bias):
+            super().__init__()
+            self.terms, self.rank = terms, rank
+            self.register_buffer("U1s", sign_sketch(terms, rank, fout, rank=rank))
+            self.register_buffer("U2s", sign_sketch(terms, fin, rank, rank=rank))
+            w = torch.empty(fin, fout).uniform_(-fout ** -0.5, fout ** -0.5)
+            self.S1s = nn.Parameter(w @ self.U1s.transpose(1, 2))
+            self.S2s = nn.Parameter(self.U2s.transpose(1, 2) @ w)
+            self.bias = nn.Parameter(torch.empty(fout).uniform_(-fout ** -0.5, fout ** -0.5)) if bias else None
+
+        def forward(self, x):
+            # The products with the fixed U run in fp32 outside autocast,
+            # so that backward keeps the buffers themselves and no cast
+            # copy of them; those with the learned S run as autocast says.
+            lk = self.terms * self.rank
+            with torch.autocast(x.device.type, enabled=False):
+                xf = x.float()
+                t2 = torch.cat([xf @ self.U2s[i] for i in range(self.terms)], dim=1)
+            t1 = torch.cat([x @ self.S1s[i] for i in range(self.terms)], dim=1)
+            y2 = t2 @ self.S2s.reshape(lk, -1)
+            with torch.autocast(x.device.type, enabled=False):
+                y1 = t1.float() @ self.U1s.reshape(lk, -1)
+            y = (y1.to(y2.dtype) + y2) * (1.0 / (2 * self.terms))
+            if self.bias is not None:
+                y = y + self.bias.to(y.dtype)
+            return y
+
+    class _SKConv2d(nn.Module):
+        """Panther's SKConv2d (stdlib/panther.go): t = conv2d(x, S1s) with
+        S1s [2L·k, in, kh, kw] learned, then y = 1/(2L)·Uᵀ·t + b with the
+        fixed U1s [2L, k, out] read as [2L·k, out]."""
+
+        def __init__(self, fin, fout, kernel, stride, padding, terms, rank, bias):
+            super().__init__()
+            self.terms, self.stride, self.padding = terms, stride, padding
+            mid = 2 * terms * rank
+            self.register_buffer("U1s", sign_sketch(2 * terms, rank, fout, rank=rank))
+            bound = (kernel * kernel * fout) ** -0.5
+            w = torch.empty(fin, kernel, kernel, fout).uniform_(-bound, bound)
+            s = (w.reshape(-1, fout) @ self.U1s.reshape(mid, fout).t()).t()
+            self.S1s = nn.Parameter(s.reshape(mid, fin, kernel, kernel).contiguous())
+            self.bias = nn.Parameter(torch.empty(fout).uniform_(-bound, bound)) if bias else None
+
+        def forward(self, x):
+            t = F.conv2d(x, self.S1s, stride=self.stride, padding=self.padding)
+            n, mid, h, w = t.shape
+            with torch.autocast(x.device.type, enabled=False):  # as SKLinear's U products
+                y = self.U1s.reshape(mid, -1).t() @ t.float().reshape(n, mid, h * w)
+            y = (y.to(t.dtype) * (1.0 / (2 * self.terms))).reshape(n, -1, h, w)
+            if self.bias is not None:
+                y = y + self.bias.to(y.dtype).reshape(1, -1, 1, 1)
+            return y
+
+    SKLinear, SKConv2d = _SKLinear, _SKConv2d
 
     global ClassToken, PosEmbed
 
@@ -200,7 +273,9 @@ def define_modules():
     ClassToken, PosEmbed = _ClassToken, _PosEmbed
 
 
-Sketched = None
+LowRank = None
+SKLinear = None
+SKConv2d = None
 ClassToken = None
 PosEmbed = None
 Net = None
@@ -271,7 +346,7 @@ def define_net():
         def run_node(self, n, xs):
             op = n["op"]
             m = self.mods[n["id"]]
-            if op in ("conv", "convtranspose", "dense", "sketched_dense", "layernorm",
+            if op in ("conv", "convtranspose", "dense", "lowrank_dense", "sketched_dense", "sketched_conv", "layernorm",
                       "maxpool", "avgpool", "dropout", "class_token", "pos_embed"):
                 return m(xs[0])
             if op == "attention":

@@ -216,8 +216,13 @@ func argsOf(n *stdlib.Node) (map[string]any, error) {
 			"padding": a.Padding, "groups": max(a.Groups, 1), "bias": a.Bias}, nil
 	case "dense":
 		return map[string]any{"out_features": a.Units, "bias": a.Bias}, nil
+	case "lowrank_dense":
+		return map[string]any{"out_features": a.Units, "terms": a.Terms, "rank": a.Rank, "bias": a.Bias}, nil
 	case "sketched_dense":
 		return map[string]any{"out_features": a.Units, "terms": a.Terms, "rank": a.Rank, "bias": a.Bias}, nil
+	case "sketched_conv":
+		return map[string]any{"out_channels": a.Channels, "kernel_size": a.Kernel, "stride": max(a.Stride, 1),
+			"padding": a.Padding, "terms": a.Terms, "rank": a.Rank, "bias": a.Bias}, nil
 	case "batchnorm":
 		return map[string]any{"eps": epsOr(a.Eps), "momentum": a.Momentum}, nil
 	case "layernorm":
