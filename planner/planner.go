@@ -166,6 +166,9 @@ func (pl *planner) run() {
 		if pl.dev.Kind == plan.BackendGPU && pl.dev.Capability != "" {
 			newGPUModel(pl.cost, g, pl.dev, prec, opt, pl.plan.Distributed, targetBytes(loss, g.OutShape()))
 		}
+		if pl.dev.Kind == plan.BackendCPU {
+			pl.torchCPUTerms()
+		}
 	}
 	pl.cost.ch.ctx = pl.cfg.ctx
 	pl.poll()
