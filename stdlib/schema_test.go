@@ -108,6 +108,7 @@ func TestEveryLayerBuilds(t *testing.T) {
 	required := map[string]lang.Args{
 		"dense": {"units": iv(4)}, "sketched_dense": {"units": iv(4)}, "conv": {"out": iv(4)},
 		"convtranspose": {"out": iv(4)}, "mlp": {"hidden": lv(8), "out": iv(2)}, "cnn": {"channels": lv(8), "out": iv(2)},
+		"pixelshuffle": {"factor": iv(1)},
 		"concat": {"tensor": {Tensor: &lang.Chain{From: "input"}}}, "add": {"tensor": {Tensor: &lang.Chain{From: "input"}}},
 	}
 	vector := map[string]bool{"dense": true, "sketched_dense": true, "mlp": true}
