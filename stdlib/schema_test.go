@@ -109,7 +109,7 @@ func TestEveryLayerBuilds(t *testing.T) {
 		"dense": {"units": iv(4)}, "sketched_dense": {"units": iv(4)}, "conv": {"out": iv(4)},
 		"convtranspose": {"out": iv(4)}, "mlp": {"hidden": lv(8), "out": iv(2)}, "cnn": {"channels": lv(8), "out": iv(2)},
 		"pixelshuffle": {"factor": iv(1)},
-		"concat": {"tensor": {Tensor: &lang.Chain{From: "input"}}}, "add": {"tensor": {Tensor: &lang.Chain{From: "input"}}},
+		"concat":       {"tensor": {Tensor: &lang.Chain{From: "input"}}}, "add": {"tensor": {Tensor: &lang.Chain{From: "input"}}},
 	}
 	vector := map[string]bool{"dense": true, "sketched_dense": true, "mlp": true}
 	for _, l := range Schema().Layers() {
