@@ -215,11 +215,13 @@ func (pl *planner) fusedGroups() []fusedGroup {
 	return out
 }
 
-// pickModel finds the model to plan: train's model field, else the only
-// model.
+// pickModel finds the model to plan: the generator in gan mode, train's
+// model field, else the only model.
 func (pl *planner) pickModel() bool {
 	p := pl.prog
-	if v := pl.train.Field("model").First(); v != nil {
+	if gan := p.GAN(); gan != nil {
+		pl.model = gan.Generator
+	} else if v := pl.train.Field("model").First(); v != nil {
 		pl.model = p.Model(v.Str)
 	} else if len(p.Models) == 1 {
 		pl.model = p.Models[0]

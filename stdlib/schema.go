@@ -344,7 +344,7 @@ func blockSpecs() []*lang.BlockSpec {
 				field("init", "How parameters are initialised.",
 					arg("seed", lang.TInt, "The seed of the initialisation.", atLeast(0))),
 			}},
-		{Name: "train", Once: true, Doc: "How the model is trained.", Fields: trainFields()},
+		{Name: "train", Once: true, Doc: "How the model is trained.", Fields: append(trainFields(), ganTrainFields()...)},
 		{Name: "evaluate", Once: true, Doc: "Measure the trained model on a source.",
 			Fields: []*lang.FieldSpec{
 				field("source", "The source to evaluate on; its validation split when it is the training source.",
