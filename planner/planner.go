@@ -170,6 +170,9 @@ func (pl *planner) run() {
 	pl.cost.ch.ctx = pl.cfg.ctx
 	pl.poll()
 	pl.sizeAll(prec, opt)
+	if gan := p.GAN(); gan != nil {
+		pl.planGAN(gan)
+	}
 	pl.processDecision()
 	pl.schedule()
 	if pl.train == nil {
@@ -405,6 +408,9 @@ func (pl *planner) optimizer() plan.Optimizer {
 
 // loss returns the loss as written, or the one the data implies.
 func (pl *planner) loss() string {
+	if pl.prog.GAN() != nil {
+		return "mae" // the generator's L1 term; planGAN plans the adversarial loss
+	}
 	if v := pl.train.Field("loss").First(); v != nil {
 		return v.Str
 	}
