@@ -448,7 +448,7 @@ func (m *model) assignSegments(segs []exec.Segment) error {
 // parameters and everything downstream of them.
 func (m *model) gradFlags() {
 	for _, u := range m.units {
-		u.reqGrad = hasParams(u.k)
+		u.reqGrad = hasParams(u.k) || (u.idx == 0 && m.cfg.InputGrad)
 		u.needDin = make([]bool, len(u.ins))
 		for k, j := range u.ins {
 			if m.units[j].reqGrad {
