@@ -65,6 +65,17 @@ func (pl *planner) planGAN(gan *lang.GAN) {
 		pg.Layers = append(pg.Layers, l)
 	}
 	p.GAN = pg
+	if mm := &p.Memory; len(mm.Terms) > 0 {
+		// A GPU plan's phases: the discriminator is live in each.
+		var phases []string
+		for i := range mm.Phases {
+			ph := &mm.Phases[i]
+			ph.Allocated, ph.Reserved, ph.Device = add(ph.Allocated, gm.Total), add(ph.Reserved, gm.Total), add(ph.Device, gm.Total)
+			phases = append(phases, ph.Name)
+		}
+		mm.Terms = append(mm.Terms, plan.MemoryTerm{Name: "discriminator", Bytes: gm.Total, Source: plan.SourceFormula,
+			Basis: "gan mode: the discriminator's parameters, gradients, optimizer state, activations and input gradient at the generator's batch (plan.GANMemory)", Phases: phases})
+	}
 	p.Memory.Total = add(p.Memory.Total, gm.Total)
 	if p.Memory.GCLimit > 0 {
 		p.Memory.GCLimit = add(p.Memory.GCLimit, gm.Total)
@@ -95,4 +106,18 @@ func optimizerOfField(f *lang.Field) plan.Optimizer {
 	}
 	o.LR = o.LRWritten
 	return o
+}
+
+// ganFits says, in the batch and checkpoint decisions, which sized the
+// generator alone, when the discriminator makes the plan not fit.
+func (pl *planner) ganFits() {
+	p := pl.plan
+	if p == nil || p.GAN == nil || p.Fits {
+		return
+	}
+	for i := range p.Decisions {
+		if d := &p.Decisions[i]; d.What == "batch" || d.What == "checkpoint" {
+			d.Reason += fmt.Sprintf(" That is the generator alone: with the discriminator's %s the plan does not fit; lower the batch.", FormatBytes(p.GAN.Memory.Total))
+		}
+	}
 }

@@ -170,11 +170,12 @@ func (pl *planner) run() {
 	pl.cost.ch.ctx = pl.cfg.ctx
 	pl.poll()
 	pl.sizeAll(prec, opt)
+	pl.processDecision()
 	if gan := p.GAN(); gan != nil {
 		pl.planGAN(gan)
 	}
-	pl.processDecision()
 	pl.schedule()
+	pl.ganFits()
 	if pl.train == nil {
 		p := pl.plan
 		pl.warnf(nil, "train-defaults", "no train block: training with the defaults",
