@@ -197,6 +197,10 @@ type Config struct {
 	// Engine is how the torch engine applies the plan; the native engine
 	// ignores it.
 	Engine EngineSettings
+	// InputGrad makes TrainStep keep the gradient with respect to the
+	// model's input, for InputGrad (a GAN's discriminator, whose input
+	// gradient trains the generator).
+	InputGrad bool
 }
 
 // EngineSettings are the plan's decisions that only the torch engine

@@ -180,6 +180,14 @@ func (r *runner) setup() bool {
 		r.errorf(rangeOf(r.lmodel.NameRange), CodeBuild, what, "%s backend: %v.", r.backend.Name(), err)
 		return false
 	}
+	if p.GAN != nil {
+		gm, ok := r.buildGAN(m)
+		if !ok {
+			m.Close()
+			return false
+		}
+		m = gm
+	}
 	r.model = m
 	r.res.Precision = m.Precision()
 	if a, ok := m.(Applier); ok {

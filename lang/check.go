@@ -534,7 +534,7 @@ func (c *checker) references(p *Program) {
 		if len(p.Models) == 0 {
 			c.errorf(train.KindRange, "no-model", "nothing to train",
 				"The file declares no model. Add a model block: model NAME { input [...] ... }.")
-		} else if len(p.Models) > 1 && train.Field("model") == nil {
+		} else if len(p.Models) > 1 && train.Field("model") == nil && !ganMode(train) {
 			c.errorf(train.KindRange, "ambiguous-model", "which model to train",
 				"The file declares %d models (%s); say which one with: model NAME.", len(models), strings.Join(models, ", "))
 		}
@@ -546,6 +546,7 @@ func (c *checker) references(p *Program) {
 				"The file declares %d sources (%s) and none is named train; say which with: source NAME.",
 				len(sources), strings.Join(sources, ", "))
 		}
+		c.gan(p, train)
 	}
 	if v := p.Top.Arg("device", "name"); v != nil {
 		c.device(p, v)

@@ -222,7 +222,7 @@ func TestHoverOnDeviceAndFromTheRegistry(t *testing.T) {
 	}
 	s := stdlib.Schema()
 	for word, want := range map[string]string{
-		"adam":      "**adam** — a value of kind of optimizer",
+		"adam":      "**adam** — a value of kind of d_optimizer; kind of optimizer",
 		"geotiff":   "**geotiff** — a kind of source",
 		"bilinear":  "**bilinear** — a value of mode of upsample",
 		"h100-80gb": "**h100-80gb** — a device: built-in profile",

@@ -174,7 +174,11 @@ func (pl *planner) run() {
 	pl.poll()
 	pl.sizeAll(prec, opt)
 	pl.processDecision()
+	if gan := p.GAN(); gan != nil {
+		pl.planGAN(gan)
+	}
 	pl.schedule()
+	pl.ganFits()
 	if pl.train == nil {
 		p := pl.plan
 		pl.warnf(nil, "train-defaults", "no train block: training with the defaults",
@@ -218,11 +222,13 @@ func (pl *planner) fusedGroups() []fusedGroup {
 	return out
 }
 
-// pickModel finds the model to plan: train's model field, else the only
-// model.
+// pickModel finds the model to plan: the generator in gan mode, train's
+// model field, else the only model.
 func (pl *planner) pickModel() bool {
 	p := pl.prog
-	if v := pl.train.Field("model").First(); v != nil {
+	if gan := p.GAN(); gan != nil {
+		pl.model = gan.Generator
+	} else if v := pl.train.Field("model").First(); v != nil {
 		pl.model = p.Model(v.Str)
 	} else if len(p.Models) == 1 {
 		pl.model = p.Models[0]
@@ -406,6 +412,9 @@ func (pl *planner) optimizer() plan.Optimizer {
 
 // loss returns the loss as written, or the one the data implies.
 func (pl *planner) loss() string {
+	if pl.prog.GAN() != nil {
+		return "mae" // the generator's L1 term; planGAN plans the adversarial loss
+	}
 	if v := pl.train.Field("loss").First(); v != nil {
 		return v.Str
 	}

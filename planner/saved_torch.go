@@ -132,9 +132,17 @@ func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss string) 
 		case "sketched_conv": // x; the projection by the fixed U keeps no activation
 			dt[i] = low
 			castIn(i, x, low)
-		case "batchnorm", "avgpool", "gap", "gelu":
+		case "batchnorm", "avgpool", "gap", "gelu", "leakyrelu":
 			dt[i] = ex
 			keepIn(i, x)
+		case "instancenorm":
+			// A batch norm of [1, N·C, H, W]: its input (a view) and an
+			// fp32 mean and inverse deviation per channel of each sample.
+			dt[i] = ex
+			keepIn(i, x)
+			s.priv[i] = add(s.priv[i], mul(nd.Out[0], 8))
+		case "pixelshuffle":
+			dt[i] = ex
 		case "layernorm":
 			dt[i] = ex
 			if gpu && ac {

@@ -322,6 +322,12 @@ func (b *builder) call(c *lang.LayerCall, x int) int {
 		return b.layernorm(b.numbered("layernorm"), x, OpArgs{Eps: argFloat(c, "eps", 1e-5)})
 	case "relu", "gelu", "sigmoid", "tanh", "softmax":
 		return b.activation(b.numbered(name), name, x)
+	case "leakyrelu":
+		return b.leakyrelu(b.numbered(name), x, argFloat(c, "slope", 0.01))
+	case "instancenorm":
+		return b.instancenorm(b.numbered(name), x, OpArgs{Eps: argFloat(c, "eps", 1e-5), Affine: argBool(c, "affine", false)})
+	case "pixelshuffle":
+		return b.pixelshuffle(b.numbered(name), x, argInt(c, "factor", 2))
 	case "maxpool", "avgpool":
 		return b.pool(b.numbered(name), name, x, OpArgs{Kernel: argInt(c, "size", 2), Stride: argInt(c, "stride", 0),
 			Padding: argInt(c, "padding", 0)})

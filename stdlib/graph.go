@@ -97,8 +97,13 @@ type OpArgs struct {
 	P float64
 	// Eps and Momentum are batchnorm's and layernorm's settings.
 	Eps, Momentum float64
-	// Scale is upsample's factor; the target size is Out either way.
+	// Scale is upsample's factor (the target size is Out either way) and
+	// pixelshuffle's.
 	Scale int64
+	// Slope is leakyrelu's slope below zero.
+	Slope float64
+	// Affine gives instancenorm a learned scale and shift.
+	Affine bool
 	// Mode is upsample's interpolation: "nearest" or "bilinear".
 	Mode string
 	// Heads is attention's number of heads.

@@ -108,7 +108,8 @@ func TestEveryLayerBuilds(t *testing.T) {
 	required := map[string]lang.Args{
 		"dense": {"units": iv(4)}, "lowrank_dense": {"units": iv(4)}, "sketched_dense": {"units": iv(4)}, "conv": {"out": iv(4)}, "sketched_conv": {"out": iv(4)},
 		"convtranspose": {"out": iv(4)}, "mlp": {"hidden": lv(8), "out": iv(2)}, "cnn": {"channels": lv(8), "out": iv(2)},
-		"concat": {"tensor": {Tensor: &lang.Chain{From: "input"}}}, "add": {"tensor": {Tensor: &lang.Chain{From: "input"}}},
+		"pixelshuffle": {"factor": iv(1)},
+		"concat":       {"tensor": {Tensor: &lang.Chain{From: "input"}}}, "add": {"tensor": {Tensor: &lang.Chain{From: "input"}}},
 	}
 	vector := map[string]bool{"dense": true, "lowrank_dense": true, "sketched_dense": true, "mlp": true}
 	for _, l := range Schema().Layers() {

@@ -164,6 +164,8 @@ func writePlan(w io.Writer, p *plan.Plan) {
 		writeMemory(w, p)
 	}
 
+	writeGAN(w, p)
+
 	if len(p.Checkpoint.Segments) > 0 {
 		fmt.Fprintf(w, "\nRecomputed segments (+%.1f%% FLOPs)\n", p.Checkpoint.ExtraPercent)
 		for _, s := range p.Checkpoint.Segments {
@@ -235,6 +237,9 @@ func writeMemory(w io.Writer, p *plan.Plan) {
 	}
 	if m.Headroom > 0 {
 		row("gc headroom", m.Headroom, "garbage under the Go runtime's soft limit")
+	}
+	if p.GAN != nil {
+		row("discriminator", p.GAN.Memory.Total, p.GAN.Discriminator+": see below")
 	}
 	total := ""
 	if cpu && m.Runtime > 0 {

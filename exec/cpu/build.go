@@ -372,6 +372,21 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 		return &actKernel{a: k}, nil
 	case "softmax":
 		return softmaxKernel{}, nil
+	case "leakyrelu":
+		return &leakyKernel{slope: float32(a.Slope)}, nil
+	case "instancenorm", "pixelshuffle":
+		if !in.spatial {
+			return nil, unsupported(first, "needs [C, H, W]")
+		}
+		if first.Op == "pixelshuffle" {
+			return &shuffleKernel{r: int(a.Scale), h: in.h, w: in.w}, nil
+		}
+		k := &inKernel{c: u.out.c, eps: eps(a.Eps)}
+		if a.Affine {
+			c := int64(u.out.c)
+			k.gamma, k.beta = m.newParam(first.Name+".weight", []int64{c}, fill(1)), m.newParam(first.Name+".bias", []int64{c}, fill(0))
+		}
+		return k, nil
 	case "maxpool", "avgpool":
 		if !in.spatial {
 			return nil, unsupported(first, "needs [C, H, W]")
@@ -445,7 +460,7 @@ func (m *model) assignSegments(segs []exec.Segment) error {
 // parameters and everything downstream of them.
 func (m *model) gradFlags() {
 	for _, u := range m.units {
-		u.reqGrad = hasParams(u.k)
+		u.reqGrad = hasParams(u.k) || (u.idx == 0 && m.cfg.InputGrad)
 		u.needDin = make([]bool, len(u.ins))
 		for k, j := range u.ins {
 			if m.units[j].reqGrad {
@@ -462,6 +477,8 @@ func hasParams(k kernel) bool {
 		return true
 	case *bnKernel:
 		return k != nil
+	case *inKernel:
+		return k.gamma != nil
 	}
 	return false
 }

@@ -135,6 +135,8 @@ type model struct {
 	microStep int64
 	version   int64 // bumped when parameters change (invalidates folds)
 
+	ganTmp []float32 // BackwardTrain's output gradient in the model's layout
+
 	heapBefore uint64
 	heapDelta  int64
 	measured   bool
@@ -159,6 +161,8 @@ type sched struct {
 	logitsS  []float32
 	seedS    []float32
 	seedUnit *unit
+	inGrad   *vbuf // the input's gradient, with Config.InputGrad (gan.go)
+	inGradS  []float32
 }
 
 type evKind int
@@ -345,6 +349,11 @@ func (m *model) buildTrain(batch int) *sched {
 		s.events = append(s.events, ev)
 		t++
 	}
+	if m.units[0].reqGrad {
+		// The input's gradient outlives the step, for InputGrad.
+		s.inGrad = grad[0]
+		s.inGrad.touch(t - 1)
+	}
 	m.bind(s, t)
 	return s
 }
@@ -425,6 +434,7 @@ func (m *model) bind(s *sched, nEvents int) {
 	s.predS = sl(s.pred)
 	s.logitsS = sl(s.logits)
 	s.seedS = sl(s.seed)
+	s.inGradS = sl(s.inGrad)
 }
 
 // forwardRange runs the forward events of s for n samples; check, when

@@ -149,6 +149,11 @@ type geotiffDataset struct {
 	straddling     int
 	tnorm          Norm // the target's statistics over the training pixels
 	targetStandard bool // target_normalize standard
+
+	// With target_bands, bands holds the input bands then the target
+	// bands: nIn inputs, nT targets (0 without). down is downsample's
+	// factor (1 without).
+	nIn, nT, down int
 }
 
 var (
@@ -198,6 +203,9 @@ func openGeoTIFF(b *lang.Block, c *config) (Dataset, error) {
 	if len(d.bands) == 0 {
 		return nil, blockErr(b, "path", fmt.Errorf("%s: the raster has no bands", d.path))
 	}
+	if err := d.bandTargets(b, st.NBands); err != nil {
+		return nil, err
+	}
 	for _, bn := range d.bands {
 		d.bands0 = append(d.bands0, bn-1)
 	}
@@ -245,6 +253,9 @@ func openGeoTIFF(b *lang.Block, c *config) (Dataset, error) {
 	}
 	d.scene = valid
 
+	if d.nT > 0 && d.th%d.down+d.tw%d.down != 0 {
+		return nil, blockErr(b, "downsample", fmt.Errorf("tiles of %dx%d do not divide by downsample %d", d.th, d.tw, d.down))
+	}
 	if tp := strField(b, "target"); tp != "" {
 		if gtErr != nil || d.grid.Projection == "" {
 			return nil, blockErr(b, "path", fmt.Errorf("%s: the scene has no %s, so the target cannot be placed on its grid", d.path, missingGeo(gtErr, d.grid.Projection)))
@@ -594,19 +605,25 @@ func areaSum(s []int, w int, win Window) int {
 
 func (d *geotiffDataset) Len() int { return len(d.tiles) }
 func (d *geotiffDataset) XShape() []int64 {
+	if d.nT > 0 {
+		return []int64{int64(d.nIn), int64(d.th / d.down), int64(d.tw / d.down)}
+	}
 	return []int64{int64(len(d.bands)), int64(d.th), int64(d.tw)}
 }
 
 // YShape is [1, H, W] with a target and [0, H, W] without one (nothing
 // to read: a scene opened for predict only).
 func (d *geotiffDataset) YShape() []int64 {
+	if d.nT > 0 {
+		return []int64{int64(d.nT), int64(d.th), int64(d.tw)}
+	}
 	if d.target == nil {
 		return []int64{0, int64(d.th), int64(d.tw)}
 	}
 	return []int64{1, int64(d.th), int64(d.tw)}
 }
 func (d *geotiffDataset) Classes() int      { return 0 }
-func (d *geotiffDataset) HasMask() bool     { return d.target != nil }
+func (d *geotiffDataset) HasMask() bool     { return d.target != nil || d.nT > 0 }
 func (d *geotiffDataset) Norm() Norm        { return d.norm }
 func (d *geotiffDataset) Grid() GeoGrid     { return d.grid }
 func (d *geotiffDataset) Tile(i int) Window { return d.tiles[i] }
@@ -630,10 +647,20 @@ func (d *geotiffDataset) Read(i int, x, y, mask []float32) error {
 }
 
 func (d *geotiffDataset) ReadWindow(win Window, x, y, mask []float32) error {
+	if d.nT > 0 {
+		return d.readBandTargets(win, x, y, mask)
+	}
+	_, err := d.readWindow(win, x, y, mask)
+	return err
+}
+
+// readWindow reads every band of d.bands into x, and the target; it
+// returns which pixels are valid.
+func (d *geotiffDataset) readWindow(win Window, x, y, mask []float32) ([]bool, error) {
 	nb := len(d.bands)
 	plane := win.W * win.H
 	if len(x) < nb*plane {
-		return fmt.Errorf("geotiff: x holds %d values, the window needs %d", len(x), nb*plane)
+		return nil, fmt.Errorf("geotiff: x holds %d values, the window needs %d", len(x), nb*plane)
 	}
 	x = x[:nb*plane]
 	// The part of the window inside the raster.
@@ -643,7 +670,7 @@ func (d *geotiffDataset) ReadWindow(win Window, x, y, mask []float32) error {
 	if cx0 < cx1 && cy0 < cy1 {
 		h, err := d.pool.get()
 		if err != nil {
-			return fmt.Errorf("%s: %w", d.path, err)
+			return nil, fmt.Errorf("%s: %w", d.path, err)
 		}
 		cw, ch := cx1-cx0, cy1-cy0
 		var buf []float32
@@ -655,7 +682,7 @@ func (d *geotiffDataset) ReadWindow(win Window, x, y, mask []float32) error {
 		err = h.Read(cx0, cy0, buf, cw, ch, godal.Bands(d.bands0...), godal.BandInterleaved())
 		d.pool.put(h)
 		if err != nil {
-			return fmt.Errorf("%s: reading the window at column %d, row %d (%dx%d): %v", d.path, cx0, cy0, ch, cw, err)
+			return nil, fmt.Errorf("%s: reading the window at column %d, row %d (%dx%d): %v", d.path, cx0, cy0, ch, cw, err)
 		}
 		if cw != win.W || ch != win.H {
 			clear(x)
@@ -693,7 +720,7 @@ func (d *geotiffDataset) ReadWindow(win Window, x, y, mask []float32) error {
 		}
 	}
 	if d.target == nil {
-		return nil
+		return inside, nil
 	}
 	for r := range win.H {
 		for c := range win.W {
@@ -715,7 +742,7 @@ func (d *geotiffDataset) ReadWindow(win Window, x, y, mask []float32) error {
 			}
 		}
 	}
-	return nil
+	return inside, nil
 }
 
 func b2f(b bool) float32 {

@@ -128,6 +128,8 @@ def make_module(n):
         return cls(shape[0], eps=a["eps"], momentum=a["momentum"])
     if op == "layernorm":
         return nn.LayerNorm(ins[0][-1], eps=a["eps"])
+    if op == "instancenorm":
+        return nn.InstanceNorm2d(ins[0][0], eps=a["eps"], affine=a["affine"])
     if op == "maxpool":
         return nn.MaxPool2d(a["kernel_size"], stride=a["stride"], padding=a["padding"])
     if op == "avgpool":
@@ -347,6 +349,7 @@ def define_net():
             op = n["op"]
             m = self.mods[n["id"]]
             if op in ("conv", "convtranspose", "dense", "lowrank_dense", "sketched_dense", "sketched_conv", "layernorm",
+                      "instancenorm",
                       "maxpool", "avgpool", "dropout", "class_token", "pos_embed"):
                 return m(xs[0])
             if op == "attention":
@@ -384,6 +387,10 @@ def define_net():
                 return F.softmax(xs[0], dim=1)
             if op == "flatten":
                 return torch.flatten(xs[0], 1)
+            if op == "leakyrelu":
+                return F.leaky_relu(xs[0], n["args"]["negative_slope"])
+            if op == "pixelshuffle":
+                return F.pixel_shuffle(xs[0], n["args"]["upscale_factor"])
             if op == "gap":
                 y = F.adaptive_avg_pool2d(xs[0], 1)
                 if not n["args"]["keepdims"]:

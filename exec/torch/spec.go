@@ -227,6 +227,12 @@ func argsOf(n *stdlib.Node) (map[string]any, error) {
 		return map[string]any{"eps": epsOr(a.Eps), "momentum": a.Momentum}, nil
 	case "layernorm":
 		return map[string]any{"eps": epsOr(a.Eps)}, nil
+	case "leakyrelu":
+		return map[string]any{"negative_slope": a.Slope}, nil
+	case "instancenorm":
+		return map[string]any{"eps": epsOr(a.Eps), "affine": a.Affine}, nil
+	case "pixelshuffle":
+		return map[string]any{"upscale_factor": a.Scale}, nil
 	case "maxpool", "avgpool":
 		stride := a.Stride
 		if stride == 0 {

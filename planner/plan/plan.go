@@ -84,6 +84,9 @@ type Plan struct {
 	StepTime  StepTime   `json:"step_time"`
 	Layers    []Layer    `json:"layers"`
 	Decisions []Decision `json:"decisions"`
+	// GAN is set in gan mode: Model is then the generator, and this the
+	// discriminator and the adversarial settings (gan.go).
+	GAN *GAN `json:"gan,omitempty"`
 }
 
 // Device is the device a plan is made for, whatever described it: the
