@@ -219,7 +219,7 @@ type Memory struct {
 	// not a measurement.
 	Accounted int64
 	// ProcessMaxRSS is this process's peak resident memory, as the OS
-	// measured it (getrusage's ru_maxrss), everything included.
+	// measured it (VmHWM, getrusage where there is none), everything included.
 	ProcessMaxRSS int64
 	// Measured is the peak the OS or the device measured, what Estimated
 	// is held to: the process's peak resident memory for the native
@@ -399,7 +399,7 @@ func Run(ctx context.Context, p *plan.Plan, prog *lang.Program, hooks Hooks, opt
 	mem := &r.res.Memory
 	mem.Accounted = mem.Model.Total + mem.Loader
 	mem.ProcessMaxRSS = ProcessMaxRSS()
-	mem.Measured, mem.MeasuredBy = mem.ProcessMaxRSS, "the process's peak resident memory (getrusage)"
+	mem.Measured, mem.MeasuredBy = mem.ProcessMaxRSS, "the process's peak resident memory (VmHWM)"
 	if d := mem.Device; len(d) > 0 {
 		mem.Measured = d[0].Measured()
 		mem.MeasuredBy = "the torch worker's peak resident memory"

@@ -48,7 +48,7 @@ type Report struct {
 
 	// EstimatedPeakBytes is the plan's Memory.Total; MeasuredPeakBytes
 	// what the OS or the device measured (MeasuredBy names it): with the
-	// native engine the process's peak resident memory (getrusage); with
+	// native engine the process's peak resident memory (VmHWM); with
 	// the torch engine rank 0's max_memory_reserved on a GPU, its
 	// worker's peak resident memory on the CPU; Devices has every rank's
 	// figures. EstimateErrorPercent is (estimated − measured) / measured.
@@ -102,7 +102,7 @@ type Memory struct {
 	ModelTotal     int64 `json:"model_total"`
 	HeapInuseDelta int64 `json:"heap_inuse_delta"`
 	LoaderBytes    int64 `json:"loader_bytes"`
-	// ProcessMaxRSS is the process's peak resident memory (getrusage),
+	// ProcessMaxRSS is the process's peak resident memory (VmHWM),
 	// everything included: the data sets held in memory, the Go runtime.
 	ProcessMaxRSS int64 `json:"process_max_rss_bytes"`
 	// Accounted is ModelTotal plus LoaderBytes: the executor's own

@@ -1,8 +1,9 @@
 // Command memory holds each example's planned memory to what the OS
 // measured: it runs every example on the CPU (the native engine) for a
 // few optimizer steps, each as a process of its own, and prints the
-// plan's total beside the process's peak resident memory (wait4's
-// rusage) with the error, then writes the table to bench/memory.json, so
+// plan's total beside the process's peak resident memory (VmHWM, which the
+// run reads from /proc and reports, bounded by wait4's rusage) with the
+// error, then writes the table to bench/memory.json, so
 // that a change that makes the memory model worse shows in its diff.
 // make bench runs it.
 //
@@ -70,7 +71,7 @@ func run(pipe string, steps int, out string) error {
 		return err
 	}
 	paths, _ := filepath.Glob(filepath.Join(root, "examples", "*.pipe"))
-	t := table{Note: "plan total against the process's peak resident memory (wait4 rusage), native engine on the CPU",
+	t := table{Note: "plan total against the process's peak resident memory (VmHWM), native engine on the CPU",
 		Date: time.Now().UTC().Format(time.DateOnly), Go: runtime.Version(), Steps: steps}
 	fmt.Printf("%-14s %12s %12s %8s\n", "example", "planned MiB", "measured MiB", "error")
 	var worst float64
