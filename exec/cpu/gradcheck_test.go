@@ -96,6 +96,7 @@ var gradCases = []gcase{
 	{name: "conv", model: "input [2, 6, 6]\nconv 3 k3 pad1 -> conv 2 k3 -> flatten -> dense 2", loss: "mse"},
 	{name: "conv_stride_dilation", model: "input [2, 9, 9]\nconv 3 k3 s2 pad1 -> conv 4 k3 pad2 d2 -> gap -> dense 2", loss: "mse"},
 	{name: "conv_groups", model: "input [4, 6, 6]\nconv 4 k3 pad1 groups 2 -> conv 6 k1 groups 2 -> gap -> dense 2", loss: "mse"},
+	{name: "conv_dilated_past_map", model: "input [3, 4, 4]\nconv 3 k3 pad9 d9 -> conv 2 k3 pad5 d5 -> conv 4 k3 pad12 d12 -> flatten -> dense 2", loss: "mse"},
 	{name: "conv_depthwise", model: "input [3, 5, 6]\nconv 3 k3 pad1 -> conv 3 k3 pad1 groups 3 bias false -> conv 3 k3 pad2 d2 groups 3 -> conv 3 k3 pad4 d4 groups 3 -> flatten -> dense 2", loss: "mse"},
 	{name: "conv_depthwise_fused", model: "input [4, 4, 4]\nconv 4 k1 -> conv 4 k3 pad6 d6 groups 4 bias false -> batchnorm -> relu -> conv 4 k5 pad2 groups 4 -> flatten -> dense 2", loss: "mse", fuse: true},
 	{name: "conv_pointwise", model: "input [3, 5, 5]\nconv 4 k1 -> conv 2 k1 bias false -> flatten -> dense 2", loss: "mse"},
