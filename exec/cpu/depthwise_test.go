@@ -6,6 +6,10 @@ import (
 	"math/rand/v2"
 	"testing"
 	"time"
+
+	"pipe/exec"
+	"pipe/lang"
+	"pipe/stdlib"
 )
 
 // TestDepthwiseMatchesGEMM runs each depthwise geometry through
@@ -131,5 +135,24 @@ func BenchmarkDepthwise(b *testing.B) {
 			b.ReportMetric(float64(tg.Microseconds())/1e3/float64(b.N), "gemm-ms")
 			b.ReportMetric(float64(tg)/float64(td), "gemm/direct")
 		})
+	}
+}
+
+// TestDepthwiseScratchIsPlanned: the planner sizes a depthwise
+// convolution's scratch as this backend allocates it (a tap's wrapping
+// columns per worker, no column buffer, no partial weight gradient), on a
+// model whose only convolutions are depthwise, so that theirs is the
+// largest.
+func TestDepthwiseScratchIsPlanned(t *testing.T) {
+	src := "pipeline dw\nsource s synthetic { samples 16  shape [8, 12, 10] }\nmodel m {\n  input [8, 12, 10]\n  conv 8 k3 pad2 d2 groups 8 bias false -> conv 8 k5 pad2 groups 8 -> conv 8 k3 pad9 d9 groups 8\n}\ntrain { epochs 1  batch 4  optimizer adam lr 1e-3  loss mse }\n"
+	f, ds := lang.Parse("dw.pipe", []byte(src))
+	prog, cds := lang.Check(f, stdlib.Schema())
+	if ds = append(ds, cds...); ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	p := planCPU(t, prog, planHost)
+	ms := buildAt(t, prog, p, exec.ConfigFromPlan(p, prog))
+	if ms.Scratch == 0 || ms.Scratch != p.Memory.Workspace {
+		t.Errorf("scratch: planned %d bytes, allocated %d", p.Memory.Workspace, ms.Scratch)
 	}
 }
