@@ -44,16 +44,21 @@ def run(spec, tensors, dtype):
         with torch.no_grad():
             want[name].copy_(t.to(dtype))
     n = spec["batch"]
-    if spec["loss"] != "cross_entropy":
-        raise ValueError("torch_twin computes cross_entropy over classes only")
     x = tensors["batch.x"].reshape([n] + spec["input"]).to(dtype)
-    target = tensors["batch.y"].to(torch.long).reshape([n] + spec["out_shape"][1:])
+    if spec["loss"] == "cross_entropy":
+        target = tensors["batch.y"].to(torch.long).reshape([n] + spec["out_shape"][1:])
+        loss_fn = F.cross_entropy
+    elif spec["loss"] == "mse":
+        target = tensors["batch.y"].reshape([n] + spec["out_shape"]).to(dtype)
+        loss_fn = F.mse_loss
+    else:
+        raise ValueError(f"torch_twin computes cross_entropy and mse, not {spec['loss']}")
     net.eval()
     with torch.no_grad():
         _, out = net(x)
     net.train()
     logits, _ = net(x)
-    loss = F.cross_entropy(logits, target)
+    loss = loss_fn(logits, target)
     loss.backward()
     grads = {name[len("grad."):]: want[name[len("grad."):]].grad.to(torch.float64)
              for name in tensors if name.startswith("grad.")}

@@ -14,6 +14,7 @@ import (
 
 	"pipe/exec"
 	"pipe/exec/torch"
+	"pipe/planner"
 )
 
 // twinTol bounds pipe's native numbers against the torch engine's network
@@ -82,6 +83,9 @@ var twinGrads = []string{
 // on both sides.
 func TestDeepLabTwin(t *testing.T) {
 	py := twinPython(t)
+	if testing.Short() {
+		t.Skip("runs a ResNet-50 DeepLabV3+ in PyTorch's float64")
+	}
 	dir := t.TempDir()
 	src := `pipeline deeplab_twin
 source tiles synthetic { samples 8  shape [3, 64, 64]  classes 3  seed 1 }
@@ -100,13 +104,56 @@ train { epochs 1  batch 2  optimizer sgd lr 0.1 momentum 0.9  loss cross_entropy
 	if err != nil {
 		t.Fatal(err)
 	}
+	if len(m.Config.Fusion) == 0 || m.Config.Batch != 2 {
+		t.Fatalf("the plan fuses %d groups at batch %d; the test wants the planned fusion at batch 2", len(m.Config.Fusion), m.Config.Batch)
+	}
+	r := twinDiffs(t, py, m, twinGrads)
+	if len(r.Native.Grads) != len(twinGrads) {
+		t.Fatalf("torch_twin.py compared %d gradients; the test gave %d", len(r.Native.Grads), len(twinGrads))
+	}
+	for _, c := range []struct {
+		what string
+		d    sideDiffs
+	}{{"the torch network in float64", r.Native}, {"the torch network in float32", r.NativeTorch32}} {
+		if c.d.Out > twinTol {
+			t.Errorf("evaluation outputs differ from %s by %.2e of their largest value (> %.0e)", c.what, c.d.Out, twinTol)
+		}
+		if c.d.TrainLoss > twinTol {
+			t.Errorf("the training loss differs from %s by %.2e (> %.0e)", c.what, c.d.TrainLoss, twinTol)
+		}
+	}
+	var b strings.Builder
+	var ratios []float64
+	for _, name := range twinGrads {
+		nat, t32 := r.Native.Grads[name], r.Torch32.Grads[name]
+		ratios = append(ratios, nat/max(t32, 1e-12))
+		fmt.Fprintf(&b, "  %-44s native %.2e  torch float32 %.2e  native-torch32 %.2e\n", name, nat, t32, r.NativeTorch32.Grads[name])
+		if nat > max(twinTol, gradSlack*t32) {
+			t.Errorf("the gradient of %s differs from float64 by %.2e of its largest value; PyTorch's float32 by %.2e", name, nat, t32)
+		}
+	}
+	if len(ratios) > 0 {
+		slices.Sort(ratios)
+		if med := ratios[len(ratios)/2]; med > medianSlack {
+			t.Errorf("at the median gradient pipe is %.2g times further from float64 than PyTorch's float32 (> %d)", med, medianSlack)
+		}
+	}
+	t.Logf("against the torch network in float64: native output %.2e, loss %.2e; PyTorch float32 output %.2e, loss %.2e; gradients:\n%s",
+		r.Native.Out, r.Native.TrainLoss, r.Torch32.Out, r.Torch32.TrainLoss, b.String())
+}
+
+// twinDiffs runs m's network on the native engine (with SGD and momentum,
+// whose buffer after one step is the gradient) and in bench/torch_twin.py
+// on the same weights and a random batch of the plan's size, and returns
+// torch_twin.py's differences for the named gradients.
+func twinDiffs(t *testing.T, py string, m *Model, grads []string) twinResult {
+	t.Helper()
+	dir := t.TempDir()
+	m.Config.Optimizer = exec.Optimizer{Kind: "sgd", Momentum: 0.9}
 	for _, n := range m.Graph.Nodes {
 		if n.Op == "dropout" {
 			n.Args.P = 0
 		}
-	}
-	if len(m.Config.Fusion) == 0 || m.Config.Batch != 2 {
-		t.Fatalf("the plan fuses %d groups at batch %d; the test wants the planned fusion at batch 2", len(m.Config.Fusion), m.Config.Batch)
 	}
 	s, err := m.Spec()
 	if err != nil {
@@ -114,10 +161,10 @@ train { epochs 1  batch 2  optimizer sgd lr 0.1 momentum 0.9  loss cross_entropy
 	}
 	mod, err := m.Build()
 	if err != nil {
-		t.Fatalf("the native engine cannot build DeepLabV3+: %v", err)
+		t.Fatalf("the native engine cannot build %s: %v", m.Name(), err)
 	}
 	defer mod.Close()
-	bt := RandomBatch(m.Graph, "cross_entropy", 2, 3)
+	bt := RandomBatch(m.Graph, m.Config.Loss.Kind, m.Config.Batch, 3)
 	var tensors []exec.Tensor
 	for _, x := range mod.State().Tensors {
 		if !strings.HasPrefix(x.Name, "optimizer.") {
@@ -137,7 +184,7 @@ train { epochs 1  batch 2  optimizer sgd lr 0.1 momentum 0.9  loss cross_entropy
 		t.Fatal(err)
 	}
 	after := mod.State()
-	for _, name := range twinGrads {
+	for _, name := range grads {
 		g := after.Lookup("optimizer." + name + ".momentum_buffer")
 		if g == nil {
 			t.Fatalf("no momentum buffer for %s", name)
@@ -175,51 +222,27 @@ train { epochs 1  batch 2  optimizer sgd lr 0.1 momentum 0.9  loss cross_entropy
 	if err != nil {
 		t.Fatalf("torch_twin.py: %v\n%s", err, stderr.String())
 	}
-	type diffs struct {
-		Out       float64            `json:"out"`
-		TrainLoss float64            `json:"train_loss"`
-		Grads     map[string]float64 `json:"grads"`
-	}
-	var r struct {
-		Native        diffs `json:"native"`
-		Torch32       diffs `json:"torch32"`
-		NativeTorch32 diffs `json:"native_torch32"`
-	}
+	var r twinResult
 	if err := json.Unmarshal(res, &r); err != nil {
 		t.Fatalf("torch_twin.py printed %q: %v", res, err)
 	}
-	if len(r.Native.Grads) != len(twinGrads) {
-		t.Fatalf("torch_twin.py compared %d gradients; the test gave %d", len(r.Native.Grads), len(twinGrads))
-	}
-	for _, c := range []struct {
-		what string
-		d    diffs
-	}{{"the torch network in float64", r.Native}, {"the torch network in float32", r.NativeTorch32}} {
-		if c.d.Out > twinTol {
-			t.Errorf("evaluation outputs differ from %s by %.2e of their largest value (> %.0e)", c.what, c.d.Out, twinTol)
-		}
-		if c.d.TrainLoss > twinTol {
-			t.Errorf("the training loss differs from %s by %.2e (> %.0e)", c.what, c.d.TrainLoss, twinTol)
-		}
-	}
-	var b strings.Builder
-	var ratios []float64
-	for _, name := range twinGrads {
-		nat, t32 := r.Native.Grads[name], r.Torch32.Grads[name]
-		ratios = append(ratios, nat/max(t32, 1e-12))
-		fmt.Fprintf(&b, "  %-44s native %.2e  torch float32 %.2e  native-torch32 %.2e\n", name, nat, t32, r.NativeTorch32.Grads[name])
-		if nat > max(twinTol, gradSlack*t32) {
-			t.Errorf("the gradient of %s differs from float64 by %.2e of its largest value; PyTorch's float32 by %.2e", name, nat, t32)
-		}
-	}
-	if len(ratios) > 0 {
-		slices.Sort(ratios)
-		if med := ratios[len(ratios)/2]; med > medianSlack {
-			t.Errorf("at the median gradient pipe is %.2g times further from float64 than PyTorch's float32 (> %d)", med, medianSlack)
-		}
-	}
-	t.Logf("against the torch network in float64: native output %.2e, loss %.2e; PyTorch float32 output %.2e, loss %.2e; gradients:\n%s",
-		r.Native.Out, r.Native.TrainLoss, r.Torch32.Out, r.Torch32.TrainLoss, b.String())
+	return r
+}
+
+// sideDiffs are torch_twin.py's differences of one side from another.
+type sideDiffs struct {
+	Out       float64            `json:"out"`
+	TrainLoss float64            `json:"train_loss"`
+	Grads     map[string]float64 `json:"grads"`
+}
+
+// twinResult is what torch_twin.py prints: pipe's native numbers against
+// the network in float64, PyTorch's float32 against float64, and pipe's
+// against PyTorch's float32.
+type twinResult struct {
+	Native        sideDiffs `json:"native"`
+	Torch32       sideDiffs `json:"torch32"`
+	NativeTorch32 sideDiffs `json:"native_torch32"`
 }
 
 // twinPython is $PIPE_PYTHON, else Debian's /usr/bin/python3, when it
@@ -238,4 +261,43 @@ func twinPython(t *testing.T) string {
 		t.Skipf("%s cannot import torch (install python3-torch, or set PIPE_PYTHON)", py)
 	}
 	return py
+}
+
+// TestDeepLabExampleTwin runs examples/deeplab_olinda.pipe's network (a
+// ResNet-18 DeepLabV3+, six bands to one elevation channel, mse) as
+// TestDeepLabTwin does, at batch 8, and compares the gradients of the
+// batchnorm biases of layer4 and the ASPP, the tensors on which the lockstep
+// comparison of the two engines (exec/torch's TestExamplesOnBothEngines)
+// finds them furthest apart. Measured: pipe's are 4e-4 to 1e-3 of their
+// largest value from float64, PyTorch's float32 ones 3e-2 to 8e-2; so the
+// engines' difference there is PyTorch's rounding, and pipe's must stay
+// no further from float64 than PyTorch's.
+func TestDeepLabExampleTwin(t *testing.T) {
+	py := twinPython(t)
+	if testing.Short() {
+		t.Skip("runs a DeepLabV3+ in PyTorch's float64")
+	}
+	m, err := Load("../../examples/deeplab_olinda.pipe", 2, planner.WithBatch(8))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var grads []string
+	for _, n := range m.Graph.Nodes {
+		if n.Op == "batchnorm" && (strings.Contains(n.Name, "aspp") || strings.Contains(n.Name, "layer4")) {
+			grads = append(grads, n.Name+".bias")
+		}
+	}
+	r := twinDiffs(t, py, m, grads)
+	if r.Native.Out > twinTol || r.Native.TrainLoss > twinTol {
+		t.Errorf("against float64: output %.2e, training loss %.2e (> %.0e)", r.Native.Out, r.Native.TrainLoss, twinTol)
+	}
+	var b strings.Builder
+	for _, g := range grads {
+		nat, t32 := r.Native.Grads[g], r.Torch32.Grads[g]
+		fmt.Fprintf(&b, "  %-36s native %.2e  torch float32 %.2e\n", g, nat, t32)
+		if nat > max(twinTol, t32) {
+			t.Errorf("the gradient of %s is %.2e of its largest value from float64, PyTorch's float32 %.2e", g, nat, t32)
+		}
+	}
+	t.Logf("gradients against the torch network in float64:\n%s", b.String())
 }
