@@ -26,14 +26,15 @@ package cpu
 // dot is summed in float32 by the BLAS, and across a channel's samples in
 // float64.
 //
-// Measured on the project machine (2 shared cores, OpenBLAS 0.3.21;
-// BenchmarkDepthwise in depthwise_test.go, forward + weight gradient +
-// input gradient at batch 2, the two paths alternating on the same
-// data): the decoder's separable conv at 512×512 input (304 channels at
-// 128×128, k3 pad1) took 38–103 ms directly against 188–318 ms through
-// im2col and GEMM (3.1–6.5× faster, three runs); an ASPP branch (2048
-// channels at 32×32, k3 pad12 d12) 34–50 ms against 76–139 ms (2.3–2.8×;
-// one run under heavy load 1.1×).
+// Measured on the project machine (2 shared cores under a load average of
+// 10 to 15, OpenBLAS 0.3.21; BenchmarkDepthwise in depthwise_test.go,
+// forward + weight gradient + input gradient at batch 2, the two paths
+// alternating on the same data, six runs): the decoder's separable conv
+// at 512×512 input (304 channels at 128×128, k3 pad1) took 25–103 ms
+// directly against 154–318 ms through im2col and GEMM, 3.1–6.5× faster;
+// an ASPP branch (2048 channels at 32×32, k3 pad12 d12) 34–111 ms against
+// 76–167 ms, 1.4–2.9× (its planes are small, so the BLAS calls' overhead
+// weighs more).
 
 // isDepthwise reports whether c runs as the direct kernel of this file.
 func (c *convGeom) isDepthwise() bool {
