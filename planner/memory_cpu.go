@@ -389,10 +389,16 @@ func channels(shape []int64) int64 {
 // exec/cpu/conv.go sizes them: the column matrix of a chunk of output
 // rows, none for a pointwise convolution, and, where the input gradient
 // runs as a convolution of the output gradient with the flipped kernel,
-// that convolution's columns too.
+// that convolution's columns too. A depthwise convolution at stride 1
+// that keeps its size has no columns (exec/cpu/depthwise.go).
 func convScratch(ci, h, w, co, ho, wo int64, a stdlib.OpArgs) (col, part int64) {
 	k, s, p := a.Kernel, max(a.Stride, 1), a.Padding
 	d, g := max(a.Dilation, 1), max(a.Groups, 1)
+	if g > 1 && ci == g && co == g && k > 1 && s == 1 && h == ho && w == wo {
+		// exec/cpu/depthwise.go: no columns, channels owned by workers
+		// (no partial gradient), and a tap's wrapping columns saved.
+		return mul(h, min(w, max(p, d*(k-1)-p))), 0
+	}
 	ckk, col := convColumns(ci/g, h, w, ho, wo, k, s, p)
 	part = mul(co, ckk)
 	if pf := d*(k-1) - p; s == 1 && g == 1 && col > 0 && pf >= 0 && (ci > co || ci == co && h*w >= 1024) {

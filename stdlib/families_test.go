@@ -175,11 +175,17 @@ func TestViTParams(t *testing.T) {
 //	block2 separable 304 → 256       9·304 + 304·256 + bn
 //	head   1x1 256 → classes, bias   256·classes + classes
 func deeplabFormula(encoderNoFC, in, classes int64) int64 {
+	return deeplabFormulaLow(encoderNoFC, in, 256, classes)
+}
+
+// deeplabFormulaLow is deeplabFormula with the low-level features' channels
+// (layer1's: 256 for bottlenecks, 64 for resnet18 and resnet34).
+func deeplabFormulaLow(encoderNoFC, in, low, classes int64) int64 {
 	const c = 256
 	bn := func(ch int64) int64 { return 2 * ch }
 	aspp := (in*c + bn(c)) + 3*(9*in+in*c+bn(c)) + (in*c + bn(c)) + (5*c*c + bn(c))
 	sep := 9*c + c*c + bn(c)
-	block1 := 256*48 + bn(48)
+	block1 := low*48 + bn(48)
 	block2 := 9*(48+c) + (48+c)*c + bn(c)
 	head := c*classes + classes
 	return encoderNoFC + aspp + sep + block1 + block2 + head
@@ -205,6 +211,15 @@ func TestDeepLabV3PlusParams(t *testing.T) {
 	enc50 := resnetFormula(3, true, [4]int64{3, 4, 6, 3}, 0)
 	if got, want := paramsOf(t, oneCall(nil, "deeplabv3plus", lang.Args{"classes": iv(21)})), deeplabFormula(enc50, 2048, 21); got != want {
 		t.Errorf("deeplabv3plus resnet50, 21 classes: %d parameters, want %d", got, want)
+	}
+	for _, c := range []struct {
+		enc    string
+		blocks [4]int64
+	}{{"resnet18", [4]int64{2, 2, 2, 2}}, {"resnet34", [4]int64{3, 4, 6, 3}}} {
+		want := deeplabFormulaLow(resnetFormula(6, false, c.blocks, 0), 512, 64, 1)
+		if got := paramsOf(t, oneCall([]int64{6, 64, 64}, "deeplabv3plus", lang.Args{"encoder": sv(c.enc)})); got != want {
+			t.Errorf("deeplabv3plus %s on 6 bands: %d parameters, want %d", c.enc, got, want)
+		}
 	}
 	g, _ := BuildGraph(oneCall([]int64{3, 512, 512}, "deeplabv3plus", lang.Args{"encoder": sv("resnet101")}))
 	for name, shape := range map[string][]int64{

@@ -128,8 +128,8 @@ func familySpecs() []*lang.LayerSpec {
 			arg("dim", lang.TInt, "Token width.", atLeast(1), def("768")),
 			arg("mlp_dim", lang.TInt, "Hidden width of each encoder layer's MLP.", atLeast(1), def("3072")),
 			arg("classes", lang.TInt, "Outputs of the head.", atLeast(1), def("1000"))),
-		family("deeplabv3plus", "DeepLabV3+ (segmentation_models_pytorch's layout): dilated ResNet encoder, ASPP with separable convs, 48-channel low-level projection. Plannable only.",
-			arg("encoder", lang.TEnum, "resnet50 | resnet101.", enum("resnet50", "resnet101"), def("resnet50")),
+		family("deeplabv3plus", "DeepLabV3+ (segmentation_models_pytorch's layout): dilated ResNet encoder, ASPP with separable (depthwise and pointwise) convs and a pooled branch, 48-channel low-level projection, bilinear upsampling; outputs [classes, H, W].",
+			arg("encoder", lang.TEnum, "resnet18 | resnet34 | resnet50 | resnet101.", enum("resnet18", "resnet34", "resnet50", "resnet101"), def("resnet50")),
 			arg("classes", lang.TInt, "Output channels.", atLeast(1), def("1")),
 			arg("output_stride", lang.TInt, "The encoder's total stride: 16 or 8.", atLeast(8), atMost(16), def("16"))),
 	}

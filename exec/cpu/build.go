@@ -501,7 +501,9 @@ func (m *model) allocScratch() {
 			continue
 		}
 		col = max(col, geo.scratchNeed())
-		part = max(part, geo.co*geo.ckk)
+		if !geo.depthwise {
+			part = max(part, geo.co*geo.ckk)
+		}
 		if geo.flip != nil {
 			col = max(col, geo.flip.scratchNeed())
 		}

@@ -42,6 +42,7 @@ type convGeom struct {
 	cig, cog   int
 	ckk        int // rows of the column matrix of one group: cig·k·k
 	pointwise  bool
+	depthwise  bool // runs as depthwise.go's direct kernel
 	// same: stride 1 and an output row as wide as an input row, so a
 	// kernel tap's column row is the input shifted by a constant offset,
 	// copied in whole blocks.
@@ -74,6 +75,7 @@ func geomOnly(ci, h, w, co, ho, wo, k, s, p, d, g int) convGeom {
 	c.ckk = c.cig * k * k
 	c.pointwise = k == 1 && s == 1 && p == 0 && h == ho && w == wo
 	c.same = s == 1 && w == wo
+	c.depthwise = c.isDepthwise()
 	c.chunk = max(1, colBudget/(c.ckk*wo))
 	return c
 }
@@ -99,6 +101,9 @@ var colBudget = 128 << 10
 
 // scratchNeed is the column buffer this convolution needs per worker.
 func (c *convGeom) scratchNeed() int {
+	if c.depthwise {
+		return c.dwScratch()
+	}
 	if c.pointwise {
 		return 0
 	}
@@ -155,6 +160,13 @@ func im2col(c *convGeom, x []float32, n, grp, ra, rb int, col []float32) {
 					}
 					clear(d[:(va-a)*c.wo])
 					clear(d[(vb-a)*c.wo:])
+					if c.same && (dw <= -c.w || dw >= c.w) {
+						// A tap dilated past the whole row (an
+						// ASPP rate larger than the map) reads
+						// only padding.
+						clear(d[(va-a)*c.wo : (vb-a)*c.wo])
+						return
+					}
 					if c.same {
 						// One block: rows va..vb of the output are input
 						// rows va+dh.. shifted by dw; the columns that
@@ -220,7 +232,7 @@ func col2im(c *convGeom, col []float32, n, grp, ra, rb int, x []float32) {
 					plane := x[(ch*n+nn)*hw : (ch*n+nn+1)*hw]
 					s := srcRow[off : off+(b-a)*c.wo]
 					va, vb := c.tapRows(kh, a, b)
-					if vb <= va {
+					if vb <= va || c.same && (dw <= -c.w || dw >= c.w) {
 						return
 					}
 					if c.same {
@@ -260,6 +272,10 @@ func (m *model) convForward(c *convGeom, w, x, y []float32, n int) {
 
 // convForwardBeta computes y = conv(x, w) + beta·y.
 func (m *model) convForwardBeta(c *convGeom, w, x, y []float32, n int, beta float32) {
+	if c.depthwise {
+		m.dwForward(c, w, x, y, n, beta)
+		return
+	}
 	P := n * c.ho * c.wo
 	Q := n * c.h * c.w
 	R := n * c.ho
@@ -287,6 +303,10 @@ func (m *model) convForwardBeta(c *convGeom, w, x, y []float32, n int, beta floa
 
 // convBackwardWeight adds dY·im2col(X)ᵀ into dw.
 func (m *model) convBackwardWeight(c *convGeom, dy, x, dw []float32, n int) {
+	if c.depthwise {
+		m.dwBackwardWeight(c, dy, x, dw, n)
+		return
+	}
 	P := n * c.ho * c.wo
 	Q := n * c.h * c.w
 	R := n * c.ho
@@ -339,6 +359,10 @@ func (m *model) sumPartials(dst []float32, size int) {
 
 // convBackwardData computes dx (= or += when acc) col2im(Wᵀ·dY).
 func (m *model) convBackwardData(c *convGeom, w, dy, dx []float32, n int, acc bool) {
+	if c.depthwise {
+		m.dwBackwardData(c, w, dy, dx, n, acc)
+		return
+	}
 	P := n * c.ho * c.wo
 	Q := n * c.h * c.w
 	howo := c.ho * c.wo

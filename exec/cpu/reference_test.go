@@ -171,6 +171,12 @@ func TestForwardReference(t *testing.T) {
 		{"input [4, 9, 8]\nconv 6 k3 pad2 d2 groups 2", func(m *model, x *t3) *t3 {
 			return refConv(x, m.param("conv1.weight"), m.param("conv1.bias"), 6, 3, 1, 2, 2, 2, 9, 8)
 		}},
+		{"input [3, 6, 5]\nconv 3 k3 pad1 groups 3", func(m *model, x *t3) *t3 { // depthwise.go
+			return refConv(x, m.param("conv1.weight"), m.param("conv1.bias"), 3, 3, 1, 1, 1, 3, 6, 5)
+		}},
+		{"input [2, 4, 5]\nconv 2 k3 pad3 d3 groups 2 bias false", func(m *model, x *t3) *t3 { // some taps past the edges
+			return refConv(x, m.param("conv1.weight"), nil, 2, 3, 1, 3, 3, 2, 4, 5)
+		}},
 		{"input [3, 7, 7]\nconv 5 k1 bias false", func(m *model, x *t3) *t3 {
 			return refConv(x, m.param("conv1.weight"), nil, 5, 1, 1, 0, 1, 1, 7, 7)
 		}},

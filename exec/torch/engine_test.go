@@ -52,13 +52,28 @@ const (
 
 // exampleBatch is the micro-batch each example trains with in the
 // comparison: the plan's for the small models, fewer samples for the
-// images at 224² and 256².
+// images at 224² and 256² and for DeepLabV3+ (PyTorch's CPU dilated convs
+// are slow).
 func exampleBatch(name string, planned int) int {
 	switch name {
 	case "pills", "cells":
 		return min(planned, 4)
+	case "deeplab_olinda":
+		return min(planned, 8)
 	}
 	return min(planned, 32)
+}
+
+// exampleMaxTol is maxTol but for DeepLabV3+, the gradients of whose
+// batchnorm biases (layer4's and the ASPP's, on 4x4 features) PyTorch's
+// float32 computes 3e-2 to 8e-2 of their size from its own float64, where the
+// native engine is within 1e-3 (bench/torchspec's TestDeepLabExampleTwin,
+// at the batch used here): the engines' difference there is PyTorch's.
+func exampleMaxTol(name string) float64 {
+	if name == "deeplab_olinda" {
+		return 1e-1
+	}
+	return maxTol
 }
 
 // TestExamplesOnBothEngines trains every example for 20 steps on the
@@ -138,8 +153,8 @@ func TestExamplesOnBothEngines(t *testing.T) {
 				med, mx, where := updateDiffs(t, before, native.State(), tm.State(), zero)
 				worstMedian, worstMax = math.Max(worstMedian, med), math.Max(worstMax, mx)
 				medians = append(medians, med)
-				if mx > maxTol {
-					t.Errorf("step %d: the engines' updates of %s differ by %.2e of the update (> %.0e)", step+1, where, mx, maxTol)
+				if mx > exampleMaxTol(name) {
+					t.Errorf("step %d: the engines' updates of %s differ by %.2e of the update (> %.0e)", step+1, where, mx, exampleMaxTol(name))
 				}
 			}
 			slices.Sort(medians)

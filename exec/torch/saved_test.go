@@ -90,7 +90,11 @@ func savedCases(t *testing.T) []savedCase {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cs = append(cs, savedCase{strings.TrimSuffix(filepath.Base(f), ".pipe"), string(src), 2, 0})
+		name, batch := strings.TrimSuffix(filepath.Base(f), ".pipe"), int64(2)
+		if name == "deeplab_olinda" {
+			batch = 4 // 64x64 tiles: at batch 2 the batchnorms' statistics are 1.4% of the bytes (see below)
+		}
+		cs = append(cs, savedCase{name, string(src), batch, 0})
 	}
 	img := "[3, 128, 128]"
 	for _, r := range []string{"resnet18", "resnet34", "resnet50", "resnet101"} {
