@@ -32,7 +32,7 @@ var _ lang.Schema = (*Registry)(nil)
 
 func newRegistry() *Registry {
 	r := &Registry{top: topFields(), blocks: blockSpecs(), byName: map[string]*lang.LayerSpec{}}
-	for _, l := range append(layerSpecs(), familySpecs()...) {
+	for _, l := range append(append(layerSpecs(), volumeSpecs()...), familySpecs()...) {
 		r.layers = append(r.layers, l)
 		r.byName[l.Name] = l
 	}
