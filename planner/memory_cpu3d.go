@@ -19,3 +19,14 @@ func volScratch(in, out []int64, a stdlib.OpArgs) (col, part int64) {
 	plane := max(mul(ckk, mul(out[2], out[3])), 1)
 	return mul(max(1, colBudget/plane), plane), part
 }
+
+// hasVolume says whether g has an op on volumes [C, D, H, W] (3-D
+// convolutions, pools and upsampling).
+func hasVolume(g *stdlib.Graph) bool {
+	for _, n := range g.Nodes {
+		if len(n.Out) == 4 && n.Op != "input" {
+			return true
+		}
+	}
+	return false
+}
