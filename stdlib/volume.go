@@ -245,3 +245,29 @@ func (f *fam) unet3(x int, in []int64, depth int64, enc string) int {
 	}
 	return b.conv3d(f.pre+"outc.conv", x, OpArgs{Channels: out, Kernel: 1, Stride: 1, Bias: true})
 }
+
+// volumeSources are the source kinds of volumes: volume (multi-page TIFF
+// stacks) and zarr (Zarr v2 arrays). Both cut [C, D, H, W] windows.
+func volumeSources() map[string][]*lang.FieldSpec {
+	fields := func(what, target string) []*lang.FieldSpec {
+		return []*lang.FieldSpec{
+			pathField(what),
+			field("target", "The per-voxel targets: "+target+" with the inputs' depth, height and width (class indices, a 0/1 mask, or values to regress).",
+				arg("target", lang.TString, "The targets' path.", positional, required)),
+			field("window", "The extent of the windows cut from the volume, and the step between them; the whole volume is one sample when left out.",
+				arg("window", lang.TShape, "Depth, height and width, such as [16, 64, 64].", positional, required),
+				arg("stride", lang.TShape, "Voxels between the starts of neighbouring windows along depth, height and width; the window when left out."),
+			),
+			splitField(),
+			field("normalize", "How input values are scaled: standard (each channel to zero mean and unit variance, over every voxel of the volume) or none (raw values).",
+				arg("normalize", lang.TEnum, "standard | none.", positional, required, enum("standard", "none"), def("standard"))),
+			field("target_normalize", "How a regression target (loss mse or mae) is scaled for training; metrics and predictions are in the target's units either way.",
+				arg("target_normalize", lang.TEnum, "standard (zero mean, unit variance over the target's voxels, kept in checkpoints) | none.",
+					positional, required, enum("standard", "none"), def("standard"))),
+		}
+	}
+	return map[string][]*lang.FieldSpec{
+		"volume": fields("A multi-page TIFF stack (8 or 16-bit, or float): one page per depth slice, its bands the channels; read through GDAL.", "a TIFF stack"),
+		"zarr":   fields("A Zarr v2 array (the folder holding .zarray), [D, H, W] or [C, D, H, W], C order, dtype u1, u2 or f4, chunks raw, gzip, zlib or zstd.", "a Zarr v2 array [D, H, W] or [1, D, H, W]"),
+	}
+}

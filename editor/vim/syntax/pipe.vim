@@ -21,11 +21,11 @@ syn match   pipeValue     "\v<(cross_entropy|rtx3090-24gb|rtx4090-24gb|h200-141g
 syn match   pipeValue     "\v<cuda(:\d+)?>([-:][A-Za-z0-9_])@!"
 syn match   pipeArg       "\v<(output_stride|weight_decay|activation|dilation|momentum|nesterov|encoder|mlp_dim|padding|blocks|groups|hidden|kernel|stride|warmup|beta1|beta2|depth|every|gamma|heads|patch|terms|width|bias|dims|mode|rank|dim|eps|out|pad|lr|d|k|s)>([-:][A-Za-z0-9_])@!"
 syn match   pipeGlued     "\v<(dilation|padding|kernel|stride|pad|d|k|s)\d+>"
-syn match   pipeField     "\v<(target_normalize|effective_batch|checkpoint_dir|memory_margin|categorical|host_memory|checkpoint|bandwidth|delimiter|grad_clip|max_steps|normalize|optimizer|precision|channels|features|pipeline|prefetch|schedule|augment|classes|metrics|overlap|samples|workers|device|engine|epochs|header|images|labels|memory|nodata|resize|source|strict|target|bands|batch|cores|input|label|masks|model|shape|split|write|fuse|init|kind|loss|path|save|seed|tile)>([-:][A-Za-z0-9_])@!"
+syn match   pipeField     "\v<(target_normalize|effective_batch|checkpoint_dir|memory_margin|categorical|host_memory|checkpoint|bandwidth|delimiter|grad_clip|max_steps|normalize|optimizer|precision|channels|features|pipeline|prefetch|schedule|augment|classes|metrics|overlap|samples|workers|device|engine|epochs|header|images|labels|memory|nodata|resize|source|strict|target|window|bands|batch|cores|input|label|masks|model|shape|split|write|fuse|init|kind|loss|path|save|seed|tile)>([-:][A-Za-z0-9_])@!"
 syn match   pipeFamily    "\v<(deeplabv3plus|resnet101|resnet18|resnet34|resnet50|unet|cnn|mlp|vit)>([-:][A-Za-z0-9_])@!"
 syn match   pipeLayer     "\v<(convtranspose3d|global_avg_pool|sketched_dense|convtranspose|upsample3d|batchnorm|layernorm|maxpool3d|upsample|avgpool|dropout|flatten|maxpool|sigmoid|softmax|concat|conv3d|dense|conv|gelu|relu|tanh|add|gap)>([-:][A-Za-z0-9_])@!"
 syn keyword pipeConstant  auto true false
-syn match   pipeKind      "\v(^\s*[A-Za-z_]\w*\s+[A-Za-z_][A-Za-z0-9_:-]*\s+)@<=(synthetic|geotiff|images|csv|idx)>\ze[^{}]*\{"
+syn match   pipeKind      "\v(^\s*[A-Za-z_]\w*\s+[A-Za-z_][A-Za-z0-9_:-]*\s+)@<=(synthetic|geotiff|images|volume|zarr|csv|idx)>\ze[^{}]*\{"
 syn match   pipeBlock     "\v^\s*\zs(evaluate|predict|device|source|model|train)>\ze[^{}]*\{"
 syn match   pipeLabel     "\v^\s*\zs[A-Za-z_][A-Za-z0-9_]*([-:][A-Za-z0-9_]+)*\ze\s*\=[^=]"
 
