@@ -1,8 +1,11 @@
 package data
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 
 	"pipe/lang"
 )
@@ -200,4 +203,54 @@ func (v *volumeDataset) cut(a []float32, c int, o [3]int, dst []float32) {
 // window's extent, for sliding-window prediction (Blender3).
 func (v *volumeDataset) Windows3() ([][3]int, [3]int, [3]int) {
 	return v.origins, v.win, [3]int{v.d, v.h, v.w}
+}
+
+// ReadVolume reads a multi-page TIFF stack (through GDAL) or, for a
+// folder holding .zarray, a Zarr v2 array, as float32 in C order with its
+// shape: [C, D, H, W] for a stack, the array's own for Zarr.
+func ReadVolume(path string) ([]float32, []int, error) {
+	if _, err := os.Stat(filepath.Join(path, ".zarray")); err == nil {
+		a, err := ReadZarr(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		return a.Data, a.Shape, nil
+	}
+	return readStack(path)
+}
+
+// volumeResident is what a volume or zarr source holds: its input and
+// target arrays, whole, as float32.
+func volumeResident(b *lang.Block, c *config) (Resident, error) {
+	var n int64
+	for _, f := range []string{"path", "target"} {
+		p := strField(b, f)
+		if p == "" {
+			continue
+		}
+		var shape []int
+		if b.Label("kind") == "zarr" {
+			raw, err := os.ReadFile(filepath.Join(c.path(p), ".zarray"))
+			if err != nil {
+				return Resident{}, err
+			}
+			var h zarrHeader
+			if err := json.Unmarshal(raw, &h); err != nil {
+				return Resident{}, err
+			}
+			shape = h.Shape
+		} else {
+			_, s, err := readStack(c.path(p))
+			if err != nil {
+				return Resident{}, err
+			}
+			shape = s
+		}
+		k := int64(1)
+		for _, d := range shape {
+			k *= int64(d)
+		}
+		n += k
+	}
+	return Resident{Bytes: 4 * n, What: fmt.Sprintf("the volume's %d input and target values as float32", n)}, nil
 }

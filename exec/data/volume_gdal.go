@@ -17,6 +17,8 @@ func openVolumeSource(b *lang.Block, c *config) (Dataset, error) {
 	return openVolumeWith(b, c, "volume", readTIFFStack)
 }
 
+func readStack(path string) ([]float32, []int, error) { return readTIFFStack(path) }
+
 // readTIFFStack reads a multi-page TIFF through GDAL, which shows a
 // TIFF's pages beyond the first as subdatasets (GTIFF_DIR:n:path): pages
 // are the depth, each page's bands the channels, [C, D, H, W]. A
