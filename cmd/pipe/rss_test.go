@@ -43,7 +43,7 @@ func TestPlanTotalIsTheProcessPeak(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, need := range []string{"data/fashion-mnist/train-images-idx3-ubyte.gz", "data/L7_ETMs.tif"} {
+	for _, need := range []string{"data/fashion-mnist/train-images-idx3-ubyte.gz", "data/L7_ETMs.tif", "data/landsat_volume.zarr/.zgroup"} {
 		if _, err := os.Stat(filepath.Join(root, need)); err != nil {
 			t.Fatalf("%s is missing: make data fetches it", need)
 		}
@@ -52,7 +52,7 @@ func TestPlanTotalIsTheProcessPeak(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "data"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	for _, real := range []string{"fashion-mnist", "L7_ETMs.tif", "olinda_dem_utm25s.tif"} {
+	for _, real := range []string{"fashion-mnist", "L7_ETMs.tif", "olinda_dem_utm25s.tif", "landsat_volume.zarr"} {
 		if err := os.Symlink(filepath.Join(root, "data", real), filepath.Join(dir, "data", real)); err != nil {
 			t.Fatal(err)
 		}

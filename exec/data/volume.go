@@ -199,12 +199,6 @@ func (v *volumeDataset) cut(a []float32, c int, o [3]int, dst []float32) {
 	}
 }
 
-// Windows3 returns the origins [z, y, x] of the dataset's windows and the
-// window's extent, for sliding-window prediction (Blender3).
-func (v *volumeDataset) Windows3() ([][3]int, [3]int, [3]int) {
-	return v.origins, v.win, [3]int{v.d, v.h, v.w}
-}
-
 // ReadVolume reads a multi-page TIFF stack (through GDAL) or, for a
 // folder holding .zarray, a Zarr v2 array, as float32 in C order with its
 // shape: [C, D, H, W] for a stack, the array's own for Zarr.
@@ -224,27 +218,12 @@ func ReadVolume(path string) ([]float32, []int, error) {
 func volumeResident(b *lang.Block, c *config) (Resident, error) {
 	var n int64
 	for _, f := range []string{"path", "target"} {
-		p := strField(b, f)
-		if p == "" {
+		if strField(b, f) == "" {
 			continue
 		}
-		var shape []int
-		if b.Label("kind") == "zarr" {
-			raw, err := os.ReadFile(filepath.Join(c.path(p), ".zarray"))
-			if err != nil {
-				return Resident{}, err
-			}
-			var h zarrHeader
-			if err := json.Unmarshal(raw, &h); err != nil {
-				return Resident{}, err
-			}
-			shape = h.Shape
-		} else {
-			_, s, err := readStack(c.path(p))
-			if err != nil {
-				return Resident{}, err
-			}
-			shape = s
+		shape, err := volumeShape(b, c, f)
+		if err != nil {
+			return Resident{}, err
 		}
 		k := int64(1)
 		for _, d := range shape {
@@ -253,4 +232,24 @@ func volumeResident(b *lang.Block, c *config) (Resident, error) {
 		n += k
 	}
 	return Resident{Bytes: 4 * n, What: fmt.Sprintf("the volume's %d input and target values as float32", n)}, nil
+}
+
+// volumeShape is the shape of the array or stack a field of a volume or
+// zarr block names: a Zarr array's from its .zarray, a TIFF stack's from
+// reading it.
+func volumeShape(b *lang.Block, c *config, field string) ([]int, error) {
+	p := c.path(strField(b, field))
+	if b.Label("kind") == "zarr" {
+		raw, err := os.ReadFile(filepath.Join(p, ".zarray"))
+		if err != nil {
+			return nil, err
+		}
+		var h zarrHeader
+		if err := json.Unmarshal(raw, &h); err != nil {
+			return nil, err
+		}
+		return h.Shape, nil
+	}
+	_, s, err := readStack(p)
+	return s, err
 }

@@ -213,7 +213,10 @@ func (h *zarrHeader) decoder() (func([]byte) ([]byte, error), error) {
 			return io.ReadAll(r)
 		}, nil
 	case "zstd":
-		d, err := zstd.NewReader(nil)
+		// One decoder, low memory: chunks are decoded one at a time, and
+		// the default (a decoder per core with its own buffers) costs
+		// megabytes of resident memory for nothing.
+		d, err := zstd.NewReader(nil, zstd.WithDecoderConcurrency(1), zstd.WithDecoderLowmem(true))
 		if err != nil {
 			return nil, err
 		}
@@ -312,6 +315,13 @@ func WriteZarr(dir string, shape, chunks []int, dtype, compressor string, data [
 	if len(data) != n {
 		return fmt.Errorf("zarr: %d values for shape %v", len(data), shape)
 	}
+	if _, err := os.Stat(filepath.Join(dir, ".zarray")); err == nil {
+		// An array written before, perhaps in other chunks: replace it
+		// whole rather than leave chunks of it behind.
+		if err := os.RemoveAll(dir); err != nil {
+			return err
+		}
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
@@ -334,6 +344,10 @@ func WriteZarr(dir string, shape, chunks []int, dtype, compressor string, data [
 	idx := make([]int, nd)
 	pos := make([]int, nd)
 	buf := make([]byte, chunkLen*size)
+	comp, err := newCompressor(compressor)
+	if err != nil {
+		return err
+	}
 	for ci := 0; ci < total; ci++ {
 		r := ci
 		for i := nd - 1; i >= 0; i-- {
@@ -360,7 +374,7 @@ func WriteZarr(dir string, shape, chunks []int, dtype, compressor string, data [
 			}
 			encodeValue(dtype, buf[e*size:], v)
 		}
-		body, err := compress(compressor, buf)
+		body, err := comp(buf)
 		if err != nil {
 			return err
 		}
@@ -383,31 +397,46 @@ func encodeValue(dt string, b []byte, v float32) {
 	}
 }
 
-func compress(kind string, b []byte) ([]byte, error) {
+// newCompressor returns the chunk compressor of kind, one for all the
+// chunks of an array: its writer and output buffer are reused, so
+// writing an array leaves no compressor's tables behind per chunk. The
+// slice it returns is valid until its next call.
+func newCompressor(kind string) (func([]byte) ([]byte, error), error) {
 	var out bytes.Buffer
 	switch kind {
 	case "":
-		return append([]byte(nil), b...), nil
-	case "gzip":
-		w, _ := gzip.NewWriterLevel(&out, 6)
-		w.Write(b)
-		if err := w.Close(); err != nil {
-			return nil, err
+		return func(b []byte) ([]byte, error) { return b, nil }, nil
+	case "gzip", "zlib":
+		var w interface {
+			io.WriteCloser
+			Reset(io.Writer)
 		}
-	case "zlib":
-		w, _ := zlib.NewWriterLevel(&out, 6)
-		w.Write(b)
-		if err := w.Close(); err != nil {
-			return nil, err
+		if kind == "gzip" {
+			w, _ = gzip.NewWriterLevel(&out, 6)
+		} else {
+			w, _ = zlib.NewWriterLevel(&out, 6)
 		}
+		return func(b []byte) ([]byte, error) {
+			out.Reset()
+			w.Reset(&out)
+			if _, err := w.Write(b); err != nil {
+				return nil, err
+			}
+			if err := w.Close(); err != nil {
+				return nil, err
+			}
+			return out.Bytes(), nil
+		}, nil
 	case "zstd":
-		e, err := zstd.NewWriter(nil)
+		e, err := zstd.NewWriter(nil, zstd.WithEncoderConcurrency(1), zstd.WithLowerEncoderMem(true))
 		if err != nil {
 			return nil, err
 		}
-		return e.EncodeAll(b, nil), nil
-	default:
-		return nil, fmt.Errorf("zarr: compressor %q; pipe writes gzip, zlib, zstd or none", kind)
+		var dst []byte
+		return func(b []byte) ([]byte, error) {
+			dst = e.EncodeAll(b, dst[:0])
+			return dst, nil
+		}, nil
 	}
-	return out.Bytes(), nil
+	return nil, fmt.Errorf("zarr: compressor %q; pipe writes gzip, zlib, zstd or none", kind)
 }
