@@ -52,10 +52,10 @@ const (
 
 // exampleBatch is the micro-batch each example trains with in the
 // comparison: the plan's for the small models, fewer samples for the
-// images at 224² and 256².
+// images at 224² and 256² and the 3-D U-Net's volumes.
 func exampleBatch(name string, planned int) int {
 	switch name {
-	case "pills", "cells":
+	case "pills", "cells", "volume_unet":
 		return min(planned, 4)
 	}
 	return min(planned, 32)
