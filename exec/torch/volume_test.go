@@ -17,7 +17,8 @@ const volumeTol = 1e-4
 // and batch: a small 3-D U-Net (Conv3d, BatchNorm3d, MaxPool3d,
 // ConvTranspose3d, concat) and a chain with the other 3-D ops
 // (trilinear and nearest Upsample, an overlapping padded MaxPool3d, a
-// strided padded ConvTranspose3d, global pooling of a volume). One plain
+// strided padded ConvTranspose3d, global pooling of a volume), and the
+// losses per voxel (cross_entropy, bce, dice; mse after the pooling). One plain
 // SGD step makes each parameter's change lr times its gradient, so the
 // changes compare the gradients, and the running statistics the
 // batchnorms' forward statistics; then the evaluation outputs are
@@ -28,6 +29,7 @@ func TestVolumesAgree(t *testing.T) {
 		{"unet3d", "input [2, 8, 8, 8]\n  unet depth 2 width 4 out 3 dims 3", "cross_entropy"},
 		{"ops3d", "input [2, 4, 6, 6]\n  conv3d 4 k3 pad1 -> batchnorm -> relu -> upsample3d 2 mode trilinear\n  maxpool3d 3 s2 pad1 -> convtranspose3d 3 k3 s2 pad1 -> upsample3d 2\n  conv3d 2 k1 -> sigmoid", "bce"},
 		{"gap3d", "input [2, 4, 6, 6]\n  conv3d 4 k3 s2 -> relu -> gap -> dense 3", "mse"},
+		{"dice3d", "input [2, 4, 6, 6]\n  conv3d 4 k3 pad1 -> batchnorm -> relu -> conv3d 2 k1", "dice"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
