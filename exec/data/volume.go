@@ -13,8 +13,11 @@ import (
 // Volume sources: a volume kind (a multi-page TIFF stack, read through
 // GDAL, volume_gdal.go) and a zarr kind (a Zarr v2 array, zarr.go). Both
 // read the whole array into memory as float32 [C, D, H, W] (a [D, H, W]
-// array is one channel; a stack's pages are the depth and each page's
-// bands the channels) and cut windows from it.
+// array is one channel; leading axes of extent 1 are dropped, so an
+// OME-Zarr image [T, C, Z, Y, X] of one time point reads; a stack's pages
+// are the depth and each page's bands the channels) and cut windows from
+// it. An OME-TIFF whose pages hold several channels (C·Z pages) is read
+// as Z·C slices of depth: pipe does not read its OME-XML dimension order.
 //
 // window [d, h, w] stride [sd, sh, sw] cuts windows of that extent
 // starting every stride voxels along each axis (the window's extent when
@@ -67,6 +70,7 @@ func openVolumeWith(b *lang.Block, c *config, kind string, read volumeReader) (D
 		return fail("path", "%v", err)
 	}
 	v := &volumeDataset{x: x}
+	shape = squeeze(shape)
 	switch len(shape) {
 	case 3:
 		v.c, v.d, v.h, v.w = 1, shape[0], shape[1], shape[2]
@@ -80,7 +84,7 @@ func openVolumeWith(b *lang.Block, c *config, kind string, read volumeReader) (D
 		if err != nil {
 			return fail("target", "%v", err)
 		}
-		if len(ys) == 3 {
+		if ys = squeeze(ys); len(ys) == 3 {
 			ys = append([]int{1}, ys...)
 		}
 		if len(ys) != 4 || ys[1] != v.d || ys[2] != v.h || ys[3] != v.w {
@@ -133,6 +137,15 @@ func openVolumeWith(b *lang.Block, c *config, kind string, read volumeReader) (D
 		}
 	}
 	return v, nil
+}
+
+// squeeze drops leading axes of extent 1 beyond four: OME-Zarr's
+// images are [T, C, Z, Y, X], one time point a volume.
+func squeeze(shape []int) []int {
+	for len(shape) > 4 && shape[0] == 1 {
+		shape = shape[1:]
+	}
+	return shape
 }
 
 // channelStats is the mean and standard deviation of each channel's

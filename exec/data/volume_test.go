@@ -171,6 +171,17 @@ func TestZarrSourceWindows(t *testing.T) {
 			t.Errorf("channel %d: mean %v, mean square %v", c, s/float64(per), ss/float64(per))
 		}
 	}
+	// An OME-Zarr image [T, C, Z, Y, X] of one time point is [C, Z, Y, X].
+	if err := WriteZarr(filepath.Join(dir, "ome.zarr", "0"), []int{1, 2, d, h, w}, []int{1, 1, 2, 3, 5}, "<f4", "gzip", x); err != nil {
+		t.Fatal(err)
+	}
+	ds, err = Open(source(t, "source s zarr {\n  path \"ome.zarr/0\"\n  normalize none\n  window [4, 6, 5]\n}"), WithBase(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if xs, _, _ = readAll(t, ds); fmt.Sprint(ds.XShape()) != "[2 4 6 5]" || xs[0][2*d*h*w-1] != x[len(x)-1] || xs[0][77] != x[77] {
+		t.Errorf("OME-Zarr image read as %v", ds.XShape())
+	}
 	for _, c := range []struct{ src, want string }{
 		{"source s zarr {\n  path \"x.zarr\"\n  window [2, 8, 3]\n}", "does not fit the volume's 4x6x5"},
 		{"source s zarr {\n  path \"x.zarr\"\n  window [2, 3]\n}", "write [depth, height, width]"},
