@@ -43,6 +43,9 @@ FMNIST       := $(addprefix data/fashion-mnist/,$(FMNIST_FILES))
 # Landsat 7 ETM+ scene (6 bands, Byte) and a DEM of the same area (Float32),
 # both shipped as test data inside Debian's r-cran-stars package.
 LANDSAT      := data/L7_ETMs.tif data/olinda_dem_utm25s.tif
+# The Landsat scene's 6 bands as the depth of a volume, clean and noisy, as
+# Zarr v2 arrays (examples/volume_unet.pipe; internal/mkvolume says how).
+VOLUME       := data/landsat_volume.zarr/.zgroup
 
 .PHONY: all deps data build test run fmt lint bench clean distclean editor editor-test gpu-check gpu-bundle
 
@@ -63,7 +66,7 @@ deps:
 	fi
 
 ## data: real data into data/ (git-ignored); targets are files, so present ones are skipped.
-data: $(FMNIST) $(LANDSAT)
+data: $(FMNIST) $(LANDSAT) $(VOLUME)
 
 $(FMNIST): data/fashion-mnist/%: | deps
 	@mkdir -p $(@D)
@@ -88,6 +91,9 @@ $(LANDSAT) &: | deps
 	  cp "$$src" data/$$f.tmp && mv data/$$f.tmp data/$$f; \
 	  echo "data: data/$$f"; \
 	done
+
+$(VOLUME): data/L7_ETMs.tif internal/mkvolume/main.go
+	$(GO) run ./internal/mkvolume data/L7_ETMs.tif data/landsat_volume.zarr
 
 ## build: bin/pipe (go's own cache makes a no-change rebuild cheap).
 build:

@@ -7,6 +7,7 @@ require (
 	github.com/airbusgeo/godal v0.0.18
 	github.com/alecthomas/participle/v2 v2.1.4
 	github.com/hashicorp/go-hclog v1.6.3
+	github.com/klauspost/compress v1.13.1
 	github.com/mattn/go-isatty v0.0.20
 	github.com/schollz/progressbar/v3 v3.14.6
 	go.lsp.dev/jsonrpc2 v0.10.0
@@ -35,6 +36,7 @@ require (
 	github.com/gogo/protobuf v1.3.2 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
 	github.com/golang/protobuf v1.5.4 // indirect
+	github.com/golang/snappy v0.0.3 // indirect
 	github.com/google/flatbuffers v2.0.6+incompatible // indirect
 	github.com/google/go-cmp v0.6.0 // indirect
 	github.com/google/uuid v1.6.0 // indirect

@@ -290,6 +290,9 @@ func (r *runner) checkInput(ds data.Dataset, b *lang.Block) bool {
 	if b.Label("kind") == "images" && len(xs) == 3 && len(in) == 3 && xs[1] == in[1] && xs[2] == in[2] {
 		hint = fmt.Sprintf("Write channels %d in source %s, or input %s in the model.", in[0], b.Name(), shapeString(xs))
 	}
+	if k := b.Label("kind"); (k == "volume" || k == "zarr") && len(xs) == 4 && len(in) == 4 && xs[0] == in[0] {
+		hint = fmt.Sprintf("Write window [%d, %d, %d] in source %s, or input %s in the model.", in[1], in[2], in[3], b.Name(), shapeString(xs))
+	}
 	if b.Label("kind") == "geotiff" && len(xs) == 3 && len(in) == 3 && xs[0] == in[0] {
 		hint = fmt.Sprintf("Write tile %dx%d in source %s, or input %s in the model.", in[1], in[2], b.Name(), shapeString(xs))
 	}

@@ -27,6 +27,10 @@ import (
 //     A regression the run standardised is written in the target's units
 //     (run_target.go), and pixels where the scene has no data are
 //     nodata (NaN) in every band.
+//   - a volume or zarr source is cut the same way into windows the size
+//     of the model's input [C, d, h, w] along all three axes
+//     (data.Windows3), blended (data.NewBlender3), and written as a Zarr
+//     v2 array [K, D, H, W] of float32, gzip chunks (run_predict3d.go).
 //   - any other source gives a CSV, one row per sample: its index in the
 //     source, then for a classifier the class (and its name when the
 //     source has names) and its probability, for a binary output the
@@ -71,7 +75,13 @@ func (r *runner) predict(ctx context.Context) {
 		pred *Prediction
 		err  error
 	)
-	if raster, ok := ds.(data.Raster); ok && src.Label("kind") == "geotiff" {
+	if vol, ok := ds.(data.Volume); ok {
+		overlap := 0.5
+		if ov := pb.Field("overlap").First(); ov != nil {
+			overlap = ov.Float
+		}
+		pred, err = r.predictVolume(ctx, vol, src, path, overlap, batch)
+	} else if raster, ok := ds.(data.Raster); ok && src.Label("kind") == "geotiff" {
 		// Half-overlapping windows, blended, leave no seams at window
 		// edges; overlap 0 tiles the scene edge to edge.
 		overlap := 0.5

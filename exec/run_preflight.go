@@ -76,7 +76,11 @@ func (r *runner) preflight() bool {
 	}
 	if pb := r.prog.Block("predict"); pb != nil {
 		if v := pb.Field("write").First(); v != nil {
-			if err := CheckWritable(resolve(r.rc.base, v.Str)); err != nil {
+			path := resolve(r.rc.base, v.Str)
+			if isZarrPath(path) {
+				path = filepath.Join(path, ".zarray") // a Zarr array is a folder of files
+			}
+			if err := CheckWritable(path); err != nil {
 				r.errorf(fieldRange(pb, "write"), CodePredict, "cannot write the predictions",
 					"%s. Nothing was trained. Give predict's write a path that can be written.", diskFull(err))
 				ok = false

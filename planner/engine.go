@@ -138,7 +138,9 @@ func (pl *planner) engineDecisions() {
 	e.Compile = true
 	pl.decide("compile", "where available",
 		"torch.compile on CUDA when the worker's torch has it (2.x), else eager; the fusion groups above are what it is given to fuse. The run report says which ran.")
-	if conv {
+	if conv && hasVolume(pl.graph) {
+		pl.decide("channels_last", "off", "the model has 3-D convolutions, whose 5-D tensors channels_last (a 4-D format) cannot hold.")
+	} else if conv {
 		e.ChannelsLast = true
 		pl.decide("channels_last", "on", "the model has convolutions: NHWC tensors let cuDNN use its tensor-core kernels without transposes.")
 		e.CudnnBenchmark = true

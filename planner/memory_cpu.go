@@ -307,6 +307,9 @@ func (u *cpuUnit) spec() {
 			in, out, a := first.In[0], first.Out, first.Args
 			u.col, u.part = convScratch(in[0], in[1], in[2], out[0], out[1], out[2], a)
 		}
+		if len(first.In) == 1 && len(first.In[0]) == 4 && len(first.Out) == 4 {
+			u.col, u.part = volScratch(first.In[0], first.Out, first.Args)
+		}
 	case "convtranspose":
 		u.saveIn, u.params = one, true
 		if len(first.In) == 1 {
@@ -317,6 +320,9 @@ func (u *cpuUnit) spec() {
 			// convolution from its output to its input.
 			in, out, a := first.In[0], first.Out, first.Args
 			u.col, u.part = convScratch(out[0], out[1], out[2], in[0], in[1], in[2], a)
+		}
+		if len(first.In) == 1 && len(first.In[0]) == 4 && len(first.Out) == 4 {
+			u.col, u.part = volScratch(first.Out, first.In[0], first.Args)
 		}
 	case "dense", "lowrank_dense":
 		u.saveIn, u.saveOut, u.params = one, fromOut, true

@@ -19,6 +19,7 @@ type config struct {
 	samplesExact bool
 	ctx          context.Context
 	data         func(inElems int64) (int64, string)
+	predict      func(outChannels int64) (int64, string)
 }
 
 // WithDevice plans for the named device instead of the file's device

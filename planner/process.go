@@ -158,6 +158,7 @@ func (pl *planner) processTerms() {
 	} else {
 		reasons = append(reasons, "data not counted: the sources were not read")
 	}
+	reasons = pl.predictTerm(reasons)
 	// Evaluation folds each batchnorm into the conv before it (the
 	// plan's inference folds): the executor keeps the folded weights and
 	// biases beside the trained ones (exec/cpu's convKernel.refold).

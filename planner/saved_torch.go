@@ -161,7 +161,14 @@ func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss string) 
 			s.keep[i] = append(s.keep[i], i)
 		case "maxpool":
 			dt[i] = ex
-			keepIn(i, x)
+			if len(nd.Out) == 4 && !gpu {
+				// CPU autocast in PyTorch 1.13 lists max_pool3d among
+				// its fp32 ops: it keeps an fp32 copy of a bf16 input.
+				dt[i] = 4
+				castIn(i, x, 4)
+			} else {
+				keepIn(i, x)
+			}
 			s.priv[i] = add(s.priv[i], mul(out, 8))
 		case "dropout":
 			dt[i] = ex

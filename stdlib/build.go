@@ -284,6 +284,9 @@ func (b *builder) call(c *lang.LayerCall, x int) int {
 	if isFamily(name) {
 		return b.family(c, name, x)
 	}
+	if id, ok := b.call3(c, name, x); ok {
+		return id
+	}
 	switch name {
 	case "dense":
 		in, ok := b.shape(x)

@@ -257,11 +257,17 @@ func (f *fam) resnet(x int, cfg resnetCfg) int {
 func (f *fam) unet(x int) int {
 	b := f.b
 	in, _ := b.shape(x)
-	if !b.spatial("unet", in) {
-		return -1
-	}
 	depth := argInt(f.c, "depth", 4)
 	enc := argStr(f.c, "encoder", "plain")
+	if argInt(f.c, "dims", 2) == 3 {
+		return f.unet3(x, in, depth, enc)
+	}
+	if !b.spatial("unet", in) {
+		if len(in) == 4 {
+			b.diags[len(b.diags)-1].Detail += " For a volume, set dims 3."
+		}
+		return -1
+	}
 	maxDepth := int64(8)
 	if enc != "plain" {
 		maxDepth = 5

@@ -73,6 +73,9 @@ func (b *builder) spatial(op string, in []int64) bool {
 	if len(in) == 1 {
 		hint = fmt.Sprintf(" A vector has no height and width: %s belongs before flatten, or the input should be [C, H, W].", op)
 	}
+	if len(in) == 4 && registry.Layer(op+"3d") != nil {
+		hint = fmt.Sprintf(" A volume [C, D, H, W] takes the 3-D layer: %s3d.", op)
+	}
 	b.shapeErr(op+" needs an image", "%s expects [C, H, W] per sample but gets %s.%s", op, shapeStr(in), hint)
 	return false
 }
@@ -314,12 +317,15 @@ func (b *builder) pool(name, op string, x int, a OpArgs) int {
 // gap averages each channel: one FLOP per input element.
 func (b *builder) gap(name string, x int, keepdims bool) int {
 	in, ok := b.shape(x)
-	if !ok || !b.spatial("gap", in) {
+	if !ok || len(in) != 4 && !b.spatial("gap", in) {
 		return -1
 	}
 	out := []int64{in[0]}
 	if keepdims {
 		out = []int64{in[0], 1, 1}
+	}
+	if keepdims && len(in) == 4 {
+		out = append(out, 1)
 	}
 	var cc calc
 	n := b.newNode(name, "gap", out, OpArgs{Keepdims: keepdims}, x)

@@ -32,7 +32,7 @@ var _ lang.Schema = (*Registry)(nil)
 
 func newRegistry() *Registry {
 	r := &Registry{top: topFields(), blocks: blockSpecs(), byName: map[string]*lang.LayerSpec{}}
-	for _, l := range append(layerSpecs(), familySpecs()...) {
+	for _, l := range append(append(layerSpecs(), volumeSpecs()...), familySpecs()...) {
 		r.layers = append(r.layers, l)
 		r.byName[l.Name] = l
 	}
@@ -158,7 +158,7 @@ var (
 	losses     = []string{"cross_entropy", "bce", "mse", "dice", "mae"}
 	optimizers = []string{"sgd", "adam", "adamw"}
 	schedules  = []string{"constant", "cosine", "step", "linear"}
-	sourceKind = []string{"idx", "csv", "images", "geotiff", "synthetic"}
+	sourceKind = []string{"idx", "csv", "images", "geotiff", "synthetic", "volume", "zarr"}
 )
 
 func topFields() []*lang.FieldSpec {
@@ -200,7 +200,7 @@ func pathField(doc string) *lang.FieldSpec {
 }
 
 func sourceVariants() map[string][]*lang.FieldSpec {
-	return map[string][]*lang.FieldSpec{
+	v := map[string][]*lang.FieldSpec{
 		"idx": {
 			requiredField("images", "The IDX file of images (MNIST layout), optionally gzipped.",
 				arg("images", lang.TString, "Path to the images file.", positional, required)),
@@ -276,6 +276,10 @@ func sourceVariants() map[string][]*lang.FieldSpec {
 				arg("seed", lang.TInt, "A non-negative integer.", positional, required, atLeast(0))),
 		},
 	}
+	for k, fs := range volumeSources() {
+		v[k] = fs
+	}
+	return v
 }
 
 func trainFields() []*lang.FieldSpec {
@@ -336,7 +340,7 @@ func blockSpecs() []*lang.BlockSpec {
 		{Name: "source", Doc: "Where samples come from: a dataset on disk or a generator.",
 			Labels: []*lang.LabelSpec{
 				{Name: "name", Doc: "The source's name, for train and evaluate to refer to."},
-				{Name: "kind", Enum: sourceKind, Doc: "idx | csv | images | geotiff | synthetic."},
+				{Name: "kind", Enum: sourceKind, Doc: "idx | csv | images | geotiff | synthetic | volume | zarr."},
 			},
 			Variants: sourceVariants(), VariantLabel: 1},
 		{Name: "model", Doc: "A network: an input shape and chains of layers, or a family's arguments.",

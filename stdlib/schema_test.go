@@ -107,7 +107,7 @@ func TestRegistryDocs(t *testing.T) {
 func TestEveryLayerBuilds(t *testing.T) {
 	required := map[string]lang.Args{
 		"dense": {"units": iv(4)}, "lowrank_dense": {"units": iv(4)}, "sketched_dense": {"units": iv(4)}, "conv": {"out": iv(4)}, "sketched_conv": {"out": iv(4)},
-		"convtranspose": {"out": iv(4)}, "mlp": {"hidden": lv(8), "out": iv(2)}, "cnn": {"channels": lv(8), "out": iv(2)},
+		"convtranspose": {"out": iv(4)}, "conv3d": {"out": iv(4)}, "convtranspose3d": {"out": iv(4)}, "mlp": {"hidden": lv(8), "out": iv(2)}, "cnn": {"channels": lv(8), "out": iv(2)},
 		"pixelshuffle": {"factor": iv(1)},
 		"concat":       {"tensor": {Tensor: &lang.Chain{From: "input"}}}, "add": {"tensor": {Tensor: &lang.Chain{From: "input"}}},
 	}
@@ -119,6 +119,9 @@ func TestEveryLayerBuilds(t *testing.T) {
 		}
 		if l.Name == "vit" || l.Name == "deeplabv3plus" {
 			input = []int64{3, 64, 64}
+		}
+		if strings.HasSuffix(l.Name, "3d") {
+			input = []int64{2, 8, 16, 16}
 		}
 		args := required[l.Name]
 		if args == nil {

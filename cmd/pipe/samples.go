@@ -19,7 +19,7 @@ func samplesOption(prog *lang.Program) []planner.Option {
 	if b == nil {
 		return nil
 	}
-	opts := []planner.Option{dataMemoryOption(prog)}
+	opts := []planner.Option{dataMemoryOption(prog), predictMemoryOption(prog)}
 	ct, err := data.CountSamples(b, data.WithSeed(fileSeedOf(prog)))
 	if err != nil || ct.Train <= 0 {
 		return opts
@@ -68,4 +68,24 @@ func fileSeedOf(prog *lang.Program) int64 {
 		return v.Int
 	}
 	return 0
+}
+
+// predictMemoryOption says what the predict block's prediction holds
+// (data.PredictBytes): the blended volume of a volume or zarr source.
+func predictMemoryOption(prog *lang.Program) planner.Option {
+	pb := prog.Block("predict")
+	src := prog.TrainSource()
+	if v := pb.Field("source").First(); v != nil {
+		src = prog.Named("source", v.Str)
+	}
+	return planner.WithPredictMemory(func(k int64) (int64, string) {
+		if pb == nil || src == nil {
+			return 0, ""
+		}
+		r, err := data.PredictBytes(src, k)
+		if err != nil {
+			return 0, ""
+		}
+		return r.Bytes, r.What
+	})
 }

@@ -286,6 +286,9 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 		if !in.spatial {
 			return nil, unsupported(first, "needs [C, H, W]")
 		}
+		if in.vol() {
+			return m.conv3Kernel(first, bnNode, in, out, act)
+		}
 		geo := newConvGeom(in.c, in.h, in.w, out.c, out.h, out.w, int(a.Kernel), int(max(a.Stride, 1)), int(a.Padding), int(max(a.Dilation, 1)), int(max(a.Groups, 1)))
 		k := &convKernel{geo: geo, act: act}
 		fan := geo.ckk
@@ -306,6 +309,9 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 		in, out := u.in[0], u.out
 		if !in.spatial || act != actNone || bnNode != nil {
 			return nil, unsupported(first, "needs [C, H, W] and runs unfused")
+		}
+		if in.vol() {
+			return m.convT3Kernel(first, in, out), nil
 		}
 		grp := int(max(a.Groups, 1))
 		eq := newConvGeom(out.c, out.h, out.w, in.c, in.h, in.w, int(a.Kernel), int(max(a.Stride, 1)), int(a.Padding), int(max(a.Dilation, 1)), grp)
@@ -395,6 +401,13 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 		if s == 0 {
 			s = a.Kernel
 		}
+		if in.vol() {
+			if first.Op != "maxpool" {
+				return nil, unsupported(first, "over a volume is not implemented (maxpool is)")
+			}
+			o := u.out
+			return &pool3Kernel{c: o.c, k: int(a.Kernel), s: int(s), p: int(a.Padding), d: in.d, h: in.h, w: in.w, do: o.d, ho: o.h, wo: o.w}, nil
+		}
 		return &poolKernel{max: first.Op == "maxpool", c: u.out.c, k: int(a.Kernel), s: int(s), p: int(a.Padding),
 			h: in.h, w: in.w, ho: u.out.h, wo: u.out.w}, nil
 	case "gap":
@@ -409,6 +422,12 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 	case "upsample":
 		if !in.spatial {
 			return nil, unsupported(first, "needs [C, H, W]")
+		}
+		if in.vol() {
+			if a.Mode != "" && a.Mode != "nearest" && a.Mode != "trilinear" {
+				return nil, unsupported(first, fmt.Sprintf("over a volume has mode %q", a.Mode))
+			}
+			return newUpsample3(in, u.out, a.Mode == "trilinear"), nil
 		}
 		if a.Mode != "" && a.Mode != "nearest" && a.Mode != "bilinear" {
 			return nil, unsupported(first, fmt.Sprintf("has mode %q", a.Mode))
@@ -489,13 +508,19 @@ func (m *model) allocScratch() {
 	col, part := 0, 0
 	for _, u := range m.units {
 		var geo *convGeom
+		var vol *volGeom
 		switch k := u.k.(type) {
 		case *convKernel:
-			geo = &k.geo
+			geo, vol = &k.geo, k.vol
 		case *convTKernel:
-			geo = &k.eq
+			geo, vol = &k.eq, k.vol
 		case *skConvKernel:
 			geo = &k.geo
+		}
+		if vol != nil {
+			col = max(col, vol.scratchNeed())
+			part = max(part, vol.co*vol.ckk)
+			continue
 		}
 		if geo == nil {
 			continue

@@ -25,6 +25,24 @@ type convKernel struct {
 	wf, bf  []float32
 	foldVer int64
 	wt      []float32 // flipped weights for the input gradient (geo.flip)
+	vol     *volGeom  // a 3-D convolution (conv3d.go); geo is then its flat view
+}
+
+// fwd, bwdW and bwdD are the convolution's three products, 2-D or 3-D.
+func (k *convKernel) fwd(m *model, w, x, y []float32, n int) {
+	if k.vol != nil {
+		m.conv3Forward(k.vol, w, x, y, n, 0)
+		return
+	}
+	m.convForward(&k.geo, w, x, y, n)
+}
+
+func (k *convKernel) bwdW(m *model, dy, x, dw []float32, n int) {
+	if k.vol != nil {
+		m.conv3BackwardWeight(k.vol, dy, x, dw, n)
+		return
+	}
+	m.convBackwardWeight(&k.geo, dy, x, dw, n)
 }
 
 func (k *convKernel) spec() kspec {
@@ -62,7 +80,7 @@ func (k *convKernel) forward(e *env) {
 	if !e.train {
 		if k.fold != nil {
 			k.refold(e.m)
-			e.m.convForward(g, k.wf, x, out, n)
+			k.fwd(e.m, k.wf, x, out, n)
 			e.m.pool.forRange(g.co, 1, func(lo, hi int) {
 				for c := lo; c < hi; c++ {
 					affineAct(k.act, out[c*m:(c+1)*m], out[c*m:(c+1)*m], 1, k.bf[c])
@@ -70,7 +88,7 @@ func (k *convKernel) forward(e *env) {
 			})
 			return
 		}
-		e.m.convForward(g, k.w.data, x, out, n)
+		k.fwd(e.m, k.w.data, x, out, n)
 		e.m.pool.forRange(g.co, 1, func(lo, hi int) {
 			for c := lo; c < hi; c++ {
 				a, b := float32(1), k.bias(c)
@@ -86,7 +104,7 @@ func (k *convKernel) forward(e *env) {
 	if k.bn != nil {
 		y, stats := e.aux[0], e.aux[1]
 		bn := k.bn
-		e.m.convForward(g, k.w.data, x, y, n)
+		k.fwd(e.m, k.w.data, x, y, n)
 		e.m.pool.forRange(g.co, 1, func(lo, hi int) {
 			for c := lo; c < hi; c++ {
 				yc := y[c*m : (c+1)*m]
@@ -110,7 +128,7 @@ func (k *convKernel) forward(e *env) {
 	if k.act == actGELU {
 		z = e.aux[0]
 	}
-	e.m.convForward(g, k.w.data, x, z, n)
+	k.fwd(e.m, k.w.data, x, z, n)
 	e.m.pool.forRange(g.co, 1, func(lo, hi int) {
 		for c := lo; c < hi; c++ {
 			zc := z[c*m : (c+1)*m]
@@ -165,7 +183,7 @@ func (k *convKernel) backward(e *env) {
 			}
 		})
 	}
-	e.m.convBackwardWeight(g, dy, e.in[0], k.w.grad, n)
+	k.bwdW(e.m, dy, e.in[0], k.w.grad, n)
 	if e.din[0] != nil {
 		if g.flip != nil {
 			if k.wt == nil {
@@ -177,6 +195,10 @@ func (k *convKernel) backward(e *env) {
 				beta = 1
 			}
 			e.m.convForwardBeta(g.flip, k.wt, dy, e.din[0], n, beta)
+			return
+		}
+		if k.vol != nil {
+			e.m.conv3BackwardData(k.vol, k.w.data, dy, e.din[0], n, e.acc[0])
 			return
 		}
 		e.m.convBackwardData(g, k.w.data, dy, e.din[0], n, e.acc[0])
@@ -212,6 +234,7 @@ func (k *convKernel) refold(m *model) {
 type convTKernel struct {
 	eq   convGeom // the convolution from this op's output to its input
 	w, b *param
+	vol  *volGeom // eq of a 3-D transposed convolution; eq is then its flat view
 }
 
 func (k *convTKernel) spec() kspec {
@@ -224,7 +247,11 @@ func (k *convTKernel) forward(e *env) {
 	n := e.n
 	y := e.out
 	m := n * q.h * q.w
-	e.m.convBackwardData(q, k.w.data, e.in[0], y, n, false)
+	if k.vol != nil {
+		e.m.conv3BackwardData(k.vol, k.w.data, e.in[0], y, n, false)
+	} else {
+		e.m.convBackwardData(q, k.w.data, e.in[0], y, n, false)
+	}
 	if k.b != nil {
 		e.m.pool.forRange(q.ci, 1, func(lo, hi int) {
 			for c := lo; c < hi; c++ {
@@ -252,16 +279,22 @@ func (k *convTKernel) backward(e *env) {
 	}
 	// dW[in][out·k·k] += x · im2col(dY)ᵀ: eq's weight gradient with the
 	// input x in the role of eq's output gradient.
-	e.m.convBackwardWeight(q, e.in[0], dy, k.w.grad, n)
+	fwd := func(dst []float32) { e.m.convForward(q, k.w.data, dy, dst, n) }
+	if k.vol != nil {
+		e.m.conv3BackwardWeight(k.vol, e.in[0], dy, k.w.grad, n)
+		fwd = func(dst []float32) { e.m.conv3Forward(k.vol, k.w.data, dy, dst, n, 0) }
+	} else {
+		e.m.convBackwardWeight(q, e.in[0], dy, k.w.grad, n)
+	}
 	if e.din[0] != nil {
 		if e.acc[0] {
 			// eq's forward overwrites; add through a temporary.
 			t := e.tmp[0]
-			e.m.convForward(q, k.w.data, dy, t, n)
+			fwd(t)
 			sz := n * q.co * q.ho * q.wo
 			e.m.pool.forRange(sz, grain, func(lo, hi int) { addTo(e.din[0][lo:hi], t[lo:hi]) })
 			return
 		}
-		e.m.convForward(q, k.w.data, dy, e.din[0], n)
+		fwd(e.din[0])
 	}
 }

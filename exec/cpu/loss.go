@@ -95,6 +95,9 @@ func sampleName(b *data.Batch, i int) string {
 
 func outShape(l layout) []int {
 	if l.spatial {
+		if l.vol() {
+			return []int{l.c, l.d, l.h, l.w}
+		}
 		return []int{l.c, l.h, l.w}
 	}
 	return []int{l.c}

@@ -19,9 +19,15 @@ import (
 // copy of whole blocks. A vector [F] is stored NF, a row per sample.
 // Batches arrive and outputs leave NCHW; the input and output units
 // transpose.
+//
+// A volume [C, D, H, W] is spatial with d set: CNDHW, each channel's
+// block of a sample D·H·W positions, so everything that works per
+// channel block (batchnorm, activations, concat, add, gap, the losses)
+// runs on it unchanged. d is 0 for images and vectors.
 type layout struct {
 	spatial bool
 	c, h, w int
+	d       int
 }
 
 func layoutOf(shape []int64) (layout, bool) {
@@ -30,13 +36,19 @@ func layoutOf(shape []int64) (layout, bool) {
 		return layout{c: int(shape[0]), h: 1, w: 1}, shape[0] > 0
 	case 3:
 		return layout{spatial: true, c: int(shape[0]), h: int(shape[1]), w: int(shape[2])}, shape[0] > 0 && shape[1] > 0 && shape[2] > 0
+	case 4:
+		return layout{spatial: true, c: int(shape[0]), d: int(shape[1]), h: int(shape[2]), w: int(shape[3])},
+			shape[0] > 0 && shape[1] > 0 && shape[2] > 0 && shape[3] > 0
 	}
 	return layout{}, false
 }
 
 // size is the number of values per sample; s the positions per channel.
-func (l layout) size() int { return l.c * l.h * l.w }
-func (l layout) s() int    { return l.h * l.w }
+func (l layout) size() int { return l.c * l.s() }
+func (l layout) s() int    { return max(l.d, 1) * l.h * l.w }
+
+// vol says the layout is a volume [C, D, H, W].
+func (l layout) vol() bool { return l.d > 0 }
 
 // kernel computes one unit. forward reads e.in and writes e.out and e.aux;
 // backward reads e.dout (and may overwrite it), the kept tensors, and

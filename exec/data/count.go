@@ -52,6 +52,12 @@ func CountSamples(b *lang.Block, opts ...Option) (Count, error) {
 	case "geotiff":
 		n, err = countTiles(b, c)
 		exact = false
+	case "volume", "zarr":
+		var ds Dataset
+		if ds, err = Open(b, opts...); err == nil {
+			n = ds.Len()
+			ds.Close()
+		}
 	default:
 		return Count{}, fmt.Errorf("source %s: unknown kind %q", b.Name(), b.Label("kind"))
 	}

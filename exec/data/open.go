@@ -168,6 +168,10 @@ func Open(b *lang.Block, opts ...Option) (Dataset, error) {
 		ds, err = openGeoTIFF(b, c)
 	case "synthetic":
 		ds, err = openSynthetic(b, c)
+	case "volume":
+		ds, err = openVolumeSource(b, c)
+	case "zarr":
+		ds, err = openZarrSource(b, c)
 	default:
 		return nil, blockErr(b, "", fmt.Errorf("source %s: unknown kind %q", b.Name(), kind))
 	}

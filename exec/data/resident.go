@@ -32,7 +32,9 @@ type Resident struct {
 //     target (4 bytes per pixel) when there is one, and GDAL's block
 //     cache, which holds at most the raster's own bytes (every band's
 //     every block, read once each);
-//   - synthetic: the class centres, classes × inElems float32 values.
+//   - synthetic: the class centres, classes × inElems float32 values;
+//   - volume, zarr: the whole input array and target array as float32
+//     (a Zarr array's size from its .zarray; a TIFF stack's from GDAL).
 func ResidentBytes(b *lang.Block, inElems int64, opts ...Option) (Resident, error) {
 	if b == nil || b.Kind != "source" {
 		return Resident{}, fmt.Errorf("data: ResidentBytes needs a source block")
@@ -96,6 +98,8 @@ func ResidentBytes(b *lang.Block, inElems int64, opts ...Option) (Resident, erro
 		return Resident{Bytes: n * per, What: fmt.Sprintf("%d decoded images of %d bytes", n, per)}, nil
 	case "geotiff":
 		return rasterResident(b, c)
+	case "volume", "zarr":
+		return volumeResident(b, c)
 	case "synthetic":
 		classes := int64(1)
 		if v := b.Field("classes").First(); v != nil && v.Int > 0 {

@@ -52,11 +52,11 @@ const (
 
 // exampleBatch is the micro-batch each example trains with in the
 // comparison: the plan's for the small models, fewer samples for the
-// images at 224² and 256² and for DeepLabV3+ (PyTorch's CPU dilated convs
-// are slow).
+// images at 224² and 256², for DeepLabV3+ (PyTorch's CPU dilated convs
+// are slow) and the 3-D U-Net's volumes.
 func exampleBatch(name string, planned int) int {
 	switch name {
-	case "pills", "cells":
+	case "pills", "cells", "volume_unet":
 		return min(planned, 4)
 	case "deeplab_olinda":
 		return min(planned, 8)

@@ -107,6 +107,15 @@ def module_key(name):
 
 def make_module(n):
     op, a, ins = n["op"], n.get("args") or {}, n["in"]
+    vol = len(ins[0]) == 4 if ins else False  # [C, D, H, W]: the 3-D module
+    if op == "conv" and vol:
+        return nn.Conv3d(ins[0][0], a["out_channels"], a["kernel_size"], stride=a["stride"],
+                         padding=a["padding"], bias=a["bias"])
+    if op == "convtranspose" and vol:
+        return nn.ConvTranspose3d(ins[0][0], a["out_channels"], a["kernel_size"], stride=a["stride"],
+                                  padding=a["padding"], bias=a["bias"])
+    if op == "maxpool" and vol:
+        return nn.MaxPool3d(a["kernel_size"], stride=a["stride"], padding=a["padding"])
     if op == "conv":
         return nn.Conv2d(ins[0][0], a["out_channels"], a["kernel_size"], stride=a["stride"],
                          padding=a["padding"], dilation=a["dilation"], groups=a["groups"], bias=a["bias"])
@@ -124,7 +133,7 @@ def make_module(n):
                         a["terms"], a["rank"], a["bias"])
     if op == "batchnorm":
         shape = ins[0]
-        cls = nn.BatchNorm2d if len(shape) == 3 else nn.BatchNorm1d
+        cls = {4: nn.BatchNorm3d, 3: nn.BatchNorm2d}.get(len(shape), nn.BatchNorm1d)
         return cls(shape[0], eps=a["eps"], momentum=a["momentum"])
     if op == "layernorm":
         return nn.LayerNorm(ins[0][-1], eps=a["eps"])
@@ -392,13 +401,13 @@ def define_net():
             if op == "pixelshuffle":
                 return F.pixel_shuffle(xs[0], n["args"]["upscale_factor"])
             if op == "gap":
-                y = F.adaptive_avg_pool2d(xs[0], 1)
+                y = (F.adaptive_avg_pool3d if xs[0].dim() == 5 else F.adaptive_avg_pool2d)(xs[0], 1)
                 if not n["args"]["keepdims"]:
                     y = torch.flatten(y, 1)
                 return y
             if op == "upsample":
                 a = n["args"]
-                kw = {"align_corners": a["align_corners"]} if a["mode"] == "bilinear" else {}
+                kw = {"align_corners": a["align_corners"]} if a["mode"] in ("bilinear", "trilinear") else {}
                 return F.interpolate(xs[0], size=tuple(n["out"][1:]), mode=a["mode"], **kw)
             if op == "concat":
                 return torch.cat(xs, dim=1)

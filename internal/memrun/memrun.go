@@ -42,7 +42,7 @@ func (r Result) Error() float64 {
 // real data of root/data (Fashion-MNIST and the Landsat scene, which
 // make data fetches) and holds the fixtures of the others.
 func Prepare(root, dir string) error {
-	for _, need := range []string{"data/fashion-mnist/train-images-idx3-ubyte.gz", "data/L7_ETMs.tif", "data/olinda_dem_utm25s.tif"} {
+	for _, need := range []string{"data/fashion-mnist/train-images-idx3-ubyte.gz", "data/L7_ETMs.tif", "data/olinda_dem_utm25s.tif", "data/landsat_volume.zarr/.zgroup"} {
 		if _, err := os.Stat(filepath.Join(root, need)); err != nil {
 			return fmt.Errorf("%s is missing: make data fetches it", need)
 		}
@@ -51,7 +51,7 @@ func Prepare(root, dir string) error {
 	if err := os.MkdirAll(d, 0o755); err != nil {
 		return err
 	}
-	for _, real := range []string{"fashion-mnist", "L7_ETMs.tif", "olinda_dem_utm25s.tif"} {
+	for _, real := range []string{"fashion-mnist", "L7_ETMs.tif", "olinda_dem_utm25s.tif", "landsat_volume.zarr"} {
 		if err := os.Symlink(filepath.Join(root, "data", real), filepath.Join(d, real)); err != nil && !os.IsExist(err) {
 			return err
 		}
