@@ -82,7 +82,7 @@ func (pl *planner) planGAN(gan *lang.GAN) {
 	}
 	p.Fits = p.Memory.Total <= p.Memory.Budget
 	pl.decide("gan", fmt.Sprintf("discriminator %s", pg.Discriminator),
-		fmt.Sprintf("gan mode: %s generates and %s discriminates (%s, weight %g; l1 %g; the discriminator steps every batch, the generator every %d). The discriminator adds %s at batch %d: its parameters, gradients and optimizer state, and in the generator's update its activations and the gradient at its input beside the generator's kept activations.",
+		fmt.Sprintf("gan mode: %s generates and %s discriminates (%s, weight %g; l1 %g; the discriminator takes every optimizer step, the generator one in %d). The discriminator adds %s at batch %d: its parameters, gradients and optimizer state, and in the generator's update its activations and the gradient at its input beside the generator's kept activations.",
 			p.Model, pg.Discriminator, pg.Adversarial, pg.AdvWeight, pg.L1, pg.DSteps, FormatBytes(gm.Total), b))
 }
 
