@@ -53,10 +53,10 @@ type costModel struct {
 	workspace int64
 	// gan is the discriminator's share while the batch is chosen
 	// (gan_batch.go): total, maxBatch and actBudget count it.
-	gan ganShare
-	input     int64
-	eval      int64
-	static    staticMem
+	gan    ganShare
+	input  int64
+	eval   int64
+	static staticMem
 	// perNode is each node's a_i, for the layer table.
 	perNode []int64
 	// lossSaved is what the loss keeps per sample, part of the

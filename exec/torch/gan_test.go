@@ -121,4 +121,3 @@ func TestGANAgree(t *testing.T) {
 		})
 	}
 }
-
