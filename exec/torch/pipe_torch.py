@@ -405,6 +405,9 @@ def define_net():
                 return torch.cat(xs, dim=1)
             if op == "add":
                 y = xs[0]
+                s = (n.get("args") or {}).get("scale", 1)
+                if s != 1:
+                    y = y * s  # add's scale: a scaled residual
                 for t in xs[1:]:
                     y = y + t
                 return y
