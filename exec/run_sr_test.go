@@ -10,6 +10,7 @@ import (
 	"github.com/airbusgeo/godal"
 
 	"pipe/exec"
+	"pipe/exec/cpu"
 )
 
 const srSrc = `pipeline sr
@@ -82,5 +83,44 @@ func TestPredictSuperResolution(t *testing.T) {
 	d := findDiag(t, ds, exec.CodePredict)
 	if !strings.Contains(d.Detail, "grid 4 times finer") || !strings.Contains(d.Detail, "[K, 16, 16]") {
 		t.Errorf("the refusal says %q", d.Detail)
+	}
+}
+
+// TestPredictSuperResolutionValues: with a model that only repeats each
+// pixel 2×2 (upsample 2, on the native engine), the prediction's pixel
+// (2x+i, 2y+j) is the scene's pixel (x, y): predict reads the scene's
+// own pixels, not a coarser copy, and puts each window's output where
+// the window lies on the finer grid.
+func TestPredictSuperResolutionValues(t *testing.T) {
+	gt := [6]float64{290000, 30, 0, 9120000, 0, -30}
+	const w, h = 30, 26
+	band := func(b, x, y int) float64 { return float64(100*b + 7*x + 3*y) }
+	src := strings.Replace(strings.Replace(srSrc, "BODY", "upsample 2", 1), "  split      0.8 seed 1\n", "  split      0.8 seed 1\n  normalize  none\n", 1)
+	j := newJob(t, src)
+	writeTIFF(t, filepath.Join(j.dir, "scene.tif"), w, h, 3, gt, band)
+	_, ds := exec.Run(context.Background(), j.plan, j.prog, exec.Hooks{}, exec.WithBackend(cpu.Backend{}),
+		exec.WithBase(j.dir), exec.WithCheckpointDir(filepath.Join(j.dir, "ckpt")), exec.WithThreads(1), exec.WithMaxSteps(1))
+	if ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	out, err := godal.Open(filepath.Join(j.dir, "out", "sr.tif"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer out.Close()
+	buf := make([]float32, 3*4*w*h)
+	if err := out.Read(0, 0, buf, 2*w, 2*h, godal.BandInterleaved()); err != nil {
+		t.Fatal(err)
+	}
+	bad := 0
+	for b := range 3 {
+		for y := range 2 * h {
+			for x := range 2 * w {
+				if got, want := buf[(b*2*h+y)*2*w+x], float32(band(b, x/2, y/2)); math.Abs(float64(got-want)) > 1e-3 && bad < 5 {
+					t.Errorf("band %d, pixel (%d, %d): %v, want the scene's (%d, %d), %v", b+1, x, y, got, x/2, y/2, want)
+					bad++
+				}
+			}
+		}
 	}
 }
