@@ -1,6 +1,10 @@
 package exec
 
-import "pipe/exec/data"
+import (
+	"pipe/exec/data"
+	"pipe/planner/plan"
+	"pipe/stdlib"
+)
 
 // Adversarial is an optional interface of a Model that can be trained in
 // gan mode: its training step split at the output, so that a gradient
@@ -20,4 +24,28 @@ type Adversarial interface {
 	// respect to the model's input, for n samples, NCHW; the model must be
 	// built with Config.InputGrad.
 	InputGrad(n int, dst []float32) error
+	// HoldGrads(true) keeps the parameters' accumulated gradients as they
+	// are until HoldGrads(false): the backward passes between add nothing
+	// to them (a discriminator's pass that only the generator's gradient
+	// needs).
+	HoldGrads(hold bool)
+}
+
+// GANTrainer is an optional interface of a Model whose engine trains gan
+// mode itself (the torch worker holds both models and both optimizers):
+// AttachDiscriminator builds the discriminator d with cfg beside the
+// model, which from then on trains as ganModel does (the same losses,
+// order, update ratio and checkpoint layout, the discriminator's tensors
+// and counters under "discriminator."). dRatio is the discriminator's
+// learning rate over the generator's.
+type GANTrainer interface {
+	AttachDiscriminator(d *stdlib.Graph, cfg Config, set *plan.GAN, dRatio float64) error
+	GANPartser
+}
+
+// GANPartser is an optional interface of a gan mode Model: GANParts are
+// its last micro-batch's terms, when it has them (not with lagged
+// readback).
+type GANPartser interface {
+	GANParts() (GANParts, bool)
 }

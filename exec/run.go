@@ -263,6 +263,9 @@ type Result struct {
 	// (resumed steps included); EpochResults every completed epoch.
 	StepLosses   []float64
 	EpochResults []EpochResult
+	// GANParts are, in gan mode, the terms of each optimizer step of this
+	// invocation (its last micro-batch's) whose loss StepLosses holds.
+	GANParts []GANParts
 	// Final is the evaluation on the evaluate source (or the last
 	// validation); nil when there was nothing to evaluate on.
 	Final *Evaluation

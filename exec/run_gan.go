@@ -17,44 +17,58 @@ import (
 // and resumed as any other.
 const ganPrefix = "discriminator."
 
+// ganStepCounter counts a gan run's optimizer steps, for d_steps.
+const ganStepCounter = "gan.step"
+
 // ganModel trains a generator G and a discriminator D against each other
 // behind the Model interface, so the training loop, its checkpoints,
 // evaluation and prediction run unchanged: Eval, OutShape and predict are
-// G's. Each TrainStep (one micro-batch):
+// G's. Each TrainStep (one micro-batch, its loss scaled by scale):
 //
 //  1. G runs forward on the inputs x (training mode) to fake = G(x).
-//  2. D takes one optimizer step of its own on the adversarial loss of
-//     real (the targets, label 1) and fake (label 0), each half the loss;
-//     conditional, D reads x beside the image (concatenated along
-//     channels). Its learning rate is its optimizer's, scaled as the
-//     schedule scales the generator's at the last Step.
-//  3. On every d_steps-th micro-batch G accumulates the gradient of
-//     adversarial weight × the adversarial loss of D(fake) against label
-//     1 (the gradient reaches fake through D's input gradient; D's own
-//     gradients from it are dropped) plus l1 × the L1 distance to the
-//     targets; Step then steps G. On the other micro-batches G is not
-//     stepped.
+//  2. D accumulates the gradient of scale × its adversarial loss, half on
+//     real (the targets) and half on fake, from which no gradient flows
+//     back to G; conditional, D reads x beside the image (concatenated
+//     along channels).
+//  3. D runs on fake once more for G's adversarial term, with D's
+//     parameters' gradients held (they take nothing from it); on an
+//     optimizer step where G trains (every d_steps-th), G accumulates the
+//     gradient of scale × (adversarial weight × that term, through D's
+//     input gradient, plus l1 × the L1 distance to the targets).
 //
-// The loss it reports is G's L1 distance to the targets (mae, the
-// validation loss too), whichever model stepped.
+// Step steps D once, with the gradients of all the step's micro-batches
+// (its learning rate is its optimizer's, scaled as the schedule scales
+// the generator's), and G when it trained. D's updates never reach G's
+// gradient within a step, so accumulation over k micro-batches computes
+// what one batch k times as large would. The loss TrainStep returns is
+// G's objective: adversarial weight × the adversarial term plus l1 × the
+// L1 distance (the validation loss is the L1 distance alone).
 type ganModel struct {
 	g, d   Model
 	ga, da Adversarial
 	set    *plan.GAN
-	// dRatio is D's learning rate over G's as planned; lr the generator's
-	// learning rate of the last Step.
-	dRatio, lr float64
-	gIn        []int64 // G's input shape per sample
-	gOut, dIn  int     // values per sample of G's output and D's input
-	dOut       int
-	micro      int64 // micro-batches trained, for d_steps
-	gTrained   bool  // G has gradients to step this step
-	fake, dX   []float32
-	dGrad      []float32
-	ones, zero []float32
-	// DLoss and AdvLoss are the last micro-batch's discriminator loss and
-	// the generator's adversarial loss (for logs).
-	DLoss, AdvLoss float64
+	// dRatio is D's learning rate over G's as planned.
+	dRatio    float64
+	gIn       []int64 // G's input shape per sample
+	gOut, dIn int     // values per sample of G's output and D's input
+	dOut      int
+	steps     int64 // optimizer steps taken, for d_steps
+	gTrained  bool  // G has gradients to step this step
+	fake, dX  []float32
+	dGrad     []float32
+	z, dz     []float32
+	labels    []float32
+	// Parts are the last micro-batch's terms (for logs and the report).
+	Parts GANParts
+}
+
+// GANParts are a gan micro-batch's losses: the discriminator's (half on
+// the targets, half on the generator's output), the generator's
+// adversarial term and its L1 distance, unweighted.
+type GANParts struct {
+	D           float64 `json:"discriminator"`
+	Adversarial float64 `json:"adversarial"`
+	L1          float64 `json:"l1"`
 }
 
 // buildGAN builds the discriminator beside the generator g already built
@@ -72,21 +86,32 @@ func (r *runner) buildGAN(g Model) (Model, bool) {
 	if ds.HasErrors() || dg == nil {
 		return nil, false
 	}
+	cfg := r.cfg
+	// D's losses are computed here (advLoss) and handed to its backward
+	// pass as the gradient at its output; its own loss is scaled by 0.
+	cfg.Loss = Loss{Kind: "mse"}
+	cfg.Optimizer = ganOptimizer(set.Optimizer, prog.Block("train"))
+	cfg.Checkpoint, cfg.Fusion, cfg.Folds = nil, nil, nil
+	cfg.InputGrad = true
+	cfg.Seed = r.cfg.Seed + 1
+	var ratio float64
+	if p.Optimizer.LR > 0 {
+		ratio = set.Optimizer.LR / p.Optimizer.LR
+	}
+	if gt, ok := g.(GANTrainer); ok {
+		if err := gt.AttachDiscriminator(dg, cfg, set, ratio); err != nil {
+			r.errorf(rangeOf(lm.NameRange), CodeBuild, "the backend cannot build the discriminator", "%s backend: %v.", r.backend.Name(), err)
+			return nil, false
+		}
+		r.log.Info("discriminator built", "model", set.Discriminator, "parameters", set.Parameters, "adversarial", set.Adversarial)
+		return g, true
+	}
 	ga, ok := g.(Adversarial)
 	if !ok {
 		r.errorf(rangeOf(lm.NameRange), CodeBuild, "this engine cannot train gan mode",
 			"The %s engine does not train two models against each other yet; run it with --engine native.", r.backend.Name())
 		return nil, false
 	}
-	cfg := r.cfg
-	cfg.Loss = Loss{Kind: "bce"}
-	if set.Adversarial == "lsgan" {
-		cfg.Loss.Kind = "mse"
-	}
-	cfg.Optimizer = ganOptimizer(set.Optimizer, prog.Block("train"))
-	cfg.Checkpoint, cfg.Fusion, cfg.Folds = nil, nil, nil
-	cfg.InputGrad = true
-	cfg.Seed = r.cfg.Seed + 1
 	d, err := safeBuild(r.backend, dg, cfg)
 	if err != nil {
 		r.errorf(rangeOf(lm.NameRange), CodeBuild, "the backend cannot build the discriminator", "%s backend: %v.", r.backend.Name(), err)
@@ -99,11 +124,8 @@ func (r *runner) buildGAN(g Model) (Model, bool) {
 			"The %s engine does not train two models against each other yet; run it with --engine native.", r.backend.Name())
 		return nil, false
 	}
-	m := &ganModel{g: g, d: d, ga: ga, da: da, set: set, lr: p.Optimizer.LR, gIn: r.graph.Input,
-		gOut: int(numel(g.OutShape())), dIn: int(numel(dg.Input)), dOut: int(numel(dg.OutShape()))}
-	if p.Optimizer.LR > 0 {
-		m.dRatio = set.Optimizer.LR / p.Optimizer.LR
-	}
+	m := &ganModel{g: g, d: d, ga: ga, da: da, set: set, gIn: r.graph.Input,
+		gOut: int(numel(g.OutShape())), dIn: int(numel(dg.Input)), dOut: int(numel(dg.OutShape())), dRatio: ratio}
 	r.log.Info("discriminator built", "model", set.Discriminator, "parameters", set.Parameters, "adversarial", set.Adversarial)
 	return m, true
 }
@@ -158,18 +180,45 @@ func (m *ganModel) discInput(x, img []float32, n int) []float32 {
 	return m.dX
 }
 
-func (m *ganModel) labels(n int, v float32) []float32 {
-	buf := &m.zero
-	if v == 1 {
-		buf = &m.ones
+// dPass runs D on img (with x beside it when conditional) for n samples
+// and its backward pass from scale × the adversarial loss of role; with
+// inputGrad, D's parameters' gradients are held and the gradient at the
+// image is written to m.dGrad's first n × gOut values. It returns the
+// loss, unscaled.
+func (m *ganModel) dPass(x, img []float32, n int, role advRole, scale float64, inputGrad bool) (float64, error) {
+	in := m.discInput(x, img, n)
+	m.z, m.dz = grow(m.z, n*m.dOut), grow(m.dz, n*m.dOut)
+	if len(m.labels) < n*m.dOut {
+		m.labels = make([]float32, n*m.dOut)
 	}
-	if len(*buf) < n*m.dOut {
-		*buf = make([]float32, n*m.dOut)
-		for i := range *buf {
-			(*buf)[i] = v
+	if inputGrad {
+		m.da.HoldGrads(true)
+		defer m.da.HoldGrads(false)
+	}
+	if err := m.da.ForwardTrain(&data.Batch{N: n, X: in, Y: m.labels[:n*m.dOut]}, m.z); err != nil {
+		return 0, err
+	}
+	loss := advLoss(m.set.Adversarial, role, m.z, m.dz, scale)
+	if math.IsNaN(loss) || math.IsInf(loss, 0) {
+		return loss, &NonFiniteError{Loss: loss}
+	}
+	if _, err := m.da.BackwardTrain(0, m.dz); err != nil {
+		return 0, err
+	}
+	if !inputGrad {
+		return loss, nil
+	}
+	m.dGrad = grow(m.dGrad, n*m.dIn)
+	if err := m.da.InputGrad(n, m.dGrad); err != nil {
+		return 0, err
+	}
+	if m.set.Conditional {
+		xs := int(numel(m.gIn))
+		for i := 0; i < n; i++ {
+			copy(m.dGrad[i*m.gOut:(i+1)*m.gOut], m.dGrad[i*m.dIn+xs:(i+1)*m.dIn])
 		}
 	}
-	return (*buf)[:n*m.dOut]
+	return loss, nil
 }
 
 // TrainStep implements Model (see ganModel).
@@ -179,55 +228,33 @@ func (m *ganModel) TrainStep(b *data.Batch, scale float64) (float64, error) {
 	if err := m.ga.ForwardTrain(b, m.fake); err != nil {
 		return 0, err
 	}
-	// The discriminator's step: real against fake.
-	m.d.ZeroGrad()
-	lr, err := m.d.TrainStep(&data.Batch{N: n, X: m.discInput(b.X, b.Y, n), Y: m.labels(n, 1)}, 0.5)
+	lr, err := m.dPass(b.X, b.Y, n, advReal, 0.5*scale, false)
 	if err != nil {
 		return 0, fmt.Errorf("the discriminator on the targets: %w", err)
 	}
-	lf, err := m.d.TrainStep(&data.Batch{N: n, X: m.discInput(b.X, m.fake, n), Y: m.labels(n, 0)}, 0.5)
+	lf, err := m.dPass(b.X, m.fake, n, advFake, 0.5*scale, false)
 	if err != nil {
 		return 0, fmt.Errorf("the discriminator on the generator's output: %w", err)
 	}
-	m.DLoss = 0.5 * (lr + lf)
-	if err := m.d.Step(m.lr * m.dRatio); err != nil {
-		return 0, fmt.Errorf("the discriminator's step: %w", err)
-	}
-	m.micro++
-	if (m.micro-1)%max(m.set.DSteps, 1) != 0 {
-		return m.l1(b), nil
-	}
-	// The generator's gradient: through D to fake, plus the L1 term.
-	m.d.ZeroGrad()
-	adv, err := m.d.TrainStep(&data.Batch{N: n, X: m.discInput(b.X, m.fake, n), Y: m.labels(n, 1)}, 1)
+	adv, err := m.dPass(b.X, m.fake, n, advGen, m.set.AdvWeight*scale, true)
 	if err != nil {
 		return 0, fmt.Errorf("the discriminator on the generator's output: %w", err)
 	}
-	m.AdvLoss = adv
-	m.dGrad = grow(m.dGrad, n*m.dIn)
-	if err := m.da.InputGrad(n, m.dGrad); err != nil {
-		return 0, err
-	}
-	m.d.ZeroGrad()
-	dfake := m.dGrad
-	if m.set.Conditional {
-		xs := int(numel(m.gIn))
-		for i := 0; i < n; i++ {
-			copy(m.dGrad[i*m.gOut:(i+1)*m.gOut], m.dGrad[i*m.dIn+xs:(i+1)*m.dIn])
+	var l1 float64
+	if m.steps%max(m.set.DSteps, 1) == 0 {
+		if l1, err = m.ga.BackwardTrain(m.set.L1*scale, m.dGrad[:n*m.gOut]); err != nil {
+			return 0, err
 		}
-		dfake = m.dGrad[:n*m.gOut]
+		m.gTrained = true
+	} else {
+		l1 = m.l1(b)
 	}
-	w := float32(m.set.AdvWeight * scale)
-	for i := range dfake {
-		dfake[i] *= w
-	}
-	l1, err := m.ga.BackwardTrain(m.set.L1*scale, dfake)
-	if err != nil {
-		return 0, err
-	}
-	m.gTrained = true
-	return l1, nil
+	m.Parts = GANParts{D: 0.5 * (lr + lf), Adversarial: adv, L1: l1}
+	return m.set.AdvWeight*adv + m.set.L1*l1, nil
 }
+
+// GANParts implements GANPartser.
+func (m *ganModel) GANParts() (GANParts, bool) { return m.Parts, true }
 
 // l1 is the generator's L1 distance to the targets over the valid values.
 func (m *ganModel) l1(b *data.Batch) float64 {
@@ -245,9 +272,12 @@ func (m *ganModel) l1(b *data.Batch) float64 {
 	return s / k
 }
 
-// Step implements Model: G's step, when it has trained since the last.
+// Step implements Model: D's step, and G's when it trained.
 func (m *ganModel) Step(lr float64) error {
-	m.lr = lr
+	m.steps++
+	if err := m.d.Step(lr * m.dRatio); err != nil {
+		return fmt.Errorf("the discriminator's step: %w", err)
+	}
 	if !m.gTrained {
 		return nil
 	}
@@ -255,7 +285,12 @@ func (m *ganModel) Step(lr float64) error {
 	return m.g.Step(lr)
 }
 
-func (m *ganModel) ZeroGrad() { m.g.ZeroGrad() }
+// ZeroGrad implements Model: both models'.
+func (m *ganModel) ZeroGrad() {
+	m.g.ZeroGrad()
+	m.d.ZeroGrad()
+	m.gTrained = false
+}
 
 func (m *ganModel) ClipGradNorm(max float64) (float64, error) { return m.g.ClipGradNorm(max) }
 
@@ -266,7 +301,7 @@ func (m *ganModel) OutShape() []int64 { return m.g.OutShape() }
 func (m *ganModel) Precision() string { return m.g.Precision() }
 
 // State implements Model: G's tensors and counters, then D's under
-// ganPrefix, and the count of micro-batches for d_steps.
+// ganPrefix, and the count of optimizer steps for d_steps.
 func (m *ganModel) State() State {
 	s := m.g.State()
 	d := m.d.State()
@@ -280,7 +315,7 @@ func (m *ganModel) State() State {
 	for k, v := range d.Counters {
 		s.Counters[ganPrefix+k] = v
 	}
-	s.Counters["gan.micro_step"] = m.micro
+	s.Counters[ganStepCounter] = m.steps
 	return s
 }
 
@@ -299,11 +334,11 @@ func (m *ganModel) SetState(s State) error {
 	if len(d.Tensors) == 0 {
 		return fmt.Errorf("the state holds no discriminator (no %s tensors): it was not written by a gan run", ganPrefix)
 	}
-	micro, ok := s.Counters["gan.micro_step"]
+	steps, ok := s.Counters[ganStepCounter]
 	for k, v := range s.Counters {
 		if name, ok := strings.CutPrefix(k, ganPrefix); ok {
 			d.Counters[name] = v
-		} else if k != "gan.micro_step" {
+		} else if k != ganStepCounter {
 			g.Counters[k] = v
 		}
 	}
@@ -314,7 +349,7 @@ func (m *ganModel) SetState(s State) error {
 		return fmt.Errorf("the discriminator: %w", err)
 	}
 	if ok {
-		m.micro = micro
+		m.steps = steps
 	}
 	return nil
 }

@@ -26,7 +26,11 @@ import (
 //     [K, h, w] for an [C, h, w] input; K is the number of bands written.
 //     A regression the run standardised is written in the target's units
 //     (run_target.go), and pixels where the scene has no data are
-//     nodata (NaN) in every band.
+//     nodata (NaN) in every band. A super-resolution source (downsample
+//     f, data.SuperResolution) trained the model on inputs f times
+//     coarser than the scene: predict feeds it the scene's own pixels and
+//     writes its [K, f·h, f·w] outputs on a grid f times finer
+//     (GeoGrid.Finer: the pixel size divided by f).
 //   - a volume or zarr source is cut the same way into windows the size
 //     of the model's input [C, d, h, w] along all three axes
 //     (data.Windows3), blended (data.NewBlender3), and written as a Zarr
@@ -116,15 +120,31 @@ func (r *runner) predictRaster(ctx context.Context, raster data.Raster, src *lan
 	if xs := raster.XShape(); xs[0] != in[0] {
 		return nil, fmt.Errorf("source %s has %d bands but model %s takes %d channels", src.Name(), xs[0], r.lmodel.Name, in[0])
 	}
-	if len(out) != 3 || out[1] != in[1] || out[2] != in[2] {
+	// A super-resolution source (downsample f) trained the model on
+	// inputs f times coarser than the scene: predict feeds it the scene
+	// itself and writes its output on a grid f times finer.
+	f := 1
+	if sr, ok := raster.(data.SuperResolution); ok {
+		f = sr.Factor()
+	}
+	if len(out) != 3 || out[1] != in[1]*int64(f) || out[2] != in[2]*int64(f) {
+		if f > 1 {
+			return nil, fmt.Errorf("source %s downsamples by %d, so predict writes the model's output on a grid %d times finer than the scene's, which needs an output [K, %d, %d] for an input [C, %d, %d]; model %s outputs %s",
+				src.Name(), f, f, in[1]*int64(f), in[2]*int64(f), in[1], in[2], r.lmodel.Name, shapeString(out))
+		}
 		return nil, fmt.Errorf("a prediction on a raster needs an output per pixel, [K, %d, %d]; model %s outputs %s", in[1], in[2], r.lmodel.Name, shapeString(out))
 	}
 	grid := raster.Grid()
 	tile := int(in[1])
 	wins := data.Windows(grid.Width, grid.Height, tile, int(math.Round(overlap*float64(tile))))
 	ws := data.WindowSet(raster, wins)
+	fine := grid
+	if f > 1 {
+		ws = data.InputWindowSet(raster, wins)
+		fine = grid.Finer(f)
+	}
 	bands := int(out[0])
-	blend := data.NewBlender(grid.Width, grid.Height, bands)
+	blend := data.NewBlender(fine.Width, fine.Height, bands)
 	o := int(numel(out))
 	buf := make([]float32, batch*o)
 	loader := data.NewLoader(ws, data.LoaderOptions{BatchSize: batch, Workers: r.p.Loader.Workers, Prefetch: r.p.Loader.Prefetch})
@@ -145,7 +165,9 @@ func (r *runner) predictRaster(ctx context.Context, raster data.Raster, src *lan
 			return nil, err
 		}
 		for j := range b.N {
-			if err := blend.Add(wins[b.Indices[j]], buf[j*o:(j+1)*o]); err != nil {
+			w := wins[b.Indices[j]]
+			w = data.Window{X: w.X * f, Y: w.Y * f, W: w.W * f, H: w.H * f}
+			if err := blend.Add(w, buf[j*o:(j+1)*o]); err != nil {
 				it.Release(b)
 				return nil, err
 			}
@@ -156,16 +178,16 @@ func (r *runner) predictRaster(ctx context.Context, raster data.Raster, src *lan
 	if s := r.data.scaling; s != nil {
 		s.restore(pred, 1, len(pred)) // back to the target's units
 	}
-	plane := grid.Width * grid.Height
+	plane := fine.Width * fine.Height
 	nan := float32(math.NaN())
 	for p := range plane {
-		if !raster.Valid(p%grid.Width, p/grid.Width) {
+		if !raster.Valid(p%fine.Width/f, p/fine.Width/f) {
 			for k := range bands {
 				pred[k*plane+p] = nan
 			}
 		}
 	}
-	if err := data.WritePrediction(path, grid, bands, pred); err != nil {
+	if err := data.WritePrediction(path, fine, bands, pred); err != nil {
 		return nil, err
 	}
 	return &Prediction{Source: src.Name(), Path: path, Format: "geotiff", Samples: len(wins)}, nil

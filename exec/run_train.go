@@ -355,6 +355,11 @@ func (t *trainer) finish(res []StepResult) error {
 			r.pos.LossSamples += gs
 		}
 		r.res.StepLosses = append(r.res.StepLosses, loss)
+		if gp, ok := r.model.(GANPartser); ok {
+			if parts, ok := gp.GANParts(); ok {
+				r.res.GANParts = append(r.res.GANParts, parts)
+			}
+		}
 		t.watchDivergence(loss, ps.step)
 		if r.hooks.Step != nil {
 			left := r.stopAt - ps.step

@@ -15,7 +15,7 @@ type GAN struct {
 	// Conditional: the discriminator reads the generator's input
 	// concatenated with the image along channels (Pix2Pix).
 	Conditional bool
-	// Adversarial is "bce" or "lsgan"; AdvWeight its weight in the
+	// Adversarial is "bce", "lsgan" or "hinge"; AdvWeight its weight in the
 	// generator's loss, L1 the weight of the L1 term.
 	Adversarial string
 	AdvWeight   float64
@@ -109,7 +109,7 @@ func (c *checker) gan(p *Program, train *Block) {
 	}
 	if f := train.Field("loss"); f != nil {
 		c.errorf(f.NameRange, "gan-loss", "loss is not read in gan mode",
-			"In gan mode the generator minimises the adversarial term plus the l1 term, and the discriminator the adversarial loss. Remove loss; set adversarial bce|lsgan and l1 WEIGHT.")
+			"In gan mode the generator minimises the adversarial term plus the l1 term, and the discriminator the adversarial loss. Remove loss; set adversarial bce|lsgan|hinge and l1 WEIGHT.")
 	}
 	if f := train.Field("model"); f != nil {
 		c.errorf(f.NameRange, "gan-model", "gan mode trains a generator",

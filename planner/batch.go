@@ -433,7 +433,7 @@ func (pl *planner) noFit(s batchSpec, b, bNo, bCk, base, minPk, extra, budget in
 		if pl.plan.Memory.Reserve > 0 {
 			detail += " and " + FormatBytes(pl.plan.Memory.Reserve) + " kept for the system"
 		}
-		detail += "). Use a device with more memory (pipe devices lists them), a smaller model, or a smaller input."
+		detail += ")." + pl.ganNoFit(1) + " Use a device with more memory (pipe devices lists them), a smaller model, or a smaller input."
 		if static > budget {
 			detail += fmt.Sprintf(" The %s parameters alone take %s before any activation.", FormatCount(m.params), FormatBytes(static))
 		}
@@ -454,6 +454,7 @@ func (pl *planner) noFit(s batchSpec, b, bNo, bCk, base, minPk, extra, budget in
 	detail := fmt.Sprintf("Batch %d needs %s (%s per sample on top of %s of parameters and optimizer state); the budget on %s is %s. %s",
 		b, FormatBytes(need), FormatBytes(m.perSample(base, extra)), FormatBytes(static), pl.dev.Name, FormatBytes(budget),
 		strings.ToUpper(pl.fitSummary(bNo, bCk, mode)[:1])+pl.fitSummary(bNo, bCk, mode)[1:]+".")
+	detail += pl.ganNoFit(b)
 	if mode == "none" && bCk > bNo {
 		detail += fmt.Sprintf(" With checkpoint auto, %d would fit.", bCk)
 	}

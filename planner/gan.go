@@ -5,7 +5,6 @@ import (
 
 	"pipe/lang"
 	"pipe/planner/plan"
-	"pipe/stdlib"
 )
 
 // ganLoss is the discriminator's loss as the executors compute it: bce on
@@ -22,40 +21,20 @@ func ganLoss(adversarial string) string {
 // what is counted when).
 func (pl *planner) planGAN(gan *lang.GAN) {
 	p := pl.plan
-	g, ds := stdlib.BuildGraph(gan.Discriminator)
-	pl.diags = append(pl.diags, ds...)
-	if ds.HasErrors() || g == nil || len(g.Nodes) == 0 {
+	d := pl.ganCost(gan)
+	if d == nil {
 		return
 	}
+	g, m, opt := d.g, d.m, d.opt
 	pg := &plan.GAN{Discriminator: gan.Discriminator.Name, Conditional: gan.Conditional, Adversarial: gan.Adversarial,
 		AdvWeight: gan.AdvWeight, L1: gan.L1, DSteps: int64(gan.DSteps), Parameters: g.Params(), FLOPsPerSample: g.FLOPs(),
 		Layers: []plan.Layer{}}
-	opt := pl.optimizer()
-	if f := gan.DOptimizer; f != nil {
-		opt = optimizerOfField(f)
-	}
 	opt.LRScale, opt.ReferenceBatch, opt.WarmupEpochs = p.Optimizer.LRScale, p.Optimizer.ReferenceBatch, p.Optimizer.WarmupEpochs
 	opt.LR = opt.LRWritten * opt.LRScale
 	pg.Optimizer = opt
 	b := p.BatchSize
-	loss := ganLoss(gan.Adversarial)
-	var m *costModel
-	if pl.native() {
-		m = newCPUCostModel(g, nil, loss, int64(opt.StateBuffers), pl.dev.Cores)
-	} else {
-		m = newCostModel(g, pl.dev.Kind, p.Precision, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()), loss)
-	}
-	m.ch.ctx = pl.cfg.ctx
-	var mem plan.Memory
-	m.memory(&mem, b, m.baseline, 0, nil)
+	pg.Memory = pl.ganMemory(d, b)
 	gm := &pg.Memory
-	gm.Parameters, gm.Gradients, gm.Optimizer = add(mem.Parameters, mem.Master), mem.Gradients, mem.Optimizer
-	gm.Activations, gm.ActivationGradients = mem.Activations, mem.ActivationGradients
-	gm.Workspace, gm.Input = mem.Workspace, mem.Input
-	in := mul(mul(numel(g.Input), 4), b)
-	gm.Fake = mul(mul(numel(pl.graph.OutShape()), 4), b)
-	gm.InputGradient = in
-	gm.Total = sum(gm.Parameters, gm.Gradients, gm.Optimizer, gm.Activations, gm.ActivationGradients, gm.Workspace, gm.Input, gm.Fake, gm.InputGradient)
 	for _, nd := range g.Nodes {
 		l := plan.Layer{Name: nd.Name, Op: nd.Op, Layer: nd.Layer, Out: nd.Out, Params: nd.Params, FLOPs: nd.FLOPs,
 			ActivationBytes: mul(m.perNode[nd.ID], b), Line: nd.Range.Start.Line}
@@ -82,7 +61,7 @@ func (pl *planner) planGAN(gan *lang.GAN) {
 	}
 	p.Fits = p.Memory.Total <= p.Memory.Budget
 	pl.decide("gan", fmt.Sprintf("discriminator %s", pg.Discriminator),
-		fmt.Sprintf("gan mode: %s generates and %s discriminates (%s, weight %g; l1 %g; the discriminator steps every batch, the generator every %d). The discriminator adds %s at batch %d: its parameters, gradients and optimizer state, and in the generator's update its activations and the gradient at its input beside the generator's kept activations.",
+		fmt.Sprintf("gan mode: %s generates and %s discriminates (%s, weight %g; l1 %g; the discriminator takes every optimizer step, the generator one in %d). The discriminator adds %s at batch %d: its parameters, gradients and optimizer state, and in the generator's update its activations and the gradient at its input beside the generator's kept activations.",
 			p.Model, pg.Discriminator, pg.Adversarial, pg.AdvWeight, pg.L1, pg.DSteps, FormatBytes(gm.Total), b))
 }
 
@@ -108,16 +87,29 @@ func optimizerOfField(f *lang.Field) plan.Optimizer {
 	return o
 }
 
-// ganFits says, in the batch and checkpoint decisions, which sized the
-// generator alone, when the discriminator makes the plan not fit.
+// ganDecisions says in the batch decision that the discriminator's share
+// was counted.
+func (pl *planner) ganDecisions(b int64) {
+	p, s := pl.plan, pl.cost.gan
+	for i := range p.Decisions {
+		if d := &p.Decisions[i]; d.What == "batch" {
+			d.Reason += fmt.Sprintf(" Gan mode: the discriminator %s is counted beside the generator, %s at batch %d (%s of parameters, gradients and optimizer state, %s a sample).",
+				pl.prog.GAN().Discriminator.Name, FormatBytes(s.at(b)), b, FormatBytes(s.fixed), FormatBytes(s.per))
+		}
+	}
+}
+
+// ganFits says, in the batch decision, when the discriminator planned at
+// the batch chosen makes the plan not fit after all (its share in the
+// batch solve is a line through batches 1 and 2).
 func (pl *planner) ganFits() {
 	p := pl.plan
 	if p == nil || p.GAN == nil || p.Fits {
 		return
 	}
 	for i := range p.Decisions {
-		if d := &p.Decisions[i]; d.What == "batch" || d.What == "checkpoint" {
-			d.Reason += fmt.Sprintf(" That is the generator alone: with the discriminator's %s the plan does not fit; lower the batch.", FormatBytes(p.GAN.Memory.Total))
+		if d := &p.Decisions[i]; d.What == "batch" {
+			d.Reason += fmt.Sprintf(" With the discriminator's %s at this batch the plan does not fit; lower the batch.", FormatBytes(p.GAN.Memory.Total))
 		}
 	}
 }

@@ -1,6 +1,10 @@
 package planner
 
-import "testing"
+import (
+	"fmt"
+	"strings"
+	"testing"
+)
 
 const ganSrc = `pipeline t
 source s synthetic { samples 32  shape [3, 16, 16] }
@@ -35,5 +39,59 @@ func TestGANPlansBothModels(t *testing.T) {
 	}
 	if got := p.Memory.Total - q.Memory.Total; got != m.Total {
 		t.Errorf("the gan plan's total is %d more than the generator's alone, the discriminator's is %d", got, m.Total)
+	}
+}
+
+// ganBatchSrc has a discriminator far larger than its generator, on a
+// device of DEV: batch BATCH.
+const ganBatchSrc = `pipeline t
+device tiny { KIND  bandwidth 500GB/s  fp32 10TFLOPS }
+device tiny
+source s synthetic { samples 100000  shape [3, 64, 64] }
+model g { input [3, 64, 64]  conv 3 k3 pad1 }
+model d { input [3, 64, 64]  conv 64 k3 pad1 -> leakyrelu 0.2 -> conv 64 k3 pad1 -> leakyrelu 0.2 -> conv 1 k3 pad1 }
+train { epochs 1  batch BATCH  checkpoint none  MODE }
+`
+
+// TestGANBatchCountsTheDiscriminator: an auto batch in gan mode is sized
+// with the discriminator's memory beside the generator's, so the plan
+// fits and one sample more would not, where the generator alone would
+// take a larger batch; a batch that does not fit says the
+// discriminator's share. On the CPU's and a GPU's cost models.
+func TestGANBatchCountsTheDiscriminator(t *testing.T) {
+	for _, kind := range []string{"kind cpu  memory 2GiB ", "memory 256MiB "} {
+		t.Run("device "+kind, func(t *testing.T) {
+			src := func(batch, mode string) string {
+				return strings.NewReplacer("KIND ", kind, "BATCH", batch, "MODE", mode).Replace(ganBatchSrc)
+			}
+			gan := "mode gan  discriminator d  adversarial bce"
+			p, ds := planSrc(t, src("auto(max 100000)", gan))
+			if ds.HasErrors() || p == nil {
+				t.Fatal(ds)
+			}
+			if !p.Fits || p.Memory.Total > p.Memory.Budget || p.GAN == nil {
+				t.Fatalf("batch %d: %d planned for a budget of %d", p.BatchSize, p.Memory.Total, p.Memory.Budget)
+			}
+			alone, ds := planSrc(t, src("auto(max 100000)", "model g  loss mae"))
+			if ds.HasErrors() {
+				t.Fatal(ds)
+			}
+			if 2*p.BatchSize > alone.BatchSize {
+				t.Errorf("batch %d with the discriminator, %d for the generator alone", p.BatchSize, alone.BatchSize)
+			}
+			t.Logf("batch %d with the discriminator (total %d of %d), %d alone", p.BatchSize, p.Memory.Total, p.Memory.Budget, alone.BatchSize)
+			next := fmt.Sprint(p.BatchSize + 1)
+			q, ds := planSrc(t, src(next, gan))
+			if q == nil || q.Fits {
+				t.Fatalf("batch %s fits as well", next)
+			}
+			var found bool
+			for _, d := range ds {
+				found = found || (d.Code == CodeNoFit && strings.Contains(d.Detail, "the discriminator d takes"))
+			}
+			if !found {
+				t.Errorf("no diagnostic names the discriminator's share: %v", ds)
+			}
+		})
 	}
 }

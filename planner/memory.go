@@ -51,9 +51,12 @@ type costModel struct {
 	// workspace, input and eval are per sample; static does not grow with
 	// the batch.
 	workspace int64
-	input     int64
-	eval      int64
-	static    staticMem
+	// gan is the discriminator's share while the batch is chosen
+	// (gan_batch.go): total, maxBatch and actBudget count it.
+	gan    ganShare
+	input  int64
+	eval   int64
+	static staticMem
 	// perNode is each node's a_i, for the layer table.
 	perNode []int64
 	// lossSaved is what the loss keeps per sample, part of the
@@ -282,9 +285,9 @@ func (m *costModel) perSample(act, extra int64) int64 {
 	return sum(act, m.workspace, m.input, m.eval, extra)
 }
 
-// total is the step's memory at batch b: on the CPU the whole process's,
+// modelTotal is the step's memory at batch b: on the CPU the whole process's,
 // the garbage collector's headroom included.
-func (m *costModel) total(b, act, extra int64) int64 {
+func (m *costModel) modelTotal(b, act, extra int64) int64 {
 	if m.gpu != nil {
 		return m.gpu.total(m, b, act)
 	}
@@ -313,9 +316,9 @@ func (m *costModel) heapRoom(budget int64) int64 {
 	return room - m.static.heap()
 }
 
-// maxBatch is the largest batch whose total fits budget at the given
+// modelMaxBatch is the largest batch whose total fits budget at the given
 // activations per sample, 0 when not even one sample fits.
-func (m *costModel) maxBatch(budget, act, extra int64) int64 {
+func (m *costModel) modelMaxBatch(budget, act, extra int64) int64 {
 	if m.gpu != nil {
 		return m.gpu.maxBatch(m, budget, act)
 	}
@@ -333,9 +336,9 @@ func (m *costModel) maxBatch(budget, act, extra int64) int64 {
 	return room / ps
 }
 
-// actBudget is the activation budget per sample at batch b: what is left
+// modelActBudget is the activation budget per sample at batch b: what is left
 // of budget once everything else is paid for.
-func (m *costModel) actBudget(budget, b, extra int64) int64 {
+func (m *costModel) modelActBudget(budget, b, extra int64) int64 {
 	if m.gpu != nil {
 		return m.gpu.actBudget(m, budget, b)
 	}

@@ -20,6 +20,17 @@ type config struct {
 	ctx          context.Context
 	data         func(inElems int64) (int64, string)
 	predict      func(outChannels int64) (int64, string)
+	// predictW and predictH are the scene predict reads (a geotiff
+	// source), 0 when unknown.
+	predictW, predictH int64
+}
+
+// WithPredictRaster gives the size in pixels of the scene a geotiff
+// predict reads: the native engine counts the output it blends and
+// writes (process.go), on a grid as many times finer as the model's
+// output is larger than its input (super-resolution).
+func WithPredictRaster(width, height int64) Option {
+	return func(c *config) { c.predictW, c.predictH = width, height }
 }
 
 // WithDevice plans for the named device instead of the file's device

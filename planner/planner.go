@@ -81,6 +81,8 @@ func (pl *planner) runUntilStopped() (err error) {
 }
 
 type planner struct {
+	// ganD is a gan plan's discriminator (gan_batch.go).
+	ganD  *ganModel
 	prog  *lang.Program
 	cfg   config
 	host  HostInfo
@@ -461,7 +463,14 @@ func (pl *planner) sizeAll(prec plan.Precision, opt plan.Optimizer) {
 	if pl.native() {
 		extra = mul(pl.loaderBatches(ld, true), ld.SampleBytes)
 	}
+	// In gan mode the discriminator's memory is counted as the batch is
+	// chosen, then planned at that batch by planGAN.
+	m.gan = pl.ganShareOf()
 	bc := pl.chooseBatch(budget, extra, prec)
+	if m.gan != (ganShare{}) {
+		pl.ganDecisions(bc.batch)
+	}
+	m.gan = ganShare{}
 	b := bc.batch
 	if b < 1 {
 		b = 1

@@ -178,6 +178,11 @@ func (pl *planner) processTerms() {
 			reasons = append(reasons, fmt.Sprintf("evaluation's folded conv weights %s, counted in evaluation", FormatBytes(folds)))
 		}
 	}
+	if heap, gdal := pl.predictRaster(); heap > 0 {
+		m.static.fixed = add(m.static.fixed, heap)
+		m.static.runtime = add(m.static.runtime, gdal)
+		reasons = append(reasons, fmt.Sprintf("predict's raster %s: its blended output and weights, and %s outside the Go heap for GDAL's copy as it writes it", FormatBytes(heap), FormatBytes(gdal)))
+	}
 	if pl.savesCheckpoints() {
 		m.static.checkpoint = add(m.static.parameters, m.static.optimizer)
 		reasons = append(reasons, fmt.Sprintf("checkpoint copy %s: the state a checkpoint is written from", FormatBytes(m.static.checkpoint)))
@@ -185,6 +190,27 @@ func (pl *planner) processTerms() {
 	m.gcDiv = GCHeadroomDiv
 	reasons = append(reasons, fmt.Sprintf("the Go runtime's soft memory limit is the total less the runtime, leaving the collector 1/%d of the heap for garbage", GCHeadroomDiv))
 	pl.processNote = strings.Join(reasons, "; ") + "."
+}
+
+// predictRaster is what a geotiff predict holds while it writes, on
+// its output grid (the scene's, or as many times finer as the model's
+// [K, h', w'] output is larger than its [C, h, w] input), float32: in
+// the Go heap the blender's sums, which become the result (K bands), and
+// its weights (one); outside it GDAL's block cache's copy of the result
+// as it is written (K bands). 0 without a geotiff predict of known size.
+func (pl *planner) predictRaster() (heap, gdal int64) {
+	w, h := pl.cfg.predictW, pl.cfg.predictH
+	g := pl.graph
+	if w <= 0 || h <= 0 || pl.prog.Block("predict") == nil || g == nil {
+		return 0, 0
+	}
+	in, out := g.Input, g.OutShape()
+	if len(in) != 3 || len(out) != 3 || in[1] <= 0 || in[2] <= 0 {
+		return 0, 0
+	}
+	fy, fx := max(out[1]/in[1], 1), max(out[2]/in[2], 1)
+	plane := mul(mul(4, mul(w, fx)), mul(h, fy))
+	return mul(add(out[0], 1), plane), mul(out[0], plane)
 }
 
 // savesCheckpoints says whether a run writes checkpoint files (train's

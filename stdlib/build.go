@@ -387,7 +387,13 @@ func (b *builder) join(c *lang.LayerCall, op string, x int) int {
 		what = "the branch (" + t.String() + ")"
 	}
 	if op == "add" {
-		return b.add(name, []int{x, y}, []string{"the flow", what})
+		id := b.add(name, []int{x, y}, []string{"the flow", what})
+		if s := argFloat(c, "scale", 1); id >= 0 && s != 1 {
+			n := b.g.Nodes[id]
+			n.Args.FlowScale = s
+			n.FLOPs += numel(n.Out) // the product
+		}
+		return id
 	}
 	return b.concat(name, []int{x, y}, []string{"the flow", what})
 }

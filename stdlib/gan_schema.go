@@ -3,7 +3,7 @@ package stdlib
 import "pipe/lang"
 
 // Adversarial losses a gan-mode train block offers.
-var adversarials = []string{"bce", "lsgan"}
+var adversarials = []string{"bce", "lsgan", "hinge"}
 
 // ganTrainFields are train's fields for two models trained against each
 // other: the generator (train's model, its optimizer and schedule) and the
@@ -24,14 +24,14 @@ func ganTrainFields() []*lang.FieldSpec {
 			arg("discriminator", lang.TName, "A model's name.", positional, required),
 			arg("conditional", lang.TBool, "The discriminator sees the input beside the image (concatenated along channels), as in Pix2Pix.", def("false"))),
 		field("d_optimizer", "gan mode: the discriminator's optimizer; optimizer's settings when left out.", dopt...),
-		field("adversarial", "gan mode: the adversarial loss: bce (the original GAN's, on logits) or lsgan (least squares).",
-			arg("adversarial", lang.TEnum, "bce | lsgan.", positional, required, enum(adversarials...), def("bce")),
+		field("adversarial", "gan mode: the adversarial loss on the discriminator's logits z, each the mean over every value: bce (the original GAN's: the discriminator minimises softplus(-z) on targets and softplus(z) on the generator's outputs, the generator softplus(-z)), lsgan (least squares: (z-1)² and z², the generator (z-1)²) or hinge (relu(1-z) and relu(1+z), the generator -z). The discriminator's loss is half on each.",
+			arg("adversarial", lang.TEnum, "bce | lsgan | hinge.", positional, required, enum(adversarials...), def("bce")),
 			arg("weight", lang.TFloat, "The adversarial term's weight in the generator's loss, at least 0.", atLeast(0), def("1"))),
 		field("l1", "gan mode: the weight of the L1 distance between the generator's output and the target in the generator's loss (Pix2Pix uses 100).",
 			arg("l1", lang.TFloat, "At least 0.", positional, required, atLeast(0), def("0"))),
 		field("perceptual", "gan mode: a perceptual (VGG feature) term. Refused: it needs a network pretrained on ImageNet, which pipe does not download; use l1.",
 			arg("perceptual", lang.TFloat, "Its weight.", positional, required, atLeast(0))),
-		field("d_steps", "gan mode: the update ratio. The discriminator steps on every batch, the generator on every d_steps-th.",
+		field("d_steps", "gan mode: the update ratio. The discriminator takes every optimizer step (with accumulation, from the gradients of all its micro-batches), the generator every d_steps-th.",
 			arg("d_steps", lang.TInt, "At least 1.", positional, required, atLeast(1), def("1"))),
 	}
 }

@@ -102,6 +102,9 @@ type OpArgs struct {
 	Scale int64
 	// Slope is leakyrelu's slope below zero.
 	Slope float64
+	// FlowScale is add's factor on the flow, the first input (0: 1):
+	// FlowScale × flow + the rest (a scaled residual).
+	FlowScale float64
 	// Affine gives instancenorm a learned scale and shift.
 	Affine bool
 	// Mode is upsample's interpolation: "nearest" or "bilinear".

@@ -66,7 +66,7 @@ var opInfos = []*OpInfo{
 	{"upsample", "Resize of H and W (Scale, Mode, AlignCorners); of D, H and W on a volume (upsample3d: nearest or trilinear).", "[C, H, W] to [C, Scale·H, Scale·W] or Out; [C, D, H, W] to [C, Scale·D, Scale·H, Scale·W]",
 		"nothing (backward needs only the sizes)"},
 	{"concat", "Joins its inputs along axis 0.", "[C1, ...] and [C2, ...] to [C1+C2, ...]", "nothing"},
-	{"add", "Elementwise sum of its inputs.", "equal shapes, unchanged", "nothing"},
+	{"add", "Elementwise sum of its inputs, the first scaled by add's scale when it is written.", "equal shapes, unchanged", "nothing"},
 	{"tokens", "Turns a feature map into a sequence of tokens.", "[C, H, W] to [H·W, C]", "nothing"},
 	{"class_token", "Prepends a learned token.", "[T, D] to [T+1, D]", "nothing"},
 	{"pos_embed", "Adds a learned position embedding.", "unchanged", "nothing"},

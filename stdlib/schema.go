@@ -154,7 +154,7 @@ func requiredField(name, doc string, args ...*lang.ArgSpec) *lang.FieldSpec {
 var (
 	precisions = []string{"fp32", "tf32", "fp16", "bf16"}
 	augments   = []string{"flip_h", "flip_v", "rot90", "crop"}
-	metrics    = []string{"accuracy", "miou", "mae", "rmse", "f1"}
+	metrics    = []string{"accuracy", "miou", "mae", "rmse", "psnr", "f1"}
 	losses     = []string{"cross_entropy", "bce", "mse", "dice", "mae"}
 	optimizers = []string{"sgd", "adam", "adamw"}
 	schedules  = []string{"constant", "cosine", "step", "linear"}
@@ -307,7 +307,7 @@ func trainFields() []*lang.FieldSpec {
 		field("loss", "The loss minimised; chosen from the data when left out.",
 			arg("loss", lang.TEnum, "cross_entropy | bce | mse | dice | mae.", positional, required, enum(losses...))),
 		field("metrics", "What is measured on the validation split after each epoch.",
-			arg("metrics", lang.TList, "Any of accuracy, miou, mae, rmse, f1.", positional, required, elem(lang.TEnum), enum(metrics...))),
+			arg("metrics", lang.TList, "Any of accuracy, miou, mae, rmse, psnr, f1 (psnr: 10·log10(R²/MSE) in dB, R the range of the targets).", positional, required, elem(lang.TEnum), enum(metrics...))),
 		field("checkpoint", "Gradient checkpointing: auto recomputes activations in the backward pass only where they would not fit, none never does, all recomputes as much as saves the most memory.",
 			arg("checkpoint", lang.TEnum, "auto | none | all.", positional, required, enum("auto", "none", "all"), auto, def("auto"))),
 		field("save", "Which checkpoint files a run writes: auto keeps the last and the best epoch, all also one per epoch, none writes none (and an interrupted run cannot resume).",
@@ -358,7 +358,7 @@ func blockSpecs() []*lang.BlockSpec {
 				field("source", "The source to evaluate on; its validation split when it is the training source.",
 					arg("source", lang.TName, "A source's name.", positional, required)),
 				field("metrics", "What is measured; train's metrics when left out.",
-					arg("metrics", lang.TList, "Any of accuracy, miou, mae, rmse, f1.", positional, required, elem(lang.TEnum), enum(metrics...))),
+					arg("metrics", lang.TList, "Any of accuracy, miou, mae, rmse, psnr, f1 (psnr: 10·log10(R²/MSE) in dB, R the range of the targets).", positional, required, elem(lang.TEnum), enum(metrics...))),
 				field("batch", "Samples per step; auto picks the largest that fits.",
 					arg("batch", lang.TInt, "At least 1, or auto.", positional, required, atLeast(1), auto, def("auto"))),
 			}},

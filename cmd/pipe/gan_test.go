@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
@@ -33,12 +34,27 @@ func TestGANExamplesTrain(t *testing.T) {
 			if code, _, stderr := runPipe(t, "", args...); code != exitOK {
 				t.Fatalf("run: exit %d\n%s", code, stderr)
 			}
-			losses := readReport(t, dir)["step_losses"].([]any)
+			rep := readReport(t, dir)
+			losses := rep["step_losses"].([]any)
 			if len(losses) != 3 {
 				t.Fatalf("%d step losses, want 3", len(losses))
 			}
+			// The loss is the generator's objective, its parts beside it
+			// (one micro-batch a step here).
+			gan := rep["gan"].(map[string]any)
+			parts := gan["step_parts"].([]any)
+			if len(parts) != 3 {
+				t.Fatalf("%d steps' parts, want 3", len(parts))
+			}
+			for i, p := range parts {
+				p := p.(map[string]any)
+				want := gan["adversarial_weight"].(float64)*p["adversarial"].(float64) + gan["l1_weight"].(float64)*p["l1"].(float64)
+				if got := losses[i].(float64); math.Abs(got-want) > 1e-9*want || !(p["discriminator"].(float64) > 0) {
+					t.Errorf("step %d: loss %v, parts %v", i+1, got, p)
+				}
+			}
 			for _, l := range losses {
-				if v := l.(float64); !(v > 0 && v < 100) {
+				if v := l.(float64); !(v > 0 && v < 1000) { // the generator's objective: l1 100 × an L1 distance near 1, plus the adversarial term
 					t.Errorf("step loss %v", v)
 				}
 			}

@@ -20,6 +20,17 @@ func samplesOption(prog *lang.Program) []planner.Option {
 		return nil
 	}
 	opts := []planner.Option{dataMemoryOption(prog), predictMemoryOption(prog)}
+	if p := prog.Block("predict"); p != nil {
+		src := b
+		if v := p.Field("source").First(); v != nil {
+			src = prog.Named("source", v.Str)
+		}
+		if src != nil && src.Label("kind") == "geotiff" {
+			if w, h, err := data.RasterSize(src); err == nil {
+				opts = append(opts, planner.WithPredictRaster(w, h))
+			}
+		}
+	}
 	ct, err := data.CountSamples(b, data.WithSeed(fileSeedOf(prog)))
 	if err != nil || ct.Train <= 0 {
 		return opts

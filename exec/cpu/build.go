@@ -441,7 +441,11 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 		}
 		return &concatKernel{k: len(u.ins)}, nil
 	case "add":
-		return &addKernel{k: len(u.ins)}, nil
+		s := float32(1)
+		if a.FlowScale > 0 {
+			s = float32(a.FlowScale)
+		}
+		return &addKernel{k: len(u.ins), scale: s}, nil
 	}
 	return nil, unsupported(first, "is not implemented by the cpu backend (it can be planned, not run)")
 }

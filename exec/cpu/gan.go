@@ -94,3 +94,16 @@ func (m *model) InputGrad(n int, dst []float32) error {
 	toNCHW(dst, s.inGradS, in, n)
 	return nil
 }
+
+// HoldGrads implements exec.Adversarial: the gradients are copied aside
+// and copied back.
+func (m *model) HoldGrads(hold bool) {
+	g := m.flat.grads
+	if hold {
+		m.heldGrads = append(m.heldGrads[:0], g...)
+		return
+	}
+	if len(m.heldGrads) == len(g) {
+		copy(g, m.heldGrads)
+	}
+}

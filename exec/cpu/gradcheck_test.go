@@ -121,6 +121,7 @@ var gradCases = []gcase{
 	{name: "upsample_bilinear", model: "input [2, 3, 3]\nconv 2 k1 -> upsample 3 mode bilinear -> flatten -> dense 2", loss: "mse"},
 	{name: "upsample_align", model: "input [2, 3, 3]\nconv 2 k1 -> upsample 2 mode bilinear -> flatten -> dense 2", loss: "mse", edit: alignCorners},
 	{name: "leakyrelu", model: "input [6]\ndense 8 -> leakyrelu 0.2 -> dense 2", loss: "mse"},
+	{name: "add_scaled", model: "input [2, 4, 4]\nx = conv 3 k3 pad1\nconv 3 k3 pad1 -> tanh -> add x scale 0.2 -> flatten -> dense 2", loss: "mse"},
 	{name: "instancenorm", model: "input [2, 4, 5]\nconv 3 k3 pad1 -> instancenorm -> conv 2 k1 -> flatten -> dense 2", loss: "mse"},
 	{name: "instancenorm_affine", model: "input [2, 4, 5]\nconv 3 k3 pad1 -> instancenorm affine -> leakyrelu 0.2 -> flatten -> dense 2", loss: "mse"},
 	{name: "pixelshuffle", model: "input [2, 3, 4]\nconv 8 k3 pad1 -> pixelshuffle 2 -> conv 2 k3 -> flatten -> dense 2", loss: "mse"},

@@ -147,7 +147,8 @@ type model struct {
 	microStep int64
 	version   int64 // bumped when parameters change (invalidates folds)
 
-	ganTmp []float32 // BackwardTrain's output gradient in the model's layout
+	ganTmp    []float32 // BackwardTrain's output gradient in the model's layout
+	heldGrads []float32 // the gradients HoldGrads keeps
 
 	heapBefore uint64
 	heapDelta  int64

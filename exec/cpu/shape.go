@@ -24,6 +24,19 @@ func put(dst, v []float32, acc bool) {
 	}
 }
 
+// scalePut writes s·v to dst, or adds it with acc.
+func scalePut(dst, v []float32, s float32, acc bool) {
+	if acc {
+		for i, x := range v {
+			dst[i] += s * x
+		}
+		return
+	}
+	for i, x := range v {
+		dst[i] = s * x
+	}
+}
+
 // flattenKernel turns [C, H, W] (CNHW) into vectors [C·H·W] (NF): the
 // same transpose as the model's output.
 type flattenKernel struct{}
@@ -56,8 +69,12 @@ func (flattenKernel) backward(e *env) {
 	}
 }
 
-// addKernel sums its inputs.
-type addKernel struct{ k int }
+// addKernel sums its inputs, the first scaled by scale when it is not 1
+// (add's scale: a scaled residual).
+type addKernel struct {
+	k     int
+	scale float32
+}
 
 func (a *addKernel) spec() kspec { return kspec{saveIn: make([]bool, a.k)} }
 
@@ -65,7 +82,13 @@ func (a *addKernel) forward(e *env) {
 	sz := e.n * e.u.out.size()
 	y := e.out[:sz]
 	e.m.pool.forRange(sz, grain, func(lo, hi int) {
-		copy(y[lo:hi], e.in[0][lo:hi])
+		if s := a.scale; s != 1 {
+			for i, v := range e.in[0][lo:hi] {
+				y[lo+i] = s * v
+			}
+		} else {
+			copy(y[lo:hi], e.in[0][lo:hi])
+		}
 		for _, x := range e.in[1:] {
 			addTo(y[lo:hi], x[lo:hi])
 		}
@@ -76,7 +99,11 @@ func (a *addKernel) backward(e *env) {
 	sz := e.n * e.u.out.size()
 	e.m.pool.forRange(sz, grain, func(lo, hi int) {
 		for j, dx := range e.din {
-			if dx != nil {
+			switch {
+			case dx == nil:
+			case j == 0 && a.scale != 1:
+				scalePut(dx[lo:hi], e.dout[lo:hi], a.scale, e.acc[j])
+			default:
 				put(dx[lo:hi], e.dout[lo:hi], e.acc[j])
 			}
 		}

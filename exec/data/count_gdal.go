@@ -70,3 +70,18 @@ func rasterResident(b *lang.Block, c *config) (Resident, error) {
 	r.What = what
 	return r, nil
 }
+
+// RasterSize is the width and height in pixels of a geotiff source's
+// scene, read from its header.
+func RasterSize(b *lang.Block, opts ...Option) (w, h int64, err error) {
+	gdalInit()
+	c := newConfig(opts)
+	p := strField(b, "path")
+	ds, err := godal.Open(c.path(p), godal.RasterOnly(), godal.SkipWarnings)
+	if err != nil {
+		return 0, 0, fileErr(c, p, err)
+	}
+	defer ds.Close()
+	st := ds.Structure()
+	return int64(st.SizeX), int64(st.SizeY), nil
+}

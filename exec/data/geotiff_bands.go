@@ -43,6 +43,28 @@ func (d *geotiffDataset) bandTargets(b *lang.Block, nBands int) error {
 	return nil
 }
 
+// Factor implements SuperResolution.
+func (d *geotiffDataset) Factor() int { return max(d.down, 1) }
+
+// ReadInputs implements SuperResolution: the input bands of win at the
+// scene's resolution (0 where it has no data).
+func (d *geotiffDataset) ReadInputs(win Window, x []float32) error {
+	plane := win.W * win.H
+	if len(x) < d.nIn*plane {
+		return fmt.Errorf("geotiff: x holds %d values, the window needs %d", len(x), d.nIn*plane)
+	}
+	if d.nT == 0 {
+		_, err := d.readWindow(win, x, nil, nil)
+		return err
+	}
+	all := make([]float32, (d.nIn+d.nT)*plane)
+	if _, err := d.readWindow(win, all, nil, nil); err != nil {
+		return err
+	}
+	copy(x, all[:d.nIn*plane])
+	return nil
+}
+
 // readBandTargets reads a window's input and target bands: x the inputs
 // (averaged over down×down blocks), y the targets at full resolution,
 // mask 1 where every band has data, for each target band.

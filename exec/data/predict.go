@@ -116,11 +116,13 @@ func (b *Blender) Add(win Window, pred []float32) error {
 }
 
 // Result returns the blended raster, bands × height × width; pixels no
-// window covered are NaN.
+// window covered are NaN. It is computed in place of the sums (a scene
+// of bands × height × width is held once, not twice): the blender takes
+// no Add after it.
 func (b *Blender) Result() []float32 {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make([]float32, len(b.acc))
+	out := b.acc
 	n := b.w * b.h
 	for k := range b.bands {
 		for p := range n {

@@ -23,6 +23,18 @@ type GeoGrid struct {
 	Projection    string
 }
 
+// Finer is the grid f times finer than g over the same extent: f×f
+// pixels for each of g's, the geotransform's pixel size divided by f,
+// the same origin and CRS.
+func (g GeoGrid) Finer(f int) GeoGrid {
+	out := g
+	out.Width, out.Height = g.Width*f, g.Height*f
+	for _, i := range []int{1, 2, 4, 5} {
+		out.GeoTransform[i] = g.GeoTransform[i] / float64(f)
+	}
+	return out
+}
+
 // Raster is what a geotiff dataset offers beyond Dataset, for predict.
 type Raster interface {
 	Dataset
@@ -48,6 +60,24 @@ type Raster interface {
 	Straddling() int
 }
 
+// SuperResolution is a raster whose inputs are a coarser copy of its
+// targets (a geotiff source's downsample): Factor is that factor (1: the
+// inputs are at the scene's resolution), and ReadInputs reads a window's
+// input bands at the scene's own resolution, normalised as the training
+// inputs are. A model trained on it makes from them a grid Factor times
+// finer than the scene's (predict, InputWindowSet).
+type SuperResolution interface {
+	Factor() int
+	ReadInputs(win Window, x []float32) error
+}
+
+// InputWindowSet is the dataset of the given windows of a
+// super-resolution raster's inputs at the scene's resolution
+// (SuperResolution.ReadInputs), in order; their targets read as 0.
+func InputWindowSet(r Raster, wins []Window) Dataset {
+	return &windowSet{r: r, wins: wins, inputs: true}
+}
+
 // WindowSet is the dataset of the given windows of a raster, in order:
 // what predict feeds through a Loader. Sample i is ReadWindow(wins[i]);
 // every window must have the same size.
@@ -56,8 +86,9 @@ func WindowSet(r Raster, wins []Window) Dataset {
 }
 
 type windowSet struct {
-	r    Raster
-	wins []Window
+	r      Raster
+	wins   []Window
+	inputs bool // InputWindowSet
 }
 
 func (s *windowSet) Len() int { return len(s.wins) }
@@ -79,5 +110,10 @@ func (s *windowSet) Classes() int  { return s.r.Classes() }
 func (s *windowSet) HasMask() bool { return s.r.HasMask() }
 func (s *windowSet) Close() error  { return nil }
 func (s *windowSet) Read(i int, x, y, mask []float32) error {
+	if sr, ok := s.r.(SuperResolution); ok && s.inputs {
+		clear(y)
+		clear(mask)
+		return sr.ReadInputs(s.wins[i], x)
+	}
 	return s.r.ReadWindow(s.wins[i], x, y, mask)
 }

@@ -1,5 +1,5 @@
 // Package metric computes the scores a pipeline asks for (accuracy, miou,
-// f1, mae, rmse) from a model's outputs and the batches' targets and
+// f1, mae, rmse, psnr) from a model's outputs and the batches' targets and
 // masks. It knows nothing of models or data sources: exec feeds it the
 // outputs of Model.Eval, batch by batch, and reads the values at the end
 // of an evaluation. It imports only the standard library.
@@ -20,6 +20,9 @@
 // the predictions or the targets of TP / (TP + FP + FN)) and f1 (for
 // Binary the positive class's 2TP / (2TP + FP + FN), for Classes the mean
 // over the classes present) follow. Regression sums absolute and squared
-// errors for mae and rmse. Positions whose mask is 0 are left out of every
+// errors for mae and rmse, and psnr is 10·log10(R² / mean squared error)
+// in decibels, R the range of the targets measured (their greatest less
+// their least, in the target's units: the peak a super-resolution or
+// image-to-image model is scored against). Positions whose mask is 0 are left out of every
 // metric.
 package metric

@@ -8,7 +8,7 @@ import (
 
 // Names lists the metrics this package computes, in the order Values
 // reports them.
-var Names = []string{"accuracy", "miou", "f1", "mae", "rmse"}
+var Names = []string{"accuracy", "miou", "f1", "mae", "rmse", "psnr"}
 
 // Kind is the relation between outputs and targets.
 type Kind int
@@ -54,7 +54,7 @@ func (t Task) Fits(name string) error {
 		if t.Kind == Regression {
 			return fmt.Errorf("%s needs class predictions; this model's outputs are compared with numeric targets (regression): use mae or rmse", name)
 		}
-	case "mae", "rmse":
+	case "mae", "rmse", "psnr":
 		if t.Kind != Regression {
 			return fmt.Errorf("%s measures numeric errors; this model predicts classes (%s): use accuracy, miou or f1", name, t.Kind)
 		}
@@ -82,6 +82,9 @@ type Set struct {
 	abs   float64
 	sq    float64
 	count int64
+	// ylo and yhi are the least and greatest target measured (psnr's
+	// range).
+	ylo, yhi float64
 }
 
 // New returns an empty set of the named metrics for the task; a metric
@@ -168,9 +171,14 @@ func (s *Set) Add(n int, out, y, mask []float32) error {
 			if mask != nil && mask[i] == 0 {
 				continue
 			}
-			d := float64(out[i]) - float64(y[i])
+			t := float64(y[i])
+			d := float64(out[i]) - t
 			s.abs += math.Abs(d)
 			s.sq += d * d
+			if s.count == 0 {
+				s.ylo, s.yhi = t, t
+			}
+			s.ylo, s.yhi = min(s.ylo, t), max(s.yhi, t)
 			s.count++
 		}
 	}
@@ -264,6 +272,12 @@ func (s *Set) value(name string) float64 {
 			return math.NaN()
 		}
 		return math.Sqrt(s.sq / float64(s.count))
+	case "psnr":
+		r := s.yhi - s.ylo
+		if s.count == 0 || r <= 0 {
+			return math.NaN()
+		}
+		return 10 * math.Log10(r*r/(s.sq/float64(s.count)))
 	}
 	k := s.ncls
 	total := s.Count()

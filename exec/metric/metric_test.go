@@ -110,3 +110,27 @@ func TestEmptyIsNaN(t *testing.T) {
 		}
 	}
 }
+
+// TestPSNR: 10·log10(R²/MSE) over the valid positions, R the range of
+// their targets, in batches as in one; a masked position counts in
+// neither.
+func TestPSNR(t *testing.T) {
+	r, err := New([]string{"psnr", "rmse"}, Task{Kind: Regression, OutShape: []int64{1, 2}, YShape: []int64{1, 2}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// targets 10, 30 | 20, 90 (masked): range 20; errors 1, -2, 3.
+	if err := r.Add(1, []float32{11, 28}, []float32{10, 30}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Add(1, []float32{23, 0}, []float32{20, 90}, []float32{1, 0}); err != nil {
+		t.Fatal(err)
+	}
+	m := values(t, r)
+	if want := 10 * math.Log10(400/(14.0/3)); !near(m["psnr"], want) || !near(m["rmse"], math.Sqrt(14.0/3)) {
+		t.Errorf("psnr %v, want %v (rmse %v)", m["psnr"], want, m["rmse"])
+	}
+	if _, err := New([]string{"psnr"}, Task{Kind: Classes, OutShape: []int64{3}}); err == nil {
+		t.Error("psnr accepted for a classifier")
+	}
+}

@@ -2,6 +2,7 @@ package report
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 
@@ -74,12 +75,25 @@ type Report struct {
 	// optimizer step's training loss.
 	LossesPerEpoch []Epoch    `json:"losses_per_epoch"`
 	StepLosses     []*float64 `json:"step_losses"`
+	// GAN is gan mode's account of the training loss, nil otherwise.
+	GAN *GAN `json:"gan,omitempty"`
 
 	Checkpoint  string            `json:"checkpoint,omitempty"`
 	LossCurve   string            `json:"loss_curve,omitempty"`
 	Predictions []exec.Prediction `json:"predictions,omitempty"`
 	// Plan echoes the plan's decisions.
 	Plan Plan `json:"plan"`
+}
+
+// GAN says what a gan run's training loss is: the generator's objective,
+// AdversarialWeight × its adversarial term plus L1Weight × its L1
+// distance; StepParts are the unweighted terms (and the discriminator's
+// loss) of this invocation's steps, each its last micro-batch's.
+type GAN struct {
+	Loss              string          `json:"loss"`
+	AdversarialWeight float64         `json:"adversarial_weight"`
+	L1Weight          float64         `json:"l1_weight"`
+	StepParts         []exec.GANParts `json:"step_parts"`
 }
 
 // Resumed is where a resumed run started.
@@ -241,6 +255,10 @@ func New(res *exec.Result, p *plan.Plan) *Report {
 	}
 	for i, l := range res.StepLosses {
 		r.StepLosses[i] = num(l)
+	}
+	if p != nil && p.GAN != nil {
+		r.GAN = &GAN{Loss: fmt.Sprintf("%g × %s adversarial + %g × l1", p.GAN.AdvWeight, p.GAN.Adversarial, p.GAN.L1),
+			AdversarialWeight: p.GAN.AdvWeight, L1Weight: p.GAN.L1, StepParts: res.GANParts}
 	}
 	if p != nil {
 		r.File, r.SourceSHA256, r.Device = p.File, p.SourceSHA256, p.Device.Name

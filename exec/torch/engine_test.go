@@ -170,8 +170,9 @@ func TestExamplesOnBothEngines(t *testing.T) {
 }
 
 // zeroGradients names the parameters whose gradient is zero in exact
-// arithmetic: the bias of a conv or dense read only by a batchnorm,
-// which subtracts the batch's mean and with it any constant. Both
+// arithmetic: the bias of a conv, transposed conv or dense read only by
+// a batchnorm or an instancenorm, which subtracts the batch's (or the
+// sample's) mean and with it any constant. Both
 // engines compute rounding noise for them, and so does PyTorch.
 func zeroGradients(g *stdlib.Graph) map[string]bool {
 	readers := map[int][]string{}
@@ -182,10 +183,10 @@ func zeroGradients(g *stdlib.Graph) map[string]bool {
 	}
 	out := map[string]bool{}
 	for _, n := range g.Nodes {
-		if (n.Op == "conv" || n.Op == "dense") && n.Args.Bias && len(readers[n.ID]) > 0 {
+		if (n.Op == "conv" || n.Op == "convtranspose" || n.Op == "dense") && n.Args.Bias && len(readers[n.ID]) > 0 {
 			all := true
 			for _, op := range readers[n.ID] {
-				all = all && op == "batchnorm"
+				all = all && (op == "batchnorm" || op == "instancenorm")
 			}
 			if all {
 				out[n.Name+".bias"] = true

@@ -95,6 +95,10 @@ type model struct {
 	closed  bool
 	params  int64
 	state   struct{ params, buffers, optimizer int64 }
+	// gan: the worker trains a discriminator beside the model (gan.go);
+	// parts are the last micro-batch's terms.
+	gan   bool
+	parts []float64
 }
 
 // wstate is pipe's side of one worker: its regions and what it owes.
@@ -375,6 +379,7 @@ func (m *model) addState(name string, shape []int64) {
 	}
 	m.names[name] = len(m.layout)
 	m.layout = append(m.layout, stateEntry{Name: name, Shape: slices.Clone(shape), Offset: off, Count: count})
+	name = strings.TrimPrefix(name, ganPrefix)
 	switch {
 	case strings.HasPrefix(name, "optimizer."):
 		m.state.optimizer += int64(4 * count)
@@ -473,6 +478,9 @@ func (m *model) handle(k int) error {
 		if r.Loss != nil {
 			ws.losses = append(ws.losses, float64(*r.Loss))
 			ws.ns = append(ws.ns, s.n)
+		}
+		if len(r.GAN) > 0 {
+			m.parts = r.GAN
 		}
 	}
 	switch s.cmd {
@@ -957,6 +965,9 @@ func (m *model) state0() (exec.State, error) {
 func (m *model) SetState(s exec.State) error {
 	if err := m.usable(); err != nil {
 		return err
+	}
+	if m.gan && !slices.ContainsFunc(s.Tensors, func(t exec.Tensor) bool { return strings.HasPrefix(t.Name, ganPrefix) }) {
+		return errNoGAN
 	}
 	seen := make([]bool, len(m.layout))
 	for _, t := range s.Tensors {

@@ -203,7 +203,12 @@ func nonNil(s []int) []int {
 func argsOf(n *stdlib.Node) (map[string]any, error) {
 	a := n.Args
 	switch n.Op {
-	case "input", "relu", "gelu", "sigmoid", "tanh", "softmax", "flatten", "concat", "add",
+	case "add":
+		if a.FlowScale > 0 && a.FlowScale != 1 {
+			return map[string]any{"scale": a.FlowScale}, nil
+		}
+		return nil, nil
+	case "input", "relu", "gelu", "sigmoid", "tanh", "softmax", "flatten", "concat",
 		"tokens", "class_token", "pos_embed", "select_token":
 		return nil, nil
 	case "attention":

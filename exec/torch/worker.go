@@ -83,6 +83,9 @@ type response struct {
 	Params   int64             `json:"params"`
 	Applied  map[string]string `json:"applied"`
 	Device   string            `json:"device"`
+	// GAN is a gan micro-batch's terms: the discriminator's loss, the
+	// generator's adversarial term and its L1 distance.
+	GAN []float64 `json:"gan"`
 
 	// A non-finite value.
 	Step      int64  `json:"step"`

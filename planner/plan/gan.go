@@ -9,7 +9,7 @@ type GAN struct {
 	// Conditional: the discriminator reads the generator's input and its
 	// output concatenated along channels.
 	Conditional bool `json:"conditional"`
-	// Adversarial is "bce" or "lsgan", AdvWeight its weight in the
+	// Adversarial is "bce", "lsgan" or "hinge", AdvWeight its weight in the
 	// generator's loss; L1 the L1 term's weight; DSteps the update ratio.
 	Adversarial string    `json:"adversarial"`
 	AdvWeight   float64   `json:"adversarial_weight"`

@@ -17,7 +17,7 @@ syn case match
 syn iskeyword @,48-57,_
 
 syn match   pipeName      "\v<[A-Za-z_][A-Za-z0-9_]*([-:][A-Za-z0-9_]+)*>"
-syn match   pipeValue     "\v<(cross_entropy|rtx3090-24gb|rtx4090-24gb|h200-141gb|supervised|a100-40gb|a100-80gb|h100-80gb|trilinear|v100-16gb|v100-32gb|accuracy|bilinear|constant|per_band|standard|l4-24gb|nearest|t4-16gb|cosine|flip_h|flip_v|global|linear|native|adamw|lsgan|plain|rot90|scale|torch|adam|bf16|crop|dice|fp16|fp32|miou|none|rmse|step|tf32|all|bce|cpu|gan|gpu|mae|mse|sgd|f1)>([-:][A-Za-z0-9_])@!"
+syn match   pipeValue     "\v<(cross_entropy|rtx3090-24gb|rtx4090-24gb|h200-141gb|supervised|a100-40gb|a100-80gb|h100-80gb|trilinear|v100-16gb|v100-32gb|accuracy|bilinear|constant|per_band|standard|l4-24gb|nearest|t4-16gb|cosine|flip_h|flip_v|global|linear|native|adamw|hinge|lsgan|plain|rot90|scale|torch|adam|bf16|crop|dice|fp16|fp32|miou|none|psnr|rmse|step|tf32|all|bce|cpu|gan|gpu|mae|mse|sgd|f1)>([-:][A-Za-z0-9_])@!"
 syn match   pipeValue     "\v<cuda(:\d+)?>([-:][A-Za-z0-9_])@!"
 syn match   pipeArg       "\v<(output_stride|weight_decay|conditional|activation|dilation|momentum|nesterov|encoder|mlp_dim|padding|affine|blocks|groups|hidden|kernel|stride|warmup|weight|beta1|beta2|depth|every|gamma|heads|patch|terms|width|bias|dims|rank|dim|eps|out|pad|lr|d|k|s)>([-:][A-Za-z0-9_])@!"
 syn match   pipeGlued     "\v<(dilation|padding|kernel|stride|pad|d|k|s)\d+>"
