@@ -95,8 +95,11 @@ type OpArgs struct {
 	Scale int64
 	// Mode is upsample's interpolation: "nearest" or "bilinear".
 	Mode string
-	// Heads is attention's number of heads.
-	Heads int64
+	// Heads is attention's number of heads; Causal masks each token's
+	// attention to itself and the tokens before it. P is the dropout on
+	// attention's probabilities.
+	Heads  int64
+	Causal bool
 	// Keepdims makes gap return [C, 1, 1] instead of [C].
 	Keepdims bool
 	// AlignCorners is upsample's bilinear corner rule (PyTorch's

@@ -41,8 +41,8 @@ func layerSpecs() []*lang.LayerSpec {
 		arg("dilation", lang.TInt, "Spacing between kernel taps; d2 doubles the receptive field.", glued, alias("d"), atLeast(1), def("1")),
 		arg("groups", lang.TInt, "Channel groups; equal to the input channels for a depthwise conv.", atLeast(1), def("1")),
 		biasArg())
-	return []*lang.LayerSpec{
-		layer("dense", "Fully connected layer on a vector: y = xW + b.",
+	return append([]*lang.LayerSpec{
+		layer("dense", "Fully connected layer on a vector, or on each token of [T, D]: y = xW + b.",
 			arg("units", lang.TInt, "Output features.", positional, required, atLeast(1)),
 			biasArg()),
 		layer("conv", "2-D convolution over [C, H, W].", conv...),
@@ -76,7 +76,7 @@ func layerSpecs() []*lang.LayerSpec {
 			arg("terms", lang.TInt, "The number of low-rank products summed.", atLeast(1), def("1")),
 			arg("rank", lang.TInt, "The inner dimension of each product.", atLeast(1), def("16")),
 			biasArg()),
-	}
+	}, tokenLayerSpecs()...)
 }
 
 func familySpecs() []*lang.LayerSpec {

@@ -63,8 +63,9 @@ var opInfos = []*OpInfo{
 	{"class_token", "Prepends a learned token.", "[T, D] to [T+1, D]", "nothing"},
 	{"pos_embed", "Adds a learned position embedding.", "unchanged", "nothing"},
 	{"select_token", "Takes the first token.", "[T, D] to [D]", "nothing"},
-	{"attention", "Multi-head self-attention with input and output projections (Heads).", "[T, D] unchanged",
-		"its input, and privately q, k, v (3·T·D), the attention probabilities (Heads·T·T) and the heads' output (T·D)"},
+	{"mean_tokens", "Averages the tokens.", "[T, D] to [D]", "nothing"},
+	{"attention", "Multi-head self-attention with input and output projections (Heads, P: dropout on the probabilities, Causal).", "[T, D] unchanged",
+		"its input, and privately q, k, v (3·T·D), the attention probabilities (Heads·T·T) and the heads' output (T·D); with dropout a 1-byte mask per probability (SavedAux)"},
 }
 
 // Ops lists the primitive ops a Graph is made of, with their rules.

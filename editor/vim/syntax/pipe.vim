@@ -19,11 +19,11 @@ syn iskeyword @,48-57,_
 syn match   pipeName      "\v<[A-Za-z_][A-Za-z0-9_]*([-:][A-Za-z0-9_]+)*>"
 syn match   pipeValue     "\v<(cross_entropy|rtx3090-24gb|rtx4090-24gb|h200-141gb|a100-40gb|a100-80gb|h100-80gb|v100-16gb|v100-32gb|accuracy|bilinear|constant|per_band|standard|l4-24gb|nearest|t4-16gb|cosine|flip_h|flip_v|global|linear|native|adamw|plain|rot90|scale|torch|adam|bf16|crop|dice|fp16|fp32|miou|none|rmse|step|tf32|all|bce|cpu|gpu|mae|mse|sgd|f1)>([-:][A-Za-z0-9_])@!"
 syn match   pipeValue     "\v<cuda(:\d+)?>([-:][A-Za-z0-9_])@!"
-syn match   pipeArg       "\v<(output_stride|weight_decay|activation|dilation|momentum|nesterov|encoder|mlp_dim|padding|blocks|groups|hidden|kernel|stride|warmup|beta1|beta2|depth|every|gamma|heads|patch|terms|width|bias|mode|rank|dim|eps|out|pad|lr|d|k|s)>([-:][A-Za-z0-9_])@!"
+syn match   pipeArg       "\v<(output_stride|weight_decay|activation|dilation|momentum|nesterov|encoder|mlp_dim|padding|blocks|causal|groups|hidden|kernel|stride|warmup|beta1|beta2|depth|every|gamma|heads|patch|terms|width|bias|mode|rank|dim|eps|out|pad|lr|d|k|s)>([-:][A-Za-z0-9_])@!"
 syn match   pipeGlued     "\v<(dilation|padding|kernel|stride|pad|d|k|s)\d+>"
 syn match   pipeField     "\v<(target_normalize|effective_batch|checkpoint_dir|memory_margin|categorical|host_memory|checkpoint|bandwidth|delimiter|grad_clip|max_steps|normalize|optimizer|precision|channels|features|pipeline|prefetch|schedule|augment|classes|metrics|overlap|samples|workers|device|engine|epochs|header|images|labels|memory|nodata|resize|source|strict|target|bands|batch|cores|input|label|masks|model|shape|split|write|fuse|init|kind|loss|path|save|seed|tile)>([-:][A-Za-z0-9_])@!"
 syn match   pipeFamily    "\v<(deeplabv3plus|resnet101|resnet18|resnet34|resnet50|unet|cnn|mlp|vit)>([-:][A-Za-z0-9_])@!"
-syn match   pipeLayer     "\v<(global_avg_pool|sketched_dense|convtranspose|batchnorm|layernorm|upsample|avgpool|dropout|flatten|maxpool|sigmoid|softmax|concat|dense|conv|gelu|relu|tanh|add|gap)>([-:][A-Za-z0-9_])@!"
+syn match   pipeLayer     "\v<(global_avg_pool|sketched_dense|convtranspose|select_token|class_token|mean_tokens|attention|batchnorm|layernorm|pos_embed|upsample|avgpool|dropout|flatten|maxpool|patches|sigmoid|softmax|concat|dense|conv|gelu|relu|tanh|add|gap)>([-:][A-Za-z0-9_])@!"
 syn keyword pipeConstant  auto true false
 syn match   pipeKind      "\v(^\s*[A-Za-z_]\w*\s+[A-Za-z_][A-Za-z0-9_:-]*\s+)@<=(synthetic|geotiff|images|csv|idx)>\ze[^{}]*\{"
 syn match   pipeBlock     "\v^\s*\zs(evaluate|predict|device|source|model|train)>\ze[^{}]*\{"
