@@ -319,13 +319,13 @@ func softmaxRow(row []float32) {
 	for _, v := range row {
 		mx = max(mx, v)
 	}
-	var s float64
+	var s float32
 	for j, v := range row {
-		ev := math.Exp(float64(v - mx))
-		row[j] = float32(ev)
+		ev := exp32(v - mx)
+		row[j] = ev
 		s += ev
 	}
-	inv := float32(1 / s)
+	inv := 1 / s
 	for j := range row {
 		row[j] *= inv
 	}
