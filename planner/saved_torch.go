@@ -169,7 +169,7 @@ func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss string) 
 		case "class_token", "pos_embed":
 			// A concat with, or a sum with, an fp32 parameter.
 			dt[i] = 4
-		case "upsample":
+		case "upsample", "mean_tokens":
 			dt[i] = ex
 		case "concat", "add":
 			for _, j := range nd.Inputs {
@@ -191,6 +191,11 @@ func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss string) 
 					sm = 4 + low
 				}
 				s.priv[i] = add(mul(mul(5, td), low), mul(mul(h, mul(t, t)), sm))
+				if nd.Args.P > 0 {
+					// Dropout on the probabilities: its scaled noise and
+					// the dropped probabilities the next product reads.
+					s.priv[i] = add(s.priv[i], mul(mul(h, mul(t, t)), 2*low))
+				}
 			}
 		default:
 			// An op this file does not know: stdlib's rule at the

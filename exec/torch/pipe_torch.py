@@ -136,7 +136,7 @@ def make_module(n):
     if op == "attention":
         # torchvision's EncoderBlock.self_attention: its parameters are
         # in_proj_weight [3D, D], in_proj_bias, out_proj.weight, out_proj.bias.
-        return nn.MultiheadAttention(ins[0][-1], a["heads"], dropout=0.0, batch_first=True)
+        return nn.MultiheadAttention(ins[0][-1], a["heads"], dropout=a.get("dropout", 0.0), batch_first=True)
     return None
 
 
@@ -277,7 +277,13 @@ def define_net():
             if op == "attention":
                 # nn.MultiheadAttention as torchvision's encoder block calls
                 # it: self-attention, no attention weights returned.
-                return m(xs[0], xs[0], xs[0], need_weights=False)[0]
+                # A causal mask is True above the diagonal: those scores
+                # are left out of the softmax.
+                mask = None
+                if n["args"].get("causal"):
+                    t = xs[0].shape[1]
+                    mask = torch.ones(t, t, dtype=torch.bool, device=xs[0].device).triu(1)
+                return m(xs[0], xs[0], xs[0], need_weights=False, attn_mask=mask)[0]
             if op == "tokens":
                 # torchvision's _process_input: [N, D, H, W] to [N, H·W, D],
                 # a view.
@@ -285,6 +291,8 @@ def define_net():
                 return x.reshape(x.shape[0], x.shape[1], -1).permute(0, 2, 1)
             if op == "select_token":
                 return xs[0][:, 0]
+            if op == "mean_tokens":
+                return xs[0].mean(dim=1)
             if op == "batchnorm":
                 if self.recomputing:
                     # A recomputed segment normalises with the batch's own
