@@ -122,6 +122,7 @@ var gradCases = []gcase{
 	{name: "attention", model: "input [2, 4, 6]\nx = patches 2 dim 6 -> class_token -> pos_embed\nlayernorm -> attention heads 3 -> add x -> select_token -> dense 2", loss: "mse"},
 	{name: "attention_causal_dropout", model: "input [2, 4, 6]\npatches 2 dim 4 -> attention heads 2 causal dropout 0.3 -> mean_tokens -> dense 3", loss: "mse"},
 	{name: "attention_fused_gelu", model: "input [2, 4, 4]\nx = patches 2 dim 4 -> pos_embed\nattention heads 1 -> layernorm -> dense 8 -> gelu -> dense 4 -> add x -> flatten -> dense 2", loss: "mse", fuse: true},
+	{name: "vit_family", model: "input [3, 8, 8]\nvit patch 4 depth 2 heads 2 dim 8 mlp_dim 12 classes 3", loss: "mse", fuse: true},
 	{name: "fused_conv_bn_relu", model: "input [2, 6, 6]\nconv 3 k3 pad1 -> batchnorm -> relu -> conv 3 k3 pad1 bias false -> batchnorm -> gelu -> flatten -> dense 2", loss: "mse", fuse: true},
 	{name: "fused_conv_bn_sigmoid_tanh", model: "input [2, 5, 5]\nconv 3 k3 pad1 -> batchnorm -> sigmoid -> conv 3 k3 -> batchnorm -> tanh -> conv 2 k1 -> batchnorm -> flatten -> dense 2", loss: "mse", fuse: true},
 	{name: "fused_conv_act", model: "input [2, 6, 6]\nconv 3 k3 pad1 -> relu -> conv 3 k3 -> gelu -> conv 2 k1 -> sigmoid -> flatten -> dense 2", loss: "mse", fuse: true},
