@@ -46,7 +46,10 @@ import (
 //     kernel of scaled_dot_product_attention (PyTorch 2.x on CUDA) keeps
 //     no H·T·T tensor: q, k, v in one projection (3·T·D), its output
 //     (T·D) and an fp32 log-sum-exp per head and row (H·T), and the output
-//     projection's input (T·D).
+//     projection's input (T·D). Dropout on the probabilities (math path)
+//     adds its scaled noise and the dropped probabilities (2·H·T·T); a
+//     causal mask is one [T, T] tensor for the batch, left out. A mean
+//     over the tokens keeps its input, as measured on PyTorch 1.13.
 //   - The loss keeps its own tensors in fp32: cross-entropy its
 //     log-softmax, as large as the output (a dense prediction's is
 //     classes × pixels), and the int64 targets; mse and mae the
@@ -169,8 +172,13 @@ func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss string) 
 		case "class_token", "pos_embed":
 			// A concat with, or a sum with, an fp32 parameter.
 			dt[i] = 4
-		case "upsample", "mean_tokens":
+		case "upsample":
 			dt[i] = ex
+		case "mean_tokens":
+			// Measured: PyTorch 1.13's mean over the tokens keeps its
+			// input (what attention's output views, a whole [T, N, D]).
+			dt[i] = ex
+			keepIn(i, x)
 		case "concat", "add":
 			for _, j := range nd.Inputs {
 				dt[i] = max(dt[i], dt[j])
