@@ -344,7 +344,7 @@ func (b *builder) call(c *lang.LayerCall, x int) int {
 		return b.upsample(b.numbered("upsample"), x, ho, wo, argStr(c, "mode", "nearest"), false)
 	case "add", "concat":
 		return b.join(c, name, x)
-	case "patches", "class_token", "pos_embed", "attention", "select_token", "mean_tokens":
+	case "patches", "class_token", "pos_embed", "attention", "select_token", "mean_tokens", "random_attention":
 		return b.tokenLayer(c, name, x)
 	}
 	return b.shapeErr("unknown layer", "pipe has no shape rule for layer '%s'.", c.Name)

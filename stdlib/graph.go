@@ -55,6 +55,10 @@ type Node struct {
 	// Private is the number of elements per sample of buffers that belong
 	// to this op alone (attention's probabilities, layernorm's statistics).
 	Private int64
+	// Buffers is the number of values the op stores beside its parameters
+	// that no gradient reaches (the fixed sketches of sketched_dense and
+	// sketched_conv); batchnorm's running statistics are counted apart.
+	Buffers int64
 	// SavedAux is the number of bytes per sample kept whatever the
 	// precision: dropout's 1-byte masks and max-pool's 8-byte indices.
 	SavedAux int64
@@ -100,6 +104,9 @@ type OpArgs struct {
 	// attention's probabilities.
 	Heads  int64
 	Causal bool
+	// Features is random_attention's number of random features M; Mode
+	// its feature map, "softmax" or "relu".
+	Features int64
 	// Keepdims makes gap return [C, 1, 1] instead of [C].
 	Keepdims bool
 	// AlignCorners is upsample's bilinear corner rule (PyTorch's

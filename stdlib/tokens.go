@@ -22,6 +22,7 @@ func tokenLayerSpecs() []*lang.LayerSpec {
 			arg("heads", lang.TInt, "Attention heads; the token width must divide by it.", atLeast(1), def("1")),
 			arg("dropout", lang.TFloat, "Dropout on the attention probabilities in training, in [0, 1).", atLeast(0), below(1), def("0")),
 			arg("causal", lang.TBool, "Each token attends only to itself and the tokens before it.", def("false"))),
+		randomAttentionSpec(),
 		layer("select_token", "Takes the first token (the class token): [T, D] to [D]."),
 		layer("mean_tokens", "Averages the tokens: [T, D] to [D]."),
 	}
@@ -74,6 +75,9 @@ func (b *builder) tokenLayer(c *lang.LayerCall, name string, x int) int {
 		return b.selectToken(b.numbered(name), x)
 	case "mean_tokens":
 		return b.meanTokens(b.numbered(name), x)
+	}
+	if name == "random_attention" {
+		return b.randomAttentionCall(c, x, in)
 	}
 	h := argInt(c, "heads", 1)
 	if in[1]%h != 0 {

@@ -399,7 +399,7 @@ func (m *model) tokenKernel(u *unit) (kernel, error) {
 			return nil, unsupported(first, "needs [C, H, W]")
 		}
 		return tokensKernel{}, nil
-	case "class_token", "pos_embed", "attention", "select_token", "mean_tokens":
+	case "class_token", "pos_embed", "attention", "select_token", "mean_tokens", "random_attention":
 		if in.spatial || len(first.In) != 1 || len(first.In[0]) != 2 {
 			return nil, unsupported(first, "needs tokens [T, D]")
 		}
@@ -428,6 +428,12 @@ func (m *model) tokenKernel(u *unit) (kernel, error) {
 		return &selectTokenKernel{t: t, d: d, mean: first.Op == "mean_tokens"}, nil
 	}
 	a := first.Args
+	if first.Op == "random_attention" {
+		if k, ok := m.randAttnKernelFor(name, t, d, a); ok {
+			return k, nil
+		}
+		return nil, unsupported(first, "needs heads dividing the token width and at least one feature")
+	}
 	h := int(a.Heads)
 	if h < 1 || d%h != 0 {
 		return nil, unsupported(first, "needs heads dividing the token width")

@@ -452,7 +452,7 @@ func (m *model) gradFlags() {
 
 func hasParams(k kernel) bool {
 	switch k := k.(type) {
-	case *convKernel, *convTKernel, *denseKernel, *lnKernel, *attnKernel, *classTokenKernel, *posEmbedKernel:
+	case *convKernel, *convTKernel, *denseKernel, *lnKernel, *attnKernel, *randAttnKernel, *classTokenKernel, *posEmbedKernel:
 		return true
 	case *bnKernel:
 		return k != nil
@@ -468,6 +468,8 @@ func (m *model) allocScratch() {
 		var geo *convGeom
 		switch k := u.k.(type) {
 		case *attnKernel:
+			col = max(col, k.scratchNeed())
+		case *randAttnKernel:
 			col = max(col, k.scratchNeed())
 		case *convKernel:
 			geo = &k.geo
