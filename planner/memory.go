@@ -104,7 +104,7 @@ type minResult struct {
 
 // matmulOps run on tensor cores under tf32, fp16 and bf16; the rest are
 // elementwise or reductions on the ordinary cores.
-var matmulOps = map[string]bool{"conv": true, "convtranspose": true, "dense": true, "sketched_dense": true, "attention": true}
+var matmulOps = map[string]bool{"conv": true, "convtranspose": true, "dense": true, "sketched_dense": true, "attention": true, "random_attention": true}
 
 // newChain returns the checkpoint solver's view of g with the sizes and
 // the saving rule given: saved(nd) lists the nodes whose outputs nd keeps
@@ -193,6 +193,10 @@ func newCostModel(g *stdlib.Graph, backend string, prec plan.Precision, buffers 
 		m.static.master = mul(p, 4)
 	} else {
 		m.static.parameters = mul(p, 4)
+	}
+	// Panther's fixed sketches stay fp32 beside the parameters.
+	for _, nd := range g.Nodes {
+		m.static.parameters = add(m.static.parameters, mul(nd.Buffers, 4))
 	}
 	m.static.gradients = mul(p, 4)
 	m.static.optimizer = mul(p, mul(4, buffers))

@@ -136,6 +136,7 @@ func newCPUCostModel(g *stdlib.Graph, groups []fusedGroup, loss string, buffers 
 			if nd.Op == "batchnorm" && len(nd.Out) > 0 {
 				bnStats = add(bnStats, mul(2, nd.Out[0]))
 			}
+			bnStats = add(bnStats, nd.Buffers) // fixed sketches
 		}
 	}
 	threads = max(threads, 1)
@@ -347,6 +348,17 @@ func (u *cpuUnit) spec() {
 		u.aux = []words{{per: 3 * t * d}, {per: first.Args.Heads * t * t}, {per: t * d}}
 		u.tmpB = []words{{per: 3 * t * d}, {per: t * d}}
 		u.col = 2 * t * t
+	case "random_attention":
+		// exec/cpu/randattn.go: q, k, v, o, φ(q), φ(k) and the
+		// stabilisers' positions kept; dq, dk, dv and dO in the backward;
+		// one head's sums, gradients and feature-map gradients of scratch
+		// per worker.
+		t, d, h, mf := first.Out[0], first.Out[1], first.Args.Heads, first.Args.Features
+		dh, htm := d/max(h, 1), h*t*mf
+		u.saveIn, u.params = one, true
+		u.aux = []words{{per: 4 * t * d}, {per: 2 * htm}, {per: h * (t + 1)}}
+		u.tmpB = []words{{per: 4 * t * d}}
+		u.col = 2*mf*dh + 2*mf + 2*t + t*dh + 2*t*mf
 	case "relu", "sigmoid", "tanh", "softmax":
 		u.saveIn, u.saveOut = []bool{false}, true
 	case "gelu":

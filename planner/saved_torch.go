@@ -205,6 +205,38 @@ func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss string) 
 					s.priv[i] = add(s.priv[i], mul(mul(h, mul(t, t)), 2*low))
 				}
 			}
+		case "random_attention":
+			// exec/torch's twin, op by op (measured with saved-tensor
+			// hooks): each projection keeps its input (under autocast a
+			// cast copy each) and autocast casts the features once; then
+			// q′, k′ (softmax), v, num and o (relu: three T·D); φ's exponentials or relus, φ(q) twice
+			// (a product's copy) and φ(k)'s copy (5·H·T·M); the
+			// denominators (H·T); S and Σφ(k) (causal: the prefix sums of
+			// φ(k)·vᵀ, H·T·M·d); the softmax maxima's int64 positions.
+			dt[i] = low
+			t, d, h, mf := nd.In[0][0], nd.In[0][1], nd.Args.Heads, nd.Args.Features
+			dh, relu := d/max(h, 1), nd.Args.Mode == "relu"
+			for range 3 {
+				castIn(i, x, low)
+			}
+			tds := int64(5)
+			if relu {
+				tds = 3
+			}
+			htm := mul(h, mul(t, mf))
+			el := add(add(mul(tds, mul(t, d)), mul(5, htm)), mul(h, t))
+			if nd.Args.Causal {
+				el = add(el, mul(htm, dh))
+			} else {
+				el = add(el, mul(mul(h, mf), dh+1))
+			}
+			if ac {
+				el = add(el, mul(mf, dh))
+			}
+			s.priv[i] = add(s.priv[i], mul(el, low))
+			if !relu {
+				s.priv[i] = add(s.priv[i], mul(add(mul(2, mul(h, t)), h), 8))
+			}
 		default:
 			// An op this file does not know: stdlib's rule at the
 			// activation precision.
