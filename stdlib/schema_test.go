@@ -109,9 +109,9 @@ func TestEveryLayerBuilds(t *testing.T) {
 		"dense": {"units": iv(4)}, "sketched_dense": {"units": iv(4)}, "conv": {"out": iv(4)},
 		"convtranspose": {"out": iv(4)}, "mlp": {"hidden": lv(8), "out": iv(2)}, "cnn": {"channels": lv(8), "out": iv(2)},
 		"concat": {"tensor": {Tensor: &lang.Chain{From: "input"}}}, "add": {"tensor": {Tensor: &lang.Chain{From: "input"}}},
-		"patches": {"size": iv(4), "dim": iv(8)},
+		"patches": {"size": iv(4), "dim": iv(8)}, "random_attention": {"features": iv(6)},
 	}
-	tokens := map[string]bool{"class_token": true, "pos_embed": true, "attention": true, "select_token": true, "mean_tokens": true}
+	tokens := map[string]bool{"class_token": true, "pos_embed": true, "attention": true, "select_token": true, "mean_tokens": true, "random_attention": true}
 	vector := map[string]bool{"dense": true, "sketched_dense": true, "mlp": true}
 	for _, l := range Schema().Layers() {
 		input := []int64{3, 32, 32}

@@ -23,7 +23,7 @@ syn match   pipeArg       "\v<(output_stride|weight_decay|activation|dilation|mo
 syn match   pipeGlued     "\v<(dilation|padding|kernel|stride|pad|d|k|s)\d+>"
 syn match   pipeField     "\v<(target_normalize|effective_batch|checkpoint_dir|memory_margin|categorical|host_memory|checkpoint|bandwidth|delimiter|grad_clip|max_steps|normalize|optimizer|precision|channels|features|pipeline|prefetch|schedule|augment|classes|metrics|overlap|samples|workers|device|engine|epochs|header|images|labels|memory|nodata|resize|source|strict|target|bands|batch|cores|input|label|masks|model|shape|split|write|fuse|init|kind|loss|path|save|seed|tile)>([-:][A-Za-z0-9_])@!"
 syn match   pipeFamily    "\v<(deeplabv3plus|resnet101|resnet18|resnet34|resnet50|unet|cnn|mlp|vit)>([-:][A-Za-z0-9_])@!"
-syn match   pipeLayer     "\v<(global_avg_pool|sketched_dense|convtranspose|select_token|class_token|mean_tokens|attention|batchnorm|layernorm|pos_embed|upsample|avgpool|dropout|flatten|maxpool|patches|sigmoid|softmax|concat|dense|conv|gelu|relu|tanh|add|gap)>([-:][A-Za-z0-9_])@!"
+syn match   pipeLayer     "\v<(random_attention|global_avg_pool|sketched_dense|convtranspose|select_token|class_token|mean_tokens|attention|batchnorm|layernorm|pos_embed|upsample|avgpool|dropout|flatten|maxpool|patches|sigmoid|softmax|concat|dense|conv|gelu|relu|tanh|add|gap)>([-:][A-Za-z0-9_])@!"
 syn keyword pipeConstant  auto true false
 syn match   pipeKind      "\v(^\s*[A-Za-z_]\w*\s+[A-Za-z_][A-Za-z0-9_:-]*\s+)@<=(synthetic|geotiff|images|csv|idx)>\ze[^{}]*\{"
 syn match   pipeBlock     "\v^\s*\zs(evaluate|predict|device|source|model|train)>\ze[^{}]*\{"
