@@ -50,7 +50,9 @@ import (
 // the per-channel statistics; relu, sigmoid and tanh keep their output,
 // gelu its input, conv, dense, batchnorm and layernorm their input;
 // attention its input, q, k, v, the probabilities once (dropout's mask is
-// recomputed) and the heads' output; the token ops (tokens, class_token,
+// recomputed) and the heads' output; random_attention its input, q, k, v,
+// o, φ(q), φ(k) and the stabilisers' positions (stdlib's Private, the
+// default rule); the token ops (tokens, class_token,
 // pos_embed, select_token, mean_tokens) nothing. Ops
 // the executor cannot run (plan-only ones) are priced by stdlib's rules.
 // The checkpoint programme (checkpoint.go) sees the same rules per node.
