@@ -108,7 +108,7 @@ type minResult struct {
 // matmulOps run on tensor cores under tf32, fp16 and bf16; the rest are
 // elementwise or reductions on the ordinary cores.
 var matmulOps = map[string]bool{"conv": true, "convtranspose": true, "dense": true, "lowrank_dense": true, "attention": true,
-	"sketched_dense": true, "sketched_conv": true}
+	"sketched_dense": true, "sketched_conv": true, "random_attention": true}
 
 // newChain returns the checkpoint solver's view of g with the sizes and
 // the saving rule given: saved(nd) lists the nodes whose outputs nd keeps

@@ -49,7 +49,12 @@ import (
 // and global pooling, flatten, upsample, concat and add keep nothing; a
 // fused conv + batchnorm keeps the conv's output before normalisation and
 // the per-channel statistics; relu, sigmoid and tanh keep their output,
-// gelu its input, conv, dense, batchnorm and layernorm their input. Ops
+// gelu its input, conv, dense, batchnorm and layernorm their input;
+// attention its input, q, k, v, the probabilities once (dropout's mask is
+// recomputed) and the heads' output; random_attention its input, q, k, v,
+// o, φ(q), φ(k) and the stabilisers' positions (stdlib's Private, the
+// default rule); the token ops (tokens, class_token,
+// pos_embed, select_token, mean_tokens) nothing. Ops
 // the executor cannot run (plan-only ones) are priced by stdlib's rules.
 // The checkpoint programme (checkpoint.go) sees the same rules per node.
 //
@@ -170,9 +175,13 @@ func cpuSaved(nd *stdlib.Node) (keep []int, priv int64) {
 	case "sketched_conv": // x; the gradient reaching its convolution is U·dy
 		return in(), 0
 	case "layernorm":
-		return in(), 2 * 4
+		return in(), mul(tokenRows(nd.Out), 2*4)
 	case "relu", "sigmoid", "tanh", "softmax":
 		return []int{nd.ID}, 0
+	case "tokens", "class_token", "pos_embed", "select_token", "mean_tokens":
+		return nil, 0
+	case "attention":
+		return in(), mul(attnKept(nd), 4)
 	case "maxpool":
 		return nil, mul(numel(nd.Out), 4)
 	}
@@ -353,7 +362,30 @@ func (u *cpuUnit) spec() {
 		u.aux = []words{{fixed: 2 * channels(first.Out)}}
 	case "layernorm":
 		u.saveIn, u.params = one, true
-		u.aux = []words{{per: 2}}
+		u.aux = []words{{per: 2 * tokenRows(first.Out)}}
+	case "tokens", "select_token", "mean_tokens":
+	case "class_token", "pos_embed":
+		u.params = true
+	case "attention":
+		// exec/cpu/attention.go: qkv, the probabilities and the heads'
+		// output kept; dqkv and dO in the backward; two T × T matrices
+		// of scratch per worker.
+		t, d := first.Out[0], first.Out[1]
+		u.saveIn, u.params = one, true
+		u.aux = []words{{per: 3 * t * d}, {per: first.Args.Heads * t * t}, {per: t * d}}
+		u.tmpB = []words{{per: 3 * t * d}, {per: t * d}}
+		u.col = 2 * t * t
+	case "random_attention":
+		// exec/cpu/randattn.go: q, k, v, o, φ(q), φ(k) and the
+		// stabilisers' positions kept; dq, dk, dv and dO in the backward;
+		// one head's sums, gradients and feature-map gradients of scratch
+		// per worker.
+		t, d, h, mf := first.Out[0], first.Out[1], first.Args.Heads, first.Args.Features
+		dh, htm := d/max(h, 1), h*t*mf
+		u.saveIn, u.params = one, true
+		u.aux = []words{{per: 4 * t * d}, {per: 2 * htm}, {per: h * (t + 1)}}
+		u.tmpB = []words{{per: 4 * t * d}}
+		u.col = 2*mf*dh + 2*mf + 2*t + t*dh + 2*t*mf
 	case "relu", "sigmoid", "tanh", "softmax":
 		u.saveIn, u.saveOut = []bool{false}, true
 	case "gelu":
@@ -381,6 +413,26 @@ func (u *cpuUnit) spec() {
 	if len(u.saveIn) != len(u.ins) {
 		u.saveIn = make([]bool, len(u.ins))
 	}
+}
+
+// tokenRows is the rows of a shape's last axis: the tokens of [T, D], 1 for a
+// vector.
+func tokenRows(shape []int64) int64 {
+	if len(shape) < 2 {
+		return 1
+	}
+	return numel(shape[:len(shape)-1])
+}
+
+// attnKept is what exec/cpu's attention keeps per sample besides its
+// input: q, k, v, the probabilities (one copy: dropout's mask is
+// recomputed) and the heads' output.
+func attnKept(nd *stdlib.Node) int64 {
+	if len(nd.Out) != 2 {
+		return nd.Private
+	}
+	t, d := nd.Out[0], nd.Out[1]
+	return add(mul(4, mul(t, d)), mul(nd.Args.Heads, mul(t, t)))
 }
 
 func channels(shape []int64) int64 {

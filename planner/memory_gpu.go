@@ -313,7 +313,7 @@ func newGPUModel(m *costModel, g *stdlib.Graph, dev plan.Device, prec plan.Preci
 				gm.lowp = append(gm.lowp, nd.Params)
 			}
 		}
-		if nd.Op == "dense" || nd.Op == "lowrank_dense" || nd.Op == "attention" {
+		if nd.Op == "dense" || nd.Op == "lowrank_dense" || nd.Op == "attention" || nd.Op == "random_attention" {
 			gm.matmul = true
 		}
 		if nd.Op == "input" {

@@ -46,7 +46,10 @@ import (
 //     kernel of scaled_dot_product_attention (PyTorch 2.x on CUDA) keeps
 //     no H·T·T tensor: q, k, v in one projection (3·T·D), its output
 //     (T·D) and an fp32 log-sum-exp per head and row (H·T), and the output
-//     projection's input (T·D).
+//     projection's input (T·D). Dropout on the probabilities (math path)
+//     adds its scaled noise and the dropped probabilities (2·H·T·T); a
+//     causal mask is one [T, T] tensor for the batch, left out. A mean
+//     over the tokens keeps its input, as measured on PyTorch 1.13.
 //   - The loss keeps its own tensors in fp32: cross-entropy its
 //     log-softmax, as large as the output (a dense prediction's is
 //     classes × pixels), and the int64 targets; mse and mae the
@@ -193,6 +196,11 @@ func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss string) 
 			dt[i] = 4
 		case "upsample":
 			dt[i] = ex
+		case "mean_tokens":
+			// Measured: PyTorch 1.13's mean over the tokens keeps its
+			// input (what attention's output views, a whole [T, N, D]).
+			dt[i] = ex
+			keepIn(i, x)
 		case "concat", "add":
 			for _, j := range nd.Inputs {
 				dt[i] = max(dt[i], dt[j])
@@ -213,6 +221,43 @@ func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss string) 
 					sm = 4 + low
 				}
 				s.priv[i] = add(mul(mul(5, td), low), mul(mul(h, mul(t, t)), sm))
+				if nd.Args.P > 0 {
+					// Dropout on the probabilities: its scaled noise and
+					// the dropped probabilities the next product reads.
+					s.priv[i] = add(s.priv[i], mul(mul(h, mul(t, t)), 2*low))
+				}
+			}
+		case "random_attention":
+			// exec/torch's twin, op by op (measured with saved-tensor
+			// hooks): each projection keeps its input (under autocast a
+			// cast copy each) and autocast casts the features once; then
+			// q′, k′ (softmax), v, num and o (relu: three T·D); φ's exponentials or relus, φ(q) twice
+			// (a product's copy) and φ(k)'s copy (5·H·T·M); the
+			// denominators (H·T); S and Σφ(k) (causal: the prefix sums of
+			// φ(k)·vᵀ, H·T·M·d); the softmax maxima's int64 positions.
+			dt[i] = low
+			t, d, h, mf := nd.In[0][0], nd.In[0][1], nd.Args.Heads, nd.Args.Features
+			dh, relu := d/max(h, 1), nd.Args.Mode == "relu"
+			for range 3 {
+				castIn(i, x, low)
+			}
+			tds := int64(5)
+			if relu {
+				tds = 3
+			}
+			htm := mul(h, mul(t, mf))
+			el := add(add(mul(tds, mul(t, d)), mul(5, htm)), mul(h, t))
+			if nd.Args.Causal {
+				el = add(el, mul(htm, dh))
+			} else {
+				el = add(el, mul(mul(h, mf), dh+1))
+			}
+			if ac {
+				el = add(el, mul(mf, dh))
+			}
+			s.priv[i] = add(s.priv[i], mul(el, low))
+			if !relu {
+				s.priv[i] = add(s.priv[i], mul(add(mul(2, mul(h, t)), h), 8))
 			}
 		default:
 			// An op this file does not know: stdlib's rule at the

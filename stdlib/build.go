@@ -293,7 +293,7 @@ func (b *builder) call(c *lang.LayerCall, x int) int {
 		if !ok {
 			return -1
 		}
-		if len(in) != 1 {
+		if len(in) != 1 && len(in) != 2 {
 			return b.shapeErr("dense needs a vector", "dense expects a vector per sample but gets %s; add 'flatten ->' before it%s.",
 				shapeStr(in), gapHint(in))
 		}
@@ -355,6 +355,8 @@ func (b *builder) call(c *lang.LayerCall, x int) int {
 		return b.upsample(b.numbered("upsample"), x, ho, wo, argStr(c, "mode", "nearest"), false)
 	case "add", "concat":
 		return b.join(c, name, x)
+	case "patches", "class_token", "pos_embed", "attention", "select_token", "mean_tokens", "random_attention":
+		return b.tokenLayer(c, name, x)
 	}
 	return b.shapeErr("unknown layer", "pipe has no shape rule for layer '%s'.", c.Name)
 }

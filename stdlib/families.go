@@ -364,7 +364,7 @@ func (f *fam) vit(x int) int {
 		nm := fmt.Sprintf("encoder.layers.encoder_layer_%d.", i)
 		y := ln(nm+"ln_1", x)
 		if y >= 0 {
-			y = b.attention(f.pre+nm+"self_attention", y, heads)
+			y = b.attention(f.pre+nm+"self_attention", y, OpArgs{Heads: heads})
 		}
 		x = b.add(f.pre+nm+"residual1", []int{y, x}, []string{"attention", "the input"})
 		y = ln(nm+"ln_2", x)

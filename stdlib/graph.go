@@ -109,8 +109,14 @@ type OpArgs struct {
 	Affine bool
 	// Mode is upsample's interpolation: "nearest" or "bilinear".
 	Mode string
-	// Heads is attention's number of heads.
-	Heads int64
+	// Heads is attention's number of heads; Causal masks each token's
+	// attention to itself and the tokens before it. P is the dropout on
+	// attention's probabilities.
+	Heads  int64
+	Causal bool
+	// Features is random_attention's number of random features M; Mode
+	// its feature map, "softmax" or "relu".
+	Features int64
 	// Keepdims makes gap return [C, 1, 1] instead of [C].
 	Keepdims bool
 	// AlignCorners is upsample's bilinear corner rule (PyTorch's

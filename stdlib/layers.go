@@ -41,8 +41,8 @@ func layerSpecs() []*lang.LayerSpec {
 		arg("dilation", lang.TInt, "Spacing between kernel taps; d2 doubles the receptive field.", glued, alias("d"), atLeast(1), def("1")),
 		arg("groups", lang.TInt, "Channel groups; equal to the input channels for a depthwise conv.", atLeast(1), def("1")),
 		biasArg())
-	return []*lang.LayerSpec{
-		layer("dense", "Fully connected layer on a vector: y = xW + b.",
+	return append([]*lang.LayerSpec{
+		layer("dense", "Fully connected layer on a vector, or on each token of [T, D]: y = xW + b.",
 			arg("units", lang.TInt, "Output features.", positional, required, atLeast(1)),
 			biasArg()),
 		layer("conv", "2-D convolution over [C, H, W].", conv...),
@@ -51,7 +51,7 @@ func layerSpecs() []*lang.LayerSpec {
 		layer("batchnorm", "Batch normalisation over the channel axis (the first) of a vector, an image or a volume, with a learned scale and shift.",
 			arg("eps", lang.TFloat, "Added to the variance, greater than 0.", above(0), def("1e-5")),
 			arg("momentum", lang.TFloat, "Weight of the batch in the running statistics, in [0, 1].", atLeast(0), atMost(1), def("0.1"))),
-		layer("layernorm", "Layer normalisation over the last axis, with a learned scale and shift.",
+		layer("layernorm", "Layer normalisation over the last axis (each token's features for tokens [T, D]), with a learned scale and shift.",
 			arg("eps", lang.TFloat, "Added to the variance, greater than 0.", above(0), def("1e-5"))),
 		layer("relu", "max(x, 0), elementwise."),
 		layer("leakyrelu", "x for x > 0, slope·x otherwise, elementwise (a GAN discriminator's activation).",
@@ -94,7 +94,7 @@ func layerSpecs() []*lang.LayerSpec {
 				arg("terms", lang.TInt, "L; the layer sums 2L sketched terms (Panther's num_terms).", atLeast(1), def("6")),
 				arg("rank", lang.TInt, "k, the rank of each term (Panther's low_rank).", atLeast(1), def("8")),
 				biasArg())...),
-	}
+	}, tokenLayerSpecs()...)
 }
 
 func familySpecs() []*lang.LayerSpec {
@@ -123,7 +123,7 @@ func familySpecs() []*lang.LayerSpec {
 			arg("out", lang.TInt, "Output channels (classes or targets).", atLeast(1), def("1")),
 			arg("encoder", lang.TEnum, "plain | resnet18 | resnet34 | resnet50.", enum("plain", "resnet18", "resnet34", "resnet50"), def("plain")),
 			arg("dims", lang.TInt, "2 for images [C, H, W]; 3 for volumes [C, D, H, W] (3-D convs, pools and transposed convs; plain encoder only, D, H and W must divide by 2^depth).", atLeast(2), atMost(3), def("2"))),
-		family("vit", "Vision Transformer (torchvision's layout): patches -> class token -> position embedding -> encoder layers -> head. Plannable only.",
+		family("vit", "Vision Transformer (torchvision's layout): patches -> class token -> position embedding -> encoder layers -> head.",
 			arg("patch", lang.TInt, "Patch size; H and W must divide by it.", atLeast(1), def("16")),
 			arg("depth", lang.TInt, "Encoder layers.", atLeast(1), def("12")),
 			arg("heads", lang.TInt, "Attention heads; dim must divide by it.", atLeast(1), def("12")),

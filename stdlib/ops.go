@@ -71,8 +71,11 @@ var opInfos = []*OpInfo{
 	{"class_token", "Prepends a learned token.", "[T, D] to [T+1, D]", "nothing"},
 	{"pos_embed", "Adds a learned position embedding.", "unchanged", "nothing"},
 	{"select_token", "Takes the first token.", "[T, D] to [D]", "nothing"},
-	{"attention", "Multi-head self-attention with input and output projections (Heads).", "[T, D] unchanged",
-		"its input, and privately q, k, v (3·T·D), the attention probabilities (Heads·T·T) and the heads' output (T·D)"},
+	{"mean_tokens", "Averages the tokens.", "[T, D] to [D]", "nothing"},
+	{"attention", "Multi-head self-attention with input and output projections (Heads, P: dropout on the probabilities, Causal).", "[T, D] unchanged",
+		"its input, and privately q, k, v (3·T·D), the attention probabilities (Heads·T·T) and the heads' output (T·D); with dropout a 1-byte mask per probability (SavedAux)"},
+	{"random_attention", "Performer (FAVOR+) self-attention, Panther's RandMultiHeadAttention: q, k, v and output projections, per head φ(q)·(φ(k)ᵀ·v) / φ(q)·Σφ(k) with M fixed random features (Heads, Features, Causal, Mode: softmax or relu); the features are Buffers.", "[T, D] unchanged",
+		"its input, and privately q, k, v and the heads' output (4·T·D), φ(q) and φ(k) (2·Heads·T·Features) and the argmax of each feature map's stabiliser (Heads·T + Heads)"},
 }
 
 // Ops lists the primitive ops a Graph is made of, with their rules.

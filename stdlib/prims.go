@@ -506,15 +506,22 @@ func (b *builder) selectToken(name string, x int) int {
 // a packed input projection to q, k, v (3·D·D weights, 3·D biases), per
 // head softmax(q·kᵀ/√(D/H))·v, and an output projection (D·D + D).
 // FLOPs: projections 2·T·D·3D and 2·T·D·D plus their biases (4·T·D), scores
-// and weighted sum 2·T·T·D each, scaling and softmax 6·H·T·T.
-func (b *builder) attention(name string, x int, heads int64) int {
+// and weighted sum 2·T·T·D each, scaling and softmax 6·H·T·T, and dropout
+// on the probabilities H·T·T more (with its 1-byte mask kept, as autograd
+// does).
+func (b *builder) attention(name string, x int, a OpArgs) int {
 	in, _ := b.shape(x)
-	t, d := in[0], in[1]
+	t, d, heads := in[0], in[1], a.Heads
+	a.Bias = true
 	var cc calc
-	n := b.newNode(name, "attention", cloneShape(in), OpArgs{Heads: heads, Bias: true}, x)
+	n := b.newNode(name, "attention", cloneShape(in), a, x)
 	n.Params = cc.add(cc.mul(4, d, d), cc.mul(4, d))
 	n.FLOPs = cc.add(cc.mul(8, t, d, d), cc.mul(4, t, d), cc.mul(4, t, t, d), cc.mul(6, heads, t, t))
 	n.Keep = []int{x}
 	n.Private = cc.add(cc.mul(4, t, d), cc.mul(heads, t, t))
+	if a.P > 0 {
+		n.FLOPs = cc.add(n.FLOPs, cc.mul(heads, t, t))
+		n.SavedAux = cc.mul(heads, t, t)
+	}
 	return b.push(n, &cc)
 }

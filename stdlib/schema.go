@@ -104,7 +104,7 @@ func (r *Registry) CheckModel(m *lang.Model) diag.Diagnostics {
 // exec has no kernels for it yet.
 func (r *Registry) PlanOnly(name string) bool { return planOnly[name] }
 
-var planOnly = map[string]bool{"vit": true}
+var planOnly = map[string]bool{}
 
 // Argument constructors. Each returns a fresh spec so no two fields share
 // one.

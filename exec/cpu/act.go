@@ -51,8 +51,7 @@ func applyAct(a actKind, dst, src []float32) {
 		}
 	case actGELU:
 		for i, v := range src {
-			x := float64(v)
-			dst[i] = float32(0.5 * x * (1 + math.Erf(x/math.Sqrt2)))
+			dst[i] = 0.5 * v * (1 + erf32(v*(1/math.Sqrt2)))
 		}
 	case actSigmoid:
 		for i, v := range src {
@@ -87,8 +86,7 @@ func actDeriv(a actKind, x, y float32) float32 {
 	case actTanh:
 		return 1 - y*y
 	case actGELU:
-		v := float64(x)
-		return float32(0.5*(1+math.Erf(v/math.Sqrt2)) + v*math.Exp(-0.5*v*v)/math.Sqrt(2*math.Pi))
+		return 0.5*(1+erf32(x*(1/math.Sqrt2))) + x*exp32(-0.5*x*x)*float32(1/math.Sqrt(2*math.Pi))
 	}
 	return 1
 }

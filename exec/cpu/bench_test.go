@@ -65,3 +65,7 @@ func BenchmarkStepUNet(b *testing.B) {
 }
 
 var _ exec.Model = (*model)(nil)
+
+func BenchmarkStepViT(b *testing.B) {
+	benchStep(b, exampleGraph(b, "vit_fashion.pipe"), 128, "cross_entropy", "adamw", true)
+}

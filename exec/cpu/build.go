@@ -203,7 +203,7 @@ func (m *model) makeUnits(g *stdlib.Graph, groups [][]int) error {
 		}
 		l, ok := layoutOf(n.Out)
 		if !ok {
-			return fmt.Errorf("%w: %s (%s) produces %v per sample; the cpu backend runs vectors [F] and images [C, H, W]", exec.ErrUnsupported, n.Name, n.Op, n.Out)
+			return fmt.Errorf("%w: %s (%s) produces %v per sample; the cpu backend runs vectors [F], tokens [T, D] and images [C, H, W]", exec.ErrUnsupported, n.Name, n.Op, n.Out)
 		}
 		u.out = l
 		for _, j := range u.nodes[0].Inputs {
@@ -217,6 +217,9 @@ func (m *model) makeUnits(g *stdlib.Graph, groups [][]int) error {
 		m.units = append(m.units, u)
 	}
 	m.outUnit = nodeUnit[g.Output]
+	if o := m.units[m.outUnit]; o.out.seq() {
+		return unsupported(o.nodes[len(o.nodes)-1], fmt.Sprintf("ends the model with tokens %v; the losses read a vector or an image: end with select_token or mean_tokens (then dense)", o.nodes[len(o.nodes)-1].Out))
+	}
 	return nil
 }
 
@@ -278,6 +281,9 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 		act, _ = actOf(actNode.Op)
 	}
 	a := first.Args
+	if k, err := m.tokenKernel(u); k != nil || err != nil {
+		return k, err
+	}
 	switch first.Op {
 	case "input":
 		return inputKernel{}, nil
@@ -327,7 +333,7 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 		if in.spatial {
 			return nil, unsupported(first, "over [C, H, W] maps the last axis; the cpu backend runs dense on vectors (flatten or gap first)")
 		}
-		k := &denseKernel{in: in.c, out: u.out.c, act: act}
+		k := &denseKernel{in: in.c, out: u.out.c, act: act, rows: in.rows()}
 		if first.Op == "dense" {
 			k.w = m.newParam(first.Name+".weight", []int64{int64(k.out), int64(k.in)}, kaiming(k.in))
 		} else {
@@ -370,7 +376,7 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 			return nil, unsupported(first, "over [C, H, W] normalises the last axis only; the cpu backend runs layernorm on vectors")
 		}
 		f := int64(u.out.c)
-		return &lnKernel{f: u.out.c, eps: eps(a.Eps),
+		return &lnKernel{f: u.out.c, rows: u.out.rows(), eps: eps(a.Eps),
 			gamma: m.newParam(first.Name+".weight", []int64{f}, fill(1)),
 			beta:  m.newParam(first.Name+".bias", []int64{f}, fill(0))}, nil
 	case "relu", "gelu", "sigmoid", "tanh":
@@ -496,7 +502,7 @@ func (m *model) gradFlags() {
 
 func hasParams(k kernel) bool {
 	switch k := k.(type) {
-	case *convKernel, *convTKernel, *denseKernel, *lnKernel, *skDenseKernel, *skConvKernel:
+	case *convKernel, *convTKernel, *denseKernel, *lnKernel, *skDenseKernel, *skConvKernel, *attnKernel, *randAttnKernel, *classTokenKernel, *posEmbedKernel:
 		return true
 	case *bnKernel:
 		return k != nil
@@ -514,6 +520,10 @@ func (m *model) allocScratch() {
 		var geo *convGeom
 		var vol *volGeom
 		switch k := u.k.(type) {
+		case *attnKernel:
+			col = max(col, k.scratchNeed())
+		case *randAttnKernel:
+			col = max(col, k.scratchNeed())
 		case *convKernel:
 			geo, vol = &k.geo, k.vol
 		case *convTKernel:

@@ -56,6 +56,7 @@ func (m *model) gemm(tA, tB blas.Transpose, rows, cols, k int, alpha float32, a 
 // bottleneck.
 type denseKernel struct {
 	in, out int
+	rows    int // tokens per sample: 1 for a vector
 	w, b    *param
 	act     actKind
 	// lowrank: u is [terms, in, rank], v is [terms, rank, out].
@@ -67,7 +68,7 @@ type denseKernel struct {
 func (k *denseKernel) spec() kspec {
 	sp := kspec{saveIn: []bool{true}, saveOut: k.act.fromOut()}
 	if k.act == actGELU {
-		sp.aux = append(sp.aux, bsize{perSample: k.out})
+		sp.aux = append(sp.aux, bsize{perSample: k.out * k.rows})
 	}
 	if k.lowrank {
 		tr := k.terms * k.rank
@@ -79,13 +80,13 @@ func (k *denseKernel) spec() kspec {
 
 func (k *denseKernel) preact(e *env) []float32 {
 	if k.act == actGELU {
-		return e.aux[0][:e.n*k.out]
+		return e.aux[0][:e.n*k.rows*k.out]
 	}
 	return nil
 }
 
 func (k *denseKernel) forward(e *env) {
-	n := e.n
+	n := e.n * k.rows
 	x, y := e.in[0], e.out
 	z := y
 	if k.act == actGELU {
@@ -116,7 +117,7 @@ func (k *denseKernel) forward(e *env) {
 }
 
 func (k *denseKernel) backward(e *env) {
-	n := e.n
+	n := e.n * k.rows
 	x, g := e.in[0], e.dout
 	sz := n * k.out
 	if k.act != actNone {

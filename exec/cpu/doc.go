@@ -34,7 +34,10 @@
 // over the whole micro-batch is then one product W·im2col(X) written in
 // place, batchnorm reduces contiguous channel blocks, and concat along
 // channels copies whole blocks. Batches arrive NCHW and outputs leave
-// NCHW; the input unit, flatten and the output transpose. conv.go
+// NCHW; the input unit, flatten and the output transpose. Tokens [T, D]
+// are N·T rows of D, so dense and layernorm run on them as on vectors;
+// attention.go describes the fused multi-head self-attention, randattn.go
+// Performer's (random_attention). conv.go
 // describes the convolutions: im2col chunks sized to the core's cache,
 // each worker running single-threaded sgemm on its own columns (OpenBLAS's
 // threads are off: two workers splitting the columns matched or beat

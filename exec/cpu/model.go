@@ -34,6 +34,8 @@ func layoutOf(shape []int64) (layout, bool) {
 	switch len(shape) {
 	case 1:
 		return layout{c: int(shape[0]), h: 1, w: 1}, shape[0] > 0
+	case 2: // tokens [T, D]: T rows of D (attention.go)
+		return layout{c: int(shape[1]), h: int(shape[0]), w: 1}, shape[0] > 0 && shape[1] > 0
 	case 3:
 		return layout{spatial: true, c: int(shape[0]), h: int(shape[1]), w: int(shape[2])}, shape[0] > 0 && shape[1] > 0 && shape[2] > 0
 	case 4:

@@ -434,10 +434,13 @@ func TestClipGradNorm(t *testing.T) {
 }
 
 func TestUnsupported(t *testing.T) {
-	g := graphOf(t, "input [3, 32, 32]\nvit patch 16 depth 1 heads 2 dim 8 mlp_dim 8 classes 3")
-	_, err := build(g, cfgOf(2, "cross_entropy", "adam"), false)
-	if !errors.Is(err, exec.ErrUnsupported) {
-		t.Errorf("vit: %v, want ErrUnsupported", err)
+	// A model ending in tokens has no loss; softmax runs on vectors and
+	// images only.
+	for _, src := range []string{"input [1, 8, 8]\npatches 4 dim 4", "input [1, 8, 8]\npatches 4 dim 4 -> softmax -> select_token"} {
+		_, err := build(graphOf(t, src), cfgOf(2, "mse", "adam"), false)
+		if !errors.Is(err, exec.ErrUnsupported) {
+			t.Errorf("%q: %v, want ErrUnsupported", src, err)
+		}
 	}
 	for _, c := range []exec.Config{
 		{Batch: 2, Loss: exec.Loss{Kind: "hinge"}, Optimizer: exec.Optimizer{Kind: "adam"}},

@@ -268,19 +268,19 @@ func (k *bnKernel) backward(e *env) {
 
 // lnKernel is layer normalisation over the features of a vector.
 type lnKernel struct {
-	f           int
+	f, rows     int // features, and rows per sample (tokens; 1 for a vector)
 	eps         float64
 	gamma, beta *param
 }
 
 func (k *lnKernel) spec() kspec {
-	return kspec{saveIn: []bool{true}, aux: []bsize{{perSample: 2}}}
+	return kspec{saveIn: []bool{true}, aux: []bsize{{perSample: 2 * k.rows}}}
 }
 
 func (k *lnKernel) forward(e *env) {
 	f := k.f
 	x, y, st := e.in[0], e.out, e.aux[0]
-	e.m.pool.forRange(e.n, 8, func(lo, hi int) {
+	e.m.pool.forRange(e.n*k.rows, 8, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			row := x[i*f : (i+1)*f]
 			mean, v := meanVar(row)
@@ -298,7 +298,7 @@ func (k *lnKernel) backward(e *env) {
 	f := k.f
 	x, g, st := e.in[0], e.dout, e.aux[0]
 	dx := e.din[0]
-	for i := 0; i < e.n; i++ {
+	for i := 0; i < e.n*k.rows; i++ {
 		mean, invstd := st[2*i], st[2*i+1]
 		row, gr := x[i*f:(i+1)*f], g[i*f:(i+1)*f]
 		var s1, s2 float64

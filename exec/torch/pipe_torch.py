@@ -153,7 +153,9 @@ def make_module(n):
     if op == "attention":
         # torchvision's EncoderBlock.self_attention: its parameters are
         # in_proj_weight [3D, D], in_proj_bias, out_proj.weight, out_proj.bias.
-        return nn.MultiheadAttention(ins[0][-1], a["heads"], dropout=0.0, batch_first=True)
+        return nn.MultiheadAttention(ins[0][-1], a["heads"], dropout=a.get("dropout", 0.0), batch_first=True)
+    if op == "random_attention":
+        return RandAttention(ins[0][-1], a["heads"], a["features"], a["causal"], a["kernel"])
     return None
 
 
@@ -284,10 +286,75 @@ def define_modules():
 
     ClassToken, PosEmbed = _ClassToken, _PosEmbed
 
+    global RandAttention
+
+    class _RandAttention(nn.Module):
+        """pipe's random_attention, Panther's RandMultiHeadAttention
+        (Performer's FAVOR+, stdlib/randattn.go): Wq, Wk, Wv, W0 and their
+        biases under Panther's names, the fixed random features
+        projection_matrix [M, d] as a buffer. Written in plain torch ops, so
+        autograd differentiates it (Panther's causal kernels have their own
+        backward); the stabiliser's max passes its gradient on as autograd's
+        max does."""
+
+        def __init__(self, d, heads, m, causal, kernel):
+            super().__init__()
+            self.h, self.dh, self.m, self.causal, self.relu = heads, d // heads, m, causal, kernel == "relu"
+            for w in ("Wq", "Wk", "Wv", "W0"):
+                setattr(self, w, nn.Parameter(nn.init.xavier_uniform_(torch.empty(d, d))))
+            for b in ("bq", "bk", "bv", "b0"):
+                setattr(self, b, nn.Parameter(torch.zeros(d)))
+            self.register_buffer("projection_matrix", favor_features(m, self.dh))
+
+        def features(self, z, query):
+            w, r = self.projection_matrix, self.m ** -0.5
+            if self.relu:
+                return F.relu(r * (z @ w.t())) + 1e-5
+            z = z * self.dh ** -0.25
+            dash = z @ w.t()
+            diag = (z * z).sum(-1, keepdim=True) / 2
+            mx = dash.max(-1, keepdim=True)[0]
+            if not query:
+                mx = mx.max(-3, keepdim=True)[0]  # over the tokens of each head
+            return r * (torch.exp(dash - diag - mx) + 1e-5)
+
+        def forward(self, x):
+            n, t, d = x.shape
+            q = F.linear(x, self.Wq, self.bq).view(n, t, self.h, self.dh)
+            k = F.linear(x, self.Wk, self.bk).view(n, t, self.h, self.dh)
+            v = F.linear(x, self.Wv, self.bv).view(n, t, self.h, self.dh)
+            a, b = self.features(q, True), self.features(k, False)  # [n, t, h, m]
+            if self.causal:
+                s = torch.cumsum(b.unsqueeze(-1) * v.unsqueeze(-2), dim=1)  # [n, t, h, m, dh]
+                num = (a.unsqueeze(-1) * s).sum(-2)
+                den = (a * torch.cumsum(b, dim=1)).sum(-1)
+            else:
+                kv = torch.einsum("nthm,nthd->nhmd", b, v)
+                num = torch.einsum("nthm,nhmd->nthd", a, kv)
+                den = (a * b.sum(1, keepdim=True)).sum(-1)
+            o = (num / den.unsqueeze(-1)).reshape(n, t, d)
+            return F.linear(o, self.W0, self.b0)
+
+    RandAttention = _RandAttention
+
+
+def favor_features(m, d):
+    """Panther's create_projection_matrix (scaling off), from torch's
+    seeded generator: blocks of d orthonormal rows (the transposed Q of a
+    Gaussian's QR), the last cut to the rows left, each row times the norm
+    of a Gaussian d-vector."""
+    blocks = []
+    for _ in range((m + d - 1) // d):
+        qm, _ = torch.linalg.qr(torch.randn(d, d))
+        blocks.append(qm.t())
+    w = torch.cat(blocks)[:m]
+    return torch.randn(m, d).norm(dim=1, keepdim=True) * w
+
 
 LowRank = None
 SKLinear = None
 SKConv2d = None
+RandAttention = None
 ClassToken = None
 PosEmbed = None
 Net = None
@@ -360,12 +427,18 @@ def define_net():
             m = self.mods[n["id"]]
             if op in ("conv", "convtranspose", "dense", "lowrank_dense", "sketched_dense", "sketched_conv", "layernorm",
                       "instancenorm",
-                      "maxpool", "avgpool", "dropout", "class_token", "pos_embed"):
+                      "maxpool", "avgpool", "dropout", "class_token", "pos_embed", "random_attention"):
                 return m(xs[0])
             if op == "attention":
                 # nn.MultiheadAttention as torchvision's encoder block calls
                 # it: self-attention, no attention weights returned.
-                return m(xs[0], xs[0], xs[0], need_weights=False)[0]
+                # A causal mask is True above the diagonal: those scores
+                # are left out of the softmax.
+                mask = None
+                if n["args"].get("causal"):
+                    t = xs[0].shape[1]
+                    mask = torch.ones(t, t, dtype=torch.bool, device=xs[0].device).triu(1)
+                return m(xs[0], xs[0], xs[0], need_weights=False, attn_mask=mask)[0]
             if op == "tokens":
                 # torchvision's _process_input: [N, D, H, W] to [N, H·W, D],
                 # a view.
@@ -373,6 +446,8 @@ def define_net():
                 return x.reshape(x.shape[0], x.shape[1], -1).permute(0, 2, 1)
             if op == "select_token":
                 return xs[0][:, 0]
+            if op == "mean_tokens":
+                return xs[0].mean(dim=1)
             if op == "batchnorm":
                 if self.recomputing:
                     # A recomputed segment normalises with the batch's own

@@ -110,6 +110,17 @@ func savedCases(t *testing.T) []savedCase {
 	cs = append(cs,
 		savedCase{"vit_b_16", familySrc("vit_b_16", vit, "vit patch 16 depth 12 heads 12 dim 768 mlp_dim 3072 classes 1000", 1000), 2, 86_567_656},
 		savedCase{"vit_l_16", familySrc("vit_l_16", vit, "vit patch 16 depth 24 heads 16 dim 1024 mlp_dim 4096 classes 1000", 1000), 2, 304_326_632})
+	// Attention with dropout on its probabilities and a causal mask,
+	// averaged over the tokens.
+	cs = append(cs, savedCase{"attention_dropout", familySrc("attention_dropout", "[3, 32, 32]",
+		"patches 4 dim 32 -> class_token -> pos_embed -> layernorm -> attention heads 4 dropout 0.1 causal -> mean_tokens -> dense 10", 10), 2, 0})
+	// Performer attention (random_attention): causal softmax features and
+	// relu features, each with and without the causal prefix sums.
+	for _, v := range []string{"", "causal", "kernel relu", "causal kernel relu"} {
+		nm := strings.TrimSuffix("random_attention_"+strings.ReplaceAll(strings.ReplaceAll(v, "kernel ", ""), " ", "_"), "_")
+		cs = append(cs, savedCase{nm, familySrc(nm, "[3, 32, 32]",
+			"patches 4 dim 32 -> pos_embed -> layernorm -> random_attention heads 4 features 12 "+v+" -> mean_tokens -> dense 10", 10), 2, 0})
+	}
 	for _, r := range []string{"resnet50", "resnet101"} {
 		cs = append(cs, savedCase{"deeplabv3plus_" + r, familySrc("deeplabv3plus_"+r, "[3, 128, 128]", "deeplabv3plus encoder "+r+" classes 2", 2), 2, 0})
 	}

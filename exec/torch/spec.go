@@ -209,10 +209,12 @@ func argsOf(n *stdlib.Node) (map[string]any, error) {
 		}
 		return nil, nil
 	case "input", "relu", "gelu", "sigmoid", "tanh", "softmax", "flatten", "concat",
-		"tokens", "class_token", "pos_embed", "select_token":
+		"tokens", "class_token", "pos_embed", "select_token", "mean_tokens":
 		return nil, nil
 	case "attention":
-		return map[string]any{"heads": a.Heads}, nil
+		return map[string]any{"heads": a.Heads, "dropout": a.P, "causal": a.Causal}, nil
+	case "random_attention":
+		return map[string]any{"heads": a.Heads, "features": a.Features, "causal": a.Causal, "kernel": a.Mode}, nil
 	case "conv":
 		return map[string]any{"out_channels": a.Channels, "kernel_size": a.Kernel, "stride": max(a.Stride, 1),
 			"padding": a.Padding, "dilation": max(a.Dilation, 1), "groups": max(a.Groups, 1), "bias": a.Bias}, nil

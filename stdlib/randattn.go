@@ -1,0 +1,72 @@
+package stdlib
+
+// random_attention is Panther's RandMultiHeadAttention (panther.nn and its
+// pawX kernels), Performer's FAVOR+ self-attention over the tokens [T, D]:
+//
+//	q = x·Wqᵀ + bq, k = x·Wkᵀ + bk, v = x·Wvᵀ + bv   (xavier weights, zero biases)
+//	per head (width d = D/H), with φ a feature map on M random features:
+//	  o = φ(q)·(φ(k)ᵀ·v) / φ(q)·Σ_t φ(k_t)          (row by row)
+//	y = o·W0ᵀ + b0
+//
+// The features ω [M, d] are fixed: blocks of d orthonormal rows (the QR of
+// a Gaussian d×d matrix), each row scaled by the norm of a Gaussian
+// d-vector, shared by the heads; a buffer that no gradient reaches and a
+// checkpoint saves. Panther draws them from torch's generator at seed 42;
+// pipe draws them from its own seeded generator, so the values differ and
+// the distribution is the same.
+//
+// The softmax feature map, with z′ = z/d^¼ and r = M^-½:
+//
+//	φ(z)_m = r·(exp(ω_m·z′ − |z′|²/2 − c) + 1e-5)
+//
+// where the stabiliser c is the largest ω_m·z′ of the token for queries,
+// and the largest over every token and feature of the head (per sample)
+// for keys. The relu map is φ(z)_m = relu(r·ω_m·z) + 1e-5. Causal
+// attention replaces φ(k)ᵀ·v and Σφ(k) by their prefix sums up to the
+// token (inclusive). Panther stores a dropout probability but never
+// applies it, so pipe has none.
+//
+// Every step is linear in T: FLOPs 8·T·D² (projections) + 5·T·D (biases,
+// division) + 4·T·D·M (feature maps) + 4·T·D·M (φ(k)ᵀ·v and φ(q)·S) +
+// 11·H·T·M (exponentials, sums, denominators).
+
+import (
+	"pipe/lang"
+)
+
+func randomAttentionSpec() *lang.LayerSpec {
+	return layer("random_attention", "Performer (FAVOR+) self-attention over the tokens [T, D], Panther's RandMultiHeadAttention: q, k, v projections, per head φ(q)·(φ(k)ᵀ·v) / φ(q)·Σφ(k) with φ a map onto M fixed random features (orthogonal, drawn from the run's seed, saved in checkpoints), and an output projection. Time and memory grow linearly with the tokens.",
+		arg("heads", lang.TInt, "Attention heads; the token width must divide by it.", atLeast(1), def("1")),
+		arg("features", lang.TInt, "Random features M per head (Panther's num_random_features).", required, atLeast(1)),
+		arg("causal", lang.TBool, "Each token attends only to itself and the tokens before it (prefix sums).", def("false")),
+		arg("kernel", lang.TEnum, "softmax (positive random features, exp(ω·z − |z|²/2)) | relu (relu(ω·z)).", enum("softmax", "relu"), def("softmax")))
+}
+
+// randomAttentionCall builds random_attention from a call on tokens in.
+func (b *builder) randomAttentionCall(c *lang.LayerCall, x int, in []int64) int {
+	h := argInt(c, "heads", 1)
+	if in[1]%h != 0 {
+		return b.badArg(c.Args["heads"], "random_attention heads must divide the token width",
+			"The tokens are %d wide, which is not a multiple of %d heads; pick heads dividing %d.", in[1], h, in[1])
+	}
+	return b.randomAttention(b.numbered("random_attention"), x, OpArgs{Heads: h, Features: argInt(c, "features", 1),
+		Causal: argBool(c, "causal", false), Mode: argStr(c, "kernel", "softmax")})
+}
+
+// randomAttention adds the node (the rules at the top of the file).
+// Backward keeps the input (for the projections' weights) and privately
+// q, k, v and o, φ(q) and φ(k), and the position of each stabiliser's
+// maximum (H·T for queries, H for keys).
+func (b *builder) randomAttention(name string, x int, a OpArgs) int {
+	in, _ := b.shape(x)
+	t, d, h, m := in[0], in[1], a.Heads, a.Features
+	a.Bias = true
+	var cc calc
+	n := b.newNode(name, "random_attention", cloneShape(in), a, x)
+	n.Params = cc.add(cc.mul(4, d, d), cc.mul(4, d))
+	n.Buffers = cc.mul(m, d/h)
+	n.FLOPs = cc.add(cc.mul(8, t, d, d), cc.mul(5, t, d), cc.mul(8, t, d, m), cc.mul(11, h, t, m))
+	n.Keep = []int{x}
+	n.Private = cc.add(cc.mul(4, t, d), cc.mul(2, h, t, m), cc.mul(h, t), h)
+	return b.push(n, &cc)
+}
