@@ -73,7 +73,7 @@ func run(pipe string, steps int, out string) error {
 	paths, _ := filepath.Glob(filepath.Join(root, "examples", "*.pipe"))
 	t := table{Note: "plan total against the process's peak resident memory (VmHWM), native engine on the CPU",
 		Date: time.Now().UTC().Format(time.DateOnly), Go: runtime.Version(), Steps: steps}
-	fmt.Printf("%-14s %12s %12s %8s\n", "example", "planned MiB", "measured MiB", "error")
+	fmt.Printf("%-18s %12s %12s %8s\n", "example", "planned MiB", "measured MiB", "error")
 	var worst float64
 	for _, p := range paths {
 		r, err := memrun.Run(bin, nil, dir, p, steps)
@@ -81,7 +81,7 @@ func run(pipe string, steps int, out string) error {
 			return err
 		}
 		e := 100 * r.Error()
-		fmt.Printf("%-14s %12.1f %12.1f %+7.1f%%\n", r.Example, float64(r.Planned)/(1<<20), float64(r.Measured)/(1<<20), e)
+		fmt.Printf("%-18s %12.1f %12.1f %+7.1f%%\n", r.Example, float64(r.Planned)/(1<<20), float64(r.Measured)/(1<<20), e)
 		t.Rows = append(t.Rows, row{r.Example, r.Planned, r.Measured, math.Round(e*10) / 10})
 		if math.Abs(e) >= math.Abs(worst) {
 			worst, t.WorstAbs = e, fmt.Sprintf("%s %+.1f%%", r.Example, e)
