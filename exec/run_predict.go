@@ -145,34 +145,12 @@ func (r *runner) predictRaster(ctx context.Context, raster data.Raster, src *lan
 	}
 	bands := int(out[0])
 	blend := data.NewBlender(fine.Width, fine.Height, bands)
-	o := int(numel(out))
-	buf := make([]float32, batch*o)
-	loader := data.NewLoader(ws, data.LoaderOptions{BatchSize: batch, Workers: r.p.Loader.Workers, Prefetch: r.p.Loader.Prefetch})
-	it := loader.EpochContext(ctx, 0)
-	defer it.Close()
-	for {
-		b, err := it.Next(ctx)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		eb := *b
-		eb.Y, eb.Mask = nil, nil
-		if _, err := r.model.Eval(&eb, buf[:b.N*o]); err != nil {
-			it.Release(b)
-			return nil, err
-		}
-		for j := range b.N {
-			w := wins[b.Indices[j]]
-			w = data.Window{X: w.X * f, Y: w.Y * f, W: w.W * f, H: w.H * f}
-			if err := blend.Add(w, buf[j*o:(j+1)*o]); err != nil {
-				it.Release(b)
-				return nil, err
-			}
-		}
-		it.Release(b)
+	err := r.eachOutput(ctx, ws, batch, int(numel(out)), func(i int, y []float32) error {
+		w := wins[i]
+		return blend.Add(data.Window{X: w.X * f, Y: w.Y * f, W: w.W * f, H: w.H * f}, y)
+	})
+	if err != nil {
+		return nil, err
 	}
 	pred := blend.Result()
 	if s := r.data.scaling; s != nil {
@@ -339,3 +317,35 @@ func b2i(b bool) int {
 }
 
 func fmtFloat(v float64) string { return strconv.FormatFloat(v, 'g', 7, 64) }
+
+// eachOutput runs the model over every sample of ds in batches of batch,
+// through a loader with the plan's workers, and hands each sample's
+// output (o values) to add with the sample's index in ds.
+func (r *runner) eachOutput(ctx context.Context, ds data.Dataset, batch, o int, add func(i int, y []float32) error) error {
+	buf := make([]float32, batch*o)
+	loader := data.NewLoader(ds, data.LoaderOptions{BatchSize: batch, Workers: r.p.Loader.Workers, Prefetch: r.p.Loader.Prefetch})
+	it := loader.EpochContext(ctx, 0)
+	defer it.Close()
+	for {
+		b, err := it.Next(ctx)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		eb := *b
+		eb.Y, eb.Mask = nil, nil
+		if _, err := r.model.Eval(&eb, buf[:b.N*o]); err != nil {
+			it.Release(b)
+			return err
+		}
+		for j := range b.N {
+			if err := add(b.Indices[j], buf[j*o:(j+1)*o]); err != nil {
+				it.Release(b)
+				return err
+			}
+		}
+		it.Release(b)
+	}
+}

@@ -3,7 +3,6 @@ package exec
 import (
 	"context"
 	"fmt"
-	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -33,32 +32,11 @@ func (r *runner) predictVolume(ctx context.Context, vol data.Volume, src *lang.B
 	origins := data.Windows3(ext, win, ov)
 	bands := int(out[0])
 	blend := data.NewBlender3(ext, bands)
-	o := int(numel(out))
-	buf := make([]float32, batch*o)
-	loader := data.NewLoader(vol.At(origins), data.LoaderOptions{BatchSize: batch, Workers: r.p.Loader.Workers, Prefetch: r.p.Loader.Prefetch})
-	it := loader.EpochContext(ctx, 0)
-	defer it.Close()
-	for {
-		b, err := it.Next(ctx)
-		if err == io.EOF {
-			break
-		}
-		if err != nil {
-			return nil, err
-		}
-		eb := *b
-		eb.Y, eb.Mask = nil, nil
-		if _, err := r.model.Eval(&eb, buf[:b.N*o]); err != nil {
-			it.Release(b)
-			return nil, err
-		}
-		for j := range b.N {
-			if err := blend.Add(origins[b.Indices[j]], win, buf[j*o:(j+1)*o]); err != nil {
-				it.Release(b)
-				return nil, err
-			}
-		}
-		it.Release(b)
+	err := r.eachOutput(ctx, vol.At(origins), batch, int(numel(out)), func(i int, y []float32) error {
+		return blend.Add(origins[i], win, y)
+	})
+	if err != nil {
+		return nil, err
 	}
 	pred := blend.Result()
 	if s := r.data.scaling; s != nil {

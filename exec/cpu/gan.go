@@ -62,22 +62,7 @@ func (m *model) BackwardTrain(scale float64, dout []float32) (loss float64, err 
 		fromNCHW(tmp, dout, ol, n)
 		addTo(s.seedS[:len(tmp)], tmp)
 	}
-	for _, bn := range m.bns {
-		bn.commit()
-	}
-	m.version++
-	for i := s.bwdAt; i < len(s.events); i++ {
-		ev := &s.events[i]
-		e := ev.e
-		e.n = n
-		if ev.kind == evRecompute {
-			e.train = true
-			ev.u.k.forward(e)
-			continue
-		}
-		ev.u.k.backward(e)
-	}
-	m.microStep++
+	m.runBackward(s, n)
 	return loss, nil
 }
 

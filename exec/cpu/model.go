@@ -492,6 +492,14 @@ func (m *model) TrainStep(b *data.Batch, scale float64) (loss float64, err error
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return loss, m.diagnose(s, b, loss)
 	}
+	m.runBackward(s, n)
+	return loss, nil
+}
+
+// runBackward commits the batchnorms' statistics of the forward pass just
+// run and runs the step's backward events (recomputing checkpoint
+// segments where they fall) for a batch of n.
+func (m *model) runBackward(s *sched, n int) {
 	for _, bn := range m.bns {
 		bn.commit()
 	}
@@ -508,7 +516,6 @@ func (m *model) TrainStep(b *data.Batch, scale float64) (loss float64, err error
 		ev.u.k.backward(e)
 	}
 	m.microStep++
-	return loss, nil
 }
 
 // Eval implements exec.Model.
