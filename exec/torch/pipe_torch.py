@@ -1677,6 +1677,16 @@ def is_oom(e):
 
 
 def max_rss():
+    """This process's peak resident memory: VmHWM, the kernel's figure for
+    its own address space. ru_maxrss is the fallback only: Linux carries
+    into it, across exec, the peak of the process that started it."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
