@@ -4,9 +4,6 @@ import (
 	"fmt"
 	"math"
 	"testing"
-
-	"pipe/exec"
-	"pipe/exec/cpu"
 )
 
 // TestRandomAttentionAgrees: random_attention (Panther's
@@ -27,44 +24,7 @@ func TestRandomAttentionAgrees(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := fmt.Sprintf("pipeline p\nsource d synthetic { samples 16  shape [3, 8, 8]  classes 3 }\nmodel m {\n  input [3, 8, 8]\n  %s\n}\ntrain { epochs 1  batch 4  optimizer sgd lr 1  loss mse }\n", c.model)
-			prog, p, g := loadSrc(t, c.name+".pipe", []byte(src))
-			cfg := exec.ConfigFromPlan(p, prog)
-			cfg.Batch, cfg.Threads = 4, 2
-			native, err := cpu.Backend{}.Build(g, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer native.Close()
-			tm := buildTorch(t, g, cfg, Backend{Python: py})
-			if err := tm.SetState(native.State()); err != nil {
-				t.Fatal(err)
-			}
-			b := randomBatch(g, "mse", 4, 7)
-			size := 4 * int(g.Node(g.Output).Out[0])
-			on, ot := make([]float32, size), make([]float32, size)
-			if _, err := native.Eval(b, on); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := tm.Eval(b, ot); err != nil {
-				t.Fatal(err)
-			}
-			worst := relDiff(on, ot)
-			if worst > tol {
-				t.Errorf("outputs differ by %.2g of their largest: native %v, torch %v", worst, on, ot)
-			}
-			before := native.State()
-			var losses [2]float64
-			for i, m := range []exec.Model{native, tm} {
-				m.ZeroGrad()
-				l, err := m.TrainStep(b, 1)
-				if err != nil {
-					t.Fatal(err)
-				}
-				losses[i] = l
-				if err := m.Step(1); err != nil {
-					t.Fatal(err)
-				}
-			}
+			native, tm, worst, before, losses := lockstepPair(t, c.name, src, py)
 			if math.Abs(losses[0]-losses[1]) > tol*math.Max(1, math.Abs(losses[0])) {
 				t.Errorf("loss: native %.8g, torch %.8g", losses[0], losses[1])
 			}

@@ -24,41 +24,7 @@ func TestTokenOpsAgree(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			src := fmt.Sprintf("pipeline p\nsource d synthetic { samples 16  shape %s  classes 3 }\nmodel m {\n  input %s\n  %s\n}\ntrain { epochs 1  batch 4  optimizer sgd lr 1  loss mse }\n", c.input, c.input, c.model)
-			prog, p, g := loadSrc(t, c.name+".pipe", []byte(src))
-			cfg := exec.ConfigFromPlan(p, prog)
-			cfg.Batch, cfg.Threads = 4, 2
-			native, err := cpu.Backend{}.Build(g, cfg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer native.Close()
-			tm := buildTorch(t, g, cfg, Backend{Python: py})
-			if err := tm.SetState(native.State()); err != nil {
-				t.Fatal(err)
-			}
-			b := randomBatch(g, "mse", 4, 7)
-			size := 4 * int(g.Node(g.Output).Out[0])
-			on, ot := make([]float32, size), make([]float32, size)
-			if _, err := native.Eval(b, on); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := tm.Eval(b, ot); err != nil {
-				t.Fatal(err)
-			}
-			worst := relDiff(on, ot)
-			if d := worst; d > tol {
-				t.Errorf("outputs differ by %.2g of their largest: native %v, torch %v", d, on, ot)
-			}
-			before := native.State()
-			for _, m := range []exec.Model{native, tm} {
-				m.ZeroGrad()
-				if _, err := m.TrainStep(b, 1); err != nil {
-					t.Fatal(err)
-				}
-				if err := m.Step(1); err != nil {
-					t.Fatal(err)
-				}
-			}
+			native, tm, worst, before, _ := lockstepPair(t, c.name, src, py)
 			sn, st := native.State(), tm.State()
 			checked := 0
 			for _, x := range before.Tensors {
@@ -100,3 +66,54 @@ func relDiff(a, b []float32) float64 {
 	}
 	return num / den
 }
+
+// lockstepPair builds the model of src on both engines from the native
+// engine's initial state, compares their evaluation outputs on one random
+// batch (failing past pairTol), then takes one SGD step on that batch with
+// each. It returns both models, the outputs' difference, the state before
+// the step and the two losses.
+func lockstepPair(t *testing.T, name, src, py string) (native, tm exec.Model, worst float64, before exec.State, losses [2]float64) {
+	t.Helper()
+	prog, p, g := loadSrc(t, name+".pipe", []byte(src))
+	cfg := exec.ConfigFromPlan(p, prog)
+	cfg.Batch, cfg.Threads = 4, 2
+	native, err := cpu.Backend{}.Build(g, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { native.Close() })
+	tm = buildTorch(t, g, cfg, Backend{Python: py})
+	if err := tm.SetState(native.State()); err != nil {
+		t.Fatal(err)
+	}
+	b := randomBatch(g, "mse", 4, 7)
+	size := 4 * int(g.Node(g.Output).Out[0])
+	on, ot := make([]float32, size), make([]float32, size)
+	if _, err := native.Eval(b, on); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tm.Eval(b, ot); err != nil {
+		t.Fatal(err)
+	}
+	worst = relDiff(on, ot)
+	if worst > pairTol {
+		t.Errorf("outputs differ by %.2g of their largest: native %v, torch %v", worst, on, ot)
+	}
+	before = native.State()
+	for i, m := range []exec.Model{native, tm} {
+		m.ZeroGrad()
+		l, err := m.TrainStep(b, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		losses[i] = l
+		if err := m.Step(1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return native, tm, worst, before, losses
+}
+
+// pairTol is how far lockstepPair lets the two engines' outputs be apart,
+// relative to the largest output.
+const pairTol = 1e-4
