@@ -14,6 +14,7 @@ import (
 
 	"pipe/exec"
 	"pipe/exec/torch"
+	"pipe/internal/torchtest"
 	"pipe/planner"
 )
 
@@ -248,20 +249,7 @@ type twinResult struct {
 // twinPython is $PIPE_PYTHON, else Debian's /usr/bin/python3, when it
 // imports torch; the test is skipped otherwise, unless PIPE_REQUIRE_TORCH
 // is set.
-func twinPython(t *testing.T) string {
-	t.Helper()
-	py := os.Getenv("PIPE_PYTHON")
-	if py == "" {
-		py = "/usr/bin/python3"
-	}
-	if err := osexec.Command(py, "-c", "import torch").Run(); err != nil {
-		if os.Getenv("PIPE_REQUIRE_TORCH") != "" {
-			t.Fatalf("%s cannot import torch, and PIPE_REQUIRE_TORCH is set: %v", py, err)
-		}
-		t.Skipf("%s cannot import torch (install python3-torch, or set PIPE_PYTHON)", py)
-	}
-	return py
-}
+func twinPython(t *testing.T) string { t.Helper(); return torchtest.Python(t) }
 
 // TestDeepLabExampleTwin runs examples/deeplab_olinda.pipe's network (a
 // ResNet-18 DeepLabV3+, six bands to one elevation channel, mse) as

@@ -3,33 +3,19 @@ package main
 import (
 	"encoding/json"
 	"net"
-	"os"
-	osexec "os/exec"
 	"strings"
 	"testing"
 
 	"pipe/exec"
 	"pipe/exec/exectest"
 	"pipe/exec/torch"
+	"pipe/internal/torchtest"
 	"pipe/planner"
 )
 
 // torchPython is the Python the torch engine's tests drive, as
 // exec/torch's tests find it.
-func torchPython(t *testing.T) string {
-	t.Helper()
-	py := os.Getenv("PIPE_PYTHON")
-	if py == "" {
-		py = "/usr/bin/python3"
-	}
-	if err := osexec.Command(py, "-c", "import torch").Run(); err != nil {
-		if os.Getenv("PIPE_REQUIRE_TORCH") != "" {
-			t.Fatalf("%s cannot import torch, and PIPE_REQUIRE_TORCH is set: %v", py, err)
-		}
-		t.Skipf("%s cannot import torch", py)
-	}
-	return py
-}
+func torchPython(t *testing.T) string { t.Helper(); return torchtest.Python(t) }
 
 func freePort(t *testing.T) string {
 	t.Helper()

@@ -2,11 +2,11 @@ package torch
 
 import (
 	"os"
-	osexec "os/exec"
 	"testing"
 
 	"pipe/exec"
 	"pipe/exec/data"
+	"pipe/internal/torchtest"
 	"pipe/lang"
 	"pipe/planner"
 	"pipe/planner/plan"
@@ -15,23 +15,7 @@ import (
 
 // testPython is the Python the tests drive: $PIPE_PYTHON, else Debian's
 // /usr/bin/python3 (python3-torch), else python3.
-func testPython(t testing.TB) string {
-	t.Helper()
-	py := os.Getenv("PIPE_PYTHON")
-	if py == "" {
-		py = "/usr/bin/python3"
-		if _, err := os.Stat(py); err != nil {
-			py = "python3"
-		}
-	}
-	if err := osexec.Command(py, "-c", "import torch").Run(); err != nil {
-		if os.Getenv("PIPE_REQUIRE_TORCH") != "" {
-			t.Fatalf("%s cannot import torch, and PIPE_REQUIRE_TORCH is set (make test installs Debian's python3-torch): %v", py, err)
-		}
-		t.Skipf("%s cannot import torch (install python3-torch, or set PIPE_PYTHON)", py)
-	}
-	return py
-}
+func testPython(t testing.TB) string { t.Helper(); return torchtest.Python(t) }
 
 var testHost = planner.HostInfo{MemTotal: 24 << 30, MemAvailable: 24 << 30, Cores: 2}
 

@@ -13,6 +13,7 @@ import (
 	"pipe/exec"
 	"pipe/exec/cpu"
 	"pipe/exec/data"
+	"pipe/internal/torchtest"
 )
 
 // torchvisionViT writes torchvision's vit_b_16 (weights=None, seed 0), an
@@ -50,13 +51,7 @@ func TestViTB16MatchesTorchvision(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds ViT-B/16 (86M parameters)")
 	}
-	py := testPython(t)
-	if err := osexec.Command(py, "-c", "import torchvision").Run(); err != nil {
-		if os.Getenv("PIPE_REQUIRE_TORCH") != "" {
-			t.Fatalf("%s cannot import torchvision, and PIPE_REQUIRE_TORCH is set (make test installs Debian's python3-torchvision): %v", py, err)
-		}
-		t.Skipf("%s cannot import torchvision (install python3-torchvision)", py)
-	}
+	py := torchtest.Python(t, "torchvision")
 	dir := t.TempDir()
 	if out, err := osexec.Command(py, "-c", torchvisionViT, dir).CombinedOutput(); err != nil {
 		t.Fatalf("torchvision: %v\n%s", err, out)
