@@ -17,6 +17,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"pipe/exec/data"
 )
 
 // Checkpoint files.
@@ -91,6 +93,13 @@ type checkpointMeta struct {
 	// when standard (run_target.go).
 	TargetNormalize       string
 	TargetMean, TargetStd []float64
+	// InputMean and InputStd are the training source's input
+	// normalisation (empty for none, and in checkpoints written before it
+	// was kept), InputSource the source's kind and ClassNames its class
+	// names: what serving needs to read raw inputs as training did.
+	InputMean, InputStd []float64
+	InputSource         string
+	ClassNames          []string
 }
 
 type tensorMeta struct {
@@ -287,6 +296,19 @@ func (r *runner) meta(reason string) *checkpointMeta {
 	}
 	if s := r.data.scaling; s != nil {
 		m.TargetMean, m.TargetStd = s.Mean, s.Std
+	}
+	if n := r.data.norm; n != nil {
+		m.InputMean, m.InputStd = n.Mean, n.Std
+	}
+	if b := r.data.trainBlock; b != nil {
+		m.InputSource = b.Label("kind")
+	}
+	if r.data.split != nil {
+		if root, _ := data.Root(r.data.split.All, 0); root != nil {
+			if cn, ok := root.(data.ClassNamer); ok {
+				m.ClassNames = cn.ClassNames()
+			}
+		}
 	}
 	return m
 }
