@@ -1,0 +1,13 @@
+// Package onnx writes a trained model (exec.Trained) as an ONNX model: its
+// graph (stdlib.Graph) lowered to ONNX operators of one opset (Opset, 17 by
+// default), its weights as initializers under the checkpoint's names,
+// batchnorm folded into the conv before it where the plan folds it for
+// inference, a dynamic batch axis, and the regression target's restoring
+// scale as a final Mul and Add, so that the file computes what
+// exec.Trained.Predict computes.
+//
+// The messages are encoded with google.golang.org/protobuf's protowire by
+// the field numbers of onnx.proto (proto.go): eight message types, no
+// generated code. cmd/pipe's export command calls Export; the tests check
+// every example's export against onnxruntime (bench/onnx/run.js).
+package onnx

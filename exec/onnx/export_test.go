@@ -1,0 +1,253 @@
+package onnx_test
+
+import (
+	"bytes"
+	"errors"
+	"math"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"pipe/exec"
+	"pipe/exec/cpu"
+	"pipe/exec/onnx"
+	"pipe/internal/onnxtest"
+	"pipe/lang"
+	"pipe/planner"
+	"pipe/stdlib"
+)
+
+// smaller shrinks an example's input where the model allows it, so that
+// the test stays fast on two cores.
+var smaller = map[string][2]string{
+	"pills.pipe": {"input [3, 224, 224]", "input [3, 64, 64]"},
+	"cells.pipe": {"input [1, 256, 256]", "input [1, 32, 32]"},
+}
+
+// trained builds the model of a pipeline as exec.LoadTrained would from a
+// checkpoint, from pipe's seeded initial weights perturbed (batchnorm's
+// running statistics included, so that folding is exercised) instead of
+// trained ones, evaluating batches of up to batch samples. A regression
+// gets a target scaling, so the restoring Mul and Add are exercised.
+func trained(t *testing.T, name string, src []byte, batch int) *exec.Trained {
+	t.Helper()
+	f, ds := lang.Parse(name, src)
+	prog, cds := lang.Check(f, stdlib.Schema())
+	if ds = append(ds, cds...); ds.HasErrors() {
+		t.Fatalf("%s does not check:\n%v", name, ds)
+	}
+	p, pds := planner.Plan(prog, planner.WithSource(src), planner.WithDevice("cpu"), planner.WithBatch(4))
+	if pds.HasErrors() || p == nil {
+		t.Fatalf("%s does not plan:\n%v", name, pds)
+	}
+	g, gds := stdlib.BuildGraph(prog.Model(p.Model))
+	if gds.HasErrors() {
+		t.Fatalf("%s does not build:\n%v", name, gds)
+	}
+	cfg := exec.ConfigFromPlan(p, prog)
+	cfg.Batch, cfg.Threads = batch, 1
+	st, err := cpu.InitialState(g, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, ts := range st.Tensors {
+		for i := range ts.Data {
+			switch {
+			case strings.HasPrefix(ts.Name, "optimizer."):
+			case strings.HasSuffix(ts.Name, ".running_var"):
+				ts.Data[i] = float32(0.5 + 1.5*r.Float64())
+			case strings.HasSuffix(ts.Name, ".running_mean"):
+				ts.Data[i] = float32(0.6 * (r.Float64() - 0.5))
+			default:
+				ts.Data[i] += float32(0.1 * (r.Float64() - 0.5))
+			}
+		}
+	}
+	m, err := cpu.Backend{}.Build(g, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { m.Close() })
+	if err := m.SetState(st); err != nil {
+		t.Fatal(err)
+	}
+	tr := &exec.Trained{Plan: p, Prog: prog, Graph: g, Model: m, Config: cfg, State: st}
+	tr.Info = exec.TrainedInfo{Pipeline: p.Pipeline, ModelName: p.Model, InputShape: g.Input, OutputShape: m.OutShape(), Loss: p.Loss}
+	switch p.Loss {
+	case "mse", "mae", "huber":
+		tr.Info.Target = &exec.TargetScaling{Mean: []float64{3.5}, Std: []float64{2.25}}
+	}
+	return tr
+}
+
+func numel(s []int64) int {
+	n := 1
+	for _, d := range s {
+		n *= int(d)
+	}
+	return n
+}
+
+func randomInput(n int, shape []int64, seed uint64) []float32 {
+	r := rand.New(rand.NewPCG(seed, 7))
+	x := make([]float32, n*numel(shape))
+	for i := range x {
+		x[i] = float32(r.NormFloat64())
+	}
+	return x
+}
+
+// tolerance is the bound on |onnxruntime − pipe|: 1e-4, relative to the
+// largest output where that exceeds 1, since float32's rounding grows
+// with the values summed (a regression restored to its units, or
+// logits of tens, carry errors of their magnitude times 1e-7 per
+// operation whoever computes them).
+func tolerance(want []float32) float64 {
+	return 1e-4 * max(1, largest(want))
+}
+
+func largest(v []float32) float64 {
+	var m float64
+	for _, x := range v {
+		m = max(m, math.Abs(float64(x)))
+	}
+	return m
+}
+
+func maxDiff(a, b []float32) float64 {
+	var d float64
+	for i := range a {
+		d = max(d, math.Abs(float64(a[i])-float64(b[i])))
+	}
+	return d
+}
+
+// Every example's model, exported, gives in onnxruntime what pipe's
+// Predict gives on the same batch, within tolerance; the GAN examples
+// export their generator. Two batch sizes run through one file: the batch
+// axis is dynamic.
+func TestExamplesMatchOnnxruntime(t *testing.T) {
+	ort := onnxtest.Runtime(t)
+	files, err := filepath.Glob("../../examples/*.pipe")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no examples: %v", err)
+	}
+	for _, path := range files {
+		base := filepath.Base(path)
+		t.Run(strings.TrimSuffix(base, ".pipe"), func(t *testing.T) {
+			src, err := os.ReadFile(path)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s, ok := smaller[base]; ok {
+				if !bytes.Contains(src, []byte(s[0])) {
+					t.Fatalf("%s no longer says %q", base, s[0])
+				}
+				src = bytes.Replace(src, []byte(s[0]), []byte(s[1]), 1)
+			}
+			const n = 4
+			tr := trained(t, base, src, n)
+			x := randomInput(n, tr.Info.InputShape, 1)
+			want := make([]float32, n*numel(tr.Info.OutputShape))
+			if err := tr.Predict(x, n, want); err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			sum, err := onnx.Export(&buf, tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(t.TempDir(), "model.onnx")
+			if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			outs, dims := ort.Run(t, file,
+				onnxtest.Batch{X: x, N: n, Shape: tr.Info.InputShape},
+				onnxtest.Batch{X: x[:numel(tr.Info.InputShape)], N: 1, Shape: tr.Info.InputShape})
+			for i, nb := range []int{n, 1} {
+				wantDims := append([]int64{int64(nb)}, tr.Info.OutputShape...)
+				if !slices.Equal(dims[i], wantDims) {
+					t.Fatalf("batch %d: onnxruntime's output is %v, want %v", nb, dims[i], wantDims)
+				}
+				w := want[:nb*numel(tr.Info.OutputShape)]
+				d, tol := maxDiff(outs[i], w), tolerance(w)
+				if d > tol || math.IsNaN(d) {
+					t.Errorf("batch %d: onnxruntime and pipe differ by up to %.3g (tolerance %.3g)", nb, d, tol)
+				}
+				if i == 0 {
+					t.Logf("%s: opset %d, %d nodes, %d folded batchnorms, max |onnxruntime − pipe| %.3g, largest |output| %.3g",
+						base, sum.Opset, sum.Nodes, len(sum.Folded), d, largest(w))
+				}
+			}
+		})
+	}
+}
+
+// The same model exported at opset 18 (where ReduceMean takes its axes as
+// an input) still matches, and opsets outside 17 to 21 are refused.
+func TestOpsets(t *testing.T) {
+	src := []byte(`pipeline tiny
+source blobs synthetic { samples 64  shape [2, 8, 8]  classes 3  seed 5 }
+model small {
+  input [2, 8, 8]
+  conv 4 k3 pad1 -> batchnorm -> relu -> avgpool 2 pad1 -> upsample 2 mode bilinear
+  conv 4 k1 -> gap -> softmax
+}
+train { epochs 1  batch 4  optimizer adam lr 0.01  loss cross_entropy  metrics [accuracy] }
+`)
+	tr := trained(t, "tiny.pipe", src, 2)
+	if _, err := onnx.Export(&bytes.Buffer{}, tr, onnx.WithOpset(16)); err == nil || !strings.Contains(err.Error(), "opset 16") {
+		t.Errorf("opset 16: %v, want a refusal", err)
+	}
+	if _, err := onnx.Export(&bytes.Buffer{}, tr, onnx.WithOpset(22)); err == nil {
+		t.Error("opset 22 was accepted")
+	}
+	ort := onnxtest.Runtime(t)
+	x := randomInput(2, tr.Info.InputShape, 3)
+	want := make([]float32, 2*numel(tr.Info.OutputShape))
+	if err := tr.Predict(x, 2, want); err != nil {
+		t.Fatal(err)
+	}
+	for _, opset := range []int{17, 18, 21} {
+		var buf bytes.Buffer
+		sum, err := onnx.Export(&buf, tr, onnx.WithOpset(opset))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if sum.Opset != opset || len(sum.Folded) != 1 {
+			t.Errorf("opset %d: summary %+v, want that opset and one folded batchnorm", opset, sum)
+		}
+		file := filepath.Join(t.TempDir(), "m.onnx")
+		os.WriteFile(file, buf.Bytes(), 0o644)
+		outs, _ := ort.Run(t, file, onnxtest.Batch{X: x, N: 2, Shape: tr.Info.InputShape})
+		if d := maxDiff(outs[0], want); d > 1e-4 {
+			t.Errorf("opset %d: differs by %.3g", opset, d)
+		}
+	}
+}
+
+// A layer with no ONNX form is refused with its name and the reason, and
+// no bytes are written.
+func TestUnsupportedLayerIsNamed(t *testing.T) {
+	src := []byte(`pipeline tiny
+source blobs synthetic { samples 64  shape [1, 8, 8]  classes 3  seed 5 }
+model small {
+  input [1, 8, 8]
+  patches 4 dim 8 -> random_attention heads 2 features 4 causal true -> select_token -> dense 3
+}
+train { epochs 1  batch 4  optimizer adam lr 0.01  loss cross_entropy  metrics [accuracy] }
+`)
+	tr := trained(t, "tiny.pipe", src, 2)
+	var buf bytes.Buffer
+	_, err := onnx.Export(&buf, tr)
+	if !errors.Is(err, onnx.ErrUnsupported) || !strings.Contains(err.Error(), "random_attention") || !strings.Contains(err.Error(), "causal") {
+		t.Fatalf("causal random attention: %v, want ErrUnsupported naming the layer and why", err)
+	}
+	if buf.Len() != 0 {
+		t.Errorf("%d bytes written for a refused model", buf.Len())
+	}
+}
