@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"strings"
 
 	"pipe/exec/data"
 	"pipe/lang"
@@ -96,6 +97,9 @@ func LoadTrained(p *plan.Plan, prog *lang.Program, path string, backend Backend,
 	if err != nil {
 		return nil, fmt.Errorf("%s backend: %w", backend.Name(), err)
 	}
+	if p.GAN != nil {
+		st = generatorState(st) // a gan run's checkpoint: the generator's part
+	}
 	if err := m.SetState(st); err != nil {
 		m.Close()
 		return nil, fmt.Errorf("%s does not fit model %s as the file declares it now (was it trained from another version of %s?): %v: %w",
@@ -172,4 +176,21 @@ func (t *Trained) Close() error {
 		return nil
 	}
 	return t.Model.Close()
+}
+
+// generatorState is a gan run's state without the discriminator's tensors
+// and counters (those under ganPrefix, and the d_steps counter).
+func generatorState(s State) State {
+	g := State{Counters: map[string]int64{}}
+	for _, t := range s.Tensors {
+		if !strings.HasPrefix(t.Name, ganPrefix) {
+			g.Tensors = append(g.Tensors, t)
+		}
+	}
+	for k, v := range s.Counters {
+		if !strings.HasPrefix(k, ganPrefix) && k != ganStepCounter {
+			g.Counters[k] = v
+		}
+	}
+	return g
 }
