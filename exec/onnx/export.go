@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"strconv"
 	"strings"
 
 	"pipe/exec"
@@ -127,6 +128,9 @@ func Export(w io.Writer, t *exec.Trained, opts ...Option) (Summary, error) {
 		sub(modelGraph, graph).
 		sub(modelOpsetImport, msg(nil).str(opsetDomain, "").varint(opsetVersion, int64(o.opset)))
 	meta := [][2]string{{"pipe.pipeline", t.Info.Pipeline}, {"pipe.model", modelName(t)}, {"pipe.loss", t.Info.Loss}}
+	if nm := t.Info.InputNorm; len(nm.Mean) > 0 && len(nm.Mean) == len(nm.Std) {
+		meta = append(meta, [2]string{"pipe.input_mean", joinFloats(nm.Mean)}, [2]string{"pipe.input_std", joinFloats(nm.Std)})
+	}
 	if len(t.Info.ClassNames) > 0 {
 		meta = append(meta, [2]string{"pipe.class_names", strings.Join(t.Info.ClassNames, ",")})
 	}
@@ -141,6 +145,14 @@ func Export(w io.Writer, t *exec.Trained, opts ...Option) (Summary, error) {
 	return Summary{Opset: o.opset, IRVersion: irVersion(o.opset), Nodes: len(e.nodes), Initializers: len(e.inits),
 		Folded: e.folded, Input: inName, Output: OutputName,
 		InputShape: append([]int64(nil), e.g.Input...), OutputShape: append([]int64(nil), outShape...)}, nil
+}
+
+func joinFloats(v []float64) string {
+	parts := make([]string, len(v))
+	for i, x := range v {
+		parts[i] = strconv.FormatFloat(x, 'g', -1, 64)
+	}
+	return strings.Join(parts, ",")
 }
 
 func modelName(t *exec.Trained) string {
