@@ -3,7 +3,7 @@
 #   make deps    install missing system packages (apt-get; no network when all present)
 #   make data    fetch the real data sets into data/ (skips what is already there)
 #   make build   build bin/pipe
-#   make test    go vet + go test (TESTFLAGS='-run Foo -v' to narrow)
+#   make test    go vet + go test (TESTFLAGS='-run Foo -v' to narrow); installs onnxruntime-node for the ONNX checks
 #   make run     build, fetch data, check the examples, train the Fashion-MNIST CNN on the CPU
 #   make fmt     gofmt -w the Go files, pipe fmt -w the examples
 #   make lint    gofmt -l must be empty, go vet
@@ -46,6 +46,8 @@ LANDSAT      := data/L7_ETMs.tif data/olinda_dem_utm25s.tif
 # The Landsat scene's 6 bands as the depth of a volume, clean and noisy, as
 # Zarr v2 arrays (examples/volume_unet.pipe; internal/mkvolume says how).
 VOLUME       := data/landsat_volume.zarr/.zgroup
+# onnxruntime-node for the ONNX export's tests (bench/onnx).
+ONNX_RT      := bench/onnx/node_modules/.package-lock.json
 
 .PHONY: all deps data build test run fmt lint bench clean distclean editor editor-test gpu-check gpu-bundle
 
@@ -63,6 +65,13 @@ deps:
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$${missing[@]}"; \
 	else \
 	  echo "deps: all system packages present"; \
+	fi
+	@# node and npm run the ONNX export's checks (onnxruntime-node); an npm
+	@# that came with another nodejs package counts.
+	@if ! command -v node >/dev/null || ! command -v npm >/dev/null; then \
+	  echo "deps: installing nodejs npm"; \
+	  $(SUDO) apt-get update -qq; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm; \
 	fi
 
 ## data: real data into data/ (git-ignored); targets are files, so present ones are skipped.
@@ -103,10 +112,17 @@ build:
 # The torch engine's tests drive Debian's python3-torch, and fail rather than skip
 # when it cannot be imported.
 TORCH_PYTHON ?= /usr/bin/python3
-test: deps data
+# The ONNX export's tests run onnxruntime-node (bench/onnx), and fail rather than skip
+# when it is missing.
+test: deps data $(ONNX_RT)
 	@$(MAKE) --no-print-directory editor-test
 	$(GO) vet ./...
-	PIPE_PYTHON=$(TORCH_PYTHON) PIPE_REQUIRE_TORCH=1 $(GO) test -timeout 30m $(TESTFLAGS) ./...
+	PIPE_PYTHON=$(TORCH_PYTHON) PIPE_REQUIRE_TORCH=1 PIPE_REQUIRE_ONNX=1 $(GO) test -timeout 30m $(TESTFLAGS) ./...
+
+# onnxruntime-node, pinned in bench/onnx/package-lock.json, with its CPU binaries only
+# (the package's GPU download is skipped).
+$(ONNX_RT): bench/onnx/package-lock.json bench/onnx/package.json | deps
+	cd bench/onnx && ONNXRUNTIME_NODE_INSTALL_CUDA=skip $(NPM) ci --no-audit --no-fund
 
 run: build data
 	@if [ -z "$(EXAMPLES)" ]; then echo "run: no examples/*.pipe yet"; exit 0; fi; \
