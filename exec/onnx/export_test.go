@@ -251,3 +251,53 @@ train { epochs 1  batch 4  optimizer adam lr 0.01  loss cross_entropy  metrics [
 		t.Errorf("%d bytes written for a refused model", buf.Len())
 	}
 }
+
+// Layers no example uses, each through onnxruntime as the examples go:
+// causal attention, mean_tokens, dense on tokens without a bias, relu
+// random features, dilated and grouped convs, a depthwise conv, a
+// standalone batchnorm (fusion off) on an image and on a vector,
+// instancenorm without affine, leakyrelu, padded avgpool, convtranspose,
+// bilinear upsampling, softmax over channels, pixelshuffle, tanh, sigmoid.
+func TestLayersMatchOnnxruntime(t *testing.T) {
+	ort := onnxtest.Runtime(t)
+	models := map[string]string{
+		"tokens": `patches 2 dim 8 -> class_token -> pos_embed -> attention heads 2 causal true
+  dense 8 bias false -> tanh -> dropout 0.2 -> mean_tokens -> dense 3`,
+		"relu_features": `patches 2 dim 8 -> pos_embed -> layernorm -> random_attention heads 2 features 6 kernel relu
+  select_token -> dense 3`,
+		"convs": `conv 8 k3 pad2 d2 groups 2 bias false -> batchnorm -> leakyrelu 0.1 -> conv 8 k3 pad1 groups 8
+  instancenorm -> avgpool 3 s1 pad1 -> convtranspose 4 k2 s2 -> sigmoid -> upsample 2 mode bilinear
+  conv 4 k1 -> softmax -> conv 8 k3 s2 pad1 -> pixelshuffle 2 -> maxpool 3 s2 pad1 -> gap -> batchnorm -> dense 3`,
+	}
+	for name, body := range models {
+		t.Run(name, func(t *testing.T) {
+			src := []byte(`pipeline layers
+source blobs synthetic { samples 64  shape [4, 8, 8]  classes 3  seed 5 }
+model m {
+  input [4, 8, 8]
+  ` + body + `
+}
+train { epochs 1  batch 4  optimizer adam lr 0.01  loss cross_entropy  metrics [accuracy]  fuse false }
+`)
+			const n = 3
+			tr := trained(t, "layers.pipe", src, n)
+			x := randomInput(n, tr.Info.InputShape, 9)
+			want := make([]float32, n*numel(tr.Info.OutputShape))
+			if err := tr.Predict(x, n, want); err != nil {
+				t.Fatal(err)
+			}
+			var buf bytes.Buffer
+			if _, err := onnx.Export(&buf, tr); err != nil {
+				t.Fatal(err)
+			}
+			file := filepath.Join(t.TempDir(), "m.onnx")
+			if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			outs, _ := ort.Run(t, file, onnxtest.Batch{X: x, N: n, Shape: tr.Info.InputShape})
+			if d := maxDiff(outs[0], want); d > tolerance(want) || math.IsNaN(d) {
+				t.Errorf("onnxruntime and pipe differ by up to %.3g", d)
+			}
+		})
+	}
+}
