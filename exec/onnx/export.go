@@ -844,9 +844,6 @@ func (e *exporter) randomAttention(n *stdlib.Node) (string, error) {
 	if h < 1 || d%h != 0 || m < 1 {
 		return "", unsupported(n, "heads %d must divide the width %d, with at least one feature", h, d)
 	}
-	if a.Causal {
-		return "", unsupported(n, "causal random attention's prefix sums are not exported (the non-causal form is)")
-	}
 	dh := d / h
 	var p [9]string
 	for i, s := range []string{"Wq", "bq", "Wk", "bk", "Wv", "bv", "W0", "b0", "projection_matrix"} {
@@ -891,10 +888,27 @@ func (e *exporter) randomAttention(n *stdlib.Node) (string, error) {
 	fa := phi(q, nm+"/q", true)
 	fb := phi(k, nm+"/k", false)
 	fbT := e.op(nm+"/k/features_t", "Transpose", []string{fb}, intsAttr("perm", 0, 1, 3, 2)) // [N, H, M, T]
-	s := e.op(nm+"/kv", "MatMul", []string{fbT, v})                                          // [N, H, M, dh]
-	z := e.reduce(nm+"/k/sum", "ReduceSum", fbT, true, 3)                                    // [N, H, M, 1]
-	num := e.op(nm+"/numerator", "MatMul", []string{fa, s})
-	den := e.op(nm+"/denominator", "MatMul", []string{fa, z})
+	var num, den string
+	if a.Causal {
+		// The prefix sums S_t = Σ_{s≤t} B_sᵀ·v_s and z_t = Σ_{s≤t} B_s, as
+		// (A·Bᵀ ⊙ L)·v and its row sums with L lower triangular: the same
+		// sums, quadratic in the tokens.
+		mask := make([]float32, t*t)
+		for i := range t {
+			for j := int64(0); j <= i; j++ {
+				mask[i*t+j] = 1
+			}
+		}
+		w := e.op(nm+"/weights", "MatMul", []string{fa, fbT}) // [N, H, T, T]
+		w = e.op(nm+"/causal", "Mul", []string{w, e.floats(fmt.Sprintf("const.lower_triangle.%d", t), []int64{t, t}, mask)})
+		num = e.op(nm+"/numerator", "MatMul", []string{w, v})
+		den = e.reduce(nm+"/denominator", "ReduceSum", w, true, 3)
+	} else {
+		s := e.op(nm+"/kv", "MatMul", []string{fbT, v})
+		z := e.reduce(nm+"/k/sum", "ReduceSum", fbT, true, 3)
+		num = e.op(nm+"/numerator", "MatMul", []string{fa, s})
+		den = e.op(nm+"/denominator", "MatMul", []string{fa, z})
+	}
 	o := e.op(nm+"/context", "Div", []string{num, den})
 	o = e.merge(o, nm, t, d)
 	return e.affine(o, p[6], p[7], nm), nil
