@@ -6,6 +6,13 @@
 // scale as a final Mul and Add, so that the file computes what
 // exec.Trained.Predict computes.
 //
+// Initializers keep the checkpoint's names ("conv1.weight"); a conv with a
+// batchnorm folded in has "conv1.weight+batchnorm1" and
+// "conv1.bias+batchnorm1" instead. The model's metadata_props say the
+// pipeline, the model, the loss, the class names and the input
+// normalisation (pipe.input_mean, pipe.input_std) the input expects to
+// have been applied.
+//
 // The messages are encoded with google.golang.org/protobuf's protowire by
 // the field numbers of onnx.proto (proto.go): eight message types, no
 // generated code. cmd/pipe's export command calls Export; the tests check
