@@ -1,6 +1,8 @@
 package main
 
 import (
+	"compress/gzip"
+	"io"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -139,4 +141,78 @@ func TestExportGANGenerator(t *testing.T) {
 			t.Fatalf("output %d: onnxruntime %g, pipe %g", i, outs[0][i], want[i])
 		}
 	}
+}
+
+// The Fashion-MNIST CNN, trained two steps on the real data and exported,
+// gives in onnxruntime what pipe predicts on the test set's first batch
+// (the first 64 images, normalised as training normalised them).
+func TestExportFashionFirstTestBatch(t *testing.T) {
+	images := "../../data/fashion-mnist/t10k-images-idx3-ubyte.gz"
+	if _, err := os.Stat(images); err != nil {
+		t.Skip("Fashion-MNIST is not in data/ (make data fetches it)")
+	}
+	ort := onnxtest.Runtime(t)
+	fixedHost(t)
+	t.Chdir("../..")
+	dir := t.TempDir()
+	file := filepath.Join("examples", "fashion.pipe")
+	if code, _, stderr := runPipe(t, "", append(runArgs(dir, "--max-steps", "2"), file)...); code != exitOK {
+		t.Fatalf("run: exit %d\n%s", code, stderr)
+	}
+	out := filepath.Join(dir, "fashion.onnx")
+	if code, stdout, stderr := runPipe(t, "", "export", file, "--checkpoint-dir", filepath.Join(dir, "ckpt"), "--onnx", out); code != exitOK || !strings.Contains(stdout, "2 batchnorms folded") {
+		t.Fatalf("export: exit %d\n%s%s", code, stdout, stderr)
+	}
+	const n = 64
+	x := firstImages(t, "data/fashion-mnist/t10k-images-idx3-ubyte.gz", n)
+	src, _ := os.ReadFile(file)
+	f, _ := lang.Parse(file, src)
+	prog, _ := lang.Check(f, stdlib.Schema())
+	p, _ := planner.Plan(prog, planner.WithSource(src), planner.WithDevice("cpu"))
+	tr, err := exec.LoadTrained(p, prog, filepath.Join(dir, "ckpt", exec.LastCheckpoint), cpu.Backend{}, n, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	tr.Normalize(x, n)
+	want := make([]float32, n*10)
+	if err := tr.Predict(x, n, want); err != nil {
+		t.Fatal(err)
+	}
+	outs, _ := ort.Run(t, out, onnxtest.Batch{X: x, N: n, Shape: []int64{1, 28, 28}})
+	var worst float64
+	for i := range want {
+		worst = max(worst, math.Abs(float64(outs[0][i]-want[i])))
+	}
+	if worst > 1e-4 {
+		t.Fatalf("onnxruntime and pipe differ by up to %.3g on the test set's first batch", worst)
+	}
+	t.Logf("fashion, test set's first %d images: max |onnxruntime − pipe| %.3g", n, worst)
+}
+
+// firstImages reads the first n images of a gzip'd IDX file as float32
+// pixel values (0 to 255).
+func firstImages(t *testing.T, path string, n int) []float32 {
+	t.Helper()
+	fh, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fh.Close()
+	zr, err := gzip.NewReader(fh)
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf := make([]byte, 16+n*784)
+	if _, err := io.ReadFull(zr, buf); err != nil {
+		t.Fatal(err)
+	}
+	if buf[2] != 8 || buf[3] != 3 {
+		t.Fatalf("%s is not an IDX file of bytes in 3 dimensions", path)
+	}
+	x := make([]float32, n*784)
+	for i := range x {
+		x[i] = float32(buf[16+i])
+	}
+	return x
 }
