@@ -114,7 +114,7 @@ func Export(w io.Writer, t *exec.Trained, opts ...Option) (Summary, error) {
 	for _, n := range e.nodes {
 		graph = graph.sub(graphNode, n)
 	}
-	graph = graph.str(graphName, t.Graph.Nodes[0].Name+"_"+modelName(t))
+	graph = graph.str(graphName, modelName(t))
 	for _, in := range e.inits {
 		graph = graph.sub(graphInitializer, in)
 	}
@@ -187,7 +187,6 @@ type exporter struct {
 	folded []string
 	// foldedBN marks the batchnorms already folded away.
 	foldedBN map[string]bool
-	seq      int
 }
 
 // node appends an ONNX node with one output.
