@@ -90,6 +90,9 @@ type Hooks struct {
 	Step func(StepInfo)
 	// Evaluating is called before an evaluation pass over n samples.
 	Evaluating func(what string, n int)
+	// Evaluated is called after each batch of an evaluation pass with
+	// the batch as the model saw it and what the model gave for it.
+	Evaluated func(EvalBatch)
 	// Epoch is called after every epoch's evaluation and checkpoint.
 	Epoch func(EpochResult)
 	// Checkpoint is called after a checkpoint file is written.
@@ -186,6 +189,23 @@ type Evaluation struct {
 	// model must beat. Only for a regression whose training mean is known
 	// (a geotiff source with a target); nil otherwise.
 	Baseline []metric.Value
+}
+
+// EvalBatch is one batch of an evaluation pass. Its slices are the run's
+// and are reused after the Evaluated hook returns: copy what is kept.
+type EvalBatch struct {
+	// Source and Part are the Evaluation's.
+	Source, Part string
+	// N samples: X their inputs as the model read them (normalised), Y
+	// their targets in the target's units, Mask which target values
+	// count (nil: all).
+	N          int
+	X, Y, Mask []float32
+	// Out is the model's outputs in the target's units; Loss the batch's
+	// mean loss as Model.Eval gave it (on the standardised targets when
+	// the run standardises them).
+	Out  []float32
+	Loss float64
 }
 
 // Metric returns the named metric's value and whether it was computed.

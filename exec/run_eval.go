@@ -68,6 +68,9 @@ func (r *runner) evaluate(ctx context.Context, ds data.Dataset, name, part strin
 		if err == nil {
 			err = set.Add(n, out[:n*o], y, b.Mask)
 		}
+		if err == nil && r.hooks.Evaluated != nil {
+			r.hooks.Evaluated(EvalBatch{Source: name, Part: part, N: n, X: b.X, Y: y, Mask: b.Mask, Out: out[:n*o], Loss: loss})
+		}
 		if err == nil && base != nil {
 			if len(meanOut) < n*o {
 				meanOut = make([]float32, batch*o)
