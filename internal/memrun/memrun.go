@@ -68,6 +68,16 @@ var effective = regexp.MustCompile(`effective_batch +[0-9]+`)
 // gradients in place, so it moves no memory.
 var lowered = map[string]bool{"cells": true, "pills": true}
 
+// Lowered returns the source of example name (cells, fashion, ...) with
+// its effective batch lowered to n where its fixtures are too few for the
+// file's (cells and pills), and whether it changed.
+func Lowered(name string, src []byte, n int) ([]byte, bool) {
+	if !lowered[name] || !effective.Match(src) {
+		return src, false
+	}
+	return effective.ReplaceAll(src, []byte(fmt.Sprintf("effective_batch %d", n))), true
+}
+
 // Run runs example (a .pipe path) with pipe (a command and the
 // environment it needs) from dir, on the CPU for steps optimizer steps.
 func Run(pipe string, env []string, dir, example string, steps int) (Result, error) {
@@ -77,9 +87,9 @@ func Run(pipe string, env []string, dir, example string, steps int) (Result, err
 	if err != nil {
 		return res, err
 	}
-	if lowered[name] && effective.Match(src) {
+	if low, ok := Lowered(name, src, 4); ok {
 		example = filepath.Join(dir, name+".pipe")
-		if err := os.WriteFile(example, effective.ReplaceAll(src, []byte("effective_batch 4")), 0o644); err != nil {
+		if err := os.WriteFile(example, low, 0o644); err != nil {
 			return res, err
 		}
 	}

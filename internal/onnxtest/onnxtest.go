@@ -120,3 +120,35 @@ func (o *ORT) Run(t testing.TB, model string, batches ...Batch) (outs [][]float3
 	}
 	return outs, dims
 }
+
+// Tolerance is the bound on |onnxruntime − pipe| over outputs want: 1e-4,
+// relative to the largest output where that exceeds 1, since float32's
+// rounding grows with the values summed (a regression restored to its
+// units, or logits of tens, carry errors of their magnitude times 1e-7
+// per operation whoever computes them).
+func Tolerance(want []float32) float64 {
+	return 1e-4 * max(1, Largest(want))
+}
+
+// Largest is the largest |v|.
+func Largest(v []float32) float64 {
+	var m float64
+	for _, x := range v {
+		m = max(m, math.Abs(float64(x)))
+	}
+	return m
+}
+
+// MaxDiff is the largest |a[i] − b[i]|; NaN where either holds a NaN, so
+// that a comparison against a tolerance fails.
+func MaxDiff(a, b []float32) float64 {
+	var d float64
+	for i := range a {
+		e := math.Abs(float64(a[i]) - float64(b[i]))
+		if math.IsNaN(e) {
+			return e
+		}
+		d = max(d, e)
+	}
+	return d
+}
