@@ -3,11 +3,9 @@ package onnx_test
 import (
 	"bytes"
 	"errors"
-	"math"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -19,13 +17,6 @@ import (
 	"pipe/planner"
 	"pipe/stdlib"
 )
-
-// smaller shrinks an example's input where the model allows it, so that
-// the test stays fast on two cores.
-var smaller = map[string][2]string{
-	"pills.pipe": {"input [3, 224, 224]", "input [3, 64, 64]"},
-	"cells.pipe": {"input [1, 256, 256]", "input [1, 32, 32]"},
-}
 
 // trained builds the model of a pipeline as exec.LoadTrained would from a
 // checkpoint, from pipe's seeded initial weights perturbed (batchnorm's
@@ -101,92 +92,6 @@ func randomInput(n int, shape []int64, seed uint64) []float32 {
 	return x
 }
 
-// tolerance is the bound on |onnxruntime − pipe|: 1e-4, relative to the
-// largest output where that exceeds 1, since float32's rounding grows
-// with the values summed (a regression restored to its units, or
-// logits of tens, carry errors of their magnitude times 1e-7 per
-// operation whoever computes them).
-func tolerance(want []float32) float64 {
-	return 1e-4 * max(1, largest(want))
-}
-
-func largest(v []float32) float64 {
-	var m float64
-	for _, x := range v {
-		m = max(m, math.Abs(float64(x)))
-	}
-	return m
-}
-
-func maxDiff(a, b []float32) float64 {
-	var d float64
-	for i := range a {
-		d = max(d, math.Abs(float64(a[i])-float64(b[i])))
-	}
-	return d
-}
-
-// Every example's model, exported, gives in onnxruntime what pipe's
-// Predict gives on the same batch, within tolerance; the GAN examples
-// export their generator. Two batch sizes run through one file: the batch
-// axis is dynamic.
-func TestExamplesMatchOnnxruntime(t *testing.T) {
-	ort := onnxtest.Runtime(t)
-	files, err := filepath.Glob("../../examples/*.pipe")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no examples: %v", err)
-	}
-	for _, path := range files {
-		base := filepath.Base(path)
-		t.Run(strings.TrimSuffix(base, ".pipe"), func(t *testing.T) {
-			src, err := os.ReadFile(path)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if s, ok := smaller[base]; ok {
-				if !bytes.Contains(src, []byte(s[0])) {
-					t.Fatalf("%s no longer says %q", base, s[0])
-				}
-				src = bytes.Replace(src, []byte(s[0]), []byte(s[1]), 1)
-			}
-			const n = 4
-			tr := trained(t, base, src, n)
-			x := randomInput(n, tr.Info.InputShape, 1)
-			want := make([]float32, n*numel(tr.Info.OutputShape))
-			if err := tr.Predict(x, n, want); err != nil {
-				t.Fatal(err)
-			}
-			var buf bytes.Buffer
-			sum, err := onnx.Export(&buf, tr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			file := filepath.Join(t.TempDir(), "model.onnx")
-			if err := os.WriteFile(file, buf.Bytes(), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			outs, dims := ort.Run(t, file,
-				onnxtest.Batch{X: x, N: n, Shape: tr.Info.InputShape},
-				onnxtest.Batch{X: x[:numel(tr.Info.InputShape)], N: 1, Shape: tr.Info.InputShape})
-			for i, nb := range []int{n, 1} {
-				wantDims := append([]int64{int64(nb)}, tr.Info.OutputShape...)
-				if !slices.Equal(dims[i], wantDims) {
-					t.Fatalf("batch %d: onnxruntime's output is %v, want %v", nb, dims[i], wantDims)
-				}
-				w := want[:nb*numel(tr.Info.OutputShape)]
-				d, tol := maxDiff(outs[i], w), tolerance(w)
-				if d > tol || math.IsNaN(d) {
-					t.Errorf("batch %d: onnxruntime and pipe differ by up to %.3g (tolerance %.3g)", nb, d, tol)
-				}
-				if i == 0 {
-					t.Logf("%s: opset %d, %d nodes, %d folded batchnorms, max |onnxruntime − pipe| %.3g, largest |output| %.3g",
-						base, sum.Opset, sum.Nodes, len(sum.Folded), d, largest(w))
-				}
-			}
-		})
-	}
-}
-
 // The same model exported at opset 18 (where ReduceMean takes its axes as
 // an input) still matches, and opsets outside 17 to 21 are refused.
 func TestOpsets(t *testing.T) {
@@ -224,7 +129,7 @@ train { epochs 1  batch 4  optimizer adam lr 0.01  loss cross_entropy  metrics [
 		file := filepath.Join(t.TempDir(), "m.onnx")
 		os.WriteFile(file, buf.Bytes(), 0o644)
 		outs, _ := ort.Run(t, file, onnxtest.Batch{X: x, N: 2, Shape: tr.Info.InputShape})
-		if d := maxDiff(outs[0], want); d > 1e-4 {
+		if d := onnxtest.MaxDiff(outs[0], want); !(d <= 1e-4) {
 			t.Errorf("opset %d: differs by %.3g", opset, d)
 		}
 	}
@@ -305,7 +210,7 @@ train { epochs 1  batch 4  optimizer adam lr 0.01  loss cross_entropy  metrics [
 				t.Fatal(err)
 			}
 			outs, _ := ort.Run(t, file, onnxtest.Batch{X: x, N: n, Shape: tr.Info.InputShape})
-			if d := maxDiff(outs[0], want); d > tolerance(want) || math.IsNaN(d) {
+			if d := onnxtest.MaxDiff(outs[0], want); !(d <= onnxtest.Tolerance(want)) {
 				t.Errorf("onnxruntime and pipe differ by up to %.3g", d)
 			}
 		})
