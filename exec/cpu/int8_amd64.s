@@ -77,3 +77,75 @@ kloop:
 done:
 	VZEROUPPER
 	RET
+
+// func requantVNNI(c *int32, cop int, groups int, co int, mul, bias *float32, corr *int32, relu int, y *float32, P int)
+// For each channel o < co and 16·groups rows i of the int32 tile c (rows
+// cop apart): y[o·P + i] = (c[i][o] − corr[o])·mul[o] + bias[o], then
+// max(·, 0) when relu is 1. Sixteen rows of a channel are gathered into
+// one register and stored as one contiguous run of the channel's block.
+TEXT ·requantVNNI(SB), NOSPLIT, $0-80
+	MOVQ c+0(FP), SI
+	MOVQ cop+8(FP), BX
+	MOVQ groups+16(FP), CX
+	MOVQ co+24(FP), DX
+	MOVQ mul+32(FP), R8
+	MOVQ bias+40(FP), R9
+	MOVQ corr+48(FP), R10
+	MOVQ relu+56(FP), R11
+	MOVQ y+64(FP), DI
+	MOVQ P+72(FP), R12
+	SHLQ $2, R12
+
+	// Z31 = lane·cop, the gather's indices; Z30 = 0.
+	VPBROADCASTD BX, Z29
+	MOVQ         $0x0706050403020100, AX
+	VMOVQ        AX, X28
+	MOVQ         $0x0f0e0d0c0b0a0908, AX
+	VPINSRQ      $1, AX, X28, X28
+	VPMOVZXBD    X28, Z28
+	VPMULLD      Z29, Z28, Z31
+	VPXORD       Z30, Z30, Z30
+	MOVQ         BX, R13
+	SHLQ         $6, R13 // 16 rows of cop int32, in bytes
+
+chan:
+	TESTQ        DX, DX
+	JZ           rdone
+	VPBROADCASTD (R10), Z27
+	VBROADCASTSS (R8), Z26
+	VBROADCASTSS (R9), Z25
+	MOVQ         SI, R14
+	MOVQ         DI, R15
+	MOVQ         CX, AX
+
+grp:
+	TESTQ       AX, AX
+	JZ          gdone
+	KXNORW      K1, K1, K1
+	VPGATHERDD  (R14)(Z31*4), K1, Z0
+	VPSUBD      Z27, Z0, Z0
+	VCVTDQ2PS   Z0, Z0
+	VFMADD132PS Z26, Z25, Z0
+	TESTQ       R11, R11
+	JZ          store
+	VMAXPS      Z30, Z0, Z0
+
+store:
+	VMOVUPS Z0, (R15)
+	ADDQ    R13, R14
+	ADDQ    $64, R15
+	DECQ    AX
+	JMP     grp
+
+gdone:
+	ADDQ $4, SI
+	ADDQ $4, R8
+	ADDQ $4, R9
+	ADDQ $4, R10
+	ADDQ R12, DI
+	DECQ DX
+	JMP  chan
+
+rdone:
+	VZEROUPPER
+	RET

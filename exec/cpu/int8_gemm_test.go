@@ -103,3 +103,42 @@ func TestQuantizeWeightsRoundTrip(t *testing.T) {
 		t.Fatalf("an all-zero channel: scale %g, q %d; want 1 and 0", zs[0], zq[0])
 	}
 }
+
+// TestRequantVNNI checks the assembly requantisation against the Go loop
+// on a tile whose rows are not a multiple of 16, with and without a relu:
+// equal within one rounding (the assembly fuses the multiply and add).
+func TestRequantVNNI(t *testing.T) {
+	if !hasVNNI {
+		t.Skip("no AVX-512 VNNI here")
+	}
+	r := rand.New(rand.NewPCG(5, 6))
+	co, k, rows, P, p0 := 40, 64, 37, 100, 13
+	q := make([]int8, co*k)
+	ws := make([]float32, co)
+	bias := make([]float32, co)
+	for o := range ws {
+		ws[o] = float32(r.Float64()) * 0.01
+		bias[o] = float32(r.NormFloat64())
+	}
+	for _, act := range []actKind{actNone, actReLU} {
+		l := newQLayer(nil, q, ws, bias, co, k, newActQuant(3, true), act, 1)
+		s := &l.ws[0]
+		s.c = make([]int32, rows*l.w.cop)
+		for i := range s.c {
+			s.c[i] = int32(r.IntN(1<<20) - 1<<19)
+		}
+		got, want := make([]float32, co*P), make([]float32, co*P)
+		l.requantT(s, rows, got, P, p0)
+		hasVNNI = false
+		l.requantT(s, rows, want, P, p0)
+		hasVNNI = true
+		for i := range got {
+			if d := math.Abs(float64(got[i] - want[i])); d > 1e-6*math.Abs(float64(want[i]))+1e-6 {
+				t.Fatalf("act %d: y[%d] = %g, the Go loop's %g", act, i, got[i], want[i])
+			}
+		}
+		if act == actReLU && want[p0] == 0 && got[p0] != 0 {
+			t.Fatalf("relu not applied")
+		}
+	}
+}
