@@ -33,6 +33,7 @@ import (
 
 	"pipe/exec"
 	"pipe/exec/data"
+	"pipe/stdlib"
 )
 
 // actQuant quantises an activation to unsigned bytes:
@@ -340,42 +341,31 @@ func qlayerOf(k kernel) *qlayer {
 	return nil
 }
 
-// int8Plan says whether a unit runs in int8 and, if not, why.
+// int8Plan says whether a unit runs in int8 and, if not, why: by
+// stdlib.Int8's rule for its first node, with this engine's own cases
+// (a batchnorm folded into a conv, a kernel of another kind).
 func int8Plan(u *unit) (bool, string) {
 	switch k := u.k.(type) {
-	case inputKernel:
-		return false, "the input"
 	case *convKernel:
-		switch {
-		case k.vol != nil:
+		if k.vol != nil {
 			return false, "3-D convolution: no int8 kernel"
-		case k.geo.depthwise:
-			return false, "depthwise convolution: k·k taps per output, no product for int8 to speed up"
-		case k.geo.g != 1:
-			return false, "grouped convolution: no int8 kernel"
-		case k.geo.ckk < minInt8K:
-			return false, fmt.Sprintf("K = %d (ci·k·k): a product this thin is bound by converting, not multiplying", k.geo.ckk)
 		}
-		return true, ""
+		return stdlib.Int8(u.nodes[0])
 	case *denseKernel:
 		if k.lowrank {
-			return false, "low-rank dense: two thin products through a small rank"
+			return stdlib.Int8(u.nodes[0])
 		}
-		return true, ""
+		return u.nodes[0].Op == "dense", ""
 	case *bnKernel:
 		if k.folded {
 			return false, "folded into the convolution before it"
 		}
 		return false, "batchnorm: elementwise"
 	}
-	op := u.nodes[0].Op
-	if len(u.k.spec().aux) == 0 && !hasParams(u.k) {
-		return false, op + ": no weights; fp32 costs little"
+	if ok, why := stdlib.Int8(u.nodes[0]); !ok {
+		return false, why
 	}
-	if hasParams(u.k) {
-		return false, op + ": no int8 kernel (weights stay fp32)"
-	}
-	return false, op + ": no weights; fp32 costs little"
+	return false, u.nodes[0].Op + ": no int8 kernel here"
 }
 
 func unitOps(u *unit) string {
@@ -506,10 +496,6 @@ type actRange struct {
 }
 
 const histBins = 2048
-
-// minInt8K is the smallest inner dimension a convolution runs in int8
-// with.
-var minInt8K = 32
 
 // calibrate runs the fp32 model on the batches and measures the inputs of
 // the units in want.
