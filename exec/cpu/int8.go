@@ -415,7 +415,7 @@ func (m *model) QuantizeInt8(calib []*data.Batch, o exec.QuantOptions) (qm exec.
 		if u.idx == 0 {
 			continue
 		}
-		l := exec.QuantLayer{Name: u.name(), Op: unitOps(u), Why: why}
+		l := exec.QuantLayer{Name: u.nodes[0].Name, Op: unitOps(u), Why: why}
 		if ok {
 			r := ranges[u.idx]
 			aq := newActQuant(r.clip, r.min < 0)
