@@ -19,11 +19,22 @@ conv 16 k3 pad1 -> batchnorm -> relu -> maxpool 2
 conv 24 k3 stride2 pad1 -> relu
 flatten -> dense 40 -> relu -> dense 10`
 
+// int8Net2 has a dilated conv (im2row's tap by tap path), a 1×1 conv
+// over enough channels for int8, and a dense layer with a gelu.
+const int8Net2 = `input [8, 10, 10]
+conv 32 k3 pad2 d2 -> relu
+conv 16 k1 -> batchnorm -> relu -> flatten
+dense 24 -> gelu -> dense 10`
+
 // trainedNet trains int8Net a few steps so that batchnorm's running
 // statistics and the weights are not their initial values.
 func trainedNet(t *testing.T, threads int) *model {
+	return trainedOf(t, int8Net, threads)
+}
+
+func trainedOf(t *testing.T, net string, threads int) *model {
 	t.Helper()
-	g := graphOf(t, int8Net)
+	g := graphOf(t, net)
 	cfg := cfgOf(16, "cross_entropy", "adam")
 	cfg.Fusion = fuseAll(g)
 	cfg.Folds = foldsOf(g)
@@ -51,21 +62,26 @@ func calibBatches(m *model, k int) []*data.Batch {
 	return bs
 }
 
-// TestInt8AgreesWithFP32 runs the net in fp32 and in int8 on 256 samples
+// TestInt8AgreesWithFP32 runs the nets in fp32 and in int8 on 256 samples
 // the calibration did not see: every output within 5% of the largest
 // output's magnitude of its fp32 value (int8 keeps about 2 significant
 // digits per layer over 5 layers) and the argmax the same on at least 90%
 // of the samples.
 func TestInt8AgreesWithFP32(t *testing.T) {
-	for _, pct := range []float64{0, 99.99} {
-		m := trainedNet(t, 2)
+	for _, c := range []struct {
+		net    string
+		layers int
+		pct    float64
+	}{{int8Net, 4, 0}, {int8Net, 4, 99.99}, {int8Net2, 4, 99.99}} {
+		pct := c.pct
+		m := trainedOf(t, c.net, 2)
 		qm, rep, err := m.QuantizeInt8(calibBatches(m, 4), exec.QuantOptions{Percentile: pct})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer qm.Close()
-		if got := rep.Int8Layers(); got != 4 {
-			t.Fatalf("%d int8 layers, want the 2 convs after the first and 2 denses: %+v", got, rep.Layers)
+		if got := rep.Int8Layers(); got != c.layers {
+			t.Fatalf("%d int8 layers, want %d (every conv with ci·k·k ≥ 32, every dense): %+v", got, c.layers, rep.Layers)
 		}
 		if rep.WeightBytesInt8*3 > rep.WeightBytesFP32 {
 			t.Fatalf("int8 weights %d bytes against fp32 %d: not under a third", rep.WeightBytesInt8, rep.WeightBytesFP32)
