@@ -2,7 +2,7 @@
 
 package cpu
 
-const hasVNNI = false
+var hasVNNI = false
 
 func dotVNNI(a *uint8, lda int, w *int8, k4 int, c *int32, ldc int, tiles int) {
 	panic("dotVNNI without amd64")
