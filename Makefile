@@ -148,13 +148,15 @@ lint: deps
 # bench: the Go benchmarks of bench/, each example's planned memory against the peak resident
 # memory the OS measured for its run (go run ./bench/cmd/memory: bench/memory.json), then
 # pipe's training step against PyTorch's on this machine (go run ./bench/cmd/ratios: ratio
-# pipe/PyTorch per model, bench/results.json).
+# pipe/PyTorch per model, bench/results.json); int8 inference against fp32 (go run
+# ./bench/cmd/int8: accuracy and forward speed, bench/int8.json).
 # Debian's python3-torch is installed when $(TORCH_PYTHON) cannot import torch; when that
 # fails the comparison is skipped with a message. RATIOSFLAGS='-rounds 3' passes flags.
 RATIOSFLAGS  ?=
 bench: deps data build
 	$(GO) test -run=NONE -bench=. $(BENCHFLAGS) ./bench/...
 	$(GO) run ./bench/cmd/memory -pipe $(BIN)
+	$(GO) run ./bench/cmd/int8
 	@if ! $(TORCH_PYTHON) -c 'import torch' 2>/dev/null; then \
 	  echo "bench: installing python3-torch for the PyTorch comparison"; \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch || \

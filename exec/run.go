@@ -306,6 +306,9 @@ type Result struct {
 	// Applied is how the engine applied the plan where that depends on
 	// the machine (Applier); nil for the native engine.
 	Applied map[string]string
+	// Int8 is what int8 quantisation did, when the final evaluation or
+	// predict ran in int8 (run_int8.go); nil otherwise.
+	Int8 *QuantReport `json:",omitempty"`
 }
 
 // Option sets an optional knob of Run.
@@ -318,10 +321,12 @@ type runConfig struct {
 	resumeAt  string
 	skipTrain bool
 	ckptDir   string
-	base      string
-	log       hclog.Logger
-	threads   int
-	nodeRank  int
+	// evalPrecision is WithEvalPrecision's (run_int8.go).
+	evalPrecision string
+	base          string
+	log           hclog.Logger
+	threads       int
+	nodeRank      int
 	// wrapCheckpoint wraps the checkpoint file's writer (tests inject
 	// failures with it).
 	wrapCheckpoint func(w io.Writer) io.Writer

@@ -129,7 +129,7 @@ func (r *runner) finalEval(ctx context.Context) bool {
 	if ds == nil {
 		return true
 	}
-	if last != nil && last.Val != nil && ds == d.val && slices.Equal(metrics, r.set.metrics) {
+	if last != nil && last.Val != nil && ds == d.val && slices.Equal(metrics, r.set.metrics) && r.fp32 == nil {
 		r.res.Final = last.Val
 		return true
 	}

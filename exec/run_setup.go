@@ -30,6 +30,7 @@ type runner struct {
 	graph   *stdlib.Graph
 	backend Backend
 	model   Model
+	fp32    Model // the trained model while model is its int8 one (run_int8.go)
 	cfg     Config
 	set     settings
 	data    runData
@@ -81,7 +82,14 @@ func (r *runner) run(ctx context.Context) {
 	if r.res.Status == StatusInterrupted || r.rc.nodeRank > 0 {
 		return
 	}
+	defer r.restoreFP32()
+	if r.int8Wanted(false) && !r.toInt8(ctx) {
+		return
+	}
 	if !r.finalEval(ctx) {
+		return
+	}
+	if r.int8Wanted(true) && r.prog.Block("predict") != nil && !r.toInt8(ctx) {
 		return
 	}
 	r.predict(ctx)

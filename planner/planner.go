@@ -180,6 +180,7 @@ func (pl *planner) run() {
 		pl.planGAN(gan)
 	}
 	pl.schedule()
+	pl.inference()
 	pl.ganFits()
 	if pl.train == nil {
 		p := pl.plan

@@ -73,6 +73,7 @@ func runRun(a *app, args []string) int {
 	fs.Var(&rf, "resume", "continue from the last checkpoint in the checkpoint folder; --resume=PATH (or --resume PATH.ckpt FILE) from a chosen checkpoint file or folder")
 	resume := &rf.set
 	skipTrain := fs.Bool("skip-train", false, "with --resume: evaluate and predict with the checkpoint's model, without training")
+	precision := fs.String("precision", "", "evaluate and predict in this precision: int8 (the native engine; calibrated on training batches) or fp32")
 	ckptDir := fs.String("checkpoint-dir", "", "the checkpoint folder (default: train's checkpoint_dir, else out/PIPELINE/checkpoints)")
 	reportPath := fs.String("report", "", "write the run report (JSON) here, and the loss curve beside it (default out/PIPELINE/report.json)")
 	threads := fs.Int("threads", 0, "compute threads (0: all cores); a resumed run reproduces losses only with the same number")
@@ -91,7 +92,7 @@ func runRun(a *app, args []string) int {
 	if rf.set && rf.path == "" && len(files) == 2 && !strings.HasSuffix(files[0], ".pipe") {
 		rf.path, files = files[0], files[1:]
 	}
-	usage := "usage: pipe run [--plan PLAN.json] [--device NAME] [--max-steps N] [--resume[=CHECKPOINT]] [--skip-train] [--report FILE] FILE"
+	usage := "usage: pipe run [--plan PLAN.json] [--device NAME] [--max-steps N] [--resume[=CHECKPOINT]] [--skip-train] [--precision int8] [--report FILE] FILE"
 	switch {
 	case len(files) > 1, len(files) == 0 && *planPath == "":
 		fmt.Fprintln(a.env.Stderr, usage)
@@ -101,6 +102,9 @@ func runRun(a *app, args []string) int {
 		return exitErrors
 	case *skipTrain && !*resume:
 		fmt.Fprintln(a.env.Stderr, "pipe run: --skip-train needs --resume: a model that was not trained has nothing to predict with")
+		return exitErrors
+	case *precision != "" && *precision != "int8" && *precision != "fp32":
+		fmt.Fprintf(a.env.Stderr, "pipe run: --precision %s: give int8 or fp32\n", *precision)
 		return exitErrors
 	case *maxSteps < 0 || *batch < 0 || *threads < 0:
 		fmt.Fprintln(a.env.Stderr, "pipe run: --max-steps, --batch and --threads must not be negative")
@@ -277,6 +281,9 @@ func runRun(a *app, args []string) int {
 	}
 	if *skipTrain {
 		opts = append(opts, exec.WithSkipTrain())
+	}
+	if *precision != "" {
+		opts = append(opts, exec.WithEvalPrecision(*precision))
 	}
 	// The report is checked before any compute, as the checkpoints are.
 	rp, curve := *reportPath, ""

@@ -8,7 +8,7 @@ import (
 )
 
 // An explicit --batch 0 or --max-steps 0 is refused, not read as "not
-// given".
+// given"; so is a precision pipe has no inference for.
 func TestZeroFlagsAreRefused(t *testing.T) {
 	fixedHost(t)
 	fakeBackend(t)
@@ -23,6 +23,10 @@ func TestZeroFlagsAreRefused(t *testing.T) {
 		if code != exitErrors || !strings.Contains(stderr, args[2]) || !strings.Contains(stderr, "at least 1") {
 			t.Errorf("%v: exit %d\n%s", args, code, stderr)
 		}
+	}
+	code, _, stderr := runPipe(t, "", "run", "--precision", "int4", file)
+	if code != exitErrors || !strings.Contains(stderr, "give int8 or fp32") {
+		t.Errorf("--precision int4: exit %d\n%s", code, stderr)
 	}
 	if _, err := os.Stat(filepath.Join(dir, "ckpt")); err == nil {
 		t.Error("a refused run wrote checkpoints")

@@ -72,7 +72,9 @@
 // # Numbers, determinism, errors
 //
 // Everything is float32; other precisions run as fp32 and Precision says
-// so. Every parallel loop is split statically and every reduction is
+// so. The exception is inference in int8 (QuantizeInt8, int8.go and
+// int8_gemm.go): a second model whose convs and dense layers multiply
+// int8 weights and activations into int32 by AVX-512 VNNI. Every parallel loop is split statically and every reduction is
 // summed in a fixed order, so the same seed and the same thread count give
 // bit-identical losses; dropout's mask is a hash of (seed, node,
 // micro-step, position), recomputed rather than stored. Against PyTorch

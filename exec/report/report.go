@@ -81,6 +81,8 @@ type Report struct {
 	Checkpoint  string            `json:"checkpoint,omitempty"`
 	LossCurve   string            `json:"loss_curve,omitempty"`
 	Predictions []exec.Prediction `json:"predictions,omitempty"`
+	// Int8 is what int8 quantisation did for evaluation or predict.
+	Int8 *exec.QuantReport `json:"int8,omitempty"`
 	// Plan echoes the plan's decisions.
 	Plan Plan `json:"plan"`
 }
@@ -215,7 +217,7 @@ func New(res *exec.Result, p *plan.Plan) *Report {
 		SamplesTrained: res.SamplesTrained, SamplesPerSecond: res.SamplesPerSecond,
 		EstimatedPeakBytes: res.Memory.Estimated, MeasuredPeakBytes: res.Memory.Measured, MeasuredBy: res.Memory.MeasuredBy,
 		Metrics: map[string]*float64{}, LossesPerEpoch: []Epoch{}, StepLosses: make([]*float64, len(res.StepLosses)),
-		Checkpoint: res.Checkpoint, Predictions: res.Predictions,
+		Checkpoint: res.Checkpoint, Predictions: res.Predictions, Int8: res.Int8,
 	}
 	mm := res.Memory.Model
 	r.Memory = Memory{Parameters: mm.Parameters, Gradients: mm.Gradients, Optimizer: mm.Optimizer, Arena: mm.Arena,

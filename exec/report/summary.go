@@ -49,6 +49,10 @@ func Summary(w io.Writer, res *exec.Result, reportPath, curvePath string) {
 			fmt.Fprintln(w)
 		}
 	}
+	if q := res.Int8; q != nil {
+		fmt.Fprintf(w, "  int8: %d layers quantised (%s weights, %s in fp32), activations calibrated on %s (%s), %s kernel\n",
+			q.Int8Layers(), Bytes(q.WeightBytesInt8), Bytes(q.WeightBytesFP32), count(int64(q.CalibSamples), "sample"), q.Calibration, q.Kernel)
+	}
 	if len(res.Applied) > 0 {
 		keys := make([]string, 0, len(res.Applied))
 		for k := range res.Applied {

@@ -87,6 +87,25 @@ type Plan struct {
 	// GAN is set in gan mode: Model is then the generator, and this the
 	// discriminator and the adversarial settings (gan.go).
 	GAN *GAN `json:"gan,omitempty"`
+	// Inference is how predict runs the trained model; nil when the file
+	// does not predict.
+	Inference *Inference `json:"inference,omitempty"`
+}
+
+// Inference is the arithmetic predict runs the trained model in.
+type Inference struct {
+	// Precision is "fp32" or "int8".
+	Precision string `json:"precision"`
+	// CalibrateBatches is how many training batches int8 calibrates its
+	// activation scales on.
+	CalibrateBatches int64 `json:"calibrate_batches,omitempty"`
+	// Int8Layers are the nodes that run in int8; the others stay fp32.
+	Int8Layers []string `json:"int8_layers,omitempty"`
+	// WeightsFP32 and WeightsInt8 are those layers' weights and biases in
+	// bytes, in fp32 and quantised (int8 weights, an fp32 scale and bias
+	// per output channel).
+	WeightsFP32 int64 `json:"weights_fp32,omitempty"`
+	WeightsInt8 int64 `json:"weights_int8,omitempty"`
 }
 
 // Device is the device a plan is made for, whatever described it: the

@@ -1,0 +1,56 @@
+package planner
+
+import (
+	"fmt"
+	"strings"
+
+	"pipe/planner/plan"
+	"pipe/stdlib"
+)
+
+// inference decides predict's arithmetic (plan.Inference): the predict
+// block's precision, fp32 unless it says int8. int8 runs on the native
+// engine, which quantises the layers stdlib.Int8 names; on another engine
+// the plan says fp32 and why.
+func (pl *planner) inference() {
+	pb := pl.prog.Block("predict")
+	if pb == nil {
+		return
+	}
+	inf := &plan.Inference{Precision: "fp32"}
+	pl.plan.Inference = inf
+	f := pb.Field("precision")
+	if v := f.First(); v == nil || v.Str != "int8" {
+		pl.decide("inference precision", "fp32", "predict asks for fp32 (the default; precision int8 quantises conv and dense layers on the native engine).")
+		return
+	}
+	if !pl.native() {
+		pl.warnf(rangeOf(f), "int8-engine", "int8 inference needs the native engine",
+			"predict asks for precision int8, which the native engine (CPU) runs; this plan's engine is %s, so predict runs in fp32. Write engine native to predict in int8.", pl.plan.Engine.Name)
+		pl.decide("inference precision", "fp32", fmt.Sprintf("int8 runs on the native engine; the engine is %s.", pl.plan.Engine.Name))
+		return
+	}
+	inf.Precision = "int8"
+	inf.CalibrateBatches = 8
+	if v := pb.Field("calibrate").First(); v != nil {
+		inf.CalibrateBatches = v.Int
+	}
+	var kept []string
+	for _, n := range pl.graph.Nodes {
+		if ok, why := stdlib.Int8(n); ok {
+			inf.Int8Layers = append(inf.Int8Layers, n.Name)
+			q, w := stdlib.Int8WeightBytes(n)
+			inf.WeightsInt8 += q
+			inf.WeightsFP32 += w
+		} else if n.Params > 0 && n.Op != "batchnorm" {
+			kept = append(kept, fmt.Sprintf("%s (%s)", n.Name, why))
+		}
+	}
+	fp := "every other layer with weights is a batchnorm (folded into its conv, or elementwise)"
+	if len(kept) > 0 {
+		fp = "fp32 stays for " + strings.Join(kept, ", ")
+	}
+	pl.decide("inference precision", "int8", fmt.Sprintf(
+		"predict asks for int8: %d conv and dense layers with int8 weights per output channel, %s against %s in fp32, activations per tensor, calibrated on %d training batches; %s; layers without weights run in fp32.",
+		len(inf.Int8Layers), FormatBytes(inf.WeightsInt8), FormatBytes(inf.WeightsFP32), inf.CalibrateBatches, fp))
+}
