@@ -65,6 +65,7 @@ const (
 	CodeLocked      = "folder-in-use"
 	CodeDiverging   = "diverging"
 	CodeEvalLeak    = "test-selects-model"
+	CodeProfile     = "profile"
 )
 
 // Status says how a run ended.
@@ -286,6 +287,8 @@ type Result struct {
 	// Applied is how the engine applied the plan where that depends on
 	// the machine (Applier); nil for the native engine.
 	Applied map[string]string
+	// Profile is the time per layer (WithProfile); nil without it.
+	Profile *Profile
 }
 
 // Option sets an optional knob of Run.
@@ -302,6 +305,7 @@ type runConfig struct {
 	log       hclog.Logger
 	threads   int
 	nodeRank  int
+	profile   *ProfileOptions
 	// wrapCheckpoint wraps the checkpoint file's writer (tests inject
 	// failures with it).
 	wrapCheckpoint func(w io.Writer) io.Writer
@@ -397,6 +401,9 @@ func Run(ctx context.Context, p *plan.Plan, prog *lang.Program, hooks Hooks, opt
 				r.log.Debug("device memory unavailable", "error", err)
 			}
 		}
+	}
+	if r.prof != nil {
+		r.res.Profile = r.prof.finish()
 	}
 	r.res.Memory.Loader = r.loaderBytes()
 	mem := &r.res.Memory
