@@ -94,9 +94,10 @@ func WithProfile(o ProfileOptions) Option {
 // Profile is a run's time per layer, measured by the clock, beside the
 // plan's roofline estimate (Result.Profile).
 type Profile struct {
-	// Engine is the engine that was timed; Batch the plan's micro-batch,
-	// which the estimates are for.
+	// Engine is the engine that was timed; Device the plan's device and
+	// Batch its micro-batch, which the estimates are for.
 	Engine string `json:"engine"`
+	Device string `json:"device"`
 	Batch  int64  `json:"batch"`
 	// Warmup is the training steps and evaluation batches left out.
 	Warmup int `json:"warmup"`
@@ -259,7 +260,7 @@ type profiler struct {
 func newProfiler(m Profiler, p *plan.Plan, engine string, opts ProfileOptions, start time.Time) *profiler {
 	pr := &profiler{m: m, opts: opts, start: start, batch: float64(max(p.BatchSize, 1)), optEst: p.StepTime.OptimizerSeconds,
 		est: map[string]*plan.Layer{}, rows: map[*PhaseProfile]map[string]int{},
-		prof: &Profile{Engine: engine, Batch: p.BatchSize, Warmup: opts.Warmup}}
+		prof: &Profile{Engine: engine, Device: p.Device.Name, Batch: p.BatchSize, Warmup: opts.Warmup}}
 	for i := range p.Layers {
 		pr.est[p.Layers[i].Name] = &p.Layers[i]
 	}
