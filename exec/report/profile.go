@@ -23,8 +23,8 @@ func ProfileTable(w io.Writer, p *exec.Profile) {
 	if t := p.Train; t != nil && t.Steps > 0 && t.MicroBatches > 0 {
 		phaseTable(w, p, "training", t)
 		if e := p.Eval; e != nil && e.Steps > 0 {
-			fmt.Fprintf(w, "evaluation: %d batches of up to %d, %.3f ms each against %.3f ms estimated (%s); the report has its layers\n",
-				e.Steps, p.Batch, 1e3*e.Seconds/float64(e.Steps), 1e3*e.EstimatedSeconds/float64(e.Steps), ratioOf(e.Seconds, e.EstimatedSeconds))
+			fmt.Fprintf(w, "evaluation: %s of up to %d, %.3f ms each against %.3f ms estimated (%s); the report has its layers\n",
+				batches(e.Steps), p.Batch, 1e3*e.Seconds/float64(e.Steps), 1e3*e.EstimatedSeconds/float64(e.Steps), ratioOf(e.Seconds, e.EstimatedSeconds))
 		}
 		return
 	}
@@ -40,7 +40,7 @@ func phaseTable(w io.Writer, p *exec.Profile, name string, pp *exec.PhaseProfile
 		unit = "batch"
 	}
 	fmt.Fprintf(w, "\nprofile (%s engine, %s): %s after %d warm-up, timed by the clock around each kernel; ms per micro-batch of up to %d\n",
-		p.Engine, name, count(int64(pp.Steps), unit), p.Warmup, p.Batch)
+		p.Engine, name, stepsOf(pp.Steps, train), p.Warmup, p.Batch)
 	mb := float64(pp.MicroBatches)
 	ms := func(s float64) string { return fmt.Sprintf("%.3f", 1e3*s/mb) }
 	share := func(s float64) string {
@@ -124,4 +124,18 @@ func ratioOf(measured, estimate float64) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.1fx", measured/estimate)
+}
+
+func stepsOf(n int, train bool) string {
+	if train {
+		return steps(int64(n))
+	}
+	return batches(n)
+}
+
+func batches(n int) string {
+	if n == 1 {
+		return "1 batch"
+	}
+	return fmt.Sprintf("%d batches", n)
 }
