@@ -92,7 +92,7 @@ func runRun(a *app, args []string) int {
 	if rf.set && rf.path == "" && len(files) == 2 && !strings.HasSuffix(files[0], ".pipe") {
 		rf.path, files = files[0], files[1:]
 	}
-	usage := "usage: pipe run [--plan PLAN.json] [--device NAME] [--max-steps N] [--resume[=CHECKPOINT]] [--skip-train] [--report FILE] FILE"
+	usage := "usage: pipe run [--plan PLAN.json] [--device NAME] [--max-steps N] [--resume[=CHECKPOINT]] [--skip-train] [--report FILE] [--profile [--profile-out TRACE.json]] FILE"
 	switch {
 	case len(files) > 1, len(files) == 0 && *planPath == "":
 		fmt.Fprintln(a.env.Stderr, usage)
