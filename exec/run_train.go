@@ -65,8 +65,8 @@ func (r *runner) train(ctx context.Context) bool {
 	defer cancel()
 	size := func(i int) int64 { return int64(min(bs, n-i*bs)) }
 	t := &trainer{r: r}
-	if q, ok := r.model.(Queuer); ok {
-		t.q = q
+	if q, ok := r.model.(Queuer); ok && r.prof == nil {
+		t.q = q // a profile times each step as a whole: one at a time
 	}
 	lr := r.sched.lr(r.pos.Step)
 
