@@ -67,8 +67,8 @@ type worker struct {
 // sent is a command on its way: what it was and what it holds.
 type sent struct {
 	cmd  string
-	slot int // the input slot it reads, -1 for none
-	n    int // its samples, for a train command
+	slot int       // the input slot it reads, -1 for none
+	n    int       // its samples, for a train command
 	at   time.Time // when it was sent, while profiling
 }
 
