@@ -13,6 +13,7 @@ import (
 	"pipe/exec"
 	"pipe/exec/cpu"
 	"pipe/exec/exectest"
+	"pipe/stdlib"
 )
 
 // smallCNN is a conv block the planner fuses, a pool and a dense head, on
@@ -238,5 +239,60 @@ func TestProfileNeedsAnEngineThatTimes(t *testing.T) {
 	d := findDiag(t, ds, exec.CodeProfile)
 	if !strings.Contains(d.Summary, "profile: not supported by this engine") || res.Position.Step != 0 || res.Profile != nil {
 		t.Errorf("%s: %s; %d steps trained", d.Summary, d.Detail, res.Position.Step)
+	}
+}
+
+// countingBackend is the native engine with its models' Profiler calls
+// counted.
+type countingBackend struct {
+	cpu.Backend
+	calls *int
+}
+
+type countingModel struct {
+	exec.Model
+	calls *int
+}
+
+func (b countingBackend) Build(g *stdlib.Graph, cfg exec.Config) (exec.Model, error) {
+	m, err := b.Backend.Build(g, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return countingModel{m, b.calls}, nil
+}
+
+func (m countingModel) EnableProfile(on bool) {
+	*m.calls++
+	m.Model.(exec.Profiler).EnableProfile(on)
+}
+
+func (m countingModel) Profile() []exec.Span {
+	*m.calls++
+	return m.Model.(exec.Profiler).Profile()
+}
+
+// TestProfileOffAsksNothing checks that a run without WithProfile never
+// turns the model's profiling on nor asks it for spans, and that one with
+// it asks after every step.
+func TestProfileOffAsksNothing(t *testing.T) {
+	j := newJob(t, smallCNN)
+	for _, on := range []bool{false, true} {
+		calls := 0
+		opts := []exec.Option{exec.WithBackend(countingBackend{calls: &calls}), exec.WithThreads(1), exec.WithBase(j.dir),
+			exec.WithCheckpointDir(filepath.Join(j.dir, "ckpt")), exec.WithMaxSteps(3)}
+		if on {
+			opts = append(opts, exec.WithProfile(exec.ProfileOptions{}))
+		}
+		res, ds := exec.Run(context.Background(), j.plan, j.prog, exec.Hooks{}, opts...)
+		if ds.HasErrors() {
+			t.Fatal(ds)
+		}
+		switch {
+		case !on && (calls != 0 || res.Profile != nil):
+			t.Errorf("profile off: %d calls to the model's Profiler", calls)
+		case on && calls < 3:
+			t.Errorf("profile on: %d calls for 3 steps", calls)
+		}
 	}
 }
