@@ -18,7 +18,10 @@ package exec
 // The first Warmup training steps and the first Warmup evaluation
 // batches are run but not counted: they pay for first touches of the
 // working memory and the threads' start. Every later one is counted; the
-// trace keeps the first TraceSteps of each.
+// trace keeps the first TraceSteps of each. The trace is the Trace Event
+// Format's JSON object, one struct per event through encoding/json: the
+// format is that small, and no Go library for it is better kept than the
+// standard library.
 
 import (
 	"encoding/json"
