@@ -65,6 +65,7 @@ const (
 	CodeLocked      = "folder-in-use"
 	CodeDiverging   = "diverging"
 	CodeEvalLeak    = "test-selects-model"
+	CodeProfile     = "profile"
 )
 
 // Status says how a run ended.
@@ -309,6 +310,8 @@ type Result struct {
 	// Int8 is what int8 quantisation did, when the final evaluation or
 	// predict ran in int8 (run_int8.go); nil otherwise.
 	Int8 *QuantReport `json:",omitempty"`
+	// Profile is the time per layer (WithProfile); nil without it.
+	Profile *Profile
 }
 
 // Option sets an optional knob of Run.
@@ -327,6 +330,7 @@ type runConfig struct {
 	log           hclog.Logger
 	threads       int
 	nodeRank      int
+	profile       *ProfileOptions
 	// wrapCheckpoint wraps the checkpoint file's writer (tests inject
 	// failures with it).
 	wrapCheckpoint func(w io.Writer) io.Writer
@@ -422,6 +426,9 @@ func Run(ctx context.Context, p *plan.Plan, prog *lang.Program, hooks Hooks, opt
 				r.log.Debug("device memory unavailable", "error", err)
 			}
 		}
+	}
+	if r.prof != nil {
+		r.res.Profile = r.prof.finish()
 	}
 	r.res.Memory.Loader = r.loaderBytes()
 	mem := &r.res.Memory

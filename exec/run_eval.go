@@ -61,7 +61,7 @@ func (r *runner) evaluate(ctx context.Context, ds data.Dataset, name, part strin
 			y = raw
 			scaling.standardise(b.Y, n, len(b.Y)/max(n, 1))
 		}
-		loss, err := r.model.Eval(b, out[:n*o])
+		loss, err := r.eval(b, out[:n*o])
 		if err == nil && scaling != nil {
 			scaling.restore(out[:n*o], n, o)
 		}

@@ -232,7 +232,7 @@ func (r *runner) predictCSV(ctx context.Context, ds data.Dataset, src *lang.Bloc
 			}
 			eb := *b
 			eb.Y, eb.Mask = nil, nil
-			if _, err := r.model.Eval(&eb, buf[:b.N*o]); err != nil {
+			if _, err := r.eval(&eb, buf[:b.N*o]); err != nil {
 				it.Release(b)
 				return err
 			}
@@ -336,7 +336,7 @@ func (r *runner) eachOutput(ctx context.Context, ds data.Dataset, batch, o int, 
 		}
 		eb := *b
 		eb.Y, eb.Mask = nil, nil
-		if _, err := r.model.Eval(&eb, buf[:b.N*o]); err != nil {
+		if _, err := r.eval(&eb, buf[:b.N*o]); err != nil {
 			it.Release(b)
 			return err
 		}

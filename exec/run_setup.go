@@ -48,6 +48,8 @@ type runner struct {
 	counters []*batchCounter
 	// lock is the checkpoint folder's run lock (run_lock.go).
 	lock *folderLock
+	// prof times the layers under WithProfile (profile.go).
+	prof *profiler
 }
 
 func (r *runner) close() {
@@ -198,6 +200,19 @@ func (r *runner) setup() bool {
 	}
 	r.model = m
 	r.res.Precision = m.Precision()
+	if o := r.rc.profile; o != nil {
+		pm, ok := m.(Profiler)
+		switch {
+		case p.GAN != nil:
+			r.errorf(nil, CodeProfile, "profile: not supported in gan mode", "The profile times one model's layers; a gan run trains two. Run without --profile.")
+			return false
+		case !ok:
+			r.errorf(nil, CodeProfile, "profile: not supported by this engine",
+				"The %s engine does not time its layers; profile with the native engine (--engine native, on the CPU), or run without --profile.", r.backend.Name())
+			return false
+		}
+		r.prof = newProfiler(pm, p, r.backend.Name(), *o, r.start)
+	}
 	if a, ok := m.(Applier); ok {
 		r.res.Applied = a.Applied()
 	}

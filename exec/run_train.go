@@ -65,8 +65,8 @@ func (r *runner) train(ctx context.Context) bool {
 	defer cancel()
 	size := func(i int) int64 { return int64(min(bs, n-i*bs)) }
 	t := &trainer{r: r}
-	if q, ok := r.model.(Queuer); ok {
-		t.q = q
+	if q, ok := r.model.(Queuer); ok && r.prof == nil {
+		t.q = q // a profile times each step as a whole: one at a time
 	}
 	lr := r.sched.lr(r.pos.Step)
 
@@ -108,7 +108,11 @@ func (r *runner) train(ctx context.Context) bool {
 				} else {
 					res, err = t.syncStep(it, counter, group, gs, lr, e)
 				}
-				t.account(time.Since(t0))
+				dt := time.Since(t0)
+				t.account(dt)
+				if r.prof != nil {
+					r.prof.endStep(r.pos.Step, t0, dt)
+				}
 				if ferr := t.finish(res); ferr != nil {
 					err = ferr
 				}
@@ -245,13 +249,23 @@ func (t *trainer) syncStep(it data.Iterator, counter *batchCounter, group int, g
 	r.model.ZeroGrad()
 	ns := make([]int, 0, group)
 	losses := make([]float64, 0, group)
+	var tl time.Time
 	for range group {
+		if r.prof != nil {
+			tl = time.Now()
+		}
 		b, err := t.next(it, counter)
+		if r.prof != nil {
+			r.prof.loader(tl, time.Since(tl))
+		}
 		if err != nil {
 			return nil, err
 		}
 		bn := b.N
 		loss, err := r.model.TrainStep(b, float64(bn)/float64(gs))
+		if r.prof != nil {
+			r.prof.micro(bn)
+		}
 		it.Release(b) // b must not be read after this
 		if err == nil && (math.IsNaN(loss) || math.IsInf(loss, 0)) {
 			err = &NonFiniteError{Step: r.pos.Step, MicroStep: r.pos.MicroStep + int64(len(ns)), Loss: loss}
@@ -262,6 +276,9 @@ func (t *trainer) syncStep(it data.Iterator, counter *batchCounter, group int, g
 		ns = append(ns, bn)
 		losses = append(losses, loss)
 	}
+	if r.prof != nil {
+		tl = time.Now()
+	}
 	if r.set.gradClip > 0 {
 		if _, err := r.model.ClipGradNorm(r.set.gradClip); err != nil {
 			return nil, err
@@ -269,6 +286,9 @@ func (t *trainer) syncStep(it data.Iterator, counter *batchCounter, group int, g
 	}
 	if err := r.model.Step(lr); err != nil {
 		return nil, err
+	}
+	if r.prof != nil {
+		r.prof.optimizer(tl, time.Since(tl))
 	}
 	t.advance(e, ns, lr)
 	return []StepResult{{Losses: losses}}, nil

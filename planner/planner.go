@@ -533,7 +533,7 @@ func (pl *planner) sizeAll(prec plan.Precision, opt plan.Optimizer) {
 		p.Layers = append(p.Layers, l)
 	}
 
-	p.StepTime = stepTime(g, m, pl.dev, prec, b, p.AccumulationSteps, recomputed, group, pl.fused)
+	p.StepTime = stepTime(g, m, pl.dev, prec, b, p.AccumulationSteps, recomputed, group, pl.fused, p.Layers)
 	pl.stepDecision()
 	pl.engineDecisions()
 }

@@ -25,11 +25,14 @@ import (
 //     gradients and state and writes the weights and state back (and the
 //     low-precision copy under mixed precision).
 //
+// Each node's share goes into its plan.Layer's Roofline, so that a
+// profile can hold every layer's measured time against it.
+//
 // It ignores kernel launch overheads, the loader, and the overlap of
 // communication with compute, so it is a lower bound on a well-fed device
 // more than a forecast; the plan labels it an estimate.
 
-func stepTime(g *stdlib.Graph, m *costModel, dev plan.Device, prec plan.Precision, batch, accum int64, recomputed []bool, group []int, fused bool) plan.StepTime {
+func stepTime(g *stdlib.Graph, m *costModel, dev plan.Device, prec plan.Precision, batch, accum int64, recomputed []bool, group []int, fused bool, layers []plan.Layer) plan.StepTime {
 	st := plan.StepTime{Estimate: true, Bound: "unknown"}
 	peakMM := dev.Peak(prec.Compute)
 	if peakMM == 0 {
@@ -90,10 +93,17 @@ func stepTime(g *stdlib.Graph, m *costModel, dev plan.Device, prec plan.Precisio
 		tc, tm := flops/peak, bytes/dev.Bandwidth
 		st.FLOPs += flops
 		st.Bytes += bytes
+		bound := "compute"
 		if tc >= tm {
 			computeT += tc
 		} else {
 			memoryT += tm
+			bound = "memory"
+		}
+		if nd.ID < len(layers) {
+			fwd := max(fwdFLOPs/peak, fwdBytes/dev.Bandwidth)
+			layers[nd.ID].Roofline = &plan.LayerRoofline{ForwardFLOPs: significant(fwdFLOPs, 4), ForwardBytes: significant(fwdBytes, 4),
+				Peak: peak, ForwardSeconds: significant(fwd, 4), BackwardSeconds: significant(fwd*(passes-1), 4), Bound: bound}
 		}
 	}
 	st.MicroBatchSeconds = computeT + memoryT

@@ -83,6 +83,7 @@ func runRun(a *app, args []string) int {
 	nodeRank := fs.Int("node-rank", 0, "data parallelism over machines: this machine's rank, 0 to --nnodes-1 (rank 0 writes checkpoints and reports)")
 	masterAddr := fs.String("master-addr", "127.0.0.1", "data parallelism: the address of the machine of rank 0")
 	masterPort := fs.Int("master-port", 29500, "data parallelism: the port rank 0 listens on")
+	pf := profileFlags(fs)
 	files, err := parseFlags(fs, args)
 	if err != nil {
 		return exitErrors
@@ -92,7 +93,7 @@ func runRun(a *app, args []string) int {
 	if rf.set && rf.path == "" && len(files) == 2 && !strings.HasSuffix(files[0], ".pipe") {
 		rf.path, files = files[0], files[1:]
 	}
-	usage := "usage: pipe run [--plan PLAN.json] [--device NAME] [--max-steps N] [--resume[=CHECKPOINT]] [--skip-train] [--precision int8] [--report FILE] FILE"
+	usage := "usage: pipe run [--plan PLAN.json] [--device NAME] [--max-steps N] [--resume[=CHECKPOINT]] [--skip-train] [--precision int8] [--report FILE] [--profile [--profile-out TRACE.json]] FILE"
 	switch {
 	case len(files) > 1, len(files) == 0 && *planPath == "":
 		fmt.Fprintln(a.env.Stderr, usage)
@@ -117,6 +118,9 @@ func runRun(a *app, args []string) int {
 		return exitErrors
 	case ef.check() != "":
 		fmt.Fprintln(a.env.Stderr, "pipe run: "+ef.check())
+		return exitErrors
+	case pf.check(fs) != "":
+		fmt.Fprintln(a.env.Stderr, "pipe run: "+pf.check(fs))
 		return exitErrors
 	case *planPath != "" && (isSet(fs, "engine") || isSet(fs, "nproc-per-node") || isSet(fs, "nnodes")):
 		fmt.Fprintln(a.env.Stderr, "pipe run: --engine, --nproc-per-node and --nnodes plan again; they cannot change a --plan file (run pipe plan with them instead)")
@@ -295,6 +299,11 @@ func runRun(a *app, args []string) int {
 		return exitErrors
 	}
 
+	opts, ok := pf.options(a, p, opts)
+	if !ok {
+		return exitErrors
+	}
+
 	ctx, stop := runContext(a)
 	res, rds := exec.Run(ctx, p, prog, progress.Hooks(), opts...)
 	stop()
@@ -333,6 +342,9 @@ func runRun(a *app, args []string) int {
 			reportFailed = true
 		}
 		report.Summary(a.env.Stdout, res, rp, curve)
+	}
+	if !pf.write(a, res) {
+		reportFailed = true
 	}
 	switch {
 	case res.Status == exec.StatusInterrupted:

@@ -5,6 +5,7 @@ import (
 	"math"
 	"runtime"
 	"strings"
+	"time"
 
 	"pipe/exec"
 	"pipe/exec/data"
@@ -151,6 +152,9 @@ type model struct {
 
 	ganTmp    []float32 // BackwardTrain's output gradient in the model's layout
 	heldGrads []float32 // the gradients HoldGrads keeps
+
+	// prof is the profile's state while profiling is on (profile.go).
+	prof *profile
 
 	heapBefore uint64
 	heapDelta  int64
@@ -463,7 +467,13 @@ func (m *model) runForward(s *sched, n int, train bool, check func(*unit, *env) 
 		e := ev.e
 		e.n = n
 		e.train = train
-		ev.u.k.forward(e)
+		if p := m.prof; p != nil && check == nil {
+			t0 := now()
+			ev.u.k.forward(e)
+			p.span(ev.u, exec.PhaseForward, t0)
+		} else {
+			ev.u.k.forward(e)
+		}
 		if check != nil && !check(ev.u, e) {
 			return false
 		}
@@ -488,7 +498,7 @@ func (m *model) TrainStep(b *data.Batch, scale float64) (loss float64, err error
 	m.batch = b
 	defer func() { m.batch = nil }()
 	m.runForward(s, n, true, nil)
-	loss = m.loss.eval(m, s, b, scale, true)
+	loss = m.timedLoss(s, b, scale, true)
 	if math.IsNaN(loss) || math.IsInf(loss, 0) {
 		return loss, m.diagnose(s, b, loss)
 	}
@@ -508,12 +518,23 @@ func (m *model) runBackward(s *sched, n int) {
 		ev := &s.events[i]
 		e := ev.e
 		e.n = n
+		var t0 time.Time
+		if m.prof != nil {
+			t0 = now()
+		}
 		if ev.kind == evRecompute {
 			e.train = true
 			ev.u.k.forward(e)
-			continue
+		} else {
+			ev.u.k.backward(e)
 		}
-		ev.u.k.backward(e)
+		if p := m.prof; p != nil {
+			ph := exec.PhaseBackward
+			if ev.kind == evRecompute {
+				ph = exec.PhaseRecompute
+			}
+			p.span(ev.u, ph, t0)
+		}
 	}
 	m.microStep++
 }
@@ -546,7 +567,7 @@ func (m *model) Eval(b *data.Batch, out []float32) (loss float64, err error) {
 		toNCHW(out, s.predS, m.units[m.outUnit].out, b.N)
 	}
 	if b.Y != nil {
-		loss = m.loss.eval(m, s, b, 1, false)
+		loss = m.timedLoss(s, b, 1, false)
 	}
 	return loss, nil
 }

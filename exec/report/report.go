@@ -85,6 +85,9 @@ type Report struct {
 	Int8 *exec.QuantReport `json:"int8,omitempty"`
 	// Plan echoes the plan's decisions.
 	Plan Plan `json:"plan"`
+	// Profile is the time per layer, measured by the clock, beside the
+	// plan's roofline (pipe run --profile); nil without it.
+	Profile *exec.Profile `json:"profile,omitempty"`
 }
 
 // GAN says what a gan run's training loss is: the generator's objective,
@@ -217,7 +220,7 @@ func New(res *exec.Result, p *plan.Plan) *Report {
 		SamplesTrained: res.SamplesTrained, SamplesPerSecond: res.SamplesPerSecond,
 		EstimatedPeakBytes: res.Memory.Estimated, MeasuredPeakBytes: res.Memory.Measured, MeasuredBy: res.Memory.MeasuredBy,
 		Metrics: map[string]*float64{}, LossesPerEpoch: []Epoch{}, StepLosses: make([]*float64, len(res.StepLosses)),
-		Checkpoint: res.Checkpoint, Predictions: res.Predictions, Int8: res.Int8,
+		Checkpoint: res.Checkpoint, Predictions: res.Predictions, Int8: res.Int8, Profile: res.Profile,
 	}
 	mm := res.Memory.Model
 	r.Memory = Memory{Parameters: mm.Parameters, Gradients: mm.Gradients, Optimizer: mm.Optimizer, Arena: mm.Arena,

@@ -99,6 +99,8 @@ type model struct {
 	// parts are the last micro-batch's terms.
 	gan   bool
 	parts []float64
+	// prof is the profile's state while profiling is on (profile.go).
+	prof *profile
 }
 
 // wstate is pipe's side of one worker: its regions and what it owes.
@@ -474,6 +476,9 @@ func (m *model) handle(k int) error {
 	if err := replyErr(r, w.rank); err != nil {
 		return err
 	}
+	if k == 0 {
+		m.keepSpans(s, r.Spans)
+	}
 	if s.cmd == "train" || s.cmd == "train+step" {
 		if r.Loss != nil {
 			ws.losses = append(ws.losses, float64(*r.Loss))
@@ -643,6 +648,9 @@ func (m *model) QueueTrain(b *data.Batch, scale float64, zero, last bool) error 
 		msg["scale"] = s
 		msg["zero"] = zero
 		msg["sync"] = last
+		if k == 0 && m.prof != nil {
+			msg["profile"] = true
+		}
 		if last {
 			m.ws[k].held = &heldTrain{msg: msg, slot: slot, n: n}
 			continue
@@ -861,9 +869,13 @@ func (m *model) Eval(b *data.Batch, out []float32) (float64, error) {
 		msg["out"] = []int{0, o}
 	}
 	msg["cmd"] = "eval"
+	if m.prof != nil {
+		msg["profile"] = true
+	}
 	if err := w.send(msg, slot, b.N); err != nil {
 		return 0, m.fail(err)
 	}
+	s := w.outstanding[len(w.outstanding)-1]
 	r, err := m.reply(0)
 	if err != nil {
 		return 0, err
@@ -871,6 +883,7 @@ func (m *model) Eval(b *data.Batch, out []float32) (float64, error) {
 	if err := replyErr(r, w.rank); err != nil {
 		return 0, err
 	}
+	m.keepSpans(s, r.Spans)
 	if out != nil {
 		copy(out[:o], ws.out.floats(0, o))
 	}

@@ -421,6 +421,8 @@ def define_net():
             # record(i, t), when set, is told every node's output as it is
             # made (cmd_saved's attribution).
             self.record = None
+            # timer, when set, times every node (Timer: pipe run --profile).
+            self.timer = None
 
         def run_node(self, n, xs):
             op = n["op"]
@@ -508,7 +510,12 @@ def define_net():
                     continue
                 self.current, self.current_id = n["name"], i
                 xs = [outs[j] for j in n["inputs"]] if n["op"] != "input" else [x]
-                outs[i] = self.run_node(n, xs)
+                if self.timer is not None:
+                    t0 = self.timer.now()
+                    outs[i] = self.run_node(n, xs)
+                    self.timer.node(i, t0, outs[i], False)
+                else:
+                    outs[i] = self.run_node(n, xs)
                 if self.record is not None:
                     self.record(i, outs[i])
                 for j in n["inputs"]:
@@ -536,7 +543,12 @@ def define_net():
                     for n in nodes:
                         self.current, self.current_id = n["name"], n["id"]
                         xs = [local[j] for j in n["inputs"]]
-                        local[n["id"]] = self.run_node(n, xs)
+                        if self.timer is not None:
+                            t0 = self.timer.now()
+                            local[n["id"]] = self.run_node(n, xs)
+                            self.timer.node(n["id"], t0, local[n["id"]], self.recomputing)
+                        else:
+                            local[n["id"]] = self.run_node(n, xs)
                         if self.record is not None:
                             self.record(n["id"], local[n["id"]])
                     return tuple(local[k] for k in leaving)
@@ -552,6 +564,67 @@ def define_net():
             return hi + 1
 
     Net = _Net
+
+
+class Timer:
+    """Times a model's nodes by the clock (pipe run --profile).
+
+    A node's forward is the clock around its run_node, the device
+    synchronised before each reading. Its backward is timed with a hook on
+    its output: the hook fires when the gradient of the output is complete,
+    which is when the node's own backward begins, and the node's backward
+    lasts until the next hook fires (the gradient of its input complete) or
+    backward returns. On a chain of nodes that is exact; where branches
+    join, autograd runs one branch's nodes at a time and each interval
+    still goes to the node whose gradient began it. The time from
+    backward's start to the first hook is the loss's own backward. A
+    recomputed segment's forward runs inside the backward: it is timed as
+    recompute, and cut out of the backward interval it falls in.
+
+    spans are [node id (-1: the loss), phase, start ns, duration ns], the
+    start from the command's beginning; phase 0 forward, 1 backward,
+    2 recompute, 3 loss.
+    """
+
+    def __init__(self, cuda, device):
+        self.cuda, self.device = cuda, device
+        self.t0 = self.now()
+        self.spans = []
+        self.grads = []
+        self.recomputed = []
+
+    def now(self):
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+        return time.perf_counter_ns()
+
+    def add(self, i, phase, t0, t1):
+        self.spans.append([i, phase, t0 - self.t0, max(t1 - t0, 0)])
+
+    def node(self, i, t0, out, recompute):
+        t1 = self.now()
+        if recompute:
+            self.add(i, 2, t0, t1)
+            self.recomputed.append((t0, t1))
+            return
+        self.add(i, 0, t0, t1)
+        if torch.is_grad_enabled() and isinstance(out, torch.Tensor) and out.requires_grad:
+            out.register_hook(lambda g, i=i: self.grads.append((self.now(), i)))
+
+    def backward(self, t0, t1):
+        """The spans of a backward pass that ran from t0 to t1."""
+        marks = [(t0, -1)] + self.grads + [(t1, None)]
+        for (a, i), (b, _) in zip(marks, marks[1:]):
+            # The interval less the recomputations inside it, in pieces.
+            for s, e in sorted(self.recomputed):
+                if s >= b or e <= a:
+                    continue
+                if s > a:
+                    self.spans.append([i, 3 if i == -1 else 1, a - self.t0, s - a])
+                a = max(a, e)
+            if b > a:
+                self.spans.append([i, 3 if i == -1 else 1, a - self.t0, b - a])
+        self.grads, self.recomputed = [], []
 
 
 def setup():
@@ -1139,6 +1212,20 @@ class Worker:
     def cmd_train(self, msg):
         if self.gan is not None:
             return self.gan_train(msg)
+        if not msg.get("profile"):
+            return self.train_micro(msg, None)
+        # Profiled: the nodes timed, eagerly (a compiled graph has no
+        # nodes to time).
+        timer = Timer(self.cuda, self.device)
+        self.net.timer = timer
+        try:
+            res = self.train_micro(msg, timer)
+        finally:
+            self.net.timer = None
+        res["spans"] = timer.spans
+        return res
+
+    def train_micro(self, msg, timer):
         n = msg["n"]
         x, y, mask = self.batch(msg, True)
         if msg.get("zero"):
@@ -1150,14 +1237,18 @@ class Worker:
                     for _, m in self.bns()]
         if self.dropout:
             self.seed_dropout()
-        model = self.forward_model()
+        model = self.forward_model() if timer is None else self.model
         # Accumulating micro-batches skip DDP's all-reduce but the last.
         ctx = self.model.no_sync() if (self.dist and not sync) else NullCtx()
         self.phase = "forward"
         with ctx:
             with self.autocast():
                 logits, out = model(x)
+            if timer is not None:
+                tl = timer.now()
             loss = compute_loss(self.loss_kind, logits, out, y, mask, n, self.out_shape, self.ends_sigmoid)
+            if timer is not None:
+                timer.add(-1, 3, tl, timer.now())
             if not self.lagged:
                 v = loss.item()
                 if not math.isfinite(v):
@@ -1168,10 +1259,14 @@ class Worker:
                     raise self.nonfinite(v, x)
             self.phase = "backward"
             scaled = loss * msg["scale"]
+            if timer is not None:
+                tb = timer.now()
             if self.scaler is not None:
                 self.scaler.scale(scaled).backward()
             else:
                 scaled.backward()
+            if timer is not None:
+                timer.backward(tb, timer.now())
         self.phase = None
         self.micro += 1
         if self.lagged:
@@ -1314,20 +1409,29 @@ class Worker:
         net = self.net
         net.eval()
         self.phase = "evaluation"
+        timer = Timer(self.cuda, self.device) if msg.get("profile") else None
+        net.timer = timer
         try:
             with torch.no_grad():
                 with self.autocast():
                     logits, out = net(x)
                 loss = 0.0
                 if y is not None:
+                    if timer is not None:
+                        tl = timer.now()
                     loss = compute_loss(self.loss_kind, logits, out, y, mask, n, self.out_shape, self.ends_sigmoid).item()
+                    if timer is not None:
+                        timer.add(-1, 3, tl, timer.now())
                 ref = msg.get("out")
                 if ref is not None:
                     dst = self.regions["out"].floats(ref[0], ref[1])
                     dst.copy_(out.float().contiguous().reshape(-1).cpu())
         finally:
             net.train()
+            net.timer = None
         self.phase = None
+        if timer is not None:
+            return {"loss": loss, "spans": timer.spans}
         return {"loss": loss}
 
     def sync_device(self):

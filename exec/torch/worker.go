@@ -60,13 +60,16 @@ type worker struct {
 	hello       Info
 	dead        error
 	mu          sync.Mutex // guards stdin writes against kill
+	// stamp makes send note when each command left (profile.go).
+	stamp bool
 }
 
 // sent is a command on its way: what it was and what it holds.
 type sent struct {
 	cmd  string
-	slot int // the input slot it reads, -1 for none
-	n    int // its samples, for a train command
+	slot int       // the input slot it reads, -1 for none
+	n    int       // its samples, for a train command
+	at   time.Time // when it was sent, while profiling
 }
 
 // response is a worker's reply; which fields are set depends on the command.
@@ -86,6 +89,8 @@ type response struct {
 	// GAN is a gan micro-batch's terms: the discriminator's loss, the
 	// generator's adversarial term and its L1 distance.
 	GAN []float64 `json:"gan"`
+	// Spans are a profiled command's timings (profile.go).
+	Spans [][4]int64 `json:"spans"`
 
 	// A non-finite value.
 	Step      int64  `json:"step"`
@@ -329,7 +334,11 @@ func (w *worker) sendAs(msg map[string]any, name string, slot, n int) error {
 	if err != nil {
 		return w.died()
 	}
-	w.outstanding = append(w.outstanding, sent{cmd: name, slot: slot, n: n})
+	s := sent{cmd: name, slot: slot, n: n}
+	if w.stamp {
+		s.at = time.Now()
+	}
+	w.outstanding = append(w.outstanding, s)
 	return nil
 }
 

@@ -527,6 +527,32 @@ type Layer struct {
 	FusionGroup int `json:"fusion_group,omitempty"`
 	// Line is the source line of the layer that made the node.
 	Line int `json:"line"`
+	// Roofline is the node's part of StepTime's estimate; nil for the
+	// input, for a gan's discriminator and when the device's peaks are
+	// not known.
+	Roofline *LayerRoofline `json:"roofline,omitempty"`
+}
+
+// LayerRoofline is one node's roofline estimate for one micro-batch, as
+// StepTime sums it: a pass takes the longer of its FLOPs at the peak and
+// its bytes at the bandwidth. The backward pass costs twice the forward
+// (the gradients of the inputs and of the weights), three times for a
+// recomputed node, whose forward runs again in the backward.
+type LayerRoofline struct {
+	// ForwardFLOPs and ForwardBytes are one forward pass's over the
+	// micro-batch: FLOPs × batch, and the inputs, the output and the
+	// weights moved (a tensor kept inside a fusion group moves nothing).
+	ForwardFLOPs float64 `json:"forward_flops"`
+	ForwardBytes float64 `json:"forward_bytes"`
+	// Peak is the FLOP/s the node's arithmetic runs at: the compute
+	// precision's for convolutions, dense layers and attention, fp32's
+	// for the rest.
+	Peak float64 `json:"peak"`
+	// ForwardSeconds and BackwardSeconds are the estimates of its passes.
+	ForwardSeconds  float64 `json:"forward_seconds"`
+	BackwardSeconds float64 `json:"backward_seconds"`
+	// Bound is "compute" or "memory": the side of the roofline it is on.
+	Bound string `json:"bound"`
 }
 
 // Decision is one automatic choice and why.

@@ -1,0 +1,73 @@
+package cpu
+
+import (
+	"time"
+
+	"pipe/exec"
+	"pipe/exec/data"
+)
+
+// Profiling (exec.Profiler). While it is on, runForward and runBackward
+// read the clock before and after every unit and keep a span for it,
+// named by the unit's graph nodes (a fusion group's are all its nodes:
+// its time is the group's, not split among them), and the loss is timed
+// as one span. Off, which is how a model starts, the only cost is a
+// test of m.prof per unit: no clock is read and nothing is kept.
+
+// now is the profile's clock; tests count its readings.
+var now = time.Now
+
+// profile is a model's timing state.
+type profile struct {
+	spans []exec.Span
+	// names are each unit's nodes' names, shared by its spans.
+	names [][]string
+}
+
+// EnableProfile implements exec.Profiler.
+func (m *model) EnableProfile(on bool) {
+	if !on {
+		m.prof = nil
+		return
+	}
+	if m.prof != nil {
+		return
+	}
+	p := &profile{names: make([][]string, len(m.units))}
+	for i, u := range m.units {
+		for _, n := range u.nodes {
+			p.names[i] = append(p.names[i], n.Name)
+		}
+	}
+	m.prof = p
+}
+
+// Profile implements exec.Profiler.
+func (m *model) Profile() []exec.Span {
+	if m.prof == nil {
+		return nil
+	}
+	out := append([]exec.Span(nil), m.prof.spans...)
+	m.prof.spans = m.prof.spans[:0]
+	return out
+}
+
+// span keeps the span of unit u (nil for the loss) that began at t0.
+func (p *profile) span(u *unit, ph exec.Phase, t0 time.Time) {
+	s := exec.Span{Phase: ph, Start: t0, Dur: now().Sub(t0)}
+	if u != nil {
+		s.Nodes = p.names[u.idx]
+	}
+	p.spans = append(p.spans, s)
+}
+
+// timedLoss is m.loss.eval, timed while profiling.
+func (m *model) timedLoss(s *sched, b *data.Batch, scale float64, train bool) float64 {
+	if m.prof == nil {
+		return m.loss.eval(m, s, b, scale, train)
+	}
+	t0 := now()
+	l := m.loss.eval(m, s, b, scale, train)
+	m.prof.span(nil, exec.PhaseLoss, t0)
+	return l
+}
