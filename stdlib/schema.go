@@ -373,6 +373,7 @@ func blockSpecs() []*lang.BlockSpec {
 				field("batch", "Samples per step; auto picks the largest that fits.",
 					arg("batch", lang.TInt, "At least 1, or auto.", positional, required, atLeast(1), auto, def("auto"))),
 			}},
+		serveBlock(),
 		{Name: "device", Doc: "A device described by hand, for hardware without a built-in profile.",
 			Labels: []*lang.LabelSpec{{Name: "name", Doc: "The device's name, for the device field to refer to."}},
 			Fields: []*lang.FieldSpec{

@@ -165,6 +165,7 @@ func writePlan(w io.Writer, p *plan.Plan) {
 	}
 
 	writeGAN(w, p)
+	writeServe(w, p)
 
 	if len(p.Checkpoint.Segments) > 0 {
 		fmt.Fprintf(w, "\nRecomputed segments (+%.1f%% FLOPs)\n", p.Checkpoint.ExtraPercent)
