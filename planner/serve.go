@@ -59,7 +59,7 @@ func (pl *planner) planServe() {
 		return
 	}
 	p, g, m := pl.plan, pl.graph, pl.cost
-	s := &plan.Serve{Precision: "fp32", Decisions: []plan.Decision{}}
+	s := &plan.Serve{Precision: "fp32", Fits: true, Decisions: []plan.Decision{}}
 	p.Serve = s
 	decide := func(what, value, reason string) {
 		s.Decisions = append(s.Decisions, plan.Decision{What: what, Value: value, Reason: reason})
@@ -133,6 +133,7 @@ func (pl *planner) planServe() {
 	}
 	room = sub(room, mul(w, static))
 	if room <= 0 {
+		s.Fits = false
 		pl.errorf(nil, CodeNoFit, "the serving workers do not fit",
 			"%d workers of %s of weights and fixed buffers each need more than the %s budget of %s. Write fewer workers in the serve block.",
 			s.Workers, FormatBytes(static), FormatBytes(budget), pl.dev.Name)
@@ -181,6 +182,7 @@ func (pl *planner) planServe() {
 	if mbV != nil && !mbV.Auto {
 		s.MaxBatch = mbV.Int
 		if s.MaxBatch > memBatch {
+			s.Fits = false
 			pl.errorf(rangeOf(mbF), CodeNoFit, fmt.Sprintf("max_batch %d does not fit %s", s.MaxBatch, pl.dev.Name),
 				"%d workers at %d samples need %s for their batches (%s a sample); half of what the weights leave of the budget, %s, is theirs: %d samples fit. Write max_batch auto, or at most %d.",
 				s.Workers, s.MaxBatch, FormatBytes(mul(mul(w, s.MaxBatch), s.SampleBytes)), FormatBytes(s.SampleBytes), FormatBytes(batchRoom), max(memBatch, 0), max(memBatch, 1))
@@ -191,7 +193,7 @@ func (pl *planner) planServe() {
 		why := fmt.Sprintf("max_batch auto: the smallest of the latency bound (%d), the memory bound (%d: half of the %s the workers' weights leave, at %s a sample per worker) and pipe's cap (%d).",
 			latBatch, memBatch, FormatBytes(room), FormatBytes(s.SampleBytes), ServeMaxBatchCap)
 		if known {
-			why += fmt.Sprintf(" Latency: the largest batch whose roofline forward time on one of %d workers (%s at %d) plus max_wait %s is within the latency target %s.",
+			why += fmt.Sprintf(" Latency: the largest batch whose roofline forward time on one worker of %d (%s at %d) plus max_wait %s is within the latency target %s.",
 				s.Workers, formatSeconds(fwd(s.MaxBatch)), s.MaxBatch, formatSeconds(s.MaxWaitSeconds), formatSeconds(s.LatencyTargetSeconds))
 		} else {
 			why += fmt.Sprintf(" %s has no known peaks, so the latency gives no bound.", pl.dev.Name)
@@ -201,7 +203,7 @@ func (pl *planner) planServe() {
 	if known && fwd(1)+s.MaxWaitSeconds > s.LatencyTargetSeconds {
 		_, at := field("latency_target")
 		pl.warnf(rangeOf(at), CodeServeLatency, "no batch meets the latency target",
-			"One sample's estimated forward time on one of %d workers is %s; with max_wait %s that is over the %s target, so batching is off (max_batch 1). Give a larger latency_target, fewer workers, or a faster device.",
+			"One sample's estimated forward time on one worker of %d is %s; with max_wait %s that is over the %s target, so batching is off (max_batch 1). Give a larger latency_target, fewer workers, or a faster device.",
 			s.Workers, formatSeconds(fwd(1)), formatSeconds(s.MaxWaitSeconds), formatSeconds(s.LatencyTargetSeconds))
 	}
 	if s.MaxBatch == 1 && (maxWaitV == nil || maxWaitV.Auto) {

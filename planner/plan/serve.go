@@ -38,6 +38,9 @@ type Serve struct {
 	WorkerStaticBytes int64 `json:"worker_static_bytes"`
 	SampleBytes       int64 `json:"sample_bytes"`
 	RequestBytes      int64 `json:"request_bytes"`
+	// Fits says the workers, their batches and a full queue fit Budget
+	// (an error diagnostic says what does not).
+	Fits bool `json:"fits"`
 	// Memory is the serving process's estimated peak: the runtime, every
 	// worker at MaxBatch and a full queue; Budget what it may use.
 	Memory int64 `json:"memory"`
