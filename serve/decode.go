@@ -93,8 +93,10 @@ func (s *Server) decodeJSON(r *http.Request) ([]float32, int, bool, *apiError) {
 	}
 	// Flat samples decode straight into float32; nested ones through
 	// their tree.
+	// (encoding/json reads null as 0, so a body with null takes the tree,
+	// which refuses it.)
 	var flat [][]float32
-	if err := json.Unmarshal(req.Inputs, &flat); err == nil {
+	if !bytes.Contains(req.Inputs, []byte("null")) && json.Unmarshal(req.Inputs, &flat) == nil {
 		if e := s.tooMany(len(flat)); e != nil {
 			return nil, 0, false, e
 		}
@@ -121,7 +123,8 @@ func (s *Server) decodeJSON(r *http.Request) ([]float32, int, bool, *apiError) {
 	x := make([]float32, 0, len(samples)*s.inLen)
 	for i, smp := range samples {
 		var err error
-		if l, ok := smp.([]any); ok && len(l) == s.inLen && (len(l) == 0 || isNumber(l[0])) {
+		sh := s.info.InputShape
+		if l, ok := smp.([]any); ok && len(l) == s.inLen && (len(sh) == 1 || sh[0] != int64(s.inLen)) {
 			x, err = flatten(x, smp, []int64{int64(s.inLen)})
 		} else {
 			x, err = flatten(x, smp, s.info.InputShape)
