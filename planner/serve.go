@@ -134,7 +134,11 @@ func (pl *planner) planServe() {
 	room = sub(room, mul(w, static))
 	if room <= 0 {
 		s.Fits = false
-		pl.errorf(nil, CodeNoFit, "the serving workers do not fit",
+		at := rangeOf(sb.Field("workers"))
+		if at == nil && sb != nil {
+			at = &sb.KindRange
+		}
+		pl.errorf(at, CodeNoFit, "the serving workers do not fit",
 			"%d workers of %s of weights and fixed buffers each need more than the %s budget of %s. Write fewer workers in the serve block.",
 			s.Workers, FormatBytes(static), FormatBytes(budget), pl.dev.Name)
 		return
