@@ -8,7 +8,9 @@
 // Batching: each worker takes the first waiting request, then gathers
 // more until its batch holds MaxBatch samples or MaxWait has passed since
 // it took the first, runs them through the model as one batch, and hands
-// each request its outputs. A request is read whole before it queues, so
+// each request its outputs. It waits only while more requests are
+// admitted than it holds (others are being read or queued): a request
+// that arrives alone runs at once, so batching costs nothing at low load. A request is read whole before it queues, so
 // a slow client holds its connection and never a worker.
 //
 // Bounds: at most Queue requests are admitted at once (being read,

@@ -115,6 +115,27 @@ func newServer(t *testing.T, cfg Config) *Server {
 	return s
 }
 
+// newGated is newServer with the first batch held until release is
+// called: what arrives meanwhile queues behind it.
+func newGated(t *testing.T, cfg Config) (s *Server, release func()) {
+	t.Helper()
+	s, err := build(load(t, 1, cfg.MaxBatch), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gate := make(chan struct{})
+	var first sync.Once
+	s.gate = func(int) { first.Do(func() { <-gate }) }
+	var once sync.Once
+	release = func() { once.Do(func() { close(gate) }) }
+	s.start()
+	t.Cleanup(func() {
+		release()
+		s.Drain()
+	})
+	return s, release
+}
+
 func baseConfig() Config {
 	return Config{MaxBatch: 8, MaxWait: time.Millisecond, Batching: true, Queue: 64, MaxBody: 1 << 20, Timeout: 20 * time.Second}
 }
@@ -310,13 +331,12 @@ func TestBadRequests(t *testing.T) {
 	}
 }
 
-// Requests that arrive together run as one batch: 16 requests of one
-// sample, with a max_wait far longer than they take to arrive, make
-// fewer than 16 batches, 16 samples in all.
+// Requests that arrive together run as one batch: while the first
+// request's batch runs, 15 more arrive, and they run as one batch of 15.
 func TestBatchesFormUnderConcurrentLoad(t *testing.T) {
 	cfg := baseConfig()
 	cfg.MaxBatch, cfg.MaxWait = 16, 3*time.Second
-	s := newServer(t, cfg)
+	s, release := newGated(t, cfg)
 	var wg sync.WaitGroup
 	codes := make([]int, 16)
 	for i := range 16 {
@@ -326,6 +346,10 @@ func TestBatchesFormUnderConcurrentLoad(t *testing.T) {
 			codes[i] = post(t, s.Handler(), "application/json", jsonBody(t, map[string]any{"inputs": [][]float32{sample(i)}})).Code
 		}()
 	}
+	waitFor(t, func() bool {
+		return gauge(t, s, "pipe_serve_in_flight") == 16 && gauge(t, s, "pipe_serve_queue_depth") >= 15
+	})
+	release()
 	wg.Wait()
 	for i, c := range codes {
 		if c != 200 {
@@ -333,8 +357,8 @@ func TestBatchesFormUnderConcurrentLoad(t *testing.T) {
 		}
 	}
 	h := histogram(t, s, "pipe_serve_batch_size")
-	if h.GetSampleSum() != 16 || h.GetSampleCount() >= 16 {
-		t.Fatalf("%d batches of %g samples in all: want 16 samples in fewer than 16 batches", h.GetSampleCount(), h.GetSampleSum())
+	if h.GetSampleSum() != 16 || h.GetSampleCount() != 2 {
+		t.Fatalf("%d batches of %g samples in all: want 16 samples in 2 batches", h.GetSampleCount(), h.GetSampleSum())
 	}
 	// With batching off the same load runs one request at a time.
 	cfg.Batching = false
@@ -357,7 +381,7 @@ func TestBatchesFormUnderConcurrentLoad(t *testing.T) {
 func TestShedsLoadPastTheQueue(t *testing.T) {
 	cfg := baseConfig()
 	cfg.MaxBatch, cfg.MaxWait, cfg.Queue = 64, 2*time.Second, 2
-	s := newServer(t, cfg)
+	s, release := newGated(t, cfg)
 	var wg sync.WaitGroup
 	codes := make([]int, 2)
 	for i := range 2 {
@@ -372,6 +396,7 @@ func TestShedsLoadPastTheQueue(t *testing.T) {
 	if w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" || !strings.Contains(w.Body.String(), "queue limit of 2") {
 		t.Fatalf("past the queue: %d, Retry-After %q: %s", w.Code, w.Header().Get("Retry-After"), w.Body)
 	}
+	release()
 	wg.Wait()
 	if codes[0] != 200 || codes[1] != 200 {
 		t.Fatalf("admitted requests: %v, want 200s", codes)
@@ -384,10 +409,7 @@ func TestShedsLoadPastTheQueue(t *testing.T) {
 func TestDrainAnswersInFlightRequests(t *testing.T) {
 	cfg := baseConfig()
 	cfg.MaxBatch, cfg.MaxWait = 64, 1500*time.Millisecond
-	s, err := New(load(t, 1, cfg.MaxBatch), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, release := newGated(t, cfg)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -421,6 +443,7 @@ func TestDrainAnswersInFlightRequests(t *testing.T) {
 	if w.Code != http.StatusServiceUnavailable {
 		t.Errorf("readyz while draining: %d, want 503", w.Code)
 	}
+	release()
 	wg.Wait()
 	if err := <-served; err != nil {
 		t.Fatalf("Serve: %v", err)

@@ -64,6 +64,8 @@ type Server struct {
 	reg *prometheus.Registry
 	m   metrics
 	mux *http.ServeMux
+	// gate, when set (by tests, before start), runs before each batch.
+	gate func(n int)
 }
 
 // job is one request's samples on their way through a batch.
@@ -82,6 +84,16 @@ type job struct {
 // cfg.MaxBatch samples. The server owns the models from then on: Drain
 // closes them.
 func New(workers []*exec.Trained, cfg Config) (*Server, error) {
+	s, err := build(workers, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.start()
+	return s, nil
+}
+
+// build makes the server without starting its workers.
+func build(workers []*exec.Trained, cfg Config) (*Server, error) {
 	if len(workers) == 0 {
 		return nil, errors.New("serve: no workers")
 	}
@@ -112,11 +124,14 @@ func New(workers []*exec.Trained, cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
 	s.mux.HandleFunc("/", s.notFound)
-	for _, w := range workers {
+	return s, nil
+}
+
+func (s *Server) start() {
+	for _, w := range s.workers {
 		s.done.Add(1)
 		go s.work(w)
 	}
-	return s, nil
 }
 
 // Handler is the server's HTTP handler.
@@ -209,6 +224,11 @@ func (s *Server) work(t *exec.Trained) {
 			timer := time.NewTimer(s.cfg.MaxWait)
 		gather:
 			for n < s.cfg.MaxBatch {
+				// Wait only for requests admitted and not yet here (being
+				// read, or queued behind): alone, a request runs at once.
+				if len(s.slots) <= len(batch) && len(s.pending) == 0 {
+					break
+				}
 				select {
 				case j := <-s.pending:
 					if n+j.n > s.cfg.MaxBatch {
@@ -247,6 +267,9 @@ func (s *Server) run(t *exec.Trained, batch []*job, x []float32) {
 	}
 	if n == 0 {
 		return
+	}
+	if s.gate != nil {
+		s.gate(n)
 	}
 	s.m.batchSize.Observe(float64(n))
 	out := make([]float32, n*s.outLen)
