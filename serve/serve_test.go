@@ -45,9 +45,18 @@ const inLen, outLen = 36, 3
 
 var (
 	ckptOnce sync.Once
+	ckptDir  string
 	ckptPath string
 	ckptErr  error
 )
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if ckptDir != "" {
+		os.RemoveAll(ckptDir)
+	}
+	os.Exit(code)
+}
 
 // checkpoint trains the tiny model for two steps, once per test binary,
 // and returns its checkpoint.
@@ -59,6 +68,7 @@ func checkpoint(t *testing.T) string {
 			ckptErr = err
 			return
 		}
+		ckptDir = dir
 		p, prog := tinyPlan(t)
 		ck := filepath.Join(dir, "ckpt")
 		if _, ds := exec.Run(context.Background(), p, prog, exec.Hooks{}, exec.WithBackend(cpu.Backend{}), exec.WithBase(dir),

@@ -10,7 +10,11 @@
 // to bench/serve.json with the machine's load average. make bench runs
 // it.
 //
-//	go run ./bench/cmd/load [-pipe bin/pipe] [-duration 10s] [-steps 50] [-clients 1,8,64,256] [-out bench/serve.json] [EXAMPLE.pipe...]
+//	go run ./bench/cmd/load [-pipe bin/pipe] [-duration 10s] [-steps 50] [-clients 1,8,64,256] [-out bench/serve.json] [EXAMPLE.pipe[=STEPS]...]
+//
+// The examples default to the Fashion-MNIST CNN (-steps steps) and the
+// pills ResNet-18 on the fixture images (5 steps: a step of ResNet-18 on
+// 224x224 images takes seconds on a CPU).
 package main
 
 import (
@@ -77,7 +81,7 @@ func main() {
 	flag.Parse()
 	examples := flag.Args()
 	if len(examples) == 0 {
-		examples = []string{"examples/fashion.pipe", "examples/pills.pipe"}
+		examples = []string{"examples/fashion.pipe", "examples/pills.pipe=5"}
 	}
 	var levels []int
 	for _, f := range strings.Split(*clients, ",") {
@@ -122,13 +126,21 @@ func run(pipe string, examples []string, levels []int, dur time.Duration, steps 
 	}
 	rep.LoadAvg[0] = loadAvg()
 	for _, ex := range examples {
+		n := steps
+		if i := strings.LastIndex(ex, "="); i >= 0 {
+			k, err := strconv.Atoi(ex[i+1:])
+			if err != nil || k < 1 {
+				return fmt.Errorf("%s: give EXAMPLE.pipe=STEPS with STEPS at least 1", ex)
+			}
+			ex, n = ex[:i], k
+		}
 		abs, err := filepath.Abs(ex)
 		if err != nil {
 			return err
 		}
 		name := strings.TrimSuffix(filepath.Base(ex), ".pipe")
-		fmt.Fprintf(os.Stderr, "load: training %s for %d steps\n", name, steps)
-		if _, err := memrun.Run(bin, nil, dir, abs, steps); err != nil {
+		fmt.Fprintf(os.Stderr, "load: training %s for %d steps\n", name, n)
+		if _, err := memrun.Run(bin, nil, dir, abs, n); err != nil {
 			return err
 		}
 		file := abs
