@@ -4,6 +4,7 @@
 //	pipe fmt [-w] [--check] FILE...    canonical formatting
 //	pipe plan [flags] FILE             memory and decisions for a device
 //	pipe run [flags] FILE              train, evaluate and predict
+//	pipe serve [flags] FILE            the trained model over HTTP
 //	pipe devices                       the devices pipe can plan for
 //	pipe lsp                           the language server over stdio
 //	pipe version

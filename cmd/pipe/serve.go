@@ -68,6 +68,9 @@ func runServe(a *app, args []string) int {
 	// Training's memory does not matter here; serving's does.
 	if p == nil || p.Serve == nil || hasOtherErrors(pds) {
 		a.printDiags(append(ds, pds...), sources)
+		if p != nil && p.Serve == nil && !hasOtherErrors(pds) {
+			fmt.Fprintf(a.env.Stderr, "pipe serve: %s cannot be served: serving is planned for one model, and this file trains two against each other (gan mode)\n", display)
+		}
 		return exitErrors
 	}
 	sp := p.Serve
@@ -136,6 +139,11 @@ func runServe(a *app, args []string) int {
 	serveListening(ln.Addr())
 	ctx, stop := serveContext()
 	defer stop()
+	// Once draining, a second signal ends the process at once.
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	err = srv.Serve(ctx, ln)
 	if err != nil {
 		fmt.Fprintf(a.env.Stderr, "pipe serve: %v\n", err)
