@@ -25,6 +25,7 @@ import (
 
 	"pipe/exec"
 	"pipe/exec/cpu"
+	"pipe/exec/data"
 	"pipe/lang"
 	"pipe/planner"
 	"pipe/planner/plan"
@@ -522,4 +523,80 @@ func counter(t *testing.T, s *Server, name, code string) float64 {
 		}
 	}
 	return 0
+}
+
+// Raw inputs get the training source's normalisation; inputs marked
+// normalized do not.
+func TestRawInputsAreNormalised(t *testing.T) {
+	ws := load(t, 1, 8)
+	ws[0].Info.InputNorm = data.Norm{Mean: []float64{0.5}, Std: []float64{2}}
+	s, err := New(ws, baseConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Drain()
+	ref := load(t, 1, 8)[0]
+	defer ref.Close()
+	x := sample(3)
+	scaled := make([]float32, inLen)
+	for i, v := range x {
+		scaled[i] = (v - 0.5) / 2
+	}
+	for _, c := range []struct {
+		normalized bool
+		in         []float32
+	}{{false, scaled}, {true, x}} {
+		want := make([]float32, outLen)
+		if err := ref.Predict(c.in, 1, want); err != nil {
+			t.Fatal(err)
+		}
+		got := decodeResponse(t, post(t, s.Handler(), "application/json", jsonBody(t, map[string]any{"inputs": [][]float32{x}, "normalized": c.normalized}))).Outputs[0]
+		for k := range want {
+			if math.Abs(float64(got[k]-want[k])) > 1e-6 {
+				t.Fatalf("normalized %v: output %d is %g, want %g", c.normalized, k, got[k], want[k])
+			}
+		}
+	}
+}
+
+// A client that sends its headers and then stalls mid-body holds neither
+// a worker nor, past the timeout, its connection.
+func TestSlowClientTimesOut(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Timeout = 300 * time.Millisecond
+	s := newServer(t, cfg)
+	hs := s.HTTPServer("127.0.0.1:0")
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go hs.Serve(ln)
+	defer hs.Close()
+	conn, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	fmt.Fprintf(conn, "POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n", 4*inLen)
+	conn.Write(make([]byte, 10))
+	// Meanwhile another client is answered.
+	raw := make([]byte, 4*inLen)
+	resp, err := http.Post("http://"+ln.Addr().String()+"/v1/predict", "application/octet-stream", bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		t.Fatalf("the other client: %d", resp.StatusCode)
+	}
+	// The stalled one is cut off: its connection ends (with a 400 at
+	// most) well before the test's own deadline.
+	conn.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b, err := io.ReadAll(conn)
+	if ne, ok := err.(net.Error); ok && ne.Timeout() {
+		t.Fatalf("the stalled connection is still open after 10s (read %q)", b)
+	}
+	if strings.HasPrefix(string(b), "HTTP/1.1 200") {
+		t.Fatalf("the stalled request was answered 200: %q", b)
+	}
 }

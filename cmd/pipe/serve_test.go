@@ -64,6 +64,14 @@ func TestPlanShowsServing(t *testing.T) {
 	if p.Serve.MaxBatch < 1 || p.Serve.MaxWaitSeconds != 0.002 || len(p.Serve.Decisions) < 5 {
 		t.Errorf("serving plan %+v", *p.Serve)
 	}
+	// Without a serve block, only --serve asks for it.
+	_, plain := tiny(t, tinyPipe)
+	if _, stdout, _ := runPipe(t, "", "plan", plain); strings.Contains(stdout, "Serving (") {
+		t.Errorf("a file without a serve block shows serving:\n%s", stdout)
+	}
+	if _, stdout, _ := runPipe(t, "", "plan", "--serve", plain); !strings.Contains(stdout, "max_batch auto: the smallest") {
+		t.Errorf("plan --serve shows no serving plan:\n%s", stdout)
+	}
 }
 
 // A checkpoint of another model is refused at start-up with exit 1 and
