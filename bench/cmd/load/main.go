@@ -1,8 +1,8 @@
 // Command load drives pipe serve on loopback and measures it: for each
 // model it trains the example briefly on the CPU (pipe run --max-steps,
 // on the fixtures where make data fetches nothing), starts pipe serve on
-// the checkpoint with dynamic batching and again without (--no-batching),
-// and sends one-sample requests (raw float32) from 1, 8, 64 and 256
+// the checkpoint with dynamic batching and beside it one without
+// (--no-batching), and sends, to one then the other, one-sample requests (raw float32) from 1, 8, 64 and 256
 // concurrent clients, each level for a bounded time. It prints
 // throughput (requests and samples per second) and the p50 and p99
 // latency of the answered requests, as this process's clock measured
@@ -119,7 +119,8 @@ func run(pipe string, examples []string, levels []int, dur time.Duration, steps 
 		return err
 	}
 	rep := report{
-		Note: "pipe serve on loopback, one-sample raw float32 requests from N concurrent clients for a fixed time per level; " +
+		Note: "pipe serve on loopback, one-sample raw float32 requests from N concurrent clients for a fixed time per level, " +
+			"batching on and off as two servers driven in turn at each level; " +
 			"latency and throughput measured by the load generator's clock (time.Now), mean batch from the server's pipe_serve_batch_size histogram; " +
 			"models trained for a few steps on the CPU (timing needs no accuracy); the generator shares the machine's cores with the server.",
 		Date: time.Now().UTC().Format(time.RFC3339), Go: runtime.Version(), Cores: runtime.NumCPU(), Duration: dur.String(),
@@ -148,13 +149,21 @@ func run(pipe string, examples []string, levels []int, dur time.Duration, steps 
 			file = f // memrun's copy with a smaller effective batch
 		}
 		ckpt := filepath.Join(dir, "ckpt", name, "last.ckpt")
-		for _, batching := range []bool{true, false} {
-			rows, err := serveAndLoad(bin, dir, file, ckpt, name, batching, levels, dur)
-			if err != nil {
-				return err
-			}
-			rep.Rows = append(rep.Rows, rows...)
+		rows, err := serveAndLoad(bin, dir, file, ckpt, name, levels, dur)
+		if err != nil {
+			return err
 		}
+		// Batching on, then off, each by clients.
+		slices.SortStableFunc(rows, func(a, b row) int {
+			if a.Batching != b.Batching {
+				if a.Batching {
+					return -1
+				}
+				return 1
+			}
+			return a.Clients - b.Clients
+		})
+		rep.Rows = append(rep.Rows, rows...)
 	}
 	rep.LoadAvg[1] = loadAvg()
 	print(os.Stdout, rep)
@@ -168,9 +177,16 @@ func run(pipe string, examples []string, levels []int, dur time.Duration, steps 
 	return os.WriteFile(out, append(b, '\n'), 0o644)
 }
 
-// serveAndLoad starts pipe serve and runs every concurrency level
-// against it, then stops it with SIGTERM (a clean drain exits 0).
-func serveAndLoad(bin, dir, file, ckpt, name string, batching bool, levels []int, dur time.Duration) ([]row, error) {
+// server is a running pipe serve.
+type server struct {
+	cmd           *exec.Cmd
+	url, settings string
+	batching      bool
+}
+
+// startServe starts pipe serve on a free loopback port and reads where
+// it listens and how it batches from its first line.
+func startServe(bin, dir, file, ckpt, name string, batching bool) (*server, error) {
 	args := []string{"serve", "--device", "cpu", "--addr", "127.0.0.1:0", "--checkpoint", ckpt}
 	if !batching {
 		args = append(args, "--no-batching")
@@ -184,8 +200,6 @@ func serveAndLoad(bin, dir, file, ckpt, name string, batching bool, levels []int
 	if err := cmd.Start(); err != nil {
 		return nil, err
 	}
-	defer cmd.Process.Kill()
-	// The first line says where it listens and how it batches.
 	sc := bufio.NewScanner(stderr)
 	var banner string
 	for sc.Scan() {
@@ -196,6 +210,7 @@ func serveAndLoad(bin, dir, file, ckpt, name string, batching bool, levels []int
 		fmt.Fprintln(os.Stderr, sc.Text())
 	}
 	if banner == "" {
+		cmd.Process.Kill()
 		cmd.Wait()
 		return nil, fmt.Errorf("pipe serve %s did not start", name)
 	}
@@ -204,8 +219,37 @@ func serveAndLoad(bin, dir, file, ckpt, name string, batching bool, levels []int
 	settings := strings.TrimSpace(banner[strings.Index(banner, url)+len(url)+1:])
 	settings = strings.SplitN(settings, ";", 2)[0]
 	fmt.Fprintf(os.Stderr, "load: %s at %s: %s\n", name, url, settings)
+	return &server{cmd: cmd, url: url, settings: settings, batching: batching}, nil
+}
 
-	shape, err := inputShape(url)
+// stop ends the server with SIGTERM; a clean drain exits 0.
+func (s *server) stop() error {
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	if err := s.cmd.Wait(); err != nil {
+		return fmt.Errorf("pipe serve did not drain cleanly on SIGTERM: %v", err)
+	}
+	return nil
+}
+
+// serveAndLoad starts pipe serve with batching and without, both at
+// once (the idle one computes nothing), and runs each concurrency level
+// against one then the other, so that a change in the machine's load
+// falls on both modes alike.
+func serveAndLoad(bin, dir, file, ckpt, name string, levels []int, dur time.Duration) ([]row, error) {
+	var servers []*server
+	defer func() {
+		for _, s := range servers {
+			s.cmd.Process.Kill()
+		}
+	}()
+	for _, batching := range []bool{true, false} {
+		s, err := startServe(bin, dir, file, ckpt, name, batching)
+		if err != nil {
+			return nil, err
+		}
+		servers = append(servers, s)
+	}
+	shape, err := inputShape(servers[0].url)
 	if err != nil {
 		return nil, err
 	}
@@ -221,27 +265,31 @@ func serveAndLoad(bin, dir, file, ckpt, name string, batching bool, levels []int
 	}
 	var rows []row
 	for _, c := range levels {
-		before, err := batches(url)
-		if err != nil {
-			return nil, err
+		for _, s := range servers {
+			before, err := batches(s.url)
+			if err != nil {
+				return nil, err
+			}
+			r := drive(s.url, body, c, dur)
+			after, err := batches(s.url)
+			if err != nil {
+				return nil, err
+			}
+			if n := after[0] - before[0]; n > 0 {
+				r.MeanBatch = round((after[1] - before[1]) / n)
+			}
+			r.Model, r.Batching, r.ServeSettings = name, s.batching, s.settings
+			fmt.Fprintf(os.Stderr, "load: %s batching=%v clients=%d: %.1f req/s, p50 %.1f ms, p99 %.1f ms, %d shed, %d errors\n",
+				name, s.batching, c, r.RequestsPerS, r.P50Ms, r.P99Ms, r.Shed, r.Errors)
+			rows = append(rows, r)
 		}
-		r := drive(url, body, c, dur)
-		after, err := batches(url)
-		if err != nil {
-			return nil, err
-		}
-		if n := after[0] - before[0]; n > 0 {
-			r.MeanBatch = round((after[1] - before[1]) / n)
-		}
-		r.Model, r.Batching, r.ServeSettings = name, batching, settings
-		fmt.Fprintf(os.Stderr, "load: %s batching=%v clients=%d: %.1f req/s, p50 %.1f ms, p99 %.1f ms, %d shed, %d errors\n",
-			name, batching, c, r.RequestsPerS, r.P50Ms, r.P99Ms, r.Shed, r.Errors)
-		rows = append(rows, r)
 	}
-	cmd.Process.Signal(syscall.SIGTERM)
-	if err := cmd.Wait(); err != nil {
-		return nil, fmt.Errorf("pipe serve %s did not drain cleanly on SIGTERM: %v", name, err)
+	for _, s := range servers {
+		if err := s.stop(); err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
 	}
+	servers = nil
 	return rows, nil
 }
 
