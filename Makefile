@@ -146,7 +146,9 @@ lint: deps
 	$(GO) vet ./...
 
 # bench: the Go benchmarks of bench/, each example's planned memory against the peak resident
-# memory the OS measured for its run (go run ./bench/cmd/memory: bench/memory.json), then
+# memory the OS measured for its run (go run ./bench/cmd/memory: bench/memory.json), pipe serve
+# under 1 to 256 concurrent clients with batching on and off (go run ./bench/cmd/load:
+# bench/serve.json), then
 # pipe's training step against PyTorch's on this machine (go run ./bench/cmd/ratios: ratio
 # pipe/PyTorch per model, bench/results.json); int8 inference against fp32 (go run
 # ./bench/cmd/int8: accuracy and forward speed, bench/int8.json).
@@ -157,6 +159,7 @@ bench: deps data build
 	$(GO) test -run=NONE -bench=. $(BENCHFLAGS) ./bench/...
 	$(GO) run ./bench/cmd/memory -pipe $(BIN)
 	$(GO) run ./bench/cmd/int8
+	$(GO) run ./bench/cmd/load -pipe $(BIN)
 	@if ! $(TORCH_PYTHON) -c 'import torch' 2>/dev/null; then \
 	  echo "bench: installing python3-torch for the PyTorch comparison"; \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch || \

@@ -1,6 +1,7 @@
 package exec
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -193,4 +194,29 @@ func generatorState(s State) State {
 		}
 	}
 	return g
+}
+
+// CalibrationBatches reads the first n batches of the training split of
+// the file's train source, in order, at the plan's batch size and
+// normalised as training normalised them: what int8 calibrates its
+// activation scales on, as a run's predict does. base resolves the
+// file's relative paths ("" for the current directory).
+func (t *Trained) CalibrationBatches(ctx context.Context, base string, n int) ([]*data.Batch, error) {
+	rc := &runConfig{base: base}
+	r := &runner{p: t.Plan, prog: t.Prog, rc: rc, graph: t.Graph, set: settingsOf(t.Prog, rc)}
+	b := t.Prog.TrainSource()
+	if b == nil {
+		return nil, errors.New("the file has no train source to calibrate on")
+	}
+	sp, err := data.OpenSplit(b, r.dataOptions(b)...)
+	if err != nil {
+		return nil, fmt.Errorf("source %s: %w", b.Name(), err)
+	}
+	defer sp.All.Close()
+	r.data.train = sp.Train
+	calib, err := r.calibrationBatches(ctx, n)
+	if err == nil && len(calib) == 0 {
+		err = fmt.Errorf("source %s: the training split has no samples", b.Name())
+	}
+	return calib, err
 }

@@ -164,8 +164,9 @@ type Value struct {
 	Type Type
 	// Int holds TInt, TBytes, and TSize of one extent.
 	Int int64
-	// Float holds TFloat, TBandwidth (bytes/s) and TFlops (FLOP/s); for
-	// TInt it holds the same number as Int.
+	// Float holds TFloat, TBandwidth (bytes/s), TFlops (FLOP/s) and
+	// TDuration (seconds, with Int its nanoseconds); for TInt it holds the
+	// same number as Int.
 	Float float64
 	// Str holds TString, TEnum and TName.
 	Str  string

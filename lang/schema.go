@@ -47,6 +47,7 @@ const (
 	TFlops                     // 312TFLOPS
 	TList                      // [a, b]: a list of ArgSpec.Elem
 	TTensor                    // a named tensor (x) or a branch from one: (x -> conv 64 k1)
+	TDuration                  // 5ms, 30s
 )
 
 var typeNames = map[Type]string{
@@ -54,7 +55,7 @@ var typeNames = map[Type]string{
 	TName: "a name", TBool: "true or false", TSize: "a size such as 64x64",
 	TShape: "a shape such as [3, 224, 224]", TBytes: "a memory size such as 24GiB",
 	TBandwidth: "a bandwidth such as 2TB/s", TFlops: "a rate such as 312TFLOPS",
-	TList: "a list", TTensor: "a named tensor or a branch such as (x -> conv 64 k1)",
+	TList: "a list", TDuration: "a duration such as 5ms", TTensor: "a named tensor or a branch such as (x -> conv 64 k1)",
 }
 
 // String describes the type for diagnostics.

@@ -17,6 +17,9 @@ var byteUnits = map[string]float64{
 	"KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40, "PiB": 1 << 50,
 }
 
+// durationUnits are the units of a TDuration, in seconds.
+var durationUnits = map[string]float64{"ns": 1e-9, "us": 1e-6, "ms": 1e-3, "s": 1, "min": 60, "h": 3600}
+
 var flopUnits = map[string]float64{
 	"FLOPS": 1, "KFLOPS": 1e3, "MFLOPS": 1e6, "GFLOPS": 1e9, "TFLOPS": 1e12, "PFLOPS": 1e15,
 }
@@ -63,6 +66,8 @@ func argHint(a *ArgSpec) string {
 		return "Write a number with a unit per second, such as 2TB/s or 900GB/s."
 	case TFlops:
 		return "Write a number with a unit, such as 312TFLOPS."
+	case TDuration:
+		return "Write a number with a unit of time (ns, us, ms, s, min, h), such as 5ms or 30s."
 	case TSize:
 		return "Write a size such as 64x64, or one integer for a square."
 	case TShape:
@@ -308,6 +313,22 @@ func (c *checker) parseOne(a *ArgSpec, t Type, w ast.Expr, owner string) *Value 
 			return nil
 		}
 		return &Value{Type: TFlops, Float: n.Value * f, Int: int64(n.Value * f), Range: r}
+	case TDuration:
+		n, ok := w.(*ast.Number)
+		if !ok {
+			break
+		}
+		f, ok := durationUnits[n.Unit]
+		if !ok {
+			c.badUnit(n, a, owner, unitNames(durationUnits, ""))
+			return nil
+		}
+		sec := n.Value * f
+		if sec < 0 || sec > 1e9 {
+			c.errorf(r, "bad-value", fmt.Sprintf("%s is out of range", argLabel(a, owner)), "Found %s.", n.Text)
+			return nil
+		}
+		return &Value{Type: TDuration, Float: sec, Int: int64(math.Round(sec * 1e9)), Range: r}
 	case TList:
 		l, ok := w.(*ast.List)
 		if !ok {
@@ -385,7 +406,7 @@ func (c *checker) checkBounds(v *Value, a *ArgSpec, owner string) {
 	}
 	var x float64
 	switch v.Type {
-	case TInt, TFloat, TBytes, TBandwidth, TFlops:
+	case TInt, TFloat, TBytes, TBandwidth, TFlops, TDuration:
 		x = v.Float
 		if v.Type == TInt {
 			x = float64(v.Int)

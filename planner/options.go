@@ -23,6 +23,8 @@ type config struct {
 	// predictW and predictH are the scene predict reads (a geotiff
 	// source), 0 when unknown.
 	predictW, predictH int64
+	// serve plans serving without a serve block (planner.WithServe).
+	serve bool
 }
 
 // WithPredictRaster gives the size in pixels of the scene a geotiff

@@ -182,6 +182,7 @@ func (pl *planner) run() {
 	pl.schedule()
 	pl.inference()
 	pl.ganFits()
+	pl.planServe()
 	if pl.train == nil {
 		p := pl.plan
 		pl.warnf(nil, "train-defaults", "no train block: training with the defaults",

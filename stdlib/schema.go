@@ -377,6 +377,7 @@ func blockSpecs() []*lang.BlockSpec {
 				field("calibrate", "How many training batches int8 measures its activation ranges on.",
 					arg("calibrate", lang.TInt, "At least 1.", positional, required, atLeast(1), def("8"))),
 			}},
+		serveBlock(),
 		{Name: "device", Doc: "A device described by hand, for hardware without a built-in profile.",
 			Labels: []*lang.LabelSpec{{Name: "name", Doc: "The device's name, for the device field to refer to."}},
 			Fields: []*lang.FieldSpec{

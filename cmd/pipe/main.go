@@ -5,6 +5,7 @@
 //	pipe plan [flags] FILE             memory and decisions for a device
 //	pipe run [flags] FILE              train, evaluate and predict
 //	pipe export FILE --onnx OUT.onnx   the trained model as ONNX
+//	pipe serve [flags] FILE            the trained model over HTTP
 //	pipe devices                       the devices pipe can plan for
 //	pipe lsp                           the language server over stdio
 //	pipe version

@@ -28,12 +28,13 @@ func runPlan(a *app, args []string) int {
 	ef := engineFlags(fs)
 	asJSON := fs.Bool("json", false, "write the plan as JSON on standard output instead of the table")
 	out := fs.String("out", "", "also write the plan's JSON to this file, for pipe run")
+	serving := fs.Bool("serve", false, "also plan pipe serve when the file has no serve block (every choice auto)")
 	files, err := parseFlags(fs, args)
 	if err != nil {
 		return exitErrors
 	}
 	if len(files) != 1 {
-		fmt.Fprintln(a.env.Stderr, "usage: pipe plan [--device NAME] [--engine auto|native|torch] [--nproc-per-node N] [--nnodes N] [--batch N] [--json] [--out FILE] FILE")
+		fmt.Fprintln(a.env.Stderr, "usage: pipe plan [--device NAME] [--engine auto|native|torch] [--nproc-per-node N] [--nnodes N] [--batch N] [--serve] [--json] [--out FILE] FILE")
 		return exitErrors
 	}
 	if msg := ef.check(); msg != "" {
@@ -80,6 +81,9 @@ func runPlan(a *app, args []string) int {
 	}
 	opts = append(opts, ef.options(nil)...)
 	opts = append(opts, samples...)
+	if *serving {
+		opts = append(opts, planner.WithServe())
+	}
 	p, pds := planner.Plan(prog, opts...)
 	all := append(ds, pds...)
 	if p == nil || hasOtherErrors(pds) {
@@ -165,6 +169,7 @@ func writePlan(w io.Writer, p *plan.Plan) {
 	}
 
 	writeGAN(w, p)
+	writeServe(w, p)
 
 	if len(p.Checkpoint.Segments) > 0 {
 		fmt.Fprintf(w, "\nRecomputed segments (+%.1f%% FLOPs)\n", p.Checkpoint.ExtraPercent)

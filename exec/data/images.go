@@ -371,27 +371,9 @@ func (d *imagesDataset) decode(it imageItem) ([]byte, error) {
 		return nil, &sizeError{fmt.Errorf("%s: the image is %dx%d but the first one is %dx%d; add resize HxW to the source", it.path, sb.Dy(), sb.Dx(), d.h, d.w)}
 	}
 	plane := d.h * d.w
-	n := d.ch * plane
+	out := ImageBytes(img, d.ch, d.h, d.w)
 	if d.seg {
-		n += plane
-	}
-	out := make([]byte, n)
-	rgba := image.NewRGBA(image.Rect(0, 0, d.w, d.h))
-	if sb.Dx() == d.w && sb.Dy() == d.h {
-		draw.Draw(rgba, rgba.Bounds(), img, sb.Min, draw.Src)
-	} else {
-		draw.BiLinear.Scale(rgba, rgba.Bounds(), img, sb, draw.Src, nil)
-	}
-	for p := 0; p < plane; p++ {
-		r, g, b := rgba.Pix[4*p], rgba.Pix[4*p+1], rgba.Pix[4*p+2]
-		if d.ch == 3 {
-			out[p], out[plane+p], out[2*plane+p] = r, g, b
-		} else {
-			// ITU-R BT.601 luma, as image/color's GrayModel.
-			out[p] = byte((19595*uint32(r) + 38470*uint32(g) + 7471*uint32(b) + 1<<15) >> 16)
-		}
-	}
-	if d.seg {
+		out = append(out, make([]byte, plane)...)
 		m, err := decodeImage(d.c, it.mask)
 		if err != nil {
 			return nil, err

@@ -87,6 +87,9 @@ type Plan struct {
 	// GAN is set in gan mode: Model is then the generator, and this the
 	// discriminator and the adversarial settings (gan.go).
 	GAN *GAN `json:"gan,omitempty"`
+	// Serve is how pipe serve answers requests (serve.go): set when the
+	// file has a serve block or the planner was asked (planner.WithServe).
+	Serve *Serve `json:"serve,omitempty"`
 	// Inference is how predict runs the trained model; nil when the file
 	// does not predict.
 	Inference *Inference `json:"inference,omitempty"`

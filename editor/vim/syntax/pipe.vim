@@ -21,12 +21,12 @@ syn match   pipeValue     "\v<(cross_entropy|rtx3090-24gb|rtx4090-24gb|h200-141g
 syn match   pipeValue     "\v<cuda(:\d+)?>([-:][A-Za-z0-9_])@!"
 syn match   pipeArg       "\v<(output_stride|weight_decay|conditional|activation|dilation|momentum|nesterov|encoder|mlp_dim|padding|affine|blocks|causal|groups|hidden|kernel|stride|warmup|weight|beta1|beta2|depth|every|gamma|heads|patch|terms|width|bias|dims|rank|dim|eps|out|pad|lr|d|k|s)>([-:][A-Za-z0-9_])@!"
 syn match   pipeGlued     "\v<(dilation|padding|kernel|stride|pad|d|k|s)\d+>"
-syn match   pipeField     "\v<(target_normalize|effective_batch|checkpoint_dir|discriminator|memory_margin|target_bands|adversarial|categorical|d_optimizer|host_memory|checkpoint|downsample|perceptual|bandwidth|calibrate|delimiter|generator|grad_clip|max_steps|normalize|optimizer|precision|channels|features|pipeline|prefetch|schedule|augment|classes|d_steps|metrics|overlap|samples|workers|device|engine|epochs|header|images|labels|memory|nodata|resize|source|strict|target|window|bands|batch|cores|input|label|masks|model|shape|split|write|fuse|init|kind|loss|mode|path|save|seed|tile|l1)>([-:][A-Za-z0-9_])@!"
+syn match   pipeField     "\v<(target_normalize|effective_batch|checkpoint_dir|latency_target|discriminator|memory_margin|target_bands|adversarial|categorical|d_optimizer|host_memory|checkpoint|downsample|perceptual|bandwidth|calibrate|delimiter|generator|grad_clip|max_batch|max_steps|normalize|optimizer|precision|channels|features|max_wait|pipeline|prefetch|schedule|augment|classes|d_steps|metrics|overlap|samples|timeout|workers|device|engine|epochs|header|images|labels|memory|nodata|resize|source|strict|target|window|bands|batch|cores|input|label|masks|model|queue|shape|split|write|fuse|init|kind|loss|mode|path|save|seed|tile|l1)>([-:][A-Za-z0-9_])@!"
 syn match   pipeFamily    "\v<(deeplabv3plus|resnet101|resnet18|resnet34|resnet50|unet|cnn|mlp|vit)>([-:][A-Za-z0-9_])@!"
 syn match   pipeLayer     "\v<(random_attention|convtranspose3d|global_avg_pool|sketched_dense|convtranspose|lowrank_dense|sketched_conv|instancenorm|pixelshuffle|select_token|class_token|mean_tokens|upsample3d|attention|batchnorm|layernorm|leakyrelu|maxpool3d|pos_embed|upsample|avgpool|dropout|flatten|maxpool|patches|sigmoid|softmax|concat|conv3d|dense|conv|gelu|relu|tanh|add|gap)>([-:][A-Za-z0-9_])@!"
 syn keyword pipeConstant  auto true false
 syn match   pipeKind      "\v(^\s*[A-Za-z_]\w*\s+[A-Za-z_][A-Za-z0-9_:-]*\s+)@<=(synthetic|geotiff|images|volume|zarr|csv|idx)>\ze[^{}]*\{"
-syn match   pipeBlock     "\v^\s*\zs(evaluate|predict|device|source|model|train)>\ze[^{}]*\{"
+syn match   pipeBlock     "\v^\s*\zs(evaluate|predict|device|source|model|serve|train)>\ze[^{}]*\{"
 syn match   pipeLabel     "\v^\s*\zs[A-Za-z_][A-Za-z0-9_]*([-:][A-Za-z0-9_]+)*\ze\s*\=[^=]"
 
 " A number starts where no name or number goes on: -0.5e+2, .5, 24GiB.

@@ -1,0 +1,311 @@
+package serve
+
+import (
+	"bytes"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"image"
+	"io"
+	"math"
+	"mime"
+	"mime/multipart"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"pipe/exec/data"
+)
+
+// decode reads a prediction request's samples: x holds n samples of the
+// input shape, raw says they are raw values that still need the training
+// source's normalisation.
+//
+//   - application/json: {"inputs": [...], "normalized": false}, each
+//     sample nested in the input shape or flat; raw values unless
+//     normalized is true;
+//   - application/octet-stream: little-endian float32, n samples one after
+//     another (X-Pipe-Shape, optional, says [n, input shape...];
+//     X-Pipe-Dtype, optional, must be float32); raw unless
+//     X-Pipe-Normalized: true;
+//   - image/png, image/jpeg (and the other formats the images source
+//     reads), or multipart/form-data with one image file: one sample,
+//     resized and read as the images source reads it, then normalised.
+func (s *Server) decode(r *http.Request) (x []float32, n int, raw bool, e *apiError) {
+	ct := r.Header.Get("Content-Type")
+	mt, params, err := mime.ParseMediaType(ct)
+	if ct == "" || err != nil {
+		return nil, 0, false, badRequest(http.StatusUnsupportedMediaType, "Content-Type %q: give one of %s", ct, strings.Join(Accepted, ", "))
+	}
+	switch {
+	case mt == "application/json":
+		return s.decodeJSON(r)
+	case mt == "application/octet-stream":
+		return s.decodeRaw(r)
+	case strings.HasPrefix(mt, "image/"):
+		x, e := s.decodeImage(r.Body, mt)
+		return x, 1, true, e
+	case mt == "multipart/form-data":
+		return s.decodeMultipart(r, params["boundary"])
+	}
+	return nil, 0, false, badRequest(http.StatusUnsupportedMediaType, "Content-Type %s is not read here: give one of %s", mt, strings.Join(Accepted, ", "))
+}
+
+// readErr turns a body that could not be read into its answer: 413 past
+// the body limit.
+func (s *Server) readErr(err error) *apiError {
+	var mb *http.MaxBytesError
+	if errors.As(err, &mb) {
+		return badRequest(http.StatusRequestEntityTooLarge, "the body is larger than the limit of %d bytes; send at most %d samples a request", s.cfg.MaxBody, s.cfg.MaxBatch)
+	}
+	return badRequest(http.StatusBadRequest, "reading the body: %v", err)
+}
+
+func (s *Server) tooMany(n int) *apiError {
+	if n > s.cfg.MaxBatch {
+		return badRequest(http.StatusRequestEntityTooLarge, "%d samples in one request; at most %d (max_batch)", n, s.cfg.MaxBatch)
+	}
+	if n == 0 {
+		return badRequest(http.StatusBadRequest, "no samples: give at least one")
+	}
+	return nil
+}
+
+type jsonRequest struct {
+	Inputs     json.RawMessage `json:"inputs"`
+	Normalized bool            `json:"normalized"`
+}
+
+func (s *Server) decodeJSON(r *http.Request) ([]float32, int, bool, *apiError) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, 0, false, s.readErr(err)
+	}
+	var req jsonRequest
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&req); err != nil {
+		return nil, 0, false, badRequest(http.StatusBadRequest, "the body is not a JSON prediction request (%v): send {\"inputs\": [sample, ...], \"normalized\": false}", err)
+	}
+	if len(req.Inputs) == 0 {
+		return nil, 0, false, badRequest(http.StatusBadRequest, "no \"inputs\": send {\"inputs\": [sample, ...]}, each sample of shape %s, nested or flat", shapeString(s.info.InputShape))
+	}
+	// Flat samples decode straight into float32; nested ones through
+	// their tree.
+	// (encoding/json reads null as 0, so a body with null takes the tree,
+	// which refuses it.)
+	var flat [][]float32
+	if !bytes.Contains(req.Inputs, []byte("null")) && json.Unmarshal(req.Inputs, &flat) == nil {
+		if e := s.tooMany(len(flat)); e != nil {
+			return nil, 0, false, e
+		}
+		x := make([]float32, 0, len(flat)*s.inLen)
+		for i, v := range flat {
+			if len(v) != s.inLen {
+				return nil, 0, false, s.shapeErr(i, fmt.Sprintf("a flat array of %d values", len(v)))
+			}
+			x = append(x, v...)
+		}
+		return x, len(flat), !req.Normalized, nil
+	}
+	var tree any
+	if err := json.Unmarshal(req.Inputs, &tree); err != nil {
+		return nil, 0, false, badRequest(http.StatusBadRequest, "inputs: %v", err)
+	}
+	samples, ok := tree.([]any)
+	if !ok {
+		return nil, 0, false, badRequest(http.StatusBadRequest, "inputs must be a list of samples, each of shape %s (nested or flat); found %s", shapeString(s.info.InputShape), kind(tree))
+	}
+	if e := s.tooMany(len(samples)); e != nil {
+		return nil, 0, false, e
+	}
+	x := make([]float32, 0, len(samples)*s.inLen)
+	for i, smp := range samples {
+		var err error
+		sh := s.info.InputShape
+		if l, ok := smp.([]any); ok && len(l) == s.inLen && (len(sh) == 1 || sh[0] != int64(s.inLen)) {
+			x, err = flatten(x, smp, []int64{int64(s.inLen)})
+		} else {
+			x, err = flatten(x, smp, s.info.InputShape)
+		}
+		if err != nil {
+			var te *typeErr
+			if errors.As(err, &te) {
+				return nil, 0, false, badRequest(http.StatusBadRequest, "sample %d: inputs must be numbers (float32); found %s", i, te.found)
+			}
+			return nil, 0, false, s.shapeErr(i, err.Error())
+		}
+	}
+	return x, len(samples), !req.Normalized, nil
+}
+
+func (s *Server) shapeErr(i int, found string) *apiError {
+	return badRequest(http.StatusBadRequest, "sample %d: expected shape %s (%d values, nested or flat); found %s", i, shapeString(s.info.InputShape), s.inLen, found)
+}
+
+type typeErr struct{ found string }
+
+func (e *typeErr) Error() string { return "found " + e.found }
+
+// flatten appends v, which must be nested lists of numbers of the given
+// shape, to x.
+func flatten(x []float32, v any, shape []int64) ([]float32, error) {
+	if len(shape) == 0 {
+		f, ok := v.(float64)
+		if !ok {
+			if _, isList := v.([]any); isList {
+				return x, errors.New("a list nested deeper than the shape")
+			}
+			return x, &typeErr{kind(v)}
+		}
+		if f > math.MaxFloat32 || f < -math.MaxFloat32 {
+			return x, &typeErr{fmt.Sprintf("%g, outside float32's range", f)}
+		}
+		return append(x, float32(f)), nil
+	}
+	l, ok := v.([]any)
+	if !ok {
+		if isNumber(v) {
+			return x, fmt.Errorf("a number where a list of %d was expected", shape[0])
+		}
+		return x, &typeErr{kind(v)}
+	}
+	if int64(len(l)) != shape[0] {
+		return x, fmt.Errorf("a list of %d where %d were expected", len(l), shape[0])
+	}
+	var err error
+	for _, e := range l {
+		if x, err = flatten(x, e, shape[1:]); err != nil {
+			return x, err
+		}
+	}
+	return x, nil
+}
+
+func isNumber(v any) bool { _, ok := v.(float64); return ok }
+
+func kind(v any) string {
+	switch v := v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return fmt.Sprintf("the string %q", v)
+	case bool:
+		return "a boolean"
+	case float64:
+		return "a number"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+func (s *Server) decodeRaw(r *http.Request) ([]float32, int, bool, *apiError) {
+	if dt := r.Header.Get("X-Pipe-Dtype"); dt != "" && dt != "float32" {
+		return nil, 0, false, badRequest(http.StatusBadRequest, "X-Pipe-Dtype %s: the raw body must be little-endian float32", dt)
+	}
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		return nil, 0, false, s.readErr(err)
+	}
+	per := 4 * s.inLen
+	if len(body) == 0 || len(body)%per != 0 {
+		return nil, 0, false, badRequest(http.StatusBadRequest, "a raw body of %d bytes: expected a whole number of samples of %s float32 values (%d bytes each)", len(body), shapeString(s.info.InputShape), per)
+	}
+	n := len(body) / per
+	if h := r.Header.Get("X-Pipe-Shape"); h != "" {
+		want := shapeHeader(append([]int64{int64(n)}, s.info.InputShape...))
+		got := strings.NewReplacer("[", "", "]", "", " ", "").Replace(h)
+		if got != want {
+			return nil, 0, false, badRequest(http.StatusBadRequest, "X-Pipe-Shape %s: the body holds %d samples, so expected %s", h, n, want)
+		}
+	}
+	if e := s.tooMany(n); e != nil {
+		return nil, 0, false, e
+	}
+	x := make([]float32, n*s.inLen)
+	for i := range x {
+		v := math.Float32frombits(binary.LittleEndian.Uint32(body[4*i:]))
+		if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+			return nil, 0, false, badRequest(http.StatusBadRequest, "value %d of the raw body is %v: give finite numbers", i, v)
+		}
+		x[i] = v
+	}
+	norm, _ := strconv.ParseBool(r.Header.Get("X-Pipe-Normalized"))
+	return x, n, !norm, nil
+}
+
+// imageInput says whether the model reads images: an input [C, H, W]
+// with 1 or 3 channels.
+func (s *Server) imageInput() (c, h, w int, ok bool) {
+	sh := s.info.InputShape
+	if len(sh) != 3 || (sh[0] != 1 && sh[0] != 3) {
+		return 0, 0, 0, false
+	}
+	return int(sh[0]), int(sh[1]), int(sh[2]), true
+}
+
+// maxPixels bounds a decoded upload: 64 Mpixel (256 MiB as RGBA).
+const maxPixels = 64 << 20
+
+func (s *Server) decodeImage(body io.Reader, what string) ([]float32, *apiError) {
+	c, h, w, ok := s.imageInput()
+	if !ok {
+		return nil, badRequest(http.StatusUnsupportedMediaType, "%s: this model reads %s, not images; send application/json or application/octet-stream", what, shapeString(s.info.InputShape))
+	}
+	b, err := io.ReadAll(body)
+	if err != nil {
+		return nil, s.readErr(err)
+	}
+	// The header first: a small file may claim a huge image.
+	cfg, format, err := image.DecodeConfig(bytes.NewReader(b))
+	if err != nil {
+		return nil, badRequest(http.StatusUnsupportedMediaType, "%s: the body is not an image that decodes (%v); send a PNG or JPEG", what, err)
+	}
+	if cfg.Width*cfg.Height > maxPixels {
+		return nil, badRequest(http.StatusRequestEntityTooLarge, "a %s of %dx%d pixels; at most %d pixels", format, cfg.Width, cfg.Height, maxPixels)
+	}
+	img, _, err := image.Decode(bytes.NewReader(b))
+	if err != nil {
+		return nil, badRequest(http.StatusUnsupportedMediaType, "%s: the %s does not decode (%v); send a PNG or JPEG", what, format, err)
+	}
+	px := data.ImageBytes(img, c, h, w)
+	x := make([]float32, len(px))
+	for i, v := range px {
+		x[i] = float32(v)
+	}
+	return x, nil
+}
+
+func (s *Server) decodeMultipart(r *http.Request, boundary string) ([]float32, int, bool, *apiError) {
+	if boundary == "" {
+		return nil, 0, false, badRequest(http.StatusBadRequest, "multipart/form-data without a boundary")
+	}
+	mr := multipart.NewReader(r.Body, boundary)
+	for {
+		p, err := mr.NextPart()
+		if err == io.EOF {
+			return nil, 0, false, badRequest(http.StatusBadRequest, "the form holds no file: upload one image as a file field")
+		}
+		if err != nil {
+			return nil, 0, false, s.readErr(err)
+		}
+		if p.FileName() == "" {
+			continue
+		}
+		what := "the file " + strconv.Quote(p.FileName())
+		x, e := s.decodeImage(p, what)
+		return x, 1, true, e
+	}
+}
+
+func shapeString(s []int64) string {
+	parts := make([]string, len(s))
+	for i, d := range s {
+		parts[i] = strconv.FormatInt(d, 10)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}

@@ -1,0 +1,295 @@
+package serve
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"pipe/exec"
+	"pipe/planner/plan"
+)
+
+// Config is what the server is sized by; FromPlan reads it from a plan.
+type Config struct {
+	// MaxBatch is the most samples run together, and the most one
+	// request may carry; MaxWait how long a batch's first request waits
+	// for others. Batching false runs each request alone (the comparison
+	// with batching off), whatever MaxBatch.
+	MaxBatch int
+	MaxWait  time.Duration
+	Batching bool
+	// Queue is the most requests admitted at once; MaxBody the largest
+	// body read; Timeout bounds reading, answering and writing a request.
+	Queue   int
+	MaxBody int64
+	Timeout time.Duration
+}
+
+// FromPlan is the configuration the plan's serving section gives, with
+// batching on.
+func FromPlan(s *plan.Serve) Config {
+	return Config{
+		MaxBatch: int(s.MaxBatch), MaxWait: seconds(s.MaxWaitSeconds), Batching: true,
+		Queue: int(s.Queue), MaxBody: s.MaxBodyBytes, Timeout: seconds(s.TimeoutSeconds),
+	}
+}
+
+func seconds(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)) }
+
+// Server answers predictions with a set of workers, one model each.
+// Create it with New, serve with Serve or Handler, stop it with Drain.
+type Server struct {
+	cfg     Config
+	workers []*exec.Trained
+	info    exec.TrainedInfo
+	inLen   int
+	outLen  int
+
+	pending  chan *job
+	slots    chan struct{}
+	quit     chan struct{}
+	done     sync.WaitGroup
+	draining atomic.Bool
+	stopOnce sync.Once
+
+	reg *prometheus.Registry
+	m   metrics
+	mux *http.ServeMux
+	// gate, when set (by tests, before start), runs before each batch.
+	gate func(n int)
+}
+
+// job is one request's samples on their way through a batch.
+type job struct {
+	ctx    context.Context
+	x      []float32
+	n      int
+	out    []float32
+	err    error
+	queued time.Time
+	done   chan struct{}
+}
+
+// New starts the workers' batching loops over the given models, which
+// must be of one checkpoint and built for batches of at least
+// cfg.MaxBatch samples. The server owns the models from then on: Drain
+// closes them.
+func New(workers []*exec.Trained, cfg Config) (*Server, error) {
+	s, err := build(workers, cfg)
+	if err != nil {
+		return nil, err
+	}
+	s.start()
+	return s, nil
+}
+
+// build makes the server without starting its workers.
+func build(workers []*exec.Trained, cfg Config) (*Server, error) {
+	if len(workers) == 0 {
+		return nil, errors.New("serve: no workers")
+	}
+	if cfg.MaxBatch < 1 || cfg.Queue < 1 || cfg.MaxBody < 1 || cfg.Timeout <= 0 || cfg.MaxWait < 0 {
+		return nil, fmt.Errorf("serve: max_batch %d, queue %d, body limit %d and timeout %v must be positive, max_wait %v not negative",
+			cfg.MaxBatch, cfg.Queue, cfg.MaxBody, cfg.Timeout, cfg.MaxWait)
+	}
+	for i, w := range workers {
+		if w.Config.Batch < 1 {
+			return nil, fmt.Errorf("serve: worker %d's model has no batch", i)
+		}
+	}
+	info := workers[0].Info
+	s := &Server{
+		cfg: cfg, workers: workers, info: info,
+		inLen: int(numel(info.InputShape)), outLen: int(numel(info.OutputShape)),
+		// Admission bounds what waits, so sending on pending never blocks.
+		pending: make(chan *job, cfg.Queue),
+		slots:   make(chan struct{}, cfg.Queue),
+		quit:    make(chan struct{}),
+		reg:     prometheus.NewRegistry(),
+	}
+	s.m = newMetrics(s.reg, cfg.MaxBatch)
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("POST /v1/predict", s.predict)
+	s.mux.HandleFunc("/v1/predict", s.wrongMethod)
+	s.mux.HandleFunc("GET /healthz", s.healthz)
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg}))
+	s.mux.HandleFunc("/", s.notFound)
+	return s, nil
+}
+
+func (s *Server) start() {
+	for _, w := range s.workers {
+		s.done.Add(1)
+		go s.work(w)
+	}
+}
+
+// Handler is the server's HTTP handler.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Registry is the server's metrics registry.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// HTTPServer is an http.Server for the handler with every timeout set
+// from the configuration, so a slow client cannot hold a connection
+// longer than Timeout (and its headers no longer than a tenth of it, at
+// most 10s).
+func (s *Server) HTTPServer(addr string) *http.Server {
+	t := s.cfg.Timeout
+	return &http.Server{
+		Addr: addr, Handler: s.mux,
+		ReadHeaderTimeout: min(t/10+time.Second, 10*time.Second),
+		ReadTimeout:       t,
+		// The answer is written after the request is read and run: room
+		// for both.
+		WriteTimeout:   2*t + time.Second,
+		IdleTimeout:    2 * t,
+		MaxHeaderBytes: 64 << 10,
+	}
+}
+
+// Serve answers on ln until ctx is done, then drains: readiness turns
+// 503, the listener closes, every admitted request is answered (within
+// the timeout), the workers stop and the models are closed. It returns
+// nil after a clean drain.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	hs := s.HTTPServer(ln.Addr().String())
+	errc := make(chan error, 1)
+	go func() { errc <- hs.Serve(ln) }()
+	select {
+	case err := <-errc:
+		s.Drain()
+		return err
+	case <-ctx.Done():
+	}
+	s.draining.Store(true)
+	sctx, cancel := context.WithTimeout(context.Background(), 2*s.cfg.Timeout+time.Second)
+	defer cancel()
+	err := hs.Shutdown(sctx)
+	<-errc
+	s.Drain()
+	return err
+}
+
+// Drain stops taking requests (readiness and predictions answer 503),
+// lets the workers finish every queued request, stops them and closes
+// the models. Call it after the HTTP server has stopped handing it
+// requests (Serve does).
+func (s *Server) Drain() {
+	s.stopOnce.Do(func() {
+		s.draining.Store(true)
+		close(s.quit)
+		s.done.Wait()
+		for _, w := range s.workers {
+			w.Close()
+		}
+	})
+}
+
+// work is one worker's loop: gather a batch, run it, answer its jobs.
+func (s *Server) work(t *exec.Trained) {
+	defer s.done.Done()
+	var carry *job
+	x := make([]float32, 0, s.cfg.MaxBatch*s.inLen)
+	for {
+		first := carry
+		carry = nil
+		if first == nil {
+			select {
+			case first = <-s.pending:
+			case <-s.quit:
+				// Every admitted request is queued before quit closes
+				// (Serve shuts the HTTP server down first); answer what
+				// is left.
+				select {
+				case first = <-s.pending:
+				default:
+					return
+				}
+			}
+		}
+		batch := []*job{first}
+		n := first.n
+		if s.cfg.Batching {
+			timer := time.NewTimer(s.cfg.MaxWait)
+		gather:
+			for n < s.cfg.MaxBatch {
+				// Wait only for requests admitted and not yet here (being
+				// read, or queued behind): alone, a request runs at once.
+				if len(s.slots) <= len(batch) && len(s.pending) == 0 {
+					break
+				}
+				select {
+				case j := <-s.pending:
+					if n+j.n > s.cfg.MaxBatch {
+						carry = j
+						break gather
+					}
+					batch = append(batch, j)
+					n += j.n
+				case <-timer.C:
+					break gather
+				}
+			}
+			timer.Stop()
+		}
+		s.run(t, batch, x[:0])
+	}
+}
+
+// run predicts one batch and answers its jobs; jobs whose client has gone
+// are answered without being run.
+func (s *Server) run(t *exec.Trained, batch []*job, x []float32) {
+	start := time.Now()
+	live := batch[:0:0]
+	n := 0
+	for _, j := range batch {
+		s.m.queueDepth.Sub(float64(j.n))
+		s.m.queueTime.Observe(start.Sub(j.queued).Seconds())
+		if err := j.ctx.Err(); err != nil {
+			j.err = err
+			close(j.done)
+			continue
+		}
+		live = append(live, j)
+		x = append(x, j.x...)
+		n += j.n
+	}
+	if n == 0 {
+		return
+	}
+	if s.gate != nil {
+		s.gate(n)
+	}
+	s.m.batchSize.Observe(float64(n))
+	out := make([]float32, n*s.outLen)
+	err := t.Predict(x, n, out)
+	off := 0
+	for _, j := range live {
+		if err != nil {
+			j.err = err
+		} else {
+			j.out = out[off*s.outLen : (off+j.n)*s.outLen]
+		}
+		off += j.n
+		close(j.done)
+	}
+}
+
+func numel(s []int64) int64 {
+	n := int64(1)
+	for _, d := range s {
+		n *= d
+	}
+	return n
+}
