@@ -128,3 +128,43 @@ func Run(pipe string, env []string, dir, example string, steps int) (Result, err
 	}
 	return res, nil
 }
+
+// Workspace is what a bench command runs examples with: the pipe binary's
+// absolute path (pipe, as make build writes it), the repository's root
+// (the current directory) and a fresh folder Prepare has filled, with a
+// function that removes it.
+func Workspace(pipe, prefix string) (bin, root, dir string, cleanup func(), err error) {
+	if bin, err = filepath.Abs(pipe); err != nil {
+		return "", "", "", nil, err
+	}
+	if _, err = os.Stat(bin); err != nil {
+		return "", "", "", nil, fmt.Errorf("%s: %w (make build makes it)", pipe, err)
+	}
+	if root, err = os.Getwd(); err != nil {
+		return "", "", "", nil, err
+	}
+	if dir, err = os.MkdirTemp("", prefix); err != nil {
+		return "", "", "", nil, err
+	}
+	cleanup = func() { os.RemoveAll(dir) }
+	if err = Prepare(root, dir); err != nil {
+		cleanup()
+		return "", "", "", nil, err
+	}
+	return bin, root, dir, cleanup, nil
+}
+
+// LoadAvg is the machine's load averages over 1, 5 and 15 minutes as
+// /proc/loadavg gives them ("?" where it cannot be read): benchmarks note
+// it beside their figures.
+func LoadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return "?"
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}

@@ -99,25 +99,11 @@ func main() {
 }
 
 func run(pipe string, examples []string, levels []int, dur time.Duration, steps int, out string) error {
-	bin, err := filepath.Abs(pipe)
+	bin, _, dir, cleanup, err := memrun.Workspace(pipe, "pipe-load-")
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("%s: %w (make build makes it)", pipe, err)
-	}
-	root, err := os.Getwd()
-	if err != nil {
-		return err
-	}
-	dir, err := os.MkdirTemp("", "pipe-load-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	if err := memrun.Prepare(root, dir); err != nil {
-		return err
-	}
+	defer cleanup()
 	rep := report{
 		Note: "pipe serve on loopback, one-sample raw float32 requests from N concurrent clients for a fixed time per level, " +
 			"batching on and off as two servers driven in turn at each level; " +
@@ -125,7 +111,7 @@ func run(pipe string, examples []string, levels []int, dur time.Duration, steps 
 			"models trained for a few steps on the CPU (timing needs no accuracy); the generator shares the machine's cores with the server.",
 		Date: time.Now().UTC().Format(time.RFC3339), Go: runtime.Version(), Cores: runtime.NumCPU(), Duration: dur.String(),
 	}
-	rep.LoadAvg[0] = loadAvg()
+	rep.LoadAvg[0] = memrun.LoadAvg()
 	for _, ex := range examples {
 		n := steps
 		if i := strings.LastIndex(ex, "="); i >= 0 {
@@ -165,7 +151,7 @@ func run(pipe string, examples []string, levels []int, dur time.Duration, steps 
 		})
 		rep.Rows = append(rep.Rows, rows...)
 	}
-	rep.LoadAvg[1] = loadAvg()
+	rep.LoadAvg[1] = memrun.LoadAvg()
 	print(os.Stdout, rep)
 	if out == "" {
 		return nil
@@ -438,17 +424,6 @@ func print(w io.Writer, rep report) {
 	tw.Flush()
 }
 
-func loadAvg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
-}
 
 func round(x float64) float64 { return math.Round(x*100) / 100 }
 

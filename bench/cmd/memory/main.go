@@ -51,25 +51,11 @@ func main() {
 }
 
 func run(pipe string, steps int, out string) error {
-	bin, err := filepath.Abs(pipe)
+	bin, root, dir, cleanup, err := memrun.Workspace(pipe, "pipe-memory-")
 	if err != nil {
 		return err
 	}
-	if _, err := os.Stat(bin); err != nil {
-		return fmt.Errorf("%s: %w (make build makes it)", pipe, err)
-	}
-	root, err := os.Getwd()
-	if err != nil {
-		return err
-	}
-	dir, err := os.MkdirTemp("", "pipe-memory-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	if err := memrun.Prepare(root, dir); err != nil {
-		return err
-	}
+	defer cleanup()
 	paths, _ := filepath.Glob(filepath.Join(root, "examples", "*.pipe"))
 	t := table{Note: "plan total against the process's peak resident memory (VmHWM), native engine on the CPU",
 		Date: time.Now().UTC().Format(time.DateOnly), Go: runtime.Version(), Steps: steps}

@@ -61,6 +61,7 @@ import (
 	"pipe/exec"
 	"pipe/exec/data"
 	enginetorch "pipe/exec/torch"
+	"pipe/internal/memrun"
 )
 
 func main() {
@@ -247,7 +248,7 @@ func measure(o options, log io.Writer) (res *Results, err error) {
 	defer os.RemoveAll(dir)
 
 	res = &Results{Date: time.Now().UTC().Format(time.RFC3339), Threads: o.threads, Rounds: o.rounds, Warmup: o.warmup, Quiet: o.quiet,
-		Host: Host{CPUs: runtime.NumCPU(), CPU: cpuName(), Go: runtime.Version()}, LoadBefore: loadavg()}
+		Host: Host{CPUs: runtime.NumCPU(), CPU: cpuName(), Go: runtime.Version()}, LoadBefore: memrun.LoadAvg()}
 	var benches []*bench
 	defer func() {
 		for _, b := range benches {
@@ -360,7 +361,7 @@ func measure(o options, log io.Writer) (res *Results, err error) {
 				r+1, o.rounds, b.res.Name, median(pipeMS), median(torchMS), median(engineMS), median(plainMS), 100*others)
 		}
 	}
-	res.LoadAfter = loadavg()
+	res.LoadAfter = memrun.LoadAvg()
 	for _, b := range benches {
 		m := &b.res
 		m.Ratio = m.Pipe.Median / m.Torch.Median
@@ -561,17 +562,6 @@ func median(v []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "?"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "?"
-	}
-	return strings.Join(f[:3], " ")
-}
 
 func cpuName() string {
 	b, err := os.ReadFile("/proc/cpuinfo")
