@@ -424,7 +424,6 @@ func print(w io.Writer, rep report) {
 	tw.Flush()
 }
 
-
 func round(x float64) float64 { return math.Round(x*100) / 100 }
 
 func fileExists(p string) bool {

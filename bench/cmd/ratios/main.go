@@ -562,7 +562,6 @@ func median(v []float64) float64 {
 	return (s[n/2-1] + s[n/2]) / 2
 }
 
-
 func cpuName() string {
 	b, err := os.ReadFile("/proc/cpuinfo")
 	if err == nil {
