@@ -215,8 +215,8 @@ type trainer struct {
 	epochTime time.Duration
 	// epochStall is the part of it spent in the loader's Next.
 	epochStall time.Duration
-	trainTime time.Duration
-	stepsRun  int64
+	trainTime  time.Duration
+	stepsRun   int64
 	// pending are the queued steps whose losses have not come back.
 	pending []pendingStep
 	// diverged says the divergence warning was given.
