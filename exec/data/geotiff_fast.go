@@ -2,10 +2,38 @@
 
 package data
 
+/*
+#include <stddef.h>
+#include <stdint.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+// pipe_lut_u16 sets dst[i] = lut[src[i]] for i < n. With SSE2 the stores
+// bypass the cache (a batch is written once and read by the model much
+// later, so bringing its lines in first is wasted traffic).
+static void pipe_lut_u16(const uint16_t *src, float *dst, const float *lut, size_t n) {
+	size_t i = 0;
+#ifdef __SSE2__
+	for (; i < n && ((uintptr_t)(dst + i) & 15) != 0; i++) dst[i] = lut[src[i]];
+	for (; i + 8 <= n; i += 8) {
+		__m128 a = _mm_set_ps(lut[src[i+3]], lut[src[i+2]], lut[src[i+1]], lut[src[i]]);
+		__m128 b = _mm_set_ps(lut[src[i+7]], lut[src[i+6]], lut[src[i+5]], lut[src[i+4]]);
+		_mm_stream_ps(dst + i, a);
+		_mm_stream_ps(dst + i + 4, b);
+	}
+	_mm_sfence();
+#endif
+	for (; i < n; i++) dst[i] = lut[src[i]];
+}
+*/
+import "C"
+
 import (
 	"fmt"
 	"math"
 	"sync"
+	"unsafe"
 
 	"github.com/airbusgeo/godal"
 )
@@ -119,9 +147,8 @@ func (d *geotiffDataset) readFast(win Window, x, y, mask []float32) (bool, error
 			src := raw[k*sp : (k+1)*sp]
 			dst := x[k*plane+off : k*plane+off+sp]
 			dst = dst[:len(src)]
-			t := d.lut[k]
-			for i, v := range src {
-				dst[i] = t[v]
+			if len(src) > 0 {
+				C.pipe_lut_u16((*C.uint16_t)(unsafe.Pointer(&src[0])), (*C.float)(unsafe.Pointer(&dst[0])), (*C.float)(unsafe.Pointer(&d.lut[k][0])), C.size_t(len(src)))
 			}
 			if nd := d.ndRaw[k]; nd >= 0 {
 				v := uint16(nd)
