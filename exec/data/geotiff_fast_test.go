@@ -5,6 +5,7 @@ import (
 	"math"
 	"path/filepath"
 	"runtime"
+	"strings"
 	"testing"
 
 	"github.com/airbusgeo/godal"
@@ -47,8 +48,15 @@ func TestGeoTIFFFastPathMatches(t *testing.T) {
 			`tile 8x8 stride 4  normalize none`,
 			`tile 16x16 stride 4  normalize global  nodata 40`,
 			`tile 8x8 stride 2`,
+			`tile 16x16 stride 4  strips`,
 		} {
 			t.Run(typ+" "+body, func(t *testing.T) {
+				if b, ok := strings.CutSuffix(body, "  strips"); ok {
+					// Strips of 3 rows of 3 bands: 16 rows are 6 strips, the last of 1 row.
+					defer func(v int) { fastStripValues = v }(fastStripValues)
+					fastStripValues = 3 * 3 * 16
+					body = b
+				}
 				src := fmt.Sprintf(`source s geotiff { path "int.tif"  %s }`, body)
 				fast, err := Open(source(t, src), WithBase(dir))
 				if err != nil {
