@@ -60,6 +60,9 @@ import (
 // validation tile shares a pixel with a training tile. Overlapping tiles
 // split by tile do share pixels: their validation scores are optimistic.
 //
+// Byte and UInt16 bands are read as the file's integers and normalised
+// through per-band tables, with the same bits (geotiff_fast.go says how).
+//
 // GDAL handles are not safe for concurrent use, so the dataset keeps a
 // pool of handles: a Read takes a free one, or opens another, and gives it
 // back when done. The loader's workers thus end up with one handle each,
