@@ -151,15 +151,18 @@ lint: deps
 # bench/serve.json), then
 # pipe's training step against PyTorch's on this machine (go run ./bench/cmd/ratios: ratio
 # pipe/PyTorch per model, bench/results.json); int8 inference against fp32 (go run
-# ./bench/cmd/int8: accuracy and forward speed, bench/int8.json).
+# ./bench/cmd/int8: accuracy and forward speed, bench/int8.json); GeoTIFF tiles/s of the geotiff
+# source against raw GDAL reads (go run ./bench/cmd/tiles: bench/tiles.json).
 # Debian's python3-torch is installed when $(TORCH_PYTHON) cannot import torch; when that
 # fails the comparison is skipped with a message. RATIOSFLAGS='-rounds 3' passes flags.
 RATIOSFLAGS  ?=
+TILESFLAGS   ?=
 bench: deps data build
 	$(GO) test -run=NONE -bench=. $(BENCHFLAGS) ./bench/...
 	$(GO) run ./bench/cmd/memory -pipe $(BIN)
 	$(GO) run ./bench/cmd/int8
 	$(GO) run ./bench/cmd/load -pipe $(BIN)
+	$(GO) run ./bench/cmd/tiles $(TILESFLAGS)
 	@if ! $(TORCH_PYTHON) -c 'import torch' 2>/dev/null; then \
 	  echo "bench: installing python3-torch for the PyTorch comparison"; \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch || \

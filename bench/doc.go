@@ -16,5 +16,10 @@
 // own network inside the engine's worker, so that the ratio between them
 // is the engine's overhead alone.
 //
+// bench/cmd/tiles measures GeoTIFF tiles per second: the geotiff source
+// through the loader against raw GDAL window reads of the same tiles
+// (uncompressed, DEFLATE and ZSTD, tiled COG and striped, 1, 2 and all
+// workers), and gdal_translate -srcwin as a reference (bench/tiles.json).
+//
 // Speed is measured here, as benchmarks and ratios, never as timed tests.
 package bench

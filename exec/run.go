@@ -40,6 +40,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"pipe/exec/data"
 	"pipe/exec/metric"
 	"pipe/lang"
 	"pipe/lang/diag"
@@ -173,6 +174,11 @@ type EpochResult struct {
 	// Seconds is the epoch's training time (this invocation's part of it
 	// for an epoch that was resumed).
 	Seconds float64
+	// LoaderStallSeconds is the part of Seconds the step spent waiting
+	// for its next batch: the loader's Next, timed by the clock around
+	// each call. Near Seconds, the data is the bottleneck; near 0, the
+	// model.
+	LoaderStallSeconds float64
 }
 
 // Evaluation is a pass over a dataset in evaluation mode.
@@ -334,6 +340,8 @@ type runConfig struct {
 	// wrapCheckpoint wraps the checkpoint file's writer (tests inject
 	// failures with it).
 	wrapCheckpoint func(w io.Writer) io.Writer
+	// wrapTrain wraps the training data (tests slow it down); nil keeps it.
+	wrapTrain func(data.Dataset) data.Dataset
 }
 
 // WithBackend offers a backend; Run uses the one whose Name is the plan's

@@ -184,6 +184,9 @@ func (r *runner) openData() bool {
 	d.opened = append(d.opened, sp.All)
 	r.noteSkipped(d.trainBlock, sp.All)
 	d.train = sp.Train
+	if w := r.rc.wrapTrain; w != nil {
+		d.train = w(d.train)
+	}
 	if n, ok := sp.All.(data.Normalized); ok {
 		if nm := n.Norm(); len(nm.Mean) > 0 {
 			d.norm = &nm

@@ -72,7 +72,7 @@ func (r *runner) train(ctx context.Context) bool {
 
 	for r.pos.Epoch < r.set.epochs {
 		e := r.pos.Epoch
-		t.epochTime = 0
+		t.epochTime, t.epochStall = 0, 0
 		stop := StatusCompleted
 		if r.pos.Batch < r.nb {
 			it := loader.EpochContext(loadCtx, e)
@@ -153,7 +153,8 @@ func (r *runner) train(ctx context.Context) bool {
 		}
 
 		// The epoch is trained: evaluate it.
-		res := EpochResult{Epoch: e + 1, Step: r.pos.Step, LR: lr, Seconds: t.epochTime.Seconds()}
+		res := EpochResult{Epoch: e + 1, Step: r.pos.Step, LR: lr, Seconds: t.epochTime.Seconds(),
+			LoaderStallSeconds: t.epochStall.Seconds()}
 		if r.pos.LossSamples > 0 {
 			res.TrainLoss = r.pos.LossSum / float64(r.pos.LossSamples)
 		}
@@ -212,8 +213,10 @@ type trainer struct {
 	q Queuer
 	// epochTime is this invocation's training time in the epoch.
 	epochTime time.Duration
-	trainTime time.Duration
-	stepsRun  int64
+	// epochStall is the part of it spent in the loader's Next.
+	epochStall time.Duration
+	trainTime  time.Duration
+	stepsRun   int64
 	// pending are the queued steps whose losses have not come back.
 	pending []pendingStep
 	// diverged says the divergence warning was given.
@@ -231,7 +234,9 @@ type pendingStep struct {
 // next is the epoch's next training batch, counted, with its targets
 // standardised when the run scales them.
 func (t *trainer) next(it data.Iterator, counter *batchCounter) (*data.Batch, error) {
+	t0 := time.Now()
 	b, err := it.Next(context.Background())
+	t.epochStall += time.Since(t0)
 	if err != nil {
 		return nil, &sourceError{err}
 	}

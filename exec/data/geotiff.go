@@ -60,6 +60,9 @@ import (
 // validation tile shares a pixel with a training tile. Overlapping tiles
 // split by tile do share pixels: their validation scores are optimistic.
 //
+// Byte and UInt16 bands are read as the file's integers and normalised
+// through per-band tables, with the same bits (geotiff_fast.go says how).
+//
 // GDAL handles are not safe for concurrent use, so the dataset keeps a
 // pool of handles: a Read takes a free one, or opens another, and gives it
 // back when done. The loader's workers thus end up with one handle each,
@@ -154,6 +157,13 @@ type geotiffDataset struct {
 	// bands: nIn inputs, nT targets (0 without). down is downsample's
 	// factor (1 without).
 	nIn, nT, down int
+
+	// The fast path's tables and buffers (geotiff_fast.go); lut is nil
+	// when the bands' type does not allow it.
+	lut     []*fastLUT
+	ndRaw   []int32 // per band: the raw nodata value, −1 when none fits
+	anyND   bool
+	scratch *sync.Pool
 }
 
 var (
@@ -285,6 +295,8 @@ func openGeoTIFF(b *lang.Block, c *config) (Dataset, error) {
 		}
 	}
 	d.coverage = float64(nValid) / float64(len(valid))
+
+	d.prepareFast(h)
 
 	// Row-major tiles; with a target, those without a valid pixel are
 	// left out. A summed-area table answers "any valid pixel?" per tile.
@@ -649,6 +661,9 @@ func (d *geotiffDataset) Read(i int, x, y, mask []float32) error {
 func (d *geotiffDataset) ReadWindow(win Window, x, y, mask []float32) error {
 	if d.nT > 0 {
 		return d.readBandTargets(win, x, y, mask)
+	}
+	if ok, err := d.readFast(win, x, y, mask); ok {
+		return err
 	}
 	_, err := d.readWindow(win, x, y, mask)
 	return err

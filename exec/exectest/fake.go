@@ -3,6 +3,7 @@ package exectest
 import (
 	"fmt"
 	"math"
+	"time"
 
 	"pipe/exec"
 	"pipe/exec/data"
@@ -25,6 +26,9 @@ type Backend struct {
 	// (seed, micro-step, element): it stands in for dropout, so a run
 	// resumed without the micro-step counter would not reproduce.
 	Noise float64
+	// StepDelay makes every TrainStep take at least this long, as a
+	// bigger model would (the loader stall tests).
+	StepDelay time.Duration
 }
 
 // Name implements exec.Backend.
@@ -54,7 +58,7 @@ func (b *Backend) Build(g *stdlib.Graph, cfg exec.Config) (exec.Model, error) {
 		return nil, fmt.Errorf("exectest: optimizer %q: %w", cfg.Optimizer.Kind, exec.ErrUnsupported)
 	}
 	out := g.OutShape()
-	m := &Model{cfg: cfg, g: g, nanAt: b.NaNAt, oomAt: b.OOMAt, noise: b.Noise, outShape: append([]int64(nil), out...)}
+	m := &Model{cfg: cfg, g: g, nanAt: b.NaNAt, oomAt: b.OOMAt, noise: b.Noise, delay: b.StepDelay, outShape: append([]int64(nil), out...)}
 	m.f = numel(g.Input)
 	m.o = numel(out)
 	m.k = 1
@@ -103,6 +107,7 @@ type Model struct {
 	nanAt      int64
 	oomAt      int64
 	noise      float64
+	delay      time.Duration
 	xbuf, zbuf []float32
 	closed     bool
 	// TrainSteps counts TrainStep calls that trained (for tests).
@@ -254,6 +259,9 @@ func (m *Model) loss(b *data.Batch, z, dz []float32) float64 {
 
 // TrainStep implements exec.Model.
 func (m *Model) TrainStep(b *data.Batch, scale float64) (float64, error) {
+	if m.delay > 0 {
+		time.Sleep(m.delay)
+	}
 	if err := m.check(b, m.cfg.Batch, true); err != nil {
 		return 0, err
 	}

@@ -126,7 +126,8 @@ func (p *Progress) onEpoch(e exec.EpochResult) {
 			args = append(args, m.Name, round(m.Value))
 		}
 	}
-	args = append(args, "time", Duration(time.Duration(e.Seconds*float64(time.Second))))
+	args = append(args, "time", Duration(time.Duration(e.Seconds*float64(time.Second))),
+		"loader_stall", StallLine(e.LoaderStallSeconds, e.Seconds))
 	p.log.Info("epoch done", args...)
 }
 
@@ -153,8 +154,29 @@ func EpochLine(e exec.EpochResult, epochs int) string {
 			fmt.Fprintf(&b, ", %s %s", m.Name, Num(m.Value))
 		}
 	}
-	fmt.Fprintf(&b, " (%s)", Duration(time.Duration(e.Seconds*float64(time.Second))))
+	fmt.Fprintf(&b, " (%s; %s)", Duration(time.Duration(e.Seconds*float64(time.Second))), StallLine(e.LoaderStallSeconds, e.Seconds))
 	return b.String()
+}
+
+// StallLine says how long the training step waited for data out of the
+// epoch's time: "loader stall 1.2 s of 40 s (3%)".
+func StallLine(stall, total float64) string {
+	pct := 0.0
+	if total > 0 {
+		pct = 100 * stall / total
+	}
+	return fmt.Sprintf("loader stall %s of %s (%.0f%%)", secs(stall), secs(total), pct)
+}
+
+// secs formats seconds with two significant digits below 10 s.
+func secs(s float64) string {
+	switch {
+	case s < 0.01:
+		return fmt.Sprintf("%.0f ms", s*1e3)
+	case s < 10:
+		return fmt.Sprintf("%.2g s", s)
+	}
+	return fmt.Sprintf("%.0f s", s)
 }
 
 func round(v float64) float64 {

@@ -166,6 +166,9 @@ type Epoch struct {
 	Metrics   map[string]*float64 `json:"metrics,omitempty"`
 	LR        float64             `json:"lr"`
 	Seconds   float64             `json:"seconds"`
+	// LoaderStallSeconds is the part of Seconds the training step waited
+	// for its next batch.
+	LoaderStallSeconds float64 `json:"loader_stall_seconds"`
 }
 
 // Plan echoes what the plan decided.
@@ -251,7 +254,7 @@ func New(res *exec.Result, p *plan.Plan) *Report {
 	}
 	r.TargetScaling = res.TargetScaling
 	for _, e := range res.EpochResults {
-		ep := Epoch{Epoch: e.Epoch, Step: e.Step, TrainLoss: num(e.TrainLoss), LR: e.LR, Seconds: e.Seconds}
+		ep := Epoch{Epoch: e.Epoch, Step: e.Step, TrainLoss: num(e.TrainLoss), LR: e.LR, Seconds: e.Seconds, LoaderStallSeconds: e.LoaderStallSeconds}
 		if e.Val != nil {
 			ep.ValLoss = num(e.Val.Loss)
 			ep.Metrics = metrics(e.Val)

@@ -26,7 +26,7 @@ func result() *exec.Result {
 	res := &exec.Result{Pipeline: "p", Model: "m", Backend: "cpu", Precision: "fp32", Status: exec.StatusCompleted,
 		EpochsPlanned: 2, Epochs: 2, StepsPerEpoch: 3, Position: exec.Position{Epoch: 2, Step: 6, MicroStep: 6, Samples: 60},
 		StepLosses:     []float64{2, 1.5, 1.2, 1, 0.9, 0.8},
-		EpochResults:   []exec.EpochResult{{Epoch: 1, Step: 3, TrainLoss: 1.6, Val: val(1.3, 0.6)}, {Epoch: 2, Step: 6, TrainLoss: 0.9, Val: val(1.0, 0.7)}},
+		EpochResults:   []exec.EpochResult{{Epoch: 1, Step: 3, TrainLoss: 1.6, Val: val(1.3, 0.6), Seconds: 40, LoaderStallSeconds: 1.2}, {Epoch: 2, Step: 6, TrainLoss: 0.9, Val: val(1.0, 0.7)}},
 		SamplesTrained: 60, SamplesPerSecond: 120, WallSeconds: 1,
 		Memory: exec.Memory{Estimated: 1000, Model: exec.MemStats{Total: 700}, Loader: 200, Measured: 900}}
 	res.Final = res.EpochResults[1].Val
@@ -56,6 +56,8 @@ func TestReportJSON(t *testing.T) {
 	}
 	if e := v["losses_per_epoch"].([]any); len(e) != 2 {
 		t.Errorf("losses per epoch %v", e)
+	} else if s := e[0].(map[string]any)["loader_stall_seconds"]; s != 1.2 {
+		t.Errorf("epoch 1's loader_stall_seconds %v, want 1.2", s)
 	}
 	if d := v["plan"].(map[string]any)["decisions"].([]any); len(d) != 1 {
 		t.Errorf("decisions %v", d)
@@ -110,7 +112,7 @@ func TestProgressBar(t *testing.T) {
 	h.Epoch(result().EpochResults[0])
 	p.Close()
 	out := b.String()
-	for _, want := range []string{"training m on cpu", "epoch 1/2: train loss 1.6000, test loss 1.3000, accuracy 0.6000"} {
+	for _, want := range []string{"training m on cpu", "epoch 1/2: train loss 1.6000, test loss 1.3000, accuracy 0.6000", "loader stall 1.2 s of 40 s (3%)"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("no %q in %q", want, out)
 		}
