@@ -476,7 +476,7 @@ func convScratch(ci, h, w, co, ho, wo int64, a stdlib.OpArgs) (col, part int64) 
 // winoBudget and winoMinChannels are exec/cpu/winograd.go's; a build of
 // exec/cpu without cgo runs these convolutions through im2col instead.
 const (
-	winoBudget      = 1 << 20
+	winoBudget      = 256 << 10
 	winoMinChannels = 8
 )
 

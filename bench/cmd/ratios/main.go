@@ -403,6 +403,11 @@ func measure(o options, log io.Writer) (res *Results, err error) {
 				b.res.Plain.add(plainMS)
 			}
 			b.res.Others = append(b.res.Others, others)
+			if b.noEngine {
+				fmt.Fprintf(log, "ratios: round %d/%d %-12s pipe %8.2f ms  torch %8.2f ms  others busy %3.0f%%\n",
+					r+1, o.rounds, b.res.Name, median(pipeMS), median(torchMS), 100*others)
+				continue
+			}
 			fmt.Fprintf(log, "ratios: round %d/%d %-12s pipe %8.2f ms  torch %8.2f ms  torch engine %8.2f ms (plain loop in its worker %8.2f ms)  others busy %3.0f%%\n",
 				r+1, o.rounds, b.res.Name, median(pipeMS), median(torchMS), median(engineMS), median(plainMS), 100*others)
 		}
