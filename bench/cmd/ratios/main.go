@@ -44,6 +44,9 @@
 // step is put beside it: the step's FLOPs from the plan (forward and
 // backward, plan.StepTime.FLOPs) over pipe's median step time, as a
 // share of the SGEMM's GFLOP/s (the median of the rounds' best calls).
+// The plan counts a convolution's direct FLOPs; the Winograd ones
+// (exec/cpu/winograd.go) do 2.25 times fewer multiplications, so the
+// rate is an effective one and can pass the SGEMM's.
 // The targets are printed beside the figures (targets).
 package main
 
