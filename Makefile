@@ -150,7 +150,8 @@ lint: deps
 # under 1 to 256 concurrent clients with batching on and off (go run ./bench/cmd/load:
 # bench/serve.json), then
 # pipe's training step against PyTorch's on this machine (go run ./bench/cmd/ratios: ratio
-# pipe/PyTorch per model, bench/results.json); int8 inference against fp32 (go run
+# pipe/PyTorch per model and GFLOP/s as a share of an SGEMM's, targets beside them,
+# bench/results.json); int8 inference against fp32 (go run
 # ./bench/cmd/int8: accuracy and forward speed, bench/int8.json); GeoTIFF tiles/s of the geotiff
 # source against raw GDAL reads (go run ./bench/cmd/tiles: bench/tiles.json).
 # Debian's python3-torch is installed when $(TORCH_PYTHON) cannot import torch; when that

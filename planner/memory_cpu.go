@@ -459,11 +459,33 @@ func convScratch(ci, h, w, co, ho, wo int64, a stdlib.OpArgs) (col, part int64) 
 	}
 	ckk, col := convColumns(ci/g, h, w, ho, wo, k, s, p)
 	part = mul(co, ckk)
+	if winoEligible(ci, h, w, co, ho, wo, k, s, p, d, g) {
+		// exec/cpu/winograd.go: V and M for a block of tiles, the row
+		// buffers and U; its input gradient is a Winograd convolution
+		// of the same size.
+		tb := max(16, winoBudget/(16*(ci+co)))
+		return 16*(ci+co)*tb + 4*(w+4) + 16*ci*co, part
+	}
 	if pf := d*(k-1) - p; s == 1 && g == 1 && col > 0 && pf >= 0 && (ci > co || ci == co && h*w >= 1024) {
 		_, fcol := convColumns(co, ho, wo, h, w, k, 1, pf)
 		col = max(col, fcol)
 	}
 	return col, part
+}
+
+// winoBudget and winoMinChannels are exec/cpu/winograd.go's; a build of
+// exec/cpu without cgo runs these convolutions through im2col instead.
+const (
+	winoBudget      = 256 << 10
+	winoMinChannels = 8
+)
+
+// winoEligible is exec/cpu/winograd.go's rule: a 3×3 convolution at
+// stride 1 with padding 1 and at least winoMinChannels channels in and out
+// runs as Winograd F(2×2, 3×3).
+func winoEligible(ci, h, w, co, ho, wo, k, s, p, d, g int64) bool {
+	return k == 3 && s == 1 && p == 1 && d == 1 && g == 1 && h == ho && w == wo &&
+		ci >= winoMinChannels && co >= winoMinChannels
 }
 
 // convColumns is a convolution's column rows (cig·k·k) and the values

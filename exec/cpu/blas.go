@@ -20,3 +20,13 @@ func setupBLAS() {
 	G.Use(netlib.Implementation{})
 	openblas.SetThreads(1)
 }
+
+// blasThreadsSettable says blasThreads can set BLAS's own threads.
+const blasThreadsSettable = true
+
+// blasThreads sets OpenBLAS's threads to n and returns the function that
+// turns them off again, as setupBLAS leaves them.
+func blasThreads(n int) (restore func()) {
+	openblas.SetThreads(n)
+	return func() { openblas.SetThreads(1) }
+}

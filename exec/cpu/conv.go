@@ -54,6 +54,10 @@ type convGeom struct {
 	// of a col2im scatter, and a product whose inner dimension is
 	// co·k·k rather than co.
 	flip *convGeom
+	// wino: the convolution runs as Winograd F(2×2, 3×3) (winograd.go),
+	// wtb tiles per block.
+	wino bool
+	wtb  int
 }
 
 func newConvGeom(ci, h, w, co, ho, wo, k, s, p, d, g int) convGeom {
@@ -62,9 +66,12 @@ func newConvGeom(ci, h, w, co, ho, wo, k, s, p, d, g int) convGeom {
 	// wins when the input has more channels than the output (its im2col
 	// reads co·k·k rows against col2im's ci·k·k), ties at equal channels
 	// on 16×16 maps and wins above; col2im wins when co > ci.
-	if pf := d*(k-1) - p; s == 1 && g == 1 && !c.pointwise && pf >= 0 && (ci > co || ci == co && h*w >= 1024) {
+	// A Winograd convolution's flip is one too, and always wins.
+	if pf := d*(k-1) - p; s == 1 && g == 1 && !c.pointwise && pf >= 0 {
 		f := geomOnly(co, ho, wo, ci, h, w, k, 1, pf, d, 1)
-		c.flip = &f
+		if ci > co || ci == co && h*w >= 1024 || f.wino && c.wino {
+			c.flip = &f
+		}
 	}
 	return c
 }
@@ -77,6 +84,9 @@ func geomOnly(ci, h, w, co, ho, wo, k, s, p, d, g int) convGeom {
 	c.same = s == 1 && w == wo
 	c.depthwise = c.isDepthwise()
 	c.chunk = max(1, colBudget/(c.ckk*wo))
+	if c.wino = winoEligible(ci, h, w, co, ho, wo, k, s, p, d, g); c.wino {
+		c.wtb = winoTiles(ci, co)
+	}
 	return c
 }
 
@@ -103,6 +113,9 @@ var colBudget = 128 << 10
 func (c *convGeom) scratchNeed() int {
 	if c.depthwise {
 		return c.dwScratch()
+	}
+	if c.wino {
+		return c.winoScratch()
 	}
 	if c.pointwise {
 		return 0
@@ -276,6 +289,10 @@ func (m *model) convForwardBeta(c *convGeom, w, x, y []float32, n int, beta floa
 		m.dwForward(c, w, x, y, n, beta)
 		return
 	}
+	if c.wino {
+		m.winoForward(c, w, x, y, n, beta)
+		return
+	}
 	P := n * c.ho * c.wo
 	Q := n * c.h * c.w
 	R := n * c.ho
@@ -305,6 +322,10 @@ func (m *model) convForwardBeta(c *convGeom, w, x, y []float32, n int, beta floa
 func (m *model) convBackwardWeight(c *convGeom, dy, x, dw []float32, n int) {
 	if c.depthwise {
 		m.dwBackwardWeight(c, dy, x, dw, n)
+		return
+	}
+	if c.wino {
+		m.winoBackwardWeight(c, dy, x, dw, n)
 		return
 	}
 	P := n * c.ho * c.wo

@@ -137,6 +137,9 @@ var gradCases = []gcase{
 	{name: "random_attention_relu", model: "input [2, 4, 6]\npatches 2 dim 6 -> random_attention heads 3 features 4 kernel relu -> mean_tokens -> dense 2", loss: "mse"},
 	{name: "random_attention_relu_causal", model: "input [2, 4, 4]\npatches 2 dim 4 -> pos_embed -> random_attention features 6 causal kernel relu -> flatten -> dense 2", loss: "mse"},
 	{name: "vit_family", model: "input [3, 8, 8]\nvit patch 4 depth 2 heads 2 dim 8 mlp_dim 12 classes 3", loss: "mse", fuse: true},
+	// At least winoMinChannels channels in and out: Winograd F(2×2, 3×3),
+	// its input gradient through the flip, on odd and even sides.
+	{name: "conv_winograd", model: "input [8, 5, 6]\nconv 8 k3 pad1 -> batchnorm -> relu -> conv 9 k3 pad1 -> conv 8 k3 pad1 -> flatten -> dense 2", loss: "mse", fuse: true},
 	{name: "fused_conv_bn_relu", model: "input [2, 6, 6]\nconv 3 k3 pad1 -> batchnorm -> relu -> conv 3 k3 pad1 bias false -> batchnorm -> gelu -> flatten -> dense 2", loss: "mse", fuse: true},
 	{name: "fused_conv_bn_sigmoid_tanh", model: "input [2, 5, 5]\nconv 3 k3 pad1 -> batchnorm -> sigmoid -> conv 3 k3 -> batchnorm -> tanh -> conv 2 k1 -> batchnorm -> flatten -> dense 2", loss: "mse", fuse: true},
 	{name: "fused_conv_act", model: "input [2, 6, 6]\nconv 3 k3 pad1 -> relu -> conv 3 k3 -> gelu -> conv 2 k1 -> sigmoid -> flatten -> dense 2", loss: "mse", fuse: true},

@@ -3,6 +3,8 @@ package cpu
 import (
 	"math"
 	"unsafe"
+
+	"pipe/exec/cpu/internal/cvec"
 )
 
 // asInt32 views a float32 buffer as int32s (max-pool's argmax indices
@@ -47,7 +49,11 @@ func (k *poolKernel) forward(e *env) {
 			if k.max {
 				ix := idx[pl*howo : (pl+1)*howo]
 				if k.k == 2 && k.s == 2 && k.p == 0 {
-					max2x2(src, dst, ix, k.w, k.ho, k.wo)
+					if cvec.Built {
+						cvec.Max2x2(src, dst, ix, k.w, k.ho, k.wo)
+					} else {
+						max2x2(src, dst, ix, k.w, k.ho, k.wo)
+					}
 					continue
 				}
 				for oh := 0; oh < k.ho; oh++ {

@@ -38,6 +38,16 @@
 // share is reported beside the ratios. PyTorch's OpenMP threads slow down
 // far more than pipe's workers on a busy machine, so ratios measured
 // then flatter pipe.
+//
+// Each round also times a large square SGEMM through the engine's BLAS
+// (exec/cpu.SgemmGFLOPS: -sgemm-n, the same threads), and each model's
+// step is put beside it: the step's FLOPs from the plan (forward and
+// backward, plan.StepTime.FLOPs) over pipe's median step time, as a
+// share of the SGEMM's GFLOP/s (the median of the rounds' best calls).
+// The plan counts a convolution's direct FLOPs; the Winograd ones
+// (exec/cpu/winograd.go) do 2.25 times fewer multiplications, so the
+// rate is an effective one and can pass the SGEMM's.
+// The issue's targets are printed beside the figures (targets).
 package main
 
 import (
@@ -59,6 +69,7 @@ import (
 
 	"pipe/bench/torchspec"
 	"pipe/exec"
+	"pipe/exec/cpu"
 	"pipe/exec/data"
 	enginetorch "pipe/exec/torch"
 	"pipe/internal/memrun"
@@ -70,6 +81,8 @@ func main() {
 
 type options struct {
 	rounds, warmup, steps, threads int
+	sgemmN                         int
+	engine                         bool
 	roundTime, quietWait           time.Duration
 	quiet                          float64
 	python, script, jsonOut        string
@@ -85,6 +98,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.steps, "steps", 0, "timed steps per side and round (0: from -round-time)")
 	fs.DurationVar(&o.roundTime, "round-time", 1500*time.Millisecond, "with -steps 0, about how long one side's timed steps of a round take")
 	fs.IntVar(&o.threads, "threads", 0, "compute threads of both sides (0: GOMAXPROCS)")
+	fs.BoolVar(&o.engine, "torch-engine", true, "time pipe's torch engine and the plain loop in its worker too (false: pipe and PyTorch only, a shorter run)")
+	fs.IntVar(&o.sgemmN, "sgemm-n", 2048, "each round, time an n×n SGEMM through pipe's BLAS on the same threads, the reference for the models' GFLOP/s (0: do not)")
 	fs.Float64Var(&o.quiet, "quiet", 0.2, "run a model's round again (at most 3 times) when other processes kept more than this share of the CPUs busy during it; 0: keep every round")
 	fs.DurationVar(&o.quietWait, "quiet-wait", time.Minute, "with -quiet, before each model's round, wait up to this long for a second in which other processes stay under -quiet")
 	fs.StringVar(&o.python, "python", defaultPython(), "the Python that imports torch (Debian's python3-torch)")
@@ -172,9 +187,27 @@ type Results struct {
 	LoadBefore string `json:"loadavg_before"`
 	LoadAfter  string `json:"loadavg_after"`
 	// Quiet is the -quiet threshold rounds were held to (0: none).
-	Quiet  float64 `json:"quiet"`
+	Quiet float64 `json:"quiet"`
+	// SGEMM is the reference matrix product of the same run.
+	SGEMM  SGEMM   `json:"sgemm"`
 	Models []Model `json:"models"`
 }
+
+// SGEMM is an n × n float32 matrix product through pipe's BLAS on the
+// run's threads (exec/cpu.SgemmGFLOPS), timed once per round: GFLOPS is
+// the median of the rounds' best calls.
+type SGEMM struct {
+	N      int       `json:"n"`
+	GFLOPS float64   `json:"gflops"`
+	Rounds []float64 `json:"round_best_gflops"`
+}
+
+// targets are the issue's ratios pipe/PyTorch per model file, and
+// shareTargets its shares of the SGEMM's GFLOP/s.
+var (
+	targets      = map[string]float64{"mlp.pipe": 0.70, "fashion_cnn.pipe": 0.80, "unet_small.pipe": 0.90}
+	shareTargets = map[string]float64{"unet_small.pipe": 0.60}
+)
 
 // Host is the machine, as far as the run can tell.
 type Host struct {
@@ -213,6 +246,12 @@ type Model struct {
 	Discarded int       `json:"discarded_rounds"`
 	// Check is torch_step.py's comparison of its numbers with pipe's.
 	Check map[string]float64 `json:"check"`
+	// StepFLOPs is the plan's FLOPs of one step's forward and backward
+	// (plan.StepTime.FLOPs); GFLOPS that over pipe's median step, and
+	// SGEMMShare that as a share of the run's SGEMM.
+	StepFLOPs  float64 `json:"step_flops"`
+	GFLOPS     float64 `json:"gflops"`
+	SGEMMShare float64 `json:"sgemm_share,omitempty"`
 }
 
 // Side is one side's times in milliseconds per step.
@@ -238,6 +277,8 @@ type bench struct {
 	engine exec.Model // the torch engine
 	batch  *data.Batch
 	res    Model
+	// noEngine leaves the torch engine's side out of the rounds.
+	noEngine bool
 }
 
 func measure(o options, log io.Writer) (res *Results, err error) {
@@ -315,6 +356,7 @@ func measure(o options, log io.Writer) (res *Results, err error) {
 		if b.engine, err = (enginetorch.Backend{Python: o.python}).Build(b.m.Graph, b.m.Config); err != nil {
 			return nil, fmt.Errorf("%s: the torch engine: %w", b.res.File, err)
 		}
+		b.noEngine = !o.engine
 		b.batch = torchspec.RandomBatch(b.m.Graph, b.m.Config.Loss.Kind, b.spec.Batch, 1)
 	}
 
@@ -322,7 +364,13 @@ func measure(o options, log io.Writer) (res *Results, err error) {
 	for _, b := range benches {
 		pids = append(pids, enginetorch.PIDs(b.engine)...)
 	}
+	res.SGEMM.N = o.sgemmN
 	for r := 0; r < o.rounds; r++ {
+		if o.sgemmN > 0 {
+			g := cpu.SgemmGFLOPS(o.sgemmN, o.threads, 500*time.Millisecond)
+			res.SGEMM.Rounds = append(res.SGEMM.Rounds, g)
+			fmt.Fprintf(log, "ratios: round %d/%d sgemm %d×%d: %.1f GFLOP/s (best call)\n", r+1, o.rounds, o.sgemmN, o.sgemmN, g)
+		}
 		// The first round warms up fully (caches, oneDNN's primitives,
 		// page faults); later rounds run one step to bring the side's
 		// working set back into the caches after the other side ran.
@@ -354,16 +402,31 @@ func measure(o options, log io.Writer) (res *Results, err error) {
 			}
 			b.res.Pipe.add(pipeMS)
 			b.res.Torch.add(torchMS)
-			b.res.Engine.add(engineMS)
-			b.res.Plain.add(plainMS)
+			if !b.noEngine {
+				b.res.Engine.add(engineMS)
+				b.res.Plain.add(plainMS)
+			}
 			b.res.Others = append(b.res.Others, others)
+			if b.noEngine {
+				fmt.Fprintf(log, "ratios: round %d/%d %-12s pipe %8.2f ms  torch %8.2f ms  others busy %3.0f%%\n",
+					r+1, o.rounds, b.res.Name, median(pipeMS), median(torchMS), 100*others)
+				continue
+			}
 			fmt.Fprintf(log, "ratios: round %d/%d %-12s pipe %8.2f ms  torch %8.2f ms  torch engine %8.2f ms (plain loop in its worker %8.2f ms)  others busy %3.0f%%\n",
 				r+1, o.rounds, b.res.Name, median(pipeMS), median(torchMS), median(engineMS), median(plainMS), 100*others)
 		}
 	}
 	res.LoadAfter = memrun.LoadAvg()
+	if len(res.SGEMM.Rounds) > 0 {
+		res.SGEMM.GFLOPS = median(res.SGEMM.Rounds)
+	}
 	for _, b := range benches {
 		m := &b.res
+		m.StepFLOPs = b.m.Plan.StepTime.FLOPs
+		m.GFLOPS = m.StepFLOPs / (m.Pipe.Median / 1e3) / 1e9
+		if res.SGEMM.GFLOPS > 0 {
+			m.SGEMMShare = m.GFLOPS / res.SGEMM.GFLOPS
+		}
 		m.Ratio = m.Pipe.Median / m.Torch.Median
 		m.EngineRatio = m.Engine.Median / m.Plain.Median
 		m.RatioLo, m.RatioHi = math.Inf(1), 0
@@ -371,8 +434,14 @@ func measure(o options, log io.Writer) (res *Results, err error) {
 		for r := range m.Pipe.RoundMedians {
 			q := m.Pipe.RoundMedians[r] / m.Torch.RoundMedians[r]
 			m.RatioLo, m.RatioHi = min(m.RatioLo, q), max(m.RatioHi, q)
+			if b.noEngine {
+				continue
+			}
 			q = m.Engine.RoundMedians[r] / m.Plain.RoundMedians[r]
 			m.EngineRatioLo, m.EngineRatioHi = min(m.EngineRatioLo, q), max(m.EngineRatioHi, q)
+		}
+		if b.noEngine {
+			m.EngineRatio, m.EngineRatioLo, m.EngineRatioHi = 0, 0, 0
 		}
 		res.Models = append(res.Models, *m)
 	}
@@ -440,6 +509,9 @@ func (b *bench) round(py *torch, warm, r int, roundTime time.Duration) (pipeMS, 
 		return nil
 	}
 	sides := []func() error{pipe, torch, engine}
+	if b.noEngine {
+		sides = sides[:2]
+	}
 	if b.res.Steps > 0 {
 		k := r % len(sides)
 		sides = append(sides[k:], sides[:k]...)
@@ -498,8 +570,12 @@ func (r *Results) print(w io.Writer) {
 		r.Torch, r.Host.CPU, r.Threads, r.Rounds)
 	fmt.Fprintf(w, "(load average %s before, %s after; others: the share of the CPUs other processes kept busy in a kept round, at most)\n\n",
 		r.LoadBefore, r.LoadAfter)
-	fmt.Fprintf(w, "%-12s %5s %7s %8s %9s %9s %10s %14s %7s %9s\n", "model", "batch", "params", "steps",
-		"pipe ms", "torch ms", "pipe/torch", "rounds' ratios", "others", "discarded")
+	if r.SGEMM.GFLOPS > 0 {
+		fmt.Fprintf(w, "SGEMM %d×%d through pipe's BLAS on %d threads: %.1f GFLOP/s (median over the rounds of each round's best call)\n\n",
+			r.SGEMM.N, r.SGEMM.N, r.Threads, r.SGEMM.GFLOPS)
+	}
+	fmt.Fprintf(w, "%-12s %5s %7s %8s %9s %9s %10s %14s %7s %9s %9s %7s\n", "model", "batch", "params", "steps",
+		"pipe ms", "torch ms", "pipe/torch", "rounds' ratios", "others", "discarded", "GFLOP/s", "/SGEMM")
 	noisy := false
 	limit := r.Quiet
 	if limit <= 0 {
@@ -511,15 +587,31 @@ func (r *Results) print(w io.Writer) {
 			others = fmt.Sprintf("%.0f%%", 100*hi)
 			noisy = noisy || hi > limit
 		}
-		fmt.Fprintf(w, "%-12s %5d %7s %8s %9.2f %9.2f %10.2f %14s %7s %9d\n", m.Name, m.Batch, count(m.Params),
+		share := "-"
+		if m.SGEMMShare > 0 {
+			share = fmt.Sprintf("%.0f%%", 100*m.SGEMMShare)
+		}
+		fmt.Fprintf(w, "%-12s %5d %7s %8s %9.2f %9.2f %10.2f %14s %7s %9d %9.1f %7s\n", m.Name, m.Batch, count(m.Params),
 			fmt.Sprintf("%dx%d", r.Rounds, m.Steps), m.Pipe.Median, m.Torch.Median, m.Ratio,
-			fmt.Sprintf("%.2f-%.2f", m.RatioLo, m.RatioHi), others, m.Discarded)
+			fmt.Sprintf("%.2f-%.2f", m.RatioLo, m.RatioHi), others, m.Discarded, m.GFLOPS, share)
 	}
-	fmt.Fprintf(w, "\npipe's torch engine against a plain PyTorch loop on the same network in the same worker process\n(the engine's overhead per step: the batch copied into shared memory and one command each way; target at most 1.05)\n\n")
-	fmt.Fprintf(w, "%-12s %5s %12s %9s %12s %14s %14s\n", "model", "batch", "engine ms", "plain ms", "engine/plain", "rounds' ratios", "overhead ms")
+	fmt.Fprintln(w, "\ntargets (the issue's): the ratio pipe/torch, and the share of the SGEMM's GFLOP/s")
 	for _, m := range r.Models {
-		fmt.Fprintf(w, "%-12s %5d %12.2f %9.2f %12.3f %14s %14.3f\n", m.Name, m.Batch, m.Engine.Median, m.Plain.Median, m.EngineRatio,
-			fmt.Sprintf("%.3f-%.3f", m.EngineRatioLo, m.EngineRatioHi), m.Engine.Median-m.Plain.Median)
+		base := filepath.Base(m.File)
+		if t, ok := targets[base]; ok {
+			fmt.Fprintf(w, "  %-12s pipe/torch %.2f, target ≤ %.2f: %s\n", m.Name, m.Ratio, t, verdict(m.Ratio <= t))
+		}
+		if t, ok := shareTargets[base]; ok && r.SGEMM.GFLOPS > 0 {
+			fmt.Fprintf(w, "  %-12s %.1f GFLOP/s, %.0f%% of the SGEMM, target ≥ %.0f%%: %s\n", m.Name, m.GFLOPS, 100*m.SGEMMShare, 100*t, verdict(m.SGEMMShare >= t))
+		}
+	}
+	if slices.ContainsFunc(r.Models, func(m Model) bool { return m.Engine.Median > 0 }) {
+		fmt.Fprintf(w, "\npipe's torch engine against a plain PyTorch loop on the same network in the same worker process\n(the engine's overhead per step: the batch copied into shared memory and one command each way; target at most 1.05)\n\n")
+		fmt.Fprintf(w, "%-12s %5s %12s %9s %12s %14s %14s\n", "model", "batch", "engine ms", "plain ms", "engine/plain", "rounds' ratios", "overhead ms")
+		for _, m := range r.Models {
+			fmt.Fprintf(w, "%-12s %5d %12.2f %9.2f %12.3f %14s %14.3f\n", m.Name, m.Batch, m.Engine.Median, m.Plain.Median, m.EngineRatio,
+				fmt.Sprintf("%.3f-%.3f", m.EngineRatioLo, m.EngineRatioHi), m.Engine.Median-m.Plain.Median)
+		}
 	}
 	if noisy {
 		fmt.Fprintf(w, "\nwarning: other processes kept more than %.0f%% of the CPUs busy in some rounds; PyTorch's OpenMP threads\n"+
@@ -537,6 +629,13 @@ func (r *Results) print(w io.Writer) {
 		}
 		fmt.Fprintln(w, line)
 	}
+}
+
+func verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
 }
 
 func count(n int64) string {
