@@ -737,13 +737,23 @@ func (d *geotiffDataset) readWindow(win Window, x, y, mask []float32) ([]bool, e
 	if d.target == nil {
 		return inside, nil
 	}
+	d.targetWindow(win, func(p int) bool { return inside[p] }, y, mask)
+	return inside, nil
+}
+
+// targetWindow writes the target of window win into y and its validity
+// into mask (each when it holds a plane): a pixel is valid where valid(p)
+// says the inputs are and the target is not NaN; invalid pixels get 0.
+func (d *geotiffDataset) targetWindow(win Window, valid func(p int) bool, y, mask []float32) {
+	plane := win.W * win.H
 	for r := range win.H {
+		row := (win.Y+r)*d.grid.Width + win.X
 		for c := range win.W {
 			p := r*win.W + c
 			var t float32
-			ok := inside[p]
+			ok := valid(p)
 			if ok {
-				t = d.target[(win.Y+r)*d.grid.Width+win.X+c]
+				t = d.target[row+c]
 				ok = !math.IsNaN(float64(t))
 			}
 			if !ok {
@@ -757,7 +767,6 @@ func (d *geotiffDataset) readWindow(win Window, x, y, mask []float32) ([]bool, e
 			}
 		}
 	}
-	return inside, nil
 }
 
 func b2f(b bool) float32 {

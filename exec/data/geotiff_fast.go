@@ -176,26 +176,6 @@ func (d *geotiffDataset) readFast(win Window, x, y, mask []float32) (bool, error
 	if d.target == nil {
 		return true, nil
 	}
-	for r := range win.H {
-		row := (win.Y+r)*d.grid.Width + win.X
-		for c := range win.W {
-			p := r*win.W + c
-			var t float32
-			ok := !bad[p]
-			if ok {
-				t = d.target[row+c]
-				ok = !math.IsNaN(float64(t))
-			}
-			if !ok {
-				t = 0
-			}
-			if len(y) >= plane {
-				y[p] = t
-			}
-			if len(mask) >= plane {
-				mask[p] = b2f(ok)
-			}
-		}
-	}
+	d.targetWindow(win, func(p int) bool { return !bad[p] }, y, mask)
 	return true, nil
 }
