@@ -48,6 +48,7 @@ import (
 	"pipe/exec/cpu"
 	"pipe/exec/data"
 	"pipe/internal/fixtures"
+	"pipe/internal/memrun"
 	"pipe/lang"
 	"pipe/planner"
 	"pipe/stdlib"
@@ -165,7 +166,7 @@ func (b *bench) run(out, only string) error {
 	t := table{
 		Note: "int8 against fp32 on the native engine, measured in one run by bench/cmd/int8: accuracy on the eval set, " +
 			"forward samples/s by the wall clock over interleaved rounds (same batch, same threads)",
-		Date: time.Now().UTC().Format(time.RFC3339), Go: runtime.Version(), CPU: cpuName(), Default: fmt.Sprintf("p%g", exec.DefaultPercentile),
+		Date: time.Now().UTC().Format(time.RFC3339), Go: runtime.Version(), CPU: memrun.CPUName(), Default: fmt.Sprintf("p%g", exec.DefaultPercentile),
 	}
 	for _, m := range models {
 		if only != "" && m.name != only {
@@ -435,21 +436,6 @@ func (b *bench) speed(r *result, fp, q *exec.Trained, bt *data.Batch) error {
 	r.Int8PerSec = samples / tq.Seconds()
 	r.SpeedUp = float64(tf) / float64(tq)
 	return nil
-}
-
-func cpuName() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return runtime.GOARCH
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if strings.HasPrefix(l, "model name") {
-			if _, v, ok := strings.Cut(l, ":"); ok {
-				return strings.TrimSpace(v)
-			}
-		}
-	}
-	return runtime.GOARCH
 }
 
 func print(t table) {

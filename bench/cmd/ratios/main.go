@@ -289,7 +289,7 @@ func measure(o options, log io.Writer) (res *Results, err error) {
 	defer os.RemoveAll(dir)
 
 	res = &Results{Date: time.Now().UTC().Format(time.RFC3339), Threads: o.threads, Rounds: o.rounds, Warmup: o.warmup, Quiet: o.quiet,
-		Host: Host{CPUs: runtime.NumCPU(), CPU: cpuName(), Go: runtime.Version()}, LoadBefore: memrun.LoadAvg()}
+		Host: Host{CPUs: runtime.NumCPU(), CPU: memrun.CPUName(), Go: runtime.Version()}, LoadBefore: memrun.LoadAvg()}
 	var benches []*bench
 	defer func() {
 		for _, b := range benches {
@@ -659,18 +659,6 @@ func median(v []float64) float64 {
 		return s[n/2]
 	}
 	return (s[n/2-1] + s[n/2]) / 2
-}
-
-func cpuName() string {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				return fmt.Sprintf("%s (%d CPUs)", strings.TrimSpace(v), runtime.NumCPU())
-			}
-		}
-	}
-	return fmt.Sprintf("%s/%s (%d CPUs)", runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 }
 
 // busyClock measures the CPU time the rest of the machine takes: all
