@@ -473,3 +473,17 @@ func (r *runner) eval(b *data.Batch, out []float32) (float64, error) {
 	r.prof.evalBatch(b.N, t0, time.Since(t0))
 	return loss, err
 }
+
+// SpanLog is an engine's profiling state: the spans kept since Profile last
+// took them, and the graph nodes each of its kernels' spans name.
+type SpanLog struct {
+	Spans []Span
+	Names [][]string
+}
+
+// Take returns the spans kept and forgets them, as Profile does.
+func (l *SpanLog) Take() []Span {
+	out := append([]Span(nil), l.Spans...)
+	l.Spans = l.Spans[:0]
+	return out
+}

@@ -17,12 +17,8 @@ import (
 // now is the profile's clock; tests count its readings.
 var now = time.Now
 
-// profile is a model's timing state.
-type profile struct {
-	spans []exec.Span
-	// names are each unit's nodes' names, shared by its spans.
-	names [][]string
-}
+// profile is a model's timing state; its Names are each unit's nodes' names, shared by its spans.
+type profile struct{ exec.SpanLog }
 
 // EnableProfile implements exec.Profiler.
 func (m *model) EnableProfile(on bool) {
@@ -33,10 +29,10 @@ func (m *model) EnableProfile(on bool) {
 	if m.prof != nil {
 		return
 	}
-	p := &profile{names: make([][]string, len(m.units))}
+	p := &profile{exec.SpanLog{Names: make([][]string, len(m.units))}}
 	for i, u := range m.units {
 		for _, n := range u.nodes {
-			p.names[i] = append(p.names[i], n.Name)
+			p.Names[i] = append(p.Names[i], n.Name)
 		}
 	}
 	m.prof = p
@@ -47,18 +43,16 @@ func (m *model) Profile() []exec.Span {
 	if m.prof == nil {
 		return nil
 	}
-	out := append([]exec.Span(nil), m.prof.spans...)
-	m.prof.spans = m.prof.spans[:0]
-	return out
+	return m.prof.Take()
 }
 
 // span keeps the span of unit u (nil for the loss) that began at t0.
 func (p *profile) span(u *unit, ph exec.Phase, t0 time.Time) {
 	s := exec.Span{Phase: ph, Start: t0, Dur: now().Sub(t0)}
 	if u != nil {
-		s.Nodes = p.names[u.idx]
+		s.Nodes = p.Names[u.idx]
 	}
-	p.spans = append(p.spans, s)
+	p.Spans = append(p.Spans, s)
 }
 
 // timedLoss is m.loss.eval, timed while profiling.

@@ -16,12 +16,8 @@ import (
 // it inside the clock pipe holds around the call, early by the command's
 // trip to the worker. Off, no clock is read on either side.
 
-// profile is a model's timing state.
-type profile struct {
-	spans []exec.Span
-	// names are each node's name, as a one-node span's Nodes.
-	names [][]string
-}
+// profile is a model's timing state; its Names are each node's name, as a one-node span's Nodes.
+type profile struct{ exec.SpanLog }
 
 // EnableProfile implements exec.Profiler.
 func (m *model) EnableProfile(on bool) {
@@ -35,9 +31,9 @@ func (m *model) EnableProfile(on bool) {
 	if m.prof != nil {
 		return
 	}
-	p := &profile{names: make([][]string, len(m.g.Nodes))}
+	p := &profile{exec.SpanLog{Names: make([][]string, len(m.g.Nodes))}}
 	for i, n := range m.g.Nodes {
-		p.names[i] = []string{n.Name}
+		p.Names[i] = []string{n.Name}
 	}
 	m.prof = p
 }
@@ -47,9 +43,7 @@ func (m *model) Profile() []exec.Span {
 	if m.prof == nil {
 		return nil
 	}
-	out := append([]exec.Span(nil), m.prof.spans...)
-	m.prof.spans = m.prof.spans[:0]
-	return out
+	return m.prof.Take()
 }
 
 // workerPhases are the worker's phase codes.
@@ -63,13 +57,13 @@ func (m *model) keepSpans(s sent, spans [][4]int64) {
 	}
 	for _, sp := range spans {
 		id, ph := sp[0], sp[1]
-		if ph < 0 || int(ph) >= len(workerPhases) || id >= int64(len(p.names)) {
+		if ph < 0 || int(ph) >= len(workerPhases) || id >= int64(len(p.Names)) {
 			continue
 		}
 		e := exec.Span{Phase: workerPhases[ph], Start: s.at.Add(time.Duration(sp[2])), Dur: time.Duration(sp[3])}
 		if id >= 0 {
-			e.Nodes = p.names[id]
+			e.Nodes = p.Names[id]
 		}
-		p.spans = append(p.spans, e)
+		p.Spans = append(p.Spans, e)
 	}
 }
