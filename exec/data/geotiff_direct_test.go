@@ -1,0 +1,294 @@
+//go:build cgo
+
+package data
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/airbusgeo/godal"
+)
+
+// The raster of the direct reader's tests: not a multiple of any block
+// size used, three bands, a hole of nodata 7 in band 2 only.
+const (
+	directW, directH = 600, 540
+	directND         = 7
+)
+
+// directValue is band b's raw value at (x, y): textured (so that the
+// predictor and the compressors have work), never 7 outside the hole.
+func directValue(typ godal.DataType, b, x, y int) int {
+	if b == 1 && x >= 250 && x < 270 && y >= 240 && y < 260 {
+		return directND
+	}
+	h := uint32(x)*0x9E3779B1 ^ uint32(y)*0x85EBCA77 ^ uint32(b)*0xC2B2AE3D
+	h ^= h >> 15
+	if typ == godal.Byte {
+		return 20 + (x+3*y+50*b+int(h&7))%200
+	}
+	return 100 + (7*x+13*y+1000*b+int(h&63))%60000
+}
+
+// directFile writes the raster as typ with GDAL's translate switches
+// sw into dir/name and returns the name.
+func directFile(t *testing.T, dir, name string, typ godal.DataType, sw []string) string {
+	t.Helper()
+	gdalInit()
+	mem, err := godal.Create(godal.Memory, "", 3, typ, directW, directH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	buf := make([]uint16, directW*directH)
+	for b, band := range mem.Bands() {
+		for y := range directH {
+			for x := range directW {
+				buf[y*directW+x] = uint16(directValue(typ, b, x, y))
+			}
+		}
+		if err := band.Write(0, 0, buf, directW, directH); err != nil {
+			t.Fatal(err)
+		}
+		if err := band.SetNoData(directND); err != nil {
+			t.Fatal(err)
+		}
+	}
+	out, err := mem.Translate(filepath.Join(dir, name), sw, godal.SkipWarnings)
+	if err != nil {
+		t.Fatalf("writing %s: %v", name, err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// directLayouts are the layouts the tests write, with the translate
+// switches for each.
+var directLayouts = []struct {
+	name string
+	sw   []string
+	// tiled says whether compressed files of the layout take the
+	// direct path (compressed strips stay on GDAL's).
+	tiled bool
+}{
+	{"cog", []string{"-of", "COG", "-co", "BLOCKSIZE=256"}, true},
+	{"tiled-band", []string{"-of", "GTiff", "-co", "TILED=YES", "-co", "BLOCKXSIZE=128", "-co", "BLOCKYSIZE=64", "-co", "INTERLEAVE=BAND"}, true},
+	{"striped", []string{"-of", "GTiff"}, false},
+	{"striped-band", []string{"-of", "GTiff", "-co", "INTERLEAVE=BAND", "-co", "BLOCKYSIZE=7"}, false},
+}
+
+// directWindows are windows read with ReadWindow besides the tiles:
+// single pixels at the corners, across the blocks' seams, the whole
+// raster.
+var directWindows = []Window{
+	{X: 0, Y: 0, W: 1, H: 1},
+	{X: directW - 1, Y: directH - 1, W: 1, H: 1},
+	{X: 255, Y: 63, W: 2, H: 2},
+	{X: 127, Y: 250, W: 300, H: 30},
+	{X: 512, Y: 512, W: 88, H: 28},
+	{X: 0, Y: 0, W: directW, H: directH},
+}
+
+// TestGeoTIFFDirectMatches: for every compression, layout, predictor and
+// type, the direct block reader gives exactly the values of GDAL's path,
+// and it ran where it should and not where it should not.
+func TestGeoTIFFDirectMatches(t *testing.T) {
+	dir := t.TempDir()
+	for _, comp := range []string{"NONE", "DEFLATE", "ZSTD", "LZW"} {
+		for _, lay := range directLayouts {
+			for _, pred := range []string{"1", "2"} {
+				for _, typ := range []godal.DataType{godal.Byte, godal.UInt16} {
+					name := fmt.Sprintf("%s-%s-p%s-%s.tif", strings.ToLower(comp), lay.name, pred, typ)
+					// GDAL writes no predictor tag without compression, so
+					// NONE with PREDICTOR=2 is a plain file.
+					want := comp == "NONE" || (comp == "DEFLATE" || comp == "ZSTD") && lay.tiled
+					t.Run(name, func(t *testing.T) {
+						sw := append([]string{"-co", "COMPRESS=" + comp, "-co", "PREDICTOR=" + pred}, lay.sw...)
+						directFile(t, dir, name, typ, sw)
+						for _, body := range []string{
+							`tile 256x256`,
+							`tile 90x100 stride 77`,
+							`bands [3, 2]  tile 64x64 stride 50  normalize global`,
+						} {
+							compareDirect(t, dir, name, body, want)
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+// compareDirect reads every tile of the source and directWindows with
+// the direct reader on and off, and compares the bits.
+func compareDirect(t *testing.T, dir, name, body string, want bool) {
+	t.Helper()
+	src := fmt.Sprintf(`source s geotiff { path %q  %s }`, name, body)
+	direct, err := Open(source(t, src), WithBase(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	directTIFF = false
+	gdal, err := Open(source(t, src), WithBase(dir))
+	directTIFF = true
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gdal.Close()
+	dd, gd := direct.(*geotiffDataset), gdal.(*geotiffDataset)
+	if gd.direct != nil {
+		t.Fatal("directTIFF = false did not turn the direct reader off")
+	}
+	if dd.lut == nil {
+		t.Fatal("the fast path does not apply")
+	}
+	if (dd.direct != nil) != want {
+		t.Fatalf("%s: the direct reader applies: %v, want %v", body, dd.direct != nil, want)
+	}
+	dx, _, _ := readAll(t, direct)
+	gx, _, _ := readAll(t, gdal)
+	zeros := 0
+	for i := range dx {
+		same(t, i, "x", dx[i], gx[i])
+		for _, v := range dx[i] {
+			if v == 0 {
+				zeros++
+			}
+		}
+	}
+	if zeros == 0 && !strings.Contains(body, "256x256") {
+		t.Errorf("%s: no tile has a nodata pixel: the test does not exercise nodata", body)
+	}
+	nb := len(dd.bands)
+	for _, w := range directWindows {
+		a, b := make([]float32, nb*w.W*w.H), make([]float32, nb*w.W*w.H)
+		if err := dd.ReadWindow(w, a, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		if err := gd.ReadWindow(w, b, nil, nil); err != nil {
+			t.Fatal(err)
+		}
+		same(t, 0, fmt.Sprint("window ", w), a, b)
+	}
+	if want {
+		if n := dd.direct.reads.Load(); n != int64(len(dx)+len(directWindows)) {
+			t.Errorf("%s: the direct reader read %d windows, want all %d", body, n, len(dx)+len(directWindows))
+		}
+	}
+}
+
+// TestGeoTIFFDirectCorrupt: a damaged block is an error naming the file
+// and the block, on the direct path, not a panic; a truncated file too.
+func TestGeoTIFFDirectCorrupt(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name, comp, layout string
+		damage             func(path string, lay *tiffLayout) error
+		want               []string
+	}{
+		{"garbage.tif", "DEFLATE", "cog", func(path string, lay *tiffLayout) error {
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			junk := make([]byte, lay.counts[3])
+			for i := range junk {
+				junk[i] = byte(i*7 + 1)
+			}
+			_, err = f.WriteAt(junk, int64(lay.offsets[3]))
+			return err
+		}, []string{"garbage.tif", "tile 3 ", "DEFLATE"}},
+		{"zstd.tif", "ZSTD", "cog", func(path string, lay *tiffLayout) error {
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = f.WriteAt(make([]byte, 16), int64(lay.offsets[4]))
+			return err
+		}, []string{"zstd.tif", "tile 4 ", "ZSTD"}},
+		{"truncated.tif", "NONE", "striped", func(path string, lay *tiffLayout) error {
+			return os.Truncate(path, int64(lay.offsets[len(lay.offsets)/2]))
+		}, []string{"truncated.tif", "strip ", "truncated"}},
+		{"truncated-cog.tif", "NONE", "cog", func(path string, lay *tiffLayout) error {
+			return os.Truncate(path, int64(lay.offsets[len(lay.offsets)-1]+10))
+		}, []string{"truncated-cog.tif", fmt.Sprintf("tile %d ", 8), "truncated"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			sw := []string{"-co", "COMPRESS=" + c.comp}
+			for _, l := range directLayouts {
+				if l.name == c.layout {
+					sw = append(sw, l.sw...)
+				}
+			}
+			directFile(t, dir, c.name, godal.UInt16, sw)
+			ds, err := Open(source(t, fmt.Sprintf(`source s geotiff { path %q  tile 256x256 }`, c.name)), WithBase(dir))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ds.Close()
+			d := ds.(*geotiffDataset)
+			if d.direct == nil {
+				t.Fatal("the direct reader does not apply")
+			}
+			if err := c.damage(filepath.Join(dir, c.name), d.direct.lay); err != nil {
+				t.Fatal(err)
+			}
+			x := make([]float32, 3*directW*directH)
+			err = d.ReadWindow(Window{X: 0, Y: 0, W: directW, H: directH}, x, nil, nil)
+			if err == nil {
+				t.Fatal("reading the damaged file succeeded")
+			}
+			t.Log(err)
+			for _, w := range c.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("the error does not say %q: %v", w, err)
+				}
+			}
+		})
+	}
+}
+
+// TestTIFFLayoutBigTIFF: the IFD walk reads a BigTIFF's layout as it
+// reads the classic file's.
+func TestTIFFLayoutBigTIFF(t *testing.T) {
+	dir := t.TempDir()
+	sw := []string{"-of", "GTiff", "-co", "TILED=YES", "-co", "COMPRESS=ZSTD"}
+	directFile(t, dir, "classic.tif", godal.UInt16, sw)
+	directFile(t, dir, "big.tif", godal.UInt16, append(sw, "-co", "BIGTIFF=YES"))
+	lays := map[string]*tiffLayout{}
+	for _, n := range []string{"classic.tif", "big.tif"} {
+		f, err := os.Open(filepath.Join(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		fi, _ := f.Stat()
+		l, err := readTIFFLayout(f, fi.Size())
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+		lays[n] = l
+	}
+	c, b := lays["classic.tif"], lays["big.tif"]
+	if c.width != directW || c.height != directH || c.spp != 3 || c.bits != 16 || c.compression != 50000 || !c.tiled || c.bw != 256 {
+		t.Errorf("classic: %+v", *c)
+	}
+	if b.width != c.width || b.height != c.height || b.bw != c.bw || b.bh != c.bh || b.spp != c.spp || len(b.offsets) != len(c.offsets) || b.compression != c.compression {
+		t.Errorf("BigTIFF %+v differs from classic %+v", *b, *c)
+	}
+	for i := range c.counts {
+		if b.counts[i] != c.counts[i] {
+			t.Errorf("block %d: %d bytes in the BigTIFF, %d in the classic file", i, b.counts[i], c.counts[i])
+		}
+	}
+	// And the BigTIFF reads directly, with GDAL's values.
+	compareDirect(t, dir, "big.tif", `tile 90x100 stride 77`, true)
+}
