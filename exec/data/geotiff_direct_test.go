@@ -292,3 +292,43 @@ func TestTIFFLayoutBigTIFF(t *testing.T) {
 	// And the BigTIFF reads directly, with GDAL's values.
 	compareDirect(t, dir, "big.tif", `tile 90x100 stride 77`, true)
 }
+
+// TestGeoTIFFDirectAllocates: once a worker's buffers are made, a read
+// on the direct path allocates nothing, aligned or not, compressed or
+// not.
+func TestGeoTIFFDirectAllocates(t *testing.T) {
+	dir := t.TempDir()
+	for _, c := range []struct{ name, comp, layout string }{
+		{"none-cog.tif", "NONE", "cog"},
+		{"zstd-band.tif", "ZSTD", "tiled-band"},
+		{"none-striped.tif", "NONE", "striped"},
+	} {
+		sw := []string{"-co", "COMPRESS=" + c.comp}
+		for _, l := range directLayouts {
+			if l.name == c.layout {
+				sw = append(sw, l.sw...)
+			}
+		}
+		directFile(t, dir, c.name, godal.UInt16, sw)
+		ds, err := Open(source(t, fmt.Sprintf(`source s geotiff { path %q  tile 90x100 stride 77 }`, c.name)), WithBase(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ds.Close()
+		if ds.(*geotiffDataset).direct == nil {
+			t.Fatalf("%s: the direct reader does not apply", c.name)
+		}
+		x := make([]float32, 3*90*100)
+		read := func() {
+			for i := range ds.Len() {
+				if err := ds.Read(i, x, nil, nil); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		read() // the worker's buffers
+		if a := testing.AllocsPerRun(3, read); a != 0 {
+			t.Errorf("%s: %.0f allocations a pass of %d reads, want none", c.name, a, ds.Len())
+		}
+	}
+}
