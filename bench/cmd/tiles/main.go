@@ -20,14 +20,21 @@
 //
 //   - pipe: the geotiff source (tile [512, 512], normalize per_band) read
 //     through the loader, as training reads it (data.NewLoader, batches of
-//     8, not shuffled, Workers workers): GDAL's read, the nodata check,
-//     the conversion to float32, the normalisation and the batch's copy.
-//     The source's Open (its statistics pass over the scene) is not timed.
+//     8, not shuffled, Workers workers): the read, the nodata check, the
+//     conversion to float32, the normalisation and the batch's copy. For
+//     the tiled files and the uncompressed striped one the source reads
+//     the blocks itself (exec/data/geotiff_direct.go: pread, libdeflate or
+//     libzstd, then one C pass that de-interleaves, checks nodata and
+//     normalises); for the compressed striped files it reads through
+//     GDAL as the file's integers and maps them through its tables. The
+//     source's Open (its statistics pass over the scene) is not timed.
 //   - gdal: raw GDAL window reads through godal, the same windows in
 //     the same order, into a uint16 buffer per worker, band-interleaved
 //     (CHW, as a model needs them), one dataset handle per worker, opened
 //     and warmed by one pass before the timing. The ratio pipe/gdal is
-//     the one the target (0.9) is set on.
+//     the one the target (0.9) is set on. This baseline is GDAL's alone
+//     whatever pipe's source does: the direct reader changed pipe's side
+//     only.
 //   - gdal float32: the same, GDAL converting to float32 (what a model
 //     eats, without normalisation): twice the bytes written, for context.
 //
