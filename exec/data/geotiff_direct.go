@@ -141,11 +141,12 @@ import (
 // samples, PIXEL or BAND interleave, and
 //   - tiles, uncompressed (only the rows of each block the window needs
 //     are read), DEFLATE or ZSTD, predictor 1 or 2;
-//   - uncompressed strips: each row's part of the window is one read.
+//   - uncompressed strips: each row's part of the window is one read;
+//   - DEFLATE or ZSTD strips, through a cache of decoded strips shared by
+//     the workers (geotiff_strips.go), when two rows of tiles of them fit
+//     in directStripBytes.
 //
-// Everything else stays on GDAL's path: compressed strips (GDAL's block
-// cache keeps a decoded strip for the next window, and those files are
-// already at 0.92 to 0.97 of raw GDAL), other compressions, float
+// Everything else stays on GDAL's path: other compressions, float
 // predictors, big-endian files, other types, and any window touching a
 // sparse block (offset or size 0, which GDAL fills). GDAL opens the file
 // first and stays its parser of record: the direct reader is used only
@@ -188,6 +189,8 @@ type tiffDirect struct {
 	zero  []int32 // samp for one band of a separate file
 	luts  *float32
 
+	strips *stripCache // compressed strips' decoded rows, shared by the workers; nil for tiles
+
 	mu   sync.Mutex
 	free []*directScratch
 	all  []*directScratch
@@ -221,7 +224,7 @@ func (d *geotiffDataset) prepareDirect(h *godal.Dataset) {
 	if err != nil {
 		return
 	}
-	t, err := newTIFFDirect(f, h, d.bands)
+	t, err := newTIFFDirect(f, h, d.bands, d.th)
 	if err != nil || t == nil {
 		f.Close()
 		return
@@ -236,7 +239,7 @@ func littleEndianHost() bool {
 }
 
 // newTIFFDirect returns nil when the layout is not one it reads.
-func newTIFFDirect(f *os.File, h *godal.Dataset, bands []int) (*tiffDirect, error) {
+func newTIFFDirect(f *os.File, h *godal.Dataset, bands []int, th int) (*tiffDirect, error) {
 	fi, err := f.Stat()
 	if err != nil {
 		return nil, err
@@ -270,7 +273,7 @@ func newTIFFDirect(f *os.File, h *godal.Dataset, bands []int) (*tiffDirect, erro
 			return nil, nil
 		}
 	case 8, 32946, 50000:
-		if !lay.tiled || (lay.predictor != 1 && lay.predictor != 2) {
+		if lay.predictor != 1 && lay.predictor != 2 {
 			return nil, nil
 		}
 	default:
@@ -295,6 +298,20 @@ func newTIFFDirect(f *os.File, h *godal.Dataset, bands []int) (*tiffDirect, erro
 	}
 	if lay.planar == 1 {
 		t.pix *= lay.spp
+	}
+	if lay.compression != 1 && !lay.tiled {
+		// Compressed strips: the rows of a window's height, in every
+		// plane read, twice over (two workers, a row of tiles apart),
+		// must fit in the shared cache, or GDAL's path reads them.
+		planes := 1
+		if lay.planar == 2 {
+			planes = len(bands)
+		}
+		band := 2 * (th + lay.bh) * t.rowBytes() * planes
+		if band > directStripBytes {
+			return nil, nil
+		}
+		t.strips = newStripCache(len(lay.offsets), band)
 	}
 	return t, nil
 }
@@ -406,6 +423,12 @@ func (t *tiffDirect) read(d *geotiffDataset, win Window, x []float32, bad []bool
 				}
 				if lay.compression == 1 {
 					err = t.readRows(s, i, bx, by, r0, r1, c0, c1, convert)
+				} else if t.strips != nil {
+					var e *stripEnt
+					if e, err = t.acquire(s, i, bx, by); err == nil {
+						convert(unsafe.Pointer(&e.data[r0*t.rowBytes()+c0*t.pix]), r1-r0)
+						t.strips.release(e)
+					}
 				} else {
 					var blk []byte
 					if blk, err = t.decode(s, i, bx, by); err == nil {
@@ -493,13 +516,13 @@ func (t *tiffDirect) decode(s *directScratch, i, bx, by int) ([]byte, error) {
 			return e.data, nil
 		}
 	}
-	rows := t.blockRows(by)
-	want := rows * t.rowBytes()
+	want := t.blockRows(by) * t.rowBytes()
 	// Evict the oldest until the new block fits, reusing a buffer.
 	var buf []byte
 	for len(s.cache) > 0 && s.held+want > directCacheBytes {
 		old := s.cache[0]
-		s.cache = s.cache[1:]
+		copy(s.cache, s.cache[1:])
+		s.cache = s.cache[:len(s.cache)-1]
 		s.held -= cap(old.data)
 		if cap(old.data) >= want && buf == nil {
 			buf = old.data[:want]
@@ -508,34 +531,45 @@ func (t *tiffDirect) decode(s *directScratch, i, bx, by int) ([]byte, error) {
 	if buf == nil {
 		buf = make([]byte, want)
 	}
+	if err := t.decodeInto(s, i, bx, by, buf); err != nil {
+		return nil, err
+	}
+	s.cache = append(s.cache, decoded{block: i, data: buf})
+	s.held += cap(buf)
+	return buf, nil
+}
+
+// decodeInto reads compressed block i and decompresses it into buf,
+// which holds exactly its decoded bytes, undoing the predictor.
+func (t *tiffDirect) decodeInto(s *directScratch, i, bx, by int, buf []byte) error {
+	want := len(buf)
 	n := t.lay.counts[i]
 	if n > uint64(t.size) {
-		return nil, t.blockErr(i, bx, by, fmt.Errorf("it claims %d bytes, more than the file's %d", n, t.size))
+		return t.blockErr(i, bx, by, fmt.Errorf("it claims %d bytes, more than the file's %d", n, t.size))
 	}
 	if cap(s.comp) < int(n) {
 		s.comp = make([]byte, n)
 	}
 	comp := s.comp[:n]
 	if err := t.readAt(comp, int64(t.lay.offsets[i])); err != nil {
-		return nil, t.blockErr(i, bx, by, err)
+		return t.blockErr(i, bx, by, err)
 	}
 	in, out := unsafe.Pointer(&comp[0]), unsafe.Pointer(&buf[0])
 	switch t.lay.compression {
 	case 50000:
 		if msg := C.pipe_tiff_unzstd(&s.zstd, in, C.size_t(n), out, C.size_t(want)); msg != nil {
-			return nil, t.blockErr(i, bx, by, fmt.Errorf("ZSTD: %s", C.GoString(msg)))
+			return t.blockErr(i, bx, by, fmt.Errorf("ZSTD: %s", C.GoString(msg)))
 		}
 	default:
 		if r := C.pipe_tiff_inflate(&s.defl, in, C.size_t(n), out, C.size_t(want)); r != 0 {
-			return nil, t.blockErr(i, bx, by, fmt.Errorf("DEFLATE: %s", inflateErr(int(r))))
+			return t.blockErr(i, bx, by, fmt.Errorf("DEFLATE: %s", inflateErr(int(r))))
 		}
 	}
 	if t.lay.predictor == 2 {
-		C.pipe_tiff_unpredict(out, C.int(t.bytes), C.size_t(rows), C.size_t(t.rowBytes()/t.bytes), C.size_t(t.pix/t.bytes))
+		rb := t.rowBytes()
+		C.pipe_tiff_unpredict(out, C.int(t.bytes), C.size_t(want/rb), C.size_t(rb/t.bytes), C.size_t(t.pix/t.bytes))
 	}
-	s.cache = append(s.cache, decoded{block: i, data: buf})
-	s.held += cap(buf)
-	return buf, nil
+	return nil
 }
 
 func inflateErr(r int) string {

@@ -4,9 +4,11 @@ package data
 
 import (
 	"fmt"
+	"math"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/airbusgeo/godal"
@@ -72,14 +74,11 @@ func directFile(t *testing.T, dir, name string, typ godal.DataType, sw []string)
 var directLayouts = []struct {
 	name string
 	sw   []string
-	// tiled says whether compressed files of the layout take the
-	// direct path (compressed strips stay on GDAL's).
-	tiled bool
 }{
-	{"cog", []string{"-of", "COG", "-co", "BLOCKSIZE=256"}, true},
-	{"tiled-band", []string{"-of", "GTiff", "-co", "TILED=YES", "-co", "BLOCKXSIZE=128", "-co", "BLOCKYSIZE=64", "-co", "INTERLEAVE=BAND"}, true},
-	{"striped", []string{"-of", "GTiff"}, false},
-	{"striped-band", []string{"-of", "GTiff", "-co", "INTERLEAVE=BAND", "-co", "BLOCKYSIZE=7"}, false},
+	{"cog", []string{"-of", "COG", "-co", "BLOCKSIZE=256"}},
+	{"tiled-band", []string{"-of", "GTiff", "-co", "TILED=YES", "-co", "BLOCKXSIZE=128", "-co", "BLOCKYSIZE=64", "-co", "INTERLEAVE=BAND"}},
+	{"striped", []string{"-of", "GTiff"}},
+	{"striped-band", []string{"-of", "GTiff", "-co", "INTERLEAVE=BAND", "-co", "BLOCKYSIZE=7"}},
 }
 
 // directWindows are windows read with ReadWindow besides the tiles:
@@ -106,7 +105,7 @@ func TestGeoTIFFDirectMatches(t *testing.T) {
 					name := fmt.Sprintf("%s-%s-p%s-%s.tif", strings.ToLower(comp), lay.name, pred, typ)
 					// GDAL writes no predictor tag without compression, so
 					// NONE with PREDICTOR=2 is a plain file.
-					want := comp == "NONE" || (comp == "DEFLATE" || comp == "ZSTD") && lay.tiled
+					want := comp != "LZW"
 					t.Run(name, func(t *testing.T) {
 						sw := append([]string{"-co", "COMPRESS=" + comp, "-co", "PREDICTOR=" + pred}, lay.sw...)
 						directFile(t, dir, name, typ, sw)
@@ -214,6 +213,15 @@ func TestGeoTIFFDirectCorrupt(t *testing.T) {
 			_, err = f.WriteAt(make([]byte, 16), int64(lay.offsets[4]))
 			return err
 		}, []string{"zstd.tif", "tile 4 ", "ZSTD"}},
+		{"strip.tif", "DEFLATE", "striped", func(path string, lay *tiffLayout) error {
+			f, err := os.OpenFile(path, os.O_WRONLY, 0)
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			_, err = f.WriteAt(make([]byte, lay.counts[5]), int64(lay.offsets[5]))
+			return err
+		}, []string{"strip.tif", "strip 5 ", "DEFLATE"}},
 		{"truncated.tif", "NONE", "striped", func(path string, lay *tiffLayout) error {
 			return os.Truncate(path, int64(lay.offsets[len(lay.offsets)/2]))
 		}, []string{"truncated.tif", "strip ", "truncated"}},
@@ -302,6 +310,8 @@ func TestGeoTIFFDirectAllocates(t *testing.T) {
 		{"none-cog.tif", "NONE", "cog"},
 		{"zstd-band.tif", "ZSTD", "tiled-band"},
 		{"none-striped.tif", "NONE", "striped"},
+		{"deflate-striped.tif", "DEFLATE", "striped"},
+		{"zstd-striped-band.tif", "ZSTD", "striped-band"},
 	} {
 		sw := []string{"-co", "COMPRESS=" + c.comp}
 		for _, l := range directLayouts {
@@ -329,6 +339,81 @@ func TestGeoTIFFDirectAllocates(t *testing.T) {
 		read() // the worker's buffers
 		if a := testing.AllocsPerRun(3, read); a != 0 {
 			t.Errorf("%s: %.0f allocations a pass of %d reads, want none", c.name, a, ds.Len())
+		}
+	}
+}
+
+// TestGeoTIFFDirectStripsConcurrent: workers reading the same compressed
+// strips at once, in different orders, through the shared cache (small
+// enough here to evict strips others may still hold), get GDAL's values;
+// a file whose strips would not fit the bound keeps GDAL's path.
+func TestGeoTIFFDirectStripsConcurrent(t *testing.T) {
+	dir := t.TempDir()
+	for _, l := range directLayouts[2:] {
+		name := "zstd-" + l.name + ".tif"
+		directFile(t, dir, name, godal.UInt16, append([]string{"-co", "COMPRESS=ZSTD", "-co", "PREDICTOR=2"}, l.sw...))
+		src := fmt.Sprintf(`source s geotiff { path %q  tile 90x100 stride 37 }`, name)
+		directTIFF = false
+		gdal, err := Open(source(t, src), WithBase(dir))
+		directTIFF = true
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer gdal.Close()
+		want, _, _ := readAll(t, gdal)
+		ds, err := Open(source(t, src), WithBase(dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ds.Close()
+		d := ds.(*geotiffDataset)
+		if d.direct == nil || d.direct.strips == nil {
+			t.Fatalf("%s: the direct reader's strip cache is not used", name)
+		}
+		if d.direct.strips.max >= directW*3*2*directH {
+			t.Fatalf("%s: the cache holds %d bytes, the whole raster: nothing is evicted", name, d.direct.strips.max)
+		}
+		const workers = 4
+		errs := make([]error, workers)
+		var wg sync.WaitGroup
+		for w := range workers {
+			wg.Go(func() {
+				x := make([]float32, 3*90*100)
+				for j := range ds.Len() {
+					i := (j*(2*w+1) + w*5) % ds.Len()
+					if err := ds.Read(i, x, nil, nil); err != nil {
+						errs[w] = err
+						return
+					}
+					for k := range x {
+						if math.Float32bits(x[k]) != math.Float32bits(want[i][k]) {
+							errs[w] = fmt.Errorf("worker %d, tile %d: x[%d] is %v, GDAL's path %v", w, i, k, x[k], want[i][k])
+							return
+						}
+					}
+				}
+			})
+		}
+		wg.Wait()
+		for _, err := range errs {
+			if err != nil {
+				t.Fatalf("%s: %v", name, err)
+			}
+		}
+		if n := d.direct.reads.Load(); n != int64(workers*ds.Len()) {
+			t.Errorf("%s: %d direct reads, want %d", name, n, workers*ds.Len())
+		}
+
+		keep := directStripBytes
+		directStripBytes = 100 * directW * 3 * 2 // fewer rows than two rows of tiles
+		small, err := Open(source(t, src), WithBase(dir))
+		directStripBytes = keep
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer small.Close()
+		if small.(*geotiffDataset).direct != nil {
+			t.Errorf("%s: the direct reader applies with a strip cache too small for two rows of tiles", name)
 		}
 	}
 }
