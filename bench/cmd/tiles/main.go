@@ -21,13 +21,12 @@
 //   - pipe: the geotiff source (tile [512, 512], normalize per_band) read
 //     through the loader, as training reads it (data.NewLoader, batches of
 //     8, not shuffled, Workers workers): the read, the nodata check, the
-//     conversion to float32, the normalisation and the batch's copy. For
-//     the tiled files and the uncompressed striped one the source reads
-//     the blocks itself (exec/data/geotiff_direct.go: pread, libdeflate or
-//     libzstd, then one C pass that de-interleaves, checks nodata and
-//     normalises); for the compressed striped files it reads through
-//     GDAL as the file's integers and maps them through its tables. The
-//     source's Open (its statistics pass over the scene) is not timed.
+//     conversion to float32, the normalisation and the batch's copy. The
+//     source reads all six files' blocks itself (exec/data/geotiff_direct.go:
+//     pread, libdeflate or libzstd, then one C pass that de-interleaves,
+//     checks nodata and normalises; compressed strips through a decoded
+//     strip cache its workers share), not through GDAL. The source's Open
+//     (its statistics pass over the scene, through GDAL) is not timed.
 //   - gdal: raw GDAL window reads through godal, the same windows in
 //     the same order, into a uint16 buffer per worker, band-interleaved
 //     (CHW, as a model needs them), one dataset handle per worker, opened
