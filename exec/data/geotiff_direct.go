@@ -200,12 +200,13 @@ type tiffDirect struct {
 
 // directScratch is one reader's buffers.
 type directScratch struct {
-	comp  []byte // a compressed block
-	rows  []byte // rows of an uncompressed block
-	cache []decoded
-	held  int // bytes in cache
-	defl  *C.struct_libdeflate_decompressor
-	zstd  *C.ZSTD_DCtx
+	comp    []byte // a compressed block
+	rows    []byte // rows of an uncompressed block
+	cache   []decoded
+	held    int   // bytes in cache
+	pending []int // strips left for later (readStrips)
+	defl    *C.struct_libdeflate_decompressor
+	zstd    *C.ZSTD_DCtx
 }
 
 // decoded is a decompressed block, predictor undone.
@@ -386,7 +387,13 @@ func (t *tiffDirect) read(d *geotiffDataset, win Window, x []float32, bad []bool
 	}
 	s := t.get()
 	defer t.put(s)
-	plane := win.W * win.H
+	if t.strips != nil {
+		if anyBad, err = t.readStrips(d, s, win, x, bad); err != nil {
+			return true, false, err
+		}
+		t.reads.Add(1)
+		return true, anyBad, nil
+	}
 	for by := by0; by <= by1; by++ {
 		// The block rows' part of the window, in block coordinates.
 		r0 := max(win.Y, by*lay.bh) - by*lay.bh
@@ -400,39 +407,21 @@ func (t *tiffDirect) read(d *geotiffDataset, win Window, x []float32, bad []bool
 					break // one block holds every band
 				}
 				i := t.index(t.plane[k], bx, by)
-				samp, nsel, base := t.samp, len(t.samp), 0
-				luts := unsafe.Pointer(t.luts)
-				nd := d.ndRaw
-				if lay.planar == 2 {
-					samp, nsel, base = t.zero, 1, k*plane
-					luts = unsafe.Add(luts, k<<16*4)
-					nd = d.ndRaw[k:]
-				}
 				// convert converts rows rows of the region from p (its
 				// first column in a row of a block) and moves on.
 				off := out
-				convert := func(p unsafe.Pointer, rows int) {
-					var b []bool
-					if bad != nil {
-						b = bad[off:]
-					}
-					if t.convert(p, rows, c1-c0, nsel, samp, x[base+off:], plane, win.W, luts, nd, b) {
+				convert := func(p []byte, rows int) {
+					if t.convertBlock(d, p, rows, c0, c1, k, off, win, x, bad) {
 						anyBad = true
 					}
 					off += rows * win.W
 				}
 				if lay.compression == 1 {
 					err = t.readRows(s, i, bx, by, r0, r1, c0, c1, convert)
-				} else if t.strips != nil {
-					var e *stripEnt
-					if e, err = t.acquire(s, i, bx, by); err == nil {
-						convert(unsafe.Pointer(&e.data[r0*t.rowBytes()+c0*t.pix]), r1-r0)
-						t.strips.release(e)
-					}
 				} else {
 					var blk []byte
 					if blk, err = t.decode(s, i, bx, by); err == nil {
-						convert(unsafe.Pointer(&blk[r0*t.rowBytes()+c0*t.pix]), r1-r0)
+						convert(blk[r0*t.rowBytes()+c0*t.pix:], r1-r0)
 					}
 				}
 				if err != nil {
@@ -443,6 +432,27 @@ func (t *tiffDirect) read(d *geotiffDataset, win Window, x []float32, bad []bool
 	}
 	t.reads.Add(1)
 	return true, anyBad, nil
+}
+
+// convertBlock converts rows rows of columns c0 to c1 of a block, from
+// src (the first of them in the block's first row to convert), for band
+// k of a BAND-interleaved file or every band of a chunky one, into the
+// window from its pixel off; it says whether a pixel was nodata.
+func (t *tiffDirect) convertBlock(d *geotiffDataset, src []byte, rows, c0, c1, k, off int, win Window, x []float32, bad []bool) bool {
+	samp, nsel, base := t.samp, len(t.samp), 0
+	luts := unsafe.Pointer(t.luts)
+	nd := d.ndRaw
+	plane := win.W * win.H
+	if t.lay.planar == 2 {
+		samp, nsel, base = t.zero, 1, k*plane
+		luts = unsafe.Add(luts, k<<16*4)
+		nd = d.ndRaw[k:]
+	}
+	var b []bool
+	if bad != nil {
+		b = bad[off:]
+	}
+	return t.convert(unsafe.Pointer(&src[0]), rows, c1-c0, nsel, samp, x[base+off:], plane, win.W, luts, nd, b)
 }
 
 // index is the block of plane p (0 for chunky files) at column bx, row by.
@@ -472,7 +482,7 @@ func (t *tiffDirect) convert(src unsafe.Pointer, rows, cols, nsel int, samp []in
 // columns c0 to c1 of each: whole rows of a tile, in chunks of
 // directChunkBytes; only the window's columns of a strip (a row of a
 // strip is the raster's width), one read a row.
-func (t *tiffDirect) readRows(s *directScratch, i, bx, by, r0, r1, c0, c1 int, convert func(p unsafe.Pointer, rows int)) error {
+func (t *tiffDirect) readRows(s *directScratch, i, bx, by, r0, r1, c0, c1 int, convert func(p []byte, rows int)) error {
 	rb := t.rowBytes()
 	if need := uint64(t.blockRows(by) * rb); t.lay.counts[i] < need {
 		return t.blockErr(i, bx, by, fmt.Errorf("it holds %d bytes, an uncompressed block %d", t.lay.counts[i], need))
@@ -487,7 +497,7 @@ func (t *tiffDirect) readRows(s *directScratch, i, bx, by, r0, r1, c0, c1 int, c
 			if err := t.readAt(buf, int64(t.lay.offsets[i])+int64(r*rb+c0*t.pix)); err != nil {
 				return t.blockErr(i, bx, by, err)
 			}
-			convert(unsafe.Pointer(&buf[0]), 1)
+			convert(buf, 1)
 		}
 		return nil
 	}
@@ -501,7 +511,7 @@ func (t *tiffDirect) readRows(s *directScratch, i, bx, by, r0, r1, c0, c1 int, c
 		if err := t.readAt(buf, int64(t.lay.offsets[i])+int64(r*rb)); err != nil {
 			return t.blockErr(i, bx, by, err)
 		}
-		convert(unsafe.Pointer(&buf[c0*t.pix]), n)
+		convert(buf[c0*t.pix:], n)
 	}
 	return nil
 }

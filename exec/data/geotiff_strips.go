@@ -2,7 +2,10 @@
 
 package data
 
-import "sync"
+import (
+	"fmt"
+	"sync"
+)
 
 // The direct reader's cache of compressed strips.
 //
@@ -57,11 +60,19 @@ func newStripCache(strips, max int) *stripCache {
 
 // acquire returns strip i decoded (by this worker or another); the
 // caller releases it when done reading. A strip that failed to decode
-// keeps its error while it is cached.
-func (t *tiffDirect) acquire(s *directScratch, i, bx, by int) (*stripEnt, error) {
+// keeps its error while it is cached. Without wait, a strip another
+// worker is decoding gives nil and no error: the caller reads another
+// strip of its window meanwhile and comes back, so that two workers on
+// one row of tiles decode its strips side by side rather than one
+// waiting on the other.
+func (t *tiffDirect) acquire(s *directScratch, i, by int, wait bool) (*stripEnt, error) {
 	c := t.strips
 	c.mu.Lock()
 	if e := c.ents[i]; e != nil {
+		if !e.done && !wait {
+			c.mu.Unlock()
+			return nil, nil
+		}
 		e.refs++
 		for !e.done {
 			c.cond.Wait()
@@ -113,7 +124,7 @@ func (t *tiffDirect) acquire(s *directScratch, i, bx, by int) (*stripEnt, error)
 	if buf == nil {
 		buf = make([]byte, want)
 	}
-	err := t.decodeInto(s, i, bx, by, buf)
+	err := t.decodeInto(s, i, 0, by, buf)
 
 	c.mu.Lock()
 	e.data, e.err, e.done = buf, err, true
@@ -144,4 +155,52 @@ func (c *stripCache) recycle(e *stripEnt) {
 	}
 	*e = stripEnt{}
 	c.free = append(c.free, e)
+}
+
+// readStrips reads the window from compressed strips through the cache,
+// those another worker is decoding last.
+func (t *tiffDirect) readStrips(d *geotiffDataset, s *directScratch, win Window, x []float32, bad []bool) (anyBad bool, err error) {
+	lay := t.lay
+	nk := 1 // blocks a row of strips: one, or one a band read (BAND interleave)
+	if lay.planar == 2 {
+		nk = len(t.samp)
+	}
+	// one converts strip row by of band k (0 when chunky) into the
+	// window; false when it is another worker's to decode and wait is
+	// false.
+	one := func(by, k int, wait bool) (bool, error) {
+		i := t.index(t.plane[k], 0, by)
+		e, err := t.acquire(s, i, by, wait)
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", d.path, err)
+		}
+		if e == nil {
+			return false, nil
+		}
+		r0 := max(win.Y, by*lay.bh) - by*lay.bh
+		r1 := min(win.Y+win.H, (by+1)*lay.bh) - by*lay.bh
+		if t.convertBlock(d, e.data[r0*t.rowBytes()+win.X*t.pix:], r1-r0, 0, win.W, k, (by*lay.bh+r0-win.Y)*win.W, win, x, bad) {
+			anyBad = true
+		}
+		t.strips.release(e)
+		return true, nil
+	}
+	s.pending = s.pending[:0]
+	for by := win.Y / lay.bh; by <= (win.Y+win.H-1)/lay.bh; by++ {
+		for k := range nk {
+			ok, err := one(by, k, false)
+			if err != nil {
+				return false, err
+			}
+			if !ok {
+				s.pending = append(s.pending, by*nk+k)
+			}
+		}
+	}
+	for _, p := range s.pending {
+		if _, err := one(p/nk, p%nk, true); err != nil {
+			return false, err
+		}
+	}
+	return anyBad, nil
 }
