@@ -417,3 +417,37 @@ func TestGeoTIFFDirectStripsConcurrent(t *testing.T) {
 		}
 	}
 }
+
+// TestGeoTIFFDirectLandsat: the examples' Landsat scene (DEFLATE strips
+// of three rows, six Byte bands) reads through the direct reader's
+// strip cache, with the target, and gives GDAL's path's values.
+func TestGeoTIFFDirectLandsat(t *testing.T) {
+	needFiles(t, "data/L7_ETMs.tif", "data/olinda_dem_utm25s.tif")
+	src := `source scene geotiff { path "data/L7_ETMs.tif"  target "data/olinda_dem_utm25s.tif"  tile 32x32 stride 16 }`
+	direct, err := Open(source(t, src), WithBase(repoRoot))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	directTIFF = false
+	gdal, err := Open(source(t, src), WithBase(repoRoot))
+	directTIFF = true
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gdal.Close()
+	d := direct.(*geotiffDataset)
+	if d.direct == nil || d.direct.strips == nil {
+		t.Fatal("the direct reader's strip cache does not read the scene")
+	}
+	dx, dy, dm := readAll(t, direct)
+	gx, gy, gm := readAll(t, gdal)
+	for i := range dx {
+		same(t, i, "x", dx[i], gx[i])
+		same(t, i, "y", dy[i], gy[i])
+		same(t, i, "mask", dm[i], gm[i])
+	}
+	if n := d.direct.reads.Load(); n != int64(len(dx)) {
+		t.Errorf("the direct reader read %d of %d tiles", n, len(dx))
+	}
+}
