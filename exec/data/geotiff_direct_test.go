@@ -451,3 +451,75 @@ func TestGeoTIFFDirectLandsat(t *testing.T) {
 		t.Errorf("the direct reader read %d of %d tiles", n, len(dx))
 	}
 }
+
+// TestGeoTIFFDirectFallback: a big-endian file keeps GDAL's path, and in
+// a sparse file (blocks never written, offset 0) the windows touching a
+// sparse block are GDAL's to read, the others the direct reader's; the
+// values are GDAL's path's either way.
+func TestGeoTIFFDirectFallback(t *testing.T) {
+	dir := t.TempDir()
+	directFile(t, dir, "big-endian.tif", godal.UInt16, []string{"-of", "GTiff", "-co", "TILED=YES", "-co", "ENDIANNESS=BIG"})
+	compareDirect(t, dir, "big-endian.tif", `tile 90x100 stride 77`, false)
+
+	// Sparse: a tiled file of 128x128 blocks where only the left half
+	// of the raster is written.
+	gdalInit()
+	ds, err := godal.Create(godal.GTiff, filepath.Join(dir, "sparse.tif"), 3, godal.UInt16, directW, directH,
+		godal.CreationOption("TILED=YES", "BLOCKXSIZE=128", "BLOCKYSIZE=128", "SPARSE_OK=TRUE", "COMPRESS=ZSTD"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const half = 256
+	buf := make([]uint16, 3*half*directH)
+	for b := range 3 {
+		for y := range directH {
+			for x := range half {
+				buf[b*half*directH+y*half+x] = uint16(directValue(godal.UInt16, b, x, y))
+			}
+		}
+	}
+	if err := ds.Write(0, 0, buf, half, directH, godal.BandInterleaved()); err != nil {
+		t.Fatal(err)
+	}
+	if err := ds.Close(); err != nil {
+		t.Fatal(err)
+	}
+	src := `source s geotiff { path "sparse.tif"  tile 100x100 stride 100 }`
+	direct, err := Open(source(t, src), WithBase(dir))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer direct.Close()
+	directTIFF = false
+	gdal, err := Open(source(t, src), WithBase(dir))
+	directTIFF = true
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer gdal.Close()
+	d := direct.(*geotiffDataset)
+	if d.direct == nil {
+		t.Fatal("the direct reader does not apply to the sparse file")
+	}
+	sparse := 0
+	for _, o := range d.direct.lay.offsets {
+		if o == 0 {
+			sparse++
+		}
+	}
+	if sparse == 0 {
+		t.Fatal("GDAL wrote every block: the file is not sparse")
+	}
+	dx, _, _ := readAll(t, direct)
+	gx, _, _ := readAll(t, gdal)
+	onDirect := 0
+	for i := range dx {
+		same(t, i, "x", dx[i], gx[i])
+		if w := d.Tile(i); w.X+w.W <= half {
+			onDirect++
+		}
+	}
+	if n := d.direct.reads.Load(); n != int64(onDirect) {
+		t.Errorf("the direct reader read %d windows, want the %d inside the written half", n, onDirect)
+	}
+}
