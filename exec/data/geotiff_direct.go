@@ -153,17 +153,20 @@ import (
 // when GDAL's driver is GTiff and its size, band count, data type and
 // block size agree with the IFD.
 //
-// Why by hand: GDAL has no entry point that hands back a block's raw
-// bytes or skips its de-interleaving copy, and no Go TIFF library reads
-// BigTIFF or ZSTD tiles by block (golang.org/x/image/tiff decodes whole
-// classic TIFF images, with neither). The part written here is small:
-// an IFD walk for a dozen tags (tiffifd.go), and the decompression is
-// the libraries GDAL itself links (libdeflate, libzstd).
+// Why by hand: GDAL 3.6 has no entry point that hands back a block's raw
+// bytes (ReadCompressedData came in 3.7, and godal has neither) or skips
+// its de-interleaving copy (ReadBlock goes through the block cache), and
+// no Go TIFF library reads BigTIFF or ZSTD tiles by block
+// (golang.org/x/image/tiff and its extension github.com/hhrutter/tiff
+// decode whole classic TIFF images, and neither knows ZSTD). The part
+// written here is small: an IFD walk for a dozen tags (tiffifd.go); the
+// decompression is the libraries GDAL's libtiff itself links (libdeflate,
+// libzstd).
 //
 // Each worker has its own buffers and decompressors, and a small cache
-// of decoded blocks (directCacheBytes), so that overlapping windows
-// decode a compressed block once while it is recent; no lock is held
-// while reading.
+// of decoded tiles (directCacheBytes), so that overlapping windows
+// decode a compressed tile once while it is recent: reading tiles takes
+// no lock. The shared strip cache locks only for its bookkeeping.
 
 // directTIFF turns the direct block reader on for datasets opened from
 // now on; the tests turn it off to compare with GDAL's path.
