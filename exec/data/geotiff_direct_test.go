@@ -3,6 +3,7 @@
 package data
 
 import (
+	"bytes"
 	"fmt"
 	"math"
 	"os"
@@ -522,4 +523,45 @@ func TestGeoTIFFDirectFallback(t *testing.T) {
 	if n := d.direct.reads.Load(); n != int64(onDirect) {
 		t.Errorf("the direct reader read %d windows, want the %d inside the written half", n, onDirect)
 	}
+}
+
+// FuzzTIFFLayout: the IFD walk returns a layout or an error for any
+// bytes, never panics, and a layout it returns has as many offsets as
+// blocks. Seeded with GDAL's classic and BigTIFF files.
+func FuzzTIFFLayout(f *testing.F) {
+	dir := f.TempDir()
+	gdalInit()
+	for _, c := range []struct {
+		name string
+		co   []string
+	}{
+		{"classic.tif", []string{"TILED=YES", "BLOCKXSIZE=16", "BLOCKYSIZE=16"}},
+		{"big.tif", []string{"BIGTIFF=YES"}},
+	} {
+		ds, err := godal.Create(godal.GTiff, filepath.Join(dir, c.name), 2, godal.UInt16, 40, 30, godal.CreationOption(c.co...))
+		if err != nil {
+			f.Fatal(err)
+		}
+		if err := ds.Close(); err != nil {
+			f.Fatal(err)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, c.name))
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		lay, err := readTIFFLayout(bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			return
+		}
+		blocks := lay.nbx * lay.nby
+		if lay.planar == 2 {
+			blocks *= lay.spp
+		}
+		if len(lay.offsets) != blocks || len(lay.counts) != blocks {
+			t.Errorf("%d offsets and %d counts for %d blocks", len(lay.offsets), len(lay.counts), blocks)
+		}
+	})
 }
