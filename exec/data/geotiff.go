@@ -116,6 +116,20 @@ func (p *handlePool) put(h *godal.Dataset) {
 	p.mu.Unlock()
 }
 
+// closeIdle closes the handles no one holds (GDAL drops their cached
+// blocks); get opens new ones when asked.
+func (p *handlePool) closeIdle() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var errs []error
+	for _, h := range p.free {
+		errs = append(errs, h.Close())
+		p.all = slices.DeleteFunc(p.all, func(a *godal.Dataset) bool { return a == h })
+	}
+	p.free = nil
+	return errors.Join(errs...)
+}
+
 // close closes every handle; it must not race with get/put users (the
 // loader is closed before its dataset).
 func (p *handlePool) close() error {

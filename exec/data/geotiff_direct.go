@@ -4,6 +4,8 @@ package data
 
 /*
 #cgo LDFLAGS: -ldeflate -lzstd
+#cgo pkg-config: gdal
+#include <gdal.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -142,9 +144,11 @@ import (
 //   - tiles, uncompressed (only the rows of each block the window needs
 //     are read), DEFLATE or ZSTD, predictor 1 or 2;
 //   - uncompressed strips: each row's part of the window is one read;
-//   - DEFLATE or ZSTD strips, through a cache of decoded strips shared by
-//     the workers (geotiff_strips.go), when two rows of tiles of them fit
-//     in directStripBytes.
+//   - DEFLATE or ZSTD strips, when two rows of tiles of them fit in
+//     directStripBytes.
+//
+// Compressed blocks are decoded into a cache shared by the workers
+// (geotiff_blockcache.go), budgeted like GDAL's block cache.
 //
 // Everything else stays on GDAL's path: other compressions, float
 // predictors, big-endian files, other types, and any window touching a
@@ -163,18 +167,12 @@ import (
 // decompression is the libraries GDAL's libtiff itself links (libdeflate,
 // libzstd).
 //
-// Each worker has its own buffers and decompressors, and a small cache
-// of decoded tiles (directCacheBytes), so that overlapping windows
-// decode a compressed tile once while it is recent: reading tiles takes
-// no lock. The shared strip cache locks only for its bookkeeping.
+// Each worker has its own buffers and decompressors; reading takes no
+// lock but the block cache's, held only for its bookkeeping.
 
 // directTIFF turns the direct block reader on for datasets opened from
 // now on; the tests turn it off to compare with GDAL's path.
 var directTIFF = true
-
-// directCacheBytes bounds each worker's cache of decoded blocks (it
-// keeps at least one).
-var directCacheBytes = 16 << 20
 
 // directChunkBytes is how many bytes of an uncompressed block's rows one
 // read takes, so that the conversion finds them in the core's cache.
@@ -192,7 +190,7 @@ type tiffDirect struct {
 	zero  []int32 // samp for one band of a separate file
 	luts  *float32
 
-	strips *stripCache // compressed strips' decoded rows, shared by the workers; nil for tiles
+	cache *blockCache // decoded blocks of a compressed file, shared by the workers; nil when uncompressed
 
 	mu   sync.Mutex
 	free []*directScratch
@@ -205,17 +203,9 @@ type tiffDirect struct {
 type directScratch struct {
 	comp    []byte // a compressed block
 	rows    []byte // rows of an uncompressed block
-	cache   []decoded
-	held    int   // bytes in cache
-	pending []int // strips left for later (readStrips)
+	pending []int  // strips left for later (readStrips)
 	defl    *C.struct_libdeflate_decompressor
 	zstd    *C.ZSTD_DCtx
-}
-
-// decoded is a decompressed block, predictor undone.
-type decoded struct {
-	block int
-	data  []byte
 }
 
 // prepareDirect sets d.direct when the direct reader can read the file;
@@ -235,6 +225,10 @@ func (d *geotiffDataset) prepareDirect(h *godal.Dataset) {
 	}
 	t.luts = &d.lut[0][0]
 	d.direct = t
+	// The statistics pass left the file's blocks in GDAL's cache; the
+	// direct reader does not use them (the GDAL path's windows, such as a
+	// prediction's edges, open a handle again).
+	d.pool.closeIdle()
 }
 
 func littleEndianHost() bool {
@@ -303,19 +297,11 @@ func newTIFFDirect(f *os.File, h *godal.Dataset, bands []int, th int) (*tiffDire
 	if lay.planar == 1 {
 		t.pix *= lay.spp
 	}
-	if lay.compression != 1 && !lay.tiled {
-		// Compressed strips: the rows of a window's height, in every
-		// plane read, twice over (two workers, a row of tiles apart),
-		// must fit in the shared cache, or GDAL's path reads them.
-		planes := 1
-		if lay.planar == 2 {
-			planes = len(bands)
-		}
-		band := 2 * (th + lay.bh) * t.rowBytes() * planes
-		if band > directStripBytes {
+	if lay.compression != 1 {
+		t.cache = newBlockCache(t, th, bands)
+		if t.cache == nil {
 			return nil, nil
 		}
-		t.strips = newStripCache(len(lay.offsets), band)
 	}
 	return t, nil
 }
@@ -390,7 +376,7 @@ func (t *tiffDirect) read(d *geotiffDataset, win Window, x []float32, bad []bool
 	}
 	s := t.get()
 	defer t.put(s)
-	if t.strips != nil {
+	if t.cache != nil && !lay.tiled {
 		if anyBad, err = t.readStrips(d, s, win, x, bad); err != nil {
 			return true, false, err
 		}
@@ -422,9 +408,10 @@ func (t *tiffDirect) read(d *geotiffDataset, win Window, x []float32, bad []bool
 				if lay.compression == 1 {
 					err = t.readRows(s, i, bx, by, r0, r1, c0, c1, convert)
 				} else {
-					var blk []byte
-					if blk, err = t.decode(s, i, bx, by); err == nil {
-						convert(blk[r0*t.rowBytes()+c0*t.pix:], r1-r0)
+					var e *cachedBlock
+					if e, err = t.acquire(s, i, bx, by, true); err == nil {
+						convert(e.data[r0*t.rowBytes()+c0*t.pix:], r1-r0)
+						t.cache.release(e)
 					}
 				}
 				if err != nil {
@@ -517,39 +504,6 @@ func (t *tiffDirect) readRows(s *directScratch, i, bx, by, r0, r1, c0, c1 int, c
 		convert(buf[c0*t.pix:], n)
 	}
 	return nil
-}
-
-// decode returns compressed block i decoded, from the worker's cache or
-// read and decompressed into it.
-func (t *tiffDirect) decode(s *directScratch, i, bx, by int) ([]byte, error) {
-	for j, e := range s.cache {
-		if e.block == i {
-			copy(s.cache[j:], s.cache[j+1:])
-			s.cache[len(s.cache)-1] = e
-			return e.data, nil
-		}
-	}
-	want := t.blockRows(by) * t.rowBytes()
-	// Evict the oldest until the new block fits, reusing a buffer.
-	var buf []byte
-	for len(s.cache) > 0 && s.held+want > directCacheBytes {
-		old := s.cache[0]
-		copy(s.cache, s.cache[1:])
-		s.cache = s.cache[:len(s.cache)-1]
-		s.held -= cap(old.data)
-		if cap(old.data) >= want && buf == nil {
-			buf = old.data[:want]
-		}
-	}
-	if buf == nil {
-		buf = make([]byte, want)
-	}
-	if err := t.decodeInto(s, i, bx, by, buf); err != nil {
-		return nil, err
-	}
-	s.cache = append(s.cache, decoded{block: i, data: buf})
-	s.held += cap(buf)
-	return buf, nil
 }
 
 // decodeInto reads compressed block i and decompresses it into buf,

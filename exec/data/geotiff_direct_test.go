@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/airbusgeo/godal"
 )
@@ -344,13 +345,14 @@ func TestGeoTIFFDirectAllocates(t *testing.T) {
 	}
 }
 
-// TestGeoTIFFDirectStripsConcurrent: workers reading the same compressed
-// strips at once, in different orders, through the shared cache (small
-// enough here to evict strips others may still hold), get GDAL's values;
-// a file whose strips would not fit the bound keeps GDAL's path.
-func TestGeoTIFFDirectStripsConcurrent(t *testing.T) {
+// TestGeoTIFFDirectCacheConcurrent: workers reading the same compressed
+// blocks at once, in different orders, through the shared block cache
+// (at its least here, so that it evicts blocks others may still hold),
+// get GDAL's values, tiles and strips; a striped file whose strips would
+// not fit the bound keeps GDAL's path.
+func TestGeoTIFFDirectCacheConcurrent(t *testing.T) {
 	dir := t.TempDir()
-	for _, l := range directLayouts[2:] {
+	for _, l := range directLayouts {
 		name := "zstd-" + l.name + ".tif"
 		directFile(t, dir, name, godal.UInt16, append([]string{"-co", "COMPRESS=ZSTD", "-co", "PREDICTOR=2"}, l.sw...))
 		src := fmt.Sprintf(`source s geotiff { path %q  tile 90x100 stride 37 }`, name)
@@ -362,17 +364,20 @@ func TestGeoTIFFDirectStripsConcurrent(t *testing.T) {
 		}
 		defer gdal.Close()
 		want, _, _ := readAll(t, gdal)
+		keep := directCacheBytes
+		directCacheBytes = 0 // the least the cache holds: two rows of windows
 		ds, err := Open(source(t, src), WithBase(dir))
+		directCacheBytes = keep
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer ds.Close()
 		d := ds.(*geotiffDataset)
-		if d.direct == nil || d.direct.strips == nil {
-			t.Fatalf("%s: the direct reader's strip cache is not used", name)
+		if d.direct == nil || d.direct.cache == nil {
+			t.Fatalf("%s: the direct reader's block cache is not used", name)
 		}
-		if d.direct.strips.max >= directW*3*2*directH {
-			t.Fatalf("%s: the cache holds %d bytes, the whole raster: nothing is evicted", name, d.direct.strips.max)
+		if d.direct.cache.max >= directW*3*2*directH {
+			t.Fatalf("%s: the cache holds %d bytes, the whole raster: nothing is evicted", name, d.direct.cache.max)
 		}
 		const workers = 4
 		errs := make([]error, workers)
@@ -405,7 +410,10 @@ func TestGeoTIFFDirectStripsConcurrent(t *testing.T) {
 			t.Errorf("%s: %d direct reads, want %d", name, n, workers*ds.Len())
 		}
 
-		keep := directStripBytes
+		if strings.HasPrefix(l.name, "tiled") || l.name == "cog" {
+			continue
+		}
+		keep = directStripBytes
 		directStripBytes = 100 * directW * 3 * 2 // fewer rows than two rows of tiles
 		small, err := Open(source(t, src), WithBase(dir))
 		directStripBytes = keep
@@ -438,8 +446,8 @@ func TestGeoTIFFDirectLandsat(t *testing.T) {
 	}
 	defer gdal.Close()
 	d := direct.(*geotiffDataset)
-	if d.direct == nil || d.direct.strips == nil {
-		t.Fatal("the direct reader's strip cache does not read the scene")
+	if d.direct == nil || d.direct.cache == nil {
+		t.Fatal("the direct reader's block cache does not read the scene")
 	}
 	dx, dy, dm := readAll(t, direct)
 	gx, gy, gm := readAll(t, gdal)
@@ -564,4 +572,68 @@ func FuzzTIFFLayout(f *testing.F) {
 			t.Errorf("%d offsets and %d counts for %d blocks", len(lay.offsets), len(lay.counts), blocks)
 		}
 	})
+}
+
+// BenchmarkGeoTIFFDirectOverlap reads overlapping windows (256x256,
+// stride 128) of a ZSTD COG of 512x512 blocks, so that each block serves
+// nine windows, on the direct path and on GDAL's, in alternating passes;
+// it reports both passes' windows per second and their ratio. No test
+// asserts on time.
+func BenchmarkGeoTIFFDirectOverlap(b *testing.B) {
+	dir := b.TempDir()
+	gdalInit()
+	const w, h, nb = 2048, 2048, 12
+	mem, err := godal.Create(godal.Memory, "", nb, godal.UInt16, w, h)
+	if err != nil {
+		b.Fatal(err)
+	}
+	buf := make([]uint16, w*h)
+	for k, band := range mem.Bands() {
+		for y := range h {
+			for x := range w {
+				buf[y*w+x] = uint16(directValue(godal.UInt16, k, x, y))
+			}
+		}
+		if err := band.Write(0, 0, buf, w, h); err != nil {
+			b.Fatal(err)
+		}
+	}
+	out, err := mem.Translate(filepath.Join(dir, "z.tif"), []string{"-of", "COG", "-co", "BLOCKSIZE=512", "-co", "COMPRESS=ZSTD"})
+	if err != nil {
+		b.Fatal(err)
+	}
+	out.Close()
+	mem.Close()
+	src := `source s geotiff { path "z.tif"  tile 256x256 stride 128 }`
+	direct, err := Open(source(b, src), WithBase(dir))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer direct.Close()
+	directTIFF = false
+	gdal, err := Open(source(b, src), WithBase(dir))
+	directTIFF = true
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer gdal.Close()
+	x := make([]float32, nb*256*256)
+	pass := func(ds Dataset) time.Duration {
+		t0 := time.Now()
+		for i := range ds.Len() {
+			if err := ds.Read(i, x, nil, nil); err != nil {
+				b.Fatal(err)
+			}
+		}
+		return time.Since(t0)
+	}
+	var td, tg time.Duration
+	for b.Loop() {
+		td += pass(direct)
+		tg += pass(gdal)
+	}
+	n := float64(direct.Len() * b.N)
+	b.ReportMetric(n/td.Seconds(), "windows/s-direct")
+	b.ReportMetric(n/tg.Seconds(), "windows/s-gdal")
+	b.ReportMetric(tg.Seconds()/td.Seconds(), "direct/gdal")
 }
