@@ -40,10 +40,13 @@
 // The three take turns within each round, which goes first rotating
 // from round to round; the figures are medians over rounds of tiles per
 // second, and the ratios the medians of the rounds' ratios.
-// Both run in this process, under one GDAL block cache of -cachemax MB
-// (GDAL_CACHEMAX): smaller than a file, so a pass in row-major order
+// Both run in this process with a block cache of -cachemax MB
+// (GDAL_CACHEMAX): GDAL's for the raw reads, and for the source its own
+// cache of decoded blocks, which takes GDAL's size as its budget (it
+// closes its GDAL handles after Open, so GDAL's cache is the raw reads'
+// alone). Either is smaller than a file, so a pass in row-major order
 // finds none of its tiles left by the pass before. GDAL_NUM_THREADS is
-// left unset for both.
+// left unset.
 //
 // gdal_translate -srcwin writes -translate tiles of each file, one
 // process per tile, one at a time, to an uncompressed GTiff: the cost of
