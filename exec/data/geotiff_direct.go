@@ -169,6 +169,14 @@ import (
 //
 // Each worker has its own buffers and decompressors; reading takes no
 // lock but the block cache's, held only for its bookkeeping.
+//
+// Where it is slower: windows that overlap, of a file both caches hold
+// whole, after the first pass (BenchmarkGeoTIFFDirectOverlap: 0.62 of
+// GDAL's path uncompressed, 0.72 ZSTD). GDAL's cache keeps each block
+// de-interleaved, so a window is a copy per band; here every window
+// de-interleaves its pixels again. De-interleaving into a buffer first,
+// or band by band over chunks of rows, or with ordinary stores,
+// measured slower still (0.39 to 0.49).
 
 // directTIFF turns the direct block reader on for datasets opened from
 // now on; the tests turn it off to compare with GDAL's path.
