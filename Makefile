@@ -33,7 +33,7 @@ GO_FILES    = $(wildcard $(shell git ls-files --cached --others --exclude-standa
 
 # System packages: BLAS for netlib, GDAL for godal, the Fashion-MNIST data set.
 # python3-torch (PyTorch 1.13, CPU) runs the torch engine's tests.
-APT_PACKAGES := libopenblas-dev libgdal-dev gdal-bin dataset-fashion-mnist pkg-config g++ python3-torch python3-torchvision
+APT_PACKAGES := libopenblas-dev libgdal-dev gdal-bin libdeflate-dev libzstd-dev dataset-fashion-mnist pkg-config g++ python3-torch python3-torchvision
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 FMNIST_SRC   := /usr/share/datasets/fashion-mnist

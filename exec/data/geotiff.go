@@ -61,7 +61,9 @@ import (
 // split by tile do share pixels: their validation scores are optimistic.
 //
 // Byte and UInt16 bands are read as the file's integers and normalised
-// through per-band tables, with the same bits (geotiff_fast.go says how).
+// through per-band tables, with the same bits (geotiff_fast.go says how);
+// for the common GeoTIFF layouts, straight from the file's blocks rather
+// than through GDAL (geotiff_direct.go).
 //
 // GDAL handles are not safe for concurrent use, so the dataset keeps a
 // pool of handles: a Read takes a free one, or opens another, and gives it
@@ -114,6 +116,20 @@ func (p *handlePool) put(h *godal.Dataset) {
 	p.mu.Unlock()
 }
 
+// closeIdle closes the handles no one holds (GDAL drops their cached
+// blocks); get opens new ones when asked.
+func (p *handlePool) closeIdle() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var errs []error
+	for _, h := range p.free {
+		errs = append(errs, h.Close())
+		p.all = slices.DeleteFunc(p.all, func(a *godal.Dataset) bool { return a == h })
+	}
+	p.free = nil
+	return errors.Join(errs...)
+}
+
 // close closes every handle; it must not race with get/put users (the
 // loader is closed before its dataset).
 func (p *handlePool) close() error {
@@ -164,6 +180,7 @@ type geotiffDataset struct {
 	ndRaw   []int32 // per band: the raw nodata value, −1 when none fits
 	anyND   bool
 	scratch *sync.Pool
+	direct  *tiffDirect // the direct block reader (geotiff_direct.go); nil when it does not apply
 }
 
 var (
@@ -297,6 +314,7 @@ func openGeoTIFF(b *lang.Block, c *config) (Dataset, error) {
 	d.coverage = float64(nValid) / float64(len(valid))
 
 	d.prepareFast(h)
+	d.prepareDirect(h)
 
 	// Row-major tiles; with a target, those without a valid pixel are
 	// left out. A summed-area table answers "any valid pixel?" per tile.
@@ -642,7 +660,7 @@ func (d *geotiffDataset) Tile(i int) Window { return d.tiles[i] }
 func (d *geotiffDataset) Coverage() float64 { return d.coverage }
 func (d *geotiffDataset) Dropped() int      { return d.dropped }
 func (d *geotiffDataset) Straddling() int   { return d.straddling }
-func (d *geotiffDataset) Close() error      { return d.pool.close() }
+func (d *geotiffDataset) Close() error      { return errors.Join(d.pool.close(), d.direct.close()) }
 
 func (d *geotiffDataset) Valid(x, y int) bool {
 	return x >= 0 && y >= 0 && x < d.grid.Width && y < d.grid.Height && d.scene[y*d.grid.Width+x]

@@ -86,8 +86,11 @@ func (d *geotiffDataset) prepareFast(h *godal.Dataset) {
 	}
 	d.lut = make([]*fastLUT, len(d.bands))
 	d.ndRaw = make([]int32, len(d.bands))
+	// One allocation for all bands' tables, so that C takes them as one
+	// array (geotiff_direct.go).
+	tables := make([]fastLUT, len(d.bands))
 	for k := range d.bands {
-		t := new(fastLUT)
+		t := &tables[k]
 		for v := range t {
 			f := float32(v)
 			if d.norm.Mean != nil {
@@ -119,10 +122,6 @@ func (d *geotiffDataset) readFast(win Window, x, y, mask []float32) (bool, error
 	x = x[:nb*plane]
 	s := d.scratch.Get().(*fastScratch)
 	defer d.scratch.Put(s)
-	rows := max(1, min(win.H, fastStripValues/(nb*win.W)))
-	if cap(s.raw) < nb*rows*win.W {
-		s.raw = make([]uint16, nb*rows*win.W)
-	}
 	var bad []bool
 	if d.anyND || d.target != nil {
 		if cap(s.bad) < plane {
@@ -131,9 +130,48 @@ func (d *geotiffDataset) readFast(win Window, x, y, mask []float32) (bool, error
 		bad = s.bad[:plane]
 		clear(bad)
 	}
+	anyBad, handled := false, false
+	if d.direct != nil {
+		var err error
+		if handled, anyBad, err = d.direct.read(d, win, x, bad); err != nil {
+			return true, err
+		}
+	}
+	if !handled {
+		var err error
+		if anyBad, err = d.readFastGDAL(win, x, bad, s); err != nil {
+			return true, err
+		}
+	}
+	if anyBad {
+		for p, b := range bad {
+			if b {
+				for k := range nb {
+					x[k*plane+p] = 0
+				}
+			}
+		}
+	}
+	if d.target == nil {
+		return true, nil
+	}
+	d.targetWindow(win, func(p int) bool { return !bad[p] }, y, mask)
+	return true, nil
+}
+
+// readFastGDAL reads win through GDAL as the file's integers and maps
+// them through the tables into x, marking nodata in bad; it says whether
+// any pixel was.
+func (d *geotiffDataset) readFastGDAL(win Window, x []float32, bad []bool, s *fastScratch) (bool, error) {
+	nb := len(d.bands)
+	plane := win.W * win.H
+	rows := max(1, min(win.H, fastStripValues/(nb*win.W)))
+	if cap(s.raw) < nb*rows*win.W {
+		s.raw = make([]uint16, nb*rows*win.W)
+	}
 	h, err := d.pool.get()
 	if err != nil {
-		return true, fmt.Errorf("%s: %w", d.path, err)
+		return false, fmt.Errorf("%s: %w", d.path, err)
 	}
 	defer d.pool.put(h)
 	anyBad := false
@@ -142,7 +180,7 @@ func (d *geotiffDataset) readFast(win Window, x, y, mask []float32) (bool, error
 		sp := n * win.W // one band's part of the strip
 		raw := s.raw[:nb*sp]
 		if err := h.Read(win.X, win.Y+r0, raw, win.W, n, godal.Bands(d.bands0...), godal.BandInterleaved()); err != nil {
-			return true, fmt.Errorf("%s: reading the window at column %d, row %d (%dx%d): %v", d.path, win.X, win.Y, win.H, win.W, err)
+			return false, fmt.Errorf("%s: reading the window at column %d, row %d (%dx%d): %v", d.path, win.X, win.Y, win.H, win.W, err)
 		}
 		off := r0 * win.W
 		for k := range nb {
@@ -164,18 +202,5 @@ func (d *geotiffDataset) readFast(win Window, x, y, mask []float32) (bool, error
 			}
 		}
 	}
-	if anyBad {
-		for p, b := range bad {
-			if b {
-				for k := range nb {
-					x[k*plane+p] = 0
-				}
-			}
-		}
-	}
-	if d.target == nil {
-		return true, nil
-	}
-	d.targetWindow(win, func(p int) bool { return !bad[p] }, y, mask)
-	return true, nil
+	return anyBad, nil
 }

@@ -20,24 +20,33 @@
 //
 //   - pipe: the geotiff source (tile [512, 512], normalize per_band) read
 //     through the loader, as training reads it (data.NewLoader, batches of
-//     8, not shuffled, Workers workers): GDAL's read, the nodata check,
-//     the conversion to float32, the normalisation and the batch's copy.
-//     The source's Open (its statistics pass over the scene) is not timed.
+//     8, not shuffled, Workers workers): the read, the nodata check, the
+//     conversion to float32, the normalisation and the batch's copy. The
+//     source reads all six files' blocks itself (exec/data/geotiff_direct.go:
+//     pread, libdeflate or libzstd, then one C pass that de-interleaves,
+//     checks nodata and normalises; compressed strips through a decoded
+//     strip cache its workers share), not through GDAL. The source's Open
+//     (its statistics pass over the scene, through GDAL) is not timed.
 //   - gdal: raw GDAL window reads through godal, the same windows in
 //     the same order, into a uint16 buffer per worker, band-interleaved
 //     (CHW, as a model needs them), one dataset handle per worker, opened
 //     and warmed by one pass before the timing. The ratio pipe/gdal is
-//     the one the target (0.9) is set on.
+//     the one the target (0.9) is set on. This baseline is GDAL's alone
+//     whatever pipe's source does: the direct reader changed pipe's side
+//     only.
 //   - gdal float32: the same, GDAL converting to float32 (what a model
 //     eats, without normalisation): twice the bytes written, for context.
 //
 // The three take turns within each round, which goes first rotating
 // from round to round; the figures are medians over rounds of tiles per
 // second, and the ratios the medians of the rounds' ratios.
-// Both run in this process, under one GDAL block cache of -cachemax MB
-// (GDAL_CACHEMAX): smaller than a file, so a pass in row-major order
+// Both run in this process with a block cache of -cachemax MB
+// (GDAL_CACHEMAX): GDAL's for the raw reads, and for the source its own
+// cache of decoded blocks, which takes GDAL's size as its budget (it
+// closes its GDAL handles after Open, so GDAL's cache is the raw reads'
+// alone). Either is smaller than a file, so a pass in row-major order
 // finds none of its tiles left by the pass before. GDAL_NUM_THREADS is
-// left unset for both.
+// left unset.
 //
 // gdal_translate -srcwin writes -translate tiles of each file, one
 // process per tile, one at a time, to an uncompressed GTiff: the cost of
