@@ -9,9 +9,18 @@ package cpu
 // do not cancel, are float32 within blocks of reduceBlock values and
 // float64 across blocks.
 
-import "math"
+import (
+	"math"
+
+	"pipe/exec/cpu/internal/cvec"
+)
 
 const reduceBlock = 512
+
+// cMin is the least length for which the loops below call their C twins
+// in internal/cvec (the same bits, vectorised; a cgo call costs about as
+// much as 64 values of the Go loop).
+const cMin = 64
 
 // relu32 is max(v, 0) without a branch: negative values and -0 give +0,
 // NaN stays NaN (as in PyTorch, so a NaN is caught downstream).
@@ -35,6 +44,14 @@ func keepIfPos(g, out float32) float32 {
 
 // affineRelu sets dst = relu(a·src + b).
 func affineRelu(dst, src []float32, a, b float32) {
+	if cvec.Built && len(src) >= cMin {
+		cvec.AffineRelu(dst, src, a, b)
+		return
+	}
+	affineReluGo(dst, src, a, b)
+}
+
+func affineReluGo(dst, src []float32, a, b float32) {
 	dst = dst[:len(src)]
 	i := 0
 	for ; i+4 <= len(src); i += 4 {
@@ -82,6 +99,13 @@ func reluMask(g, out []float32) {
 // sums lose a percent of such a result. PyTorch's CPU batchnorm
 // accumulates in double too.
 func sumCentered(g, x, out []float32, mean float32, relu bool) (sg, sgx float64) {
+	if cvec.Built && len(g) >= cMin {
+		return cvec.SumCentered(g, x, out, mean, relu)
+	}
+	return sumCenteredGo(g, x, out, mean, relu)
+}
+
+func sumCenteredGo(g, x, out []float32, mean float32, relu bool) (sg, sgx float64) {
 	n := len(g)
 	x = x[:n]
 	if relu {
@@ -117,6 +141,14 @@ func sumCentered(g, x, out []float32, mean float32, relu bool) (sg, sgx float64)
 // bnDx sets (or adds to, when acc) dx = k·(n·g' - sg - (x-mean)·xk),
 // g' = g masked by out > 0 with relu. dx may be g.
 func bnDx(dx, g, x, out []float32, mean, k, fn, sg, xk float32, relu, acc bool) {
+	if cvec.Built && len(g) >= cMin {
+		cvec.BnDx(dx, g, x, out, mean, k, fn, sg, xk, relu, acc)
+		return
+	}
+	bnDxGo(dx, g, x, out, mean, k, fn, sg, xk, relu, acc)
+}
+
+func bnDxGo(dx, g, x, out []float32, mean, k, fn, sg, xk float32, relu, acc bool) {
 	n := len(g)
 	x, dx = x[:n], dx[:n]
 	if relu {
@@ -140,6 +172,14 @@ func bnDx(dx, g, x, out []float32, mean, k, fn, sg, xk float32, relu, acc bool) 
 func meanVar(x []float32) (mean, variance float64) {
 	mean = sum64(x) / float64(len(x))
 	m := float32(mean)
+	if cvec.Built && len(x) >= cMin {
+		return mean, cvec.SumSqDev(x, m) / float64(len(x))
+	}
+	return mean, sumSqDevGo(x, m) / float64(len(x))
+}
+
+// sumSqDevGo is meanVar's second pass, Σ (x-m)².
+func sumSqDevGo(x []float32, m float32) float64 {
 	var q float64
 	for blk := 0; blk < len(x); blk += reduceBlock {
 		e := min(blk+reduceBlock, len(x))
@@ -159,13 +199,19 @@ func meanVar(x []float32) (mean, variance float64) {
 		}
 		q += float64(q0 + q1 + q2 + q3)
 	}
-	variance = q / float64(len(x))
-	return
+	return q
 }
 
 // sum64 sums x in float64 (a bias's gradient is a sum of terms that
 // nearly cancel; see sumCentered).
 func sum64(x []float32) float64 {
+	if cvec.Built && len(x) >= cMin {
+		return cvec.Sum64(x)
+	}
+	return sum64Go(x)
+}
+
+func sum64Go(x []float32) float64 {
 	var s0, s1, s2, s3 float64
 	i := 0
 	for ; i+4 <= len(x); i += 4 {

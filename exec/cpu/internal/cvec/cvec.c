@@ -54,3 +54,145 @@ void max2x2(const float *src, float *dst, int *ix, int w, int ho, int wo)
 		}
 	}
 }
+
+// max2x2_planes is max2x2 on n planes of h×w one after another (h =
+// 2·ho or 2·ho+1), each index within its own plane.
+CLONES
+void max2x2_planes(const float *src, float *dst, int *ix, int w, int h, int ho, int wo, int n)
+{
+	for (int p = 0; p < n; p++)
+		max2x2(src + (long)p * h * w, dst + (long)p * ho * wo, ix + (long)p * ho * wo, w, ho, wo);
+}
+
+static inline uint32_t bits(float v)
+{
+	uint32_t u;
+	memcpy(&u, &v, 4);
+	return u;
+}
+
+static inline float from(uint32_t u)
+{
+	float v;
+	memcpy(&v, &u, 4);
+	return v;
+}
+
+// relu32 is cpu.relu32: negative values and -0 give +0, NaN stays.
+static inline float relu32(float v)
+{
+	uint32_t u = bits(v);
+	uint32_t neg = (uint32_t)((int32_t)u >> 31);
+	uint32_t nan = (uint32_t)((int32_t)(0x7f800000u - (u & 0x7fffffffu)) >> 31);
+	return from(u & ~(neg & ~nan));
+}
+
+// keep_if_pos is cpu.keepIfPos: g where out > 0, else +0.
+static inline float keep_if_pos(float g, float out)
+{
+	uint32_t m = bits(out);
+	return from(bits(g) & (0u - ((0u - m) >> 31)));
+}
+
+// The loops below are built as ISO C (-std=c11, cvec.go), where GCC does
+// not contract a multiply and an add into one FMA: a multiply
+// and an add stay two roundings, as in Go, so each gives Go's bits.
+
+CLONES
+void affine_relu(float *dst, const float *src, float a, float b, long n)
+{
+	for (long i = 0; i < n; i++)
+		dst[i] = relu32(a * src[i] + b);
+}
+
+// bn_dx is cpu.bnDx; dx may be g.
+CLONES
+void bn_dx(float *dx, const float *g, const float *x, const float *out, float mean, float k, float fn, float sg, float xk, int relu, int acc, long n)
+{
+	if (relu) {
+		if (acc)
+			for (long i = 0; i < n; i++)
+				dx[i] += k * (fn * keep_if_pos(g[i], out[i]) - sg - (x[i] - mean) * xk);
+		else
+			for (long i = 0; i < n; i++)
+				dx[i] = k * (fn * keep_if_pos(g[i], out[i]) - sg - (x[i] - mean) * xk);
+	} else {
+		if (acc)
+			for (long i = 0; i < n; i++)
+				dx[i] += k * (fn * g[i] - sg - (x[i] - mean) * xk);
+		else
+			for (long i = 0; i < n; i++)
+				dx[i] = k * (fn * g[i] - sg - (x[i] - mean) * xk);
+	}
+}
+
+// sum64 is cpu.sum64: four float64 accumulators over i mod 4, the tail
+// into the first, (s0+s1)+(s2+s3).
+CLONES
+double sum64(const float *x, long n)
+{
+	double s[4] = {0, 0, 0, 0};
+	long i = 0;
+	for (; i + 4 <= n; i += 4)
+		for (int j = 0; j < 4; j++)
+			s[j] += (double)x[i + j];
+	for (; i < n; i++)
+		s[0] += (double)x[i];
+	return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+// sum_sq_dev is the second pass of cpu.meanVar: Σ (x-m)² with four
+// float32 accumulators within each block of 512, ((q0+q1)+q2)+q3 added
+// to a float64 per block.
+CLONES
+double sum_sq_dev(const float *x, float m, long n)
+{
+	double q = 0;
+	for (long blk = 0; blk < n; blk += 512) {
+		long e = blk + 512 < n ? blk + 512 : n;
+		float a[4] = {0, 0, 0, 0};
+		long i = blk;
+		for (; i + 4 <= e; i += 4)
+			for (int j = 0; j < 4; j++) {
+				float d = x[i + j] - m;
+				a[j] += d * d;
+			}
+		for (; i < e; i++) {
+			float d = x[i] - m;
+			a[0] += d * d;
+		}
+		q += (double)(((a[0] + a[1]) + a[2]) + a[3]);
+	}
+	return q;
+}
+
+// sum_centered is cpu.sumCentered: accumulators over i mod 2, in float64.
+CLONES
+void sum_centered(const float *g, const float *x, const float *out, float mean, int relu, long n, double *sg, double *sgx)
+{
+	double s[2] = {0, 0}, t[2] = {0, 0};
+	double m = (double)mean;
+	long i = 0;
+	if (relu) {
+		for (; i + 2 <= n; i += 2)
+			for (int j = 0; j < 2; j++) {
+				double v = (double)keep_if_pos(g[i + j], out[i + j]);
+				s[j] += v;
+				t[j] += v * ((double)x[i + j] - m);
+			}
+	} else {
+		for (; i + 2 <= n; i += 2)
+			for (int j = 0; j < 2; j++) {
+				double v = (double)g[i + j];
+				s[j] += v;
+				t[j] += v * ((double)x[i + j] - m);
+			}
+	}
+	for (; i < n; i++) {
+		double v = (double)(relu ? keep_if_pos(g[i], out[i]) : g[i]);
+		s[0] += v;
+		t[0] += v * ((double)x[i] - m);
+	}
+	*sg = s[0] + s[1];
+	*sgx = t[0] + t[1];
+}

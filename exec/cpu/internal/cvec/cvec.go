@@ -9,7 +9,7 @@
 package cvec
 
 /*
-#cgo CFLAGS: -O3
+#cgo CFLAGS: -O3 -std=c11
 #include "cvec.h"
 */
 import "C"
@@ -27,4 +27,83 @@ func Max2x2(src, dst []float32, ix []int32, w, ho, wo int) {
 	_, _, _ = src[(2*ho-1)*w+2*wo-1], dst[ho*wo-1], ix[ho*wo-1]
 	C.max2x2((*C.float)(unsafe.Pointer(unsafe.SliceData(src))), (*C.float)(unsafe.Pointer(unsafe.SliceData(dst))),
 		(*C.int)(unsafe.Pointer(unsafe.SliceData(ix))), C.int(w), C.int(ho), C.int(wo))
+}
+
+// Max2x2Planes is Max2x2 on n planes of h×w one after another, in one
+// call (a call per plane cost more than the pooling of a 14×14 plane).
+func Max2x2Planes(src, dst []float32, ix []int32, w, h, ho, wo, n int) {
+	if ho == 0 || wo == 0 || n == 0 {
+		return
+	}
+	_, _, _ = src[n*h*w-1], dst[n*ho*wo-1], ix[n*ho*wo-1]
+	if h < 2*ho || w < 2*wo {
+		panic("cvec: Max2x2Planes: plane smaller than its output")
+	}
+	C.max2x2_planes((*C.float)(unsafe.Pointer(unsafe.SliceData(src))), (*C.float)(unsafe.Pointer(unsafe.SliceData(dst))),
+		(*C.int)(unsafe.Pointer(unsafe.SliceData(ix))), C.int(w), C.int(h), C.int(ho), C.int(wo), C.int(n))
+}
+
+// AffineRelu is cpu.affineRelu.
+func AffineRelu(dst, src []float32, a, b float32) {
+	if len(src) == 0 {
+		return
+	}
+	dst = dst[:len(src)]
+	C.affine_relu(f32p(dst), f32p(src), C.float(a), C.float(b), C.long(len(src)))
+}
+
+// BnDx is cpu.bnDx; out is read only with relu.
+func BnDx(dx, g, x, out []float32, mean, k, fn, sg, xk float32, relu, acc bool) {
+	n := len(g)
+	if n == 0 {
+		return
+	}
+	dx, x = dx[:n], x[:n]
+	var op *C.float
+	if relu {
+		op = f32p(out[:n])
+	}
+	C.bn_dx(f32p(dx), f32p(g), f32p(x), op, C.float(mean), C.float(k), C.float(fn), C.float(sg), C.float(xk), cbool(relu), cbool(acc), C.long(n))
+}
+
+// Sum64 is cpu.sum64.
+func Sum64(x []float32) float64 {
+	if len(x) == 0 {
+		return 0
+	}
+	return float64(C.sum64(f32p(x), C.long(len(x))))
+}
+
+// SumSqDev is the second pass of cpu.meanVar: Σ (x-m)², float32 within
+// blocks of 512 values and float64 across.
+func SumSqDev(x []float32, m float32) float64 {
+	if len(x) == 0 {
+		return 0
+	}
+	return float64(C.sum_sq_dev(f32p(x), C.float(m), C.long(len(x))))
+}
+
+// SumCentered is cpu.sumCentered; out is read only with relu.
+func SumCentered(g, x, out []float32, mean float32, relu bool) (sg, sgx float64) {
+	n := len(g)
+	if n == 0 {
+		return 0, 0
+	}
+	x = x[:n]
+	var op *C.float
+	if relu {
+		op = f32p(out[:n])
+	}
+	var a, b C.double
+	C.sum_centered(f32p(g), f32p(x), op, C.float(mean), cbool(relu), C.long(n), &a, &b)
+	return float64(a), float64(b)
+}
+
+func f32p(s []float32) *C.float { return (*C.float)(unsafe.Pointer(unsafe.SliceData(s))) }
+
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
 }

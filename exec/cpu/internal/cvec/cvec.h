@@ -1,1 +1,7 @@
 void max2x2(const float *src, float *dst, int *ix, int w, int ho, int wo);
+void max2x2_planes(const float *src, float *dst, int *ix, int w, int h, int ho, int wo, int n);
+void affine_relu(float *dst, const float *src, float a, float b, long n);
+void bn_dx(float *dx, const float *g, const float *x, const float *out, float mean, float k, float fn, float sg, float xk, int relu, int acc, long n);
+double sum64(const float *x, long n);
+double sum_sq_dev(const float *x, float m, long n);
+void sum_centered(const float *g, const float *x, const float *out, float mean, int relu, long n, double *sg, double *sgx);

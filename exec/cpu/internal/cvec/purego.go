@@ -7,3 +7,16 @@ package cvec
 const Built = false
 
 func Max2x2(src, dst []float32, ix []int32, w, ho, wo int) { panic("cvec: built without cgo") }
+
+func Max2x2Planes(src, dst []float32, ix []int32, w, h, ho, wo, n int) {
+	panic("cvec: built without cgo")
+}
+func AffineRelu(dst, src []float32, a, b float32) { panic("cvec: built without cgo") }
+func BnDx(dx, g, x, out []float32, mean, k, fn, sg, xk float32, relu, acc bool) {
+	panic("cvec: built without cgo")
+}
+func Sum64(x []float32) float64               { panic("cvec: built without cgo") }
+func SumSqDev(x []float32, m float32) float64 { panic("cvec: built without cgo") }
+func SumCentered(g, x, out []float32, mean float32, relu bool) (sg, sgx float64) {
+	panic("cvec: built without cgo")
+}
