@@ -102,6 +102,7 @@ func build(g *stdlib.Graph, cfg exec.Config, paramsOnly bool) (*model, error) {
 		return m, nil
 	}
 	m.pool = newPool(threads)
+	m.blasSplit = threads > 1 && denseOnly(g)
 	m.allocScratch()
 	m.train = m.buildTrain(cfg.Batch)
 	return m, nil
@@ -557,4 +558,31 @@ func (m *model) allocScratch() {
 		m.partial[w] = make([]float32, part)
 	}
 	m.scratchWords = m.pool.n * (col + part)
+}
+
+// denseOnly says whether g's work is all dense products and the
+// elementwise ops around them: an MLP. Such a model's matrix products go
+// to OpenBLAS's own threads rather than being split across the pool
+// (model.gemm): OpenBLAS shares one packing of the weights between its
+// threads where the pool's halves each pack all of them, and its threads
+// poll between calls where a pool worker parks. Measured with
+// BenchmarkStepMLP (min of 3 interleaved, quiet): 0.564 ms against 0.613
+// ms split by the pool; bench/cmd/ratios, bench/models/mlp.pipe, 3
+// rounds: 0.55 against 0.66 ms, PyTorch 0.91 and 0.94 ms. In any other
+// model OpenBLAS's polling threads
+// took the cores from the pool's workers: the Fashion CNN's step went
+// from 11.1 to 15.0 ms and the ViT's from 116 to 157 ms with every
+// product on OpenBLAS's threads.
+func denseOnly(g *stdlib.Graph) bool {
+	dense := false
+	for _, n := range g.Nodes {
+		switch n.Op {
+		case "dense", "lowrank_dense":
+			dense = true
+		case "input", "flatten", "dropout", "relu", "gelu", "sigmoid", "tanh", "leakyrelu", "softmax":
+		default:
+			return false
+		}
+	}
+	return dense
 }

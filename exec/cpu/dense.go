@@ -2,7 +2,12 @@ package cpu
 
 import (
 	"gonum.org/v1/gonum/blas"
+	"sync"
 )
+
+// blasThreadsMu is held while a model runs a product on OpenBLAS's
+// threads.
+var blasThreadsMu sync.Mutex
 
 // gemm computes C = alpha·op(A)·op(B) + beta·C (row-major) with the
 // workers splitting C's rows, or its columns when there are too few rows.
@@ -16,6 +21,15 @@ func (m *model) gemm(tA, tB blas.Transpose, rows, cols, k int, alpha float32, a 
 	w := m.pool.n
 	if w == 1 || work < 1<<16 {
 		blasImpl.Sgemm(tA, tB, rows, cols, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		return
+	}
+	// OpenBLAS's thread count is the process's: one model at a time
+	// takes it, another splits its products on its pool meanwhile.
+	if m.blasSplit && blasThreadsSettable && blasThreadsMu.TryLock() {
+		restore := blasThreads(w)
+		blasImpl.Sgemm(tA, tB, rows, cols, k, alpha, a, lda, b, ldb, beta, c, ldc)
+		restore()
+		blasThreadsMu.Unlock()
 		return
 	}
 	if rows >= 4*w {

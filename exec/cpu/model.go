@@ -128,7 +128,10 @@ type model struct {
 	units   []*unit
 	outUnit int
 	pool    *pool
-	threads int
+	// blasSplit: model.gemm leaves the split of a product to OpenBLAS's
+	// threads (denseOnly).
+	blasSplit bool
+	threads   int
 
 	params  []*param // trainable, in order
 	buffers []*param // running statistics
