@@ -125,23 +125,36 @@ func TestGeoTIFFDirectMatches(t *testing.T) {
 	}
 }
 
+// openBoth opens src under base twice: with the direct reader, and with
+// it off (GDAL's path); both close when the test ends.
+func openBoth(tb testing.TB, src, base string) (direct, gdal Dataset) {
+	tb.Helper()
+	direct = openGDALPath(tb, src, base, true)
+	gdal = openGDALPath(tb, src, base, false)
+	return direct, gdal
+}
+
+// openGDALPath opens src under base with the direct reader on or off;
+// it closes when the test ends.
+func openGDALPath(tb testing.TB, src, base string, directOn bool) Dataset {
+	tb.Helper()
+	keep := directTIFF
+	directTIFF = directOn
+	ds, err := Open(source(tb, src), WithBase(base))
+	directTIFF = keep
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { ds.Close() })
+	return ds
+}
+
 // compareDirect reads every tile of the source and directWindows with
 // the direct reader on and off, and compares the bits.
 func compareDirect(t *testing.T, dir, name, body string, want bool) {
 	t.Helper()
 	src := fmt.Sprintf(`source s geotiff { path %q  %s }`, name, body)
-	direct, err := Open(source(t, src), WithBase(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
-	directTIFF = false
-	gdal, err := Open(source(t, src), WithBase(dir))
-	directTIFF = true
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gdal.Close()
+	direct, gdal := openBoth(t, src, dir)
 	dd, gd := direct.(*geotiffDataset), gdal.(*geotiffDataset)
 	if gd.direct != nil {
 		t.Fatal("directTIFF = false did not turn the direct reader off")
@@ -356,13 +369,7 @@ func TestGeoTIFFDirectCacheConcurrent(t *testing.T) {
 		name := "zstd-" + l.name + ".tif"
 		directFile(t, dir, name, godal.UInt16, append([]string{"-co", "COMPRESS=ZSTD", "-co", "PREDICTOR=2"}, l.sw...))
 		src := fmt.Sprintf(`source s geotiff { path %q  tile 90x100 stride 37 }`, name)
-		directTIFF = false
-		gdal, err := Open(source(t, src), WithBase(dir))
-		directTIFF = true
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer gdal.Close()
+		gdal := openGDALPath(t, src, dir, false)
 		want, _, _ := readAll(t, gdal)
 		keep := directCacheBytes
 		directCacheBytes = 0 // the least the cache holds: two rows of windows
@@ -433,18 +440,7 @@ func TestGeoTIFFDirectCacheConcurrent(t *testing.T) {
 func TestGeoTIFFDirectLandsat(t *testing.T) {
 	needFiles(t, "data/L7_ETMs.tif", "data/olinda_dem_utm25s.tif")
 	src := `source scene geotiff { path "data/L7_ETMs.tif"  target "data/olinda_dem_utm25s.tif"  tile 32x32 stride 16 }`
-	direct, err := Open(source(t, src), WithBase(repoRoot))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
-	directTIFF = false
-	gdal, err := Open(source(t, src), WithBase(repoRoot))
-	directTIFF = true
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gdal.Close()
+	direct, gdal := openBoth(t, src, repoRoot)
 	d := direct.(*geotiffDataset)
 	if d.direct == nil || d.direct.cache == nil {
 		t.Fatal("the direct reader's block cache does not read the scene")
@@ -494,18 +490,7 @@ func TestGeoTIFFDirectFallback(t *testing.T) {
 		t.Fatal(err)
 	}
 	src := `source s geotiff { path "sparse.tif"  tile 100x100 stride 100 }`
-	direct, err := Open(source(t, src), WithBase(dir))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer direct.Close()
-	directTIFF = false
-	gdal, err := Open(source(t, src), WithBase(dir))
-	directTIFF = true
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer gdal.Close()
+	direct, gdal := openBoth(t, src, dir)
 	d := direct.(*geotiffDataset)
 	if d.direct == nil {
 		t.Fatal("the direct reader does not apply to the sparse file")
@@ -612,18 +597,7 @@ func benchOverlap(b *testing.B, comp string) {
 	out.Close()
 	mem.Close()
 	src := `source s geotiff { path "z.tif"  tile 256x256 stride 128 }`
-	direct, err := Open(source(b, src), WithBase(dir))
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer direct.Close()
-	directTIFF = false
-	gdal, err := Open(source(b, src), WithBase(dir))
-	directTIFF = true
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer gdal.Close()
+	direct, gdal := openBoth(b, src, dir)
 	x := make([]float32, nb*256*256)
 	pass := func(ds Dataset) time.Duration {
 		t0 := time.Now()
