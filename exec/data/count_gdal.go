@@ -39,8 +39,9 @@ func countTiles(b *lang.Block, c *config) (int, error) {
 }
 
 // rasterResident is a raster source's resident memory (ResidentBytes):
-// the scene's validity mask, the warped target, and GDAL's block cache,
-// bounded by the bytes of the rasters it reads.
+// the scene's validity mask, the warped target, and the block cache
+// (the direct reader's, geotiff_blockcache.go, or GDAL's), bounded by
+// the bytes of the rasters it reads.
 func rasterResident(b *lang.Block, c *config) (Resident, error) {
 	gdalInit()
 	size := func(p string) (w, h, bytes int64, err error) {
@@ -58,7 +59,7 @@ func rasterResident(b *lang.Block, c *config) (Resident, error) {
 		return Resident{}, err
 	}
 	r := Resident{Bytes: w*h + raster}
-	what := fmt.Sprintf("a %dx%d scene's mask and up to its %d bytes in GDAL's block cache", w, h, raster)
+	what := fmt.Sprintf("a %dx%d scene's mask and up to its %d bytes in the block cache", w, h, raster)
 	if tp := strField(b, "target"); tp != "" {
 		_, _, traster, err := size(tp)
 		if err != nil {
