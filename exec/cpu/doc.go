@@ -42,7 +42,8 @@
 // each worker running single-threaded sgemm on its own columns (OpenBLAS's
 // threads are off: two workers splitting the columns matched or beat
 // OpenBLAS's two threads on one call, 177 against 153 GFLOP/s on the
-// Fashion CNN's second conv), the input gradient either by col2im or,
+// Fashion CNN's second conv; an MLP is the exception, see denseOnly in
+// build.go), the input gradient either by col2im or,
 // where measured faster, as a forward convolution with the flipped
 // kernel. winograd.go runs the 3×3 stride-1 convolutions with 8 channels
 // or more in and out (the U-Net's, the Fashion CNN's second) as Winograd
@@ -50,8 +51,10 @@
 // (internal/winograd) because a package with cgo cannot hold Go
 // assembly. Elementwise loops (vec.go) avoid data-dependent branches —
 // relu and max-pool comparisons are coin flips on real activations, and a
-// branch-free max-pool ran 3× faster — and Adam runs in AVX2 assembly
-// (adam_amd64.s), bit-identical to the scalar code.
+// branch-free max-pool ran 3× faster; the batchnorm and relu loops and
+// the 2×2 max-pool have C twins in internal/cvec, the same bits,
+// vectorised — and Adam runs in AVX2 assembly (adam_amd64.s),
+// bit-identical to the scalar code.
 //
 // # Fusion, checkpointing and memory
 //
