@@ -101,8 +101,11 @@ func build(g *stdlib.Graph, cfg exec.Config, paramsOnly bool) (*model, error) {
 	if paramsOnly {
 		return m, nil
 	}
-	m.pool = newPool(threads)
-	m.blasSplit = threads > 1 && denseOnly(g)
+	if threads > 1 && denseOnly(g) {
+		m.pool, m.gemmThreads = newPool(1), threads
+	} else {
+		m.pool = newPool(threads)
+	}
 	m.allocScratch()
 	m.train = m.buildTrain(cfg.Batch)
 	return m, nil
@@ -561,18 +564,21 @@ func (m *model) allocScratch() {
 }
 
 // denseOnly says whether g's work is all dense products and the
-// elementwise ops around them: an MLP. Such a model's matrix products go
-// to OpenBLAS's own threads rather than being split across the pool
-// (model.gemm): OpenBLAS shares one packing of the weights between its
-// threads where the pool's halves each pack all of them, and its threads
-// poll between calls where a pool worker parks. Measured with
-// BenchmarkStepMLP (min of 3 interleaved, quiet): 0.564 ms against 0.613
-// ms split by the pool; bench/cmd/ratios, bench/models/mlp.pipe, 3
-// rounds: 0.55 against 0.66 ms, PyTorch 0.91 and 0.94 ms. In any other
-// model OpenBLAS's polling threads
-// took the cores from the pool's workers: the Fashion CNN's step went
-// from 11.1 to 15.0 ms and the ViT's from 116 to 157 ms with every
-// product on OpenBLAS's threads.
+// elementwise ops around them: an MLP. Such a model runs its matrix
+// products on OpenBLAS's own threads and everything else on the calling
+// goroutine alone (a pool of one), instead of splitting both across the
+// pool. OpenBLAS shares one packing of the weights between its threads
+// where the pool's halves each pack all of them, and its threads poll
+// between calls where a pool worker parks; the elementwise work of an
+// MLP (bias, activation, loss, Adam) is too small to pay for a fork-join
+// and, split, ran beside OpenBLAS's polling thread on the other core.
+// Measured on bench/models/mlp.pipe (a loop of 2,000 steps, median,
+// three interleaved runs each, quiet): 0.43 ms a step (Adam 0.08)
+// against 0.55 (Adam 0.12) with only the products on OpenBLAS and 0.61
+// to 0.66 with everything on the pool. In any other model OpenBLAS's
+// polling threads took the cores from the pool's workers: the Fashion
+// CNN's step went from 11.1 to 15.0 ms and the ViT's from 116 to 157 ms
+// with every product on OpenBLAS's threads (BenchmarkStep*, min of 3).
 func denseOnly(g *stdlib.Graph) bool {
 	dense := false
 	for _, n := range g.Nodes {

@@ -18,18 +18,18 @@ func (m *model) gemm(tA, tB blas.Transpose, rows, cols, k int, alpha float32, a 
 		return
 	}
 	work := rows * cols * k
-	w := m.pool.n
-	if w == 1 || work < 1<<16 {
-		blasImpl.Sgemm(tA, tB, rows, cols, k, alpha, a, lda, b, ldb, beta, c, ldc)
-		return
-	}
 	// OpenBLAS's thread count is the process's: one model at a time
-	// takes it, another splits its products on its pool meanwhile.
-	if m.blasSplit && blasThreadsSettable && blasThreadsMu.TryLock() {
-		restore := blasThreads(w)
+	// takes it; another meanwhile runs its product on one thread.
+	if m.gemmThreads > 1 && work >= 1<<16 && blasThreadsSettable && blasThreadsMu.TryLock() {
+		restore := blasThreads(m.gemmThreads)
 		blasImpl.Sgemm(tA, tB, rows, cols, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		restore()
 		blasThreadsMu.Unlock()
+		return
+	}
+	w := m.pool.n
+	if w == 1 || work < 1<<16 {
+		blasImpl.Sgemm(tA, tB, rows, cols, k, alpha, a, lda, b, ldb, beta, c, ldc)
 		return
 	}
 	if rows >= 4*w {

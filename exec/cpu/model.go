@@ -128,10 +128,11 @@ type model struct {
 	units   []*unit
 	outUnit int
 	pool    *pool
-	// blasSplit: model.gemm leaves the split of a product to OpenBLAS's
-	// threads (denseOnly).
-	blasSplit bool
-	threads   int
+	// gemmThreads, when more than 1, is how many of OpenBLAS's threads
+	// model.gemm runs a product on; the pool then has one worker
+	// (denseOnly).
+	gemmThreads int
+	threads     int
 
 	params  []*param // trainable, in order
 	buffers []*param // running statistics
