@@ -75,6 +75,7 @@ import (
 	"github.com/airbusgeo/godal"
 
 	"pipe/exec/data"
+	"pipe/internal/memrun"
 	"pipe/lang"
 	"pipe/stdlib"
 )
@@ -184,7 +185,7 @@ func bench(o options, w io.Writer) error {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	res := Results{Date: time.Now().UTC().Format(time.RFC3339), CPUs: runtime.NumCPU(), LoadAvg: loadavg(),
+	res := Results{Date: time.Now().UTC().Format(time.RFC3339), CPUs: runtime.NumCPU(), LoadAvg: memrun.LoadAvg(),
 		Raster: fmt.Sprintf("%dx%d, %d bands, uint16", o.width, o.height, bands), CacheMB: o.cacheMB, Rounds: o.rounds}
 	fmt.Fprintf(w, "tiles: building a %s raster from %s in %s\n", res.Raster, o.scene, dir)
 	files, err := makeFiles(o, dir)
@@ -265,7 +266,7 @@ func bench(o options, w io.Writer) error {
 			}
 		}
 	}
-	res.LoadAfter = loadavg()
+	res.LoadAfter = memrun.LoadAvg()
 	printTables(w, res)
 	if o.jsonOut != "" {
 		b, err := json.MarshalIndent(res, "", "  ")
@@ -359,11 +360,7 @@ func makeFiles(o options, dir string) ([]File, error) {
 			if err != nil {
 				return nil, err
 			}
-			c := strings.ToLower(comp)
-			if c == "none" {
-				c = "uncompressed"
-			}
-			files = append(files, File{Name: name, Layout: layout, Compression: c, Bytes: fi.Size(), path: p})
+			files = append(files, File{Name: name, Layout: layout, Compression: compressionName(comp), Bytes: fi.Size(), path: p})
 		}
 	}
 	return files, nil
@@ -373,6 +370,14 @@ var (
 	compressions = []string{"NONE", "DEFLATE", "ZSTD"}
 	layouts      = []string{"cog", "striped"}
 )
+
+// compressionName is how the tables name a COMPRESS value.
+func compressionName(comp string) string {
+	if comp == "NONE" {
+		return "uncompressed"
+	}
+	return strings.ToLower(comp)
+}
 
 // reuse returns the files already in a -dir when all six are there with
 // the raster's size.
@@ -398,11 +403,7 @@ func reuse(o options, dir string) ([]File, bool) {
 			if st.SizeX != o.width || st.SizeY != o.height || st.NBands != bands {
 				return nil, false
 			}
-			c := strings.ToLower(comp)
-			if c == "none" {
-				c = "uncompressed"
-			}
-			files = append(files, File{Name: name, Layout: layout, Compression: c, Bytes: fi.Size(), path: p})
+			files = append(files, File{Name: name, Layout: layout, Compression: compressionName(comp), Bytes: fi.Size(), path: p})
 		}
 	}
 	return files, true
@@ -543,16 +544,4 @@ func median(v []float64) float64 {
 		return s[len(s)/2]
 	}
 	return (s[len(s)/2-1] + s[len(s)/2]) / 2
-}
-
-func loadavg() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return "unknown"
-	}
-	f := strings.Fields(string(b))
-	if len(f) < 3 {
-		return "unknown"
-	}
-	return strings.Join(f[:3], " ")
 }
