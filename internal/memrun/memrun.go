@@ -6,11 +6,13 @@ package memrun
 import (
 	"encoding/json"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -153,6 +155,21 @@ func Workspace(pipe, prefix string) (bin, root, dir string, cleanup func(), err 
 		return "", "", "", nil, err
 	}
 	return bin, root, dir, cleanup, nil
+}
+
+// Median is the median of v (the mean of the middle two for an even
+// count), NaN for none; v is left as it was.
+func Median(v []float64) float64 {
+	if len(v) == 0 {
+		return math.NaN()
+	}
+	s := slices.Clone(v)
+	slices.Sort(s)
+	n := len(s)
+	if n%2 == 1 {
+		return s[n/2]
+	}
+	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // LoadAvg is the machine's load averages over 1, 5 and 15 minutes as

@@ -264,8 +264,8 @@ type Side struct {
 
 func (s *Side) add(ms []float64) {
 	s.all = append(s.all, ms...)
-	s.RoundMedians = append(s.RoundMedians, median(ms))
-	s.Median = median(s.all)
+	s.RoundMedians = append(s.RoundMedians, memrun.Median(ms))
+	s.Median = memrun.Median(s.all)
 	s.Best = slices.Min(s.all)
 }
 
@@ -398,7 +398,7 @@ func measure(o options, log io.Writer) (res *Results, err error) {
 				}
 				b.res.Discarded++
 				fmt.Fprintf(log, "ratios: round %d/%d %-12s pipe %8.2f ms  torch %8.2f ms  others busy %3.0f%%: discarded, running it again\n",
-					r+1, o.rounds, b.res.Name, median(pipeMS), median(torchMS), 100*others)
+					r+1, o.rounds, b.res.Name, memrun.Median(pipeMS), memrun.Median(torchMS), 100*others)
 			}
 			b.res.Pipe.add(pipeMS)
 			b.res.Torch.add(torchMS)
@@ -409,16 +409,16 @@ func measure(o options, log io.Writer) (res *Results, err error) {
 			b.res.Others = append(b.res.Others, others)
 			if b.noEngine {
 				fmt.Fprintf(log, "ratios: round %d/%d %-12s pipe %8.2f ms  torch %8.2f ms  others busy %3.0f%%\n",
-					r+1, o.rounds, b.res.Name, median(pipeMS), median(torchMS), 100*others)
+					r+1, o.rounds, b.res.Name, memrun.Median(pipeMS), memrun.Median(torchMS), 100*others)
 				continue
 			}
 			fmt.Fprintf(log, "ratios: round %d/%d %-12s pipe %8.2f ms  torch %8.2f ms  torch engine %8.2f ms (plain loop in its worker %8.2f ms)  others busy %3.0f%%\n",
-				r+1, o.rounds, b.res.Name, median(pipeMS), median(torchMS), median(engineMS), median(plainMS), 100*others)
+				r+1, o.rounds, b.res.Name, memrun.Median(pipeMS), memrun.Median(torchMS), memrun.Median(engineMS), memrun.Median(plainMS), 100*others)
 		}
 	}
 	res.LoadAfter = memrun.LoadAvg()
 	if len(res.SGEMM.Rounds) > 0 {
-		res.SGEMM.GFLOPS = median(res.SGEMM.Rounds)
+		res.SGEMM.GFLOPS = memrun.Median(res.SGEMM.Rounds)
 	}
 	for _, b := range benches {
 		m := &b.res
@@ -463,7 +463,7 @@ func (b *bench) round(py *torch, warm, r int, roundTime time.Duration) (pipeMS, 
 			return err
 		}
 		if b.res.Steps == 0 {
-			n := float64(roundTime) / float64(time.Millisecond) / median(ms)
+			n := float64(roundTime) / float64(time.Millisecond) / memrun.Median(ms)
 			b.res.Steps = min(max(int(math.Ceil(n)), 5), 1000)
 		}
 		pipeMS, err = b.pipeSteps(b.res.Steps)
@@ -646,19 +646,6 @@ func count(n int64) string {
 		return fmt.Sprintf("%.1fk", float64(n)/1e3)
 	}
 	return fmt.Sprint(n)
-}
-
-func median(v []float64) float64 {
-	if len(v) == 0 {
-		return math.NaN()
-	}
-	s := slices.Clone(v)
-	slices.Sort(s)
-	n := len(s)
-	if n%2 == 1 {
-		return s[n/2]
-	}
-	return (s[n/2-1] + s[n/2]) / 2
 }
 
 // busyClock measures the CPU time the rest of the machine takes: all

@@ -65,7 +65,6 @@ import (
 	"runtime"
 	"runtime/pprof"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -247,7 +246,7 @@ func bench(o options, w io.Writer) error {
 			}
 			raw.close()
 			row := Row{File: f.Name, Layout: f.Layout, Compression: f.Compression, Workers: nw, Tiles: len(wins),
-				Pipe: median(ps), GDAL: median(gs), GDALF32: median(fs), Ratio: median(rs), RatioF32: median(rf), RatioMin: slices.Min(rs), RatioMax: slices.Max(rs)}
+				Pipe: memrun.Median(ps), GDAL: memrun.Median(gs), GDALF32: memrun.Median(fs), Ratio: memrun.Median(rs), RatioF32: memrun.Median(rf), RatioMin: slices.Min(rs), RatioMax: slices.Max(rs)}
 			res.Rows = append(res.Rows, row)
 			fmt.Fprintf(w, "  %-16s %d workers: pipe %6.1f tiles/s, gdal %6.1f tiles/s (float32 %6.1f), ratio %.2f\n", f.Name, nw, row.Pipe, row.GDAL, row.GDALF32, row.Ratio)
 		}
@@ -535,13 +534,4 @@ func translatePass(f File, wins []data.Window, dir string) (Translate, error) {
 		return nil
 	})
 	return Translate{File: f.Name, Tiles: len(wins), Rate: rate}, err
-}
-
-func median(v []float64) float64 {
-	s := slices.Clone(v)
-	sort.Float64s(s)
-	if len(s)%2 == 1 {
-		return s[len(s)/2]
-	}
-	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
