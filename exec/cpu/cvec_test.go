@@ -33,7 +33,7 @@ func TestMax2x2C(t *testing.T) {
 			want, got := make([]float32, ho*wo), make([]float32, ho*wo)
 			wi, gi := make([]int32, ho*wo), make([]int32, ho*wo)
 			max2x2(src, want, wi, w, ho, wo)
-			cvec.Max2x2(src, got, gi, w, ho, wo)
+			cvec.Max2x2Planes(src, got, gi, w, h, ho, wo, 1)
 			for i := range want {
 				if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(want[i] != want[i] && got[i] != got[i]) || gi[i] != wi[i] {
 					t.Fatalf("%s: [%d] C %v at %d, Go %v at %d", fmt.Sprint(sz), i, got[i], gi[i], want[i], wi[i])

@@ -19,18 +19,9 @@ import "unsafe"
 // Built says this build has the C loops; without cgo it has not.
 const Built = true
 
-// Max2x2 is cpu.max2x2 (pool2d.go) on one plane.
-func Max2x2(src, dst []float32, ix []int32, w, ho, wo int) {
-	if ho == 0 || wo == 0 {
-		return
-	}
-	_, _, _ = src[(2*ho-1)*w+2*wo-1], dst[ho*wo-1], ix[ho*wo-1]
-	C.max2x2((*C.float)(unsafe.Pointer(unsafe.SliceData(src))), (*C.float)(unsafe.Pointer(unsafe.SliceData(dst))),
-		(*C.int)(unsafe.Pointer(unsafe.SliceData(ix))), C.int(w), C.int(ho), C.int(wo))
-}
-
-// Max2x2Planes is Max2x2 on n planes of h×w one after another, in one
-// call (a call per plane cost more than the pooling of a 14×14 plane).
+// Max2x2Planes is cpu.max2x2 (pool2d.go) on n planes of h×w one after
+// another, in one call (a call per plane cost more than the pooling of a
+// 14×14 plane).
 func Max2x2Planes(src, dst []float32, ix []int32, w, h, ho, wo, n int) {
 	if ho == 0 || wo == 0 || n == 0 {
 		return

@@ -6,8 +6,6 @@ package cvec
 // package cpu runs its Go loops.
 const Built = false
 
-func Max2x2(src, dst []float32, ix []int32, w, ho, wo int) { panic("cvec: built without cgo") }
-
 func Max2x2Planes(src, dst []float32, ix []int32, w, h, ho, wo, n int) {
 	panic("cvec: built without cgo")
 }
