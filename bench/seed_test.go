@@ -10,7 +10,7 @@ import (
 	"testing"
 
 	"pipe/bench/torchspec"
-	"pipe/exec"
+	"pipe/engine"
 	"pipe/planner"
 )
 
@@ -68,7 +68,7 @@ func TestSeedsTrainOnCPU(t *testing.T) {
 				t.Fatalf("planned batch %d, want %d", m.Config.Batch, c.batch)
 			}
 			mod, err := m.Build()
-			if errors.Is(err, exec.ErrUnsupported) {
+			if errors.Is(err, engine.ErrUnsupported) {
 				t.Skipf("the native engine cannot build %s yet: %v (its ops on token sequences [T, D]: %s)", c.file, err, strings.Join(sequenceOps(m), ", "))
 			}
 			if err != nil {

@@ -108,7 +108,7 @@ func TestLangImports(t *testing.T) {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}
 	for _, dep := range strings.Fields(string(out)) {
-		for _, banned := range []string{"gorgonia", "godal", "netlib", "pipe/exec", "pipe/planner", "pipe/stdlib"} {
+		for _, banned := range []string{"gorgonia", "godal", "netlib", "pipe/engine", "pipe/run", "pipe/dataset", "pipe/export", "pipe/planner", "pipe/stdlib"} {
 			if strings.Contains(dep, banned) {
 				t.Errorf("lang depends on %s", dep)
 			}

@@ -15,7 +15,7 @@ import (
 	"strconv"
 	"strings"
 
-	"pipe/exec/data"
+	"pipe/dataset"
 )
 
 // decode reads a prediction request's samples: x holds n samples of the
@@ -272,7 +272,7 @@ func (s *Server) decodeImage(body io.Reader, what string) ([]float32, *apiError)
 	if err != nil {
 		return nil, badRequest(http.StatusUnsupportedMediaType, "%s: the %s does not decode (%v); send a PNG or JPEG", what, format, err)
 	}
-	px := data.ImageBytes(img, c, h, w)
+	px := dataset.ImageBytes(img, c, h, w)
 	x := make([]float32, len(px))
 	for i, v := range px {
 		x[i] = float32(v)

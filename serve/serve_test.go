@@ -24,12 +24,12 @@ import (
 
 	dto "github.com/prometheus/client_model/go"
 
-	"pipe/exec"
-	"pipe/exec/cpu"
-	"pipe/exec/data"
+	"pipe/dataset"
+	"pipe/engine/native"
 	"pipe/lang"
 	"pipe/planner"
 	"pipe/planner/plan"
+	"pipe/run"
 	"pipe/stdlib"
 )
 
@@ -73,12 +73,12 @@ func checkpoint(t *testing.T) string {
 		ckptDir = dir
 		p, prog := tinyPlan(t)
 		ck := filepath.Join(dir, "ckpt")
-		if _, ds := exec.Run(context.Background(), p, prog, exec.Hooks{}, exec.WithBackend(cpu.Backend{}), exec.WithBase(dir),
-			exec.WithCheckpointDir(ck), exec.WithThreads(1), exec.WithMaxSteps(2)); ds.HasErrors() {
+		if _, ds := run.Run(context.Background(), p, prog, run.Hooks{}, run.WithBackend(native.Backend{}), run.WithBase(dir),
+			run.WithCheckpointDir(ck), run.WithThreads(1), run.WithMaxSteps(2)); ds.HasErrors() {
 			ckptErr = fmt.Errorf("training the tiny model: %v", ds)
 			return
 		}
-		ckptPath = filepath.Join(ck, exec.LastCheckpoint)
+		ckptPath = filepath.Join(ck, run.LastCheckpoint)
 	})
 	if ckptErr != nil {
 		t.Fatal(ckptErr)
@@ -102,13 +102,13 @@ func tinyPlan(t *testing.T) (*plan.Plan, *lang.Program) {
 }
 
 // load loads n workers of the tiny model for batches of batch samples.
-func load(t *testing.T, n, batch int) []*exec.Trained {
+func load(t *testing.T, n, batch int) []*run.Trained {
 	t.Helper()
 	path := checkpoint(t)
 	p, prog := tinyPlan(t)
-	var ws []*exec.Trained
+	var ws []*run.Trained
 	for range n {
-		tr, err := exec.LoadTrained(p, prog, path, cpu.Backend{}, batch, 1)
+		tr, err := run.LoadTrained(p, prog, path, native.Backend{}, batch, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -552,7 +552,7 @@ func counter(t *testing.T, s *Server, name, code string) float64 {
 // normalized do not.
 func TestRawInputsAreNormalised(t *testing.T) {
 	ws := load(t, 1, 8)
-	ws[0].Info.InputNorm = data.Norm{Mean: []float64{0.5}, Std: []float64{2}}
+	ws[0].Info.InputNorm = dataset.Norm{Mean: []float64{0.5}, Std: []float64{2}}
 	s, err := New(ws, baseConfig())
 	if err != nil {
 		t.Fatal(err)

@@ -14,8 +14,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"pipe/exec"
 	"pipe/planner/plan"
+	"pipe/run"
 )
 
 // Config is what the server is sized by; FromPlan reads it from a plan.
@@ -49,8 +49,8 @@ func seconds(s float64) time.Duration { return time.Duration(math.Round(s * 1e9)
 // Create it with New, serve with Serve or Handler, stop it with Drain.
 type Server struct {
 	cfg     Config
-	workers []*exec.Trained
-	info    exec.TrainedInfo
+	workers []*run.Trained
+	info    run.TrainedInfo
 	inLen   int
 	outLen  int
 
@@ -83,7 +83,7 @@ type job struct {
 // must be of one checkpoint and built for batches of at least
 // cfg.MaxBatch samples. The server owns the models from then on: Drain
 // closes them.
-func New(workers []*exec.Trained, cfg Config) (*Server, error) {
+func New(workers []*run.Trained, cfg Config) (*Server, error) {
 	s, err := build(workers, cfg)
 	if err != nil {
 		return nil, err
@@ -93,7 +93,7 @@ func New(workers []*exec.Trained, cfg Config) (*Server, error) {
 }
 
 // build makes the server without starting its workers.
-func build(workers []*exec.Trained, cfg Config) (*Server, error) {
+func build(workers []*run.Trained, cfg Config) (*Server, error) {
 	if len(workers) == 0 {
 		return nil, errors.New("serve: no workers")
 	}
@@ -197,7 +197,7 @@ func (s *Server) Drain() {
 }
 
 // work is one worker's loop: gather a batch, run it, answer its jobs.
-func (s *Server) work(t *exec.Trained) {
+func (s *Server) work(t *run.Trained) {
 	defer s.done.Done()
 	var carry *job
 	x := make([]float32, 0, s.cfg.MaxBatch*s.inLen)
@@ -249,7 +249,7 @@ func (s *Server) work(t *exec.Trained) {
 
 // run predicts one batch and answers its jobs; jobs whose client has gone
 // are answered without being run.
-func (s *Server) run(t *exec.Trained, batch []*job, x []float32) {
+func (s *Server) run(t *run.Trained, batch []*job, x []float32) {
 	start := time.Now()
 	live := batch[:0:0]
 	n := 0

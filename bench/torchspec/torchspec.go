@@ -31,13 +31,14 @@ import (
 	"runtime"
 	"strings"
 
-	"pipe/exec"
-	"pipe/exec/cpu"
-	"pipe/exec/data"
-	"pipe/exec/torch"
+	"pipe/dataset"
+	"pipe/engine"
+	"pipe/engine/native"
+	"pipe/engine/torch"
 	"pipe/lang"
 	"pipe/planner"
 	"pipe/planner/plan"
+	"pipe/run"
 	"pipe/stdlib"
 )
 
@@ -57,9 +58,9 @@ type Model struct {
 	Program *lang.Program
 	Plan    *plan.Plan
 	Graph   *stdlib.Graph
-	// Config is what exec.Run would build the model with (the plan's
+	// Config is what run.Run would build the model with (the plan's
 	// batch, fusion groups and folds), with Threads set.
-	Config exec.Config
+	Config engine.Config
 	// LR is the plan's learning rate.
 	LR float64
 }
@@ -92,7 +93,7 @@ func Load(path string, threads int, opts ...planner.Option) (*Model, error) {
 	if gds.HasErrors() {
 		return nil, fmt.Errorf("%s: %w", path, gds)
 	}
-	cfg := exec.ConfigFromPlan(p, prog)
+	cfg := run.ConfigFromPlan(p, prog)
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}
@@ -104,8 +105,8 @@ func Load(path string, threads int, opts ...planner.Option) (*Model, error) {
 func (m *Model) Name() string { return m.Program.Name }
 
 // Build compiles the model on the CPU backend with its Config.
-func (m *Model) Build() (exec.Model, error) {
-	return cpu.Backend{}.Build(m.Graph, m.Config)
+func (m *Model) Build() (engine.Model, error) {
+	return native.Backend{}.Build(m.Graph, m.Config)
 }
 
 // Spec describes the graph without tensors, as the torch engine does. It
@@ -119,9 +120,9 @@ func (m *Model) Spec() (*Spec, error) {
 	return s, nil
 }
 
-// RandomBatch is a batch of n samples for g (data.RandomBatch).
-func RandomBatch(g *stdlib.Graph, loss string, n int, seed uint64) *data.Batch {
-	return data.RandomBatch(g.Input, g.OutShape(), loss, n, seed)
+// RandomBatch is a batch of n samples for g (dataset.RandomBatch).
+func RandomBatch(g *stdlib.Graph, loss string, n int, seed uint64) *dataset.Batch {
+	return dataset.RandomBatch(g.Input, g.OutShape(), loss, n, seed)
 }
 
 func numel(s []int64) int64 {
@@ -154,7 +155,7 @@ func (m *Model) WithCheck(s *Spec) ([]byte, error) {
 	}
 	defer mod.Close()
 	bt := RandomBatch(m.Graph, m.Config.Loss.Kind, m.Config.Batch, 1)
-	var tensors []exec.Tensor
+	var tensors []engine.Tensor
 	for _, t := range mod.State().Tensors {
 		if !strings.HasPrefix(t.Name, "optimizer.") {
 			tensors = append(tensors, t)
@@ -180,9 +181,9 @@ func (m *Model) WithCheck(s *Spec) ([]byte, error) {
 	in := append([]int64{int64(bt.N)}, m.Graph.Input...)
 	y := []int64{int64(len(bt.Y))}
 	tensors = append(tensors,
-		exec.Tensor{Name: "batch.x", Shape: in, Data: bt.X},
-		exec.Tensor{Name: "batch.y", Shape: y, Data: bt.Y},
-		exec.Tensor{Name: "check.out", Shape: append([]int64{int64(bt.N)}, mod.OutShape()...), Data: out})
+		engine.Tensor{Name: "batch.x", Shape: in, Data: bt.X},
+		engine.Tensor{Name: "batch.y", Shape: y, Data: bt.Y},
+		engine.Tensor{Name: "check.out", Shape: append([]int64{int64(bt.N)}, mod.OutShape()...), Data: out})
 	var buf bytes.Buffer
 	s.Tensors = s.Tensors[:0]
 	var off int64

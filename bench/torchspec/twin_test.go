@@ -12,8 +12,8 @@ import (
 	"strings"
 	"testing"
 
-	"pipe/exec"
-	"pipe/exec/torch"
+	"pipe/engine"
+	"pipe/engine/torch"
 	"pipe/internal/torchtest"
 	"pipe/planner"
 )
@@ -150,7 +150,7 @@ train { epochs 1  batch 2  optimizer sgd lr 0.1 momentum 0.9  loss cross_entropy
 func twinDiffs(t *testing.T, py string, m *Model, grads []string) twinResult {
 	t.Helper()
 	dir := t.TempDir()
-	m.Config.Optimizer = exec.Optimizer{Kind: "sgd", Momentum: 0.9}
+	m.Config.Optimizer = engine.Optimizer{Kind: "sgd", Momentum: 0.9}
 	for _, n := range m.Graph.Nodes {
 		if n.Op == "dropout" {
 			n.Args.P = 0
@@ -166,7 +166,7 @@ func twinDiffs(t *testing.T, py string, m *Model, grads []string) twinResult {
 	}
 	defer mod.Close()
 	bt := RandomBatch(m.Graph, m.Config.Loss.Kind, m.Config.Batch, 3)
-	var tensors []exec.Tensor
+	var tensors []engine.Tensor
 	for _, x := range mod.State().Tensors {
 		if !strings.HasPrefix(x.Name, "optimizer.") {
 			tensors = append(tensors, x)
@@ -190,13 +190,13 @@ func twinDiffs(t *testing.T, py string, m *Model, grads []string) twinResult {
 		if g == nil {
 			t.Fatalf("no momentum buffer for %s", name)
 		}
-		tensors = append(tensors, exec.Tensor{Name: "grad." + name, Shape: g.Shape, Data: g.Data})
+		tensors = append(tensors, engine.Tensor{Name: "grad." + name, Shape: g.Shape, Data: g.Data})
 	}
 	tensors = append(tensors,
-		exec.Tensor{Name: "batch.x", Shape: append([]int64{int64(bt.N)}, m.Graph.Input...), Data: bt.X},
-		exec.Tensor{Name: "batch.y", Shape: []int64{int64(len(bt.Y))}, Data: bt.Y},
-		exec.Tensor{Name: "check.out", Shape: append([]int64{int64(bt.N)}, mod.OutShape()...), Data: out},
-		exec.Tensor{Name: "check.train_loss", Shape: []int64{1}, Data: []float32{float32(loss)}})
+		engine.Tensor{Name: "batch.x", Shape: append([]int64{int64(bt.N)}, m.Graph.Input...), Data: bt.X},
+		engine.Tensor{Name: "batch.y", Shape: []int64{int64(len(bt.Y))}, Data: bt.Y},
+		engine.Tensor{Name: "check.out", Shape: append([]int64{int64(bt.N)}, mod.OutShape()...), Data: out},
+		engine.Tensor{Name: "check.train_loss", Shape: []int64{1}, Data: []float32{float32(loss)}})
 	var buf bytes.Buffer
 	var off int64
 	for _, x := range tensors {

@@ -8,12 +8,12 @@ import (
 	"runtime/debug"
 	"strings"
 
-	"pipe/exec"
-	"pipe/exec/cpu"
-	"pipe/exec/onnx"
+	"pipe/engine/native"
+	"pipe/export/onnx"
 	"pipe/lang"
 	"pipe/lang/render"
 	"pipe/planner"
+	"pipe/run"
 )
 
 func init() {
@@ -60,14 +60,14 @@ func runExport(a *app, args []string) int {
 	if path == "" {
 		path = defaultCheckpoint(prog, *ckptDir)
 	}
-	t, err := exec.LoadTrained(p, prog, path, cpu.Backend{}, 1, 1)
+	t, err := run.LoadTrained(p, prog, path, native.Backend{}, 1, 1)
 	if err != nil {
 		fmt.Fprintf(a.env.Stderr, "pipe export: %v\n", err)
 		return exitErrors
 	}
 	defer t.Close()
 	var sum onnx.Summary
-	err = exec.WriteFileAtomic(*out, func(w io.Writer) error {
+	err = run.WriteFileAtomic(*out, func(w io.Writer) error {
 		var err error
 		sum, err = onnx.Export(w, t, onnx.WithOpset(*opset), onnx.WithProducer(pipeVersion()))
 		return err
@@ -106,10 +106,10 @@ func defaultCheckpoint(prog *lang.Program, dir string) string {
 			dir = f.First().Str
 		}
 	}
-	if best := filepath.Join(dir, exec.BestCheckpoint); fileExists(best) {
+	if best := filepath.Join(dir, run.BestCheckpoint); fileExists(best) {
 		return best
 	}
-	return filepath.Join(dir, exec.LastCheckpoint)
+	return filepath.Join(dir, run.LastCheckpoint)
 }
 
 func dims(s []int64) string {

@@ -12,13 +12,13 @@ import (
 	"testing"
 	"time"
 
-	"pipe/exec"
-	"pipe/exec/cpu"
+	"pipe/engine/native"
 	"pipe/internal/memrun"
 	"pipe/internal/onnxtest"
 	"pipe/lang"
 	"pipe/planner"
 	"pipe/planner/plan"
+	"pipe/run"
 	"pipe/stdlib"
 )
 
@@ -47,7 +47,7 @@ const withEvaluate = "\nevaluate { source %s }\n"
 // first tiles for a raster; the generator's input for a gan). On that
 // batch:
 //
-//   - exec.LoadTrained's Predict gives what the evaluation gave;
+//   - run.LoadTrained's Predict gives what the evaluation gave;
 //   - onnxruntime gives what Predict gives, within onnxtest.Tolerance,
 //     for the whole batch and for its first sample alone (the batch axis
 //     is dynamic);
@@ -101,17 +101,17 @@ func TestExportedExamplesMatchOnnxruntime(t *testing.T) {
 			// and its prediction of a whole scene.
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
-			stop := exec.Hooks{Step: func(s exec.StepInfo) {
+			stop := run.Hooks{Step: func(s run.StepInfo) {
 				if s.Step >= 2 {
 					cancel()
 				}
 			}}
-			res, ds := exec.Run(ctx, p, prog, stop, exec.WithBackend(cpu.Backend{}), exec.WithMaxSteps(2),
-				exec.WithCheckpointDir(ckpt), exec.WithBase(dir))
+			res, ds := run.Run(ctx, p, prog, stop, run.WithBackend(native.Backend{}), run.WithMaxSteps(2),
+				run.WithCheckpointDir(ckpt), run.WithBase(dir))
 			if ds.HasErrors() || res.Position.Step != 2 {
 				t.Fatalf("run: %d steps trained\n%v", res.Position.Step, ds)
 			}
-			last := filepath.Join(ckpt, exec.LastCheckpoint)
+			last := filepath.Join(ckpt, run.LastCheckpoint)
 			out := filepath.Join(dir, name+".onnx")
 			if code, stdout, stderr := runPipe(t, "", "export", file, "--checkpoint", last, "--onnx", out); code != exitOK {
 				t.Fatalf("pipe export: exit %d\n%s%s", code, stdout, stderr)
@@ -119,23 +119,23 @@ func TestExportedExamplesMatchOnnxruntime(t *testing.T) {
 
 			// The first batch of the evaluation that pipe run --skip-train
 			// --resume does, and what the model gave for it.
-			var ev exec.EvalBatch
+			var ev run.EvalBatch
 			ctx, cancel = context.WithCancel(context.Background())
 			defer cancel()
-			first := exec.Hooks{Evaluated: func(b exec.EvalBatch) {
+			first := run.Hooks{Evaluated: func(b run.EvalBatch) {
 				if ev.N == 0 {
 					ev = b
 					ev.X, ev.Y, ev.Mask, ev.Out = slices.Clone(b.X), slices.Clone(b.Y), slices.Clone(b.Mask), slices.Clone(b.Out)
 				}
 				cancel() // one batch is all this test reads
 			}}
-			_, ds = exec.Run(ctx, p, prog, first, exec.WithBackend(cpu.Backend{}), exec.WithResume(last), exec.WithSkipTrain(),
-				exec.WithCheckpointDir(filepath.Join(dir, "ckpt-eval", name)), exec.WithBase(dir))
+			_, ds = run.Run(ctx, p, prog, first, run.WithBackend(native.Backend{}), run.WithResume(last), run.WithSkipTrain(),
+				run.WithCheckpointDir(filepath.Join(dir, "ckpt-eval", name)), run.WithBase(dir))
 			if ds.HasErrors() || ev.N == 0 {
 				t.Fatalf("evaluation: %d samples seen\n%v", ev.N, ds)
 			}
 
-			tr, err := exec.LoadTrained(p, prog, last, cpu.Backend{}, ev.N, 1)
+			tr, err := run.LoadTrained(p, prog, last, native.Backend{}, ev.N, 1)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -220,7 +220,7 @@ func numel64(s []int64) int {
 // output; a model ending in softmax (cross_entropy) or sigmoid (bce)
 // gives probabilities, whose loss is the one of the logits before them;
 // dice is 1 − the mean over channels of (2·Σpt + 1)/(Σp + Σt + 1).
-func lossOf(kind, last string, out, y, mask []float32, n int, shape []int64, ts *exec.TargetScaling) (float64, error) {
+func lossOf(kind, last string, out, y, mask []float32, n int, shape []int64, ts *run.TargetScaling) (float64, error) {
 	per := numel64(shape)
 	k, s := per, 1
 	if len(shape) > 1 {

@@ -10,11 +10,11 @@ import (
 	"strings"
 	"testing"
 
-	"pipe/exec"
-	"pipe/exec/cpu"
+	"pipe/engine/native"
 	"pipe/internal/onnxtest"
 	"pipe/lang"
 	"pipe/planner"
+	"pipe/run"
 	"pipe/stdlib"
 )
 
@@ -57,7 +57,7 @@ func TestExportCommand(t *testing.T) {
 	other := filepath.Join(dir, "other.pipe")
 	os.WriteFile(other, []byte(strings.Replace(exportSrc, "conv 4 k3", "conv 5 k3", 1)), 0o644)
 	bad := filepath.Join(dir, "bad.onnx")
-	if code, _, stderr := runPipe(t, "", "export", other, "--checkpoint", filepath.Join(dir, "ckpt", exec.LastCheckpoint), "--onnx", bad); code != exitErrors || !strings.Contains(stderr, "does not fit") {
+	if code, _, stderr := runPipe(t, "", "export", other, "--checkpoint", filepath.Join(dir, "ckpt", run.LastCheckpoint), "--onnx", bad); code != exitErrors || !strings.Contains(stderr, "does not fit") {
 		t.Errorf("another model's checkpoint: exit %d\n%s", code, stderr)
 	}
 	if code, _, stderr := runPipe(t, "", "export", file, "--checkpoint-dir", filepath.Join(dir, "ckpt"), "--onnx", bad, "--opset", "16"); code != exitErrors || !strings.Contains(stderr, "opset 16") {
@@ -74,7 +74,7 @@ func TestExportCommand(t *testing.T) {
 	f, _ := lang.Parse(file, []byte(exportSrc))
 	prog, _ := lang.Check(f, stdlib.Schema())
 	p, _ := planner.Plan(prog, planner.WithSource([]byte(exportSrc)), planner.WithDevice("cpu"))
-	tr, err := exec.LoadTrained(p, prog, filepath.Join(dir, "ckpt", exec.LastCheckpoint), cpu.Backend{}, 5, 1)
+	tr, err := run.LoadTrained(p, prog, filepath.Join(dir, "ckpt", run.LastCheckpoint), native.Backend{}, 5, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestExportGANGenerator(t *testing.T) {
 	f, _ := lang.Parse(file, src)
 	prog, _ := lang.Check(f, stdlib.Schema())
 	p, _ := planner.Plan(prog, planner.WithSource(src), planner.WithDevice("cpu"))
-	tr, err := exec.LoadTrained(p, prog, filepath.Join(dir, "ckpt", exec.LastCheckpoint), cpu.Backend{}, 2, 1)
+	tr, err := run.LoadTrained(p, prog, filepath.Join(dir, "ckpt", run.LastCheckpoint), native.Backend{}, 2, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestExportFashionFirstTestBatch(t *testing.T) {
 	f, _ := lang.Parse(file, src)
 	prog, _ := lang.Check(f, stdlib.Schema())
 	p, _ := planner.Plan(prog, planner.WithSource(src), planner.WithDevice("cpu"))
-	tr, err := exec.LoadTrained(p, prog, filepath.Join(dir, "ckpt", exec.LastCheckpoint), cpu.Backend{}, n, 1)
+	tr, err := run.LoadTrained(p, prog, filepath.Join(dir, "ckpt", run.LastCheckpoint), native.Backend{}, n, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,9 +6,9 @@ import (
 	"io"
 	"path/filepath"
 
-	"pipe/exec"
-	"pipe/exec/report"
 	"pipe/planner/plan"
+	"pipe/run"
+	"pipe/run/report"
 )
 
 // profileFlag are pipe run's --profile flags.
@@ -40,7 +40,7 @@ func (f *profileFlag) check(fs *flag.FlagSet) string {
 
 // options adds WithProfile to opts when --profile is on, once the trace's
 // path is known to be writable.
-func (f *profileFlag) options(a *app, p *plan.Plan, opts []exec.Option) ([]exec.Option, bool) {
+func (f *profileFlag) options(a *app, p *plan.Plan, opts []run.Option) ([]run.Option, bool) {
 	if !*f.on {
 		return opts, true
 	}
@@ -48,16 +48,16 @@ func (f *profileFlag) options(a *app, p *plan.Plan, opts []exec.Option) ([]exec.
 	if f.path == "" {
 		f.path = filepath.Join("out", p.Pipeline, "trace.json")
 	}
-	if err := exec.CheckWritable(f.path); err != nil {
+	if err := run.CheckWritable(f.path); err != nil {
 		fmt.Fprintf(a.env.Stderr, "pipe run: cannot write the profile's trace: %v; nothing was trained (give --profile-out a path that can be written)\n", err)
 		return opts, false
 	}
-	return append(opts, exec.WithProfile(exec.ProfileOptions{Warmup: *f.warmup})), true
+	return append(opts, run.WithProfile(run.ProfileOptions{Warmup: *f.warmup})), true
 }
 
 // write prints the profile's table and writes its trace; false when the
 // trace could not be written.
-func (f *profileFlag) write(a *app, res *exec.Result) bool {
+func (f *profileFlag) write(a *app, res *run.Result) bool {
 	if !*f.on || res.Profile == nil {
 		return true
 	}
@@ -67,7 +67,7 @@ func (f *profileFlag) write(a *app, res *exec.Result) bool {
 		return true
 	}
 	report.ProfileTable(a.env.Stdout, pr)
-	if err := exec.WriteFileAtomic(f.path, func(w io.Writer) error { return pr.WriteTrace(w) }); err != nil {
+	if err := run.WriteFileAtomic(f.path, func(w io.Writer) error { return pr.WriteTrace(w) }); err != nil {
 		fmt.Fprintf(a.env.Stderr, "pipe run: writing the profile's trace: %v\n", err)
 		return false
 	}

@@ -11,15 +11,16 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"pipe/exec"
-	"pipe/exec/cpu"
-	"pipe/exec/report"
-	"pipe/exec/torch"
+	"pipe/engine"
+	"pipe/engine/native"
+	"pipe/engine/torch"
 	"pipe/lang"
 	"pipe/lang/diag"
 	"pipe/lang/render"
 	"pipe/planner"
 	"pipe/planner/plan"
+	"pipe/run"
+	"pipe/run/report"
 )
 
 // exitInterrupted is pipe run's exit code when Ctrl-C stopped it (128 +
@@ -33,7 +34,7 @@ func init() {
 
 // backends are the engines pipe run offers the executor, the torch engine
 // set up as the flags say; tests replace them with a fake.
-var backends = func(t torch.Backend) []exec.Backend { return []exec.Backend{cpu.Backend{}, t} }
+var backends = func(t torch.Backend) []engine.Backend { return []engine.Backend{native.Backend{}, t} }
 
 // probeTorch starts the torch engine's Python once, before any data is
 // read, to say at once what is missing; tests replace it.
@@ -270,31 +271,31 @@ func runRun(a *app, args []string) int {
 	}
 	progress := report.NewProgress(a.env.Stderr, info, terminal)
 	progress.Every = *logEvery
-	opts := []exec.Option{exec.WithLogger(runLog), exec.WithThreads(*threads), exec.WithNodeRank(*nodeRank)}
+	opts := []run.Option{run.WithLogger(runLog), run.WithThreads(*threads), run.WithNodeRank(*nodeRank)}
 	for _, b := range backends(tb) {
-		opts = append(opts, exec.WithBackend(b))
+		opts = append(opts, run.WithBackend(b))
 	}
 	if *maxSteps > 0 {
-		opts = append(opts, exec.WithMaxSteps(*maxSteps))
+		opts = append(opts, run.WithMaxSteps(*maxSteps))
 	}
 	if *ckptDir != "" {
-		opts = append(opts, exec.WithCheckpointDir(*ckptDir))
+		opts = append(opts, run.WithCheckpointDir(*ckptDir))
 	}
 	if *resume {
-		opts = append(opts, exec.WithResume(rf.path))
+		opts = append(opts, run.WithResume(rf.path))
 	}
 	if *skipTrain {
-		opts = append(opts, exec.WithSkipTrain())
+		opts = append(opts, run.WithSkipTrain())
 	}
 	if *precision != "" {
-		opts = append(opts, exec.WithEvalPrecision(*precision))
+		opts = append(opts, run.WithEvalPrecision(*precision))
 	}
 	// The report is checked before any compute, as the checkpoints are.
 	rp, curve := *reportPath, ""
 	if rp == "" {
 		rp = filepath.Join("out", p.Pipeline, "report.json")
 	}
-	if err := exec.CheckWritable(rp); err != nil {
+	if err := run.CheckWritable(rp); err != nil {
 		fmt.Fprintf(a.env.Stderr, "pipe run: cannot write the report: %v; nothing was trained (give --report a path that can be written)\n", err)
 		return exitErrors
 	}
@@ -305,7 +306,7 @@ func runRun(a *app, args []string) int {
 	}
 
 	ctx, stop := runContext(a)
-	res, rds := exec.Run(ctx, p, prog, progress.Hooks(), opts...)
+	res, rds := run.Run(ctx, p, prog, progress.Hooks(), opts...)
 	stop()
 	progress.Close()
 	a.printDiags(rds, sources)
@@ -318,7 +319,7 @@ func runRun(a *app, args []string) int {
 	case *nodeRank > 0: // node 0 writes the report
 		rp = ""
 		report.Summary(a.env.Stdout, res, rp, curve)
-	case res.Status == exec.StatusFailed && res.ResumedFrom == nil && res.Position.Step == 0 && fileExists(rp):
+	case res.Status == run.StatusFailed && res.ResumedFrom == nil && res.Position.Step == 0 && fileExists(rp):
 		// A run that failed before its first step (a --resume that could
 		// not load its checkpoint) leaves the last report as it was.
 		fmt.Fprintf(a.env.Stderr, "pipe run: nothing was trained; %s is left as the last run wrote it\n", rp)
@@ -347,7 +348,7 @@ func runRun(a *app, args []string) int {
 		reportFailed = true
 	}
 	switch {
-	case res.Status == exec.StatusInterrupted:
+	case res.Status == run.StatusInterrupted:
 		again := "pipe run --resume "
 		if *ckptDir != "" {
 			again += "--checkpoint-dir " + *ckptDir + " "
@@ -369,7 +370,7 @@ func runRun(a *app, args []string) int {
 		return exitInterrupted
 	case rds.HasErrors():
 		for _, d := range rds.Errs() {
-			if d.Code == exec.CodeNoFit {
+			if d.Code == run.CodeNoFit {
 				return exitNoFit
 			}
 		}

@@ -11,16 +11,16 @@ import (
 	"strings"
 	"testing"
 
-	"pipe/exec"
-	"pipe/exec/exectest"
-	"pipe/exec/torch"
+	"pipe/engine"
+	"pipe/engine/enginetest"
+	"pipe/engine/torch"
 )
 
 // fakeBackend runs pipe run on the fake linear backend.
 func fakeBackend(t *testing.T) {
 	t.Helper()
 	old := backends
-	backends = func(torch.Backend) []exec.Backend { return []exec.Backend{&exectest.Backend{Noise: 0.1}} }
+	backends = func(torch.Backend) []engine.Backend { return []engine.Backend{&enginetest.Backend{Noise: 0.1}} }
 	t.Cleanup(func() { backends = old })
 }
 
@@ -298,7 +298,7 @@ evaluate { source train }
 func TestRunNonFiniteLossExitsWithTheLayer(t *testing.T) {
 	fixedHost(t)
 	old := backends
-	backends = func(torch.Backend) []exec.Backend { return []exec.Backend{&exectest.Backend{NaNAt: 20}} }
+	backends = func(torch.Backend) []engine.Backend { return []engine.Backend{&enginetest.Backend{NaNAt: 20}} }
 	t.Cleanup(func() { backends = old })
 	dir, file := tiny(t, tinyPipe)
 	code, _, stderr := runPipe(t, "", runArgs(dir, file)...)

@@ -4,13 +4,13 @@ import (
 	"fmt"
 	"strings"
 
-	"pipe/exec/data"
+	"pipe/dataset"
 	"pipe/lang"
 	"pipe/planner"
 )
 
 // samplesOption counts the training source's samples without loading
-// them (data.CountSamples), for the planner: an explicit batch larger than
+// them (dataset.CountSamples), for the planner: an explicit batch larger than
 // the data is an error, an auto batch leaves enough steps an epoch. A
 // source that cannot be counted (a missing file) plans without it; the
 // run reports the file.
@@ -26,12 +26,12 @@ func samplesOption(prog *lang.Program) []planner.Option {
 			src = prog.Named("source", v.Str)
 		}
 		if src != nil && src.Label("kind") == "geotiff" {
-			if w, h, err := data.RasterSize(src); err == nil {
+			if w, h, err := dataset.RasterSize(src); err == nil {
 				opts = append(opts, planner.WithPredictRaster(w, h))
 			}
 		}
 	}
-	ct, err := data.CountSamples(b, data.WithSeed(fileSeedOf(prog)))
+	ct, err := dataset.CountSamples(b, dataset.WithSeed(fileSeedOf(prog)))
 	if err != nil || ct.Train <= 0 {
 		return opts
 	}
@@ -40,7 +40,7 @@ func samplesOption(prog *lang.Program) []planner.Option {
 
 // dataMemoryOption says what the sources a run opens (train's, and
 // evaluate's and predict's where they read others) hold in memory, for
-// the process's total (data.ResidentBytes). A source that cannot be read
+// the process's total (dataset.ResidentBytes). A source that cannot be read
 // counts nothing; the run reports it.
 func dataMemoryOption(prog *lang.Program) planner.Option {
 	var blocks []*lang.Block
@@ -61,7 +61,7 @@ func dataMemoryOption(prog *lang.Program) planner.Option {
 		var total int64
 		var what []string
 		for _, b := range blocks {
-			r, err := data.ResidentBytes(b, inElems)
+			r, err := dataset.ResidentBytes(b, inElems)
 			if err != nil {
 				continue
 			}
@@ -82,7 +82,7 @@ func fileSeedOf(prog *lang.Program) int64 {
 }
 
 // predictMemoryOption says what the predict block's prediction holds
-// (data.PredictBytes): the blended volume of a volume or zarr source.
+// (dataset.PredictBytes): the blended volume of a volume or zarr source.
 func predictMemoryOption(prog *lang.Program) planner.Option {
 	pb := prog.Block("predict")
 	src := prog.TrainSource()
@@ -93,7 +93,7 @@ func predictMemoryOption(prog *lang.Program) planner.Option {
 		if pb == nil || src == nil {
 			return 0, ""
 		}
-		r, err := data.PredictBytes(src, k)
+		r, err := dataset.PredictBytes(src, k)
 		if err != nil {
 			return 0, ""
 		}

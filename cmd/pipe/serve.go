@@ -9,12 +9,13 @@ import (
 	"os/signal"
 	"syscall"
 
-	"pipe/exec"
-	"pipe/exec/cpu"
-	"pipe/exec/torch"
+	"pipe/engine"
+	"pipe/engine/native"
+	"pipe/engine/torch"
 	"pipe/lang/render"
 	"pipe/planner"
 	"pipe/planner/plan"
+	"pipe/run"
 	"pipe/serve"
 )
 
@@ -90,17 +91,17 @@ func runServe(a *app, args []string) int {
 		fmt.Fprintf(a.env.Stderr, "pipe serve: %v\n", err)
 		return exitErrors
 	}
-	workers := make([]*exec.Trained, 0, sp.Workers)
+	workers := make([]*run.Trained, 0, sp.Workers)
 	closeAll := func() {
 		for _, w := range workers {
 			w.Close()
 		}
 	}
 	for range sp.Workers {
-		t, err := exec.LoadTrained(p, prog, path, backend, int(sp.MaxBatch), sp.ThreadsPerWorker)
+		t, err := run.LoadTrained(p, prog, path, backend, int(sp.MaxBatch), sp.ThreadsPerWorker)
 		if err != nil {
 			closeAll()
-			if errors.Is(err, exec.ErrCheckpointMismatch) {
+			if errors.Is(err, run.ErrCheckpointMismatch) {
 				fmt.Fprintf(a.env.Stderr, "pipe serve: refusing to serve %s: %v\n", path, err)
 			} else {
 				fmt.Fprintf(a.env.Stderr, "pipe serve: %v\n", err)
@@ -152,9 +153,9 @@ func runServe(a *app, args []string) int {
 }
 
 // serveBackend is the engine the plan runs on.
-func serveBackend(p *plan.Plan, python string, a *app) (exec.Backend, error) {
+func serveBackend(p *plan.Plan, python string, a *app) (engine.Backend, error) {
 	if p.EngineName() == plan.EngineNative {
-		return cpu.Backend{}, nil
+		return native.Backend{}, nil
 	}
 	tb := torch.Backend{Python: torch.PythonFor(python, a.env.Getenv), Log: a.log}
 	if _, err := probeTorch(tb.Python); err != nil {
@@ -166,7 +167,7 @@ func serveBackend(p *plan.Plan, python string, a *app) (exec.Backend, error) {
 // quantizeWorkers makes the workers' models int8 when the serve block asks
 // for it, each calibrated on the same first training batches (read once),
 // as a run's predict in int8 is; it says what it quantised.
-func quantizeWorkers(a *app, workers []*exec.Trained, sp *plan.Serve) error {
+func quantizeWorkers(a *app, workers []*run.Trained, sp *plan.Serve) error {
 	if sp.Precision != "int8" || len(workers) == 0 {
 		return nil
 	}

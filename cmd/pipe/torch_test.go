@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"pipe/exec"
-	"pipe/exec/exectest"
-	"pipe/exec/torch"
+	"pipe/engine"
+	"pipe/engine/enginetest"
+	"pipe/engine/torch"
 	"pipe/internal/torchtest"
 	"pipe/planner"
 )
@@ -159,8 +159,8 @@ func TestDeviceAutoWithAGPU(t *testing.T) {
 			GPUs: []planner.GPUInfo{{Name: "NVIDIA A100-SXM4-80GB", MemTotal: 80 << 30, MemFree: 80 << 30}}}
 	}
 	oldBackends, oldProbe := backends, probeTorch
-	backends = func(torch.Backend) []exec.Backend {
-		return []exec.Backend{&exectest.Backend{}, &exectest.Backend{BackendName: "torch"}}
+	backends = func(torch.Backend) []engine.Backend {
+		return []engine.Backend{&enginetest.Backend{}, &enginetest.Backend{BackendName: "torch"}}
 	}
 	t.Cleanup(func() { hostInfo, backends, probeTorch = oldHost, oldBackends, oldProbe })
 

@@ -20,7 +20,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"pipe/exec/data"
+	"pipe/dataset"
 )
 
 func main() {
@@ -35,7 +35,7 @@ func main() {
 }
 
 func run(scene, out string) error {
-	x, shape, err := data.ReadVolume(scene)
+	x, shape, err := dataset.ReadVolume(scene)
 	if err != nil {
 		return err
 	}
@@ -47,7 +47,7 @@ func run(scene, out string) error {
 	chunks := []int{1, shape[0], 64, 64}
 	tmp := out + ".tmp"
 	os.RemoveAll(tmp)
-	if err := data.WriteZarr(filepath.Join(tmp, "clean"), vol, chunks, "|u1", "gzip", x); err != nil {
+	if err := dataset.WriteZarr(filepath.Join(tmp, "clean"), vol, chunks, "|u1", "gzip", x); err != nil {
 		return err
 	}
 	r := rand.New(rand.NewPCG(10, 3))
@@ -55,7 +55,7 @@ func run(scene, out string) error {
 	for i, v := range x {
 		noisy[i] = v + float32(25*r.NormFloat64())
 	}
-	if err := data.WriteZarr(filepath.Join(tmp, "noisy"), vol, chunks, "<f4", "zstd", noisy); err != nil {
+	if err := dataset.WriteZarr(filepath.Join(tmp, "noisy"), vol, chunks, "<f4", "zstd", noisy); err != nil {
 		return err
 	}
 	if err := os.WriteFile(filepath.Join(tmp, ".zgroup"), []byte(`{"zarr_format": 2}`), 0o644); err != nil {

@@ -35,9 +35,9 @@ import (
 	"time"
 
 	"pipe/bench/torchspec"
-	"pipe/exec"
-	"pipe/exec/data"
-	"pipe/exec/torch"
+	"pipe/dataset"
+	"pipe/engine"
+	"pipe/engine/torch"
 	"pipe/planner"
 	"pipe/planner/plan"
 )
@@ -165,13 +165,13 @@ func check(path, python, device string, steps int, host planner.HostInfo) (r Res
 		return fail(fmt.Errorf("build: %w", err))
 	}
 	defer m.Close()
-	if a, ok := m.(exec.Applier); ok {
+	if a, ok := m.(engine.Applier); ok {
 		r.Applied = a.Applied()
 	}
-	q := m.(exec.Queuer)
-	batches := make([]*data.Batch, 4)
+	q := m.(engine.Queuer)
+	batches := make([]*dataset.Batch, 4)
 	for i := range batches {
-		batches[i] = data.RandomBatch(g.Input, g.OutShape(), cfg.Loss.Kind, int(p.BatchSize), uint64(i+1))
+		batches[i] = dataset.RandomBatch(g.Input, g.OutShape(), cfg.Loss.Kind, int(p.BatchSize), uint64(i+1))
 	}
 	lr := p.Optimizer.LR
 	warm := 5
@@ -197,7 +197,7 @@ func check(path, python, device string, steps int, host planner.HostInfo) (r Res
 		return fail(err)
 	}
 	r.SamplesPerSecond = float64(int64(steps-warm)*p.BatchSize) / time.Since(t0).Seconds()
-	dm, err := m.(exec.DeviceMeasurer).DeviceMemory()
+	dm, err := m.(engine.DeviceMeasurer).DeviceMemory()
 	if err != nil || len(dm) == 0 {
 		return fail(fmt.Errorf("device memory: %v", err))
 	}

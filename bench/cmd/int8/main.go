@@ -15,7 +15,7 @@
 //     epochs on 70% of it (the file plans an A100, batch 256 and sgd for
 //     30), evaluated on the other 30%, which it did not train on.
 //
-// Each trained checkpoint is loaded twice (exec.LoadTrained), one copy
+// Each trained checkpoint is loaded twice (run.LoadTrained), one copy
 // quantised (Trained.QuantizeInt8) on the first 8 batches of the
 // training split, with each activation-calibration method (min/max and
 // three percentiles of |x|). Accuracy is the argmax against the labels;
@@ -44,13 +44,14 @@ import (
 	"strings"
 	"time"
 
-	"pipe/exec"
-	"pipe/exec/cpu"
-	"pipe/exec/data"
+	"pipe/dataset"
+	"pipe/engine"
+	"pipe/engine/native"
 	"pipe/internal/fixtures"
 	"pipe/internal/memrun"
 	"pipe/lang"
 	"pipe/planner"
+	"pipe/run"
 	"pipe/stdlib"
 )
 
@@ -166,7 +167,7 @@ func (b *bench) run(out, only string) error {
 	t := table{
 		Note: "int8 against fp32 on the native engine, measured in one run by bench/cmd/int8: accuracy on the eval set, " +
 			"forward samples/s by the wall clock over interleaved rounds (same batch, same threads)",
-		Date: time.Now().UTC().Format(time.RFC3339), Go: runtime.Version(), CPU: memrun.CPUName(), Default: fmt.Sprintf("p%g", exec.DefaultPercentile),
+		Date: time.Now().UTC().Format(time.RFC3339), Go: runtime.Version(), CPU: memrun.CPUName(), Default: fmt.Sprintf("p%g", engine.DefaultPercentile),
 	}
 	for _, m := range models {
 		if only != "" && m.name != only {
@@ -216,15 +217,15 @@ func (b *bench) model(m model, dir string) (*result, error) {
 	ckdir := filepath.Join(dir, "ckpt")
 	fmt.Fprintf(os.Stderr, "int8: training %s (%s)\n", m.name, m.trained)
 	t0 := time.Now()
-	res, rds := exec.Run(context.Background(), p, prog, exec.Hooks{}, exec.WithBackend(cpu.Backend{}), exec.WithBase(m.base),
-		exec.WithCheckpointDir(ckdir), exec.WithThreads(b.threads))
+	res, rds := run.Run(context.Background(), p, prog, run.Hooks{}, run.WithBackend(native.Backend{}), run.WithBase(m.base),
+		run.WithCheckpointDir(ckdir), run.WithThreads(b.threads))
 	if rds.HasErrors() {
 		return nil, rds
 	}
 	fmt.Fprintf(os.Stderr, "int8: trained %s in %s, %d steps\n", m.name, time.Since(t0).Round(time.Second), res.Position.Step)
 	batch := int(p.BatchSize)
-	ckpt := filepath.Join(ckdir, exec.LastCheckpoint)
-	fp, err := exec.LoadTrained(p, prog, ckpt, cpu.Backend{}, batch, b.threads)
+	ckpt := filepath.Join(ckdir, run.LastCheckpoint)
+	fp, err := run.LoadTrained(p, prog, ckpt, native.Backend{}, batch, b.threads)
 	if err != nil {
 		return nil, err
 	}
@@ -232,11 +233,11 @@ func (b *bench) model(m model, dir string) (*result, error) {
 
 	// The evaluation set and the calibration batches, read as training
 	// read them (the checkpoint's normalisation).
-	opts := []data.Option{data.WithBase(m.base)}
+	opts := []dataset.Option{dataset.WithBase(m.base)}
 	if nm := fp.Info.InputNorm; len(nm.Mean) > 0 {
-		opts = append(opts, data.WithNorm(nm))
+		opts = append(opts, dataset.WithNorm(nm))
 	}
-	evalSet, err := data.OpenSplit(prog.Named("source", m.evalSource), opts...)
+	evalSet, err := dataset.OpenSplit(prog.Named("source", m.evalSource), opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -251,7 +252,7 @@ func (b *bench) model(m model, dir string) (*result, error) {
 	if trainBlock == nil {
 		return nil, fmt.Errorf("the plan trains on source %q, which the file does not declare", p.Loader.Source)
 	}
-	trainSet, err := data.OpenSplit(trainBlock, opts...)
+	trainSet, err := dataset.OpenSplit(trainBlock, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -279,13 +280,13 @@ func (b *bench) model(m model, dir string) (*result, error) {
 	}
 	r.EvalSamples, r.FP32Accuracy = n, acc
 
-	var int8Default *exec.Trained
+	var int8Default *run.Trained
 	for _, c := range calibrations {
-		q, err := exec.LoadTrained(p, prog, ckpt, cpu.Backend{}, batch, b.threads)
+		q, err := run.LoadTrained(p, prog, ckpt, native.Backend{}, batch, b.threads)
 		if err != nil {
 			return nil, err
 		}
-		rep, err := q.QuantizeInt8(calib, exec.WithPercentile(c.Percentile))
+		rep, err := q.QuantizeInt8(calib, engine.WithPercentile(c.Percentile))
 		if err != nil {
 			q.Close()
 			return nil, err
@@ -296,7 +297,7 @@ func (b *bench) model(m model, dir string) (*result, error) {
 			return nil, err
 		}
 		r.Int8 = append(r.Int8, accuracy{Calibration: c.Name, Accuracy: acc, Agreement: agreement(want, got, len(want)/n)})
-		if c.Percentile == exec.DefaultPercentile {
+		if c.Percentile == engine.DefaultPercentile {
 			int8Default = q
 			r.WeightsFP32, r.WeightsInt8, r.Kernel = rep.WeightBytesFP32, rep.WeightBytesInt8, rep.Kernel
 			for _, l := range rep.Layers {
@@ -321,10 +322,10 @@ func (b *bench) model(m model, dir string) (*result, error) {
 }
 
 // readBatches copies up to limit (0: every) batches of ds, in order.
-func readBatches(ds data.Dataset, batch, limit int) ([]*data.Batch, error) {
-	it := data.NewLoader(ds, data.LoaderOptions{BatchSize: batch, Workers: 1}).Epoch(0)
+func readBatches(ds dataset.Dataset, batch, limit int) ([]*dataset.Batch, error) {
+	it := dataset.NewLoader(ds, dataset.LoaderOptions{BatchSize: batch, Workers: 1}).Epoch(0)
 	defer it.Close()
-	var out []*data.Batch
+	var out []*dataset.Batch
 	for limit == 0 || len(out) < limit {
 		bt, err := it.Next(context.Background())
 		if err == io.EOF {
@@ -333,7 +334,7 @@ func readBatches(ds data.Dataset, batch, limit int) ([]*data.Batch, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, &data.Batch{N: bt.N, X: slices.Clone(bt.X), Y: slices.Clone(bt.Y)})
+		out = append(out, &dataset.Batch{N: bt.N, X: slices.Clone(bt.X), Y: slices.Clone(bt.Y)})
 		it.Release(bt)
 	}
 	return out, nil
@@ -341,7 +342,7 @@ func readBatches(ds data.Dataset, batch, limit int) ([]*data.Batch, error) {
 
 // predictAll runs every batch and returns the outputs, the samples and
 // the accuracy of the argmax against the labels.
-func predictAll(t *exec.Trained, bs []*data.Batch) ([]float32, int, float64, error) {
+func predictAll(t *run.Trained, bs []*dataset.Batch) ([]float32, int, float64, error) {
 	o := 1
 	for _, d := range t.Info.OutputShape {
 		o *= int(d)
@@ -385,13 +386,13 @@ func agreement(a, b []float32, o int) float64 {
 }
 
 // speed times fp32 and int8 on the same batch in interleaved rounds.
-func (b *bench) speed(r *result, fp, q *exec.Trained, bt *data.Batch) error {
+func (b *bench) speed(r *result, fp, q *run.Trained, bt *dataset.Batch) error {
 	o := 1
 	for _, d := range fp.Info.OutputShape {
 		o *= int(d)
 	}
 	y := make([]float32, bt.N*o)
-	side := func(t *exec.Trained, k int) (time.Duration, error) {
+	side := func(t *run.Trained, k int) (time.Duration, error) {
 		t0 := time.Now()
 		for i := 0; i < k; i++ {
 			if err := t.Predict(bt.X, bt.N, y); err != nil {

@@ -40,7 +40,7 @@
 // then flatter pipe.
 //
 // Each round also times a large square SGEMM through the engine's BLAS
-// (exec/cpu.SgemmGFLOPS: -sgemm-n, the same threads), and each model's
+// (exec/native.SgemmGFLOPS: -sgemm-n, the same threads), and each model's
 // step is put beside it: the step's FLOPs from the plan (forward and
 // backward, plan.StepTime.FLOPs) over pipe's median step time, as a
 // share of the SGEMM's GFLOP/s (the median of the rounds' best calls).
@@ -68,10 +68,10 @@ import (
 	"time"
 
 	"pipe/bench/torchspec"
-	"pipe/exec"
-	"pipe/exec/cpu"
-	"pipe/exec/data"
-	enginetorch "pipe/exec/torch"
+	"pipe/dataset"
+	"pipe/engine"
+	"pipe/engine/native"
+	enginetorch "pipe/engine/torch"
 	"pipe/internal/memrun"
 )
 
@@ -194,7 +194,7 @@ type Results struct {
 }
 
 // SGEMM is an n × n float32 matrix product through pipe's BLAS on the
-// run's threads (exec/cpu.SgemmGFLOPS), timed once per round: GFLOPS is
+// run's threads (exec/native.SgemmGFLOPS), timed once per round: GFLOPS is
 // the median of the rounds' best calls.
 type SGEMM struct {
 	N      int       `json:"n"`
@@ -273,9 +273,9 @@ func (s *Side) add(ms []float64) {
 type bench struct {
 	m      *torchspec.Model
 	spec   *torchspec.Spec
-	model  exec.Model
-	engine exec.Model // the torch engine
-	batch  *data.Batch
+	model  engine.Model
+	engine engine.Model // the torch engine
+	batch  *dataset.Batch
 	res    Model
 	// noEngine leaves the torch engine's side out of the rounds.
 	noEngine bool
@@ -367,7 +367,7 @@ func measure(o options, log io.Writer) (res *Results, err error) {
 	res.SGEMM.N = o.sgemmN
 	for r := 0; r < o.rounds; r++ {
 		if o.sgemmN > 0 {
-			g := cpu.SgemmGFLOPS(o.sgemmN, o.threads, 500*time.Millisecond)
+			g := native.SgemmGFLOPS(o.sgemmN, o.threads, 500*time.Millisecond)
 			res.SGEMM.Rounds = append(res.SGEMM.Rounds, g)
 			fmt.Fprintf(log, "ratios: round %d/%d sgemm %d×%d: %.1f GFLOP/s (best call)\n", r+1, o.rounds, o.sgemmN, o.sgemmN, g)
 		}
@@ -527,7 +527,7 @@ func (b *bench) round(py *torch, warm, r int, roundTime time.Duration) (pipeMS, 
 // engineSteps runs n training steps of the torch engine's model as pipe
 // run drives it, each waited for, and returns each one's milliseconds.
 func (b *bench) engineSteps(n int) ([]float64, error) {
-	q := b.engine.(exec.Queuer)
+	q := b.engine.(engine.Queuer)
 	ms := make([]float64, 0, n)
 	lr := b.m.LR
 	for range n {

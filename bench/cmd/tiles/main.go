@@ -19,7 +19,7 @@
 // each file and 1, 2 and all (NumCPU) workers:
 //
 //   - pipe: the geotiff source (tile [512, 512], normalize per_band) read
-//     through the loader, as training reads it (data.NewLoader, batches of
+//     through the loader, as training reads it (dataset.NewLoader, batches of
 //     8, not shuffled, Workers workers): the read, the nodata check, the
 //     conversion to float32, the normalisation and the batch's copy. The
 //     source reads all six files' blocks itself (exec/data/geotiff_direct.go:
@@ -73,7 +73,7 @@ import (
 
 	"github.com/airbusgeo/godal"
 
-	"pipe/exec/data"
+	"pipe/dataset"
 	"pipe/internal/memrun"
 	"pipe/lang"
 	"pipe/stdlib"
@@ -192,10 +192,10 @@ func bench(o options, w io.Writer) error {
 		return err
 	}
 	res.Files = files
-	var wins []data.Window
+	var wins []dataset.Window
 	for y := 0; y+tile <= o.height; y += tile {
 		for x := 0; x+tile <= o.width; x += tile {
-			wins = append(wins, data.Window{X: x, Y: y, W: tile, H: tile})
+			wins = append(wins, dataset.Window{X: x, Y: y, W: tile, H: tile})
 		}
 	}
 	workers := slices.Compact([]int{1, 2, runtime.NumCPU()})
@@ -221,7 +221,7 @@ func bench(o options, w io.Writer) error {
 			}
 			// One loader for all rounds, as training keeps one for all
 			// epochs; a first pass opens its handles and fills its buffers.
-			l := data.NewLoader(ds, data.LoaderOptions{BatchSize: 8, Workers: nw})
+			l := dataset.NewLoader(ds, dataset.LoaderOptions{BatchSize: 8, Workers: nw})
 			if _, err := pipePass(l, 0, len(wins)); err != nil {
 				return err
 			}
@@ -417,7 +417,7 @@ func mirror(i, n int) int {
 }
 
 // openSource opens the file as a pipeline's geotiff source does.
-func openSource(path string) (data.Dataset, error) {
+func openSource(path string) (dataset.Dataset, error) {
 	src := fmt.Sprintf("source s geotiff {\n  path %q\n  tile 512x512\n  normalize per_band\n}\n", path)
 	f, ds := lang.Parse("tiles.pipe", []byte(src))
 	if ds.HasErrors() {
@@ -427,12 +427,12 @@ func openSource(path string) (data.Dataset, error) {
 	if ds.HasErrors() {
 		return nil, ds
 	}
-	return data.Open(prog.Block("source"))
+	return dataset.Open(prog.Block("source"))
 }
 
 // pipePass reads every tile once through the loader as epoch e; it
 // returns tiles per second.
-func pipePass(l *data.Loader, e, n int) (float64, error) {
+func pipePass(l *dataset.Loader, e, n int) (float64, error) {
 	return timed(n, func() error {
 		it := l.Epoch(e)
 		defer it.Close()
@@ -481,7 +481,7 @@ func newRaw(path string, workers int) (*raw, error) {
 
 // pass reads every window once, the workers taking the next one in turn,
 // as uint16 (the file's type), or as float32 with f32.
-func (r *raw) pass(wins []data.Window, f32 bool) error {
+func (r *raw) pass(wins []dataset.Window, f32 bool) error {
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	errs := make([]error, len(r.hs))
@@ -520,7 +520,7 @@ func (r *raw) close() {
 }
 
 // translatePass runs gdal_translate -srcwin once per window.
-func translatePass(f File, wins []data.Window, dir string) (Translate, error) {
+func translatePass(f File, wins []dataset.Window, dir string) (Translate, error) {
 	out := filepath.Join(dir, "translate-out.tif")
 	defer os.Remove(out)
 	rate, err := timed(len(wins), func() error {

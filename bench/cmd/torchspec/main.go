@@ -14,7 +14,7 @@ import (
 	"os"
 
 	"pipe/bench/torchspec"
-	"pipe/exec/torch"
+	"pipe/engine/torch"
 )
 
 func main() {

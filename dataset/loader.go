@@ -1,0 +1,341 @@
+package dataset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+)
+
+// The loader turns a Dataset into batches for one epoch at a time.
+//
+// Order. Epoch e visits the samples in a permutation drawn from (Seed, e)
+// when Shuffle is set, in index order otherwise, and cuts it into batches
+// of BatchSize (the last one smaller unless DropLast). Augmentations draw
+// from (Seed, e, sample index). Nothing depends on the number of workers
+// or on timing: the same options give the same batches, in the same order,
+// with the same contents, with 0 workers or 16.
+//
+// Concurrency. With Workers > 0, a dispatcher hands batch numbers in order
+// to the workers, each of which fills a whole batch and leaves it in the
+// ring slot of its number; Next takes the slots in order. A batch number
+// is handed out only while fewer than Workers × Prefetch batches are
+// waiting or being filled, so at most that many batches are ready ahead of
+// the consumer, and the ring of that size never holds two batches in one
+// slot. With Workers = 0, Next fills each batch itself.
+//
+// Buffers. Batches come from a free list; Release returns one to it, so a
+// steady loop allocates nothing per batch. A batch must not be used after
+// Release.
+//
+// Errors and cancellation. A read error (or a panic in a dataset's Read,
+// turned into an error) ends the epoch: Next returns it, naming the
+// sample, and returns it again on every later call. Close, or cancelling
+// the context given to EpochContext, stops the dispatcher and the
+// workers; Close waits until they have all returned.
+
+// LoaderOptions configure a Loader.
+type LoaderOptions struct {
+	// BatchSize is the number of samples per batch (at least 1).
+	BatchSize int
+	// DropLast leaves out the last batch of an epoch when it is smaller.
+	DropLast bool
+	// Shuffle visits the samples in a new permutation every epoch.
+	Shuffle bool
+	// Seed seeds the shuffle and the augmentations.
+	Seed int64
+	// Workers is the number of goroutines filling batches; 0 fills them
+	// in Next.
+	Workers int
+	// Prefetch is how many batches per worker may be ready ahead of the
+	// consumer (at least 1; 2 when 0).
+	Prefetch int
+	// Augment lists augmentations (flip_h, flip_v, rot90, crop) applied to
+	// each sample; leave it empty for validation and prediction.
+	Augment []string
+}
+
+// Loader reads a Dataset in batches. Its methods may be called from one
+// goroutine at a time; one epoch's iterator should be closed before the
+// next is started.
+type Loader struct {
+	ds      Dataset
+	opt     LoaderOptions
+	xs, ys  int
+	hasMask bool
+	aug     *augmenter
+	err     error
+	free    chan *Batch
+}
+
+// NewLoader returns a loader of ds. Invalid options (an augmentation that
+// does not fit the samples' shape, a batch size below 1) are reported by
+// the first Next of every epoch.
+func NewLoader(ds Dataset, opt LoaderOptions) *Loader {
+	if opt.Prefetch < 1 {
+		opt.Prefetch = 2
+	}
+	opt.Workers = max(opt.Workers, 0)
+	l := &Loader{ds: ds, opt: opt, xs: prod(ds.XShape()), ys: prod(ds.YShape()), hasMask: ds.HasMask()}
+	if opt.BatchSize < 1 {
+		l.err = fmt.Errorf("loader: batch size %d; it must be at least 1", opt.BatchSize)
+	}
+	if l.err == nil {
+		l.aug, l.err = newAugmenter(opt.Augment, ds.XShape(), ds.YShape())
+	}
+	l.free = make(chan *Batch, max(opt.Workers, 1)*opt.Prefetch+2)
+	return l
+}
+
+// Batches is the number of batches in an epoch.
+func (l *Loader) Batches() int {
+	n := l.ds.Len()
+	if l.opt.BatchSize < 1 {
+		return 0
+	}
+	if l.opt.DropLast {
+		return n / l.opt.BatchSize
+	}
+	return (n + l.opt.BatchSize - 1) / l.opt.BatchSize
+}
+
+// Epoch starts epoch e (0-based) and returns its iterator, which must be
+// closed.
+func (l *Loader) Epoch(e int) Iterator { return l.EpochContext(context.Background(), e) }
+
+// EpochContext is Epoch whose workers also stop when ctx is cancelled;
+// Next then returns ctx's error.
+func (l *Loader) EpochContext(ctx context.Context, e int) Iterator {
+	ctx, cancel := context.WithCancel(ctx)
+	it := &iterator{l: l, epoch: e, ctx: ctx, cancel: cancel, nb: l.Batches(), err: l.err}
+	n := l.ds.Len()
+	if l.opt.Shuffle {
+		it.order = newRNG(saltShuffle, uint64(l.opt.Seed), uint64(e)).perm(n)
+	} else {
+		it.order = make([]int, n)
+		for i := range it.order {
+			it.order[i] = i
+		}
+	}
+	if it.err != nil || l.opt.Workers == 0 || it.nb == 0 {
+		it.aug = l.aug.clone()
+		return it
+	}
+	depth := l.opt.Workers * l.opt.Prefetch
+	it.slots = make([]chan result, depth)
+	for i := range it.slots {
+		it.slots[i] = make(chan result, 1)
+	}
+	it.tokens = make(chan struct{}, depth)
+	jobs := make(chan int)
+	it.wg.Go(func() { // dispatcher
+		defer close(jobs)
+		for k := 0; k < it.nb; k++ {
+			select {
+			case it.tokens <- struct{}{}:
+			case <-ctx.Done():
+				return
+			}
+			select {
+			case jobs <- k:
+			case <-ctx.Done():
+				return
+			}
+		}
+	})
+	for range l.opt.Workers {
+		aug := l.aug.clone()
+		it.wg.Go(func() {
+			for {
+				var k int
+				var ok bool
+				select {
+				case k, ok = <-jobs:
+					if !ok {
+						return
+					}
+				case <-ctx.Done():
+					return
+				}
+				b, err := it.fill(k, aug)
+				// The slot is free: batch k−depth was consumed before
+				// batch k's token was given.
+				it.slots[k%depth] <- result{b, err}
+			}
+		})
+	}
+	return it
+}
+
+type result struct {
+	b   *Batch
+	err error
+}
+
+type iterator struct {
+	l      *Loader
+	epoch  int
+	order  []int
+	nb     int
+	next   int
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	slots  []chan result
+	tokens chan struct{}
+	aug    *augmenter // for Workers = 0
+	err    error      // sticky
+	closed bool
+}
+
+func (a *augmenter) clone() *augmenter {
+	if a == nil {
+		return nil
+	}
+	c := *a
+	c.tmp = nil
+	return &c
+}
+
+// Next returns the next batch of the epoch, io.EOF after the last, or
+// the error that ended the epoch.
+func (it *iterator) Next(ctx context.Context) (*Batch, error) {
+	if it.err != nil {
+		return nil, it.err
+	}
+	if it.closed {
+		return nil, errors.New("loader: Next after Close")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if err := it.ctx.Err(); err != nil {
+		return nil, err
+	}
+	if it.next >= it.nb {
+		return nil, io.EOF
+	}
+	k := it.next
+	if it.slots == nil {
+		b, err := it.fill(k, it.aug)
+		if err != nil {
+			it.err = err
+			return nil, err
+		}
+		it.next++
+		return b, nil
+	}
+	select {
+	case r := <-it.slots[k%len(it.slots)]:
+		<-it.tokens
+		if r.err != nil {
+			it.err = r.err
+			it.cancel()
+			return nil, r.err
+		}
+		it.next++
+		return r.b, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-it.ctx.Done():
+		return nil, it.ctx.Err()
+	}
+}
+
+// Release hands a batch back for reuse.
+func (it *iterator) Release(b *Batch) {
+	if b == nil {
+		return
+	}
+	select {
+	case it.l.free <- b:
+	default:
+	}
+}
+
+// Close stops the epoch's goroutines and waits for them.
+func (it *iterator) Close() error {
+	if it.closed {
+		return nil
+	}
+	it.closed = true
+	it.cancel()
+	it.wg.Wait()
+	for _, s := range it.slots {
+		select {
+		case r := <-s:
+			it.Release(r.b)
+		default:
+		}
+	}
+	return nil
+}
+
+// batch takes a batch from the free list, or allocates one.
+func (l *Loader) batch() *Batch {
+	bs := l.opt.BatchSize
+	select {
+	case b := <-l.free:
+		b.X, b.Y, b.Indices = b.X[:cap(b.X)], b.Y[:cap(b.Y)], b.Indices[:cap(b.Indices)]
+		if b.Mask != nil {
+			b.Mask = b.Mask[:cap(b.Mask)]
+		}
+		return b
+	default:
+	}
+	b := &Batch{X: make([]float32, bs*l.xs), Y: make([]float32, bs*l.ys), Indices: make([]int, bs)}
+	if l.hasMask {
+		b.Mask = make([]float32, bs*l.ys)
+	}
+	return b
+}
+
+// fill reads batch k.
+func (it *iterator) fill(k int, aug *augmenter) (b *Batch, err error) {
+	l := it.l
+	lo := k * l.opt.BatchSize
+	hi := min(lo+l.opt.BatchSize, len(it.order))
+	b = l.batch()
+	n := hi - lo
+	b.N = n
+	b.X, b.Y, b.Indices = b.X[:n*l.xs], b.Y[:n*l.ys], b.Indices[:n]
+	if b.Mask != nil {
+		b.Mask = b.Mask[:n*l.ys]
+	}
+	for j := range n {
+		if err := it.ctx.Err(); err != nil {
+			it.Release(b)
+			return nil, err
+		}
+		idx := it.order[lo+j]
+		b.Indices[j] = idx
+		x := b.X[j*l.xs : (j+1)*l.xs]
+		y := b.Y[j*l.ys : (j+1)*l.ys]
+		var m []float32
+		if b.Mask != nil {
+			m = b.Mask[j*l.ys : (j+1)*l.ys]
+		}
+		if err := safeRead(l.ds, idx, x, y, m); err != nil {
+			it.Release(b)
+			return nil, fmt.Errorf("epoch %d, sample %d: %w", it.epoch, idx, err)
+		}
+		if aug != nil {
+			aug.apply(newRNG(saltAugment, uint64(l.opt.Seed), uint64(it.epoch), uint64(idx)), x, y, m)
+		}
+	}
+	return b, nil
+}
+
+// safeRead calls ds.Read and turns a panic into an error.
+func safeRead(ds Dataset, i int, x, y, m []float32) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("reading failed: %v", r)
+		}
+	}()
+	if m == nil {
+		m = []float32{}
+	}
+	return ds.Read(i, x, y, m)
+}

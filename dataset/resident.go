@@ -1,0 +1,111 @@
+package dataset
+
+import (
+	"fmt"
+	"image"
+
+	"pipe/lang"
+)
+
+// Resident is what an opened source keeps in memory while a run trains,
+// for the planner's account of the process: the samples as the source
+// holds them (not as batches, which the loader's buffers count), and
+// what reading them keeps besides.
+type Resident struct {
+	Bytes int64
+	// What says what the bytes are, for the plan's reasons.
+	What string
+}
+
+// ResidentBytes is what source block b keeps in memory once Open has
+// read it, from headers and counts alone (nothing is decoded). inElems is
+// the model's input size per sample, which is what a CSV source's rows
+// become. Each kind's figure is its Open's layout:
+//
+//   - idx: the images and the labels as unsigned bytes, one per pixel
+//     and per label (idxDataset);
+//   - images: the decoded cache, ch·h·w pixels (and h·w mask pixels) per
+//     image as bytes, as many images as the cache budget holds;
+//   - csv: the normalised features and the targets, n × (inElems + 1)
+//     float32 values;
+//   - geotiff: the scene's validity mask (a byte per pixel), the warped
+//     target (4 bytes per pixel) when there is one, and GDAL's block
+//     cache, which holds at most the raster's own bytes (every band's
+//     every block, read once each);
+//   - synthetic: the class centres, classes × inElems float32 values;
+//   - volume, zarr: the whole input array and target array as float32
+//     (a Zarr array's size from its .zarray; a TIFF stack's from GDAL).
+func ResidentBytes(b *lang.Block, inElems int64, opts ...Option) (Resident, error) {
+	if b == nil || b.Kind != "source" {
+		return Resident{}, fmt.Errorf("data: ResidentBytes needs a source block")
+	}
+	c := newConfig(opts)
+	switch b.Label("kind") {
+	case "idx":
+		h, err := openIDXHeader(c, strField(b, "images"))
+		if err != nil {
+			return Resident{}, err
+		}
+		h.close()
+		n, per := int64(h.dims[0]), int64(1)
+		for _, d := range h.dims[1:] {
+			per *= int64(d)
+		}
+		return Resident{Bytes: n*per + n, What: fmt.Sprintf("%d images of %d bytes and their labels, as bytes", n, per)}, nil
+	case "csv":
+		n, err := countCSV(c, strField(b, "path"), boolField(b, "header", true))
+		if err != nil {
+			return Resident{}, err
+		}
+		rows := int64(n)
+		return Resident{Bytes: rows * (inElems + 1) * 4, What: fmt.Sprintf("%d rows of %d features and a target, as float32", rows, inElems)}, nil
+	case "images":
+		root, masks := strField(b, "path"), strField(b, "masks")
+		var items []imageItem
+		var err error
+		if masks != "" {
+			items, _, err = listSegmentation(c, root, masks)
+		} else {
+			items, _, err = listClasses(c, root)
+		}
+		if err != nil {
+			return Resident{}, err
+		}
+		ch := int64(c.channels)
+		if f := b.Field("channels"); f != nil && f.First() != nil && !c.channelsSet {
+			ch = f.First().Int
+		}
+		var h, w int64
+		if v := b.Field("resize").First(); v != nil && len(v.Dims) == 2 {
+			h, w = v.Dims[0], v.Dims[1]
+		} else {
+			for _, it := range items {
+				var cfg image.Config
+				if cfg, err = decodeConfig(c, it.path); err == nil {
+					h, w = int64(cfg.Height), int64(cfg.Width)
+					break
+				}
+			}
+		}
+		per := ch * h * w
+		if masks != "" {
+			per += h * w
+		}
+		n := int64(len(items))
+		if per > 0 {
+			n = min(n, c.cacheBytes/per)
+		}
+		return Resident{Bytes: n * per, What: fmt.Sprintf("%d decoded images of %d bytes", n, per)}, nil
+	case "geotiff":
+		return rasterResident(b, c)
+	case "volume", "zarr":
+		return volumeResident(b, c)
+	case "synthetic":
+		classes := int64(1)
+		if v := b.Field("classes").First(); v != nil && v.Int > 0 {
+			classes = v.Int
+		}
+		return Resident{Bytes: classes * inElems * 4, What: fmt.Sprintf("%d class centres", classes)}, nil
+	}
+	return Resident{}, fmt.Errorf("source %s: unknown kind %q", b.Name(), b.Label("kind"))
+}

@@ -1,0 +1,268 @@
+package dataset
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+
+	"pipe/lang"
+)
+
+// Volume sources: a volume kind (a multi-page TIFF stack, read through
+// GDAL, volume_gdal.go) and a zarr kind (a Zarr v2 array, zarr.go). Both
+// read the whole array into memory as float32 [C, D, H, W] (a [D, H, W]
+// array is one channel; leading axes of extent 1 are dropped, so an
+// OME-Zarr image [T, C, Z, Y, X] of one time point reads; a stack's pages
+// are the depth and each page's bands the channels) and cut windows from
+// it. An OME-TIFF whose pages hold several channels (C·Z pages) is read
+// as Z·C slices of depth: pipe does not read its OME-XML dimension order.
+//
+// window [d, h, w] stride [sd, sh, sw] cuts windows of that extent
+// starting every stride voxels along each axis (the window's extent when
+// no stride is given), lying fully inside the volume, in depth-, then
+// row-, then column-major order; without window the whole volume is one
+// sample. target is a second array or stack with the same depth, height
+// and width whose windows are the targets, [Cy, d, h, w]: class indices
+// for cross_entropy, a 0/1 mask for bce or dice, or values to regress.
+// normalize standard (the default) scales each input channel to zero mean
+// and unit variance over every voxel of the volume; none keeps raw
+// values. A regression target's mean and deviation per channel (over
+// every voxel of the target) are given to the executor, which
+// standardises it for training when target_normalize is standard (the
+// default), as it does a geotiff's. split splits the windows with
+// SplitByFraction; overlapping windows share voxels.
+
+type volumeDataset struct {
+	x          []float32
+	c, d, h, w int
+	y          []float32
+	cy         int
+	win, step  [3]int
+	origins    [][3]int
+	norm       Norm
+	tnorm      Norm
+	tstd       bool
+}
+
+// volumeReader reads a whole array or stack: data in C order and its
+// shape, [D, H, W] or [C, D, H, W].
+type volumeReader func(path string) ([]float32, []int, error)
+
+func openZarrSource(b *lang.Block, c *config) (Dataset, error) {
+	return openVolumeWith(b, c, "zarr", func(p string) ([]float32, []int, error) {
+		a, err := ReadZarr(p)
+		if err != nil {
+			return nil, nil, err
+		}
+		return a.Data, a.Shape, nil
+	})
+}
+
+func openVolumeWith(b *lang.Block, c *config, kind string, read volumeReader) (Dataset, error) {
+	fail := func(field, format string, args ...any) (Dataset, error) {
+		return nil, blockErr(b, field, fmt.Errorf("%s source %s: %s", kind, b.Name(), fmt.Sprintf(format, args...)))
+	}
+	path := strField(b, "path")
+	x, shape, err := read(c.path(path))
+	if err != nil {
+		return fail("path", "%v", err)
+	}
+	v := &volumeDataset{x: x}
+	shape = squeeze(shape)
+	switch len(shape) {
+	case 3:
+		v.c, v.d, v.h, v.w = 1, shape[0], shape[1], shape[2]
+	case 4:
+		v.c, v.d, v.h, v.w = shape[0], shape[1], shape[2], shape[3]
+	default:
+		return fail("path", "%s has shape %v; a volume is [D, H, W] or [C, D, H, W]", path, shape)
+	}
+	if t := strField(b, "target"); t != "" {
+		y, ys, err := read(c.path(t))
+		if err != nil {
+			return fail("target", "%v", err)
+		}
+		if ys = squeeze(ys); len(ys) == 3 {
+			ys = append([]int{1}, ys...)
+		}
+		if len(ys) != 4 || ys[1] != v.d || ys[2] != v.h || ys[3] != v.w {
+			return fail("target", "the target %s has shape %v; it needs the inputs' depth, height and width, [D, H, W] or [C, D, H, W] with D, H, W = %d, %d, %d", t, ys, v.d, v.h, v.w)
+		}
+		v.y, v.cy = y, ys[0]
+		v.tnorm = channelStats(y, v.cy)
+		v.tstd = b.Field("target_normalize").First() == nil || b.Field("target_normalize").First().Str == "standard"
+	}
+	v.win, v.step = [3]int{v.d, v.h, v.w}, [3]int{v.d, v.h, v.w}
+	if wv := b.Arg("window", "window"); wv != nil {
+		if len(wv.Dims) != 3 {
+			return fail("window", "window %v has %d extents; write [depth, height, width]", wv.Dims, len(wv.Dims))
+		}
+		for i, e := range wv.Dims {
+			v.win[i], v.step[i] = int(e), int(e)
+		}
+		if s := b.Arg("window", "stride"); s != nil {
+			if len(s.Dims) != 3 {
+				return fail("window", "stride %v has %d extents; write [depth, height, width]", s.Dims, len(s.Dims))
+			}
+			for i, e := range s.Dims {
+				v.step[i] = int(e)
+			}
+		}
+	}
+	ext := [3]int{v.d, v.h, v.w}
+	for i := range ext {
+		if v.win[i] < 1 || v.win[i] > ext[i] || v.step[i] < 1 {
+			return fail("window", "window %v does not fit the volume's %dx%dx%d (depth x height x width); use at most [%d, %d, %d]",
+				v.win, v.d, v.h, v.w, v.d, v.h, v.w)
+		}
+	}
+	for z := 0; z+v.win[0] <= v.d; z += v.step[0] {
+		for r := 0; r+v.win[1] <= v.h; r += v.step[1] {
+			for q := 0; q+v.win[2] <= v.w; q += v.step[2] {
+				v.origins = append(v.origins, [3]int{z, r, q})
+			}
+		}
+	}
+	if mode := b.Field("normalize").First(); mode == nil || mode.Str == "standard" {
+		v.norm = channelStats(v.x, v.c)
+		per := v.d * v.h * v.w
+		for ch := 0; ch < v.c; ch++ {
+			m, s := float32(v.norm.Mean[ch]), float32(1/v.norm.Std[ch])
+			xs := v.x[ch*per : (ch+1)*per]
+			for i := range xs {
+				xs[i] = (xs[i] - m) * s
+			}
+		}
+	}
+	return v, nil
+}
+
+// squeeze drops leading axes of extent 1 beyond four: OME-Zarr's
+// images are [T, C, Z, Y, X], one time point a volume.
+func squeeze(shape []int) []int {
+	for len(shape) > 4 && shape[0] == 1 {
+		shape = shape[1:]
+	}
+	return shape
+}
+
+// channelStats is the mean and standard deviation of each channel's
+// block of a [C, ...] array (a deviation of 0 becomes 1).
+func channelStats(a []float32, c int) Norm {
+	per := len(a) / c
+	n := Norm{Mean: make([]float64, c), Std: make([]float64, c)}
+	for ch := 0; ch < c; ch++ {
+		var s, ss float64
+		for _, v := range a[ch*per : (ch+1)*per] {
+			s += float64(v)
+		}
+		m := s / float64(per)
+		for _, v := range a[ch*per : (ch+1)*per] {
+			ss += (float64(v) - m) * (float64(v) - m)
+		}
+		sd := math.Sqrt(ss / float64(per))
+		if sd == 0 || math.IsNaN(sd) {
+			sd = 1
+		}
+		n.Mean[ch], n.Std[ch] = m, sd
+	}
+	return n
+}
+
+func (v *volumeDataset) Len() int { return len(v.origins) }
+func (v *volumeDataset) XShape() []int64 {
+	return []int64{int64(v.c), int64(v.win[0]), int64(v.win[1]), int64(v.win[2])}
+}
+func (v *volumeDataset) YShape() []int64 {
+	return []int64{int64(v.cy), int64(v.win[0]), int64(v.win[1]), int64(v.win[2])}
+}
+func (v *volumeDataset) Classes() int  { return 0 }
+func (v *volumeDataset) HasMask() bool { return false }
+func (v *volumeDataset) Norm() Norm    { return v.norm }
+func (v *volumeDataset) Close() error  { return nil }
+
+// TargetNorm implements TargetNormalized.
+func (v *volumeDataset) TargetNorm() (Norm, bool) { return v.tnorm, v.tstd }
+
+// Read copies window i of the inputs into x and of the targets into y.
+func (v *volumeDataset) Read(i int, x, y, _ []float32) error {
+	if i < 0 || i >= len(v.origins) {
+		return fmt.Errorf("volume window %d out of range [0, %d)", i, len(v.origins))
+	}
+	o := v.origins[i]
+	v.cut(v.x, v.c, o, x)
+	if v.cy > 0 {
+		v.cut(v.y, v.cy, o, y)
+	}
+	return nil
+}
+
+// cut copies the window at origin o of the [c, D, H, W] array a into dst.
+func (v *volumeDataset) cut(a []float32, c int, o [3]int, dst []float32) {
+	k := 0
+	for ch := 0; ch < c; ch++ {
+		for z := o[0]; z < o[0]+v.win[0]; z++ {
+			for r := o[1]; r < o[1]+v.win[1]; r++ {
+				at := ((ch*v.d+z)*v.h+r)*v.w + o[2]
+				k += copy(dst[k:k+v.win[2]], a[at:at+v.win[2]])
+			}
+		}
+	}
+}
+
+// ReadVolume reads a multi-page TIFF stack (through GDAL) or, for a
+// folder holding .zarray, a Zarr v2 array, as float32 in C order with its
+// shape: [C, D, H, W] for a stack, the array's own for Zarr.
+func ReadVolume(path string) ([]float32, []int, error) {
+	if _, err := os.Stat(filepath.Join(path, ".zarray")); err == nil {
+		a, err := ReadZarr(path)
+		if err != nil {
+			return nil, nil, err
+		}
+		return a.Data, a.Shape, nil
+	}
+	return readStack(path)
+}
+
+// volumeResident is what a volume or zarr source holds: its input and
+// target arrays, whole, as float32.
+func volumeResident(b *lang.Block, c *config) (Resident, error) {
+	var n int64
+	for _, f := range []string{"path", "target"} {
+		if strField(b, f) == "" {
+			continue
+		}
+		shape, err := volumeShape(b, c, f)
+		if err != nil {
+			return Resident{}, err
+		}
+		k := int64(1)
+		for _, d := range shape {
+			k *= int64(d)
+		}
+		n += k
+	}
+	return Resident{Bytes: 4 * n, What: fmt.Sprintf("the volume's %d input and target values as float32", n)}, nil
+}
+
+// volumeShape is the shape of the array or stack a field of a volume or
+// zarr block names: a Zarr array's from its .zarray, a TIFF stack's from
+// reading it.
+func volumeShape(b *lang.Block, c *config, field string) ([]int, error) {
+	p := c.path(strField(b, field))
+	if b.Label("kind") == "zarr" {
+		raw, err := os.ReadFile(filepath.Join(p, ".zarray"))
+		if err != nil {
+			return nil, err
+		}
+		var h zarrHeader
+		if err := json.Unmarshal(raw, &h); err != nil {
+			return nil, err
+		}
+		return h.Shape, nil
+	}
+	_, s, err := readStack(p)
+	return s, err
+}

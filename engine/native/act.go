@@ -1,0 +1,147 @@
+package native
+
+import (
+	"math"
+)
+
+// actKind is an elementwise activation, alone or as a fused kernel's
+// epilogue.
+type actKind int
+
+const (
+	actNone actKind = iota
+	actReLU
+	actGELU
+	actSigmoid
+	actTanh
+)
+
+func actOf(op string) (actKind, bool) {
+	switch op {
+	case "relu":
+		return actReLU, true
+	case "gelu":
+		return actGELU, true
+	case "sigmoid":
+		return actSigmoid, true
+	case "tanh":
+		return actTanh, true
+	}
+	return actNone, false
+}
+
+// fromOut says the derivative is a function of the output (relu,
+// sigmoid, tanh); gelu's needs its input.
+func (a actKind) fromOut() bool { return a == actReLU || a == actSigmoid || a == actTanh }
+
+// grain is the smallest share of an elementwise loop worth a worker.
+const grain = 16 << 10
+
+// applyAct sets dst = act(src); dst and src may be the same slice.
+func applyAct(a actKind, dst, src []float32) {
+	dst = dst[:len(src)]
+	switch a {
+	case actNone:
+		if &dst[0] != &src[0] {
+			copy(dst, src)
+		}
+	case actReLU:
+		for i, v := range src {
+			dst[i] = relu32(v)
+		}
+	case actGELU:
+		for i, v := range src {
+			dst[i] = 0.5 * v * (1 + erf32(v*(1/math.Sqrt2)))
+		}
+	case actSigmoid:
+		for i, v := range src {
+			dst[i] = sigmoid32(v)
+		}
+	case actTanh:
+		for i, v := range src {
+			dst[i] = float32(math.Tanh(float64(v)))
+		}
+	}
+}
+
+func sigmoid32(v float32) float32 {
+	x := float64(v)
+	if x >= 0 {
+		return float32(1 / (1 + math.Exp(-x)))
+	}
+	e := math.Exp(x)
+	return float32(e / (1 + e))
+}
+
+// actDeriv is the activation's derivative at input x with output y.
+func actDeriv(a actKind, x, y float32) float32 {
+	switch a {
+	case actReLU:
+		if y > 0 {
+			return 1
+		}
+		return 0
+	case actSigmoid:
+		return y * (1 - y)
+	case actTanh:
+		return 1 - y*y
+	case actGELU:
+		return 0.5*(1+erf32(x*(1/math.Sqrt2))) + x*exp32(-0.5*x*x)*float32(1/math.Sqrt(2*math.Pi))
+	}
+	return 1
+}
+
+// actBackward sets g[i] *= act'(·) in place; out is the activation's
+// output (relu, sigmoid, tanh) or in its input (gelu).
+func actBackward(a actKind, g, in, out []float32) {
+	switch a {
+	case actNone:
+	case actReLU:
+		reluMask(g, out)
+	case actGELU:
+		in = in[:len(g)]
+		for i, x := range in {
+			g[i] *= actDeriv(actGELU, x, 0)
+		}
+	default:
+		out = out[:len(g)]
+		for i, y := range out {
+			g[i] *= actDeriv(a, 0, y)
+		}
+	}
+}
+
+// actKernel is an activation alone.
+type actKernel struct{ a actKind }
+
+func (k *actKernel) spec() kspec {
+	return kspec{saveIn: []bool{!k.a.fromOut()}, saveOut: k.a.fromOut()}
+}
+
+func (k *actKernel) forward(e *env) {
+	n := e.n * e.u.out.size()
+	x, y := e.in[0][:n], e.out[:n]
+	e.m.pool.forRange(n, grain, func(lo, hi int) { applyAct(k.a, y[lo:hi], x[lo:hi]) })
+}
+
+func (k *actKernel) backward(e *env) {
+	if e.din[0] == nil {
+		return
+	}
+	n := e.n * e.u.out.size()
+	g, dx := e.dout[:n], e.din[0][:n]
+	e.m.pool.forRange(n, grain, func(lo, hi int) {
+		var in, out []float32
+		if k.a.fromOut() {
+			out = e.out[lo:hi]
+		} else {
+			in = e.in[0][lo:hi]
+		}
+		actBackward(k.a, g[lo:hi], in, out)
+		if e.acc[0] {
+			addTo(dx[lo:hi], g[lo:hi])
+		} else {
+			copy(dx[lo:hi], g[lo:hi])
+		}
+	})
+}

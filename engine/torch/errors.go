@@ -1,0 +1,128 @@
+package torch
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"pipe/engine"
+)
+
+// StartError says why a worker could not start: no such Python, a Python
+// without torch, a torch too old, or a process that died on the way.
+type StartError struct {
+	// Python is the interpreter tried, as given.
+	Python string
+	Reason string
+	Err    error
+	Stderr string
+	// NoTorch and OldTorch say the Python runs but its torch is missing
+	// or older than MinTorch.
+	NoTorch, OldTorch bool
+}
+
+func (e *StartError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "the torch engine's Python %q %s", e.Python, e.Reason)
+	if e.Err != nil {
+		fmt.Fprintf(&b, " (%v)", e.Err)
+	}
+	b.WriteString("; point pipe at a Python with PyTorch 1.13 or later with --python PATH or the PIPE_PYTHON variable")
+	if !e.NoTorch && !e.OldTorch {
+		b.WriteString(", or plan for the native engine with --engine native")
+	}
+	if s := lastLines(e.Stderr, 8); s != "" {
+		b.WriteString("; its last lines of stderr:\n" + s)
+	}
+	return b.String()
+}
+
+func (e *StartError) Unwrap() error { return e.Err }
+
+// WorkerError says a worker died while it worked.
+type WorkerError struct {
+	Rank, PID int
+	Err       error
+	Stderr    string
+}
+
+func (e *WorkerError) Error() string {
+	s := fmt.Sprintf("the torch worker of rank %d (pid %d) died: %v", e.Rank, e.PID, e.Err)
+	if t := lastLines(e.Stderr, 12); t != "" {
+		s += "; its last lines of stderr:\n" + t
+	}
+	return s
+}
+
+func (e *WorkerError) Unwrap() error { return e.Err }
+
+func lastLines(s string, n int) string {
+	s = strings.TrimRight(s, "\n")
+	if s == "" {
+		return ""
+	}
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	for i, l := range lines {
+		lines[i] = "    " + l
+	}
+	return strings.Join(lines, "\n")
+}
+
+// memoryReply is the worker's memory command's answer.
+type memoryReply struct {
+	Device       string `json:"device"`
+	MaxRSS       int64  `json:"max_rss_bytes"`
+	MaxAllocated int64  `json:"max_allocated_bytes"`
+	MaxReserved  int64  `json:"max_reserved_bytes"`
+	Allocated    int64  `json:"allocated_bytes"`
+	Reserved     int64  `json:"reserved_bytes"`
+	Used         int64  `json:"device_used_bytes"`
+	Total        int64  `json:"device_total_bytes"`
+}
+
+// replyErr turns a failed reply into the error exec expects.
+func replyErr(r response, rank int) error {
+	if r.OK {
+		return nil
+	}
+	switch r.Kind {
+	case "nonfinite":
+		e := &engine.NonFiniteError{Step: r.Step, MicroStep: r.MicroStep, Node: r.Node, Op: r.Op, Param: r.Param, Input: r.Input}
+		if r.Loss != nil {
+			e.Loss = float64(*r.Loss)
+		}
+		return e
+	case "oom":
+		e := &engine.OutOfMemoryError{Phase: r.Phase, Node: r.Node, Detail: r.Error, Rank: rank}
+		var m memoryReply
+		if len(r.Memory) > 0 && json.Unmarshal(r.Memory, &m) == nil {
+			e.Device, e.MaxAllocated, e.MaxReserved, e.Used, e.Total = m.Device, m.MaxAllocated, m.MaxReserved, m.Used, m.Total
+		}
+		return e
+	case "unsupported":
+		return fmt.Errorf("%w: %s", engine.ErrUnsupported, r.Error)
+	case "bad-batch":
+		return fmt.Errorf("%w: %s", engine.ErrBadBatch, r.Error)
+	}
+	msg := r.Error
+	if msg == "" {
+		msg = "failed without a message"
+	}
+	err := fmt.Errorf("torch worker (rank %d): %s", rank, msg)
+	if r.Trace != "" {
+		err = fmt.Errorf("%w\n%s", err, strings.TrimRight(r.Trace, "\n"))
+	}
+	return err
+}
+
+// IsStartError says err is a worker that could not start.
+func IsStartError(err error) bool {
+	var s *StartError
+	return errors.As(err, &s)
+}
+
+func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -1,0 +1,229 @@
+package torch
+
+import (
+	"context"
+	"errors"
+	"math"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"pipe/engine"
+	"pipe/engine/native"
+	"pipe/lang"
+	"pipe/planner"
+	"pipe/run"
+	"pipe/stdlib"
+)
+
+// TestOutOfMemoryIsReported: a forward pass that asks the allocator for
+// more than the machine has (an upsampling to 1 TB) comes back as an
+// *engine.OutOfMemoryError naming the layer and the pass, and the worker
+// lives on.
+func TestOutOfMemoryIsReported(t *testing.T) {
+	py := testPython(t)
+	src := `pipeline huge
+source d synthetic { samples 4  shape [1, 8, 8] }
+model m {
+  input [1, 8, 8]
+  upsample 65536 -> conv 1 k1 -> gap
+}
+train { epochs 1  batch 1  loss mse }
+`
+	// The planner refuses it, rightly; the engine is driven directly.
+	f, _ := lang.Parse("huge.pipe", []byte(src))
+	prog, ds := lang.Check(f, stdlib.Schema())
+	if ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	g, gds := stdlib.BuildGraph(prog.Models[0])
+	if gds.HasErrors() {
+		t.Fatal(gds)
+	}
+	cfg := engine.Config{Batch: 1, Loss: engine.Loss{Kind: "mse"}, Optimizer: engine.Optimizer{Kind: "sgd"}, Device: "cpu", Threads: 1}
+	tm := buildTorch(t, g, cfg, Backend{Python: py})
+	b := randomBatch(g, "mse", 1, 1)
+	b.Y = nil
+	_, err := tm.Eval(b, nil)
+	var oom *engine.OutOfMemoryError
+	if !errors.As(err, &oom) {
+		t.Fatalf("got %v, want an out-of-memory error", err)
+	}
+	if oom.Phase != "evaluation" || oom.Node != "upsample1" || !strings.Contains(oom.Detail, "allocate") {
+		t.Errorf("%+v", oom)
+	}
+	// The model still answers.
+	small := randomBatch(g, "mse", 1, 2)
+	small.Y = nil
+	if _, err := tm.DeviceMemory(); err != nil {
+		t.Errorf("after the failure: %v", err)
+	}
+}
+
+// TestRecomputedSegments: the plan's checkpoint segments run through
+// torch.utils.checkpoint: the loss and the update are those without
+// recomputation (a recomputed batchnorm updates its running statistics
+// once), and autograd keeps less.
+func TestRecomputedSegments(t *testing.T) {
+	py := testPython(t)
+	prog, p, g := loadFile(t, "../../examples/cells.pipe", planner.WithEngine("torch"), planner.WithBatch(2))
+	cfg := run.ConfigFromPlan(p, prog)
+	cfg.Engine.Autocast = "" // fp32: the two runs must agree to rounding
+	plain := cfg
+	plain.Checkpoint = nil
+	// Two segments in the encoder, each holding a conv, batchnorm, relu.
+	var segs []engine.Segment
+	for _, n := range g.Nodes {
+		if n.Op == "conv" && len(segs) < 2 && g.Nodes[n.ID+1].Op == "batchnorm" && g.Nodes[n.ID+2].Op == "relu" {
+			segs = append(segs, engine.Segment{From: n.ID, To: n.ID + 2})
+		}
+	}
+	if len(segs) != 2 {
+		t.Fatalf("segments %v", segs)
+	}
+	cfg.Checkpoint = segs
+	a := buildTorch(t, g, plain, Backend{Python: py})
+	c := buildTorch(t, g, cfg, Backend{Python: py})
+	b := randomBatch(g, cfg.Loss.Kind, 2, 3)
+	sa, err := a.SavedBytes(b, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc, err := c.SavedBytes(b, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sc.Bytes["activations"] >= sa.Bytes["activations"] {
+		t.Errorf("with the segments autograd keeps %d bytes, without %d", sc.Bytes["activations"], sa.Bytes["activations"])
+	}
+	before := a.State()
+	for _, m := range []*model{a, c} {
+		if err := m.QueueTrain(b, 1, true, true); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.QueueStep(0, p.Optimizer.LR); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ra, err := a.Results(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := c.Results(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := math.Abs(ra[0].Losses[0]-rc[0].Losses[0]) / ra[0].Losses[0]; d > 1e-6 {
+		t.Errorf("loss %.8g without recomputation, %.8g with", ra[0].Losses[0], rc[0].Losses[0])
+	}
+	sa2, sc2 := a.State(), c.State()
+	if med, mx, where := updateDiffs(t, before, sa2, sc2, zeroGradients(g)); med > 1e-5 || mx > 1e-3 {
+		t.Errorf("updates differ: median %.2e, worst %.2e (%s)", med, mx, where)
+	}
+	for _, n := range g.Nodes {
+		if n.Op == "batchnorm" {
+			k := n.Name + ".num_batches_tracked"
+			if sa2.Counters[k] != 1 || sc2.Counters[k] != 1 {
+				t.Errorf("%s: %d and %d batches tracked", n.Name, sa2.Counters[k], sc2.Counters[k])
+			}
+		}
+	}
+}
+
+// TestDeadRankStopsTheOthers: with two ranks, killing one ends the run
+// within seconds: the survivor, which would wait in the all-reduce for
+// ever, is stopped too, and the error says which rank died.
+func TestDeadRankStopsTheOthers(t *testing.T) {
+	py := testPython(t)
+	prog, p, g := loadFile(t, "../../examples/fashion_mlp.pipe")
+	cfg := run.ConfigFromPlan(p, prog)
+	cfg.Batch, cfg.Threads, cfg.Engine.WorldSize = 8, 1, 2
+	m := buildTorch(t, g, cfg, Backend{Python: py, NProcPerNode: 2, MasterPort: freePort(t)})
+	pids := PIDs(m)
+	if len(pids) != 2 {
+		t.Fatalf("pids %v", pids)
+	}
+	b := randomBatch(g, "cross_entropy", 16, 1)
+	if _, err := m.TrainStep(b, 1); err != nil {
+		t.Fatal(err)
+	}
+	killProcess(pids[1])
+	start := time.Now()
+	var err error
+	for i := 0; i < 50 && err == nil; i++ {
+		_, err = m.TrainStep(b, 1)
+	}
+	if err == nil || time.Since(start) > 30*time.Second {
+		t.Fatalf("after %v: %v", time.Since(start), err)
+	}
+	var we *WorkerError
+	if !errors.As(err, &we) || we.Rank != 1 {
+		t.Errorf("got %v, want rank 1's death", err)
+	}
+	deadline := time.Now().Add(15 * time.Second)
+	for time.Now().Before(deadline) && len(workers(t)) > 0 {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if left := workers(t); len(left) > 0 {
+		t.Errorf("workers still running: %v", left)
+	}
+}
+
+// TestTwoNodes runs the same job as two nodes of one worker each (two
+// run.Run calls standing for two machines, on loopback): node 1 trains
+// its half of every batch and writes nothing; node 0 writes the
+// checkpoint; the losses are those of one process with the whole batches.
+// The model has no batchnorm, whose statistics are per device under DDP.
+func TestTwoNodes(t *testing.T) {
+	py := testPython(t)
+	port := freePort(t)
+	src := strings.Replace(strings.Replace(resumable, "dense 32 bias false -> batchnorm -> relu", "dense 32 -> relu", 1), "batch 25", "batch 20", 1)
+	prog, p, _ := loadSrc(t, "nodes.pipe", []byte(src), planner.WithEngine("torch"), planner.WithDevices(1, 2), planner.WithBatch(10))
+	if p.WorldSize() != 2 || p.EffectiveBatch != 20 {
+		t.Fatalf("world %d, effective batch %d", p.WorldSize(), p.EffectiveBatch)
+	}
+	dirs := []string{t.TempDir(), t.TempDir()}
+	res := make([]*run.Result, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for node := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			b := Backend{Python: py, NProcPerNode: 1, NNodes: 2, NodeRank: node, MasterPort: port}
+			r, ds := run.Run(context.Background(), p, prog, run.Hooks{},
+				run.WithBackend(native.Backend{}), run.WithBackend(b), run.WithNodeRank(node), run.WithMaxSteps(12),
+				run.WithBase(dirs[node]), run.WithCheckpointDir(filepath.Join(dirs[node], "ckpt")), run.WithThreads(1))
+			res[node] = r
+			if ds.HasErrors() {
+				errs[node] = ds
+			}
+		}()
+	}
+	wg.Wait()
+	for node, err := range errs {
+		if err != nil {
+			t.Fatalf("node %d: %v", node, err)
+		}
+	}
+	if res[0].Checkpoint == "" || res[1].Checkpoint != "" {
+		t.Errorf("checkpoints: node 0 %q, node 1 %q", res[0].Checkpoint, res[1].Checkpoint)
+	}
+	if res[1].Final != nil {
+		t.Error("node 1 evaluated")
+	}
+	one := mustRunJob(t, src, "torch", t.TempDir(), py, run.WithMaxSteps(12))
+	if len(one.StepLosses) != 12 || len(res[0].StepLosses) != 12 {
+		t.Fatalf("%d and %d losses", len(one.StepLosses), len(res[0].StepLosses))
+	}
+	for i := range one.StepLosses {
+		// Each node reports the loss over its own ranks' samples; node 0
+		// and node 1 together are the whole batch.
+		both := (res[0].StepLosses[i] + res[1].StepLosses[i]) / 2
+		if d := math.Abs(both-one.StepLosses[i]) / one.StepLosses[i]; d > 1e-5 {
+			t.Errorf("step %d: %.7g over two nodes, %.7g in one process", i+1, both, one.StepLosses[i])
+		}
+	}
+}

@@ -1,6 +1,0 @@
-//go:build !linux
-
-package exec
-
-// ProcessMaxRSS is unknown outside Linux.
-func ProcessMaxRSS() int64 { return 0 }

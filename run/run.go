@@ -1,0 +1,475 @@
+package run
+
+// Run is the executor's entry point: it takes a plan and the checked
+// program it was made from, and does what the plan says.
+//
+//	plan ─┬─ backend (by plan.Backend) ── Build(graph, ConfigFromPlan) ── model
+//	      ├─ data: the train source (OpenSplit), its validation part or the
+//	      │  evaluate source, the predict source
+//	      └─ loader sizes, batch, accumulation, learning rate
+//
+// Before any compute it checks that the data fits the model: the samples'
+// shape against the model's input, the targets against the loss and the
+// output (run_data.go). Then it trains (run_train.go): epochs of optimizer
+// steps, each the plan's AccumulationSteps micro-batches, the learning
+// rate from the schedule, gradients clipped when the file says, an
+// evaluation after every epoch, and a checkpoint after every epoch and
+// when the context is cancelled (run_checkpoint.go). Last it evaluates on
+// the evaluate source and writes predictions (run_predict.go).
+//
+// Run decides nothing the plan decided: the batch, the accumulation, the
+// learning rate (already scaled), the precision, the checkpoint segments,
+// the fusion groups and the loader's workers and prefetch all come from
+// it. What the plan does not hold is read from the program as written: the
+// epochs, the schedule, the metrics, the optimizer's settings, the sources.
+//
+// Determinism. The loader's order and augmentations are functions of
+// (seed, epoch, sample) and a model's randomness (dropout) is keyed by its
+// micro-step counter, which its State holds. A checkpoint stores the State
+// and the position in the epoch (which batch comes next), so a resumed run
+// trains on the same batches with the same randomness and reproduces the
+// uninterrupted run's losses bit for bit (given the same Config.Threads).
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"pipe/engine"
+	"runtime/debug"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"pipe/dataset"
+	"pipe/lang"
+	"pipe/lang/diag"
+	"pipe/planner/plan"
+	"pipe/run/metric"
+)
+
+// Codes of the diagnostics Run returns.
+const (
+	CodeNoBackend   = "no-backend"
+	CodeNoFit       = "does-not-fit" // the planner's code for the same condition
+	CodePlan        = "plan-mismatch"
+	CodeData        = "data"
+	CodeShape       = "data-shape"
+	CodeBuild       = "build"
+	CodeTrain       = "train"
+	CodeNonFinite   = "non-finite"
+	CodeCheckpoint  = "checkpoint"
+	CodeResume      = "resume"
+	CodePredict     = "predict"
+	CodeMetric      = "metric"
+	CodeEvalOnTrain = "evaluate-on-train"
+	CodeOOM         = "out-of-memory"
+	CodeLocked      = "folder-in-use"
+	CodeDiverging   = "diverging"
+	CodeEvalLeak    = "test-selects-model"
+	CodeProfile     = "profile"
+)
+
+// Status says how a run ended.
+type Status string
+
+// Statuses.
+const (
+	StatusCompleted   Status = "completed"   // every epoch trained
+	StatusMaxSteps    Status = "max-steps"   // stopped at the step limit
+	StatusInterrupted Status = "interrupted" // the context was cancelled
+	StatusNonFinite   Status = "non-finite"  // a NaN or Inf stopped training
+	StatusFailed      Status = "failed"      // any other error
+	StatusSkipped     Status = "not-trained" // --skip-train: evaluated and predicted only
+)
+
+// Hooks observe a run. Any field may be nil. They are called on Run's
+// goroutine, so a slow hook slows training.
+type Hooks struct {
+	// Start is called once the model is built and the data opened,
+	// before the first step.
+	Start func(StartInfo)
+	// Step is called after every optimizer step.
+	Step func(StepInfo)
+	// Evaluating is called before an evaluation pass over n samples.
+	Evaluating func(what string, n int)
+	// Evaluated is called after each batch of an evaluation pass with
+	// the batch as the model saw it and what the model gave for it.
+	Evaluated func(EvalBatch)
+	// Epoch is called after every epoch's evaluation and checkpoint.
+	Epoch func(EpochResult)
+	// Checkpoint is called after a checkpoint file is written.
+	Checkpoint func(path, reason string)
+}
+
+// StartInfo describes the run about to train.
+type StartInfo struct {
+	Pipeline, Model, Backend, Precision string
+	// Epochs is the number of epochs the file asks for; StepsPerEpoch
+	// the optimizer steps in each, and TotalSteps the steps the run will
+	// take in all (fewer under a step limit).
+	Epochs        int
+	StepsPerEpoch int64
+	TotalSteps    int64
+	// From is where training starts: zero, or the resumed position.
+	From Position
+	// BatchSize, AccumulationSteps and EffectiveBatch are the plan's.
+	BatchSize, AccumulationSteps, EffectiveBatch int64
+	// TrainSamples and ValSamples are the sizes of the training data and
+	// of the per-epoch validation data (0 when there is none).
+	TrainSamples, ValSamples int
+	Workers, Prefetch        int
+}
+
+// StepInfo is one optimizer step's outcome.
+type StepInfo struct {
+	// Epoch is 1-based; Step is the number of optimizer steps taken so
+	// far (this one included), EpochStep the same within the epoch.
+	Epoch         int
+	Step          int64
+	EpochStep     int64
+	StepsPerEpoch int64
+	TotalSteps    int64
+	// Loss is the step's mean loss over its samples; LR the learning
+	// rate it used.
+	Loss float64
+	LR   float64
+	// Samples is the samples trained so far in this invocation, and
+	// SamplesPerSecond their rate (training time only).
+	Samples          int64
+	SamplesPerSecond float64
+	// Elapsed is the training time of this invocation; ETA the estimate
+	// of the training time left.
+	Elapsed, ETA time.Duration
+}
+
+// Position is where a run stands: Epoch (0-based) is the epoch in
+// progress and Batch the number of its micro-batches already trained;
+// Batch equal to the epoch's batch count means the epoch is trained but
+// not yet evaluated. Step, MicroStep and Samples count everything trained
+// since the start.
+type Position struct {
+	Epoch     int
+	Batch     int
+	Step      int64
+	MicroStep int64
+	Samples   int64
+	// LossSum and LossSamples accumulate the epoch in progress's
+	// sample-weighted training loss.
+	LossSum     float64
+	LossSamples int64
+}
+
+// EpochResult is one epoch's outcome.
+type EpochResult struct {
+	// Epoch is 1-based; Step the optimizer steps taken at its end.
+	Epoch int
+	Step  int64
+	// TrainLoss is the sample-weighted mean of the epoch's training
+	// losses.
+	TrainLoss float64
+	// Val is the evaluation after the epoch; nil without validation data.
+	Val *Evaluation
+	// LR is the learning rate of the epoch's last step.
+	LR float64
+	// Seconds is the epoch's training time (this invocation's part of it
+	// for an epoch that was resumed).
+	Seconds float64
+	// LoaderStallSeconds is the part of Seconds the step spent waiting
+	// for its next batch: the loader's Next, timed by the clock around
+	// each call. Near Seconds, the data is the bottleneck; near 0, the
+	// model.
+	LoaderStallSeconds float64
+}
+
+// Evaluation is a pass over a dataset in evaluation mode.
+type Evaluation struct {
+	// Source names the source block and Part which samples of it:
+	// "validation split", "all".
+	Source, Part string
+	Samples      int
+	// Loss is the sample-weighted mean loss; Metrics the values asked
+	// for, in the order asked.
+	Loss    float64
+	Metrics []metric.Value
+	// Baseline holds the same metrics for predicting the training
+	// source's mean target everywhere, on the same positions: the score a
+	// model must beat. Only for a regression whose training mean is known
+	// (a geotiff source with a target); nil otherwise.
+	Baseline []metric.Value
+}
+
+// EvalBatch is one batch of an evaluation pass. Its slices are the run's
+// and are reused after the Evaluated hook returns: copy what is kept.
+type EvalBatch struct {
+	// Source and Part are the Evaluation's.
+	Source, Part string
+	// N samples: X their inputs as the model read them (normalised), Y
+	// their targets in the target's units, Mask which target values
+	// count (nil: all).
+	N          int
+	X, Y, Mask []float32
+	// Out is the model's outputs in the target's units; Loss the batch's
+	// mean loss as Model.Eval gave it (on the standardised targets when
+	// the run standardises them).
+	Out  []float32
+	Loss float64
+}
+
+// Metric returns the named metric's value and whether it was computed.
+func (e *Evaluation) Metric(name string) (float64, bool) {
+	if e == nil {
+		return 0, false
+	}
+	for _, m := range e.Metrics {
+		if m.Name == name {
+			return m.Value, true
+		}
+	}
+	return 0, false
+}
+
+// Memory is what the run used, against the plan's estimate.
+type Memory struct {
+	// Estimated is the plan's Memory.Total.
+	Estimated int64
+	// GCLimit is the soft memory limit the run gave the Go runtime (the
+	// plan's Memory.GCLimit), 0 when none was set.
+	GCLimit int64
+	// Model is the model's Memory() after training.
+	Model engine.MemStats
+	// Loader is the bytes of the batch buffers the training and
+	// evaluation loaders allocated, counted as they were handed over.
+	Loader int64
+	// Accounted is Model.Total plus Loader: the run's working memory as
+	// the executor accounts for it (parameters, gradients, optimizer
+	// state, activations, workspace, batches), a breakdown of Measured,
+	// not a measurement.
+	Accounted int64
+	// ProcessMaxRSS is this process's peak resident memory, as the OS
+	// measured it (VmHWM, getrusage where there is none), everything included.
+	ProcessMaxRSS int64
+	// Measured is the peak the OS or the device measured, what Estimated
+	// is held to: the process's peak resident memory for the native
+	// engine; rank 0's DeviceMemory.Measured for the torch engine (the
+	// device's reserved memory on a GPU, the worker's peak resident
+	// memory on the CPU). MeasuredBy names it.
+	Measured   int64
+	MeasuredBy string
+	// Device is what the devices and their OS measured, one entry a
+	// rank, for engines that compute in other processes (the torch
+	// engine); nil otherwise.
+	Device []engine.DeviceMemory
+}
+
+// Prediction is one file predict wrote.
+type Prediction struct {
+	Source, Path string
+	// Format is "geotiff" or "csv"; Samples the samples (windows for a
+	// raster) predicted.
+	Format  string
+	Samples int
+}
+
+// Result is what a run did. Run returns it even when it fails, filled as
+// far as the run got.
+type Result struct {
+	// Backend is the plan's kind of device (cpu, gpu), Engine the engine
+	// that ran (native, torch).
+	Pipeline, Model, Backend, Engine, Precision string
+	Status                                      Status
+	// EpochsPlanned is the file's epochs; Epochs the epochs completed
+	// (trained and evaluated), resumed ones included.
+	EpochsPlanned int
+	Epochs        int
+	StepsPerEpoch int64
+	// Position is where training stopped.
+	Position Position
+	// ResumedFrom is the checkpoint's position when the run resumed.
+	ResumedFrom *Position
+	// StepLosses holds every optimizer step's loss since the start
+	// (resumed steps included); EpochResults every completed epoch.
+	StepLosses   []float64
+	EpochResults []EpochResult
+	// GANParts are, in gan mode, the terms of each optimizer step of this
+	// invocation (its last micro-batch's) whose loss StepLosses holds.
+	GANParts []engine.GANParts
+	// Final is the evaluation on the evaluate source (or the last
+	// validation); nil when there was nothing to evaluate on.
+	Final *Evaluation
+	// Seconds of this invocation: training, evaluation and wall.
+	TrainSeconds, EvalSeconds, WallSeconds float64
+	// SamplesTrained and SamplesPerSecond are this invocation's.
+	SamplesTrained   int64
+	SamplesPerSecond float64
+	Memory           Memory
+	// Checkpoint is the last checkpoint written or read; CheckpointDir
+	// where checkpoints go.
+	Checkpoint    string
+	CheckpointDir string
+	Predictions   []Prediction
+	// TargetScaling is how the regression targets were standardised for
+	// training (run_target.go); nil when they were not.
+	TargetScaling *TargetScaling
+	// Applied is how the engine applied the plan where that depends on
+	// the machine (Applier); nil for the native engine.
+	Applied map[string]string
+	// Int8 is what int8 quantisation did, when the final evaluation or
+	// predict ran in int8 (run_int8.go); nil otherwise.
+	Int8 *engine.QuantReport `json:",omitempty"`
+	// Profile is the time per layer (WithProfile); nil without it.
+	Profile *Profile
+}
+
+// Option sets an optional knob of Run.
+type Option func(*runConfig)
+
+type runConfig struct {
+	backends  []engine.Backend
+	maxSteps  int64
+	resume    bool
+	resumeAt  string
+	skipTrain bool
+	ckptDir   string
+	// evalPrecision is WithEvalPrecision's (run_int8.go).
+	evalPrecision string
+	base          string
+	log           hclog.Logger
+	threads       int
+	nodeRank      int
+	profile       *ProfileOptions
+	// wrapCheckpoint wraps the checkpoint file's writer (tests inject
+	// failures with it).
+	wrapCheckpoint func(w io.Writer) io.Writer
+	// wrapTrain wraps the training data (tests slow it down); nil keeps it.
+	wrapTrain func(dataset.Dataset) dataset.Dataset
+}
+
+// WithBackend offers a backend; Run uses the one whose Name is the plan's
+// Backend. Give it once per backend available.
+func WithBackend(b engine.Backend) Option {
+	return func(c *runConfig) { c.backends = append(c.backends, b) }
+}
+
+// WithMaxSteps stops training after n optimizer steps in all, resumed
+// steps included (the file's max_steps does the same; the smaller wins).
+// The schedule is unchanged, so a short run is a prefix of the full one.
+func WithMaxSteps(n int64) Option { return func(c *runConfig) { c.maxSteps = n } }
+
+// WithResume continues from a checkpoint: from names a checkpoint file or
+// a folder holding last.ckpt; "" is the run's checkpoint folder.
+func WithResume(from string) Option {
+	return func(c *runConfig) { c.resume, c.resumeAt = true, from }
+}
+
+// WithSkipTrain evaluates and predicts without training; it needs
+// WithResume.
+func WithSkipTrain() Option { return func(c *runConfig) { c.skipTrain = true } }
+
+// WithCheckpointDir writes checkpoints to dir instead of the train block's
+// checkpoint_dir (or out/PIPELINE/checkpoints when it has none).
+func WithCheckpointDir(dir string) Option { return func(c *runConfig) { c.ckptDir = dir } }
+
+// WithBase resolves the paths the file names (data, predict's write,
+// checkpoint_dir) against dir; the working directory by default.
+func WithBase(dir string) Option { return func(c *runConfig) { c.base = dir } }
+
+// WithLogger logs what Run does (data opened, checkpoints, warnings) to l.
+func WithLogger(l hclog.Logger) Option { return func(c *runConfig) { c.log = l } }
+
+// WithThreads sets Config.Threads: the backend's worker threads, 0 for
+// GOMAXPROCS. A resumed run reproduces the losses of the first only with
+// the same number.
+func WithThreads(n int) Option { return func(c *runConfig) { c.threads = n } }
+
+// WithNodeRank says which machine of a data-parallel run this is: only
+// node 0 evaluates, writes checkpoints and predicts; the others train
+// their share of every batch.
+func WithNodeRank(rank int) Option { return func(c *runConfig) { c.nodeRank = rank } }
+
+// Run executes the plan p of the checked program prog: it trains, evaluates
+// and predicts as the plan and the program say, reporting progress to
+// hooks. It returns what it did, and diagnostics: errors when it could not
+// run or failed (a NaN names the layer, at its source line), warnings for
+// what it worked around. A cancelled ctx stops training at the end of the
+// current optimizer step, writes a checkpoint (none when it trained no
+// step, so that an earlier run's is not replaced by an untrained model),
+// and returns a Result with Status StatusInterrupted and no error. Before
+// it trains, Run checks that its checkpoint folder and its predictions can
+// be written (CheckWritable).
+func Run(ctx context.Context, p *plan.Plan, prog *lang.Program, hooks Hooks, opts ...Option) (*Result, diag.Diagnostics) {
+	rc := &runConfig{}
+	for _, o := range opts {
+		o(rc)
+	}
+	if rc.log == nil {
+		rc.log = hclog.NewNullLogger()
+	}
+	if rc.wrapCheckpoint == nil {
+		rc.wrapCheckpoint = func(w io.Writer) io.Writer { return w }
+	}
+	r := &runner{p: p, prog: prog, hooks: hooks, rc: rc, log: rc.log, start: time.Now()}
+	r.res = &Result{Status: StatusFailed}
+	if p != nil {
+		r.res.Pipeline, r.res.Model, r.res.Backend, r.res.Engine = p.Pipeline, p.Model, p.Backend, p.EngineName()
+		r.res.Memory.Estimated = p.Memory.Total
+	}
+	if p != nil && p.Memory.GCLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
+		// The plan's total is the process's peak: the collector is told
+		// the heap's share of it, so that garbage cannot grow the heap
+		// past it (planner/process.go). GOMEMLIMIT, when set, wins.
+		prev := debug.SetMemoryLimit(p.Memory.GCLimit)
+		defer debug.SetMemoryLimit(prev)
+		r.res.Memory.GCLimit = p.Memory.GCLimit
+	}
+	defer r.close()
+	r.run(ctx)
+	r.res.WallSeconds = time.Since(r.start).Seconds()
+	if r.res.TrainSeconds > 0 {
+		r.res.SamplesPerSecond = float64(r.res.SamplesTrained) / r.res.TrainSeconds
+	}
+	if r.model != nil {
+		r.res.Memory.Model = r.model.Memory()
+		if dm, ok := r.model.(engine.DeviceMeasurer); ok {
+			if d, err := dm.DeviceMemory(); err == nil {
+				r.res.Memory.Device = d
+			} else {
+				r.log.Debug("device memory unavailable", "error", err)
+			}
+		}
+	}
+	if r.prof != nil {
+		r.res.Profile = r.prof.finish()
+	}
+	r.res.Memory.Loader = r.loaderBytes()
+	mem := &r.res.Memory
+	mem.Accounted = mem.Model.Total + mem.Loader
+	mem.ProcessMaxRSS = ProcessMaxRSS()
+	mem.Measured, mem.MeasuredBy = mem.ProcessMaxRSS, "the process's peak resident memory (VmHWM)"
+	if d := mem.Device; len(d) > 0 {
+		mem.Measured = d[0].Measured()
+		mem.MeasuredBy = "the torch worker's peak resident memory"
+		if d[0].MaxReserved > 0 {
+			mem.MeasuredBy = "torch.cuda.max_memory_reserved"
+		}
+	}
+	r.diags.Sort()
+	return r.res, r.diags
+}
+
+func (r *runner) errorf(at *diag.Range, code, summary, format string, args ...any) {
+	r.diags = append(r.diags, &diag.Diagnostic{Severity: diag.Error, Code: code, Summary: summary,
+		Detail: fmt.Sprintf(format, args...), Subject: at})
+}
+
+func (r *runner) warnf(at *diag.Range, code, summary, format string, args ...any) {
+	r.diags = append(r.diags, &diag.Diagnostic{Severity: diag.Warning, Code: code, Summary: summary,
+		Detail: fmt.Sprintf(format, args...), Subject: at})
+}
+
+func rangeOf(r diag.Range) *diag.Range {
+	if r.File == "" && r.Start.Line == 0 {
+		return nil
+	}
+	return &r
+}

@@ -1,0 +1,491 @@
+package run
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"math"
+	"os"
+	"path/filepath"
+	"pipe/engine"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"pipe/dataset"
+)
+
+// Checkpoint files.
+//
+// A checkpoint is one file:
+//
+//	offset  size  field
+//	0       8     magic "PIPECKPT"
+//	8       4     format version (little-endian uint32), 1
+//	12      4     reserved, 0
+//	16      8     length M of the metadata (uint64)
+//	24      8     length D of the tensor data (uint64)
+//	32      32    sha256 of the M + D bytes that follow
+//	64      M     metadata: a gob of checkpointMeta (the run's position,
+//	              its losses, the tensors' names and shapes, the counters,
+//	              the regression target's scaling)
+//	64+M    D     the tensors' float32 values, little-endian, in order
+//
+// A file shorter or longer than its header says is refused as truncated;
+// a checksum that does not match as corrupt. The loader's order and
+// augmentations are functions of (seed, epoch, sample) and dropout of the
+// model's micro-step counter (a State counter), so the position and the
+// State are all the random state a run has.
+//
+// Files are written atomically: into a temporary file in the same folder,
+// flushed and fsynced, renamed over the old file, and the folder fsynced.
+// A failed write (a full disk) removes the temporary file and never
+// renames, so the previous checkpoint is left as it was.
+//
+// train's checkpoint field says which files a run keeps in its checkpoint
+// folder: auto keeps last.ckpt (every epoch, and when a run stops early)
+// and best.ckpt (the epoch with the lowest validation loss, or training
+// loss without validation data); all adds epoch-NNN.ckpt for every epoch;
+// none writes nothing.
+
+const (
+	ckptMagic   = "PIPECKPT"
+	ckptVersion = 1
+	ckptHeader  = 64
+	// LastCheckpoint is the file a run resumes from.
+	LastCheckpoint = "last.ckpt"
+	// BestCheckpoint holds the epoch with the best validation loss.
+	BestCheckpoint = "best.ckpt"
+)
+
+// checkpointMeta is a checkpoint's metadata.
+type checkpointMeta struct {
+	Pipeline, Model, File, SourceSHA256, Backend string
+	// FileAbs is the source file's absolute path ("" in checkpoints
+	// written before it was kept, and for standard input).
+	FileAbs                      string
+	BatchSize, AccumulationSteps int64
+	// WorldSize is the devices that trained together (0 in checkpoints
+	// written before data parallelism: 1).
+	WorldSize    int
+	Seed         int64
+	Threads      int
+	Epochs       int
+	Position     Position
+	StepLosses   []float64
+	EpochResults []EpochResult
+	BestLoss     float64
+	HasBest      bool
+	TrainSeconds float64
+	Reason       string
+	Written      time.Time
+	Tensors      []tensorMeta
+	Counters     map[string]int64
+	// TargetNormalize is how the regression target was scaled for
+	// training, "standard" or "none" ("" in checkpoints written before
+	// targets were scaled: raw); TargetMean and TargetStd the numbers
+	// when standard (run_target.go).
+	TargetNormalize       string
+	TargetMean, TargetStd []float64
+	// InputMean and InputStd are the training source's input
+	// normalisation (empty for none, and in checkpoints written before it
+	// was kept), InputSource the source's kind and ClassNames its class
+	// names: what serving needs to read raw inputs as training did.
+	InputMean, InputStd []float64
+	InputSource         string
+	ClassNames          []string
+}
+
+type tensorMeta struct {
+	Name  string
+	Shape []int64
+	Len   int
+}
+
+// ErrBadCheckpoint is wrapped by the errors that refuse a checkpoint file:
+// truncated, corrupt, or not a checkpoint.
+var ErrBadCheckpoint = errors.New("bad checkpoint")
+
+// encodeCheckpoint writes a checkpoint of meta and st to w.
+func encodeCheckpoint(w io.Writer, meta *checkpointMeta, st engine.State) error {
+	meta.Tensors = meta.Tensors[:0]
+	var dlen uint64
+	for _, t := range st.Tensors {
+		meta.Tensors = append(meta.Tensors, tensorMeta{Name: t.Name, Shape: t.Shape, Len: len(t.Data)})
+		dlen += uint64(len(t.Data)) * 4
+	}
+	meta.Counters = st.Counters
+	var mb bytes.Buffer
+	if err := gob.NewEncoder(&mb).Encode(meta); err != nil {
+		return fmt.Errorf("encoding the checkpoint's metadata: %w", err)
+	}
+	h := sha256.New()
+	h.Write(mb.Bytes())
+	buf := make([]byte, 0, 1<<16)
+	each := func(f func([]byte) error) error {
+		for _, t := range st.Tensors {
+			for i := 0; i < len(t.Data); {
+				buf = buf[:0]
+				for ; i < len(t.Data) && len(buf) < cap(buf); i++ {
+					buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(t.Data[i]))
+				}
+				if err := f(buf); err != nil {
+					return err
+				}
+			}
+		}
+		return nil
+	}
+	_ = each(func(b []byte) error { h.Write(b); return nil })
+	hdr := make([]byte, ckptHeader)
+	copy(hdr, ckptMagic)
+	binary.LittleEndian.PutUint32(hdr[8:], ckptVersion)
+	binary.LittleEndian.PutUint64(hdr[16:], uint64(mb.Len()))
+	binary.LittleEndian.PutUint64(hdr[24:], dlen)
+	copy(hdr[32:], h.Sum(nil))
+	if _, err := w.Write(hdr); err != nil {
+		return err
+	}
+	if _, err := w.Write(mb.Bytes()); err != nil {
+		return err
+	}
+	return each(func(b []byte) error { _, err := w.Write(b); return err })
+}
+
+// readCheckpoint reads and verifies a checkpoint file.
+func readCheckpoint(path string) (*checkpointMeta, engine.State, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, engine.State{}, err
+	}
+	bad := func(format string, args ...any) (*checkpointMeta, engine.State, error) {
+		return nil, engine.State{}, fmt.Errorf("%s: %s: %w", path, fmt.Sprintf(format, args...), ErrBadCheckpoint)
+	}
+	if n := min(len(b), len(ckptMagic)); string(b[:n]) != ckptMagic[:n] {
+		return bad("not a pipe checkpoint")
+	}
+	if len(b) < ckptHeader {
+		return bad("truncated: %d bytes, shorter than the header", len(b))
+	}
+	if v := binary.LittleEndian.Uint32(b[8:]); v != ckptVersion {
+		return bad("format version %d; this pipe reads version %d", v, ckptVersion)
+	}
+	mlen := binary.LittleEndian.Uint64(b[16:])
+	dlen := binary.LittleEndian.Uint64(b[24:])
+	body := b[ckptHeader:]
+	if want := mlen + dlen; uint64(len(body)) != want || mlen > want {
+		if uint64(len(body)) < want {
+			return bad("truncated: %d bytes, the header says %d (an interrupted copy, or a full disk?)", len(b), want+ckptHeader)
+		}
+		return bad("%d bytes, the header says %d", len(b), want+ckptHeader)
+	}
+	if sum := sha256.Sum256(body); !bytes.Equal(sum[:], b[32:64]) {
+		return bad("corrupt: the checksum does not match its contents")
+	}
+	var meta checkpointMeta
+	if err := gob.NewDecoder(bytes.NewReader(body[:mlen])).Decode(&meta); err != nil {
+		return bad("unreadable metadata: %v", err)
+	}
+	d := body[mlen:]
+	st := engine.State{Counters: meta.Counters}
+	var off uint64
+	for _, t := range meta.Tensors {
+		n := uint64(t.Len)
+		if off+n*4 > uint64(len(d)) {
+			return bad("tensor %s runs past the end of the data", t.Name)
+		}
+		data := make([]float32, n)
+		for i := range data {
+			data[i] = math.Float32frombits(binary.LittleEndian.Uint32(d[off+uint64(i)*4:]))
+		}
+		off += n * 4
+		st.Tensors = append(st.Tensors, engine.Tensor{Name: t.Name, Shape: t.Shape, Data: data})
+	}
+	if off != uint64(len(d)) {
+		return bad("%d bytes of tensor data left over", uint64(len(d))-off)
+	}
+	return &meta, st, nil
+}
+
+// WriteFileAtomic writes path through a temporary file in its folder, as
+// checkpoints are written: write fills it, then it is flushed, fsynced,
+// closed, renamed over path and the folder fsynced. On any failure the
+// temporary file is removed and path is left as it was. Reports, plots and
+// predictions use it too.
+func WriteFileAtomic(path string, write func(io.Writer) error) error {
+	return writeFileAtomic(path, write, nil)
+}
+
+// writeFileAtomic writes path through a temporary file in its folder: write
+// fills it, then it is flushed, fsynced, closed, renamed over path and the
+// folder fsynced. On any failure the temporary file is removed and path is
+// left as it was. wrap wraps the file's writer (tests inject failures).
+func writeFileAtomic(path string, write func(io.Writer) error, wrap func(io.Writer) io.Writer) (err error) {
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
+	if err != nil {
+		return err
+	}
+	tmp, closed := f.Name(), false
+	defer func() {
+		if err != nil {
+			if !closed {
+				f.Close()
+			}
+			os.Remove(tmp)
+		}
+	}()
+	var w io.Writer = f
+	if wrap != nil {
+		w = wrap(w)
+	}
+	bw := bufio.NewWriterSize(w, 1<<20)
+	if err = write(bw); err != nil {
+		return err
+	}
+	if err = bw.Flush(); err != nil {
+		return err
+	}
+	if err = f.Sync(); err != nil {
+		return err
+	}
+	closed = true
+	if err = f.Close(); err != nil {
+		return err
+	}
+	if err = os.Chmod(tmp, 0o644); err != nil {
+		return err
+	}
+	if err = os.Rename(tmp, path); err != nil {
+		return err
+	}
+	if d, derr := os.Open(dir); derr == nil {
+		_ = d.Sync()
+		d.Close()
+	}
+	return nil
+}
+
+// effectiveThreads is Config.Threads as the backend reads it: 0 is
+// GOMAXPROCS.
+func effectiveThreads(n int) int {
+	if n > 0 {
+		return n
+	}
+	return runtime.GOMAXPROCS(0)
+}
+
+// meta is the run's checkpoint metadata now.
+func (r *runner) meta(reason string) *checkpointMeta {
+	p := r.p
+	m := &checkpointMeta{
+		Pipeline: p.Pipeline, Model: p.Model, File: p.File, FileAbs: absSource(p.File), SourceSHA256: p.SourceSHA256, Backend: r.backend.Name(),
+		BatchSize: p.BatchSize, AccumulationSteps: max(p.AccumulationSteps, 1), WorldSize: p.WorldSize(), Seed: r.set.seed, Threads: effectiveThreads(r.rc.threads),
+		Epochs: r.set.epochs, Position: r.pos, StepLosses: r.res.StepLosses, EpochResults: r.res.EpochResults,
+		BestLoss: r.bestLoss, HasBest: r.hasBest, TrainSeconds: r.res.TrainSeconds, Reason: reason, Written: time.Now().UTC(),
+		TargetNormalize: r.data.targetMode,
+	}
+	if s := r.data.scaling; s != nil {
+		m.TargetMean, m.TargetStd = s.Mean, s.Std
+	}
+	if n := r.data.norm; n != nil {
+		m.InputMean, m.InputStd = n.Mean, n.Std
+	}
+	if b := r.data.trainBlock; b != nil {
+		m.InputSource = b.Label("kind")
+	}
+	if r.data.split != nil {
+		if root, _ := dataset.Root(r.data.split.All, 0); root != nil {
+			if cn, ok := root.(dataset.ClassNamer); ok {
+				m.ClassNames = cn.ClassNames()
+			}
+		}
+	}
+	return m
+}
+
+// checkpoint writes the files train's checkpoint mode asks for: last.ckpt
+// always, epoch-NNN.ckpt under all after an epoch, best.ckpt when best.
+// It returns false (with a diagnostic) when a write failed.
+func (r *runner) checkpoint(reason string, best bool) bool {
+	if r.set.ckptMode == "none" || r.rc.nodeRank > 0 {
+		return true
+	}
+	st := r.model.State()
+	meta := r.meta(reason)
+	names := []string{LastCheckpoint}
+	if reason == "epoch" && r.set.ckptMode == "all" {
+		names = append(names, fmt.Sprintf("epoch-%03d.ckpt", r.pos.Epoch))
+	}
+	if best {
+		names = append(names, BestCheckpoint)
+	}
+	for _, name := range names {
+		path := filepath.Join(r.set.ckptDir, name)
+		err := writeFileAtomic(path, func(w io.Writer) error { return encodeCheckpoint(w, meta, st) }, r.rc.wrapCheckpoint)
+		if err != nil {
+			fix := "free some space or give another folder with --checkpoint-dir"
+			if !errors.Is(err, syscall.ENOSPC) {
+				fix = "give another folder with --checkpoint-dir"
+			}
+			kept := "No earlier checkpoint was there, so the steps trained are lost: " + fix + ", then run again."
+			if _, serr := os.Stat(path); serr == nil {
+				kept = "The previous " + name + " is intact: " + fix + ", then continue from it with --resume."
+			}
+			r.res.Status = StatusFailed
+			r.errorf(nil, CodeCheckpoint, "cannot write checkpoint "+path, "%s. %s", diskFull(err), kept)
+			return false
+		}
+		if name == LastCheckpoint {
+			r.res.Checkpoint = path
+		}
+		r.log.Debug("checkpoint written", "path", path, "reason", reason)
+		if r.hooks.Checkpoint != nil {
+			r.hooks.Checkpoint(path, reason)
+		}
+	}
+	return true
+}
+
+// warnReplace warns, before a fresh run trains, that the checkpoint folder
+// holds an earlier run's last.ckpt, which the run's first checkpoint will
+// replace: there is still time to stop and resume it instead.
+func (r *runner) warnReplace() {
+	if r.set.ckptMode == "none" {
+		return
+	}
+	path := filepath.Join(r.set.ckptDir, LastCheckpoint)
+	if _, err := os.Stat(path); err != nil {
+		return
+	}
+	r.log.Warn("an earlier run's checkpoint will be replaced by this run's first (--resume continues it instead)", "checkpoint", path)
+}
+
+// resume loads the checkpoint to continue from and restores the model and
+// the position.
+func (r *runner) resume() bool {
+	path := r.rc.resumeAt
+	if path == "" {
+		path = r.set.ckptDir
+	}
+	if st, err := os.Stat(path); (err == nil && st.IsDir()) || (err != nil && r.rc.resumeAt == "") {
+		path = filepath.Join(path, LastCheckpoint) // the folder, or the file it would hold
+	}
+	meta, st, err := readCheckpoint(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			r.errorf(nil, CodeResume, "no checkpoint to resume from",
+				"There is no %s. A run writes it after every epoch and when it is interrupted; run without --resume to start afresh, or give --checkpoint-dir.", path)
+		} else {
+			r.errorf(nil, CodeResume, "cannot resume", "%v.%s", err, intactOthers(path))
+		}
+		return false
+	}
+	p := r.p
+	here := absSource(p.File)
+	switch {
+	case meta.Pipeline != p.Pipeline || (meta.FileAbs != "" && here != "" && meta.FileAbs != here):
+		r.errorf(nil, CodeResume, "the checkpoint is another pipeline's",
+			"%s was written by pipeline %s from %s; this run is pipeline %s from %s. Resuming would continue the other file's training under this one's name. Start afresh without --resume, or give this run its own folder with --checkpoint-dir.",
+			path, meta.Pipeline, orUnknown(meta.FileAbs, meta.File), p.Pipeline, orUnknown(here, p.File))
+		return false
+	case meta.Model != p.Model:
+		r.errorf(nil, CodeResume, "the checkpoint is of another model", "%s holds model %s; the plan trains %s.", path, meta.Model, p.Model)
+		return false
+	case meta.BatchSize != p.BatchSize || meta.AccumulationSteps != max(p.AccumulationSteps, 1):
+		r.errorf(nil, CodeResume, "the checkpoint was trained with another batch",
+			"%s was written by a run with batch %d × %d accumulation steps; this plan has %d × %d, which would put the run at another place in the epoch. Plan with --batch %d, or start afresh without --resume.",
+			path, meta.BatchSize, meta.AccumulationSteps, p.BatchSize, max(p.AccumulationSteps, 1), meta.BatchSize)
+		return false
+	case max(meta.WorldSize, 1) != p.WorldSize():
+		r.errorf(nil, CodeResume, "the checkpoint was trained on another number of devices",
+			"%s was written by a run on %d devices; this plan has %d, which would put the run at another place in the epoch. Run with the same --nproc-per-node and --nnodes, or start afresh without --resume.",
+			path, max(meta.WorldSize, 1), p.WorldSize())
+		return false
+	case meta.Position.Batch > r.nb:
+		r.errorf(nil, CodeResume, "the checkpoint does not fit the data",
+			"%s stopped after %d batches of epoch %d, but the training data now has %d batches an epoch.", path, meta.Position.Batch, meta.Position.Epoch+1, r.nb)
+		return false
+	}
+	if err := r.model.SetState(st); err != nil {
+		r.errorf(rangeOf(r.lmodel.NameRange), CodeResume, "the checkpoint does not fit the model", "%s: %v.", path, err)
+		return false
+	}
+	r.adoptTarget(path, meta.TargetNormalize, meta.TargetMean, meta.TargetStd)
+	// Warnings about a checkpoint that loaded; one that did not fit says only that.
+	if meta.SourceSHA256 != p.SourceSHA256 {
+		r.warnf(nil, CodeResume, "the source changed since the checkpoint",
+			"%s was written from another version of %s; the run continues with the weights it holds.", path, p.File)
+	}
+	if threads := effectiveThreads(r.rc.threads); meta.Threads != threads {
+		r.warnf(nil, CodeResume, "the number of threads changed since the checkpoint",
+			"%s was written by a run with %d compute threads and this one has %d: sums are split differently, so the losses may differ from an uninterrupted run's in their last bits. Give --threads %d to reproduce them exactly.",
+			path, meta.Threads, threads, meta.Threads)
+	}
+	if meta.Seed != r.set.seed {
+		r.warnf(nil, CodeResume, "the seed changed since the checkpoint",
+			"%s was written with seed %d and this run has seed %d: the batches from here on differ from the first run's.", path, meta.Seed, r.set.seed)
+	}
+	r.pos = meta.Position
+	r.res.StepLosses = meta.StepLosses
+	r.res.EpochResults = meta.EpochResults
+	r.res.Epochs = len(meta.EpochResults)
+	r.res.Position = r.pos
+	r.bestLoss, r.hasBest = meta.BestLoss, meta.HasBest
+	pos := meta.Position
+	r.res.ResumedFrom = &pos
+	r.res.Checkpoint = path
+	r.log.Info("resumed", "checkpoint", path, "epoch", pos.Epoch+1, "batch", pos.Batch, "step", pos.Step)
+	return true
+}
+
+// absSource is a source file's absolute path, "" for standard input.
+func absSource(file string) string {
+	if file == "" || file == "-" || file == "<stdin>" {
+		return ""
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return ""
+	}
+	return abs
+}
+
+func orUnknown(s, alt string) string {
+	if s != "" {
+		return s
+	}
+	if alt != "" {
+		return alt
+	}
+	return "an unnamed source"
+}
+
+// intactOthers names the checkpoints beside path that read back whole,
+// with their position, for the message of a path that does not.
+func intactOthers(path string) string {
+	files, _ := filepath.Glob(filepath.Join(filepath.Dir(path), "*.ckpt"))
+	var ok []string
+	for _, f := range files {
+		if f == path {
+			continue
+		}
+		if meta, _, err := readCheckpoint(f); err == nil {
+			ok = append(ok, fmt.Sprintf("%s (epoch %d, step %d)", f, meta.Position.Epoch, meta.Position.Step))
+		}
+	}
+	if len(ok) == 0 {
+		return " No other checkpoint in its folder reads back whole: start afresh without --resume."
+	}
+	return fmt.Sprintf(" These read back whole: %s; continue from one with --resume=%s.", strings.Join(ok, ", "), strings.SplitN(ok[0], " (", 2)[0])
+}

@@ -1,0 +1,559 @@
+package run
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"pipe/engine"
+	"time"
+
+	"pipe/dataset"
+	"pipe/lang/diag"
+)
+
+// The training loop.
+//
+// An epoch is the loader's batches of the training data, shuffled by
+// (seed, epoch). Every optimizer step zeroes the gradients, trains
+// AccumulationSteps micro-batches (fewer at the end of an epoch), clips
+// the gradients when the file sets grad_clip, and steps with the
+// schedule's learning rate. Micro-batch i of a step adds scale n_i/N of
+// its gradient, N the step's samples: 1/k when the micro-batches are full,
+// and the exact mean over the step's samples when the epoch's last one is
+// smaller. The step's loss is the sample-weighted mean of its
+// micro-batches' losses.
+//
+// The context is checked between optimizer steps, never inside one: a
+// cancelled context finishes the step in progress, writes a checkpoint
+// and returns with StatusInterrupted. Evaluation checks it between
+// batches; an evaluation cut short is done again on resume.
+
+// train runs the epochs from r.pos; false when it failed (diagnostics
+// say why).
+func (r *runner) train(ctx context.Context) bool {
+	p := r.p
+	if r.pos.Epoch >= r.set.epochs || r.pos.Step >= r.stopAt {
+		r.log.Info("nothing left to train", "epoch", r.pos.Epoch, "step", r.pos.Step)
+		r.res.Status = StatusCompleted
+		if r.pos.Epoch < r.set.epochs {
+			r.res.Status = StatusMaxSteps
+		}
+		r.res.Position = r.pos
+		return true
+	}
+	k := int(max(p.AccumulationSteps, 1))
+	bs := r.globalBatch()
+	n := r.data.train.Len()
+	loader := dataset.NewLoader(r.data.train, dataset.LoaderOptions{
+		BatchSize: bs, Shuffle: true, Seed: r.set.seed,
+		Workers: p.Loader.Workers, Prefetch: p.Loader.Prefetch,
+		Augment: dataset.Augmentations(r.data.trainBlock),
+	})
+	counter := r.newCounter(true)
+	valN := 0
+	if r.data.val != nil {
+		valN = r.data.val.Len()
+	}
+	if r.hooks.Start != nil {
+		r.hooks.Start(StartInfo{Pipeline: p.Pipeline, Model: p.Model, Backend: r.backend.Name(), Precision: r.model.Precision(),
+			Epochs: r.set.epochs, StepsPerEpoch: r.spe, TotalSteps: r.stopAt, From: r.pos,
+			BatchSize: p.BatchSize, AccumulationSteps: int64(k), EffectiveBatch: p.EffectiveBatch,
+			TrainSamples: n, ValSamples: valN, Workers: p.Loader.Workers, Prefetch: p.Loader.Prefetch})
+	}
+	// The loader outlives a cancelled ctx: the step in progress finishes.
+	loadCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
+	size := func(i int) int64 { return int64(min(bs, n-i*bs)) }
+	t := &trainer{r: r}
+	if q, ok := r.model.(engine.Queuer); ok && r.prof == nil {
+		t.q = q // a profile times each step as a whole: one at a time
+	}
+	lr := r.sched.lr(r.pos.Step)
+
+	for r.pos.Epoch < r.set.epochs {
+		e := r.pos.Epoch
+		t.epochTime, t.epochStall = 0, 0
+		stop := StatusCompleted
+		if r.pos.Batch < r.nb {
+			it := loader.EpochContext(loadCtx, e)
+			for i := 0; i < r.pos.Batch; i++ { // resuming inside the epoch
+				b, err := it.Next(loadCtx)
+				if err != nil {
+					it.Close()
+					r.sourceErr(r.data.trainBlock, err)
+					return false
+				}
+				it.Release(b)
+			}
+			for r.pos.Batch < r.nb {
+				if ctx.Err() != nil {
+					stop = StatusInterrupted
+					break
+				}
+				if r.pos.Step >= r.stopAt {
+					stop = StatusMaxSteps
+					break
+				}
+				t0 := time.Now()
+				group := min(k, r.nb-r.pos.Batch)
+				var gs int64
+				for j := range group {
+					gs += size(r.pos.Batch + j)
+				}
+				lr = r.sched.lr(r.pos.Step)
+				var res []engine.StepResult
+				var err error
+				if t.q != nil {
+					res, err = t.queueStep(it, counter, group, gs, lr, e)
+				} else {
+					res, err = t.syncStep(it, counter, group, gs, lr, e)
+				}
+				dt := time.Since(t0)
+				t.account(dt)
+				if r.prof != nil {
+					r.prof.endStep(r.pos.Step, t0, dt)
+				}
+				if ferr := t.finish(res); ferr != nil {
+					err = ferr
+				}
+				if err != nil {
+					it.Close()
+					if se := (*sourceError)(nil); errors.As(err, &se) {
+						r.sourceErr(r.data.trainBlock, se.err)
+					} else {
+						r.trainErr(err)
+					}
+					return false
+				}
+			}
+			it.Close()
+		}
+		// Every step queued is finished before the epoch ends, is
+		// evaluated or is saved.
+		if err := t.flush(); err != nil {
+			r.trainErr(err)
+			return false
+		}
+		r.res.Position = r.pos
+		switch stop {
+		case StatusInterrupted:
+			r.res.Status = StatusInterrupted
+			r.log.Info("interrupted", "epoch", e+1, "step", r.pos.Step)
+			if t.stepsRun == 0 {
+				// Nothing new to keep, and a checkpoint of an untrained
+				// model would replace an earlier run's last.ckpt.
+				r.log.Info("nothing trained in this run; no checkpoint written")
+				return true
+			}
+			return r.checkpoint("interrupt", false)
+		case StatusMaxSteps:
+			r.res.Status = StatusMaxSteps
+			r.log.Info("step limit reached", "step", r.pos.Step)
+			return r.checkpoint("max-steps", false)
+		}
+
+		// The epoch is trained: evaluate it.
+		res := EpochResult{Epoch: e + 1, Step: r.pos.Step, LR: lr, Seconds: t.epochTime.Seconds(),
+			LoaderStallSeconds: t.epochStall.Seconds()}
+		if r.pos.LossSamples > 0 {
+			res.TrainLoss = r.pos.LossSum / float64(r.pos.LossSamples)
+		}
+		if r.data.val != nil && r.rc.nodeRank == 0 {
+			ev, err := r.evaluate(ctx, r.data.val, r.data.valName, r.data.valPart, r.set.metrics, int(p.BatchSize))
+			if err != nil {
+				if ctx.Err() != nil {
+					r.res.Status = StatusInterrupted
+					r.log.Info("interrupted during evaluation", "epoch", e+1)
+					return r.checkpoint("interrupt", false)
+				}
+				r.evalErr(r.data.valName, err)
+				return false
+			}
+			res.Val = ev
+		}
+		r.pos = Position{Epoch: e + 1, Step: r.pos.Step, MicroStep: r.pos.MicroStep, Samples: r.pos.Samples}
+		r.res.Position = r.pos
+		r.res.EpochResults = append(r.res.EpochResults, res)
+		r.res.Epochs = len(r.res.EpochResults)
+		score := res.TrainLoss
+		if res.Val != nil {
+			score = res.Val.Loss
+		}
+		better := !math.IsNaN(score) && (!r.hasBest || score < r.bestLoss)
+		if better {
+			r.bestLoss, r.hasBest = score, true
+		}
+		if !r.checkpoint("epoch", better) {
+			return false
+		}
+		if r.hooks.Epoch != nil {
+			r.hooks.Epoch(res)
+		}
+		if r.pos.Step >= r.stopAt && r.pos.Epoch < r.set.epochs {
+			r.res.Status = StatusMaxSteps
+			return true
+		}
+	}
+	r.res.Status = StatusCompleted
+	return true
+}
+
+// sourceError is an error of the training data's source, told apart from
+// the model's so that it is reported at the source block.
+type sourceError struct{ err error }
+
+func (e *sourceError) Error() string { return e.err.Error() }
+func (e *sourceError) Unwrap() error { return e.err }
+
+// trainer is the epoch loop's step machinery: an optimizer step at a time
+// (syncStep), or queued on a device that runs ahead (queueStep), with the
+// losses accounted for as they come back.
+type trainer struct {
+	r *runner
+	q engine.Queuer
+	// epochTime is this invocation's training time in the epoch.
+	epochTime time.Duration
+	// epochStall is the part of it spent in the loader's Next.
+	epochStall time.Duration
+	trainTime  time.Duration
+	stepsRun   int64
+	// pending are the queued steps whose losses have not come back.
+	pending []pendingStep
+	// diverged says the divergence warning was given.
+	diverged bool
+}
+
+// pendingStep is a queued optimizer step.
+type pendingStep struct {
+	epoch int
+	step  int64 // its number, from 1
+	ns    []int // its micro-batches' sizes
+	lr    float64
+}
+
+// next is the epoch's next training batch, counted, with its targets
+// standardised when the run scales them.
+func (t *trainer) next(it dataset.Iterator, counter *batchCounter) (*dataset.Batch, error) {
+	t0 := time.Now()
+	b, err := it.Next(context.Background())
+	t.epochStall += time.Since(t0)
+	if err != nil {
+		return nil, &sourceError{err}
+	}
+	counter.see(b)
+	if s := t.r.data.scaling; s != nil {
+		s.standardise(b.Y, b.N, len(b.Y)/max(b.N, 1))
+	}
+	return b, nil
+}
+
+// syncStep trains one optimizer step of group micro-batches (gs samples)
+// and waits for it.
+func (t *trainer) syncStep(it dataset.Iterator, counter *batchCounter, group int, gs int64, lr float64, e int) ([]engine.StepResult, error) {
+	r := t.r
+	r.model.ZeroGrad()
+	ns := make([]int, 0, group)
+	losses := make([]float64, 0, group)
+	var tl time.Time
+	for range group {
+		if r.prof != nil {
+			tl = time.Now()
+		}
+		b, err := t.next(it, counter)
+		if r.prof != nil {
+			r.prof.loader(tl, time.Since(tl))
+		}
+		if err != nil {
+			return nil, err
+		}
+		bn := b.N
+		loss, err := r.model.TrainStep(b, float64(bn)/float64(gs))
+		if r.prof != nil {
+			r.prof.micro(bn)
+		}
+		it.Release(b) // b must not be read after this
+		if err == nil && (math.IsNaN(loss) || math.IsInf(loss, 0)) {
+			err = &engine.NonFiniteError{Step: r.pos.Step, MicroStep: r.pos.MicroStep + int64(len(ns)), Loss: loss}
+		}
+		if err != nil {
+			return nil, err
+		}
+		ns = append(ns, bn)
+		losses = append(losses, loss)
+	}
+	if r.prof != nil {
+		tl = time.Now()
+	}
+	if r.set.gradClip > 0 {
+		if _, err := r.model.ClipGradNorm(r.set.gradClip); err != nil {
+			return nil, err
+		}
+	}
+	if err := r.model.Step(lr); err != nil {
+		return nil, err
+	}
+	if r.prof != nil {
+		r.prof.optimizer(tl, time.Since(tl))
+	}
+	t.advance(e, ns, lr)
+	return []engine.StepResult{{Losses: losses}}, nil
+}
+
+// queueStep queues one optimizer step and takes the results that came
+// back meanwhile (on a GPU with lagged readback, the step before's).
+func (t *trainer) queueStep(it dataset.Iterator, counter *batchCounter, group int, gs int64, lr float64, e int) ([]engine.StepResult, error) {
+	r := t.r
+	ns := make([]int, 0, group)
+	for j := range group {
+		b, err := t.next(it, counter)
+		if err != nil {
+			return nil, err
+		}
+		bn := b.N
+		err = t.q.QueueTrain(b, float64(bn)/float64(gs), j == 0, j == group-1)
+		it.Release(b) // the model copied it
+		if err != nil {
+			return nil, err
+		}
+		ns = append(ns, bn)
+	}
+	if err := t.q.QueueStep(r.set.gradClip, lr); err != nil {
+		return nil, err
+	}
+	t.advance(e, ns, lr)
+	return t.q.Results(false)
+}
+
+// advance moves the position past a step whose micro-batches had ns
+// samples; its losses are accounted for by finish.
+func (t *trainer) advance(e int, ns []int, lr float64) {
+	r := t.r
+	var gs int64
+	for _, n := range ns {
+		gs += int64(n)
+	}
+	r.pos.Step++
+	r.pos.MicroStep += int64(len(ns))
+	r.pos.Batch += len(ns)
+	r.pos.Samples += gs
+	r.res.SamplesTrained += gs
+	t.stepsRun++
+	t.pending = append(t.pending, pendingStep{epoch: e, step: r.pos.Step, ns: ns, lr: lr})
+}
+
+// account adds a step's wall time.
+func (t *trainer) account(dt time.Duration) {
+	t.trainTime += dt
+	t.epochTime += dt
+	t.r.res.TrainSeconds = t.trainTime.Seconds()
+}
+
+// finish accounts for the steps whose losses came back, oldest first: the
+// epoch's loss, the loss history, the progress hook. A non-finite loss
+// stops training there.
+func (t *trainer) finish(res []engine.StepResult) error {
+	r := t.r
+	for _, sr := range res {
+		if len(t.pending) == 0 {
+			return fmt.Errorf("%w: the engine returned the losses of a step that was not queued", engine.ErrInternal)
+		}
+		ps := t.pending[0]
+		t.pending = t.pending[1:]
+		var lsum float64
+		var gs int64
+		for i, l := range sr.Losses {
+			if math.IsNaN(l) || math.IsInf(l, 0) {
+				micro := r.pos.MicroStep - int64(len(ps.ns)) + int64(i)
+				for _, q := range t.pending {
+					micro -= int64(len(q.ns))
+				}
+				return &engine.NonFiniteError{Step: ps.step - 1, MicroStep: micro, Loss: l}
+			}
+			if i < len(ps.ns) {
+				lsum += l * float64(ps.ns[i])
+				gs += int64(ps.ns[i])
+			}
+		}
+		loss := lsum / float64(max(gs, 1))
+		if ps.epoch == r.pos.Epoch {
+			r.pos.LossSum += lsum
+			r.pos.LossSamples += gs
+		}
+		r.res.StepLosses = append(r.res.StepLosses, loss)
+		if gp, ok := r.model.(engine.GANPartser); ok {
+			if parts, ok := gp.GANParts(); ok {
+				r.res.GANParts = append(r.res.GANParts, parts)
+			}
+		}
+		t.watchDivergence(loss, ps.step)
+		if r.hooks.Step != nil {
+			left := r.stopAt - ps.step
+			elapsed := t.trainTime
+			var eta time.Duration
+			if t.stepsRun > 0 {
+				eta = time.Duration(float64(elapsed) / float64(t.stepsRun) * float64(left))
+			}
+			sps := 0.0
+			if s := elapsed.Seconds(); s > 0 {
+				sps = float64(r.res.SamplesTrained) / s
+			}
+			r.hooks.Step(StepInfo{Epoch: ps.epoch + 1, Step: ps.step, EpochStep: (ps.step-1)%max(r.spe, 1) + 1,
+				StepsPerEpoch: r.spe, TotalSteps: r.stopAt, Loss: loss, LR: ps.lr,
+				Samples: r.res.SamplesTrained, SamplesPerSecond: sps, Elapsed: elapsed, ETA: eta})
+		}
+	}
+	return nil
+}
+
+// divergeFactor is how many times its first value the training loss may
+// grow before the run warns that it diverges.
+const divergeFactor = 1000
+
+// watchDivergence warns, once, when the loss has grown by orders of
+// magnitude over the run's first: a loss of 1.6e39 trains nothing, NaN
+// or not.
+func (t *trainer) watchDivergence(loss float64, step int64) {
+	r := t.r
+	if t.diverged || len(r.res.StepLosses) < 2 {
+		return
+	}
+	first := r.res.StepLosses[0]
+	if first <= 0 || loss <= first*divergeFactor {
+		return
+	}
+	t.diverged = true
+	var at *diag.Range
+	if train := r.prog.Block("train"); train != nil {
+		at = fieldRange(train, "optimizer")
+	}
+	r.warnf(at, CodeDiverging, "the training loss is diverging",
+		"It grew from %.4g at step 1 to %.4g at step %d, more than %d times over: the model is not learning. Lower the learning rate (this run's is %.4g), set grad_clip, or check that the inputs and targets are normalised.",
+		first, loss, step, divergeFactor, r.p.Optimizer.LR)
+	r.log.Warn("the training loss is diverging", "first", first, "now", loss, "step", step)
+}
+
+// flush waits for every queued step and accounts for it.
+func (t *trainer) flush() error {
+	if t.q == nil || len(t.pending) == 0 {
+		return nil
+	}
+	t0 := time.Now()
+	res, err := t.q.Results(true)
+	t.account(time.Since(t0))
+	if ferr := t.finish(res); ferr != nil {
+		return ferr
+	}
+	return err
+}
+
+// trainErr turns a training failure into a diagnostic; a non-finite
+// value points at the layer that produced it.
+func (r *runner) trainErr(err error) {
+	r.res.Position = r.pos // the steps taken before the failure count
+	kept := "No checkpoint was written before it."
+	if r.res.Checkpoint != "" {
+		kept = fmt.Sprintf("The last good checkpoint, %s, is kept; resume from it with a lower learning rate or grad_clip.", r.res.Checkpoint)
+	}
+	var nf *engine.NonFiniteError
+	if errors.As(err, &nf) {
+		r.res.Status = StatusNonFinite
+		var at *diag.Range
+		summary := fmt.Sprintf("the loss is not finite at step %d", nf.Step+1)
+		if nd := nodeNamed(r.graph, nf.Node); nd != nil {
+			at = rangeOf(nd.Range)
+			summary = fmt.Sprintf("%s (%s) produced a non-finite value at step %d", nd.Name, nd.Op, nf.Step+1)
+		} else if nf.Param != "" {
+			summary = fmt.Sprintf("%s is not finite at step %d", nf.Param, nf.Step+1)
+		}
+		if at == nil {
+			at = rangeOf(r.lmodel.NameRange)
+		}
+		r.errorf(at, CodeNonFinite, summary, "Training stopped: %v. %s", nf, kept)
+		return
+	}
+	var oom *engine.OutOfMemoryError
+	if errors.As(err, &oom) {
+		r.res.Status = StatusFailed
+		oom.Step = r.pos.Step
+		at := rangeOf(r.lmodel.NameRange)
+		if nd := nodeNamed(r.graph, oom.Node); nd != nil {
+			at = rangeOf(nd.Range)
+		}
+		measured := "the device did not say how much it held"
+		if oom.MaxReserved > 0 {
+			measured = fmt.Sprintf("the device measured %s allocated and %s reserved at the peak", fmtBytes(oom.MaxAllocated), fmtBytes(oom.MaxReserved))
+			if oom.Total > 0 {
+				measured += fmt.Sprintf(", %s of its %s in use", fmtBytes(oom.Used), fmtBytes(oom.Total))
+			}
+		}
+		where := ""
+		if oom.Phase != "" {
+			where = " in the " + oom.Phase + " pass"
+		}
+		if oom.Node != "" {
+			where += " at " + oom.Node
+		}
+		r.errorf(at, CodeOOM, fmt.Sprintf("out of memory at step %d%s", r.pos.Step+1, where),
+			"The plan estimated %s for a training step of batch %d; %s. %s Lower the batch (pipe plan --batch N shows what fits), or let checkpoint auto recompute activations. (%s)",
+			fmtBytes(r.p.Memory.Total), r.p.BatchSize, measured, kept, oom.Detail)
+		return
+	}
+	r.res.Status = StatusFailed
+	summary := "training failed"
+	if errors.Is(err, engine.ErrBadBatch) {
+		summary = "a batch does not fit the model"
+	}
+	r.errorf(rangeOf(r.lmodel.NameRange), CodeTrain, summary, "At step %d: %v. %s", r.pos.Step+1, err, kept)
+}
+
+// batchCounter measures a loader's buffers: the distinct batches it
+// handed over, by their capacity (a loader recycles them, so the set stops
+// growing once its ring is full).
+type batchCounter struct {
+	train bool
+	seen  map[*dataset.Batch]bool
+	bytes int64
+}
+
+func (r *runner) newCounter(train bool) *batchCounter {
+	c := &batchCounter{train: train, seen: map[*dataset.Batch]bool{}}
+	r.counters = append(r.counters, c)
+	return c
+}
+
+func (c *batchCounter) see(b *dataset.Batch) {
+	if c.seen[b] {
+		return
+	}
+	c.seen[b] = true
+	c.bytes += int64(cap(b.X)+cap(b.Y)+cap(b.Mask))*4 + int64(cap(b.Indices))*8
+}
+
+// loaderBytes is the training loader's buffers plus the largest
+// evaluation loader's: they are never alive at the same time as another
+// evaluation's.
+func (r *runner) loaderBytes() int64 {
+	var tr, ev int64
+	for _, c := range r.counters {
+		if c.train {
+			tr += c.bytes
+		} else {
+			ev = max(ev, c.bytes)
+		}
+	}
+	return tr + ev
+}
+
+// fmtBytes writes a byte count in binary units, as plans do.
+func fmtBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.2f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
