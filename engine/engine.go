@@ -90,11 +90,40 @@ type Model interface {
 	SetState(State) error
 	// Memory reports the memory the model holds and measured.
 	Memory() MemStats
+	// Capabilities says what the model can do beyond this interface.
+	Capabilities() Capabilities
 	// Close releases the model's workers and memory.
 	Close() error
 }
 
-// Queuer is an optional interface of a Model whose device runs ahead of
+// Capabilities is what a Model can do beyond the Model interface, one
+// facet a field: a nil facet is a capability the model does not have.
+// The run loop reads it once after Build, in place of probing the model
+// with type assertions.
+type Capabilities struct {
+	// Queue runs optimizer steps ahead of the host (the torch engine):
+	// the run loop queues steps instead of calling TrainStep and Step.
+	Queue Queuer
+	// Devices reports memory as the devices and their OS measured it,
+	// for a model that computes in other processes.
+	Devices DeviceMeasurer
+	// Applied reports how the plan was applied where the machine decides.
+	Applied Applier
+	// Adversarial splits a training step at the output, so that the run
+	// loop's GAN trainer can join a discriminator's gradient to the loss.
+	Adversarial Adversarial
+	// GAN trains gan mode inside the engine (the torch worker holds both
+	// models and their optimizers).
+	GAN GANTrainer
+	// GANParts reports a gan micro-batch's terms.
+	GANParts GANPartser
+	// Profile times the model's kernels by the clock.
+	Profile Profiler
+	// Int8 makes an int8 copy of the model for inference.
+	Int8 Int8Quantizer
+}
+
+// Queuer is the Capabilities facet of a Model whose device runs ahead of
 // the host (the torch engine). Run uses it in place of ZeroGrad,
 // TrainStep, ClipGradNorm and Step: it queues an optimizer step's
 // micro-batches and the step itself, and takes the losses as they come
@@ -147,13 +176,13 @@ func (d DeviceMemory) Measured() int64 {
 	return d.MaxRSS
 }
 
-// DeviceMeasurer is an optional interface of a Model that computes in
+// DeviceMeasurer is the Capabilities facet of a Model that computes in
 // other processes: what their devices and their OS measured.
 type DeviceMeasurer interface {
 	DeviceMemory() ([]DeviceMemory, error)
 }
 
-// Applier is an optional interface of a Model that reports how it applied
+// Applier is the Capabilities facet of a Model that reports how it applied
 // the plan where the result depends on the machine: "compile" is
 // "torch.compile" or "eager (why)", "optimizer" says fused or not.
 type Applier interface {
@@ -455,3 +484,31 @@ var ErrUnsupported = errors.New("not supported")
 // ErrInternal is wrapped by errors recovered from a panic inside a
 // backend or a numerical library.
 var ErrInternal = errors.New("internal error")
+
+// The counters of a State that every engine keeps, under these names in
+// checkpoints. Dropout's random stream is keyed by the seed and the
+// micro-step.
+const (
+	CounterStep      = "optimizer.step"  // optimizer steps taken
+	CounterMicroStep = "exec.micro_step" // micro-batches trained
+	CounterSeed      = "exec.seed"       // the run's seed
+	// SuffixBatchesTracked follows a batchnorm's name: the batches its
+	// running statistics have seen.
+	SuffixBatchesTracked = ".num_batches_tracked"
+)
+
+// OptimizerSlots are PyTorch's names of the optimizer's per-parameter
+// buffers: SGD's momentum when it has one, Adam's two moments.
+func OptimizerSlots(o Optimizer) []string {
+	switch {
+	case o.Kind == "sgd" && o.Momentum > 0:
+		return []string{"momentum_buffer"}
+	case o.Kind == "adam" || o.Kind == "adamw":
+		return []string{"exp_avg", "exp_avg_sq"}
+	}
+	return nil
+}
+
+// OptimizerKey is the State's name of parameter param's optimizer buffer
+// slot: "optimizer.conv1.weight.exp_avg".
+func OptimizerKey(param, slot string) string { return "optimizer." + param + "." + slot }

@@ -6,7 +6,7 @@ import (
 	"pipe/stdlib"
 )
 
-// Adversarial is an optional interface of a Model that can be trained in
+// Adversarial is the Capabilities facet of a Model that can be trained in
 // gan mode: its training step split at the output, so that a gradient
 // from a second model can join the loss's, and the gradient at its input
 // kept for the model that fed it.
@@ -31,7 +31,7 @@ type Adversarial interface {
 	HoldGrads(hold bool)
 }
 
-// GANTrainer is an optional interface of a Model whose engine trains gan
+// GANTrainer is the Capabilities facet of a Model whose engine trains gan
 // mode itself (the torch worker holds both models and both optimizers):
 // AttachDiscriminator builds the discriminator d with cfg beside the
 // model, which from then on trains as ganModel does (the same losses,
@@ -43,7 +43,7 @@ type GANTrainer interface {
 	GANPartser
 }
 
-// GANPartser is an optional interface of a gan mode Model: GANParts are
+// GANPartser is the Capabilities facet of a gan mode Model: GANParts are
 // its last micro-batch's terms, when it has them (not with lagged
 // readback).
 type GANPartser interface {

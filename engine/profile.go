@@ -2,7 +2,7 @@ package engine
 
 import "time"
 
-// Profiler is an optional interface of a Model that times its kernels by
+// Profiler is the Capabilities facet of a Model that times its kernels by
 // the clock. Run uses it under WithProfile; an engine without it cannot
 // profile, and Run says so before it trains.
 type Profiler interface {

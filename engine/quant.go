@@ -64,7 +64,7 @@ type QuantOption func(*QuantOptions)
 // (0, 100]) of the absolute values; WithPercentile(0) takes min/max.
 func WithPercentile(p float64) QuantOption { return func(o *QuantOptions) { o.Percentile = p } }
 
-// Int8Quantizer is implemented by models that can run in int8 (the
+// Int8Quantizer is the Capabilities facet of a model that can run in int8 (the
 // native engine's).
 type Int8Quantizer interface {
 	// QuantizeInt8 returns a new model that runs the forward pass with

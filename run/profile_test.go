@@ -263,14 +263,20 @@ func (b countingBackend) Build(g *stdlib.Graph, cfg engine.Config) (engine.Model
 	return countingModel{m, b.calls}, nil
 }
 
+func (m countingModel) Capabilities() engine.Capabilities {
+	c := m.Model.Capabilities()
+	c.Profile = m
+	return c
+}
+
 func (m countingModel) EnableProfile(on bool) {
 	*m.calls++
-	m.Model.(engine.Profiler).EnableProfile(on)
+	m.Model.Capabilities().Profile.EnableProfile(on)
 }
 
 func (m countingModel) Profile() []engine.Span {
 	*m.calls++
-	return m.Model.(engine.Profiler).Profile()
+	return m.Model.Capabilities().Profile.Profile()
 }
 
 // TestProfileOffAsksNothing checks that a run without WithProfile never

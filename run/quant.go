@@ -25,8 +25,8 @@ func (t *Trained) QuantizeInt8(calib []*dataset.Batch, opts ...engine.QuantOptio
 	if len(calib) == 0 {
 		return nil, errors.New("int8 needs at least one calibration batch to measure the activations' ranges")
 	}
-	q, ok := t.Model.(engine.Int8Quantizer)
-	if !ok {
+	q := t.Model.Capabilities().Int8
+	if q == nil {
 		return nil, fmt.Errorf("int8 inference runs on the native engine; this model runs in %s (load it with the native backend)", t.Model.Precision())
 	}
 	m, rep, err := q.QuantizeInt8(calib, o)

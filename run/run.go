@@ -430,7 +430,7 @@ func Run(ctx context.Context, p *plan.Plan, prog *lang.Program, hooks Hooks, opt
 	}
 	if r.model != nil {
 		r.res.Memory.Model = r.model.Memory()
-		if dm, ok := r.model.(engine.DeviceMeasurer); ok {
+		if dm := r.model.Capabilities().Devices; dm != nil {
 			if d, err := dm.DeviceMemory(); err == nil {
 				r.res.Memory.Device = d
 			} else {

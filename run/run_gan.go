@@ -90,7 +90,7 @@ func (r *runner) buildGAN(g engine.Model) (engine.Model, bool) {
 	if p.Optimizer.LR > 0 {
 		ratio = set.Optimizer.LR / p.Optimizer.LR
 	}
-	if gt, ok := g.(engine.GANTrainer); ok {
+	if gt := g.Capabilities().GAN; gt != nil {
 		if err := gt.AttachDiscriminator(dg, cfg, set, ratio); err != nil {
 			r.errorf(rangeOf(lm.NameRange), CodeBuild, "the backend cannot build the discriminator", "%s backend: %v.", r.backend.Name(), err)
 			return nil, false
@@ -98,8 +98,8 @@ func (r *runner) buildGAN(g engine.Model) (engine.Model, bool) {
 		r.log.Info("discriminator built", "model", set.Discriminator, "parameters", set.Parameters, "adversarial", set.Adversarial)
 		return g, true
 	}
-	ga, ok := g.(engine.Adversarial)
-	if !ok {
+	ga := g.Capabilities().Adversarial
+	if ga == nil {
 		r.errorf(rangeOf(lm.NameRange), CodeBuild, "this engine cannot train gan mode",
 			"The %s engine does not train two models against each other yet; run it with --engine native.", r.backend.Name())
 		return nil, false
@@ -109,8 +109,8 @@ func (r *runner) buildGAN(g engine.Model) (engine.Model, bool) {
 		r.errorf(rangeOf(lm.NameRange), CodeBuild, "the backend cannot build the discriminator", "%s backend: %v.", r.backend.Name(), err)
 		return nil, false
 	}
-	da, ok := d.(engine.Adversarial)
-	if !ok {
+	da := d.Capabilities().Adversarial
+	if da == nil {
 		d.Close()
 		r.errorf(rangeOf(lm.NameRange), CodeBuild, "this engine cannot train gan mode",
 			"The %s engine does not train two models against each other yet; run it with --engine native.", r.backend.Name())
@@ -289,6 +289,11 @@ func (m *ganModel) ClipGradNorm(max float64) (float64, error) { return m.g.ClipG
 func (m *ganModel) Eval(b *dataset.Batch, out []float32) (float64, error) { return m.g.Eval(b, out) }
 
 func (m *ganModel) OutShape() []int64 { return m.g.OutShape() }
+
+// Capabilities implements engine.Model: the pair reports its last terms.
+func (m *ganModel) Capabilities() engine.Capabilities {
+	return engine.Capabilities{GANParts: m}
+}
 
 func (m *ganModel) Precision() string { return m.g.Precision() }
 

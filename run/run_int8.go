@@ -41,8 +41,8 @@ func (r *runner) toInt8(ctx context.Context) bool {
 		return true
 	}
 	at := r.int8Range()
-	q, ok := r.model.(engine.Int8Quantizer)
-	if !ok {
+	q := r.model.Capabilities().Int8
+	if q == nil {
 		r.errorf(at, CodePredict, "int8 needs the native engine",
 			"int8 inference runs on the native engine (CPU); this run's engine is %s. Plan with --engine native, or predict in fp32.", r.p.EngineName())
 		return false

@@ -202,19 +202,19 @@ func (r *runner) setup() bool {
 	r.model = m
 	r.res.Precision = m.Precision()
 	if o := r.rc.profile; o != nil {
-		pm, ok := m.(engine.Profiler)
+		pm := m.Capabilities().Profile
 		switch {
 		case p.GAN != nil:
 			r.errorf(nil, CodeProfile, "profile: not supported in gan mode", "The profile times one model's layers; a gan run trains two. Run without --profile.")
 			return false
-		case !ok:
+		case pm == nil:
 			r.errorf(nil, CodeProfile, "profile: not supported by this engine",
 				"The %s engine does not time its layers; profile with the native engine (--engine native, on the CPU), or run without --profile.", r.backend.Name())
 			return false
 		}
 		r.prof = newProfiler(pm, p, r.backend.Name(), *o, r.start)
 	}
-	if a, ok := m.(engine.Applier); ok {
+	if a := m.Capabilities().Applied; a != nil {
 		r.res.Applied = a.Applied()
 	}
 	r.log.Info("model built", "model", p.Model, "backend", r.backend.Name(), "precision", m.Precision(),

@@ -66,7 +66,7 @@ func (r *runner) train(ctx context.Context) bool {
 	defer cancel()
 	size := func(i int) int64 { return int64(min(bs, n-i*bs)) }
 	t := &trainer{r: r}
-	if q, ok := r.model.(engine.Queuer); ok && r.prof == nil {
+	if q := r.model.Capabilities().Queue; q != nil && r.prof == nil {
 		t.q = q // a profile times each step as a whole: one at a time
 	}
 	lr := r.sched.lr(r.pos.Step)
@@ -381,7 +381,7 @@ func (t *trainer) finish(res []engine.StepResult) error {
 			r.pos.LossSamples += gs
 		}
 		r.res.StepLosses = append(r.res.StepLosses, loss)
-		if gp, ok := r.model.(engine.GANPartser); ok {
+		if gp := r.model.Capabilities().GANParts; gp != nil {
 			if parts, ok := gp.GANParts(); ok {
 				r.res.GANParts = append(r.res.GANParts, parts)
 			}

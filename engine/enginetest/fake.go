@@ -413,6 +413,10 @@ func (m *Model) OutShape() []int64 { return append([]int64(nil), m.outShape...) 
 // Precision implements engine.Model.
 func (m *Model) Precision() string { return "fp32" }
 
+// Capabilities implements engine.Model: the fake model has none beyond
+// the Model interface.
+func (m *Model) Capabilities() engine.Capabilities { return engine.Capabilities{} }
+
 func (m *Model) named() []struct {
 	name string
 	data []float32

@@ -28,7 +28,6 @@ package native
 
 import (
 	"math"
-	"math/rand/v2"
 
 	"gonum.org/v1/gonum/blas"
 )
@@ -45,15 +44,6 @@ func (l layout) rows() int {
 // seq says the layout is a sequence of tokens [T, D] with T > 1 stored
 // as such (a vector is not).
 func (l layout) seq() bool { return !l.spatial && l.h > 1 }
-
-// normal is N(0, std²), as nn.init.normal_.
-func normal(std float64) func(r *rand.Rand, x []float32) {
-	return func(r *rand.Rand, x []float32) {
-		for i := range x {
-			x[i] = float32(r.NormFloat64() * std)
-		}
-	}
-}
 
 // tokensKernel turns [D, H, W] (CNHW) into the tokens [H·W, D] of each
 // sample, row-major position by position (torchvision's flatten(2) and
@@ -421,9 +411,9 @@ func (m *model) tokenKernel(u *unit) (kernel, error) {
 	name := first.Name
 	switch first.Op {
 	case "class_token":
-		return &classTokenKernel{t: t, d: d, w: m.newParam(name+".weight", []int64{1, 1, int64(d)}, fill(0))}, nil
+		return &classTokenKernel{t: t, d: d, w: m.newParam(name+".weight", []int64{1, 1, int64(d)})}, nil
 	case "pos_embed":
-		return &posEmbedKernel{w: m.newParam(name+".weight", []int64{1, int64(t), int64(d)}, normal(0.02))}, nil
+		return &posEmbedKernel{w: m.newParam(name+".weight", []int64{1, int64(t), int64(d)})}, nil
 	case "select_token", "mean_tokens":
 		return &selectTokenKernel{t: t, d: d, mean: first.Op == "mean_tokens"}, nil
 	}
@@ -439,13 +429,10 @@ func (m *model) tokenKernel(u *unit) (kernel, error) {
 		return nil, unsupported(first, "needs heads dividing the token width")
 	}
 	D := int64(d)
-	// nn.MultiheadAttention's initialisation: xavier_uniform_ on the
-	// packed [3D, D] projection, zero biases, and the output projection's
-	// Linear default (its bias zeroed too).
 	return &attnKernel{t: t, d: d, h: h, dh: d / h, causal: a.Causal,
 		drop: dropoutKernel{p: a.P, node: uint64(first.ID) + 1},
-		win:  m.newParam(name+".in_proj_weight", []int64{3 * D, D}, uniform(math.Sqrt(6/float64(4*d)))),
-		bin:  m.newParam(name+".in_proj_bias", []int64{3 * D}, fill(0)),
-		wout: m.newParam(name+".out_proj.weight", []int64{D, D}, kaiming(d)),
-		bout: m.newParam(name+".out_proj.bias", []int64{D}, fill(0))}, nil
+		win:  m.newParam(name+".in_proj_weight", []int64{3 * D, D}),
+		bin:  m.newParam(name+".in_proj_bias", []int64{3 * D}),
+		wout: m.newParam(name+".out_proj.weight", []int64{D, D}),
+		bout: m.newParam(name+".out_proj.bias", []int64{D})}, nil
 }

@@ -2,12 +2,12 @@ package native
 
 import (
 	"fmt"
-	"math"
 	"runtime"
 	"strings"
 	"sync"
 
 	"pipe/engine"
+	"pipe/engine/weights"
 	"pipe/stdlib"
 )
 
@@ -65,6 +65,14 @@ func build(g *stdlib.Graph, cfg engine.Config, paramsOnly bool) (*model, error) 
 	}
 	m := &model{cfg: cfg, g: g, threads: threads, seed: cfg.Seed}
 	m.heapBefore = ms.HeapInuse
+	decls, err := weights.Of(g)
+	if err != nil {
+		return nil, err
+	}
+	m.decls = make(map[string]weights.Tensor, len(decls))
+	for _, d := range decls {
+		m.decls[d.Name] = d
+	}
 
 	opt, states, err := newOptimizer(cfg.Optimizer)
 	if err != nil {
@@ -301,10 +309,9 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 		}
 		geo := newConvGeom(in.c, in.h, in.w, out.c, out.h, out.w, int(a.Kernel), int(max(a.Stride, 1)), int(a.Padding), int(max(a.Dilation, 1)), int(max(a.Groups, 1)))
 		k := &convKernel{geo: geo, act: act}
-		fan := geo.ckk
-		k.w = m.newParam(first.Name+".weight", []int64{int64(out.c), int64(geo.cig), a.Kernel, a.Kernel}, kaiming(fan))
+		k.w = m.newParam(first.Name+".weight", []int64{int64(out.c), int64(geo.cig), a.Kernel, a.Kernel})
 		if a.Bias {
-			k.b = m.newParam(first.Name+".bias", []int64{int64(out.c)}, kaiming(fan))
+			k.b = m.newParam(first.Name+".bias", []int64{int64(out.c)})
 		}
 		if bnNode != nil {
 			k.bn = m.newBN(bnNode.Name, out.c, eps(bnNode.Args.Eps), bnNode.Args.Momentum)
@@ -326,10 +333,9 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 		grp := int(max(a.Groups, 1))
 		eq := newConvGeom(out.c, out.h, out.w, in.c, in.h, in.w, int(a.Kernel), int(max(a.Stride, 1)), int(a.Padding), int(max(a.Dilation, 1)), grp)
 		k := &convTKernel{eq: eq}
-		fan := out.c / grp * int(a.Kernel*a.Kernel)
-		k.w = m.newParam(first.Name+".weight", []int64{int64(in.c), int64(out.c / grp), a.Kernel, a.Kernel}, kaiming(fan))
+		k.w = m.newParam(first.Name+".weight", []int64{int64(in.c), int64(out.c / grp), a.Kernel, a.Kernel})
 		if a.Bias {
-			k.b = m.newParam(first.Name+".bias", []int64{int64(out.c)}, kaiming(fan))
+			k.b = m.newParam(first.Name+".bias", []int64{int64(out.c)})
 		}
 		return k, nil
 	case "dense", "lowrank_dense":
@@ -339,17 +345,17 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 		}
 		k := &denseKernel{in: in.c, out: u.out.c, act: act, rows: in.rows()}
 		if first.Op == "dense" {
-			k.w = m.newParam(first.Name+".weight", []int64{int64(k.out), int64(k.in)}, kaiming(k.in))
+			k.w = m.newParam(first.Name+".weight", []int64{int64(k.out), int64(k.in)})
 		} else {
 			k.lowrank, k.terms, k.rank = true, int(a.Terms), int(a.Rank)
 			if k.terms < 1 || k.rank < 1 {
 				return nil, unsupported(first, "needs terms and rank of at least 1")
 			}
-			k.u = m.newParam(first.Name+".u", []int64{a.Terms, int64(k.in), a.Rank}, kaiming(k.in))
-			k.v = m.newParam(first.Name+".v", []int64{a.Terms, a.Rank, int64(k.out)}, uniform(math.Sqrt(3/float64(k.terms*k.rank))))
+			k.u = m.newParam(first.Name+".u", []int64{a.Terms, int64(k.in), a.Rank})
+			k.v = m.newParam(first.Name+".v", []int64{a.Terms, a.Rank, int64(k.out)})
 		}
 		if a.Bias {
-			k.b = m.newParam(first.Name+".bias", []int64{int64(k.out)}, kaiming(k.in))
+			k.b = m.newParam(first.Name+".bias", []int64{int64(k.out)})
 		}
 		return k, nil
 	}
@@ -381,8 +387,8 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 		}
 		f := int64(u.out.c)
 		return &lnKernel{f: u.out.c, rows: u.out.rows(), eps: eps(a.Eps),
-			gamma: m.newParam(first.Name+".weight", []int64{f}, fill(1)),
-			beta:  m.newParam(first.Name+".bias", []int64{f}, fill(0))}, nil
+			gamma: m.newParam(first.Name+".weight", []int64{f}),
+			beta:  m.newParam(first.Name+".bias", []int64{f})}, nil
 	case "relu", "gelu", "sigmoid", "tanh":
 		k, _ := actOf(first.Op)
 		return &actKernel{a: k}, nil
@@ -400,7 +406,7 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 		k := &inKernel{c: u.out.c, eps: eps(a.Eps)}
 		if a.Affine {
 			c := int64(u.out.c)
-			k.gamma, k.beta = m.newParam(first.Name+".weight", []int64{c}, fill(1)), m.newParam(first.Name+".bias", []int64{c}, fill(0))
+			k.gamma, k.beta = m.newParam(first.Name+".weight", []int64{c}), m.newParam(first.Name+".bias", []int64{c})
 		}
 		return k, nil
 	case "maxpool", "avgpool":

@@ -408,9 +408,9 @@ func (m *model) conv3Kernel(n, bnNode *stdlib.Node, in, out layout, act actKind)
 	}
 	vg := newVolGeom(in.c, in.d, in.h, in.w, out.c, out.d, out.h, out.w, int(a.Kernel), int(max(a.Stride, 1)), int(a.Padding))
 	k := &convKernel{geo: vg.flat(), vol: vg, act: act}
-	k.w = m.newParam(n.Name+".weight", []int64{int64(out.c), int64(in.c), a.Kernel, a.Kernel, a.Kernel}, kaiming(vg.ckk))
+	k.w = m.newParam(n.Name+".weight", []int64{int64(out.c), int64(in.c), a.Kernel, a.Kernel, a.Kernel})
 	if a.Bias {
-		k.b = m.newParam(n.Name+".bias", []int64{int64(out.c)}, kaiming(vg.ckk))
+		k.b = m.newParam(n.Name+".bias", []int64{int64(out.c)})
 	}
 	if bnNode != nil {
 		k.bn = m.newBN(bnNode.Name, out.c, eps(bnNode.Args.Eps), bnNode.Args.Momentum)
@@ -429,10 +429,9 @@ func (m *model) convT3Kernel(n *stdlib.Node, in, out layout) *convTKernel {
 	a := n.Args
 	eq := newVolGeom(out.c, out.d, out.h, out.w, in.c, in.d, in.h, in.w, int(a.Kernel), int(max(a.Stride, 1)), int(a.Padding))
 	k := &convTKernel{eq: eq.flat(), vol: eq}
-	fan := out.c * int(a.Kernel*a.Kernel*a.Kernel)
-	k.w = m.newParam(n.Name+".weight", []int64{int64(in.c), int64(out.c), a.Kernel, a.Kernel, a.Kernel}, kaiming(fan))
+	k.w = m.newParam(n.Name+".weight", []int64{int64(in.c), int64(out.c), a.Kernel, a.Kernel, a.Kernel})
 	if a.Bias {
-		k.b = m.newParam(n.Name+".bias", []int64{int64(out.c)}, kaiming(fan))
+		k.b = m.newParam(n.Name+".bias", []int64{int64(out.c)})
 	}
 	return k
 }

@@ -9,6 +9,7 @@ import (
 
 	"pipe/dataset"
 	"pipe/engine"
+	"pipe/engine/weights"
 	"pipe/stdlib"
 )
 
@@ -138,8 +139,10 @@ type model struct {
 	buffers []*param // running statistics
 	flat    flatState
 	bns     []*bnState
-	opt     optimizer
-	loss    *lossFn
+	// decls are package weights' tensors of the graph, by name.
+	decls map[string]weights.Tensor
+	opt   optimizer
+	loss  *lossFn
 
 	train *sched
 	eval  *sched
@@ -743,4 +746,10 @@ func fromNCHW(dst, src []float32, l layout, n int) {
 			copy(dst[(c*n+i)*s:(c*n+i+1)*s], src[(i*l.c+c)*s:(i*l.c+c+1)*s])
 		}
 	}
+}
+
+// Capabilities implements engine.Model: the run loop's GAN trainer, the
+// kernels' clock and int8 inference.
+func (m *model) Capabilities() engine.Capabilities {
+	return engine.Capabilities{Adversarial: m, Profile: m, Int8: m}
 }

@@ -22,10 +22,10 @@ type bnState struct {
 func (m *model) newBN(name string, c int, eps, momentum float64) *bnState {
 	b := &bnState{name: name, c: c, eps: eps, momentum: momentum}
 	sh := []int64{int64(c)}
-	b.gamma = m.newParam(name+".weight", sh, fill(1))
-	b.beta = m.newParam(name+".bias", sh, fill(0))
-	b.rm = m.newBuffer(name+".running_mean", sh, fill(0))
-	b.rv = m.newBuffer(name+".running_var", sh, fill(1))
+	b.gamma = m.newParam(name+".weight", sh)
+	b.beta = m.newParam(name+".bias", sh)
+	b.rm = m.newBuffer(name+".running_mean", sh)
+	b.rv = m.newBuffer(name+".running_var", sh)
 	b.pendMean = make([]float64, c)
 	b.pendVar = make([]float64, c)
 	m.bns = append(m.bns, b)

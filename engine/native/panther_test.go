@@ -2,6 +2,7 @@ package native
 
 import (
 	"math"
+	"pipe/engine/weights"
 	"testing"
 
 	"pipe/dataset"
@@ -61,7 +62,7 @@ func TestSketchedDenseGolden(t *testing.T) {
 		}
 	}
 	// S is a sketch of the dense initial weight W [in, out].
-	w := m.denseInit("sketched_dense1", in*out, out)
+	w := weights.DenseInit(m.cfg.Seed, "sketched_dense1", in*out, out)
 	for i := 0; i < L; i++ {
 		for a := 0; a < in; a++ {
 			for r := 0; r < k; r++ {
@@ -146,7 +147,7 @@ func TestSketchedConvGolden(t *testing.T) {
 		t.Fatal("missing tensors")
 	}
 	mid, kk := 2*L*k, in*K*K
-	w := m.denseInit("sketched_conv1", kk*out, K*K*out)
+	w := weights.DenseInit(m.cfg.Seed, "sketched_conv1", kk*out, K*K*out)
 	for j := 0; j < mid; j++ {
 		for p := 0; p < kk; p++ {
 			var v float64

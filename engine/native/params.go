@@ -1,11 +1,12 @@
 package native
 
 import (
-	"hash/fnv"
-	"math"
-	"math/rand/v2"
+	"fmt"
+	"slices"
 
 	"gorgonia.org/tensor"
+
+	"pipe/engine/weights"
 )
 
 // param is a named tensor of the model: a trainable parameter (with its
@@ -16,7 +17,7 @@ type param struct {
 	name  string
 	shape []int64
 	n     int
-	init  func(r *rand.Rand, x []float32)
+	decl  weights.Tensor
 	// t is the gorgonia/tensor view of data, for callers that want one.
 	t      *tensor.Dense
 	data   []float32
@@ -32,18 +33,30 @@ type flatState struct {
 }
 
 // newParam registers a trainable parameter; its memory is assigned by
-// allocParams once every kernel is built.
-func (m *model) newParam(name string, shape []int64, init func(r *rand.Rand, x []float32)) *param {
-	p := &param{name: name, shape: shape, n: numel(shape), init: init}
+// allocParams once every kernel is built. Its shape and initial values
+// are package weights' declaration of it, which the kernel's shape must
+// match: a mismatch is this engine's bug, reported as engine.ErrInternal.
+func (m *model) newParam(name string, shape []int64) *param {
+	p := m.declared(name, shape, false)
 	m.params = append(m.params, p)
 	return p
 }
 
-// newBuffer registers a non-trainable tensor (running statistics).
-func (m *model) newBuffer(name string, shape []int64, init func(r *rand.Rand, x []float32)) *param {
-	p := &param{name: name, shape: shape, n: numel(shape), init: init}
+// newBuffer registers a non-trainable tensor (running statistics, fixed
+// sketches).
+func (m *model) newBuffer(name string, shape []int64) *param {
+	p := m.declared(name, shape, true)
 	m.buffers = append(m.buffers, p)
 	return p
+}
+
+func (m *model) declared(name string, shape []int64, buffer bool) *param {
+	d, ok := m.decls[name]
+	if !ok || !slices.Equal(d.Shape, shape) || d.Buffer != buffer {
+		panic(fmt.Errorf("the kernel's tensor %s %v (buffer %t) is not package weights' %v (buffer %t, declared %t)",
+			name, shape, buffer, d.Shape, d.Buffer, ok))
+	}
+	return &param{name: name, shape: shape, n: numel(shape), decl: d}
 }
 
 func numel(shape []int64) int {
@@ -55,9 +68,7 @@ func numel(shape []int64) int {
 }
 
 // allocParams lays the parameters out in the flat arrays and initialises
-// them. Each tensor draws from its own stream, seeded by the model's seed
-// and the tensor's name, so adding a layer leaves the others' initial
-// values unchanged.
+// them as package weights draws them under the model's seed.
 func (m *model) allocParams(states int) {
 	total := 0
 	for _, p := range m.params {
@@ -94,9 +105,7 @@ func (m *model) allocParams(states int) {
 	}
 	for _, p := range append(append([]*param(nil), m.params...), m.buffers...) {
 		p.t = tensor.New(tensor.WithBacking(p.data), tensor.WithShape(intShape(p.shape)...))
-		if p.init != nil {
-			p.init(m.rng(p.name), p.data)
-		}
+		p.decl.Fill(m.cfg.Seed, p.data)
 	}
 }
 
@@ -109,35 +118,4 @@ func intShape(s []int64) []int {
 		out = []int{1}
 	}
 	return out
-}
-
-// rng returns the random stream for a named tensor.
-func (m *model) rng(name string) *rand.Rand {
-	h := fnv.New64a()
-	h.Write([]byte(name))
-	return rand.New(rand.NewPCG(m.cfg.Seed, h.Sum64()))
-}
-
-// uniform fills x from U(-bound, bound).
-func uniform(bound float64) func(r *rand.Rand, x []float32) {
-	return func(r *rand.Rand, x []float32) {
-		for i := range x {
-			x[i] = float32((2*r.Float64() - 1) * bound)
-		}
-	}
-}
-
-// kaiming is PyTorch's default for Linear and Conv2d weights:
-// kaiming_uniform_(a=√5), which is U(-1/√fan_in, 1/√fan_in); their biases
-// use the same bound.
-func kaiming(fanIn int) func(r *rand.Rand, x []float32) {
-	return uniform(1 / math.Sqrt(float64(fanIn)))
-}
-
-func fill(v float32) func(r *rand.Rand, x []float32) {
-	return func(_ *rand.Rand, x []float32) {
-		for i := range x {
-			x[i] = v
-		}
-	}
 }

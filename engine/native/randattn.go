@@ -23,7 +23,6 @@ package native
 
 import (
 	"math"
-	"math/rand/v2"
 
 	"gonum.org/v1/gonum/blas"
 
@@ -338,59 +337,6 @@ func axpy32(y, x []float32, a float32) {
 	}
 }
 
-// favorFeatures fills ω [m, d] as Panther's create_projection_matrix
-// (scaling off) does, from r: blocks of d orthonormal rows (Gram–Schmidt,
-// in float64, on Gaussian rows: the Q of a QR, transposed), the last block
-// cut to the rows left, then each row scaled by the norm of a fresh
-// Gaussian d-vector (chi-distributed with d degrees of freedom).
-func favorFeatures(m, d int) func(r *rand.Rand, x []float32) {
-	return func(r *rand.Rand, x []float32) {
-		blk := make([]float64, d*d)
-		for row0 := 0; row0 < m; row0 += d {
-			for i := range blk {
-				blk[i] = r.NormFloat64()
-			}
-			for i := 0; i < d; i++ {
-				ri := blk[i*d : (i+1)*d]
-				for j := 0; j < i; j++ {
-					rj := blk[j*d : (j+1)*d]
-					var p float64
-					for c := range ri {
-						p += ri[c] * rj[c]
-					}
-					for c := range ri {
-						ri[c] -= p * rj[c]
-					}
-				}
-				var nn float64
-				for _, v := range ri {
-					nn += v * v
-				}
-				nn = 1 / math.Sqrt(nn)
-				for c := range ri {
-					ri[c] *= nn
-				}
-			}
-			for i := 0; i < d && row0+i < m; i++ {
-				for c := 0; c < d; c++ {
-					x[(row0+i)*d+c] = float32(blk[i*d+c])
-				}
-			}
-		}
-		for i := 0; i < m; i++ {
-			var s float64
-			for c := 0; c < d; c++ {
-				g := r.NormFloat64()
-				s += g * g
-			}
-			s = math.Sqrt(s)
-			for c := 0; c < d; c++ {
-				x[i*d+c] = float32(float64(x[i*d+c]) * s)
-			}
-		}
-	}
-}
-
 // randAttnKernelFor builds random_attention's kernel for tokens [t, d]:
 // Panther's parameter names, xavier_uniform_ weights, zero biases.
 func (m *model) randAttnKernelFor(name string, t, d int, a stdlib.OpArgs) (*randAttnKernel, bool) {
@@ -399,16 +345,15 @@ func (m *model) randAttnKernelFor(name string, t, d int, a stdlib.OpArgs) (*rand
 		return nil, false
 	}
 	D := int64(d)
-	xavier := uniform(math.Sqrt(6 / float64(2*d)))
 	k := &randAttnKernel{t: t, d: d, h: h, dh: d / h, m: mf, causal: a.Causal, relu: a.Mode == "relu"}
-	k.wq = m.newParam(name+".Wq", []int64{D, D}, xavier)
-	k.wk = m.newParam(name+".Wk", []int64{D, D}, xavier)
-	k.wv = m.newParam(name+".Wv", []int64{D, D}, xavier)
-	k.w0 = m.newParam(name+".W0", []int64{D, D}, xavier)
-	k.bq = m.newParam(name+".bq", []int64{D}, fill(0))
-	k.bk = m.newParam(name+".bk", []int64{D}, fill(0))
-	k.bv = m.newParam(name+".bv", []int64{D}, fill(0))
-	k.b0 = m.newParam(name+".b0", []int64{D}, fill(0))
-	k.omega = m.newBuffer(name+".projection_matrix", []int64{int64(mf), int64(d / h)}, favorFeatures(mf, d/h))
+	k.wq = m.newParam(name+".Wq", []int64{D, D})
+	k.wk = m.newParam(name+".Wk", []int64{D, D})
+	k.wv = m.newParam(name+".Wv", []int64{D, D})
+	k.w0 = m.newParam(name+".W0", []int64{D, D})
+	k.bq = m.newParam(name+".bq", []int64{D})
+	k.bk = m.newParam(name+".bk", []int64{D})
+	k.bv = m.newParam(name+".bv", []int64{D})
+	k.b0 = m.newParam(name+".b0", []int64{D})
+	k.omega = m.newBuffer(name+".projection_matrix", []int64{int64(mf), int64(d / h)})
 	return k, true
 }

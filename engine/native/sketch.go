@@ -1,9 +1,6 @@
 package native
 
 import (
-	"math"
-	"math/rand/v2"
-
 	"gonum.org/v1/gonum/blas"
 )
 
@@ -169,78 +166,17 @@ func (k *skConvKernel) backward(e *env) {
 	e.m.convBackwardData(g, k.s.data, dt, e.din[0], n, e.acc[0])
 }
 
-// signSketch fills x with Panther's scaled_sign_sketch for rank k: ±1/√k,
-// each sign a fair coin.
-func signSketch(rank int) func(r *rand.Rand, x []float32) {
-	v := float32(1 / math.Sqrt(float64(rank)))
-	return func(r *rand.Rand, x []float32) {
-		for i := range x {
-			if r.Uint64()&1 == 0 {
-				x[i] = v
-			} else {
-				x[i] = -v
-			}
-		}
-	}
-}
-
-// denseInit draws the dense initial weight W that Panther sketches into
-// S, from its own stream so that S1 and S2 sketch the same W: nn.init's
-// kaiming_uniform_(a=√5) on W as Panther lays it out, [in, out] for
-// SKLinear and [in, kh, kw, out] for SKConv2d, where PyTorch reads fan-in
-// from the second axis onwards: U(±1/√fan) with fan = out (SKLinear) or
-// kh·kw·out (SKConv2d). The bias is drawn from the same bound.
-func (m *model) denseInit(name string, size, fan int) []float32 {
-	w := make([]float32, size)
-	uniform(1/math.Sqrt(float64(fan)))(m.rng(name+".W_init"), w)
-	return w
-}
-
 // skDense builds SKLinear's kernel and its tensors, named as Panther's
 // module names them (S1s, S2s, U1s, U2s, bias).
 func (m *model) skDense(name string, in, out, terms, rank int, bias bool) *skDenseKernel {
 	k := &skDenseKernel{in: in, out: out, terms: terms, rank: rank}
 	L, K, I, O := int64(terms), int64(rank), int64(in), int64(out)
-	u1 := signSketch(rank)
-	u2 := signSketch(rank)
-	k.u1 = m.newBuffer(name+".U1s", []int64{L, K, O}, u1)
-	k.u2 = m.newBuffer(name+".U2s", []int64{L, I, K}, u2)
-	// S1_i = W·U1_iᵀ ([in, k]) and S2_i = U2_iᵀ·W ([k, out]), with U1 and
-	// U2 drawn again from their own streams.
-	k.s1 = m.newParam(name+".S1s", []int64{L, I, K}, func(_ *rand.Rand, s []float32) {
-		w, u := m.denseInit(name, in*out, out), make([]float32, terms*rank*out)
-		u1(m.rng(name+".U1s"), u)
-		for i := 0; i < terms; i++ {
-			ui, si := u[i*rank*out:], s[i*in*rank:]
-			for a := 0; a < in; a++ {
-				for r := 0; r < rank; r++ {
-					var acc float64
-					for o := 0; o < out; o++ {
-						acc += float64(w[a*out+o]) * float64(ui[r*out+o])
-					}
-					si[a*rank+r] = float32(acc)
-				}
-			}
-		}
-	})
-	k.s2 = m.newParam(name+".S2s", []int64{L, K, O}, func(_ *rand.Rand, s []float32) {
-		w, u := m.denseInit(name, in*out, out), make([]float32, terms*in*rank)
-		u2(m.rng(name+".U2s"), u)
-		for i := 0; i < terms; i++ {
-			ui, si := u[i*in*rank:], s[i*rank*out:]
-			for r := 0; r < rank; r++ {
-				for o := 0; o < out; o++ {
-					var acc float64
-					for a := 0; a < in; a++ {
-						acc += float64(ui[a*rank+r]) * float64(w[a*out+o])
-					}
-					si[r*out+o] = float32(acc)
-				}
-			}
-		}
-	})
+	k.u1 = m.newBuffer(name+".U1s", []int64{L, K, O})
+	k.u2 = m.newBuffer(name+".U2s", []int64{L, I, K})
+	k.s1 = m.newParam(name+".S1s", []int64{L, I, K})
+	k.s2 = m.newParam(name+".S2s", []int64{L, K, O})
 	if bias {
-		k.b = m.newParam(name+".bias", []int64{O}, kaiming(out))
+		k.b = m.newParam(name+".bias", []int64{O})
 	}
 	return k
 }
@@ -249,26 +185,10 @@ func (m *model) skDense(name string, in, out, terms, rank int, bias bool) *skDen
 // is term i's r-th), U [2L, k, out].
 func (m *model) skConv(name string, geo convGeom, out, terms, rank, kernel int, bias bool) *skConvKernel {
 	k := &skConvKernel{geo: geo, out: out, terms: terms}
-	in, mid, kk := geo.ci, geo.co, kernel*kernel
-	u := signSketch(rank)
-	k.u = m.newBuffer(name+".U1s", []int64{int64(2 * terms), int64(rank), int64(out)}, u)
-	fan := kk * out
-	// S_i[r, c, a, b] = Σ_o K[c, a, b, o]·U_i[r, o], K [in, kh, kw, out].
-	k.s = m.newParam(name+".S1s", []int64{int64(mid), int64(in), int64(kernel), int64(kernel)}, func(_ *rand.Rand, s []float32) {
-		w, uu := m.denseInit(name, in*kk*out, fan), make([]float32, mid*out)
-		u(m.rng(name+".U1s"), uu)
-		for j := 0; j < mid; j++ {
-			for p := 0; p < in*kk; p++ {
-				var acc float64
-				for o := 0; o < out; o++ {
-					acc += float64(w[p*out+o]) * float64(uu[j*out+o])
-				}
-				s[j*in*kk+p] = float32(acc)
-			}
-		}
-	})
+	k.u = m.newBuffer(name+".U1s", []int64{int64(2 * terms), int64(rank), int64(out)})
+	k.s = m.newParam(name+".S1s", []int64{int64(geo.co), int64(geo.ci), int64(kernel), int64(kernel)})
 	if bias {
-		k.b = m.newParam(name+".bias", []int64{int64(out)}, kaiming(fan))
+		k.b = m.newParam(name+".bias", []int64{int64(out)})
 	}
 	return k
 }

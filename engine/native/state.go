@@ -45,12 +45,12 @@ func (m *model) optNames() []string {
 // State implements engine.Model.
 func (m *model) State() engine.State {
 	s := engine.State{Counters: map[string]int64{
-		"optimizer.step":  m.step,
-		"exec.micro_step": m.microStep,
-		"exec.seed":       int64(m.seed),
+		engine.CounterStep:      m.step,
+		engine.CounterMicroStep: m.microStep,
+		engine.CounterSeed:      int64(m.seed),
 	}}
 	for _, bn := range m.bns {
-		s.Counters[bn.name+".num_batches_tracked"] = bn.tracked
+		s.Counters[bn.name+engine.SuffixBatchesTracked] = bn.tracked
 	}
 	for _, t := range m.stateTensors() {
 		t.Shape = slices.Clone(t.Shape)
@@ -88,7 +88,7 @@ func (m *model) SetState(s engine.State) (err error) {
 	if len(missing) > 0 {
 		return fmt.Errorf("state: missing %d tensors: %s", len(missing), strings.Join(first(missing, 6), ", "))
 	}
-	for _, k := range []string{"optimizer.step", "exec.micro_step"} {
+	for _, k := range []string{engine.CounterStep, engine.CounterMicroStep} {
 		if _, ok := s.Counters[k]; !ok {
 			return fmt.Errorf("state: missing counter %s", k)
 		}
@@ -96,13 +96,13 @@ func (m *model) SetState(s engine.State) (err error) {
 	for _, t := range s.Tensors {
 		copy(want[byName[t.Name]].Data, t.Data)
 	}
-	m.step = s.Counters["optimizer.step"]
-	m.microStep = s.Counters["exec.micro_step"]
-	if v, ok := s.Counters["exec.seed"]; ok {
+	m.step = s.Counters[engine.CounterStep]
+	m.microStep = s.Counters[engine.CounterMicroStep]
+	if v, ok := s.Counters[engine.CounterSeed]; ok {
 		m.seed = uint64(v)
 	}
 	for _, bn := range m.bns {
-		bn.tracked = s.Counters[bn.name+".num_batches_tracked"]
+		bn.tracked = s.Counters[bn.name+engine.SuffixBatchesTracked]
 		bn.pending = false
 	}
 	m.version++

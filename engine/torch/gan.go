@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"pipe/engine"
-	"pipe/engine/native"
+	"pipe/engine/weights"
 	"pipe/planner/plan"
 	"pipe/stdlib"
 )
@@ -41,7 +41,7 @@ func (m *model) AttachDiscriminator(d *stdlib.Graph, cfg engine.Config, set *pla
 	if err != nil {
 		return err
 	}
-	init, err := native.InitialState(d, cfg)
+	init, err := weights.Initial(d, cfg.Seed, cfg.Optimizer)
 	if err != nil {
 		return fmt.Errorf("the discriminator's initial weights: %w", err)
 	}

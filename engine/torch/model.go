@@ -12,7 +12,7 @@ import (
 
 	"pipe/dataset"
 	"pipe/engine"
-	"pipe/engine/native"
+	"pipe/engine/weights"
 	"pipe/stdlib"
 )
 
@@ -150,11 +150,11 @@ func (b Backend) Build(g *stdlib.Graph, cfg engine.Config) (engine.Model, error)
 	if err != nil {
 		return nil, err
 	}
-	// pipe's initial weights are the native engine's, so that a run
-	// moves between the engines; a graph that engine cannot build (a
-	// vision transformer's ops) starts from the worker's own seeded
+	// pipe's initial weights (package weights), the native engine's
+	// too, so that a run moves between the engines; a graph with an op
+	// that package does not declare starts from the worker's own seeded
 	// initialisation (init has no tensors then).
-	init, err := native.InitialState(g, cfg)
+	init, err := weights.Initial(g, cfg.Seed, cfg.Optimizer)
 	if errors.Is(err, engine.ErrUnsupported) {
 		init, err = engine.State{}, nil
 	}

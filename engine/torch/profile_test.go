@@ -29,9 +29,9 @@ train { epochs 1  batch 4  loss cross_entropy }
 	cfg := engine.Config{Batch: 4, Loss: engine.Loss{Kind: "cross_entropy"}, Optimizer: engine.Optimizer{Kind: "sgd"}, Device: "cpu", Threads: 1,
 		Checkpoint: []engine.Segment{{From: 5, To: 6}}}
 	var tm engine.Model = buildTorch(t, g, cfg, Backend{Python: py})
-	pm, ok := tm.(engine.Profiler)
-	if !ok {
-		t.Fatal("the torch engine does not implement engine.Profiler")
+	pm := tm.Capabilities().Profile
+	if pm == nil {
+		t.Fatal("the torch engine has no Profile capability")
 	}
 	b := randomBatch(g, "cross_entropy", 4, 1)
 	tm.ZeroGrad()

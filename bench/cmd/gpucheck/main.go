@@ -36,7 +36,6 @@ import (
 
 	"pipe/bench/torchspec"
 	"pipe/dataset"
-	"pipe/engine"
 	"pipe/engine/torch"
 	"pipe/planner"
 	"pipe/planner/plan"
@@ -165,10 +164,10 @@ func check(path, python, device string, steps int, host planner.HostInfo) (r Res
 		return fail(fmt.Errorf("build: %w", err))
 	}
 	defer m.Close()
-	if a, ok := m.(engine.Applier); ok {
+	if a := m.Capabilities().Applied; a != nil {
 		r.Applied = a.Applied()
 	}
-	q := m.(engine.Queuer)
+	q := m.Capabilities().Queue
 	batches := make([]*dataset.Batch, 4)
 	for i := range batches {
 		batches[i] = dataset.RandomBatch(g.Input, g.OutShape(), cfg.Loss.Kind, int(p.BatchSize), uint64(i+1))
@@ -197,7 +196,7 @@ func check(path, python, device string, steps int, host planner.HostInfo) (r Res
 		return fail(err)
 	}
 	r.SamplesPerSecond = float64(int64(steps-warm)*p.BatchSize) / time.Since(t0).Seconds()
-	dm, err := m.(engine.DeviceMeasurer).DeviceMemory()
+	dm, err := m.Capabilities().Devices.DeviceMemory()
 	if err != nil || len(dm) == 0 {
 		return fail(fmt.Errorf("device memory: %v", err))
 	}

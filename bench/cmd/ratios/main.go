@@ -527,7 +527,7 @@ func (b *bench) round(py *torch, warm, r int, roundTime time.Duration) (pipeMS, 
 // engineSteps runs n training steps of the torch engine's model as pipe
 // run drives it, each waited for, and returns each one's milliseconds.
 func (b *bench) engineSteps(n int) ([]float64, error) {
-	q := b.engine.(engine.Queuer)
+	q := b.engine.Capabilities().Queue
 	ms := make([]float64, 0, n)
 	lr := b.m.LR
 	for range n {
