@@ -38,6 +38,9 @@ import (
 // median over the compared tensors no larger than PyTorch's by more than
 // medianSlack. A wrong gradient is wrong by its whole size, which is 10
 // to 1,000 times what float32 rounding explains here.
+// exampleGradTol bounds TestDeepLabExampleTwin's gradients: see there.
+const exampleGradTol = 2e-2
+
 const (
 	twinTol     = 1e-4
 	gradSlack   = 20
@@ -255,11 +258,15 @@ func twinPython(t *testing.T) string { t.Helper(); return torchtest.Python(t) }
 // ResNet-18 DeepLabV3+, six bands to one elevation channel, mse) as
 // TestDeepLabTwin does, at batch 8, and compares the gradients of the
 // batchnorm biases of layer4 and the ASPP, the tensors on which the lockstep
-// comparison of the two engines (exec/torch's TestExamplesOnBothEngines)
-// finds them furthest apart. Measured: pipe's are 4e-4 to 1e-3 of their
-// largest value from float64, PyTorch's float32 ones 3e-2 to 8e-2; so the
-// engines' difference there is PyTorch's rounding, and pipe's must stay
-// no further from float64 than PyTorch's.
+// comparison of the two engines (engine/torch's TestExamplesOnBothEngines)
+// finds them furthest apart. Each must be within exampleGradTol of its
+// largest value from float64. The bound is fixed, not PyTorch's own
+// float32 error on the machine at hand, which depends on the CPU's
+// kernels: PyTorch's measured 2.7e-2 to 8.2e-2 on an AMD EPYC with
+// AVX-512 and 2e-4 to 4e-4 on one without; pipe's 2.4e-4 to 5.7e-4 on the
+// first, 4e-4 to 1e-3 on an earlier machine. The bound is twenty times
+// the largest of pipe's; a wrong gradient is wrong by its whole size,
+// fifty times the bound.
 func TestDeepLabExampleTwin(t *testing.T) {
 	py := twinPython(t)
 	if testing.Short() {
@@ -283,8 +290,8 @@ func TestDeepLabExampleTwin(t *testing.T) {
 	for _, g := range grads {
 		nat, t32 := r.Native.Grads[g], r.Torch32.Grads[g]
 		fmt.Fprintf(&b, "  %-36s native %.2e  torch float32 %.2e\n", g, nat, t32)
-		if nat > max(twinTol, t32) {
-			t.Errorf("the gradient of %s is %.2e of its largest value from float64, PyTorch's float32 %.2e", g, nat, t32)
+		if nat > exampleGradTol {
+			t.Errorf("the gradient of %s is %.2e of its largest value from float64 (> %.0e); PyTorch's float32 %.2e", g, nat, exampleGradTol, t32)
 		}
 	}
 	t.Logf("gradients against the torch network in float64:\n%s", b.String())
