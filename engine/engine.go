@@ -495,6 +495,9 @@ const (
 	// SuffixBatchesTracked follows a batchnorm's name: the batches its
 	// running statistics have seen.
 	SuffixBatchesTracked = ".num_batches_tracked"
+	// PrefixDiscriminator leads the names of a gan run's discriminator's
+	// tensors and counters in the pair's State.
+	PrefixDiscriminator = "discriminator."
 )
 
 // OptimizerSlots are PyTorch's names of the optimizer's per-parameter

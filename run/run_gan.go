@@ -16,7 +16,7 @@ import (
 // run's State, beside the generator's under their own names: one
 // checkpoint holds both models and both optimizers, written atomically
 // and resumed as any other.
-const ganPrefix = "discriminator."
+const ganPrefix = engine.PrefixDiscriminator
 
 // ganStepCounter counts a gan run's optimizer steps, for d_steps.
 const ganStepCounter = "gan.step"

@@ -449,7 +449,7 @@ func (m *Model) State() engine.State {
 	for _, t := range m.named() {
 		s.Tensors = append(s.Tensors, engine.Tensor{Name: t.name, Shape: append([]int64(nil), t.dims...), Data: append([]float32(nil), t.data...)})
 	}
-	s.Counters = map[string]int64{"optimizer.step": m.step, "exec.micro_step": m.micro}
+	s.Counters = map[string]int64{engine.CounterStep: m.step, engine.CounterMicroStep: m.micro}
 	return s
 }
 
@@ -475,8 +475,8 @@ func (m *Model) SetState(s engine.State) error {
 	for _, t := range named {
 		copy(t.data, s.Lookup(t.name).Data)
 	}
-	m.step = s.Counters["optimizer.step"]
-	m.micro = s.Counters["exec.micro_step"]
+	m.step = s.Counters[engine.CounterStep]
+	m.micro = s.Counters[engine.CounterMicroStep]
 	return nil
 }
 

@@ -22,25 +22,17 @@ func (m *model) stateTensors() []engine.Tensor {
 	names := m.optNames()
 	for _, p := range m.params {
 		if len(names) > 0 {
-			out = append(out, engine.Tensor{Name: "optimizer." + p.name + "." + names[0], Shape: p.shape, Data: p.m1})
+			out = append(out, engine.Tensor{Name: engine.OptimizerKey(p.name, names[0]), Shape: p.shape, Data: p.m1})
 		}
 		if len(names) > 1 {
-			out = append(out, engine.Tensor{Name: "optimizer." + p.name + "." + names[1], Shape: p.shape, Data: p.m2})
+			out = append(out, engine.Tensor{Name: engine.OptimizerKey(p.name, names[1]), Shape: p.shape, Data: p.m2})
 		}
 	}
 	return out
 }
 
 // optNames are PyTorch's names of the optimizer's per-parameter buffers.
-func (m *model) optNames() []string {
-	switch {
-	case m.opt.kind == "sgd" && m.flat.m1 != nil:
-		return []string{"momentum_buffer"}
-	case m.opt.kind == "adam" || m.opt.kind == "adamw":
-		return []string{"exp_avg", "exp_avg_sq"}
-	}
-	return nil
-}
+func (m *model) optNames() []string { return engine.OptimizerSlots(m.cfg.Optimizer) }
 
 // State implements engine.Model.
 func (m *model) State() engine.State {

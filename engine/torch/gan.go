@@ -12,7 +12,7 @@ import (
 
 // ganPrefix is exec's: the discriminator's tensors and counters in a gan
 // run's state.
-const ganPrefix = "discriminator."
+const ganPrefix = engine.PrefixDiscriminator
 
 // GANSpec is a gan's settings as the worker's build_gan reads them.
 type GANSpec struct {
