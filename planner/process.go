@@ -142,7 +142,7 @@ func (pl *planner) processTerms() {
 	reasons = pl.predictTerm(reasons)
 	// Evaluation folds each batchnorm into the conv before it (the
 	// plan's inference folds): the executor keeps the folded weights and
-	// biases beside the trained ones (exec/cpu's convKernel.refold).
+	// biases beside the trained ones (engine/native's convKernel.refold).
 	if pl.evaluates() || pl.prog.Block("predict") != nil {
 		var folds int64
 		for _, f := range pl.plan.Fusion.InferenceFolds {

@@ -356,7 +356,7 @@ func (e *exporter) attention(n *stdlib.Node) (string, error) {
 }
 
 // randomAttention is Panther's RandMultiHeadAttention (Performer's FAVOR+)
-// as pipe computes it (exec/cpu/randattn.go): q, k, v projections, per
+// as pipe computes it (engine/native/randattn.go): q, k, v projections, per
 // head the feature maps A = φ(q), B = φ(k) with the fixed features ω
 // [M, d], o = A·(Bᵀ·v) / A·(Bᵀ·1), and the output projection. φ is
 // softmax's r·(exp(c·u·ωᵀ − c²|u|²/2 − m) + ε), m the largest c·u·ωᵀ of

@@ -158,7 +158,7 @@ type Results struct {
 }
 
 // SGEMM is an n × n float32 matrix product through pipe's BLAS on the
-// run's threads (exec/native.SgemmGFLOPS), timed once per round: GFLOPS is
+// run's threads (engine/native.SgemmGFLOPS), timed once per round: GFLOPS is
 // the median of the rounds' best calls.
 type SGEMM struct {
 	N      int       `json:"n"`
