@@ -8,8 +8,9 @@
 //
 // The commands under bench/cmd measure speed, as ratios taken back to back
 // in one run, never as timed tests (make bench runs them): ratios, pipe's
-// training step beside PyTorch's on bench/models, and the torch engine's
-// overhead against a plain PyTorch loop in the engine's own worker; tiles,
-// GeoTIFF tiles per second against raw GDAL window reads; int8, int8
-// inference against fp32. Their methods: docs/design/bench-*.md.
+// training step beside PyTorch's on bench/models (an MLP, the
+// Fashion-MNIST CNN, a small U-Net), and the torch engine's overhead
+// against a plain PyTorch loop in the engine's own worker; tiles, GeoTIFF
+// tiles per second against raw GDAL window reads (bench/tiles.json); int8,
+// int8 inference against fp32. Their methods: docs/design/bench-*.md.
 package bench
