@@ -6,20 +6,11 @@
 //	go test ./bench -run SeedFigures -v     estimates beside the published peaks
 //	go test ./bench -run NONE -bench .      BenchmarkPlan200Layers
 //
-// bench/models holds the models pipe's CPU training step is compared on
-// with PyTorch's (an MLP, the Fashion-MNIST CNN, a small U-Net), and
-// bench/cmd/ratios runs the comparison: the same models, built for
-// PyTorch from a spec pipe writes (bench/torchspec, bench/torch_step.py),
-// timed interleaved on the same machine in one run, reported as the ratio
-// pipe/PyTorch per model (make bench runs both). The same run times pipe's
-// torch engine (exec/torch) against a plain PyTorch loop on the engine's
-// own network inside the engine's worker, so that the ratio between them
-// is the engine's overhead alone.
-//
-// bench/cmd/tiles measures GeoTIFF tiles per second: the geotiff source
-// through the loader against raw GDAL window reads of the same tiles
-// (uncompressed, DEFLATE and ZSTD, tiled COG and striped, 1, 2 and all
-// workers), and gdal_translate -srcwin as a reference (bench/tiles.json).
-//
-// Speed is measured here, as benchmarks and ratios, never as timed tests.
+// The commands under bench/cmd measure speed, as ratios taken back to back
+// in one run, never as timed tests (make bench runs them): ratios, pipe's
+// training step beside PyTorch's on bench/models (an MLP, the
+// Fashion-MNIST CNN, a small U-Net), and the torch engine's overhead
+// against a plain PyTorch loop in the engine's own worker; tiles, GeoTIFF
+// tiles per second against raw GDAL window reads (bench/tiles.json); int8,
+// int8 inference against fp32. Their methods: docs/design/bench-*.md.
 package bench

@@ -10,22 +10,11 @@ import (
 // no pattern is escaped by hand twice. Its token patterns follow the
 // lexer's rules (lang/syntax.Rules); an identifier is matched whole, with
 // the lexer's characters ('-' and ':' between letters and digits), so
-// "a100-80gb" is one name and "relu->conv" two.
+// "a100-80gb" is one name and "relu->conv" two. Scopes are chosen for what
+// VS Code's stock themes colour, and colour apart (test/themes.js checks
+// them in Dark+ and Light+).
 //
-// Scopes are chosen for what VS Code's stock themes colour, and colour
-// apart (test/themes.js resolves them in Dark+ and Light+): a theme that
-// has no rule for a scope leaves the word the editor's plain colour.
-//
-//	class          scope                          Dark+    Light+
-//	block keyword  keyword.control                purple   purple
-//	block name     entity.name.type               teal     teal
-//	source kind    storage.type                   blue     blue
-//	setting        entity.name.tag (as YAML keys) blue     maroon
-//	argument       variable.parameter             pale     navy
-//	value          variable.other.enummember      cyan     steel
-//	name, label    entity.name.type               teal     teal
-//	layer          support.function               yellow   brown
-//	family         support.class                  teal     teal
+// Each class's scope and colours: docs/design/editor-highlighting.md.
 
 type pattern struct {
 	Comment       string             `json:"comment,omitempty"`

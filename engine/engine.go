@@ -4,13 +4,11 @@
 // engine can do beyond that (queued steps, device memory, GAN training,
 // profiling, int8) it says in one Capabilities value.
 //
-// The engines are siblings under this package: engine/native computes in
-// Go on the CPU, engine/torch drives PyTorch workers. They import engine
-// and never each other. Package run drives a Model; nothing here decides
-// what the plan already decided (batch, precision, checkpoint segments,
-// fusion groups), which comes in through Config.
-//
-// A training step, as run.Run drives it:
+// The engines are siblings under this package (engine/native computes in
+// Go on the CPU, engine/torch drives PyTorch workers) and never import
+// each other. Package run drives a Model; nothing here re-decides what the
+// plan decided (batch, precision, checkpoint segments, fusion groups),
+// which comes in through Config. A training step, as run.Run drives it:
 //
 //	m.ZeroGrad()
 //	for k := 0; k < plan.AccumulationSteps; k++ {

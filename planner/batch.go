@@ -9,27 +9,17 @@ import (
 	"pipe/planner/plan"
 )
 
-// The batch and the checkpoint plan are solved together. Every term of the
+// The batch and the checkpoint plan are solved together: every term of the
 // memory model but the parameters, gradients and optimizer state grows
-// linearly with the batch, so for a checkpoint plan with a peak of A bytes
-// of activations per sample the largest batch is
+// linearly with the batch, so a plan's activation peak per sample fixes the
+// largest batch, and a candidate batch fixes the budget the checkpoint
+// solver plans under. An explicit batch is checked; an auto micro-batch is
+// the largest divisor of effective_batch that fits, with checkpointing only
+// when none fits without it (accumulation costs no FLOPs, recomputation
+// does); any other auto batch is the largest that fits, rounded down to a
+// multiple of 8 on a GPU, within the user's auto(min A max B) bounds.
 //
-//	floor((budget − static) / (A + workspace + input + loader))
-//
-// Without checkpointing A is Σ a_i; with it, the least A any plan reaches
-// (checkpoint.go's minPeak). A candidate batch b gives an activation budget
-// per sample, and the cheapest plan under it (checkpoint.go's solve) is the
-// one that runs: no segments when nothing needs recomputing.
-//
-// Which batch: an explicit batch is checked. An auto batch with an
-// effective_batch is a micro-batch: it must divide the effective batch, and
-// since accumulation costs no FLOPs while recomputation does, the largest
-// divisor that fits without checkpointing wins, and checkpointing is used
-// only when no divisor fits without it. An auto batch without one is the
-// batch the optimizer sees: the largest that fits, with checkpointing if
-// that is what makes it fit, and without when the batch is the same;
-// rounded down to a multiple of 8 for tensor cores on a GPU, within the
-// user's auto(min A max B) bounds.
+// Derivation: docs/design/checkpoint-solver.md (the last section).
 
 // defaultMaxBatch bounds an auto batch with neither a max nor an
 // effective_batch, so a tiny model does not get a batch of millions.

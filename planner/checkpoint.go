@@ -7,132 +7,17 @@ import (
 
 // Choosing what to recompute
 //
-// Training keeps, between the forward and the backward pass, every tensor
-// some op's backward formula reads (stdlib calls these the saved tensors:
-// Node.Keep, Node.Private, Node.SavedAux). When they do not fit, gradient
-// checkpointing drops some of them during the forward and recomputes them
-// in the backward from a tensor that was kept. This file decides which.
+// Training keeps every tensor some op's backward formula reads (stdlib's
+// saved tensors: Node.Keep, Node.Private, Node.SavedAux). When they do not
+// fit, gradient checkpointing drops some of them in the forward pass and
+// recomputes them in the backward. This file chooses the recomputed
+// segments that cost the fewest extra FLOPs under a per-sample memory
+// budget: an exact dynamic programme over the nodes in topological order,
+// its Pareto fronts bucketed by memory, and for a graph of maxCuts nodes or
+// more the same programme over about maxCuts cut points (the plan then says
+// it is not proven optimal). It also finds the least achievable peak.
 //
-// The model. The graph's nodes are already in topological order; the solver
-// treats that order as a sequence 0..n-1 (node 0 is the input, which is
-// never recomputed). A plan is a set of disjoint runs of consecutive nodes,
-// the recomputed segments; every other node is stored as usual. For a node
-// i let o_i be the bytes of its output, kept_i whether any op keeps that
-// output for its backward, p_i the bytes of its private buffers (attention
-// probabilities, dropout masks, pooling indices), f_i its forward FLOPs,
-// and last_i the last node that reads its output. A stored node costs what
-// it costs without checkpointing, a_i = [kept_i]·o_i + p_i. A segment
-// S = [l, r] costs, during the whole step,
-//
-//	out(S) = Σ o_i for i in S, kept_i, read after r (or the model's output):
-//	         what leaves the segment and is needed later. This is where skip
-//	         connections stay live: a U-Net encoder output inside S that the
-//	         decoder reads stays counted, though S recomputes everything else.
-//	in(S)  = Σ o_i for i < l, not kept_i, read inside S: inputs the segment
-//	         needs for its recomputation that nobody would have kept.
-//
-// and, only while its own backward runs, the recomputed part
-//
-//	Q(S) = Σ_{i in S} p_i + Σ o_i for i in S, kept_i, not read after r
-//	     + Σ o_i for i < l, not kept_i, not read in S, read after r.
-//
-// The last line is a skip connection that jumps over the whole segment: a
-// tensor (or, in the backward, its gradient) that is live across the range
-// and that nothing keeps; it is counted while S is recomputed. The backward
-// visits segments from last to first and frees what it has passed, so while
-// segment S is recomputed the live memory is the kept memory of everything
-// up to and including S, K≤S, plus Q(S). The peak of a plan is
-//
-//	peak = max( K, max_S K≤S + Q(S) ),   K = Σ_stored a_i + Σ_S out(S) + in(S)
-//
-// and its extra cost is E = Σ_S Σ_{i in S} f_i: each recomputed node runs
-// its forward twice. With no segments the peak is Σ a_i, the figure without
-// checkpointing, so "none" is always one of the plans. The charges are
-// upper bounds where the true answer depends on a later choice (an output
-// leaving S is counted even when its reader turns out not to keep it), so
-// the model never promises memory the executor will not find.
-//
-// The problem. Minimise E subject to peak <= B (the budget per sample).
-// Picking single-node segments with independent savings and costs is a 0/1
-// knapsack, so no exact algorithm is polynomial in n alone; but every term
-// above depends only on the segment's own [l, r], which gives a dynamic
-// programme over positions. A label (K, E) at position p says: the nodes
-// before p are decided, keeping K bytes, costing E FLOPs, and every segment
-// so far met its constraint K≤S + Q(S) <= B. From p a label either stores
-// p (K += a_p) or recomputes a segment [p, r] for some r >= p (K += out +
-// in, E += F, allowed when K + out + in + Q <= B). The running maximum
-// M = max_S K≤S + Q(S) never feeds into a later cost, so it only has to
-// stay within B and can leave the state; a label is then dominated by
-// another at the same position with no more K and no more E, and the
-// Pareto front of each position is the whole state. Every plan is a path
-// of such transitions and dominance never discards a label whose
-// continuations a kept label could not match, so the least E at position n
-// is the optimum.
-//
-// Keeping the front finite. K is a byte count, so a front can hold as many
-// labels as there are distinct sums: the programme is pseudo-polynomial,
-// like every exact knapsack method. Fronts are bucketed by K in steps of
-// B/2048 (the slot discretisation of Beaumont et al.'s optimal
-// checkpointing for heterogeneous chains); a bucket keeps its label of
-// least E and its label of least K, so the plans of least memory, and with
-// them every budget that can be met, survive. Where a bucket is one byte
-// wide (every test graph) nothing is lost and the result is exact, which
-// the tests check against brute force over every plan. Where two labels of one bucket do not dominate
-// each other, the result may miss the optimum by what that bucket's width
-// could buy, and the plan says so (Checkpoint.Optimal is false). Two bounds
-// cut the fronts without loss: a label whose K plus the least memory the
-// rest of the graph must keep (keptToGo, the same programme backwards
-// without the recompute constraints, but for leaving out segments whose
-// cost and Q alone exceed B) exceeds B cannot finish, and a label costing
-// more than a plan already found cannot win. That plan comes from a first
-// pass with 32 buckets, which takes a fraction of the time.
-//
-// Costs. For a fixed l, out, in, Q and F of [l, r] are updated in O(1) plus
-// the node's fan-in as r grows (an output moves from out to Q when its last
-// reader joins; a skip tensor moves from Q to in when the segment first
-// reads it; the skip tensors live across l come from one sweep, cross).
-// out + in + Q never decreases as r grows, so the extension stops at the
-// first r that exceeds the budget. The segments from each position do not
-// depend on the label, so they are walked once and kept (segsFrom) for
-// every pass and every budget up to the one they were walked for. The
-// programme is O(n·L·F) for segments of length at most L and fronts of at
-// most F labels; on a 213-node U-Net with a ResNet-50 encoder it takes 5
-// to 25 milliseconds on one core, depending on how tight the budget is.
-//
-// The smallest achievable peak (what "checkpoint all" asks for, and what
-// bounds the largest batch) needs no front: the least K at each position
-// decides feasibility, so a search over B with an O(n·L) check finds it.
-// Every plan's peak holds each node's a_i (stored, or in its segment's out
-// or Q), so the search gallops up from the largest a_i and then bisects:
-// a bisection from the baseline would begin with budgets under which
-// segments run the length of the graph, O(n²) a check.
-//
-// Long graphs. L and F grow with the graph (for a plain chain at its least
-// peak L is about sqrt(2n), and F grows too), so the exact programme is
-// super-linear: a 20,000-node MLP took it 20 seconds. A graph longer than
-// maxCuts-1 nodes is therefore solved over about maxCuts cuts (thin): one
-// position in each window of n/maxCuts, the one with the fewest bytes live
-// across it, and segments start and end only at cuts, so nodes between two
-// cuts are stored or recomputed together. The programme is the same one
-// over the cuts (a block of nodes stores at Σ a_i), so its fronts and
-// segments are bounded by maxCuts whatever n is, and only the walks over
-// the nodes grow with it, linearly. The plan is then the best among plans
-// whose boundaries are cuts, which the tests check against brute force
-// over exactly those plans, and it says it is not proven optimal
-// (Checkpoint.Optimal is false, and the decision's reason says why). What
-// that costs grows with the cuts' spacing over a segment's length, about
-// sqrt(n)/maxCuts: on the MLP and the conv net of 20,000 nodes of
-// BenchmarkPlan20000Layers the least peak over the cuts is 4.3 and 4.6
-// percent above the exact one (the largest batch that fits is that much
-// smaller), while under budgets 1.5 and 3 times that peak the extra FLOPs
-// are within 0.3 percent of the optimum; at 2,000 nodes the least peak is
-// 2.3 percent and 0 above.
-//
-// Equal-size segments (Chen et al.'s sqrt(n) rule) are plans of this model
-// too, so the exact programme is never worse than them under the same
-// budget; checkpoint_test.go checks that on random graphs with skips and on
-// real models (where buckets are wide), and checks the programme against
-// brute force over every plan of small graphs.
+// Derivation: docs/design/checkpoint-solver.md.
 
 // chain is the checkpoint solver's view of a graph: per-sample bytes and
 // FLOPs of each node, in topological order.
@@ -310,9 +195,10 @@ func (c *chain) segStats(l int, fn func(r int, cost, q, flops int64) bool) {
 }
 
 // evaluate computes a plan's peak, kept memory and extra FLOPs from the
-// definitions above, in one pass over the nodes and their inputs, for
-// reporting; the tests hold it to a literal transcription of the
-// definitions. Segments must be disjoint, sorted and free of fixed nodes.
+// definitions in docs/design/checkpoint-solver.md, in one pass over the
+// nodes and their inputs, for reporting; the tests hold it to a literal
+// transcription of the definitions. Segments must be disjoint, sorted and
+// free of fixed nodes.
 func (c *chain) evaluate(segs []segment) (peak, kept, extra int64) {
 	n := c.n()
 	// k accumulates K over stored nodes and segments ending <= i; m is

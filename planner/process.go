@@ -10,34 +10,15 @@ import (
 
 // A native run's process
 //
-// On the CPU the plan's total is the pipe process's peak resident memory,
-// which is what the OS measures (VmHWM, getrusage's ru_maxrss) and what
-// the run reports beside it. Besides the executor's step (memory_cpu.go)
-// and the loaders' batches (loader.go), the process holds:
+// On the CPU the plan's total is the pipe process's peak resident memory
+// (VmHWM), what the OS measures and the run reports beside it. Besides the
+// engine's step and the loaders' batches it counts the runtime's baseline,
+// the libraries at work, the data the sources hold, the checkpoint copy of
+// the model's state, and the garbage collector's headroom; a native run
+// sets the Go runtime's soft memory limit from that total, so the collector
+// runs before the heap passes the plan.
 //
-//   - its runtime: the code and libraries it has mapped and touched and
-//     the Go runtime's own memory, before any data or model. DetectHost
-//     measures it as the planning process's resident memory (VmRSS),
-//     which for pipe plan and pipe run is the same binary at the same
-//     point; where it was not measured (a plan for a named device or
-//     golden tests' hosts) RuntimeBaseline stands in;
-//   - the libraries at work: what OpenBLAS's and GDAL's buffers and the
-//     code paths of a training step add once the step runs
-//     (LibrariesAtWork, a calibration);
-//   - the data: every source the run opens, as it holds its samples
-//     (data.ResidentBytes, given with WithDataMemory);
-//   - the checkpoint copy: the model's state (parameters, batchnorm
-//     statistics, optimizer state) is copied before a checkpoint file is
-//     written from it, when the run writes checkpoints;
-//   - the collector's headroom: the Go heap grows with garbage between
-//     collections (by default up to twice what is live). A native run
-//     sets the runtime's soft memory limit (runtime/debug.SetMemoryLimit)
-//     to the plan's total less the runtime's baseline (plus the headroom
-//     once more, for the runtime's own structures), so the collector
-//     runs before the heap passes the plan; the plan leaves it
-//     1/GCHeadroomDiv of the heap for garbage, and at least the 4 MiB
-//     the runtime lets any heap reach. Where the data was not
-//     counted (no WithDataMemory) no limit is set.
+// Derivation: docs/design/process-memory.md.
 
 // RuntimeBaseline is the pipe process's resident memory before any data
 // or model where it was not measured: a calibration, pipe's binary with
@@ -161,7 +142,7 @@ func (pl *planner) processTerms() {
 	reasons = pl.predictTerm(reasons)
 	// Evaluation folds each batchnorm into the conv before it (the
 	// plan's inference folds): the executor keeps the folded weights and
-	// biases beside the trained ones (exec/cpu's convKernel.refold).
+	// biases beside the trained ones (engine/native's convKernel.refold).
 	if pl.evaluates() || pl.prog.Block("predict") != nil {
 		var folds int64
 		for _, f := range pl.plan.Fusion.InferenceFolds {

@@ -9,28 +9,13 @@ import (
 
 // The step-time estimate is a roofline: each node of a micro-batch takes
 // the longer of its FLOPs at the device's peak and its bytes at the
-// device's bandwidth, and nodes run one after another.
+// device's bandwidth, and nodes run one after another. Each node's share
+// goes into its plan.Layer's Roofline, so that a profile can hold every
+// layer's measured time against it. It ignores launch overheads, the
+// loader and overlap, so it is a lower bound on a well-fed device more than
+// a forecast; the plan labels it an estimate.
 //
-//   - FLOPs: forward and backward cost 3× the forward (the backward computes
-//     the gradients of the inputs and of the weights, each about one
-//     forward); a recomputed node pays its forward once more.
-//   - Bytes: the forward reads the node's inputs and weights and writes its
-//     output; the backward moves about twice that. A tensor between two
-//     nodes of a fusion group that nothing keeps is neither written nor
-//     read back.
-//   - Peaks: convolutions, dense layers and attention run at the compute
-//     precision's peak (tensor cores for tf32, fp16 and bf16); everything
-//     else at the fp32 peak of the ordinary cores.
-//   - The optimizer's update is bound by memory: it reads the fp32 weights,
-//     gradients and state and writes the weights and state back (and the
-//     low-precision copy under mixed precision).
-//
-// Each node's share goes into its plan.Layer's Roofline, so that a
-// profile can hold every layer's measured time against it.
-//
-// It ignores kernel launch overheads, the loader, and the overlap of
-// communication with compute, so it is a lower bound on a well-fed device
-// more than a forecast; the plan labels it an estimate.
+// Derivation: docs/design/roofline.md.
 
 func stepTime(g *stdlib.Graph, m *costModel, dev plan.Device, prec plan.Precision, batch, accum int64, recomputed []bool, group []int, fused bool, layers []plan.Layer) plan.StepTime {
 	st := plan.StepTime{Estimate: true, Bound: "unknown"}

@@ -9,30 +9,12 @@ import (
 )
 
 // Serving: how `pipe serve` answers requests (plan.Serve). Each auto
-// choice follows from the device and the serve block, with its reason:
+// choice (workers, max_wait, max_batch, queue, the request body limit)
+// follows from the device and the serve block, with its reason: the
+// largest batch whose roofline forward time plus max_wait fits the
+// latency target and whose memory fits beside every worker's weights.
 //
-//   - workers: on the CPU one per ServeThreadsPerWorker cores (the cores
-//     split evenly; the executor's threads share a batch well up to about
-//     that many), on a GPU one (more models would only share the device);
-//   - max_wait: ServeMaxWait, or a tenth of the latency target when that
-//     is less, so waiting for company costs little of the target;
-//   - max_batch: the largest batch whose roofline forward time on one
-//     worker (the device's peak shared by the workers) plus max_wait fits
-//     the latency target, and whose memory fits: every worker's weights
-//     first, then half of what is left for the workers' batches (the
-//     evaluation forward's working memory per sample, as the plan prices
-//     evaluation, with the request's input and output), the other half
-//     for the queue; at most ServeMaxBatchCap;
-//   - queue: the requests the queue's half of the memory holds, each at
-//     its largest (a full body and max_batch decoded samples), and no
-//     more than the workers answer within the timeout at one sample a
-//     request (a request waiting longer fails anyway), but at least one
-//     full batch per worker when memory allows.
-//
-// The request body limit is a full batch of samples written as JSON
-// (ServeJSONBytesPerValue characters a value) plus 64 KiB, and at least
-// ServeImageBody for an image model (one encoded image may be larger
-// than its decoded sample).
+// Derivation: docs/design/serving.md.
 
 // Serving constants.
 const (

@@ -2,26 +2,13 @@ package run
 
 // Profiling. With WithProfile, Run times every layer of every training
 // step and every evaluation batch by the clock and holds each against the
-// plan's roofline estimate for it (plan.LayerRoofline).
+// plan's roofline estimate for it (plan.LayerRoofline). The model times
+// its own kernels (Profiler; a fused kernel is one row, never split among
+// its nodes), and Run times the step, the loader's wait and the update.
+// The first Warmup steps and batches are not counted; the trace (Trace
+// Event Format, through encoding/json) keeps the first TraceSteps.
 //
-// The model times its own kernels (Profiler): a Span is one kernel's one
-// pass, read from the monotonic clock around it, nothing else. A kernel
-// is a graph node, or a fusion group run as one kernel: its span names
-// every node it computed, and the profile keeps it as one row whose
-// estimate is the sum of its nodes' (the time inside a fused kernel is
-// not split among its nodes; any split would be our arithmetic, not a
-// measurement). Run times what lies around the kernels: the step as a
-// whole (the clock around the optimizer step, the loader's wait
-// included), the loader's wait for each batch and the optimizer's
-// update, and the model times its loss.
-//
-// The first Warmup training steps and the first Warmup evaluation
-// batches are run but not counted: they pay for first touches of the
-// working memory and the threads' start. Every later one is counted; the
-// trace keeps the first TraceSteps of each. The trace is the Trace Event
-// Format's JSON object, one struct per event through encoding/json: the
-// format is that small, and no Go library for it is better kept than the
-// standard library.
+// Details: docs/design/profiling.md.
 
 import (
 	"encoding/json"

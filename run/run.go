@@ -1,34 +1,15 @@
 package run
 
 // Run is the executor's entry point: it takes a plan and the checked
-// program it was made from, and does what the plan says.
+// program it was made from, and does what the plan says. It checks that
+// the data fits the model (run_data.go), trains (run_train.go) with a
+// checkpoint after every epoch and on cancellation (run_checkpoint.go),
+// then evaluates and writes predictions (run_predict.go). It decides
+// nothing the plan decided; what the plan does not hold (epochs, schedule,
+// metrics, the optimizer's settings, sources) is read from the program. A
+// resumed run reproduces the uninterrupted run's losses bit for bit.
 //
-//	plan ─┬─ backend (by plan.Backend) ── Build(graph, ConfigFromPlan) ── model
-//	      ├─ data: the train source (OpenSplit), its validation part or the
-//	      │  evaluate source, the predict source
-//	      └─ loader sizes, batch, accumulation, learning rate
-//
-// Before any compute it checks that the data fits the model: the samples'
-// shape against the model's input, the targets against the loss and the
-// output (run_data.go). Then it trains (run_train.go): epochs of optimizer
-// steps, each the plan's AccumulationSteps micro-batches, the learning
-// rate from the schedule, gradients clipped when the file says, an
-// evaluation after every epoch, and a checkpoint after every epoch and
-// when the context is cancelled (run_checkpoint.go). Last it evaluates on
-// the evaluate source and writes predictions (run_predict.go).
-//
-// Run decides nothing the plan decided: the batch, the accumulation, the
-// learning rate (already scaled), the precision, the checkpoint segments,
-// the fusion groups and the loader's workers and prefetch all come from
-// it. What the plan does not hold is read from the program as written: the
-// epochs, the schedule, the metrics, the optimizer's settings, the sources.
-//
-// Determinism. The loader's order and augmentations are functions of
-// (seed, epoch, sample) and a model's randomness (dropout) is keyed by its
-// micro-step counter, which its State holds. A checkpoint stores the State
-// and the position in the epoch (which batch comes next), so a resumed run
-// trains on the same batches with the same randomness and reproduces the
-// uninterrupted run's losses bit for bit (given the same Config.Threads).
+// Overview and determinism: docs/design/run-loop.md.
 
 import (
 	"context"

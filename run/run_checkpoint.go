@@ -24,36 +24,16 @@ import (
 
 // Checkpoint files.
 //
-// A checkpoint is one file:
+// A checkpoint is one file: a 64-byte header (magic "PIPECKPT", the format
+// version, the lengths of the metadata and of the tensor data, and the
+// sha256 of both), a gob of checkpointMeta, then the tensors' float32
+// values, little-endian. A file whose length or checksum does not match its
+// header is refused. Files are written atomically (a temporary file,
+// fsynced, renamed, the folder fsynced), so a failed write leaves the
+// previous checkpoint as it was. train's checkpoint field says which files
+// a run keeps (auto: last.ckpt and best.ckpt; all: also epoch-NNN.ckpt).
 //
-//	offset  size  field
-//	0       8     magic "PIPECKPT"
-//	8       4     format version (little-endian uint32), 1
-//	12      4     reserved, 0
-//	16      8     length M of the metadata (uint64)
-//	24      8     length D of the tensor data (uint64)
-//	32      32    sha256 of the M + D bytes that follow
-//	64      M     metadata: a gob of checkpointMeta (the run's position,
-//	              its losses, the tensors' names and shapes, the counters,
-//	              the regression target's scaling)
-//	64+M    D     the tensors' float32 values, little-endian, in order
-//
-// A file shorter or longer than its header says is refused as truncated;
-// a checksum that does not match as corrupt. The loader's order and
-// augmentations are functions of (seed, epoch, sample) and dropout of the
-// model's micro-step counter (a State counter), so the position and the
-// State are all the random state a run has.
-//
-// Files are written atomically: into a temporary file in the same folder,
-// flushed and fsynced, renamed over the old file, and the folder fsynced.
-// A failed write (a full disk) removes the temporary file and never
-// renames, so the previous checkpoint is left as it was.
-//
-// train's checkpoint field says which files a run keeps in its checkpoint
-// folder: auto keeps last.ckpt (every epoch, and when a run stops early)
-// and best.ckpt (the epoch with the lowest validation loss, or training
-// loss without validation data); all adds epoch-NNN.ckpt for every epoch;
-// none writes nothing.
+// Layout and rules: docs/design/checkpoint-files.md.
 
 const (
 	ckptMagic   = "PIPECKPT"

@@ -24,26 +24,13 @@ const ganStepCounter = "gan.step"
 // ganModel trains a generator G and a discriminator D against each other
 // behind the Model interface, so the training loop, its checkpoints,
 // evaluation and prediction run unchanged: Eval, OutShape and predict are
-// G's. Each TrainStep (one micro-batch, its loss scaled by scale):
+// G's. Each TrainStep accumulates D's gradient on real and fake, then G's
+// (adversarial term through D, plus l1 × the L1 distance) on the steps
+// where G trains; Step steps D, and G when it trained. D's updates never
+// reach G's gradient within a step, so accumulation computes what one
+// larger batch would. The loss returned is G's objective.
 //
-//  1. G runs forward on the inputs x (training mode) to fake = G(x).
-//  2. D accumulates the gradient of scale × its adversarial loss, half on
-//     real (the targets) and half on fake, from which no gradient flows
-//     back to G; conditional, D reads x beside the image (concatenated
-//     along channels).
-//  3. D runs on fake once more for G's adversarial term, with D's
-//     parameters' gradients held (they take nothing from it); on an
-//     optimizer step where G trains (every d_steps-th), G accumulates the
-//     gradient of scale × (adversarial weight × that term, through D's
-//     input gradient, plus l1 × the L1 distance to the targets).
-//
-// Step steps D once, with the gradients of all the step's micro-batches
-// (its learning rate is its optimizer's, scaled as the schedule scales
-// the generator's), and G when it trained. D's updates never reach G's
-// gradient within a step, so accumulation over k micro-batches computes
-// what one batch k times as large would. The loss TrainStep returns is
-// G's objective: adversarial weight × the adversarial term plus l1 × the
-// L1 distance (the validation loss is the L1 distance alone).
+// The step in detail: docs/design/gan-training.md.
 type ganModel struct {
 	g, d   engine.Model
 	ga, da engine.Adversarial

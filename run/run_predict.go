@@ -14,32 +14,14 @@ import (
 )
 
 // Predicting. predict { source S  write "path"  overlap f  batch n }
-// runs the trained model over source S (train's source when it says
-// none; all of its samples, whatever its split):
+// runs the trained model over source S (train's source when it says none;
+// all of its samples, whatever its split): a geotiff source in overlapping
+// windows blended into a float32 GeoTIFF on the scene's grid (finer for a
+// super-resolution source), a volume or zarr source likewise into a Zarr
+// array (run_predict3d.go), and any other source into a CSV, one row per
+// sample.
 //
-//   - a geotiff source is cut into windows the size of the model's input
-//     tile, neighbours overlapping by round(f·tile) pixels
-//     (dataset.Windows); the model's per-pixel outputs are blended with a
-//     cosine ramp where windows overlap (dataset.NewBlender) and written as
-//     a float32 GeoTIFF on the scene's grid, with its CRS and
-//     geotransform (dataset.WritePrediction). The model's output must be
-//     [K, h, w] for an [C, h, w] input; K is the number of bands written.
-//     A regression the run standardised is written in the target's units
-//     (run_target.go), and pixels where the scene has no data are
-//     nodata (NaN) in every band. A super-resolution source (downsample
-//     f, dataset.SuperResolution) trained the model on inputs f times
-//     coarser than the scene: predict feeds it the scene's own pixels and
-//     writes its [K, f·h, f·w] outputs on a grid f times finer
-//     (GeoGrid.Finer: the pixel size divided by f).
-//   - a volume or zarr source is cut the same way into windows the size
-//     of the model's input [C, d, h, w] along all three axes
-//     (dataset.Windows3), blended (dataset.NewBlender3), and written as a Zarr
-//     v2 array [K, D, H, W] of float32, gzip chunks (run_predict3d.go).
-//   - any other source gives a CSV, one row per sample: its index in the
-//     source, then for a classifier the class (and its name when the
-//     source has names) and its probability, for a binary output the
-//     probability and the class, and otherwise the output values; the
-//     target follows when the source has a scalar one.
+// What each writes: docs/design/prediction.md.
 
 const maxCSVOutputs = 4096
 

@@ -10,33 +10,16 @@ import (
 
 // Regression targets.
 //
-// A network learns a regression target best when it lies near 0 with unit
-// spread: a DEM in metres (0 to 90, mean 24) asks a freshly initialised
-// U-Net, whose outputs start near 0, to climb a long way at a small
-// learning rate before it learns anything about the terrain. So when the
-// loss is a regression loss (mse, mae) and the training source knows its
-// targets' statistics over its training part (dataset.TargetNormalized: a
-// geotiff source with a target) and asks for them to be used
-// (target_normalize standard, the default), the run standardises the
-// targets of every batch it trains and evaluates on,
+// A network learns a regression target best near 0 with unit spread, so
+// when the loss is mse or mae and the training source knows its targets'
+// statistics (dataset.TargetNormalized, target_normalize standard), the run
+// trains on y' = (y − mean_k) / std_k per target channel and maps outputs
+// back before it scores or writes them: mae, rmse and predictions are in
+// the target's units, losses are standardised. A checkpoint keeps the
+// numbers, and every regression evaluation also scores predicting the
+// training mean (Evaluation.Baseline).
 //
-//	y' = (y − mean_k) / std_k      (target channel k)
-//
-// and maps the model's outputs back, out = out'·std_k + mean_k, before it
-// scores them and before it writes them: mae and rmse are in the target's
-// units, and so are predictions. Losses, training and validation, are the
-// standardised ones. Class and mask targets (cross_entropy, bce, dice) are
-// never scaled.
-//
-// The numbers belong to the run: a checkpoint keeps them and a resumed run
-// uses the checkpoint's, since a model's outputs are in the units it was
-// trained in (it warns when the data's differ). Result.TargetScaling
-// reports them.
-//
-// Every evaluation of a regression also scores predicting the training
-// mean everywhere, on the same positions and in the same units
-// (Evaluation.Baseline): a model that does not beat it has learnt
-// nothing from its inputs.
+// Derivation: docs/design/target-scaling.md.
 
 // TargetScaling is how a run standardised its regression targets, per
 // target channel: the model learnt (y − Mean[k]) / Std[k].

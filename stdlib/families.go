@@ -2,25 +2,12 @@ package stdlib
 
 // Families expand into their whole networks here. Each follows a reference
 // implementation closely enough that its parameter count matches and its
-// node names are that implementation's module names:
+// node names are that implementation's module names: resnet18/34/50/101
+// torchvision's (v1.5), a plain unet milesial/Pytorch-UNet's, a unet with a
+// resnet encoder and deeplabv3plus segmentation_models_pytorch's, vit
+// torchvision's VisionTransformer; mlp and cnn are pipe's own.
 //
-//   - resnet18/34/50/101: torchvision.models.resnetNN (v1.5: a bottleneck's
-//     stride is on its 3x3 conv), with any number of input channels.
-//   - unet, plain: milesial/Pytorch-UNet's UNet(bilinear=False), generalised
-//     to any depth and width: double convs (3x3 conv without bias, batchnorm,
-//     relu, twice), 2x2 max-pool down, 2x2 stride-2 transposed conv up
-//     (halving the channels, with bias), skip first in the concat, and a
-//     1x1 conv head with bias. Channels are width·2^level.
-//   - unet with a resnet encoder: segmentation_models_pytorch's Unet: the
-//     resnet's stages as skips, decoder blocks of nearest 2x upsampling,
-//     concat, two conv-batchnorm-relu, and a 3x3 head with bias. Decoder
-//     block j (from the deepest) has width·2^(depth-1-j) channels, so width
-//     16 and depth 5 is smp's default (256, 128, 64, 32, 16).
-//   - vit: torchvision.models.VisionTransformer (dropouts 0, left out).
-//   - deeplabv3plus: segmentation_models_pytorch's DeepLabV3Plus with its
-//     defaults (decoder 256 channels, atrous rates 12, 24, 36, separable
-//     ASPP, upsampling 4), encoder dilated to output stride 16 or 8.
-//   - mlp and cnn: pipe's own, described in their specs.
+// Each family's details: docs/design/families.md.
 
 import (
 	"fmt"

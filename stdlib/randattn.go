@@ -2,33 +2,13 @@ package stdlib
 
 // random_attention is Panther's RandMultiHeadAttention (panther.nn and its
 // pawX kernels), Performer's FAVOR+ self-attention over the tokens [T, D]:
+// per head, o = φ(q)·(φ(k)ᵀ·v) / φ(q)·Σ_t φ(k_t), with φ a softmax or relu
+// feature map on M fixed random orthogonal features (a buffer no gradient
+// reaches; pipe draws them from its own seeded generator, so the values
+// differ from Panther's and the distribution is the same). Every step is
+// linear in T. Panther never applies its dropout, so pipe has none.
 //
-//	q = x·Wqᵀ + bq, k = x·Wkᵀ + bk, v = x·Wvᵀ + bv   (xavier weights, zero biases)
-//	per head (width d = D/H), with φ a feature map on M random features:
-//	  o = φ(q)·(φ(k)ᵀ·v) / φ(q)·Σ_t φ(k_t)          (row by row)
-//	y = o·W0ᵀ + b0
-//
-// The features ω [M, d] are fixed: blocks of d orthonormal rows (the QR of
-// a Gaussian d×d matrix), each row scaled by the norm of a Gaussian
-// d-vector, shared by the heads; a buffer that no gradient reaches and a
-// checkpoint saves. Panther draws them from torch's generator at seed 42;
-// pipe draws them from its own seeded generator, so the values differ and
-// the distribution is the same.
-//
-// The softmax feature map, with z′ = z/d^¼ and r = M^-½:
-//
-//	φ(z)_m = r·(exp(ω_m·z′ − |z′|²/2 − c) + 1e-5)
-//
-// where the stabiliser c is the largest ω_m·z′ of the token for queries,
-// and the largest over every token and feature of the head (per sample)
-// for keys. The relu map is φ(z)_m = relu(r·ω_m·z) + 1e-5. Causal
-// attention replaces φ(k)ᵀ·v and Σφ(k) by their prefix sums up to the
-// token (inclusive). Panther stores a dropout probability but never
-// applies it, so pipe has none.
-//
-// Every step is linear in T: FLOPs 8·T·D² (projections) + 5·T·D (biases,
-// division) + 4·T·D·M (feature maps) + 4·T·D·M (φ(k)ᵀ·v and φ(q)·S) +
-// 11·H·T·M (exponentials, sums, denominators).
+// Definition, feature maps and FLOPs: docs/design/attention.md.
 
 import (
 	"pipe/lang"

@@ -1,23 +1,13 @@
 // Package torchspec loads a pipe model for the step-time comparison the
-// way pipe run loads it (parse, check, plan for the CPU, build the graph,
-// the executor's Config from the plan) and writes it as the torch
-// engine's Spec (exec/torch), from which bench/torch_step.py builds the
-// same network with the engine's own module (pipe_torch.py). The models
-// of bench/models are written once, in pipe; the PyTorch side is derived
-// from them by the translation the torch engine itself uses, so the two
-// cannot drift.
+// way pipe run loads it and writes it as the torch engine's Spec, from
+// which bench/torch_step.py builds the same network with the engine's own
+// module, so the two sides cannot drift. The Spec also carries the
+// parameters pipe initialised, a batch and what pipe computed on it, so a
+// wrong padding, a transposed weight or a swapped concat shows up before
+// any timing. Its neighbours: bench/cmd/torchspec writes one Spec, and
+// bench/cmd/ratios times both sides on the models of bench/models.
 //
-// The Spec written here also carries the parameters pipe initialised, a
-// batch, and what pipe computed on that batch with those parameters (the
-// output and the loss in evaluation mode, the training-mode loss when no
-// dropout is active). torch_step.py loads the same parameters, runs the
-// same batch and reports how far its numbers are from pipe's, so a wrong
-// padding, a transposed weight or a swapped concat shows up before any
-// timing.
-//
-// Its neighbours: bench/cmd/torchspec writes one Spec, bench/cmd/ratios
-// times pipe's training step beside PyTorch's, and the torch engine's
-// beside a plain PyTorch loop, on the models of bench/models.
+// Method: docs/design/bench-ratios.md.
 package torchspec
 
 import (

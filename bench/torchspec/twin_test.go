@@ -21,31 +21,21 @@ import (
 // twinTol bounds pipe's native numbers against the torch engine's network
 // on the same weights and batch, in float64 and in PyTorch's float32: the
 // evaluation output, as its largest difference over its largest
-// magnitude, and the training loss, relatively.
+// magnitude, and the training loss, relatively. Gradients are held to
+// float32's own accuracy instead (with batch statistics float32 does not
+// determine them better than that): pipe's difference from float64 may be
+// at most gradSlack times PyTorch's float32 difference (or twinTol), and
+// at the median no larger than PyTorch's by more than medianSlack.
 //
-// Gradients cannot be held to it: in training mode, with batch
-// statistics, float32 itself does not determine them that well. Measured
-// on this network at batch 2 (64×64), PyTorch's own float32 gradients
-// differ from its float64 ones by 2e-5 (the head's bias) to 2e-1 (a
-// dilated conv of layer4) of their largest value: each batchnorm divides
-// by the batch's standard deviation and subtracts the gradient's
-// projections on the mean and the normalised input, which cancels most
-// of it, and the ASPP's pooled branch normalises two values per channel
-// at batch 2, a ±1 whose input gradient is zero in exact arithmetic and
-// rounding noise times γ/σ in float32. So each gradient is held to
-// float32's own accuracy: pipe's difference from float64 may be at most
-// gradSlack times PyTorch's float32 difference (or twinTol), and at the
-// median over the compared tensors no larger than PyTorch's by more than
-// medianSlack. A wrong gradient is wrong by its whole size, which is 10
-// to 1,000 times what float32 rounding explains here.
-// exampleGradTol bounds TestDeepLabExampleTwin's gradients: see there.
-const exampleGradTol = 2e-2
-
+// Measurements: docs/design/native-torch-twin.md.
 const (
 	twinTol     = 1e-4
 	gradSlack   = 20
 	medianSlack = 2
 )
+
+// exampleGradTol bounds TestDeepLabExampleTwin's gradients: see there.
+const exampleGradTol = 2e-2
 
 // twinGrads are the parameters whose gradients are compared: the stem, a
 // bottleneck's dilated 3×3 conv and its batchnorm, each ASPP branch

@@ -2,29 +2,15 @@ package native
 
 // Tokens and attention
 //
-// A sequence of tokens [T, D] is stored as T rows of D values per sample,
-// sample after sample (N·T rows of a row-major matrix): dense and
-// layernorm then run on the N·T rows as they run on the N rows of a
-// vector (a vector is one token), and a residual add is one pass.
+// A sequence of tokens [T, D] is stored as N·T rows of D values, so dense
+// and layernorm run on tokens as on vectors. attnKernel is
+// nn.MultiheadAttention's self-attention, fused: one GEMM for q, k and v,
+// per sample and head the softmax probabilities (computed and stored once;
+// dropout's mask is a hash of the position, rebuilt where needed, never
+// stored), and one GEMM out. What it keeps (qkv, the probabilities, the
+// heads' output and the input) is what the planner's cpuSaved counts.
 //
-// attnKernel is nn.MultiheadAttention's self-attention, fused:
-//
-//	qkv = x·W_inᵀ + b_in                      one GEMM, N·T × 3D (kept)
-//	per sample and head (workers split them):
-//	  P = softmax(q·kᵀ/√(D/H))                T × T, kept: the backward reads it
-//	  o_h = drop(P)·v                          into o's columns of the head (kept)
-//	y = o·W_outᵀ + b_out                       one GEMM
-//
-// The probabilities are computed once and stored once; dropout's mask is
-// a hash of the position (as the dropout layer's), so the dropped matrix
-// is rebuilt in a worker's scratch where it is needed and never stored.
-// The causal mask zeroes the probabilities above the diagonal (the scores
-// there are never exponentiated). The backward runs the chain in reverse:
-// dO = dy·W_out, then per sample and head dP = dO·vᵀ, dv = drop(P)ᵀ·dO,
-// dS = P ⊙ (dP − rowsum(dP ⊙ P))/√(D/H) written over P (which nothing
-// reads afterwards), dq = dS·k, dk = dSᵀ·q, and finally the input
-// projection's gradients from dqkv. What is kept (qkv 3·T·D, P H·T·T, o
-// T·D and the input) is what the planner's cpuSaved counts.
+// Derivation, forward and backward: docs/design/attention.md.
 
 import (
 	"math"

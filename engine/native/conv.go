@@ -2,31 +2,17 @@ package native
 
 // Convolution as matrix products
 //
-// Activations are CNHW (see layout), so for one group of channels the
-// im2col matrix of a whole batch is [Cin·K·K rows] × [N·Ho·Wo columns] and
-// the convolution is W [Cout × Cin·K·K] times it, written straight into
-// the output's [Cout × N·Ho·Wo] block: no transposes anywhere. The columns
-// are processed in chunks small enough for the column buffer to stay in
-// the core's cache, each worker owning a contiguous range of columns and
-// calling a single-threaded sgemm per chunk (OpenBLAS's own threads are
-// off; on this machine two workers splitting columns match or beat
-// OpenBLAS's two threads on one call, and the im2col of a chunk runs in
-// the same worker, hot in its cache).
-//
-//   forward:        Y[:, chunk]  = W · im2col(X)[:, chunk]
-//   weight grad:    dW          += Σ_chunks dY[:, chunk] · im2col(X)[:, chunk]ᵀ
-//                   (a private partial sum per worker, added in worker
-//                   order, so the result does not depend on timing)
-//   input grad:     dX          += col2im(Wᵀ · dY[:, chunk])
-//                   (workers own whole images, so their scatter-adds
-//                   never touch the same values)
-//
-// A 1×1 convolution with stride 1 and no padding needs no im2col: the
-// input block itself is the column matrix.
-//
-// A transposed convolution is the input-gradient of the convolution with
-// the same weights going the other way, so it reuses these three
+// Activations are CNHW, so for one group of channels a convolution over
+// the whole batch is W [Cout × Cin·K·K] times the im2col matrix
+// [Cin·K·K × N·Ho·Wo], written straight into the output with no
+// transposes. The columns go in cache-sized chunks, each worker calling a
+// single-threaded sgemm on its own range; the weight gradient adds one
+// partial sum per worker in worker order (so it does not depend on timing),
+// and the input gradient's col2im gives each worker whole images. A 1×1
+// convolution needs no im2col, and a transposed convolution reuses these
 // functions with the roles swapped (convTGeom).
+//
+// Derivation: docs/design/native-conv.md.
 
 import (
 	"gonum.org/v1/gonum/blas"

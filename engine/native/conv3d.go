@@ -3,26 +3,13 @@ package native
 // 3-D convolution as matrix products
 //
 // Volumes are CNDHW (layout.d set), so a 3-D convolution is conv.go's
-// scheme with output depth planes where conv.go has output rows: the
-// vol2col matrix of a batch is [Cin·K³ rows] × [N·Do·Ho·Wo columns], and
+// scheme with vol2col in place of im2col and chunks of whole output depth
+// planes. convKernel and convTKernel run volumes through these functions
+// when their vol geometry is set, with a flattened 2-D view in geo, so
+// bias, fused batchnorm and activation, and evaluation's folding are
+// shared with the 2-D kernels. Dilation and groups are 1.
 //
-//   forward:        Y[:, chunk]  = W · vol2col(X)[:, chunk]
-//   weight grad:    dW          += Σ_chunks dY[:, chunk] · vol2col(X)[:, chunk]ᵀ
-//   input grad:     dX          += col2vol(Wᵀ · dY[:, chunk])
-//
-// with chunks of whole output planes (Ho·Wo columns each) sized to the
-// same column budget, workers owning contiguous planes (forward, weight
-// gradient, with per-worker partial sums added in worker order) or whole
-// samples (input gradient, whose scatter-adds then never collide). A
-// 1×1×1 convolution with stride 1 and no padding reads the input block as
-// its column matrix. Dilation and groups are 1. The transposed
-// convolution swaps the roles, as convTKernel does in 2-D.
-//
-// convKernel and convTKernel run volumes through these functions when
-// their vol geometry is set; their geo (eq) then holds a flattened 2-D
-// view (rows D·H, width W) that gives them the sizes they use for
-// per-channel loops, so bias, fused batchnorm and activation, and
-// evaluation's folding are shared with the 2-D kernels.
+// Derivation: docs/design/native-conv.md (3-D).
 
 import (
 	"math"

@@ -2,29 +2,16 @@ package native
 
 // int8 inference
 //
-// QuantizeInt8 builds a second model from the same graph and weights and
-// replaces the kernels of its convolutions (2-D, one group) and dense
-// layers with int8 ones; everything else (pooling, add, softmax,
-// normalisation, attention, the reshapes) keeps its fp32 kernel, where
-// int8 would buy little beside the cost of converting. An int8 layer:
+// QuantizeInt8 builds a second model from the same graph and weights whose
+// convolutions (2-D, one group) and dense layers run in int8; every other
+// op keeps its fp32 kernel, where int8 would buy little beside the cost of
+// converting. An int8 layer quantises its input per tensor to bytes,
+// multiplies by weights quantised per output channel (batchnorm folded in)
+// into int32 (int8_gemm.go), and requantises to fp32 as it stores. The
+// activation scales come from running the fp32 model on calibration
+// batches (min/max or a percentile of |x|).
 //
-//  1. quantises its input per tensor to unsigned bytes,
-//     u = clamp(round(x/s) + z, 0, 255), with z = 0 for an input the
-//     calibration never saw negative (after a relu: all 256 steps for the
-//     range) and z = 128 otherwise (±127 steps); a convolution's input is
-//     written pixel-major (NHWC) as it is quantised, so that each output
-//     pixel's receptive field is k·k runs of ci bytes (im2row);
-//  2. multiplies by its weights, quantised per output channel with
-//     batchnorm folded in first (W' = W·γ/√(var+ε)), s_o = max|W'_o|/127,
-//     in int8×int8→int32 (int8_gemm.go);
-//  3. requantises in the same pass that stores the output:
-//     y = (acc − z·Σ_k q_ok)·s·s_o + b'_o, then the fused activation, in
-//     fp32 and in the model's layout, for the fp32 layers after it.
-//
-// The activation scales are calibrated by running the fp32 model on the
-// calibration batches and observing each int8 layer's input: its min and
-// max, or, with a percentile, a histogram of |x| (2048 bins over the
-// observed range, a second pass) clipped at that percentile.
+// Derivation: docs/design/int8-inference.md.
 
 import (
 	"fmt"

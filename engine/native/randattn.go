@@ -1,25 +1,14 @@
 package native
 
 // randAttnKernel is random_attention, Panther's RandMultiHeadAttention
-// (Performer's FAVOR+; stdlib/randattn.go has the definition):
+// (Performer's FAVOR+; stdlib/randattn.go has the definition): three GEMMs
+// for q, k and v, per sample and head the feature maps φ(q) and φ(k) and
+// o_t = φ(q)_t·S / φ(q)_t·z with S = φ(k)ᵀ·v and z = φ(k)ᵀ·1 (prefix sums
+// when causal), and one GEMM out. The backward recomputes S and z; the
+// softmax map's stabiliser passes its gradient to where it was attained,
+// as autograd's max does, so that position is kept (idx).
 //
-//	q, k, v = x·Wqᵀ + bq, …                   three GEMMs, N·T × D each (kept)
-//	per sample and head (workers split them), A = φ(q), B = φ(k) ([T, M], kept):
-//	  S = Bᵀ·v [M, d], z = Bᵀ·1 [M]            (causal: prefix sums up to t)
-//	  o_t = A_t·S / A_t·z                        into o's columns of the head (kept)
-//	y = o·W0ᵀ + b0                              one GEMM
-//
-// Backward, with den_t = A_t·z (recomputed, as S and z are):
-//
-//	dnum_t = dO_t/den_t, dden_t = −dO_t·o_t/den_t
-//	dA = dnum·Sᵀ + dden·zᵀ;  dS = Aᵀ·dnum, dz = Aᵀ·dden;  dB = v·dSᵀ + 1·dzᵀ;  dv = B·dS
-//
-// (causal: dA_t from the prefix sums S_t, z_t; dB_t and dv_t from the
-// suffix sums of A_s·dnum_sᵀ and A_s·dden_s, s ≥ t), then each feature
-// map's backward to dq and dk. The softmax map's stabiliser (the largest
-// ω·z′) passes its gradient on to the position where it was attained, as
-// autograd's max does: that position is kept (idx), per token for the
-// queries and per head for the keys.
+// Derivation of the backward: docs/design/attention.md.
 
 import (
 	"math"

@@ -2,34 +2,16 @@ package native
 
 // Working memory
 //
-// A step is a fixed list of events: the forward pass of every unit (a
-// graph node, or a fusion group run as one kernel), the loss, then the
-// backward pass of every unit in reverse order, preceded, for each
-// checkpoint segment, by the segment's recomputation. Every tensor an event
-// touches is a virtual buffer with a lifetime, the first and last events
-// that touch it:
+// A step is a fixed list of events (forward of every unit, loss, backward
+// in reverse order, each checkpoint segment recomputed before its
+// backward), and every tensor an event touches is a virtual buffer with a
+// lifetime, its first and last events. The buffers are packed into one
+// arena by offset (greedy by size, first fit), allocated once at Build, so
+// nothing is allocated while training. A recomputed segment's first copies
+// die early: that is the whole saving of checkpointing, and what the
+// planner's cost model counts.
 //
-//   - act[u], unit u's output from the forward pass, lives until its last
-//     reader: the forward of a consumer, the backward of a consumer that
-//     keeps it (conv keeps its input, relu its output), or the
-//     recomputation of a later segment that starts from it.
-//   - for a unit inside a segment, a second copy written by the
-//     recomputation lives until the segment's backward is done; the first
-//     copy then dies as soon as the forward has passed it, unless a unit
-//     after the segment keeps it. This is the whole saving of
-//     checkpointing, and it is what the planner's cost model counts.
-//   - aux[u] are buffers a kernel keeps from its forward to its backward
-//     (max-pool indices, batchnorm's pre-normalisation input in a fused
-//     kernel); they follow act[u]'s copies.
-//   - grad[u], the gradient of u's output, lives from its first writer in
-//     the backward to u's backward; kernels may overwrite it there.
-//   - temporaries live for one event.
-//
-// The buffers are then packed into one arena by offset (greedy by size,
-// first fit among the buffers whose lifetimes overlap), allocated once at
-// Build. Nothing is allocated while training, and the arena's size is the
-// step's working memory. Eval gets its own, smaller schedule: forward
-// events only, each output dying at its last reader.
+// Derivation: docs/design/native-memory.md.
 
 import (
 	"sort"

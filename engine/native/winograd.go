@@ -2,36 +2,15 @@ package native
 
 // Winograd F(2×2, 3×3) convolution
 //
-// A 3×3 convolution at stride 1 with padding 1 (the U-Net's and the
-// Fashion CNN's) is computed on 2×2 output tiles, each from the 4×4
-// input patch around it (Lavin and Gray, "Fast Algorithms for
-// Convolutional Neural Networks", 2015):
+// A 3×3 convolution at stride 1 with padding 1 is computed on 2×2 output
+// tiles from 4×4 input patches (Lavin and Gray, 2015): for each of the 16
+// positions of the transformed tile the sum over channels is one matrix
+// product, 2.25 times fewer multiplications than direct. The weight
+// gradient is the same algebra transposed, and the input gradient the
+// forward of the flipped convolution. Outputs differ from im2col's by
+// rounding only (the sums run in another order).
 //
-//	Y_tile = Aᵀ · [ (G·g·Gᵀ) ⊙ (Bᵀ·d·B) ] · A
-//
-// summed over input channels, so that for each of the 16 positions ξ of
-// the transformed tile the sum over channels is one matrix product:
-//
-//	M[ξ] (co × tiles) = U[ξ] (co × ci) · V[ξ] (ci × tiles)
-//
-// 16·co·ci multiplications per tile of 4 outputs instead of 36·co·ci:
-// 2.25 times fewer. The weight gradient is the same algebra transposed:
-//
-//	dU[ξ] (co × ci) += M'[ξ] (co × tiles) · V[ξ]ᵀ,  M' = A·dY_tile·Aᵀ
-//	dW = Gᵀ · dU · G
-//
-// and the input gradient is the forward of the flipped convolution
-// (convGeom.flip), itself 3×3, stride 1, padding 1. The transforms
-// (winograd.c) run over blocks of wtb tiles per worker, so that a
-// block's V and M stay in the core's cache between the transform and
-// the products; workers own ranges of tiles, and the weight gradient's
-// per-worker dU is turned into a partial dW and added in worker order,
-// as conv.go does, so the result does not depend on timing.
-//
-// G has entries ½ and A, B only ±1 and 0, so the transforms are exact
-// but the sums are taken in another order than im2col's: the outputs
-// differ from the direct convolution by rounding, within 1e-5 of the
-// outputs' scale in winograd_test.go.
+// Derivation: docs/design/native-winograd.md.
 
 import (
 	"gonum.org/v1/gonum/blas"

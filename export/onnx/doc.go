@@ -4,20 +4,12 @@
 // batchnorm folded into the conv before it where the plan folds it for
 // inference, a dynamic batch axis, and the regression target's restoring
 // scale as a final Mul and Add, so that the file computes what
-// exec.Trained.Predict computes.
+// run.Trained.Predict computes. The model's metadata_props carry the
+// pipeline, the class names and the input normalisation the input expects.
 //
-// Initializers keep the checkpoint's names ("conv1.weight"); a conv with a
-// batchnorm folded in has "conv1.weight+batchnorm1" and
-// "conv1.bias+batchnorm1" instead. The model's metadata_props say the
-// pipeline, the model, the loss, the class names and the input
-// normalisation (pipe.input_mean, pipe.input_std) the input expects to
-// have been applied.
+// The messages are encoded with protowire by onnx.proto's field numbers
+// (proto.go), no generated code. cmd/pipe's export command calls Export;
+// the tests check files against onnxruntime (internal/onnxtest).
 //
-// The messages are encoded with google.golang.org/protobuf's protowire by
-// the field numbers of onnx.proto (proto.go): eight message types, no
-// generated code. cmd/pipe's export command calls Export. The tests check
-// files against onnxruntime (internal/onnxtest, bench/onnx/run.js): here
-// the opsets, a refused op and layers no example uses, on seeded weights;
-// in cmd/pipe every example, trained two steps on its data and exported
-// by pipe export, on the first batch its evaluation reads.
+// Names, metadata and tests in full: docs/design/onnx-export.md.
 package onnx

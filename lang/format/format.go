@@ -2,61 +2,17 @@ package format
 
 // How the formatter lays out a file
 //
-// The source is lexed into tokens and cut into lines at newline tokens. The
-// formatter keeps the tokens, their order and the line breaks between them,
-// and recomputes only the whitespace: the indentation of each line, the gap
-// between two tokens on a line, and the number of blank lines. It never joins
-// two lines and never breaks one, so the user's choice of where a long list or
-// chain continues is kept. Output lines never end in whitespace.
+// The source is lexed into tokens and cut into lines at newline tokens.
+// The formatter keeps the tokens, their order and the line breaks, and
+// recomputes only whitespace: each line's indentation (two spaces per open
+// brace or bracket, one more level for a line continuing a '->' chain),
+// the gap between two tokens, the alignment of keys and of trailing
+// comments in runs of lines, and blank lines. It never joins or breaks a
+// line. Each rule depends only on the tokens, the line breaks and the
+// class of the source gap (none, one space, wider), and maps each class to
+// a gap of the same class, which makes the formatter idempotent.
 //
-// Indentation. A stack of open brackets is carried from line to line. A line
-// inside a brace body is indented two spaces past the line that opened the
-// brace; a line inside an open '[' or '(' is indented two spaces past the line
-// that opened the bracket (so each bracket opened on an earlier line adds one
-// level; two opened on the same line add one). A line that starts with a
-// closer ('}', ']', ')') takes the indentation of the line holding its
-// opener. Outside brackets, a line that continues a chain (the line before
-// ends with '->') gets one more level. Comment-only lines are indented like
-// the code line that would stand there. A block comment that spans lines is
-// kept verbatim: only its first line is indented.
-//
-// Gaps. Between two tokens of a line the gap is, in order of precedence:
-//   - a trailing // comment: aligned (see below);
-//   - none after '[' '(' and before ']' ')' ',' ';';
-//   - one after '{' and before '}', none inside an empty '{}';
-//   - one before '{', after ',' and ';', and around '->';
-//   - none between a name and a '(' written right after it: auto(max 256)
-//     and add(x) keep it, and the checker reads that adjacency;
-//   - otherwise two spaces where the source had two or more (or a tab), so
-//     fields that share a line stay visibly apart, and one space elsewhere.
-//
-// Key alignment, as gofmt aligns struct fields. In a block body (the file is
-// one too), a run of consecutive statements of the "key value..." shape
-// aligns its first value to one column: the longest key of the run plus one
-// space. A statement has that shape when it starts a line, its first token
-// is a name followed on that line by another word (not '=', and not a '('
-// written right after the name), and it holds no '->', '{' or '}'. A
-// statement continued over several lines counts by its first line; its
-// continuation lines neither join nor end a run. A blank line, a comment-only
-// line or a statement of another shape ends the run; a run of one statement
-// is single-spaced.
-//
-// Trailing comments. In a run of consecutive lines that have the same
-// indentation and each end in a // comment after code, the comments start
-// at one column: the widest code of the run plus two spaces. A lone trailing
-// comment therefore gets two spaces. A line holding a block comment that
-// spans lines is never part of a run. A // comment loses its trailing
-// whitespace; a block comment loses the trailing whitespace of its lines.
-//
-// Blank lines. Runs of blank lines become one; blank lines are dropped at
-// the start and end of the file, after a line whose last code token opens a
-// bracket or brace, and before a line whose first code token closes one. The
-// file ends with exactly one newline (an empty file stays empty).
-//
-// Idempotence follows from the shape of the rules: each decision depends on
-// the tokens, the line breaks, and for gaps only on whether the source gap was
-// empty, one space, or wider; and every rule maps each of those classes to a
-// gap of the same class.
+// The rules in full: docs/design/formatter.md.
 
 import (
 	"fmt"

@@ -1,5 +1,5 @@
 // Package report shows and records what run.Run did: a progress display
-// built from exec.Hooks (a progress bar on a terminal, log lines
+// built from run.Hooks (a progress bar on a terminal, log lines
 // otherwise), the run report as JSON (Report, with the plan's estimate
 // beside the measured memory and throughput), the loss curve as a PNG
 // (gonum.org/v1/plot), and the short summary pipe run prints at the end.

@@ -1,25 +1,15 @@
 // Command gpucheck is make gpu-check: on a machine with an NVIDIA GPU it
 // plans every example for cuda:0 with the torch engine, trains each for
-// -steps optimizer steps exactly as pipe run drives the engine (the plan's
-// batch, precision, compile, channels_last, cudnn.benchmark, fused
-// optimizer, pinned copies and lagged loss readback), on random batches of
-// the plan's shapes (no data needed), and prints per example:
-//
-//   - the plan's memory estimate beside what the device measured, each
-//     with the error in percent: the total against mem_get_info's used
-//     memory, the peak phase's reserved and allocated memory against
-//     torch.cuda.max_memory_reserved and max_memory_allocated, and the
-//     plan's CUDA context beside used less reserved, which calibrates it;
-//   - pipe's samples/s beside a plain PyTorch loop's on the same network
-//     in the same worker process, and their ratio;
-//   - how the engine applied the plan where that depends on the machine
-//     (torch.compile or eager, the fused optimizer or not).
-//
-// It exits 1 when a model fails to build, train or measure. It needs no
-// cgo: make gpu-bundle builds it (and a pipe) statically with
-// CGO_ENABLED=0, for GPU machines without Go, OpenBLAS or GDAL.
+// -steps optimizer steps exactly as pipe run drives the engine, on random
+// batches of the plan's shapes (no data needed), and prints per example
+// the plan's memory estimate beside what the device measured, pipe's
+// samples/s beside a plain PyTorch loop's, and how the engine applied the
+// plan. It exits 1 when a model fails to build, train or measure. It needs
+// no cgo, so make gpu-bundle builds it statically for GPU machines.
 //
 //	gpucheck [-python python3] [-device cuda:0] [-steps 50] [-json FILE] FILE.pipe...
+//
+// What it compares: docs/design/gpu-check.md.
 package main
 
 import (

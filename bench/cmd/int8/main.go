@@ -3,31 +3,13 @@
 //
 //	go run ./bench/cmd/int8 [-rounds 10] [-round-time 1s] [-threads 0] [-out bench/int8.json]
 //
-// (make bench runs it.) Two models, each trained here first, briefly:
+// (make bench runs it.) It trains examples/fashion.pipe and
+// examples/pills.pipe briefly, quantises each checkpoint with every
+// activation-calibration method, and scores accuracy and agreement with
+// fp32; speed is forward only, fp32 and int8 taking turns within each
+// round. Nothing here asserts a time.
 //
-//   - fashion: examples/fashion.pipe for 1 epoch (the file says 5),
-//     evaluated on Fashion-MNIST's 10,000 test images (make data fetches
-//     them);
-//   - pills: examples/pills.pipe (ResNet-18, 224×224 inputs) on the pill
-//     shelf internal/fixtures writes (10 kinds of pill, 40 photographs
-//     each at random places, angles, scales and lighting, some kinds
-//     differing only a little), on the CPU with batch 8 and adam for 8
-//     epochs on 70% of it (the file plans an A100, batch 256 and sgd for
-//     30), evaluated on the other 30%, which it did not train on.
-//
-// Each trained checkpoint is loaded twice (run.LoadTrained), one copy
-// quantised (Trained.QuantizeInt8) on the first 8 batches of the
-// training split, with each activation-calibration method (min/max and
-// three percentiles of |x|). Accuracy is the argmax against the labels;
-// agreement is int8's argmax against fp32's.
-//
-// Speed is forward only (Trained.Predict), the same batch of the same
-// samples, the same threads, by the wall clock: each round times N
-// batches of fp32 and N of int8, alternating which goes first, so both
-// share whatever load the machine has; N is set from a warm-up so that a
-// side's round takes about -round-time. The speed-up is the total time of
-// fp32 over int8's; the spread of the per-round ratios is printed beside
-// it. Nothing here asserts a time.
+// Method: docs/design/bench-int8.md.
 package main
 
 import (

@@ -1,53 +1,17 @@
 // Command ratios times pipe's training step beside PyTorch's on the same
 // machine, in one run, and prints the ratio pipe/PyTorch per model; and
-// times pipe's torch engine (exec/torch: pipe driving PyTorch) beside a
-// plain PyTorch loop on the same network, which prints the engine's
-// overhead:
+// times pipe's torch engine beside a plain PyTorch loop on the same
+// network, which prints the engine's overhead:
 //
 //	go run ./bench/cmd/ratios [-rounds 5] [-warmup 5] [-round-time 1.5s] [-threads 0] [-quiet 0.2]
 //	                          [-json bench/results.json] [FILE.pipe...]
 //
-// (make bench runs it after the Go benchmarks). The models are the .pipe
-// files given, bench/models/*.pipe by default; the PyTorch side builds
-// each from the spec bench/torchspec writes (bench/torch_step.py, run
-// with Debian's python3-torch), loads the parameters pipe initialised,
-// and must compute what pipe computes on the same batch before anything
-// is timed: the same parameter count node by node, the same output shape,
-// outputs and losses within 1e-3.
+// (make bench runs it after the Go benchmarks). Both sides must compute the
+// same numbers on the same batch before anything is timed; they then take
+// turns within each round, rounds on a busy machine are run again, and the
+// figures are medians. Nothing here asserts a time.
 //
-// A step is what a training loop does per batch: zero the gradients,
-// forward, loss, backward, optimizer update (pipe: ZeroGrad, TrainStep,
-// Step, with the plan's fusion groups, as pipe run builds it; PyTorch:
-// zero_grad(set_to_none=True), forward, loss, backward, step; the torch
-// engine: the batch copied into its worker's shared memory and one step
-// queued and waited for, as pipe run drives it). Every side uses the same
-// number of threads, the same batch and the same optimizer; the torch
-// engine and the plain loop build the same torch.nn module.
-// Each round runs, per model, warm-up steps and then N timed steps of one
-// side and then of the other, alternating which goes first, so that both
-// share whatever load the machine has: -warmup steps in the first round
-// (pipe first), one in later rounds. N is chosen from pipe's first
-// warm-up so that a side's round takes about -round-time. The figures are
-// medians over all timed steps; the spread of the per-round ratios is
-// printed beside them. Nothing here asserts a time.
-//
-// The machine may be shared. /proc tells how much of the CPUs' time
-// processes other than the two sides took during each model's round; a
-// round where that share is above -quiet is run again (at most three
-// times), after waiting up to -quiet-wait for a quiet second, and the
-// share is reported beside the ratios. PyTorch's OpenMP threads slow down
-// far more than pipe's workers on a busy machine, so ratios measured
-// then flatter pipe.
-//
-// Each round also times a large square SGEMM through the engine's BLAS
-// (exec/native.SgemmGFLOPS: -sgemm-n, the same threads), and each model's
-// step is put beside it: the step's FLOPs from the plan (forward and
-// backward, plan.StepTime.FLOPs) over pipe's median step time, as a
-// share of the SGEMM's GFLOP/s (the median of the rounds' best calls).
-// The plan counts a convolution's direct FLOPs; the Winograd ones
-// (exec/cpu/winograd.go) do 2.25 times fewer multiplications, so the
-// rate is an effective one and can pass the SGEMM's.
-// The issue's targets are printed beside the figures (targets).
+// Method: docs/design/bench-ratios.md.
 package main
 
 import (
@@ -194,7 +158,7 @@ type Results struct {
 }
 
 // SGEMM is an n × n float32 matrix product through pipe's BLAS on the
-// run's threads (exec/native.SgemmGFLOPS), timed once per round: GFLOPS is
+// run's threads (engine/native.SgemmGFLOPS), timed once per round: GFLOPS is
 // the median of the rounds' best calls.
 type SGEMM struct {
 	N      int       `json:"n"`

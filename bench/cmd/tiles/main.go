@@ -6,51 +6,12 @@
 //	                         [-translate 8] [-dir DIR] [-json bench/tiles.json]
 //
 // (make bench runs it). It builds a 12-band uint16 raster from the Landsat
-// scene (data/L7_ETMs.tif): band b is the scene's band b mod 6, mirrored
-// across the raster at its own resolution, scaled to 16 bits (×40 plus
-// 100·b) with a little noise from a hash of the pixel, so compression
-// sees real texture. It writes it six ways into a temporary folder
-// through GDAL: uncompressed, DEFLATE and ZSTD, each as a tiled COG
-// (512×512 blocks, overviews as the COG driver makes them) and as a
-// striped GTiff (GDAL's default strips).
+// scene, writes it uncompressed, DEFLATE and ZSTD, each as a tiled COG and
+// as a striped GTiff, and reads its 512×512 tiles with 1, 2 and all
+// workers, the sides taking turns within each round. The figures are
+// medians over rounds; pipe/gdal is the ratio the target is set on.
 //
-// The tiles are the raster's 512×512 windows at multiples of 512, all 12
-// bands, read in row-major order, every tile once per measurement. For
-// each file and 1, 2 and all (NumCPU) workers:
-//
-//   - pipe: the geotiff source (tile [512, 512], normalize per_band) read
-//     through the loader, as training reads it (dataset.NewLoader, batches of
-//     8, not shuffled, Workers workers): the read, the nodata check, the
-//     conversion to float32, the normalisation and the batch's copy. The
-//     source reads all six files' blocks itself (exec/data/geotiff_direct.go:
-//     pread, libdeflate or libzstd, then one C pass that de-interleaves,
-//     checks nodata and normalises; compressed strips through a decoded
-//     strip cache its workers share), not through GDAL. The source's Open
-//     (its statistics pass over the scene, through GDAL) is not timed.
-//   - gdal: raw GDAL window reads through godal, the same windows in
-//     the same order, into a uint16 buffer per worker, band-interleaved
-//     (CHW, as a model needs them), one dataset handle per worker, opened
-//     and warmed by one pass before the timing. The ratio pipe/gdal is
-//     the one the target (0.9) is set on. This baseline is GDAL's alone
-//     whatever pipe's source does: the direct reader changed pipe's side
-//     only.
-//   - gdal float32: the same, GDAL converting to float32 (what a model
-//     eats, without normalisation): twice the bytes written, for context.
-//
-// The three take turns within each round, which goes first rotating
-// from round to round; the figures are medians over rounds of tiles per
-// second, and the ratios the medians of the rounds' ratios.
-// Both run in this process with a block cache of -cachemax MB
-// (GDAL_CACHEMAX): GDAL's for the raw reads, and for the source its own
-// cache of decoded blocks, which takes GDAL's size as its budget (it
-// closes its GDAL handles after Open, so GDAL's cache is the raw reads'
-// alone). Either is smaller than a file, so a pass in row-major order
-// finds none of its tiles left by the pass before. GDAL_NUM_THREADS is
-// left unset.
-//
-// gdal_translate -srcwin writes -translate tiles of each file, one
-// process per tile, one at a time, to an uncompressed GTiff: the cost of
-// a tile read by a process of its own, reported in a table of its own.
+// Method: docs/design/bench-tiles.md.
 package main
 
 import (

@@ -1,9 +1,10 @@
 //go:build cgo
 
 // Package winograd holds the transforms of the Winograd F(2×2, 3×3)
-// convolution (exec/cpu/winograd.go says the algebra), in C so that the
-// compiler vectorises the loops over a row of tiles. It is apart from
-// package cpu because a package with cgo cannot also hold Go assembly.
+// convolution (docs/design/native-winograd.md says the algebra), in C so
+// that the compiler vectorises the loops over a row of tiles. It is apart
+// from package native because a package with cgo cannot also hold Go
+// assembly.
 // Shapes: x, y and dy are CNHW (c planes of n images h × w, padding 1);
 // V, M are [16][c][ld], tile t of a block [t0, t1) at column t - t0;
 // U and dU are [16][co][ci]; g and dw are [co][ci][3][3].
