@@ -35,6 +35,8 @@ type Recheck struct {
 	// and devices with this machine's facts, and Diags its diagnostics.
 	Again *plan.Plan
 	Diags diag.Diagnostics
+	// Planned is the plan file to run, when the verdict is Runnable.
+	Planned *Planned
 }
 
 // Recheck holds a plan loaded from a file (pipe run --plan) against the
@@ -56,6 +58,8 @@ func (w *Workflow) Recheck(ctx context.Context, prog *lang.Program, src []byte, 
 		r.Verdict = Moved
 	case !p.Fits:
 		r.Verdict = NoFit
+	default:
+		r.Planned = &Planned{Plan: p, purpose: ForRun}
 	}
 	return r
 }

@@ -71,7 +71,7 @@ func New(opts ...Option) *Workflow {
 	return w
 }
 
-// Host is the machine's facts, measured once per Workflow.
+// hostInfo is the machine's facts, measured once per Workflow.
 func (w *Workflow) hostInfo() planner.HostInfo {
 	w.hostOnce.Do(func() { w.host = w.detectHost() })
 	return w.host

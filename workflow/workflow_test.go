@@ -174,7 +174,7 @@ func TestRecheckRefusesAChangedSource(t *testing.T) {
 	prog := program(t, tinyPipe)
 	wf := workflow.New(workflow.WithHost(cpuHost(0)))
 	pl, _ := wf.Plan(context.Background(), prog, workflow.Request{Purpose: workflow.ForPlan, Source: []byte(tinyPipe)})
-	if r := wf.Recheck(context.Background(), prog, []byte(tinyPipe), pl.Plan); r.Verdict != workflow.Runnable {
+	if r := wf.Recheck(context.Background(), prog, []byte(tinyPipe), pl.Plan); r.Verdict != workflow.Runnable || r.Planned == nil || r.Planned.Plan != pl.Plan {
 		t.Errorf("the plan as made: verdict %d, %v", r.Verdict, r.Diags)
 	}
 	if r := wf.Recheck(context.Background(), prog, []byte(tinyPipe+"\n"), pl.Plan); r.Verdict != workflow.SourceChanged || r.Changed == nil {

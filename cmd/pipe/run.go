@@ -146,7 +146,7 @@ func (a *app) runPlan(wf *workflow.Workflow, f *runFlags, in *runInput) (*workfl
 			return nil, exitNoFit
 		}
 		a.printDiags(in.ds, in.sources) // warnings
-		return &workflow.Planned{Plan: p}, exitOK
+		return r.Planned, exitOK
 	}
 	req := workflow.Request{Purpose: workflow.ForRun, Source: in.src, Device: *f.device, Batch: *f.batch}
 	f.engine.request(&req)
