@@ -67,11 +67,11 @@ func runRun(a *app, args []string) int {
 		return exitErrors
 	}
 	wf := a.workflow(*f.python)
-	in, code := a.runInput(f, files)
+	in, code := a.loadRun(f, files)
 	if in == nil {
 		return code
 	}
-	pl, code := a.runPlan(wf, f, in)
+	pl, code := a.planRun(wf, f, in)
 	if pl == nil {
 		return code
 	}
@@ -94,9 +94,9 @@ type runInput struct {
 	planFile *plan.Plan
 }
 
-// runInput loads --plan's file, then the program (the plan's own source
+// loadRun loads --plan's file, then the program (the plan's own source
 // when no file is given); nil and the exit code when either fails.
-func (a *app) runInput(f *runFlags, files []string) (*runInput, int) {
+func (a *app) loadRun(f *runFlags, files []string) (*runInput, int) {
 	in := &runInput{}
 	if *f.planPath != "" {
 		p, err := planner.Load(*f.planPath)
@@ -126,10 +126,10 @@ func (a *app) runInput(f *runFlags, files []string) (*runInput, int) {
 	return in, exitOK
 }
 
-// runPlan is the plan the run follows: --plan's file, held against its
+// planRun is the plan the run follows: --plan's file, held against its
 // source and planned again, or one made now; nil and the exit code when
 // there is none to run. It shows the warnings.
-func (a *app) runPlan(wf *workflow.Workflow, f *runFlags, in *runInput) (*workflow.Planned, int) {
+func (a *app) planRun(wf *workflow.Workflow, f *runFlags, in *runInput) (*workflow.Planned, int) {
 	if p := in.planFile; p != nil {
 		r := wf.Recheck(context.Background(), in.prog, in.src, p)
 		switch r.Verdict {
