@@ -6,6 +6,7 @@ import (
 
 	"pipe/exec"
 	"pipe/lang"
+	"pipe/lang/diag"
 )
 
 // ServeWorkers loads the model trained at path once for each of the
@@ -55,4 +56,34 @@ func (w *Workflow) ServeWorkers(pl *Planned, prog *lang.Program, path string) ([
 		}
 	}
 	return workers, first, nil
+}
+
+// Servability is whether a serving plan can serve.
+type Servability int
+
+const (
+	// Servable: the workers fit and nothing else is wrong.
+	Servable Servability = iota
+	// Unservable: the file cannot be planned.
+	Unservable
+	// TwoModels: a gan-mode file trains two models against each other,
+	// and serving is planned for one.
+	TwoModels
+	// ServeNoFit: the serving workers do not fit the device.
+	ServeNoFit
+)
+
+// Servability says whether pl, planned ForServe with diagnostics ds, can
+// be served: training's memory does not matter here, serving's does.
+func (pl *Planned) Servability(ds diag.Diagnostics) Servability {
+	p := pl.Plan
+	switch {
+	case p == nil || HasOtherErrors(ds):
+		return Unservable
+	case p.Serve == nil:
+		return TwoModels
+	case !p.Serve.Fits:
+		return ServeNoFit
+	}
+	return Servable
 }

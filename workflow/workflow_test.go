@@ -228,3 +228,18 @@ func TestImports(t *testing.T) {
 		}
 	}
 }
+
+// TestServability: a serving plan that fits serves; a plan without
+// serving (what a gan-mode file gives) does not.
+func TestServability(t *testing.T) {
+	prog := program(t, tinyPipe)
+	wf := workflow.New(workflow.WithHost(cpuHost(0)))
+	pl, ds := wf.Plan(context.Background(), prog, workflow.Request{Purpose: workflow.ForServe})
+	if got := pl.Servability(ds); got != workflow.Servable {
+		t.Errorf("serving planned: %d\n%v", got, ds)
+	}
+	pl, ds = wf.Plan(context.Background(), prog, workflow.Request{Purpose: workflow.ForPlan})
+	if got := pl.Servability(ds); got != workflow.TwoModels {
+		t.Errorf("no serving planned: %d", got)
+	}
+}

@@ -85,19 +85,18 @@ func runServe(a *app, args []string) int {
 }
 
 // servePlan plans serving; nil and the exit code when it cannot serve.
-// Training's memory does not matter here; serving's does.
 func (a *app) servePlan(wf *workflow.Workflow, prog *lang.Program, src []byte, device, display string,
 	ds diag.Diagnostics, sources render.Sources) (*workflow.Planned, int) {
 	pl, pds := wf.Plan(context.Background(), prog, workflow.Request{Purpose: workflow.ForServe, Source: src, Device: device})
-	p := pl.Plan
-	if p == nil || p.Serve == nil || workflow.HasOtherErrors(pds) {
+	switch pl.Servability(pds) {
+	case workflow.Unservable:
 		a.printDiags(append(ds, pds...), sources)
-		if p != nil && p.Serve == nil && !workflow.HasOtherErrors(pds) {
-			fmt.Fprintf(a.env.Stderr, "pipe serve: %s cannot be served: serving is planned for one model, and this file trains two against each other (gan mode)\n", display)
-		}
 		return nil, exitErrors
-	}
-	if !p.Serve.Fits {
+	case workflow.TwoModels:
+		a.printDiags(append(ds, pds...), sources)
+		fmt.Fprintf(a.env.Stderr, "pipe serve: %s cannot be served: serving is planned for one model, and this file trains two against each other (gan mode)\n", display)
+		return nil, exitErrors
+	case workflow.ServeNoFit:
 		a.printDiags(append(ds, pds...), sources)
 		return nil, exitNoFit
 	}
