@@ -30,9 +30,10 @@ const (
 // training samples, the sources' resident bytes, the predicted raster.
 func (p Purpose) readsData() bool { return p != ForExport && p != ForEditor }
 
-// probesTorch says the purpose starts the torch engine's Python before
-// planning is done, to give up a GPU it cannot use.
-func (p Purpose) probesTorch() bool { return p == ForRun }
+// runs says the purpose runs the plan it makes, so that a run's choices
+// are made on top of the planner's (decideRun): every local GPU, and a
+// GPU only when the torch engine's Python starts.
+func (p Purpose) runs() bool { return p == ForRun }
 
 // device is the device the purpose plans for, whatever the file and the
 // flags say; "" leaves the choice to them.

@@ -133,7 +133,7 @@ func (w *Workflow) Plan(ctx context.Context, prog *lang.Program, req Request) (*
 	f := w.gather(prog, req.Purpose)
 	out := &Planned{purpose: req.Purpose}
 	p, ds := w.plan(ctx, prog, req, f, req.Device, 0)
-	if req.Purpose == ForRun {
+	if req.Purpose.runs() {
 		p, ds = w.decideRun(ctx, prog, req, f, out, p, ds)
 	}
 	out.Plan = p
