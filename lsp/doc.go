@@ -17,7 +17,9 @@
 //
 // Neighbours: package lang parses and checks; package stdlib is the
 // registry and builds the graphs that give shapes when there is no plan;
-// the planner is passed in by cmd/pipe (WithPlanner), so this package does
-// not depend on it; package format formats. Positions: package diag counts
-// bytes, the protocol counts UTF-16 code units; text.go converts.
+// the planner is passed in by cmd/pipe (WithPlanner), which plans through
+// package workflow as every command does, so this package links neither
+// the planner nor an engine; package format formats. Positions: package
+// diag counts bytes, the protocol counts UTF-16 code units; text.go
+// converts.
 package lsp

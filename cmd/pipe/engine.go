@@ -4,7 +4,7 @@ import (
 	"flag"
 	"fmt"
 
-	"pipe/planner"
+	"pipe/workflow"
 )
 
 // engineFlagSet holds the flags that choose the engine and the devices,
@@ -36,20 +36,7 @@ func (e *engineFlagSet) check() string {
 	return ""
 }
 
-// options are the planner's options for the flags; gpus is the number of
-// local GPUs a run found, which --nproc-per-node defaults to on a GPU
-// (nil: plan one device a node unless told).
-func (e *engineFlagSet) options(nproc *int) []planner.Option {
-	var opts []planner.Option
-	if *e.engine != "" {
-		opts = append(opts, planner.WithEngine(*e.engine))
-	}
-	n := *e.nproc
-	if nproc != nil && n == 0 {
-		n = *nproc
-	}
-	if n > 1 || *e.nnodes > 1 {
-		opts = append(opts, planner.WithDevices(n, *e.nnodes))
-	}
-	return opts
+// request puts the flags into a planning request.
+func (e *engineFlagSet) request(req *workflow.Request) {
+	req.Engine, req.NProcPerNode, req.NNodes = *e.engine, *e.nproc, *e.nnodes
 }

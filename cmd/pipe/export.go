@@ -1,19 +1,17 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"runtime/debug"
-	"strings"
 
-	"pipe/engine/native"
+	"pipe/cmd/pipe/internal/views"
 	"pipe/export/onnx"
-	"pipe/lang"
 	"pipe/lang/render"
-	"pipe/planner"
 	"pipe/run"
+	"pipe/workflow"
 )
 
 func init() {
@@ -49,27 +47,32 @@ func runExport(a *app, args []string) int {
 		a.printDiags(ds, sources)
 		return exitErrors
 	}
-	// The plan says which batchnorms fold into their conv; they are the
-	// same on every device, so it is made for the CPU.
-	p, pds := planner.Plan(prog, planner.WithSource(src), planner.WithHost(hostInfo()), planner.WithDevice("cpu"))
-	if p == nil || hasOtherErrors(pds) {
+	wf := a.workflow("")
+	pl, pds := wf.Plan(context.Background(), prog, workflow.Request{Purpose: workflow.ForExport, Source: src})
+	if pl.Plan == nil || workflow.HasOtherErrors(pds) {
 		a.printDiags(append(ds, pds...), sources)
 		return exitErrors
 	}
 	path := *ckpt
 	if path == "" {
-		path = defaultCheckpoint(prog, *ckptDir)
+		path = workflow.DefaultCheckpoint(prog, *ckptDir)
 	}
-	t, err := run.LoadTrained(p, prog, path, native.Backend{}, 1, 1)
+	engine, _ := wf.Engine(pl) // the native engine, which starts nothing
+	t, err := run.LoadTrained(pl.Plan, prog, path, engine, 1, 1)
 	if err != nil {
 		fmt.Fprintf(a.env.Stderr, "pipe export: %v\n", err)
 		return exitErrors
 	}
 	defer t.Close()
+	return a.writeONNX(t, *out, *opset, path)
+}
+
+// writeONNX writes t as an ONNX file at out and says what it wrote.
+func (a *app) writeONNX(t *run.Trained, out string, opset int, path string) int {
 	var sum onnx.Summary
-	err = run.WriteFileAtomic(*out, func(w io.Writer) error {
+	err := run.WriteFileAtomic(out, func(w io.Writer) error {
 		var err error
-		sum, err = onnx.Export(w, t, onnx.WithOpset(*opset), onnx.WithProducer(pipeVersion()))
+		sum, err = onnx.Export(w, t, onnx.WithOpset(opset), onnx.WithProducer(pipeVersion()))
 		return err
 	})
 	if err != nil {
@@ -79,53 +82,8 @@ func runExport(a *app, args []string) int {
 		}
 		return exitErrors
 	}
-	w := a.env.Stdout
-	fmt.Fprintf(w, "Wrote %s: model %s of pipeline %s from %s\n", *out, t.Info.ModelName, t.Info.Pipeline, path)
-	fmt.Fprintf(w, "  ONNX opset %d (IR version %d), %d nodes, %d initializers\n", sum.Opset, sum.IRVersion, sum.Nodes, sum.Initializers)
-	fmt.Fprintf(w, "  input  %q [batch, %s] float32, normalised as training normalised it\n", sum.Input, dims(sum.InputShape))
-	fmt.Fprintf(w, "  output %q [batch, %s] float32", sum.Output, dims(sum.OutputShape))
-	if t.Info.Target != nil {
-		fmt.Fprint(w, ", restored to the target's units")
-	}
-	fmt.Fprintln(w)
-	if n := len(sum.Folded); n > 0 {
-		fmt.Fprintf(w, "  %s folded into the conv before %s\n", count(n, "batchnorm", "batchnorms"), map[bool]string{true: "it", false: "them"}[n == 1])
-	}
-	if nm := t.Info.InputNorm; len(nm.Mean) > 0 {
-		fmt.Fprintf(w, "  feed it (x - mean) / std per channel: mean %s, std %s (also in the file's metadata)\n", floats(nm.Mean), floats(nm.Std))
-	}
+	views.Export(a.env.Stdout, out, t, sum, path)
 	return exitOK
-}
-
-// defaultCheckpoint is best.ckpt in the run's checkpoint folder when there
-// is one, else last.ckpt there.
-func defaultCheckpoint(prog *lang.Program, dir string) string {
-	if dir == "" {
-		dir = filepath.Join("out", prog.Name, "checkpoints")
-		if f := prog.Block("train").Field("checkpoint_dir"); f != nil {
-			dir = f.First().Str
-		}
-	}
-	if best := filepath.Join(dir, run.BestCheckpoint); fileExists(best) {
-		return best
-	}
-	return filepath.Join(dir, run.LastCheckpoint)
-}
-
-func dims(s []int64) string {
-	parts := make([]string, len(s))
-	for i, d := range s {
-		parts[i] = fmt.Sprint(d)
-	}
-	return strings.Join(parts, ", ")
-}
-
-func floats(v []float64) string {
-	parts := make([]string, len(v))
-	for i, x := range v {
-		parts[i] = fmt.Sprintf("%.4g", x)
-	}
-	return "[" + strings.Join(parts, ", ") + "]"
 }
 
 // pipeVersion is the module's version for the file's producer_version.

@@ -7,13 +7,12 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"sync"
 	"syscall"
 
 	"pipe/lang"
 	"pipe/lang/diag"
 	"pipe/lsp"
-	"pipe/planner"
+	"pipe/workflow"
 )
 
 func init() {
@@ -46,7 +45,7 @@ func runLSP(a *app, args []string) int {
 		lsp.WithLogger(log),
 		lsp.WithDebounce(*debounce),
 		lsp.WithVersion(buildVersion()),
-		lsp.WithPlanner(lspPlanner()),
+		lsp.WithPlanner(a.lspPlanner()),
 	)
 	if err != nil {
 		if errors.Is(err, lsp.ErrNoShutdown) {
@@ -90,23 +89,20 @@ func buildVersion() string {
 	return "(devel)"
 }
 
-// lspPlanner plans for the language server: the planner for the file's
-// device, with the host measured once per session rather than on every
-// keystroke. A newer change cancels ctx, which stops the planner where it
-// is (planner.WithContext); the server drops what it returns.
-func lspPlanner() lsp.Planner {
-	var (
-		once sync.Once
-		host planner.HostInfo
-	)
+// lspPlanner plans for the language server through the workflow every
+// command plans through, for the file's device, with the facts an editor
+// can afford (workflow.ForEditor: the host measured once per session, the
+// data not read). A newer change cancels ctx, which stops the planner
+// where it is; the server drops what it returns.
+func (a *app) lspPlanner() lsp.Planner {
+	wf := a.workflow("")
 	return func(ctx context.Context, prog *lang.Program) (*lsp.Costs, diag.Diagnostics) {
 		if len(prog.Models) == 0 {
 			// A file mid-write without a model yet: "nothing to plan" is
 			// pipe plan's answer, not a mistake to underline.
 			return nil, nil
 		}
-		once.Do(func() { host = planner.DetectHost() })
-		p, ds := planner.Plan(prog, planner.WithHost(host), planner.WithContext(ctx))
-		return lsp.CostsFromPlan(prog, p), ds
+		pl, ds := wf.Plan(ctx, prog, workflow.Request{Purpose: workflow.ForEditor})
+		return lsp.CostsFromPlan(prog, pl.Plan), ds
 	}
 }

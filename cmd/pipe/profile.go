@@ -3,12 +3,10 @@ package main
 import (
 	"flag"
 	"fmt"
-	"io"
-	"path/filepath"
 
-	"pipe/planner/plan"
 	"pipe/run"
 	"pipe/run/report"
+	"pipe/workflow"
 )
 
 // profileFlag are pipe run's --profile flags.
@@ -16,7 +14,6 @@ type profileFlag struct {
 	on     *bool
 	out    *string
 	warmup *int
-	path   string
 }
 
 func profileFlags(fs *flag.FlagSet) *profileFlag {
@@ -38,26 +35,9 @@ func (f *profileFlag) check(fs *flag.FlagSet) string {
 	return ""
 }
 
-// options adds WithProfile to opts when --profile is on, once the trace's
-// path is known to be writable.
-func (f *profileFlag) options(a *app, p *plan.Plan, opts []run.Option) ([]run.Option, bool) {
-	if !*f.on {
-		return opts, true
-	}
-	f.path = *f.out
-	if f.path == "" {
-		f.path = filepath.Join("out", p.Pipeline, "trace.json")
-	}
-	if err := run.CheckWritable(f.path); err != nil {
-		fmt.Fprintf(a.env.Stderr, "pipe run: cannot write the profile's trace: %v; nothing was trained (give --profile-out a path that can be written)\n", err)
-		return opts, false
-	}
-	return append(opts, run.WithProfile(run.ProfileOptions{Warmup: *f.warmup})), true
-}
-
-// write prints the profile's table and writes its trace; false when the
-// trace could not be written.
-func (f *profileFlag) write(a *app, res *run.Result) bool {
+// write prints the profile's table and writes its trace to path; false
+// when the trace could not be written.
+func (f *profileFlag) write(a *app, res *run.Result, path string) bool {
 	if !*f.on || res.Profile == nil {
 		return true
 	}
@@ -67,10 +47,10 @@ func (f *profileFlag) write(a *app, res *run.Result) bool {
 		return true
 	}
 	report.ProfileTable(a.env.Stdout, pr)
-	if err := run.WriteFileAtomic(f.path, func(w io.Writer) error { return pr.WriteTrace(w) }); err != nil {
+	if err := workflow.WriteTrace(pr, path); err != nil {
 		fmt.Fprintf(a.env.Stderr, "pipe run: writing the profile's trace: %v\n", err)
 		return false
 	}
-	fmt.Fprintf(a.env.Stdout, "trace: %s (open it in Perfetto or chrome://tracing)\n", f.path)
+	fmt.Fprintf(a.env.Stdout, "trace: %s (open it in Perfetto or chrome://tracing)\n", path)
 	return true
 }

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"pipe/cmd/pipe/internal/views"
 )
 
 // An explicit --batch 0 or --max-steps 0 is refused, not read as "not
@@ -56,7 +58,7 @@ func TestPercentIsNeverZeroForSomething(t *testing.T) {
 		part, whole int64
 		want        string
 	}{{64, 19 << 10, "<1%"}, {0, 10, "0%"}, {1, 10, "10%"}, {10, 10, "100%"}, {5, 0, "500%"}} {
-		if got := percent(c.part, c.whole); got != c.want {
+		if got := views.Percent(c.part, c.whole); got != c.want {
 			t.Errorf("percent(%d, %d) = %s, want %s", c.part, c.whole, got, c.want)
 		}
 	}

@@ -9,14 +9,15 @@ import (
 	"os/signal"
 	"syscall"
 
-	"pipe/engine"
-	"pipe/engine/native"
-	"pipe/engine/torch"
+	"pipe/cmd/pipe/internal/views"
+	"pipe/lang"
+	"pipe/lang/diag"
 	"pipe/lang/render"
 	"pipe/planner"
 	"pipe/planner/plan"
 	"pipe/run"
 	"pipe/serve"
+	"pipe/workflow"
 )
 
 func init() {
@@ -59,82 +60,75 @@ func runServe(a *app, args []string) int {
 		a.printDiags(ds, sources)
 		return exitErrors
 	}
-	opts := []planner.Option{planner.WithSource(src), planner.WithHost(hostInfo()), planner.WithServe()}
-	if *device != "" {
-		opts = append(opts, planner.WithDevice(*device))
+	wf := a.workflow(*python)
+	pl, code := a.servePlan(wf, prog, src, *device, display, ds, sources)
+	if pl == nil {
+		return code
 	}
-	p, pds := planner.Plan(prog, opts...)
-	// Training's memory does not matter here; serving's does.
-	if p == nil || p.Serve == nil || hasOtherErrors(pds) {
-		a.printDiags(append(ds, pds...), sources)
-		if p != nil && p.Serve == nil && !hasOtherErrors(pds) {
-			fmt.Fprintf(a.env.Stderr, "pipe serve: %s cannot be served: serving is planned for one model, and this file trains two against each other (gan mode)\n", display)
-		}
+	path := *ckpt
+	if path == "" {
+		path = workflow.DefaultCheckpoint(prog, "")
+	}
+	workers, rep, err := wf.ServeWorkers(pl, prog, path)
+	if rep != nil {
+		views.Int8(a.env.Stderr, rep)
+	}
+	switch {
+	case errors.Is(err, run.ErrCheckpointMismatch):
+		fmt.Fprintf(a.env.Stderr, "pipe serve: refusing to serve %s: %v\n", path, err)
+		return exitErrors
+	case err != nil:
+		fmt.Fprintf(a.env.Stderr, "pipe serve: %v\n", err)
 		return exitErrors
 	}
-	sp := p.Serve
-	if !sp.Fits {
+	return a.serveWorkers(workers, pl.Plan, *noBatching, *addr, display, path)
+}
+
+// servePlan plans serving; nil and the exit code when it cannot serve.
+func (a *app) servePlan(wf *workflow.Workflow, prog *lang.Program, src []byte, device, display string,
+	ds diag.Diagnostics, sources render.Sources) (*workflow.Planned, int) {
+	pl, pds := wf.Plan(context.Background(), prog, workflow.Request{Purpose: workflow.ForServe, Source: src, Device: device})
+	switch pl.Servability(pds) {
+	case workflow.Unservable:
 		a.printDiags(append(ds, pds...), sources)
-		return exitNoFit
+		return nil, exitErrors
+	case workflow.TwoModels:
+		a.printDiags(append(ds, pds...), sources)
+		fmt.Fprintf(a.env.Stderr, "pipe serve: %s cannot be served: serving is planned for one model, and this file trains two against each other (gan mode)\n", display)
+		return nil, exitErrors
+	case workflow.ServeNoFit:
+		a.printDiags(append(ds, pds...), sources)
+		return nil, exitNoFit
 	}
 	for _, d := range pds {
 		if d.Code != planner.CodeNoFit {
 			a.printDiags(append(ds, d), sources)
 		}
 	}
-	path := *ckpt
-	if path == "" {
-		path = defaultCheckpoint(prog, "")
-	}
-	backend, err := serveBackend(p, *python, a)
+	return pl, exitOK
+}
+
+// serveWorkers answers requests with the workers until a signal drains
+// the server.
+func (a *app) serveWorkers(workers []*run.Trained, p *plan.Plan, noBatching bool, addr, display, path string) int {
+	sp := p.Serve
+	cfg := serve.FromPlan(sp)
+	cfg.Batching = !noBatching && sp.MaxBatch > 1
+	srv, err := serve.New(workers, cfg)
 	if err != nil {
-		fmt.Fprintf(a.env.Stderr, "pipe serve: %v\n", err)
-		return exitErrors
-	}
-	workers := make([]*run.Trained, 0, sp.Workers)
-	closeAll := func() {
 		for _, w := range workers {
 			w.Close()
 		}
-	}
-	for range sp.Workers {
-		t, err := run.LoadTrained(p, prog, path, backend, int(sp.MaxBatch), sp.ThreadsPerWorker)
-		if err != nil {
-			closeAll()
-			if errors.Is(err, run.ErrCheckpointMismatch) {
-				fmt.Fprintf(a.env.Stderr, "pipe serve: refusing to serve %s: %v\n", path, err)
-			} else {
-				fmt.Fprintf(a.env.Stderr, "pipe serve: %v\n", err)
-			}
-			return exitErrors
-		}
-		workers = append(workers, t)
-	}
-	if err := quantizeWorkers(a, workers, sp); err != nil {
-		closeAll()
 		fmt.Fprintf(a.env.Stderr, "pipe serve: %v\n", err)
 		return exitErrors
 	}
-	cfg := serve.FromPlan(sp)
-	cfg.Batching = !*noBatching && sp.MaxBatch > 1
-	srv, err := serve.New(workers, cfg)
-	if err != nil {
-		closeAll()
-		fmt.Fprintf(a.env.Stderr, "pipe serve: %v\n", err)
-		return exitErrors
-	}
-	ln, err := net.Listen("tcp", *addr)
+	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		srv.Drain()
 		fmt.Fprintf(a.env.Stderr, "pipe serve: %v\n", err)
 		return exitErrors
 	}
-	batching := fmt.Sprintf("max_batch %d, max_wait %s", cfg.MaxBatch, cfg.MaxWait)
-	if !cfg.Batching {
-		batching = "batching off"
-	}
-	fmt.Fprintf(a.env.Stderr, "pipe serve: %s (model %s from %s) on http://%s: %s, %s × %s, queue %d; POST /v1/predict, GET /healthz /readyz /metrics\n",
-		display, p.Model, path, ln.Addr(), batching, count(sp.Workers, "worker", "workers"), count(sp.ThreadsPerWorker, "thread", "threads"), cfg.Queue)
+	views.Listening(a.env.Stderr, display, p, path, ln.Addr(), cfg)
 	serveListening(ln.Addr())
 	ctx, stop := serveContext()
 	defer stop()
@@ -143,47 +137,10 @@ func runServe(a *app, args []string) int {
 		<-ctx.Done()
 		stop()
 	}()
-	err = srv.Serve(ctx, ln)
-	if err != nil {
+	if err := srv.Serve(ctx, ln); err != nil {
 		fmt.Fprintf(a.env.Stderr, "pipe serve: %v\n", err)
 		return exitErrors
 	}
 	fmt.Fprintln(a.env.Stderr, "pipe serve: drained; every admitted request was answered")
 	return exitOK
-}
-
-// serveBackend is the engine the plan runs on.
-func serveBackend(p *plan.Plan, python string, a *app) (engine.Backend, error) {
-	if p.EngineName() == plan.EngineNative {
-		return native.Backend{}, nil
-	}
-	tb := torch.Backend{Python: torch.PythonFor(python, a.env.Getenv), Log: a.log}
-	if _, err := probeTorch(tb.Python); err != nil {
-		return nil, err
-	}
-	return tb, nil
-}
-
-// quantizeWorkers makes the workers' models int8 when the serve block asks
-// for it, each calibrated on the same first training batches (read once),
-// as a run's predict in int8 is; it says what it quantised.
-func quantizeWorkers(a *app, workers []*run.Trained, sp *plan.Serve) error {
-	if sp.Precision != "int8" || len(workers) == 0 {
-		return nil
-	}
-	calib, err := workers[0].CalibrationBatches(context.Background(), "", int(max(sp.CalibrateBatches, 1)))
-	if err != nil {
-		return fmt.Errorf("int8 calibration: %w", err)
-	}
-	for i, w := range workers {
-		rep, err := w.QuantizeInt8(calib)
-		if err != nil {
-			return err
-		}
-		if i == 0 {
-			fmt.Fprintf(a.env.Stderr, "pipe serve: int8: %d layers quantised per channel, calibrated on %d batches (%s); weights %s -> %s\n",
-				rep.Int8Layers(), rep.CalibBatches, rep.Calibration, planner.FormatBytes(rep.WeightBytesFP32), planner.FormatBytes(rep.WeightBytesInt8))
-		}
-	}
-	return nil
 }

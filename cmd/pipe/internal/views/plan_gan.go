@@ -1,4 +1,4 @@
-package main
+package views
 
 import (
 	"fmt"
@@ -10,9 +10,9 @@ import (
 	"pipe/planner/plan"
 )
 
-// writeGAN prints a gan-mode plan's discriminator: its layers and what it
+// gan prints a gan-mode plan's discriminator: its layers and what it
 // adds to the memory (included in the total above).
-func writeGAN(w io.Writer, p *plan.Plan) {
+func gan(w io.Writer, p *plan.Plan) {
 	g := p.GAN
 	if g == nil {
 		return

@@ -1,4 +1,4 @@
-package main
+package workflow
 
 import (
 	"fmt"
@@ -9,12 +9,33 @@ import (
 	"pipe/planner"
 )
 
-// samplesOption counts the training source's samples without loading
-// them (dataset.CountSamples), for the planner: an explicit batch larger than
+// facts are what the planner is told beyond the file and the flags.
+type facts struct {
+	host planner.HostInfo
+	// data are the data's facts as planner options, nil when the
+	// purpose does not read the data.
+	data []planner.Option
+}
+
+// gather collects the facts for a purpose. The sources are counted
+// before the host is measured: a raster source loads GDAL's drivers,
+// which the process's runtime, measured with the host, then includes
+// (planner/process.go).
+func (w *Workflow) gather(prog *lang.Program, purpose Purpose) facts {
+	var f facts
+	if purpose.readsData() {
+		f.data = dataOptions(prog)
+	}
+	f.host = w.hostInfo()
+	return f
+}
+
+// dataOptions counts the training source's samples without loading them
+// (dataset.CountSamples), for the planner: an explicit batch larger than
 // the data is an error, an auto batch leaves enough steps an epoch. A
 // source that cannot be counted (a missing file) plans without it; the
 // run reports the file.
-func samplesOption(prog *lang.Program) []planner.Option {
+func dataOptions(prog *lang.Program) []planner.Option {
 	b := prog.TrainSource()
 	if b == nil {
 		return nil

@@ -1,4 +1,4 @@
-package main
+package views
 
 import (
 	"fmt"
@@ -9,19 +9,19 @@ import (
 	"pipe/planner/plan"
 )
 
-// writeServe prints the serving plan, when there is one: what pipe serve
+// serving prints the serving plan, when there is one: what pipe serve
 // runs and each choice with its reason.
-func writeServe(w io.Writer, p *plan.Plan) {
+func serving(w io.Writer, p *plan.Plan) {
 	s := p.Serve
 	if s == nil {
 		return
 	}
 	fmt.Fprintf(w, "\nServing (%s): max_batch %d, max_wait %s, %s × %s, queue %d, body limit %s\n",
-		s.Precision, s.MaxBatch, seconds(s.MaxWaitSeconds), count(s.Workers, "worker", "workers"), count(s.ThreadsPerWorker, "thread", "threads"),
+		s.Precision, s.MaxBatch, Seconds(s.MaxWaitSeconds), Count(s.Workers, "worker", "workers"), Count(s.ThreadsPerWorker, "thread", "threads"),
 		s.Queue, planner.FormatBytes(s.MaxBodyBytes))
 	if s.ForwardSeconds > 0 {
 		fmt.Fprintf(w, "  forward at max_batch %s (roofline estimate) + max_wait %s, latency target %s\n",
-			seconds(s.ForwardSeconds), seconds(s.MaxWaitSeconds), seconds(s.LatencyTargetSeconds))
+			Seconds(s.ForwardSeconds), Seconds(s.MaxWaitSeconds), Seconds(s.LatencyTargetSeconds))
 	}
 	fmt.Fprintf(w, "  memory %s of a %s budget: %s weights a worker, %s a sample, %s a request at most\n",
 		planner.FormatBytes(s.Memory), planner.FormatBytes(s.Budget), planner.FormatBytes(s.WorkerStaticBytes),
@@ -33,8 +33,8 @@ func writeServe(w io.Writer, p *plan.Plan) {
 	tw.Flush()
 }
 
-// seconds renders a duration in seconds as 5ms, 1.2s or 300µs.
-func seconds(s float64) string {
+// Seconds renders a duration in seconds as 5ms, 1.2s or 300µs.
+func Seconds(s float64) string {
 	switch {
 	case s == 0:
 		return "0s"

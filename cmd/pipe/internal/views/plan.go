@@ -1,0 +1,231 @@
+package views
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"pipe/planner"
+	"pipe/planner/plan"
+)
+
+// Plan prints the per-layer table, the memory and the decisions.
+func Plan(w io.Writer, p *plan.Plan) {
+	fmt.Fprintf(w, "%s: model %s on %s (%s engine), %s, batch %d", p.File, p.Model, p.Device.Name, p.EngineName(),
+		p.Precision.Compute, p.BatchSize)
+	if ws := p.WorldSize(); ws > 1 {
+		fmt.Fprintf(w, " per device × %d devices", ws)
+	}
+	if p.AccumulationSteps > 1 {
+		fmt.Fprintf(w, " × %d accumulation steps", p.AccumulationSteps)
+	}
+	if p.AccumulationSteps > 1 || p.WorldSize() > 1 {
+		fmt.Fprintf(w, " = %d", p.EffectiveBatch)
+	}
+	fmt.Fprintf(w, "\n%s parameters, %s FLOPs per sample forward\n\n", planner.FormatCount(p.Parameters), planner.FormatCount(p.FLOPsPerSample))
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "LINE\tNAME\tOP\tOUTPUT\tPARAMS\tACTIVATIONS\tRECOMPUTED\tFUSED WITH")
+	kinds := map[int]string{}
+	for _, g := range p.Fusion.Groups {
+		kinds[g.ID] = fmt.Sprintf("#%d %s", g.ID, g.Kind)
+	}
+	for _, l := range p.Layers {
+		rc := ""
+		if l.Recomputed {
+			rc = "yes"
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Line, l.Name, l.Op, shape(l.Out), planner.FormatCount(l.Params),
+			planner.FormatBytes(l.ActivationBytes), rc, kinds[l.FusionGroup])
+	}
+	tw.Flush()
+
+	m := p.Memory
+	per := ""
+	if p.WorldSize() > 1 {
+		per = ", per device"
+	}
+	fmt.Fprintf(w, "\nMemory at batch %d (%s engine%s)\n", p.BatchSize, p.EngineName(), per)
+	if len(m.Terms) > 0 {
+		gpuMemory(w, p)
+	} else {
+		memory(w, p)
+	}
+
+	gan(w, p)
+	serving(w, p)
+
+	if len(p.Checkpoint.Segments) > 0 {
+		fmt.Fprintf(w, "\nRecomputed segments (+%.1f%% FLOPs)\n", p.Checkpoint.ExtraPercent)
+		for _, s := range p.Checkpoint.Segments {
+			fmt.Fprintf(w, "  %s .. %s (%d nodes)\n", s.First, s.Last, s.To-s.From+1)
+		}
+	}
+
+	fmt.Fprintln(w, "\nDecisions")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for _, d := range p.Decisions {
+		fmt.Fprintf(tw, "  %s\t%s\t%s\n", d.What, d.Value, d.Reason)
+	}
+	tw.Flush()
+}
+
+// memRow is a line of the memory's table: a component, its size and
+// what it is.
+type memRow struct{ name, size, note string }
+
+// memory prints the memory's components, which add up to its total:
+// names to the left, sizes to the right, so that the sizes line up on
+// their units.
+func memory(w io.Writer, p *plan.Plan) {
+	rows := memoryRows(p)
+	nameW, sizeW := 0, 0
+	for _, r := range rows {
+		nameW, sizeW = max(nameW, len(r.name)), max(sizeW, len(r.size))
+	}
+	for _, r := range rows {
+		fmt.Fprintln(w, strings.TrimRight(fmt.Sprintf("  %-*s  %*s  %s", nameW, r.name, sizeW, r.size, r.note), " "))
+	}
+	fits(w, p)
+}
+
+// memoryRows are the lines of a plan's memory without per-phase terms,
+// down to its total and budget.
+func memoryRows(p *plan.Plan) []memRow {
+	m := p.Memory
+	var rows []memRow
+	row := func(name string, v int64, note string) {
+		rows = append(rows, memRow{name, planner.FormatBytes(v), note})
+	}
+	row("parameters", m.Parameters, p.Precision.Compute+" working copy")
+	if m.Master > 0 {
+		row("master weights", m.Master, "fp32")
+	}
+	row("gradients", m.Gradients, "fp32")
+	row("optimizer state", m.Optimizer, fmt.Sprintf("%s, %s", p.Optimizer.Kind, Count(p.Optimizer.StateBuffers, "buffer", "buffers")))
+	note := "saved for backward, " + p.Precision.Activations
+	if len(p.Checkpoint.Segments) > 0 {
+		note += fmt.Sprintf(", %s before checkpointing", planner.FormatBytes(m.ActivationsBefore))
+	}
+	row("activations", m.Activations, note)
+	cpu := p.EngineName() == plan.EngineNative
+	if m.ActivationGradients > 0 {
+		row("activation grads", m.ActivationGradients, "live at the backward pass's peak")
+	}
+	if cpu {
+		row("workspace", m.Workspace, "per-thread im2col scratch")
+	} else {
+		row("workspace", m.Workspace, "largest op")
+	}
+	if m.Eval > 0 {
+		row("evaluation", m.Eval, "the evaluation forward pass")
+	}
+	if cpu {
+		row("input batch", m.Input, "the model's copy of the inputs")
+	} else {
+		row("input batch", m.Input, "inputs and targets")
+	}
+	if m.Loader > 0 {
+		note := fmt.Sprintf("%s × %s", Count(p.Loader.Workers, "worker", "workers"), Count(p.Loader.Prefetch, "batch", "batches"))
+		if cpu {
+			note = fmt.Sprintf("(%d × %d + 2) batches, training and evaluation", p.Loader.Workers, p.Loader.Prefetch)
+		}
+		row("loader buffers", m.Loader, note)
+	}
+	if m.Runtime > 0 {
+		row("runtime", m.Runtime, "the process's code, libraries and Go runtime")
+	}
+	if m.Data > 0 {
+		row("data", m.Data, "the sources' samples as they are held")
+	}
+	if m.Checkpoint > 0 {
+		row("checkpoint copy", m.Checkpoint, "the state a checkpoint is written from")
+	}
+	if m.Headroom > 0 {
+		row("gc headroom", m.Headroom, "garbage under the Go runtime's soft limit")
+	}
+	if p.GAN != nil {
+		row("discriminator", p.GAN.Memory.Total, p.GAN.Discriminator+": see below")
+	}
+	total := ""
+	if cpu && m.Runtime > 0 {
+		total = "the process's peak resident memory"
+	}
+	row("total", m.Total, total)
+	budgetNote := fmt.Sprintf("%s less %.0f%%", planner.FormatBytes(m.Capacity), m.MarginPercent)
+	if m.Reserve > 0 {
+		budgetNote += " and " + planner.FormatBytes(m.Reserve)
+	}
+	row("budget", m.Budget, budgetNote)
+	return rows
+}
+
+func fits(w io.Writer, p *plan.Plan) {
+	m := p.Memory
+	if p.Fits {
+		fmt.Fprintf(w, "  fits: %s of the budget\n", Percent(m.Total, m.Budget))
+	} else {
+		fmt.Fprintf(w, "  DOES NOT FIT: %s over the budget\n", planner.FormatBytes(m.Total-m.Budget))
+	}
+}
+
+// gpuMemory prints a GPU plan's terms, each with the phases it is
+// live in and its source, then each phase's peak: the total is the
+// largest phase, not the sum of the lines.
+func gpuMemory(w io.Writer, p *plan.Plan) {
+	m := p.Memory
+	short := map[string]string{plan.PhaseForward: "F", plan.PhaseBackward: "B", plan.PhaseOptimizer: "O"}
+	nameW, sizeW := len("term"), 0
+	for _, t := range m.Terms {
+		nameW, sizeW = max(nameW, len(t.Name)), max(sizeW, len(planner.FormatBytes(t.Bytes)))
+	}
+	fmt.Fprintf(w, "  %-*s  %*s  %-6s  %-11s  %s\n", nameW, "term", sizeW, "size", "phases", "source", "basis")
+	for _, t := range m.Terms {
+		ph, basis := "", t.Basis
+		for _, n := range t.Phases {
+			ph += short[n]
+		}
+		if t.Outside {
+			basis = "outside the allocator: " + basis
+		}
+		fmt.Fprintf(w, "  %-*s  %*s  %-6s  %-11s  %s\n", nameW, t.Name, sizeW, planner.FormatBytes(t.Bytes), ph, t.Source, basis)
+	}
+	fmt.Fprintln(w, "  phases (F end of forward, B backward peak, O optimizer step): allocated / reserved / on the device")
+	for _, ph := range m.Phases {
+		mark := ""
+		if ph.Name == m.PeakPhase {
+			mark = "  <- peak"
+		}
+		fmt.Fprintf(w, "    %-9s %10s / %10s / %10s%s\n", ph.Name, planner.FormatBytes(ph.Allocated), planner.FormatBytes(ph.Reserved), planner.FormatBytes(ph.Device), mark)
+	}
+	fmt.Fprintf(w, "  total     %s  the %s phase on the device (max_memory_reserved plus what is outside the allocator)\n", planner.FormatBytes(m.Total), m.PeakPhase)
+	fmt.Fprintf(w, "  budget    %s  %s less %.0f%%\n", planner.FormatBytes(m.Budget), planner.FormatBytes(m.Capacity), m.MarginPercent)
+	fits(w, p)
+}
+
+func shape(s []int64) string {
+	parts := make([]string, len(s))
+	for i, d := range s {
+		parts[i] = fmt.Sprint(d)
+	}
+	return "[" + strings.Join(parts, ", ") + "]"
+}
+
+// Percent renders part/whole as a percentage that is never "0%" for a
+// part that is not zero.
+func Percent(part, whole int64) string {
+	p := 100 * float64(part) / float64(max(whole, 1))
+	if part > 0 && p < 1 {
+		return "<1%"
+	}
+	return fmt.Sprintf("%.0f%%", p)
+}
+
+// Count renders "1 worker" or "3 workers".
+func Count(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return fmt.Sprintf("%d %s", n, many)
+}

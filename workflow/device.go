@@ -1,0 +1,40 @@
+package workflow
+
+import (
+	"context"
+	"strings"
+
+	"pipe/lang"
+	"pipe/lang/diag"
+	"pipe/planner/plan"
+)
+
+// decideRun makes a run's choices on top of the planner's: on GPUs, data
+// parallelism defaults to every GPU present unless the plan names one
+// (cuda:N); and when device auto found a GPU and engine auto took torch,
+// the torch engine must start, else the CPU trains instead (FellBack).
+// The planner cannot make either choice: it knows the host, not Python.
+func (w *Workflow) decideRun(ctx context.Context, prog *lang.Program, req Request, f facts, out *Planned,
+	p *plan.Plan, ds diag.Diagnostics) (*plan.Plan, diag.Diagnostics) {
+	if p != nil && p.Backend == plan.BackendGPU && p.EngineName() == plan.EngineTorch && req.NProcPerNode == 0 &&
+		!strings.HasPrefix(p.Device.Name, "cuda:") && len(f.host.GPUs) > 1 {
+		p, ds = w.plan(ctx, prog, req, f, req.Device, len(f.host.GPUs))
+	}
+	if p != nil && p.Backend == plan.BackendGPU && p.Device.Origin == "local" && p.Engine.Requested == "auto" &&
+		req.Device == "" && deviceAuto(prog) {
+		info, err := w.probe(w.python)
+		if err != nil {
+			out.FellBack = &Fallback{Device: p.Device.Name, Err: err}
+			return w.plan(ctx, prog, req, f, "cpu", 0)
+		}
+		out.Torch = &info
+	}
+	return p, ds
+}
+
+// deviceAuto says the file leaves the device to pipe (no device field, or
+// device auto).
+func deviceAuto(prog *lang.Program) bool {
+	v := prog.Top.Field("device").First()
+	return v == nil || v.Auto
+}

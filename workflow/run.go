@@ -1,0 +1,128 @@
+package workflow
+
+import (
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"pipe/lang"
+	"pipe/planner/plan"
+	"pipe/run"
+	"pipe/run/report"
+)
+
+// Outputs are the files a run writes besides its checkpoints, decided
+// and checked writable before any compute, as the checkpoints are.
+type Outputs struct {
+	Report string // the run report (JSON)
+	Trace  string // the profile's Chrome trace, "" without a profile
+}
+
+// OutputError says an output cannot be written; nothing was trained.
+type OutputError struct {
+	What string // "report" or "trace"
+	Err  error
+}
+
+func (e *OutputError) Error() string { return "cannot write the " + e.What + ": " + e.Err.Error() }
+func (e *OutputError) Unwrap() error { return e.Err }
+
+// PrepareOutputs decides where a run of p writes its report (report, else
+// out/PIPELINE/report.json) and, when profiling, its trace (trace, else
+// out/PIPELINE/trace.json), and checks that both can be written.
+func PrepareOutputs(p *plan.Plan, reportPath string, profile bool, trace string) (Outputs, error) {
+	o := Outputs{Report: reportPath}
+	if o.Report == "" {
+		o.Report = filepath.Join("out", p.Pipeline, "report.json")
+	}
+	if err := run.CheckWritable(o.Report); err != nil {
+		return o, &OutputError{What: "report", Err: err}
+	}
+	if !profile {
+		return o, nil
+	}
+	o.Trace = trace
+	if o.Trace == "" {
+		o.Trace = filepath.Join("out", p.Pipeline, "trace.json")
+	}
+	if err := run.CheckWritable(o.Trace); err != nil {
+		return o, &OutputError{What: "trace", Err: err}
+	}
+	return o, nil
+}
+
+// Written is what a run's end wrote: the report and its loss curve.
+type Written struct {
+	// Report and Curve are the files written, "" for none.
+	Report, Curve string
+	// Summary says the run's summary is to be shown.
+	Summary bool
+	// Kept is the report left as the last run wrote it, when this run
+	// failed before its first step.
+	Kept string
+	// CurveErr and ReportErr say a file asked for could not be written.
+	CurveErr, ReportErr error
+}
+
+// Failed says a file asked for is missing or stale.
+func (w *Written) Failed() bool { return w.CurveErr != nil || w.ReportErr != nil }
+
+// Finish writes a run's report and loss curve: a model never built
+// reports nothing; on a node of rank above 0 node 0 writes it; a run that
+// failed before its first step (a --resume that could not load its
+// checkpoint) leaves the last report as it was.
+func Finish(res *run.Result, p *plan.Plan, o Outputs, nodeRank int) *Written {
+	rp := o.Report
+	switch {
+	case res.Precision == "":
+		return &Written{}
+	case nodeRank > 0:
+		return &Written{Summary: true}
+	case res.Status == run.StatusFailed && res.ResumedFrom == nil && res.Position.Step == 0 && fileExists(rp):
+		return &Written{Kept: rp}
+	}
+	wr := &Written{Summary: true}
+	if len(res.StepLosses) > 0 {
+		wr.Curve = strings.TrimSuffix(rp, filepath.Ext(rp)) + "-loss.png"
+		if err := report.LossCurve(res, wr.Curve); err != nil {
+			wr.Curve, wr.CurveErr = "", err
+		}
+	}
+	rep := report.New(res, p)
+	if wr.Curve != "" {
+		rep.LossCurve = wr.Curve
+	}
+	wr.Report = rp
+	if err := rep.Write(rp); err != nil {
+		wr.Report, wr.ReportErr = "", err
+	}
+	return wr
+}
+
+// WriteTrace writes a run's profile as a Chrome trace.
+func WriteTrace(pr *run.Profile, path string) error {
+	return run.WriteFileAtomic(path, func(w io.Writer) error { return pr.WriteTrace(w) })
+}
+
+// DefaultCheckpoint is the checkpoint pipe serve and pipe export load when
+// given none: best.ckpt in the run's checkpoint folder (dir, else
+// train's checkpoint_dir, else out/PIPELINE/checkpoints) when there is
+// one, else last.ckpt there.
+func DefaultCheckpoint(prog *lang.Program, dir string) string {
+	if dir == "" {
+		dir = filepath.Join("out", prog.Name, "checkpoints")
+		if f := prog.Block("train").Field("checkpoint_dir"); f != nil {
+			dir = f.First().Str
+		}
+	}
+	if best := filepath.Join(dir, run.BestCheckpoint); fileExists(best) {
+		return best
+	}
+	return filepath.Join(dir, run.LastCheckpoint)
+}
+
+func fileExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && !st.IsDir()
+}

@@ -1,0 +1,90 @@
+package workflow
+
+import (
+	"context"
+	"fmt"
+
+	"pipe/engine"
+	"pipe/lang"
+	"pipe/lang/diag"
+	"pipe/run"
+)
+
+// ServeWorkers loads the model trained at path once for each of the
+// serving plan's workers, on the engine Engine gives, and makes them int8
+// when the serve block asks for it: each calibrated on the same first
+// training batches (read once), as a run's predict in int8 is. It returns
+// what the first worker's quantisation did (nil in fp32). On an error
+// every worker loaded is closed; a checkpoint of another model wraps
+// run.ErrCheckpointMismatch.
+func (w *Workflow) ServeWorkers(pl *Planned, prog *lang.Program, path string) ([]*run.Trained, *engine.QuantReport, error) {
+	sp := pl.Plan.Serve
+	backend, err := w.Engine(pl)
+	if err != nil {
+		return nil, nil, err
+	}
+	workers := make([]*run.Trained, 0, sp.Workers)
+	closeAll := func() {
+		for _, t := range workers {
+			t.Close()
+		}
+	}
+	for range sp.Workers {
+		t, err := run.LoadTrained(pl.Plan, prog, path, backend, int(sp.MaxBatch), sp.ThreadsPerWorker)
+		if err != nil {
+			closeAll()
+			return nil, nil, err
+		}
+		workers = append(workers, t)
+	}
+	if sp.Precision != "int8" || len(workers) == 0 {
+		return workers, nil, nil
+	}
+	calib, err := workers[0].CalibrationBatches(context.Background(), "", int(max(sp.CalibrateBatches, 1)))
+	if err != nil {
+		closeAll()
+		return nil, nil, fmt.Errorf("int8 calibration: %w", err)
+	}
+	var first *engine.QuantReport
+	for i, t := range workers {
+		rep, err := t.QuantizeInt8(calib)
+		if err != nil {
+			closeAll()
+			return nil, first, err
+		}
+		if i == 0 {
+			first = rep
+		}
+	}
+	return workers, first, nil
+}
+
+// Servability is whether a serving plan can serve.
+type Servability int
+
+const (
+	// Servable: the workers fit and nothing else is wrong.
+	Servable Servability = iota
+	// Unservable: the file cannot be planned.
+	Unservable
+	// TwoModels: a gan-mode file trains two models against each other,
+	// and serving is planned for one.
+	TwoModels
+	// ServeNoFit: the serving workers do not fit the device.
+	ServeNoFit
+)
+
+// Servability says whether pl, planned ForServe with diagnostics ds, can
+// be served: training's memory does not matter here, serving's does.
+func (pl *Planned) Servability(ds diag.Diagnostics) Servability {
+	p := pl.Plan
+	switch {
+	case p == nil || HasOtherErrors(ds):
+		return Unservable
+	case p.Serve == nil:
+		return TwoModels
+	case !p.Serve.Fits:
+		return ServeNoFit
+	}
+	return Servable
+}

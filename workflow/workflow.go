@@ -1,0 +1,177 @@
+package workflow
+
+import (
+	"context"
+	"strings"
+	"sync"
+
+	"github.com/hashicorp/go-hclog"
+
+	"pipe/engine"
+	"pipe/engine/native"
+	"pipe/engine/torch"
+	"pipe/lang"
+	"pipe/lang/diag"
+	"pipe/planner"
+	"pipe/planner/plan"
+)
+
+// Workflow plans and sets up engines with one set of fact sources. A
+// command makes one; the language server keeps one for its session, so
+// that the host is measured once. It is safe for concurrent use.
+type Workflow struct {
+	detectHost func() planner.HostInfo
+	probe      func(python string) (torch.Info, error)
+	engines    func(torch.Backend) []engine.Backend
+	python     string
+	log        hclog.Logger
+
+	hostOnce sync.Once
+	host     planner.HostInfo
+}
+
+// Option sets an optional knob of New.
+type Option func(*Workflow)
+
+// WithHost measures the machine with f instead of planner.DetectHost;
+// tests use it so that no plan depends on the machine that runs them.
+func WithHost(f func() planner.HostInfo) Option { return func(w *Workflow) { w.detectHost = f } }
+
+// WithTorchProbe asks the torch engine's Python what it has with f
+// instead of torch.Probe.
+func WithTorchProbe(f func(python string) (torch.Info, error)) Option {
+	return func(w *Workflow) { w.probe = f }
+}
+
+// WithEngines gives the engines a run may use, the torch one set up as
+// given, instead of the native and the torch engine; tests give fakes.
+func WithEngines(f func(torch.Backend) []engine.Backend) Option {
+	return func(w *Workflow) { w.engines = f }
+}
+
+// WithPython runs the torch engine with this Python (torch.PythonFor).
+func WithPython(python string) Option { return func(w *Workflow) { w.python = python } }
+
+// WithLogger logs the engines' set-up and the torch workers' stderr.
+func WithLogger(l hclog.Logger) Option { return func(w *Workflow) { w.log = l } }
+
+// New returns a Workflow that measures this machine and starts the
+// native and torch engines, unless told otherwise.
+func New(opts ...Option) *Workflow {
+	w := &Workflow{
+		detectHost: planner.DetectHost,
+		probe:      torch.Probe,
+		engines:    func(t torch.Backend) []engine.Backend { return []engine.Backend{native.Backend{}, t} },
+		python:     "python3",
+		log:        hclog.NewNullLogger(),
+	}
+	for _, o := range opts {
+		o(w)
+	}
+	return w
+}
+
+// hostInfo is the machine's facts, measured once per Workflow.
+func (w *Workflow) hostInfo() planner.HostInfo {
+	w.hostOnce.Do(func() { w.host = w.detectHost() })
+	return w.host
+}
+
+// Devices lists the devices a plan can target on this machine: the
+// host's, the built-in profiles and prog's device blocks (prog may be nil).
+func (w *Workflow) Devices(prog *lang.Program) []plan.Device {
+	return planner.Devices(prog, w.hostInfo())
+}
+
+// Request is what a command asks to plan: the flags that override the
+// file. Zero values leave the file's choice.
+type Request struct {
+	Purpose Purpose
+	// Source is the file's bytes, whose hash the plan carries.
+	Source []byte
+	// Device, Batch and Engine override the file's fields (--device,
+	// --batch, --engine).
+	Device string
+	Batch  int64
+	Engine string
+	// NProcPerNode and NNodes ask for data parallelism.
+	NProcPerNode, NNodes int
+	// Serve plans serving when the file has no serve block.
+	Serve bool
+}
+
+// Planned is a plan and what was learnt while making it.
+type Planned struct {
+	Plan *plan.Plan
+	// Torch is what the torch engine's Python said, when it was asked.
+	Torch *torch.Info
+	// FellBack is set when device auto found a GPU that the torch engine
+	// cannot use, and the plan is for the CPU instead.
+	FellBack *Fallback
+	purpose  Purpose
+}
+
+// Fallback says why a GPU found by device auto was given up.
+type Fallback struct {
+	Device string // the GPU given up
+	Err    error  // why the torch engine cannot start
+}
+
+// Reason is the first line of why the torch engine cannot start.
+func (f *Fallback) Reason() string {
+	s := f.Err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i]
+	}
+	return s
+}
+
+// Plan gathers the facts the purpose needs and plans prog with them; the
+// plan is nil, or partial, when the diagnostics have errors. ctx stops
+// the planning (the language server cancels it on a newer edit).
+func (w *Workflow) Plan(ctx context.Context, prog *lang.Program, req Request) (*Planned, diag.Diagnostics) {
+	f := w.gather(prog, req.Purpose)
+	out := &Planned{purpose: req.Purpose}
+	p, ds := w.plan(ctx, prog, req, f, req.Device, 0)
+	if req.Purpose.runs() {
+		p, ds = w.decideRun(ctx, prog, req, f, out, p, ds)
+	}
+	out.Plan = p
+	return out, ds
+}
+
+// plan calls the planner once: device overrides the request's device,
+// and nproc is the data parallelism to take when the request gives none.
+func (w *Workflow) plan(ctx context.Context, prog *lang.Program, req Request, f facts, device string, nproc int) (*plan.Plan, diag.Diagnostics) {
+	opts := []planner.Option{planner.WithHost(f.host)}
+	if req.Source != nil {
+		opts = append(opts, planner.WithSource(req.Source))
+	}
+	if ctx != nil {
+		opts = append(opts, planner.WithContext(ctx))
+	}
+	opts = append(opts, f.data...)
+	if d := req.Purpose.device(); d != "" {
+		device = d
+	}
+	if device != "" {
+		opts = append(opts, planner.WithDevice(device))
+	}
+	if req.Batch > 0 {
+		opts = append(opts, planner.WithBatch(req.Batch))
+	}
+	if req.Engine != "" {
+		opts = append(opts, planner.WithEngine(req.Engine))
+	}
+	n := req.NProcPerNode
+	if n == 0 {
+		n = nproc
+	}
+	if n > 1 || req.NNodes > 1 {
+		opts = append(opts, planner.WithDevices(n, req.NNodes))
+	}
+	if req.Serve || req.Purpose == ForServe {
+		opts = append(opts, planner.WithServe())
+	}
+	return planner.Plan(prog, opts...)
+}

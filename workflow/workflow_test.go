@@ -1,0 +1,246 @@
+package workflow_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"pipe/engine"
+	"pipe/engine/enginetest"
+	"pipe/engine/torch"
+	"pipe/lang"
+	"pipe/planner"
+	"pipe/planner/plan"
+	"pipe/run"
+	"pipe/stdlib"
+	"pipe/workflow"
+)
+
+const tinyPipe = `pipeline tiny
+seed 4
+source blobs synthetic { samples 240  shape [1, 4, 4]  classes 3  seed 9 }
+model net {
+  input [1, 4, 4]
+  flatten -> dense 3
+}
+train { source blobs  epochs 2  batch 16  optimizer adam lr 0.05  loss cross_entropy }
+`
+
+func program(t *testing.T, src string) *lang.Program {
+	t.Helper()
+	f, ds := lang.Parse("tiny.pipe", []byte(src))
+	prog, cds := lang.Check(f, stdlib.Schema())
+	if ds = append(ds, cds...); ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	return prog
+}
+
+// cpuHost is a machine of 24 GiB and 2 cores; gpus adds A100s.
+func cpuHost(gpus int) func() planner.HostInfo {
+	return func() planner.HostInfo {
+		h := planner.HostInfo{MemTotal: 24 << 30, MemAvailable: 24 << 30, Cores: 2}
+		for range gpus {
+			h.GPUs = append(h.GPUs, planner.GPUInfo{Name: "NVIDIA A100-SXM4-80GB", MemTotal: 80 << 30, MemFree: 80 << 30})
+		}
+		return h
+	}
+}
+
+// probe is a torch probe that counts its calls and answers err, or a
+// torch that sees gpus CUDA devices.
+func probe(calls *int, gpus int, err error) workflow.Option {
+	return workflow.WithTorchProbe(func(python string) (torch.Info, error) {
+		*calls++
+		return torch.Info{Executable: python, Torch: "2.11.0", CUDA: gpus > 0, CUDADevices: gpus}, err
+	})
+}
+
+// TestCommandsPlanWithTheSameFacts: pipe plan, run and serve give the
+// planner the training set's size; export and the editor skip the data,
+// as their purposes say.
+func TestCommandsPlanWithTheSameFacts(t *testing.T) {
+	prog := program(t, tinyPipe)
+	var calls int
+	wf := workflow.New(workflow.WithHost(cpuHost(0)), probe(&calls, 0, nil))
+	for _, c := range []struct {
+		purpose workflow.Purpose
+		samples int64
+	}{{workflow.ForPlan, 240}, {workflow.ForRun, 240}, {workflow.ForServe, 240}, {workflow.ForExport, 0}, {workflow.ForEditor, 0}} {
+		pl, ds := wf.Plan(context.Background(), prog, workflow.Request{Purpose: c.purpose})
+		if pl.Plan == nil || ds.HasErrors() {
+			t.Fatalf("purpose %d: %v", c.purpose, ds)
+		}
+		if got := pl.Plan.TrainSamples; got != c.samples {
+			t.Errorf("purpose %d: planned with %d training samples, want %d", c.purpose, got, c.samples)
+		}
+		if got := pl.Plan.Device.Name; got != "cpu" {
+			t.Errorf("purpose %d: device %s, want cpu", c.purpose, got)
+		}
+		if (pl.Plan.Serve != nil) != (c.purpose == workflow.ForServe) {
+			t.Errorf("purpose %d: serving planned: %v", c.purpose, pl.Plan.Serve != nil)
+		}
+	}
+	if calls != 0 {
+		t.Errorf("the torch engine was probed %d times for a CPU plan", calls)
+	}
+}
+
+// TestRunGivesUpAGPUTorchCannotUse: device auto finds a GPU; a run keeps
+// it only when the torch engine starts, and pipe plan never asks.
+func TestRunGivesUpAGPUTorchCannotUse(t *testing.T) {
+	prog := program(t, tinyPipe)
+	var calls int
+	noTorch := &torch.StartError{Python: "python3", Reason: "cannot import torch", NoTorch: true}
+	wf := workflow.New(workflow.WithHost(cpuHost(1)), probe(&calls, 0, noTorch))
+	pl, ds := wf.Plan(context.Background(), prog, workflow.Request{Purpose: workflow.ForPlan})
+	if pl.Plan == nil || pl.Plan.Device.Name != "cuda:0" || calls != 0 || ds.HasErrors() {
+		t.Fatalf("pipe plan: %+v after %d probes\n%v", pl.Plan.Device, calls, ds)
+	}
+	pl, ds = wf.Plan(context.Background(), prog, workflow.Request{Purpose: workflow.ForRun})
+	if pl.Plan == nil || ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	if pl.FellBack == nil || pl.FellBack.Device != "cuda:0" || !errors.Is(pl.FellBack.Err, noTorch) {
+		t.Errorf("fell back: %+v", pl.FellBack)
+	}
+	if pl.Plan.Device.Name != "cpu" || pl.Plan.EngineName() != plan.EngineNative {
+		t.Errorf("planned %s with %s, want the CPU with the native engine", pl.Plan.Device.Name, pl.Plan.EngineName())
+	}
+
+	calls = 0
+	wf = workflow.New(workflow.WithHost(cpuHost(1)), probe(&calls, 1, nil))
+	pl, _ = wf.Plan(context.Background(), prog, workflow.Request{Purpose: workflow.ForRun})
+	if pl.FellBack != nil || pl.Torch == nil || pl.Plan.Device.Name != "cuda:0" || pl.Plan.EngineName() != plan.EngineTorch {
+		t.Fatalf("with torch: fell back %+v, device %s, engine %s", pl.FellBack, pl.Plan.Device.Name, pl.Plan.EngineName())
+	}
+	// The engines' set-up asks no second time.
+	engines, err := wf.RunEngines(pl, workflow.TorchSetup{})
+	if err != nil || len(engines) != 1 || engines[0].Name() != plan.EngineTorch || calls != 1 {
+		t.Errorf("engines %v, err %v, %d probes", engines, err, calls)
+	}
+}
+
+// TestRunTakesEveryGPU: on a machine with two GPUs a run plans data
+// parallelism over both unless told; pipe plan plans one device.
+func TestRunTakesEveryGPU(t *testing.T) {
+	prog := program(t, tinyPipe)
+	var calls int
+	wf := workflow.New(workflow.WithHost(cpuHost(2)), probe(&calls, 2, nil))
+	for purpose, want := range map[workflow.Purpose]int{workflow.ForRun: 2, workflow.ForPlan: 1} {
+		pl, ds := wf.Plan(context.Background(), prog, workflow.Request{Purpose: purpose, Device: "a100-80gb"})
+		if pl.Plan == nil || ds.HasErrors() {
+			t.Fatal(ds)
+		}
+		if got := pl.Plan.Distributed.NProcPerNode; got != want {
+			t.Errorf("purpose %d: %d processes a node, want %d", purpose, got, want)
+		}
+	}
+	pl, _ := wf.Plan(context.Background(), prog, workflow.Request{Purpose: workflow.ForRun, Device: "a100-80gb", NProcPerNode: 1})
+	if got := pl.Plan.Distributed.NProcPerNode; got != 1 {
+		t.Errorf("--nproc-per-node 1 planned %d", got)
+	}
+}
+
+// TestRunEnginesRefuseAGPUTorchDoesNotSee: a GPU plan whose torch sees
+// no CUDA device is refused before any data is read.
+func TestRunEnginesRefuseAGPUTorchDoesNotSee(t *testing.T) {
+	prog := program(t, tinyPipe)
+	var calls int
+	wf := workflow.New(workflow.WithHost(cpuHost(0)), probe(&calls, 0, nil),
+		workflow.WithEngines(func(torch.Backend) []engine.Backend {
+			return []engine.Backend{&enginetest.Backend{}, &enginetest.Backend{BackendName: "torch"}}
+		}))
+	pl, ds := wf.Plan(context.Background(), prog, workflow.Request{Purpose: workflow.ForRun, Device: "a100-80gb"})
+	if pl.Plan == nil || ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	if _, err := wf.RunEngines(pl, workflow.TorchSetup{}); err == nil || !strings.Contains(err.Error(), "sees no CUDA device") {
+		t.Errorf("err %v", err)
+	}
+	pl, _ = wf.Plan(context.Background(), prog, workflow.Request{Purpose: workflow.ForRun})
+	engines, err := wf.RunEngines(pl, workflow.TorchSetup{})
+	if err != nil || len(engines) != 1 || engines[0].Name() != plan.EngineNative {
+		t.Errorf("a CPU plan got engines %v, err %v", engines, err)
+	}
+}
+
+// TestRecheckRefusesAChangedSource: a plan file whose source changed is
+// not run, and one edited to fit no more is told apart.
+func TestRecheckRefusesAChangedSource(t *testing.T) {
+	prog := program(t, tinyPipe)
+	wf := workflow.New(workflow.WithHost(cpuHost(0)))
+	pl, _ := wf.Plan(context.Background(), prog, workflow.Request{Purpose: workflow.ForPlan, Source: []byte(tinyPipe)})
+	if r := wf.Recheck(context.Background(), prog, []byte(tinyPipe), pl.Plan); r.Verdict != workflow.Runnable || r.Planned == nil || r.Planned.Plan != pl.Plan {
+		t.Errorf("the plan as made: verdict %d, %v", r.Verdict, r.Diags)
+	}
+	if r := wf.Recheck(context.Background(), prog, []byte(tinyPipe+"\n"), pl.Plan); r.Verdict != workflow.SourceChanged || r.Changed == nil {
+		t.Errorf("a changed source: verdict %d", r.Verdict)
+	}
+	edited := *pl.Plan
+	edited.AccumulationSteps += 3
+	if r := wf.Recheck(context.Background(), prog, []byte(tinyPipe), &edited); r.Verdict != workflow.Moved {
+		t.Errorf("an edited plan: verdict %d", r.Verdict)
+	}
+}
+
+func TestDefaultCheckpointPrefersBest(t *testing.T) {
+	dir := t.TempDir()
+	prog := program(t, tinyPipe)
+	if got := workflow.DefaultCheckpoint(prog, dir); got != filepath.Join(dir, run.LastCheckpoint) {
+		t.Errorf("without best.ckpt: %s", got)
+	}
+	if err := os.WriteFile(filepath.Join(dir, run.BestCheckpoint), nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if got := workflow.DefaultCheckpoint(prog, dir); got != filepath.Join(dir, run.BestCheckpoint) {
+		t.Errorf("with best.ckpt: %s", got)
+	}
+	if got := workflow.DefaultCheckpoint(prog, ""); got != filepath.Join("out", "tiny", "checkpoints", run.LastCheckpoint) {
+		t.Errorf("no folder given: %s", got)
+	}
+}
+
+// TestImports: nothing below workflow imports it, and the language
+// server, which takes its planner as a function, links no engine.
+func TestImports(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{.ImportPath}}", "pipe/lang/...", "pipe/stdlib/...", "pipe/planner/...", "pipe/engine/...", "pipe/run/...", "pipe/dataset/...", "pipe/export/...").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if dep == "pipe/workflow" || strings.HasPrefix(dep, "pipe/cmd") || dep == "pipe/lsp" {
+			t.Errorf("a package below workflow depends on %s", dep)
+		}
+	}
+	out, err = exec.Command("go", "list", "-deps", "pipe/lsp").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, out)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, heavy := range []string{"pipe/workflow", "pipe/engine", "pipe/run", "pipe/dataset", "pipe/export", "gorgonia", "godal", "netlib"} {
+			if strings.HasPrefix(dep, heavy) {
+				t.Errorf("lsp depends on %s", dep)
+			}
+		}
+	}
+}
+
+// TestServability: a serving plan that fits serves; a plan without
+// serving (what a gan-mode file gives) does not.
+func TestServability(t *testing.T) {
+	prog := program(t, tinyPipe)
+	wf := workflow.New(workflow.WithHost(cpuHost(0)))
+	pl, ds := wf.Plan(context.Background(), prog, workflow.Request{Purpose: workflow.ForServe})
+	if got := pl.Servability(ds); got != workflow.Servable {
+		t.Errorf("serving planned: %d\n%v", got, ds)
+	}
+	pl, ds = wf.Plan(context.Background(), prog, workflow.Request{Purpose: workflow.ForPlan})
+	if got := pl.Servability(ds); got != workflow.TwoModels {
+		t.Errorf("no serving planned: %d", got)
+	}
+}
