@@ -25,27 +25,23 @@ func (m *model) Eval(b *data.Batch, out []float32) (float64, error) {
 	}
 	saved := m.cfg.Batch
 	m.cfg.Batch = max(saved, b.N)
-	msg, slot, _, err := m.fill(0, b, 0, b.N)
+	ref, slot, _, err := m.fill(0, b, 0, b.N)
 	m.cfg.Batch = saved
 	if err != nil {
 		return 0, err
 	}
 	if b.Y == nil {
-		delete(msg, "y")
-		delete(msg, "mask")
+		ref.Y, ref.Mask = nil, nil
 	}
+	req := evalRequest{batchRef: ref, Profile: m.prof != nil}
 	o := b.N * numel(m.outShape)
 	if out != nil {
 		if len(out) < o {
 			return 0, fmt.Errorf("%w: the output buffer holds %d values; %d samples of %v need %d", exec.ErrBadBatch, len(out), b.N, m.outShape, o)
 		}
-		msg["out"] = []int{0, o}
+		req.Out = &regionRef{0, o}
 	}
-	msg["cmd"] = "eval"
-	if m.prof != nil {
-		msg["profile"] = true
-	}
-	if err := w.send(msg, slot, b.N); err != nil {
+	if err := w.send(req, slot, b.N); err != nil {
 		return 0, m.fail(err)
 	}
 	s := w.outstanding[len(w.outstanding)-1]
@@ -56,13 +52,17 @@ func (m *model) Eval(b *data.Batch, out []float32) (float64, error) {
 	if err := replyErr(r, w.rank); err != nil {
 		return 0, err
 	}
-	m.keepSpans(s, r.Spans)
+	er, err := decodeReply[evalReply](r)
+	if err != nil {
+		return 0, err
+	}
+	m.keepSpans(s, er.Spans)
 	if out != nil {
 		copy(out[:o], ws.out.floats(0, o))
 	}
 	var loss float64
-	if r.Loss != nil {
-		loss = float64(*r.Loss)
+	if er.Loss != nil {
+		loss = float64(*er.Loss)
 	}
 	return loss, nil
 }
@@ -91,7 +91,7 @@ func (m *model) remap(k int, r **region, size int) error {
 	if err != nil {
 		return err
 	}
-	if _, err := m.callK(k, map[string]any{"cmd": "map", "region": name, "path": nr.path, "size": nr.size()}); err != nil {
+	if _, err := m.callK(k, mapRequest{Region: name, Path: nr.path, Size: nr.size()}); err != nil {
 		nr.close()
 		return err
 	}

@@ -27,12 +27,12 @@ func (m *model) DeviceMemory() ([]exec.DeviceMemory, error) {
 	}
 	var out []exec.DeviceMemory
 	for k, w := range m.workers {
-		r, err := m.callK(k, map[string]any{"cmd": "memory"})
+		r, err := m.callK(k, memoryRequest{})
 		if err != nil {
 			return nil, err
 		}
-		var mr memoryReply
-		if err := jsonUnmarshal(r.raw, &mr); err != nil {
+		mr, err := decodeReply[memoryReply](r)
+		if err != nil {
 			return nil, err
 		}
 		dev := mr.Device
@@ -65,12 +65,6 @@ type Saved struct {
 	Loss SavedPart
 }
 
-// SavedPart is the saved bytes of one node or of the loss, by dtype.
-type SavedPart struct {
-	Bytes  int64            `json:"bytes"`
-	Dtypes map[string]int64 `json:"dtypes"`
-}
-
 // SavedBytes runs one training forward pass on b under autograd's
 // saved-tensor hooks and returns the bytes kept for the backward pass
 // (Saved). Checkpoint segments apply unless noCheckpoint.
@@ -81,14 +75,12 @@ func (m *model) SavedBytes(b *data.Batch, noCheckpoint bool) (Saved, error) {
 	if err := m.drainAll(); err != nil {
 		return Saved{}, err
 	}
-	msg, slot, _, err := m.fill(0, b, 0, b.N)
+	ref, slot, _, err := m.fill(0, b, 0, b.N)
 	if err != nil {
 		return Saved{}, err
 	}
-	msg["cmd"] = "saved"
-	msg["no_checkpoint"] = noCheckpoint
 	w := m.workers[0]
-	if err := w.send(msg, slot, b.N); err != nil {
+	if err := w.send(savedRequest{batchRef: ref, NoCheckpoint: noCheckpoint}, slot, b.N); err != nil {
 		return Saved{}, m.fail(err)
 	}
 	r, err := m.reply(0)
@@ -98,8 +90,12 @@ func (m *model) SavedBytes(b *data.Batch, noCheckpoint bool) (Saved, error) {
 	if err := replyErr(r, w.rank); err != nil {
 		return Saved{}, err
 	}
-	s := Saved{Bytes: r.Bytes, ByDtype: r.ActivationsByDtype, Nodes: make([]SavedPart, len(m.g.Nodes))}
-	for k, p := range r.SavedNodes {
+	sr, err := decodeReply[savedReply](r)
+	if err != nil {
+		return Saved{}, err
+	}
+	s := Saved{Bytes: sr.Bytes, ByDtype: sr.ActivationsByDtype, Nodes: make([]SavedPart, len(m.g.Nodes))}
+	for k, p := range sr.Nodes {
 		if k == "loss" {
 			s.Loss = p
 			continue
@@ -126,13 +122,12 @@ func TimePlain(mod exec.Model, b *data.Batch, lr float64, warm, steps int) ([]fl
 	if err := m.drainAll(); err != nil {
 		return nil, err
 	}
-	msg, slot, _, err := m.fill(0, b, 0, b.N)
+	ref, slot, _, err := m.fill(0, b, 0, b.N)
 	if err != nil {
 		return nil, err
 	}
-	msg["cmd"], msg["lr"], msg["warmup"], msg["steps"] = "time_plain", lr, warm, steps
 	w := m.workers[0]
-	if err := w.send(msg, slot, b.N); err != nil {
+	if err := w.send(timePlainRequest{batchRef: ref, LR: lr, Warmup: warm, Steps: steps}, slot, b.N); err != nil {
 		return nil, m.fail(err)
 	}
 	r, err := m.reply(0)
@@ -142,10 +137,8 @@ func TimePlain(mod exec.Model, b *data.Batch, lr float64, warm, steps int) ([]fl
 	if err := replyErr(r, w.rank); err != nil {
 		return nil, err
 	}
-	var out struct {
-		MS []float64 `json:"ms"`
-	}
-	if err := jsonUnmarshal(r.raw, &out); err != nil {
+	out, err := decodeReply[timePlainReply](r)
+	if err != nil {
 		return nil, err
 	}
 	return out.MS, nil

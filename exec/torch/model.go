@@ -117,21 +117,13 @@ type wstate struct {
 }
 
 type heldTrain struct {
-	msg     map[string]any
+	req     trainRequest
 	slot, n int
 }
 
 type micro struct {
 	loss float64
 	n    int
-}
-
-// stateEntry is one tensor of the state, where it lies in the state region.
-type stateEntry struct {
-	Name   string  `json:"name"`
-	Shape  []int64 `json:"shape"`
-	Offset int     `json:"offset"`
-	Count  int     `json:"count"`
 }
 
 func numel(s []int64) int {
@@ -305,7 +297,7 @@ func (m *model) build(b Backend, init exec.State) error {
 			s.Engine.Distributed = &Distributed{Backend: m.cfg.Engine.Backend, Rank: m.base + k, WorldSize: m.world,
 				MasterAddr: addr, MasterPort: port, BucketMB: bucket, TimeoutS: 300}
 		}
-		if err := w.send(map[string]any{"cmd": "build", "spec": &s}, -1, 0); err != nil {
+		if err := w.send(buildRequest{Spec: &s}, -1, 0); err != nil {
 			return err
 		}
 	}
@@ -317,28 +309,30 @@ func (m *model) build(b Backend, init exec.State) error {
 		if err := replyErr(r, w.rank); err != nil {
 			return fmt.Errorf("torch: building the model: %w", err)
 		}
+		br, err := decodeReply[buildReply](r)
+		if err != nil {
+			return err
+		}
 		if k == 0 {
-			for key, v := range r.Applied {
+			for key, v := range br.Applied {
 				m.applied[key] = v
 			}
-			m.device = r.Device
+			m.device = br.Device
 		}
-		if r.Params != m.params {
-			return fmt.Errorf("torch: the worker's model has %d parameters, pipe's graph %d", r.Params, m.params)
+		if br.Params != m.params {
+			return fmt.Errorf("torch: the worker's model has %d parameters, pipe's graph %d", br.Params, m.params)
 		}
 	}
 	own := len(init.Tensors) == 0
 	if own {
 		// The worker's own weights: its layout is the state's, and rank
 		// 0's weights are every rank's.
-		r, err := m.callK(0, map[string]any{"cmd": "layout"})
+		r, err := m.callK(0, layoutRequest{})
 		if err != nil {
 			return err
 		}
-		var lr struct {
-			Layout []stateEntry `json:"layout"`
-		}
-		if err := jsonUnmarshal(r.raw, &lr); err != nil {
+		lr, err := decodeReply[layoutReply](r)
+		if err != nil {
 			return err
 		}
 		for _, e := range lr.Layout {
@@ -394,7 +388,7 @@ func (m *model) addState(name string, shape []int64) {
 // unlinks their files, which the mappings keep.
 func (m *model) mapRegions(k int, rs ...*region) error {
 	for _, r := range rs {
-		if _, err := m.callK(k, map[string]any{"cmd": "map", "region": r.name, "path": r.path, "size": r.size()}); err != nil {
+		if _, err := m.callK(k, mapRequest{Region: r.name, Path: r.path, Size: r.size()}); err != nil {
 			return err
 		}
 		r.unlink()

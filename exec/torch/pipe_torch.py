@@ -9,8 +9,8 @@ exec/torch writes), receives pipe's seeded initial weights, and trains,
 evaluates and reports memory on pipe's command. pipe keeps the plan, the
 data, the run loop, the checkpoints and the reports; the worker computes.
 
-Protocol. One JSON object a line on stdin, one JSON reply a line on the
-process's original stdout, in order. Whatever else writes to stdout (a
+Protocol. One JSON object a line on stdin, {"cmd": NAME, "args": {...}},
+one JSON reply a line on the process's original stdout, in order. Whatever else writes to stdout (a
 library's print) is sent to stderr, so it cannot break the protocol.
 Tensors never go through the pipe: batches, outputs and checkpoint tensors
 live in shared-memory files (under /dev/shm) that pipe creates and both
@@ -57,7 +57,7 @@ import sys
 import time
 import traceback
 
-PROTOCOL = 1
+PROTOCOL = 2  # exec/torch's protocolVersion
 SPEC_VERSION = 2  # exec/torch's SpecVersion
 GAN_PREFIX = "discriminator."  # exec's ganPrefix: the discriminator's tensors and counters in the state
 
@@ -823,7 +823,7 @@ class Worker:
                 fn = getattr(self, "cmd_" + cmd, None)
                 if fn is None:
                     raise Failure("error", f"unknown command {cmd!r}")
-                res = fn(msg) or {}
+                res = fn(msg.get("args") or {}) or {}
                 res["ok"] = True
                 self.reply(res)
             except Failure as e:

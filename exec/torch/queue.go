@@ -85,16 +85,29 @@ func (m *model) handle(k int) error {
 	if err := replyErr(r, w.rank); err != nil {
 		return err
 	}
+	switch s.cmd {
+	case "train", "train+step", "step", "flush":
+	default:
+		return nil
+	}
+	// A step's and a flush's reply are a train reply's step part.
+	tr, err := decodeReply[trainReply](r)
+	if err != nil {
+		return m.fail(fmt.Errorf("torch: the worker's reply to %s: %w", s.cmd, err))
+	}
 	if k == 0 {
-		m.keepSpans(s, r.Spans)
+		m.keepSpans(s, tr.Spans)
 	}
 	if s.cmd == "train" || s.cmd == "train+step" {
-		if r.Loss != nil {
-			ws.losses = append(ws.losses, float64(*r.Loss))
+		if tr.Loss != nil {
+			ws.losses = append(ws.losses, float64(*tr.Loss))
 			ws.ns = append(ws.ns, s.n)
 		}
-		if len(r.GAN) > 0 {
-			m.parts = r.GAN
+		if len(tr.GAN) > 0 {
+			m.parts = m.parts[:0]
+			for _, v := range tr.GAN {
+				m.parts = append(m.parts, float64(v))
+			}
 		}
 	}
 	switch s.cmd {
@@ -107,9 +120,9 @@ func (m *model) handle(k int) error {
 			ws.done = append(ws.done, st)
 			ws.losses, ws.ns = nil, nil
 		}
-		ws.done = append(ws.done, doneOf(r.Done)...)
+		ws.done = append(ws.done, doneOf(tr.Done)...)
 	case "flush":
-		ws.done = append(ws.done, doneOf(r.Done)...)
+		ws.done = append(ws.done, doneOf(tr.Done)...)
 	}
 	return nil
 }
@@ -138,7 +151,7 @@ func (m *model) sendHeld() error {
 		}
 		if h := ws.held; h != nil {
 			ws.held = nil
-			if err := m.workers[k].send(h.msg, h.slot, h.n); err != nil {
+			if err := m.workers[k].send(h.req, h.slot, h.n); err != nil {
 				return m.fail(err)
 			}
 		}
@@ -179,18 +192,18 @@ func (m *model) shard(n, k int) (lo, hi int) {
 // batch smaller than the world) is given the batch's first rows again
 // with scale 0: DistributedDataParallel needs every rank in every
 // backward pass, and its gradient adds nothing.
-func (m *model) fill(k int, b *data.Batch, lo, hi int) (msg map[string]any, slot, n int, err error) {
+func (m *model) fill(k int, b *data.Batch, lo, hi int) (ref batchRef, slot, n int, err error) {
 	ws, w := m.ws[k], m.workers[k]
 	n = hi - lo
 	if n > m.cfg.Batch {
-		return nil, 0, 0, fmt.Errorf("%w: %d samples for a model built for micro-batches of %d", exec.ErrBadBatch, n, m.cfg.Batch)
+		return batchRef{}, 0, 0, fmt.Errorf("%w: %d samples for a model built for micro-batches of %d", exec.ErrBadBatch, n, m.cfg.Batch)
 	}
 	slot = ws.nextSlot
 	ws.nextSlot = (ws.nextSlot + 1) % slots
 	// The slot is free once the command that read it has replied.
 	for slices.ContainsFunc(w.outstanding, func(s sent) bool { return s.slot == slot }) {
 		if err := m.handle(k); err != nil {
-			return nil, 0, 0, err
+			return batchRef{}, 0, 0, err
 		}
 	}
 	yPer, mPer := 0, 0
@@ -198,31 +211,24 @@ func (m *model) fill(k int, b *data.Batch, lo, hi int) (msg map[string]any, slot
 		yPer, mPer = len(b.Y)/b.N, len(b.Mask)/b.N
 	}
 	if b.N*m.xPer != len(b.X) {
-		return nil, 0, 0, fmt.Errorf("%w: the batch's inputs hold %d values for %d samples of %v", exec.ErrBadBatch, len(b.X), b.N, m.g.Input)
+		return batchRef{}, 0, 0, fmt.Errorf("%w: the batch's inputs hold %d values for %d samples of %v", exec.ErrBadBatch, len(b.X), b.N, m.g.Input)
 	}
 	if yPer > m.yPer || mPer > m.yPer {
-		return nil, 0, 0, fmt.Errorf("%w: the batch's targets hold %d values a sample; the model's output has %d", exec.ErrBadBatch, yPer, m.yPer)
+		return batchRef{}, 0, 0, fmt.Errorf("%w: the batch's targets hold %d values a sample; the model's output has %d", exec.ErrBadBatch, yPer, m.yPer)
 	}
 	base := slot * ws.slotFloats
 	cap := m.cfg.Batch
-	put := func(part int, src []float32, per int) []int {
+	put := func(part int, src []float32, per int) *regionRef {
 		if src == nil {
 			return nil
 		}
 		off := base + part
 		dst := ws.in.floats(4*off, n*per)
 		copy(dst, src[lo*per:hi*per])
-		return []int{4 * off, n * per}
+		return &regionRef{4 * off, n * per}
 	}
-	msg = map[string]any{"n": n}
-	msg["x"] = put(0, b.X, m.xPer)
-	if yr := put(cap*m.xPer, b.Y, yPer); yr != nil {
-		msg["y"] = yr
-	}
-	if mr := put(cap*(m.xPer+m.yPer), b.Mask, mPer); mr != nil {
-		msg["mask"] = mr
-	}
-	return msg, slot, n, nil
+	ref = batchRef{N: n, X: put(0, b.X, m.xPer), Y: put(cap*m.xPer, b.Y, yPer), Mask: put(cap*(m.xPer+m.yPer), b.Mask, mPer)}
+	return ref, slot, n, nil
 }
 
 // QueueTrain implements exec.Queuer.
@@ -239,25 +245,19 @@ func (m *model) QueueTrain(b *data.Batch, scale float64, zero, last bool) error 
 		if hi == lo {
 			lo, hi, s = 0, min(2, b.N), 0
 		}
-		msg, slot, n, err := m.fill(k, b, lo, hi)
+		ref, slot, n, err := m.fill(k, b, lo, hi)
 		if err != nil {
 			return err
 		}
 		if s == 0 {
 			n = 0 // its loss counts for nothing
 		}
-		msg["cmd"] = "train"
-		msg["scale"] = s
-		msg["zero"] = zero
-		msg["sync"] = last
-		if k == 0 && m.prof != nil {
-			msg["profile"] = true
-		}
+		req := trainRequest{batchRef: ref, Scale: s, Zero: zero, Sync: last, Profile: k == 0 && m.prof != nil}
 		if last {
-			m.ws[k].held = &heldTrain{msg: msg, slot: slot, n: n}
+			m.ws[k].held = &heldTrain{req: req, slot: slot, n: n}
 			continue
 		}
-		if err := w.send(msg, slot, n); err != nil {
+		if err := w.send(req, slot, n); err != nil {
 			return m.fail(err)
 		}
 	}
@@ -270,16 +270,15 @@ func (m *model) QueueStep(clip, lr float64) error {
 		return err
 	}
 	for k, w := range m.workers {
-		step := map[string]any{"lr": lr, "clip": clip}
+		step := stepRequest{LR: lr, Clip: clip}
 		if h := m.ws[k].held; h != nil {
 			m.ws[k].held = nil
-			h.msg["step"] = step
-			if err := w.sendAs(h.msg, "train+step", h.slot, h.n); err != nil {
+			h.req.Step = &step
+			if err := w.sendAs(h.req, "train+step", h.slot, h.n); err != nil {
 				return m.fail(err)
 			}
 			continue
 		}
-		step["cmd"] = "step"
 		if err := w.send(step, -1, 0); err != nil {
 			return m.fail(err)
 		}
@@ -294,7 +293,7 @@ func (m *model) Results(wait bool) ([]exec.StepResult, error) {
 	}
 	if wait && m.cfg.Engine.LossReadback == "lagged" {
 		for _, w := range m.workers {
-			if err := w.send(map[string]any{"cmd": "flush"}, -1, 0); err != nil {
+			if err := w.send(flushRequest{}, -1, 0); err != nil {
 				return nil, m.fail(err)
 			}
 		}
@@ -390,7 +389,7 @@ func (m *model) ZeroGrad() {
 		return
 	}
 	for _, w := range m.workers {
-		_ = w.send(map[string]any{"cmd": "zero"}, -1, 0)
+		_ = w.send(zeroRequest{}, -1, 0)
 	}
 }
 
@@ -404,19 +403,23 @@ func (m *model) ClipGradNorm(max float64) (float64, error) {
 	}
 	var norm float64
 	for k := range m.workers {
-		r, err := m.callK(k, map[string]any{"cmd": "clip", "max": max})
+		r, err := m.callK(k, clipRequest{Max: max})
 		if err != nil {
 			return 0, err
 		}
-		if k == 0 && r.Norm != nil {
-			norm = float64(*r.Norm)
+		nr, err := decodeReply[normReply](r)
+		if err != nil {
+			return 0, err
+		}
+		if k == 0 && nr.Norm != nil {
+			norm = float64(*nr.Norm)
 		}
 	}
 	return norm, nil
 }
 
 // callK sends a command to local rank k and returns its reply.
-func (m *model) callK(k int, msg map[string]any) (response, error) {
+func (m *model) callK(k int, req request) (response, error) {
 	w := m.workers[k]
 	if err := m.sendHeld(); err != nil {
 		return response{}, err
@@ -426,7 +429,7 @@ func (m *model) callK(k int, msg map[string]any) (response, error) {
 			return response{}, err
 		}
 	}
-	if err := w.send(msg, -1, 0); err != nil {
+	if err := w.send(req, -1, 0); err != nil {
 		return response{}, m.fail(err)
 	}
 	r, err := m.reply(k)

@@ -26,11 +26,15 @@ func (m *model) state0() (exec.State, error) {
 	if err := m.drainAll(); err != nil {
 		return exec.State{}, err
 	}
-	r, err := m.callK(0, map[string]any{"cmd": "get_state", "layout": m.layout})
+	r, err := m.callK(0, getStateRequest{Layout: m.layout})
 	if err != nil {
 		return exec.State{}, err
 	}
-	st := exec.State{Counters: r.Counters}
+	sr, err := decodeReply[stateReply](r)
+	if err != nil {
+		return exec.State{}, err
+	}
+	st := exec.State{Counters: sr.Counters}
 	reg := m.ws[0].st
 	for _, e := range m.layout {
 		st.Tensors = append(st.Tensors, exec.Tensor{Name: e.Name, Shape: slices.Clone(e.Shape),
@@ -88,7 +92,7 @@ func (m *model) SetState(s exec.State) error {
 			e := m.layout[m.names[t.Name]]
 			copy(ws.st.floats(e.Offset, e.Count), t.Data)
 		}
-		if _, err := m.callK(k, map[string]any{"cmd": "set_state", "layout": m.layout, "counters": s.Counters}); err != nil {
+		if _, err := m.callK(k, setStateRequest{Layout: m.layout, Counters: s.Counters}); err != nil {
 			return err
 		}
 		ws.losses, ws.ns, ws.done = nil, nil, nil
