@@ -2,11 +2,12 @@ package torch
 
 import (
 	"bufio"
-	_ "embed"
+	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -17,20 +18,25 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// Script is the worker's Python source (pipe_torch.py), embedded in the
+// Package is the worker's Python package (pipe_torch/), embedded in the
 // binary and written into a private folder when a worker starts.
 //
-//go:embed pipe_torch.py
-var Script []byte
+//go:embed pipe_torch/*.py
+var Package embed.FS
 
-// ScriptName is the file name the worker's source is written under; a
-// Python that imports it as a module (bench/torch_step.py) uses this name.
-const ScriptName = "pipe_torch.py"
+// PackageName is the package's import name: a Python that imports it
+// (bench/torch_step.py) finds it in the folder WriteScript writes to.
+const PackageName = "pipe_torch"
 
-// WriteScript writes the worker's source into dir and returns its path.
+// WriteScript writes the worker's package into dir and returns the
+// package's folder.
 func WriteScript(dir string) (string, error) {
-	path := filepath.Join(dir, ScriptName)
-	return path, os.WriteFile(path, Script, 0o644)
+	sub, err := fs.Sub(Package, PackageName)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, PackageName)
+	return path, os.CopyFS(path, sub)
 }
 
 // MinTorch is the oldest torch the worker runs on (Debian 12's).
@@ -106,14 +112,15 @@ func startWorker(python string, rank int, env []string, log hclog.Logger) (*work
 	if err != nil {
 		return nil, err
 	}
-	script, err := WriteScript(dir)
-	if err != nil {
+	if _, err := WriteScript(dir); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	cmd := osexec.Command(exe, "-u", script, "--worker")
+	// -m finds the package in the working folder, which Python puts first
+	// on its path unless PYTHONSAFEPATH says otherwise.
+	cmd := osexec.Command(exe, "-u", "-m", PackageName, "--worker")
 	cmd.Env = append(os.Environ(), env...)
-	cmd.Env = append(cmd.Env, "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1")
+	cmd.Env = append(cmd.Env, "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1", "PYTHONSAFEPATH=")
 	cmd.Dir = dir
 	setProcAttr(cmd)
 	stdin, err := cmd.StdinPipe()
