@@ -13,10 +13,11 @@ import (
 // and checkpoint tensors lie in shared-memory regions (shm.go) that the
 // requests point into. The worker's first line, unasked, is the hello.
 //
-// The structs below are the whole protocol. The worker's Python reads
-// them from pipe_torch/protocol.py, which TestProtocolPython generates
-// from them; the worker checks every request it reads and every reply it
-// writes against that file.
+// The structs below, with the Spec of spec.go, are the whole protocol.
+// The worker's Python reads them, and the versions, from
+// pipe_torch/protocol.py, which TestProtocolPython generates from them
+// (go generate; the test fails while the file is stale); the worker
+// checks every request it reads and every reply it writes against it.
 //
 //go:generate go test -run ^TestProtocolPython$ -update .
 

@@ -1,9 +1,10 @@
 """The worker's entry: python -m pipe_torch --worker."""
 
-import json
 import os
 import signal
 import sys
+
+from . import wire
 
 
 def main():
@@ -20,14 +21,13 @@ def main():
         import torch.nn  # noqa: F401
         import torch.nn.functional  # noqa: F401
     except Exception as e:  # noqa: BLE001
-        out.write(json.dumps({"ok": False, "kind": "no-torch",
-                              "error": f"{type(e).__name__}: {e}", "executable": sys.executable,
-                              "python": sys.version.split()[0]}) + "\n")
+        out.write(wire.encode_reply({"ok": False, "kind": "no-torch", "error": f"{type(e).__name__}: {e}",
+                                     "executable": sys.executable, "python": sys.version.split()[0]}, None) + "\n")
         out.flush()
         return 3
     from .worker import Worker, hello
     w = Worker(out)
-    w.reply({"ok": True, **hello()})
+    w.reply({"ok": True, **hello()}, "hello")
     w.serve(sys.stdin)
     return 0
 

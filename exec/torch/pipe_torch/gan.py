@@ -7,9 +7,8 @@ import torch
 
 from .losses import compute_loss, gan_loss
 from .net import Net, state_names
+from .protocol import GAN_PREFIX
 from .wire import Failure
-
-GAN_PREFIX = "discriminator."  # exec's ganPrefix: the discriminator's tensors and counters in the state
 
 
 class GANMixin:
@@ -44,7 +43,7 @@ class GANMixin:
         net.train()
         g = {"net": net, "model": net, "names": state_names(spec, net), "opt": None, "spec": spec, "step_no": 0,
              "micro": 0, "seed": int(spec.get("seed", 0)), "fused": False, "compiled": None,
-             "dropout": any(n["op"] == "dropout" and (n.get("args") or {}).get("p", 0) > 0 for n in spec["nodes"]),
+             "dropout": any(n["op"] == "dropout" and n["args"]["p"] > 0 for n in spec["nodes"]),
              "loss_kind": spec["loss"], "out_shape": spec["out_shape"], "input_shape": spec["input"],
              "ends_sigmoid": False, "conditional": bool(st["conditional"]), "adversarial": st["adversarial"],
              "adv_weight": float(st["adversarial_weight"]), "l1": float(st["l1"]),

@@ -6,7 +6,7 @@ import torch.nn.functional as F
 
 
 def make_module(n):
-    op, a, ins = n["op"], n.get("args") or {}, n["in"]
+    op, a, ins = n["op"], n["args"], n["in"]
     vol = len(ins[0]) == 4 if ins else False  # [C, D, H, W]: the 3-D module
     if op == "conv" and vol:
         return nn.Conv3d(ins[0][0], a["out_channels"], a["kernel_size"], stride=a["stride"],

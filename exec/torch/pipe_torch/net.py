@@ -5,6 +5,7 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+from . import wire
 from .modules import make_module
 from .wire import Failure
 
@@ -24,6 +25,7 @@ class Net(nn.Module):
 
     def __init__(self, spec):
         super().__init__()
+        spec = wire.decode("Spec", spec)  # a benchmark's spec is a dict
         self.nodes = spec["nodes"]
         self.output = spec["output"]
         self.layers = nn.ModuleDict()
@@ -130,7 +132,7 @@ class Net(nn.Module):
             return torch.cat(xs, dim=1)
         if op == "add":
             y = xs[0]
-            s = (n.get("args") or {}).get("scale", 1)
+            s = n["args"]["scale"] or 1  # 0: no scale
             if s != 1:
                 y = y * s  # add's scale: a scaled residual
             for t in xs[1:]:
@@ -206,6 +208,7 @@ class Net(nn.Module):
 def make_optimizer(o, params, fused=False):
     """The optimizer of a spec's "optimizer" with PyTorch's semantics, and
     what was made: (optimizer, description, fused)."""
+    o = wire.decode("Optimizer", o)
     kind = o["kind"]
     if kind in ("adam", "adamw"):
         cls = torch.optim.Adam if kind == "adam" else torch.optim.AdamW
@@ -225,6 +228,7 @@ def make_optimizer(o, params, fused=False):
 def state_names(spec, net):
     """pipe's tensor names (PyTorch's state_dict keys under the node's
     name) for every parameter and buffer of net."""
+    spec = wire.decode("Spec", spec)
     names = {}
     for n in spec["nodes"]:
         key = module_key(n["name"])

@@ -1,7 +1,6 @@
 """The worker: its command loop, the build, and the batches."""
 
 import contextlib
-import json
 import os
 import sys
 import traceback
@@ -14,10 +13,8 @@ from .net import Net, make_optimizer, module_key, state_names
 from .shm import Region
 from .state import StateMixin
 from .train import TrainMixin
-from .wire import Failure, finite_json
-
-SPEC_VERSION = 2  # exec/torch's SpecVersion
-PROTOCOL = 2  # exec/torch's protocolVersion
+from . import protocol, wire
+from .wire import Failure
 
 
 def version_tuple(v):
@@ -53,8 +50,9 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin):
         self.gan = None  # gan mode: the discriminator and its settings (cmd_build_gan)
 
     # -- protocol --------------------------------------------------------
-    def reply(self, obj):
-        self.out.write(json.dumps(finite_json(obj), allow_nan=False) + "\n")
+    def reply(self, obj, cmd):
+        """Writes the reply obj to the command cmd (wire.encode_reply)."""
+        self.out.write(wire.encode_reply(obj, cmd) + "\n")
         self.out.flush()
 
     def serve(self, stdin):
@@ -62,33 +60,32 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin):
             line = line.strip()
             if not line:
                 continue
-            try:
-                msg = json.loads(line)
-            except ValueError as e:
-                self.reply({"ok": False, "kind": "error", "error": f"unreadable command: {e}"})
-                continue
-            cmd = msg.get("cmd")
-            if cmd == "quit":
-                self.reply({"ok": True})
-                break
+            cmd = None
             self.phase = None
             if getattr(self, "net", None) is not None:
                 self.net.current = None
             try:
+                try:
+                    cmd, args = wire.read_request(line)
+                except ValueError as e:
+                    raise Failure("error", f"unreadable command: {e}") from e
+                if cmd == "quit":
+                    self.reply({"ok": True}, cmd)
+                    break
                 fn = getattr(self, "cmd_" + cmd, None)
                 if fn is None:
                     raise Failure("error", f"unknown command {cmd!r}")
-                res = fn(msg.get("args") or {}) or {}
+                res = fn(args) or {}
                 res["ok"] = True
-                self.reply(res)
+                self.reply(res, cmd)
             except Failure as e:
-                self.reply({"ok": False, "kind": e.kind, "error": str(e), **e.extra})
+                self.reply({"ok": False, "kind": e.kind, "error": str(e), **e.extra}, cmd)
             except Exception as e:  # noqa: BLE001 - every failure goes back to pipe
                 if is_oom(e):
-                    self.reply(self.oom_reply(e))
+                    self.reply(self.oom_reply(e), cmd)
                 else:
                     self.reply({"ok": False, "kind": "error", "error": f"{type(e).__name__}: {e}",
-                                "trace": traceback.format_exc(limit=8)})
+                                "trace": traceback.format_exc(limit=8)}, cmd)
         for r in self.regions.values():
             r.close()
 
@@ -104,8 +101,8 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin):
 
     def cmd_build(self, msg):
         spec = msg["spec"]
-        if spec.get("version") != SPEC_VERSION:
-            raise Failure("error", f"spec version {spec.get('version')}; this worker reads {SPEC_VERSION}")
+        if spec.get("version") != protocol.SPEC_VERSION:
+            raise Failure("error", f"spec version {spec.get('version')}; this worker reads {protocol.SPEC_VERSION}")
         self.spec = spec
         cfg = spec["engine"]
         self.cfg = cfg
@@ -133,7 +130,7 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin):
         self.apply_flags()
         torch.manual_seed(self.seed)
         self.ends_sigmoid = spec["nodes"][spec["output"]]["op"] == "sigmoid"
-        self.dropout = any(n["op"] == "dropout" and (n.get("args") or {}).get("p", 0) > 0 for n in spec["nodes"])
+        self.dropout = any(n["op"] == "dropout" and n["args"]["p"] > 0 for n in spec["nodes"])
         net = Net(spec)
         self.check_params(net)
         net = net.to(self.device)
@@ -314,7 +311,7 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin):
 
 def hello():
     """The worker's first message: what its Python and torch are and can do."""
-    info = {"protocol": PROTOCOL, "python": sys.version.split()[0], "executable": sys.executable,
+    info = {"protocol": protocol.PROTOCOL, "python": sys.version.split()[0], "executable": sys.executable,
             "torch": torch.__version__, "cuda": bool(torch.cuda.is_available()),
             "cuda_devices": torch.cuda.device_count() if torch.cuda.is_available() else 0,
             "cuda_version": getattr(torch.version, "cuda", None) or "",
