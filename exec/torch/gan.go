@@ -18,7 +18,7 @@ var _ exec.GANTrainer = (*model)(nil)
 
 // AttachDiscriminator implements exec.GANTrainer: the worker builds d
 // beside the generator with its own optimizer, and from then on every
-// train command is a gan micro-batch (pipe_torch.py's gan_train); d
+// train command is a gan micro-batch (pipe_torch/gan.py's gan_train); d
 // starts from pipe's initial weights, as on the native engine.
 func (m *model) AttachDiscriminator(d *stdlib.Graph, cfg exec.Config, set *plan.GAN, dRatio float64) error {
 	if err := m.usable(); err != nil {

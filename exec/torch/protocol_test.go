@@ -9,6 +9,7 @@ import (
 	osexec "os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -325,4 +326,33 @@ func sameJSON(t *testing.T, a, b []byte) bool {
 		return false
 	}
 	return reflect.DeepEqual(x, y)
+}
+
+// TestWorkerAnswersEveryCommand: the worker has a cmd_ method for every
+// command of protocol.go (quit is its loop's own) and none for another.
+func TestWorkerAnswersEveryCommand(t *testing.T) {
+	py := testPython(t)
+	dir := t.TempDir()
+	if _, err := WriteScript(dir); err != nil {
+		t.Fatal(err)
+	}
+	script := `
+import json
+from pipe_torch import protocol, worker
+have = sorted(m[4:] for m in dir(worker.Worker) if m.startswith("cmd_"))
+print(json.dumps({"have": have, "want": sorted(c for c in protocol.REQUESTS if c != "quit")}))
+`
+	cmd := osexec.Command(py, "-c", script)
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	var got struct{ Have, Want []string }
+	if err := json.Unmarshal(out, &got); err != nil {
+		t.Fatalf("%v: %s", err, out)
+	}
+	if !slices.Equal(got.Have, got.Want) {
+		t.Errorf("the worker answers %v; protocol.go has %v", got.Have, got.Want)
+	}
 }

@@ -7,11 +7,11 @@ import (
 	"pipe/stdlib"
 )
 
-// SpecVersion is the version of the Spec format; the worker refuses
-// others.
+// SpecVersion is the version of the Spec format; the worker reads it from
+// the generated pipe_torch/protocol.py and refuses others.
 const SpecVersion = 2
 
-// Spec is a model as the worker (pipe_torch.py) builds it: pipe's graph
+// Spec is a model as the worker (pipe_torch/net.py) builds it: pipe's graph
 // node by node, the loss, the optimizer, the checkpoint segments and the
 // engine settings of the plan. The benchmark (bench/torchspec) writes the
 // same Spec, so one translation serves the engine and the comparison.
