@@ -13,7 +13,8 @@ The commands and their replies are exec/torch/protocol.go's structs.
 Its modules, one concern each:
 
     __main__  the entry: the protocol's stream, torch's import, the hello
-    wire      reading requests and writing replies
+    protocol  the wire's structs and versions, generated from protocol.go
+    wire      reading requests and writing replies against protocol
     worker    the command loop, the build and the batches
     state     loading and saving the state through shared memory
     train     micro-batches, the optimizer step, evaluation
