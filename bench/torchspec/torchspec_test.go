@@ -128,7 +128,7 @@ func TestViTSpec(t *testing.T) {
 	ops := map[string]bool{}
 	for _, n := range s.Nodes {
 		ops[n.Op] = true
-		if n.Op == "attention" && n.Args["heads"] != int64(2) {
+		if n.Op == "attention" && n.Args.Heads != 2 {
 			t.Errorf("%s has args %v; want heads 2", n.Name, n.Args)
 		}
 	}

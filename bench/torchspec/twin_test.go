@@ -204,10 +204,13 @@ func twinDiffs(t *testing.T, py string, m *Model, grads []string) twinResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, data := range map[string][]byte{"deeplab_twin.json": js, s.Data: buf.Bytes(), "pipe_torch.py": []byte(torch.Script)} {
+	for name, data := range map[string][]byte{"deeplab_twin.json": js, s.Data: buf.Bytes()} {
 		if err := os.WriteFile(filepath.Join(dir, name), data, 0o644); err != nil {
 			t.Fatal(err)
 		}
+	}
+	if _, err := torch.WriteScript(dir); err != nil {
+		t.Fatal(err)
 	}
 	cmd := osexec.Command(py, "../torch_twin.py", filepath.Join(dir, "deeplab_twin.json"), "--module-dir", dir)
 	var stderr bytes.Buffer

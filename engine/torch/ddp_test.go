@@ -64,7 +64,11 @@ func TestDataParallelEqualsOneProcess(t *testing.T) {
 	}
 	want := single.State()
 	for k := range ddp.workers {
-		r, err := ddp.callK(k, map[string]any{"cmd": "get_state", "layout": ddp.layout})
+		resp, err := ddp.callK(k, getStateRequest{Layout: ddp.layout})
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, err := decodeReply[stateReply](resp)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,7 +1,6 @@
 package torch
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -72,40 +71,27 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// memoryReply is the worker's memory command's answer.
-type memoryReply struct {
-	Device       string `json:"device"`
-	MaxRSS       int64  `json:"max_rss_bytes"`
-	MaxAllocated int64  `json:"max_allocated_bytes"`
-	MaxReserved  int64  `json:"max_reserved_bytes"`
-	Allocated    int64  `json:"allocated_bytes"`
-	Reserved     int64  `json:"reserved_bytes"`
-	Used         int64  `json:"device_used_bytes"`
-	Total        int64  `json:"device_total_bytes"`
-}
-
 // replyErr turns a failed reply into the error exec expects.
 func replyErr(r response, rank int) error {
 	if r.OK {
 		return nil
 	}
 	switch r.Kind {
-	case "nonfinite":
+	case kindNonFinite:
 		e := &engine.NonFiniteError{Step: r.Step, MicroStep: r.MicroStep, Node: r.Node, Op: r.Op, Param: r.Param, Input: r.Input}
 		if r.Loss != nil {
 			e.Loss = float64(*r.Loss)
 		}
 		return e
-	case "oom":
+	case kindOOM:
 		e := &engine.OutOfMemoryError{Phase: r.Phase, Node: r.Node, Detail: r.Error, Rank: rank}
-		var m memoryReply
-		if len(r.Memory) > 0 && json.Unmarshal(r.Memory, &m) == nil {
+		if m := r.Memory; m != nil {
 			e.Device, e.MaxAllocated, e.MaxReserved, e.Used, e.Total = m.Device, m.MaxAllocated, m.MaxReserved, m.Used, m.Total
 		}
 		return e
-	case "unsupported":
+	case kindUnsupported:
 		return fmt.Errorf("%w: %s", engine.ErrUnsupported, r.Error)
-	case "bad-batch":
+	case kindBadBatch:
 		return fmt.Errorf("%w: %s", engine.ErrBadBatch, r.Error)
 	}
 	msg := r.Error
@@ -124,5 +110,3 @@ func IsStartError(err error) bool {
 	var s *StartError
 	return errors.As(err, &s)
 }
-
-func jsonUnmarshal(b []byte, v any) error { return json.Unmarshal(b, v) }

@@ -10,25 +10,15 @@ import (
 	"pipe/stdlib"
 )
 
-// ganPrefix is exec's: the discriminator's tensors and counters in a gan
+// ganPrefix names the discriminator's tensors and counters in a gan
 // run's state.
 const ganPrefix = engine.PrefixDiscriminator
-
-// GANSpec is a gan's settings as the worker's build_gan reads them.
-type GANSpec struct {
-	Conditional bool    `json:"conditional"`
-	Adversarial string  `json:"adversarial"`
-	AdvWeight   float64 `json:"adversarial_weight"`
-	L1          float64 `json:"l1"`
-	DSteps      int64   `json:"d_steps"`
-	LRRatio     float64 `json:"lr_ratio"`
-}
 
 var _ engine.GANTrainer = (*model)(nil)
 
 // AttachDiscriminator implements engine.GANTrainer: the worker builds d
 // beside the generator with its own optimizer, and from then on every
-// train command is a gan micro-batch (pipe_torch.py's gan_train); d
+// train command is a gan micro-batch (pipe_torch/gan.py's gan_train); d
 // starts from pipe's initial weights, as on the native engine.
 func (m *model) AttachDiscriminator(d *stdlib.Graph, cfg engine.Config, set *plan.GAN, dRatio float64) error {
 	if err := m.usable(); err != nil {
@@ -47,12 +37,16 @@ func (m *model) AttachDiscriminator(d *stdlib.Graph, cfg engine.Config, set *pla
 	}
 	gs := GANSpec{Conditional: set.Conditional, Adversarial: set.Adversarial, AdvWeight: set.AdvWeight,
 		L1: set.L1, DSteps: max(set.DSteps, 1), LRRatio: dRatio}
-	r, err := m.callK(0, map[string]any{"cmd": "build_gan", "spec": spec, "gan": gs})
+	r, err := m.callK(0, buildGANRequest{Spec: spec, GAN: gs})
 	if err != nil {
 		return fmt.Errorf("torch: building the discriminator: %w", err)
 	}
-	if r.Params != d.Params() {
-		return fmt.Errorf("torch: the worker's discriminator has %d parameters, pipe's graph %d", r.Params, d.Params())
+	pr, err := decodeReply[paramsReply](r)
+	if err != nil {
+		return err
+	}
+	if pr.Params != d.Params() {
+		return fmt.Errorf("torch: the worker's discriminator has %d parameters, pipe's graph %d", pr.Params, d.Params())
 	}
 	st, err := m.state0()
 	if err != nil {

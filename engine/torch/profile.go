@@ -7,7 +7,7 @@ import (
 )
 
 // Profiling (engine.Profiler). While it is on, rank 0's train and eval
-// commands ask the worker to time every node (pipe_torch.py's Timer): a
+// commands ask the worker to time every node (pipe_torch/timer.py): a
 // node's forward by the clock around it, the device synchronised before
 // each reading; its backward from the hook on its output's gradient to
 // the next such hook; the loss on its own. The worker's times are

@@ -151,7 +151,7 @@ func workers(t *testing.T) []int {
 			fmtSscan(f[1], &ppid)
 		}
 		cmd, _ := os.ReadFile(filepath.Join("/proc", e.Name(), "cmdline"))
-		if ppid == me && strings.Contains(string(cmd), ScriptName) {
+		if ppid == me && strings.Contains(string(cmd), PackageName) {
 			pids = append(pids, pid)
 		}
 	}

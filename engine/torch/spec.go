@@ -7,11 +7,11 @@ import (
 	"pipe/stdlib"
 )
 
-// SpecVersion is the version of the Spec format; the worker refuses
-// others.
+// SpecVersion is the version of the Spec format; the worker reads it from
+// the generated pipe_torch/protocol.py and refuses others.
 const SpecVersion = 2
 
-// Spec is a model as the worker (pipe_torch.py) builds it: pipe's graph
+// Spec is a model as the worker (pipe_torch/net.py) builds it: pipe's graph
 // node by node, the loss, the optimizer, the checkpoint segments and the
 // engine settings of the plan. The benchmark (bench/torchspec) writes the
 // same Spec, so one translation serves the engine and the comparison.
@@ -65,17 +65,52 @@ type Optimizer struct {
 
 // Node is one graph node: its op, the IDs of the nodes it reads (in
 // order: for concat and add the main flow first), their shapes and its
-// own, its parameter count, and the settings its op reads, named as
-// PyTorch names them.
+// own, its parameter count, and the settings its op reads.
 type Node struct {
-	ID     int            `json:"id"`
-	Name   string         `json:"name"`
-	Op     string         `json:"op"`
-	Inputs []int          `json:"inputs"`
-	In     [][]int64      `json:"in"`
-	Out    []int64        `json:"out"`
-	Params int64          `json:"params"`
-	Args   map[string]any `json:"args,omitempty"`
+	ID     int       `json:"id"`
+	Name   string    `json:"name"`
+	Op     string    `json:"op"`
+	Inputs []int     `json:"inputs"`
+	In     [][]int64 `json:"in"`
+	Out    []int64   `json:"out"`
+	Params int64     `json:"params"`
+	Args   Args      `json:"args,omitzero"`
+}
+
+// Args are a node's settings, named as PyTorch names them. Each op sets
+// the fields it reads (argsOf) and no other; a zero field is left out of
+// the JSON, and the worker reads it back as zero.
+type Args struct {
+	OutChannels   int64   `json:"out_channels,omitempty"`
+	OutFeatures   int64   `json:"out_features,omitempty"`
+	KernelSize    int64   `json:"kernel_size,omitempty"`
+	Stride        int64   `json:"stride,omitempty"`
+	Padding       int64   `json:"padding,omitempty"`
+	Dilation      int64   `json:"dilation,omitempty"`
+	Groups        int64   `json:"groups,omitempty"`
+	Bias          bool    `json:"bias,omitempty"`
+	Terms         int64   `json:"terms,omitempty"`
+	Rank          int64   `json:"rank,omitempty"`
+	Eps           float64 `json:"eps,omitempty"`
+	Momentum      float64 `json:"momentum,omitempty"`
+	Affine        bool    `json:"affine,omitempty"`
+	NegativeSlope float64 `json:"negative_slope,omitempty"`
+	UpscaleFactor int64   `json:"upscale_factor,omitempty"`
+	Keepdims      bool    `json:"keepdims,omitempty"`
+	// P is dropout's probability.
+	P float64 `json:"p,omitempty"`
+	// Mode and AlignCorners are upsample's interpolation.
+	Mode         string `json:"mode,omitempty"`
+	AlignCorners bool   `json:"align_corners,omitempty"`
+	// Heads, Dropout and Causal are attention's and random_attention's;
+	// Features and Kernel random_attention's feature count and map.
+	Heads    int64   `json:"heads,omitempty"`
+	Dropout  float64 `json:"dropout,omitempty"`
+	Causal   bool    `json:"causal,omitempty"`
+	Features int64   `json:"features,omitempty"`
+	Kernel   string  `json:"kernel,omitempty"`
+	// Scale is add's factor on its first input (0: 1).
+	Scale float64 `json:"scale,omitempty"`
 }
 
 // Segment is a checkpoint segment of node IDs.
@@ -200,64 +235,62 @@ func nonNil(s []int) []int {
 
 // argsOf is a node's settings under PyTorch's names, for the ops the
 // worker builds.
-func argsOf(n *stdlib.Node) (map[string]any, error) {
+func argsOf(n *stdlib.Node) (Args, error) {
 	a := n.Args
 	switch n.Op {
 	case "add":
 		if a.FlowScale > 0 && a.FlowScale != 1 {
-			return map[string]any{"scale": a.FlowScale}, nil
+			return Args{Scale: a.FlowScale}, nil
 		}
-		return nil, nil
+		return Args{}, nil
 	case "input", "relu", "gelu", "sigmoid", "tanh", "softmax", "flatten", "concat",
 		"tokens", "class_token", "pos_embed", "select_token", "mean_tokens":
-		return nil, nil
+		return Args{}, nil
 	case "attention":
-		return map[string]any{"heads": a.Heads, "dropout": a.P, "causal": a.Causal}, nil
+		return Args{Heads: a.Heads, Dropout: a.P, Causal: a.Causal}, nil
 	case "random_attention":
-		return map[string]any{"heads": a.Heads, "features": a.Features, "causal": a.Causal, "kernel": a.Mode}, nil
+		return Args{Heads: a.Heads, Features: a.Features, Causal: a.Causal, Kernel: a.Mode}, nil
 	case "conv":
-		return map[string]any{"out_channels": a.Channels, "kernel_size": a.Kernel, "stride": max(a.Stride, 1),
-			"padding": a.Padding, "dilation": max(a.Dilation, 1), "groups": max(a.Groups, 1), "bias": a.Bias}, nil
+		return Args{OutChannels: a.Channels, KernelSize: a.Kernel, Stride: max(a.Stride, 1),
+			Padding: a.Padding, Dilation: max(a.Dilation, 1), Groups: max(a.Groups, 1), Bias: a.Bias}, nil
 	case "convtranspose":
-		return map[string]any{"out_channels": a.Channels, "kernel_size": a.Kernel, "stride": max(a.Stride, 1),
-			"padding": a.Padding, "groups": max(a.Groups, 1), "bias": a.Bias}, nil
+		return Args{OutChannels: a.Channels, KernelSize: a.Kernel, Stride: max(a.Stride, 1),
+			Padding: a.Padding, Groups: max(a.Groups, 1), Bias: a.Bias}, nil
 	case "dense":
-		return map[string]any{"out_features": a.Units, "bias": a.Bias}, nil
-	case "lowrank_dense":
-		return map[string]any{"out_features": a.Units, "terms": a.Terms, "rank": a.Rank, "bias": a.Bias}, nil
-	case "sketched_dense":
-		return map[string]any{"out_features": a.Units, "terms": a.Terms, "rank": a.Rank, "bias": a.Bias}, nil
+		return Args{OutFeatures: a.Units, Bias: a.Bias}, nil
+	case "lowrank_dense", "sketched_dense":
+		return Args{OutFeatures: a.Units, Terms: a.Terms, Rank: a.Rank, Bias: a.Bias}, nil
 	case "sketched_conv":
-		return map[string]any{"out_channels": a.Channels, "kernel_size": a.Kernel, "stride": max(a.Stride, 1),
-			"padding": a.Padding, "terms": a.Terms, "rank": a.Rank, "bias": a.Bias}, nil
+		return Args{OutChannels: a.Channels, KernelSize: a.Kernel, Stride: max(a.Stride, 1),
+			Padding: a.Padding, Terms: a.Terms, Rank: a.Rank, Bias: a.Bias}, nil
 	case "batchnorm":
-		return map[string]any{"eps": epsOr(a.Eps), "momentum": a.Momentum}, nil
+		return Args{Eps: epsOr(a.Eps), Momentum: a.Momentum}, nil
 	case "layernorm":
-		return map[string]any{"eps": epsOr(a.Eps)}, nil
+		return Args{Eps: epsOr(a.Eps)}, nil
 	case "leakyrelu":
-		return map[string]any{"negative_slope": a.Slope}, nil
+		return Args{NegativeSlope: a.Slope}, nil
 	case "instancenorm":
-		return map[string]any{"eps": epsOr(a.Eps), "affine": a.Affine}, nil
+		return Args{Eps: epsOr(a.Eps), Affine: a.Affine}, nil
 	case "pixelshuffle":
-		return map[string]any{"upscale_factor": a.Scale}, nil
+		return Args{UpscaleFactor: a.Scale}, nil
 	case "maxpool", "avgpool":
 		stride := a.Stride
 		if stride == 0 {
 			stride = a.Kernel
 		}
-		return map[string]any{"kernel_size": a.Kernel, "stride": stride, "padding": a.Padding}, nil
+		return Args{KernelSize: a.Kernel, Stride: stride, Padding: a.Padding}, nil
 	case "gap":
-		return map[string]any{"keepdims": a.Keepdims}, nil
+		return Args{Keepdims: a.Keepdims}, nil
 	case "dropout":
-		return map[string]any{"p": a.P}, nil
+		return Args{P: a.P}, nil
 	case "upsample":
 		mode := a.Mode
 		if mode == "" {
 			mode = "nearest"
 		}
-		return map[string]any{"mode": mode, "align_corners": a.AlignCorners}, nil
+		return Args{Mode: mode, AlignCorners: a.AlignCorners}, nil
 	}
-	return nil, fmt.Errorf("%w: node %s: op %s has no PyTorch counterpart in the torch engine yet", engine.ErrUnsupported, n.Name, n.Op)
+	return Args{}, fmt.Errorf("%w: node %s: op %s has no PyTorch counterpart in the torch engine yet", engine.ErrUnsupported, n.Name, n.Op)
 }
 
 func epsOr(e float64) float64 {

@@ -2,12 +2,12 @@ package torch
 
 import (
 	"bufio"
-	_ "embed"
+	"embed"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"math"
+	"io/fs"
 	"os"
 	osexec "os/exec"
 	"path/filepath"
@@ -18,20 +18,25 @@ import (
 	"github.com/hashicorp/go-hclog"
 )
 
-// Script is the worker's Python source (pipe_torch.py), embedded in the
+// Package is the worker's Python package (pipe_torch/), embedded in the
 // binary and written into a private folder when a worker starts.
 //
-//go:embed pipe_torch.py
-var Script []byte
+//go:embed pipe_torch/*.py
+var Package embed.FS
 
-// ScriptName is the file name the worker's source is written under; a
-// Python that imports it as a module (bench/torch_step.py) uses this name.
-const ScriptName = "pipe_torch.py"
+// PackageName is the package's import name: a Python that imports it
+// (bench/torch_step.py) finds it in the folder WriteScript writes to.
+const PackageName = "pipe_torch"
 
-// WriteScript writes the worker's source into dir and returns its path.
+// WriteScript writes the worker's package into dir and returns the
+// package's folder.
 func WriteScript(dir string) (string, error) {
-	path := filepath.Join(dir, ScriptName)
-	return path, os.WriteFile(path, Script, 0o644)
+	sub, err := fs.Sub(Package, PackageName)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(dir, PackageName)
+	return path, os.CopyFS(path, sub)
 }
 
 // MinTorch is the oldest torch the worker runs on (Debian 12's).
@@ -72,102 +77,6 @@ type sent struct {
 	at   time.Time // when it was sent, while profiling
 }
 
-// response is a worker's reply; which fields are set depends on the command.
-type response struct {
-	OK    bool   `json:"ok"`
-	Kind  string `json:"kind"`
-	Error string `json:"error"`
-	Trace string `json:"trace"`
-
-	Loss     *jfloat           `json:"loss"`
-	Norm     *jfloat           `json:"norm"`
-	Done     []doneStep        `json:"done"`
-	Counters map[string]int64  `json:"counters"`
-	Params   int64             `json:"params"`
-	Applied  map[string]string `json:"applied"`
-	Device   string            `json:"device"`
-	// GAN is a gan micro-batch's terms: the discriminator's loss, the
-	// generator's adversarial term and its L1 distance.
-	GAN []float64 `json:"gan"`
-	// Spans are a profiled command's timings (profile.go).
-	Spans [][4]int64 `json:"spans"`
-
-	// A non-finite value.
-	Step      int64  `json:"step"`
-	MicroStep int64  `json:"micro_step"`
-	Node      string `json:"node"`
-	Op        string `json:"op"`
-	Param     string `json:"param"`
-	Input     bool   `json:"input"`
-	// Out of memory.
-	Phase  string          `json:"phase"`
-	Memory json.RawMessage `json:"memory"`
-
-	// saved
-	Bytes              map[string]int64     `json:"bytes"`
-	ActivationsByDtype map[string]int64     `json:"activations_by_dtype"`
-	SavedNodes         map[string]SavedPart `json:"nodes"`
-
-	raw []byte
-}
-
-// doneStep is an optimizer step whose losses came back late.
-type doneStep struct {
-	Step   int64    `json:"step"`
-	Losses []jfloat `json:"losses"`
-	N      []int    `json:"n"`
-}
-
-// jfloat reads a JSON number, or the strings NaN, Infinity and -Infinity
-// (JSON has no non-finite numbers; the worker writes them as strings).
-type jfloat float64
-
-func (f *jfloat) UnmarshalJSON(b []byte) error {
-	s := strings.Trim(string(b), `"`)
-	switch strings.ToLower(s) {
-	case "nan":
-		*f = jfloat(math.NaN())
-		return nil
-	case "inf", "infinity":
-		*f = jfloat(math.Inf(1))
-		return nil
-	case "-inf", "-infinity":
-		*f = jfloat(math.Inf(-1))
-		return nil
-	}
-	var v float64
-	if err := json.Unmarshal([]byte(s), &v); err != nil {
-		return err
-	}
-	*f = jfloat(v)
-	return nil
-}
-
-// Info is what a worker's Python and torch are and can do: the worker's
-// first message.
-type Info struct {
-	Python      string `json:"python"`
-	Executable  string `json:"executable"`
-	Torch       string `json:"torch"`
-	CUDA        bool   `json:"cuda"`
-	CUDADevices int    `json:"cuda_devices"`
-	CUDAVersion string `json:"cuda_version"`
-	Compile     bool   `json:"compile"`
-	Distributed bool   `json:"distributed"`
-	Gloo        bool   `json:"gloo"`
-	NCCL        bool   `json:"nccl"`
-	Threads     int    `json:"threads"`
-	GPUs        []GPU  `json:"gpus"`
-}
-
-// GPU is one CUDA device as torch sees it.
-type GPU struct {
-	Name       string `json:"name"`
-	Memory     int64  `json:"memory"`
-	Capability string `json:"capability"`
-	BF16       bool   `json:"bf16"`
-}
-
 // tail keeps the last lines a worker wrote to stderr.
 type tail struct {
 	mu    sync.Mutex
@@ -203,14 +112,15 @@ func startWorker(python string, rank int, env []string, log hclog.Logger) (*work
 	if err != nil {
 		return nil, err
 	}
-	script, err := WriteScript(dir)
-	if err != nil {
+	if _, err := WriteScript(dir); err != nil {
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	cmd := osexec.Command(exe, "-u", script, "--worker")
+	// -m finds the package in the working folder, which Python puts first
+	// on its path unless PYTHONSAFEPATH says otherwise.
+	cmd := osexec.Command(exe, "-u", "-m", PackageName, "--worker")
 	cmd.Env = append(os.Environ(), env...)
-	cmd.Env = append(cmd.Env, "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1")
+	cmd.Env = append(cmd.Env, "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1", "PYTHONSAFEPATH=")
 	cmd.Dir = dir
 	setProcAttr(cmd)
 	stdin, err := cmd.StdinPipe()
@@ -258,7 +168,7 @@ func startWorker(python string, rank int, env []string, log hclog.Logger) (*work
 			if len(line) > 0 {
 				var r response
 				if jerr := json.Unmarshal(line, &r); jerr != nil {
-					r = response{Kind: "error", Error: fmt.Sprintf("unreadable reply from the worker: %v: %.200q", jerr, line)}
+					r = response{failure: failure{Kind: kindError, Error: fmt.Sprintf("unreadable reply from the worker: %v: %.200q", jerr, line)}}
 				}
 				r.raw = line
 				w.replies <- r
@@ -284,7 +194,7 @@ func startWorker(python string, rank int, env []string, log hclog.Logger) (*work
 		}
 		if !r.OK {
 			w.kill()
-			if r.Kind == "no-torch" {
+			if r.Kind == kindNoTorch {
 				return nil, &StartError{Python: python, Reason: "cannot import torch", Err: errors.New(r.Error), NoTorch: true}
 			}
 			return nil, &StartError{Python: python, Reason: "failed to start", Err: errors.New(r.Error), Stderr: w.stderr.String()}
@@ -296,6 +206,10 @@ func startWorker(python string, rank int, env []string, log hclog.Logger) (*work
 	case <-time.After(startTimeout):
 		w.kill()
 		return nil, &StartError{Python: python, Reason: fmt.Sprintf("did not start within %v", startTimeout), Stderr: w.stderr.String()}
+	}
+	if w.hello.Protocol != protocolVersion {
+		w.kill()
+		return nil, &StartError{Python: python, Reason: fmt.Sprintf("speaks protocol %d; this pipe speaks %d", w.hello.Protocol, protocolVersion)}
 	}
 	if !versionAtLeast(w.hello.Torch, MinTorch) {
 		w.kill()
@@ -314,18 +228,18 @@ func (w *worker) exitError() error {
 }
 
 // send writes one command; its reply is read later, in order.
-func (w *worker) send(msg map[string]any, slot, n int) error {
-	return w.sendAs(msg, fmt.Sprint(msg["cmd"]), slot, n)
+func (w *worker) send(req request, slot, n int) error {
+	return w.sendAs(req, req.command(), slot, n)
 }
 
 // sendAs is send with the name the reply is filed under.
-func (w *worker) sendAs(msg map[string]any, name string, slot, n int) error {
+func (w *worker) sendAs(req request, name string, slot, n int) error {
 	if w.dead != nil {
 		return w.dead
 	}
-	b, err := json.Marshal(msg)
+	b, err := json.Marshal(envelope{Cmd: req.command(), Args: req})
 	if err != nil {
-		return fmt.Errorf("torch: encoding the %v command: %w", msg["cmd"], err)
+		return fmt.Errorf("torch: encoding the %s command: %w", req.command(), err)
 	}
 	b = append(b, '\n')
 	w.mu.Lock()
@@ -374,7 +288,7 @@ func (w *worker) kill() {
 // close asks the worker to quit and waits a little for it, then kills it.
 func (w *worker) close() {
 	if w.dead == nil {
-		b, _ := json.Marshal(map[string]any{"cmd": "quit"})
+		b, _ := json.Marshal(envelope{Cmd: "quit", Args: quitRequest{}})
 		w.mu.Lock()
 		_, _ = w.stdin.Write(append(b, '\n'))
 		w.stdin.Close()

@@ -1,0 +1,250 @@
+"""The torch.nn modules of pipe's own ops, and the module of each node."""
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+def make_module(n):
+    op, a, ins = n["op"], n["args"], n["in"]
+    vol = len(ins[0]) == 4 if ins else False  # [C, D, H, W]: the 3-D module
+    if op == "conv" and vol:
+        return nn.Conv3d(ins[0][0], a["out_channels"], a["kernel_size"], stride=a["stride"],
+                         padding=a["padding"], bias=a["bias"])
+    if op == "convtranspose" and vol:
+        return nn.ConvTranspose3d(ins[0][0], a["out_channels"], a["kernel_size"], stride=a["stride"],
+                                  padding=a["padding"], bias=a["bias"])
+    if op == "maxpool" and vol:
+        return nn.MaxPool3d(a["kernel_size"], stride=a["stride"], padding=a["padding"])
+    if op == "conv":
+        return nn.Conv2d(ins[0][0], a["out_channels"], a["kernel_size"], stride=a["stride"],
+                         padding=a["padding"], dilation=a["dilation"], groups=a["groups"], bias=a["bias"])
+    if op == "convtranspose":
+        return nn.ConvTranspose2d(ins[0][0], a["out_channels"], a["kernel_size"], stride=a["stride"],
+                                  padding=a["padding"], groups=a.get("groups", 1), bias=a["bias"])
+    if op == "dense":
+        return nn.Linear(ins[0][-1], a["out_features"], bias=a["bias"])
+    if op == "lowrank_dense":
+        return LowRank(ins[0][-1], a["out_features"], a["terms"], a["rank"], a["bias"])
+    if op == "sketched_dense":
+        return SKLinear(ins[0][-1], a["out_features"], a["terms"], a["rank"], a["bias"])
+    if op == "sketched_conv":
+        return SKConv2d(ins[0][0], a["out_channels"], a["kernel_size"], a["stride"], a["padding"],
+                        a["terms"], a["rank"], a["bias"])
+    if op == "batchnorm":
+        shape = ins[0]
+        cls = {4: nn.BatchNorm3d, 3: nn.BatchNorm2d}.get(len(shape), nn.BatchNorm1d)
+        return cls(shape[0], eps=a["eps"], momentum=a["momentum"])
+    if op == "layernorm":
+        return nn.LayerNorm(ins[0][-1], eps=a["eps"])
+    if op == "instancenorm":
+        return nn.InstanceNorm2d(ins[0][0], eps=a["eps"], affine=a["affine"])
+    if op == "maxpool":
+        return nn.MaxPool2d(a["kernel_size"], stride=a["stride"], padding=a["padding"])
+    if op == "avgpool":
+        return nn.AvgPool2d(a["kernel_size"], stride=a["stride"], padding=a["padding"])
+    if op == "dropout":
+        return nn.Dropout(a["p"])
+    if op == "class_token":
+        return ClassToken(n["out"][-1])
+    if op == "pos_embed":
+        return PosEmbed(n["out"])
+    if op == "attention":
+        # torchvision's EncoderBlock.self_attention: its parameters are
+        # in_proj_weight [3D, D], in_proj_bias, out_proj.weight, out_proj.bias.
+        return nn.MultiheadAttention(ins[0][-1], a["heads"], dropout=a.get("dropout", 0.0), batch_first=True)
+    if op == "random_attention":
+        return RandAttention(ins[0][-1], a["heads"], a["features"], a["causal"], a["kernel"])
+    return None
+
+
+class LowRank(nn.Module):
+    """pipe's lowrank_dense: y = x·Σ_i U_i·V_i + b, computed as
+    [x·U_1, …, x·U_T]·[V_1; …; V_T] without forming the dense weight.
+    u is [terms, in, rank], v [terms, rank, out], as pipe stores them."""
+
+    def __init__(self, fin, fout, terms, rank, bias):
+        super().__init__()
+        self.terms, self.rank = terms, rank
+        self.u = nn.Parameter(torch.empty(terms, fin, rank))
+        self.v = nn.Parameter(torch.empty(terms, rank, fout))
+        self.bias = nn.Parameter(torch.empty(fout)) if bias else None
+
+    def forward(self, x):
+        # t = [x·U_1, …, x·U_T], [n, terms·rank], one product a term:
+        # each reads a slice of u in place, so backward keeps views of
+        # the parameter and no copy of it. Under autocast, x and the
+        # weights are cast once here rather than once a term.
+        dt = autocast_dtype(x.device.type)
+        u, v = self.u, self.v
+        if dt is not None:
+            x, u, v = x.to(dt), u.to(dt), v.to(dt)
+        t = torch.cat([x @ u[i] for i in range(self.terms)], dim=1)
+        y = t @ v.reshape(self.terms * self.rank, -1)
+        if self.bias is not None:
+            y = y + self.bias.to(y.dtype)  # as nn.Linear adds it, in y's precision
+        return y
+
+
+def sign_sketch(*shape, rank):
+    """Panther's scaled_sign_sketch: ±1/√rank, fair coins."""
+    return torch.sign(torch.rand(*shape) - 0.5) / rank ** 0.5
+
+
+class SKLinear(nn.Module):
+    """Panther's SKLinear (stdlib/panther.go): y = 1/(2L)·Σ_i
+    (x·S1_i·U1_i + x·U2_i·S2_i) + b with learned S1s [L, in, k], S2s
+    [L, k, out] and fixed buffers U1s [L, k, out], U2s [L, in, k],
+    Panther's names and layout. pipe hands it the native engine's
+    initial tensors; its own initialisation is Panther's."""
+
+    def __init__(self, fin, fout, terms, rank, bias):
+        super().__init__()
+        self.terms, self.rank = terms, rank
+        self.register_buffer("U1s", sign_sketch(terms, rank, fout, rank=rank))
+        self.register_buffer("U2s", sign_sketch(terms, fin, rank, rank=rank))
+        w = torch.empty(fin, fout).uniform_(-fout ** -0.5, fout ** -0.5)
+        self.S1s = nn.Parameter(w @ self.U1s.transpose(1, 2))
+        self.S2s = nn.Parameter(self.U2s.transpose(1, 2) @ w)
+        self.bias = nn.Parameter(torch.empty(fout).uniform_(-fout ** -0.5, fout ** -0.5)) if bias else None
+
+    def forward(self, x):
+        # The products with the fixed U run in fp32 outside autocast,
+        # so that backward keeps the buffers themselves and no cast
+        # copy of them; those with the learned S run as autocast says.
+        lk = self.terms * self.rank
+        with torch.autocast(x.device.type, enabled=False):
+            xf = x.float()
+            t2 = torch.cat([xf @ self.U2s[i] for i in range(self.terms)], dim=1)
+        t1 = torch.cat([x @ self.S1s[i] for i in range(self.terms)], dim=1)
+        y2 = t2 @ self.S2s.reshape(lk, -1)
+        with torch.autocast(x.device.type, enabled=False):
+            y1 = t1.float() @ self.U1s.reshape(lk, -1)
+        y = (y1.to(y2.dtype) + y2) * (1.0 / (2 * self.terms))
+        if self.bias is not None:
+            y = y + self.bias.to(y.dtype)
+        return y
+
+
+class SKConv2d(nn.Module):
+    """Panther's SKConv2d (stdlib/panther.go): t = conv2d(x, S1s) with
+    S1s [2L·k, in, kh, kw] learned, then y = 1/(2L)·Uᵀ·t + b with the
+    fixed U1s [2L, k, out] read as [2L·k, out]."""
+
+    def __init__(self, fin, fout, kernel, stride, padding, terms, rank, bias):
+        super().__init__()
+        self.terms, self.stride, self.padding = terms, stride, padding
+        mid = 2 * terms * rank
+        self.register_buffer("U1s", sign_sketch(2 * terms, rank, fout, rank=rank))
+        bound = (kernel * kernel * fout) ** -0.5
+        w = torch.empty(fin, kernel, kernel, fout).uniform_(-bound, bound)
+        s = (w.reshape(-1, fout) @ self.U1s.reshape(mid, fout).t()).t()
+        self.S1s = nn.Parameter(s.reshape(mid, fin, kernel, kernel).contiguous())
+        self.bias = nn.Parameter(torch.empty(fout).uniform_(-bound, bound)) if bias else None
+
+    def forward(self, x):
+        t = F.conv2d(x, self.S1s, stride=self.stride, padding=self.padding)
+        n, mid, h, w = t.shape
+        with torch.autocast(x.device.type, enabled=False):  # as SKLinear's U products
+            y = self.U1s.reshape(mid, -1).t() @ t.float().reshape(n, mid, h * w)
+        y = (y.to(t.dtype) * (1.0 / (2 * self.terms))).reshape(n, -1, h, w)
+        if self.bias is not None:
+            y = y + self.bias.to(y.dtype).reshape(1, -1, 1, 1)
+        return y
+
+
+class ClassToken(nn.Module):
+    """torchvision's VisionTransformer.class_token, [1, 1, D]: prepended
+    to every sample's tokens."""
+
+    def __init__(self, d):
+        super().__init__()
+        self.weight = nn.Parameter(torch.zeros(1, 1, d))
+
+    def forward(self, x):
+        return torch.cat([self.weight.expand(x.shape[0], -1, -1), x], dim=1)
+
+
+class PosEmbed(nn.Module):
+    """torchvision's Encoder.pos_embedding, [1, T, D], added to the
+    tokens."""
+
+    def __init__(self, shape):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(1, *shape).normal_(std=0.02))
+
+    def forward(self, x):
+        return x + self.weight
+
+
+class RandAttention(nn.Module):
+    """pipe's random_attention, Panther's RandMultiHeadAttention
+    (Performer's FAVOR+, stdlib/randattn.go): Wq, Wk, Wv, W0 and their
+    biases under Panther's names, the fixed random features
+    projection_matrix [M, d] as a buffer. Written in plain torch ops, so
+    autograd differentiates it (Panther's causal kernels have their own
+    backward); the stabiliser's max passes its gradient on as autograd's
+    max does."""
+
+    def __init__(self, d, heads, m, causal, kernel):
+        super().__init__()
+        self.h, self.dh, self.m, self.causal, self.relu = heads, d // heads, m, causal, kernel == "relu"
+        for w in ("Wq", "Wk", "Wv", "W0"):
+            setattr(self, w, nn.Parameter(nn.init.xavier_uniform_(torch.empty(d, d))))
+        for b in ("bq", "bk", "bv", "b0"):
+            setattr(self, b, nn.Parameter(torch.zeros(d)))
+        self.register_buffer("projection_matrix", favor_features(m, self.dh))
+
+    def features(self, z, query):
+        w, r = self.projection_matrix, self.m ** -0.5
+        if self.relu:
+            return F.relu(r * (z @ w.t())) + 1e-5
+        z = z * self.dh ** -0.25
+        dash = z @ w.t()
+        diag = (z * z).sum(-1, keepdim=True) / 2
+        mx = dash.max(-1, keepdim=True)[0]
+        if not query:
+            mx = mx.max(-3, keepdim=True)[0]  # over the tokens of each head
+        return r * (torch.exp(dash - diag - mx) + 1e-5)
+
+    def forward(self, x):
+        n, t, d = x.shape
+        q = F.linear(x, self.Wq, self.bq).view(n, t, self.h, self.dh)
+        k = F.linear(x, self.Wk, self.bk).view(n, t, self.h, self.dh)
+        v = F.linear(x, self.Wv, self.bv).view(n, t, self.h, self.dh)
+        a, b = self.features(q, True), self.features(k, False)  # [n, t, h, m]
+        if self.causal:
+            s = torch.cumsum(b.unsqueeze(-1) * v.unsqueeze(-2), dim=1)  # [n, t, h, m, dh]
+            num = (a.unsqueeze(-1) * s).sum(-2)
+            den = (a * torch.cumsum(b, dim=1)).sum(-1)
+        else:
+            kv = torch.einsum("nthm,nthd->nhmd", b, v)
+            num = torch.einsum("nthm,nhmd->nthd", a, kv)
+            den = (a * b.sum(1, keepdim=True)).sum(-1)
+        o = (num / den.unsqueeze(-1)).reshape(n, t, d)
+        return F.linear(o, self.W0, self.b0)
+
+
+def favor_features(m, d):
+    """Panther's create_projection_matrix (scaling off), from torch's
+    seeded generator: blocks of d orthonormal rows (the transposed Q of a
+    Gaussian's QR), the last cut to the rows left, each row times the norm
+    of a Gaussian d-vector."""
+    blocks = []
+    for _ in range((m + d - 1) // d):
+        qm, _ = torch.linalg.qr(torch.randn(d, d))
+        blocks.append(qm.t())
+    w = torch.cat(blocks)[:m]
+    return torch.randn(m, d).norm(dim=1, keepdim=True) * w
+
+
+def autocast_dtype(device_type):
+    """The dtype autocast computes in on this device now, None when off."""
+    if device_type == "cuda":
+        if torch.is_autocast_enabled():
+            get = getattr(torch, "get_autocast_gpu_dtype", None)
+            return get() if get else torch.float16
+        return None
+    if torch.is_autocast_cpu_enabled():
+        return torch.get_autocast_cpu_dtype()
+    return None

@@ -1,0 +1,245 @@
+"""Training micro-batches, the optimizer step, and evaluation."""
+
+import contextlib
+import math
+
+import torch
+import torch.nn as nn
+
+from .losses import compute_loss
+from .timer import Timer
+from .wire import Failure
+
+
+class TrainMixin:
+    """The Worker's training commands: train, step, flush, clip, zero and
+    eval."""
+
+    def cmd_train(self, msg):
+        if self.gan is not None:
+            return self.gan_train(msg)
+        if not msg.get("profile"):
+            return self.train_micro(msg, None)
+        # Profiled: the nodes timed, eagerly (a compiled graph has no
+        # nodes to time).
+        timer = Timer(self.cuda, self.device)
+        self.net.timer = timer
+        try:
+            res = self.train_micro(msg, timer)
+        finally:
+            self.net.timer = None
+        res["spans"] = timer.spans
+        return res
+
+    def train_micro(self, msg, timer):
+        n = msg["n"]
+        x, y, mask = self.batch(msg, True)
+        if msg.get("zero"):
+            self.opt.zero_grad(set_to_none=True)
+            self.current = []
+        sync = msg.get("sync", True)
+        if not self.lagged:
+            snap = [(m.running_mean.clone(), m.running_var.clone(), m.num_batches_tracked.clone())
+                    for _, m in self.bns()]
+        if self.dropout:
+            self.seed_dropout()
+        model = self.forward_model() if timer is None else self.model
+        # Accumulating micro-batches skip DDP's all-reduce but the last.
+        ctx = self.model.no_sync() if (self.dist and not sync) else contextlib.nullcontext()
+        self.phase = "forward"
+        with ctx:
+            with self.autocast():
+                logits, out = model(x)
+            if timer is not None:
+                tl = timer.now()
+            loss = compute_loss(self.loss_kind, logits, out, y, mask, n, self.out_shape, self.ends_sigmoid)
+            if timer is not None:
+                timer.add(-1, 3, tl, timer.now())
+            if not self.lagged:
+                v = loss.item()
+                if not math.isfinite(v):
+                    for (rm, rv, nt), (_, m) in zip(snap, self.bns()):
+                        m.running_mean.copy_(rm)
+                        m.running_var.copy_(rv)
+                        m.num_batches_tracked.copy_(nt)
+                    raise self.nonfinite(v, x)
+            self.phase = "backward"
+            scaled = loss * msg["scale"]
+            if timer is not None:
+                tb = timer.now()
+            if self.scaler is not None:
+                self.scaler.scale(scaled).backward()
+            else:
+                scaled.backward()
+            if timer is not None:
+                timer.backward(tb, timer.now())
+        self.phase = None
+        self.micro += 1
+        if self.lagged:
+            self.current.append((loss.detach(), n))
+            res = {}
+        else:
+            res = {"loss": v}
+        step = msg.get("step")
+        if step is not None:
+            # The step's last micro-batch carries the optimizer step: one
+            # round trip a step.
+            res.update(self.cmd_step(step))
+        return res
+
+    def nonfinite(self, v, x):
+        """A non-finite loss: which node's output first went bad."""
+        info = {"step": self.step_no, "micro_step": self.micro, "loss": v}
+        if not bool(torch.isfinite(x).all()):
+            info["input"] = True
+            return Failure("nonfinite", "the input batch holds NaN or Inf", **info)
+        for name, t in self.names.items():
+            if not bool(torch.isfinite(t).all()):
+                info["param"] = name
+                return Failure("nonfinite", f"{name} is not finite", **info)
+        bad = self.first_nonfinite(x)
+        if bad is not None:
+            info["node"], info["op"] = bad
+        return Failure("nonfinite", "non-finite loss", **info)
+
+    def first_nonfinite(self, x):
+        net = self.net
+        was = net.training
+        found = [None]
+        nodes = net.nodes
+
+        def check(i, t):
+            if found[0] is None and t is not None and t.is_floating_point() and not bool(torch.isfinite(t).all()):
+                found[0] = (nodes[i]["name"], nodes[i]["op"])
+
+        saved = {}
+        for _, m in self.bns():
+            saved[m] = (m.running_mean.clone(), m.running_var.clone(), m.num_batches_tracked.clone())
+        try:
+            with torch.no_grad(), self.autocast():
+                outs = [None] * len(nodes)
+                for i, n in enumerate(nodes):
+                    xs = [outs[j] for j in n["inputs"]] if n["op"] != "input" else [x]
+                    outs[i] = net.run_node(n, xs)
+                    check(i, outs[i])
+                    if found[0] is not None:
+                        break
+        finally:
+            for m, (rm, rv, nt) in saved.items():
+                m.running_mean.copy_(rm)
+                m.running_var.copy_(rv)
+                m.num_batches_tracked.copy_(nt)
+            net.train(was)
+        return found[0]
+
+    def cmd_step(self, msg):
+        if self.gan is not None and not self.gan_step(msg):
+            return self.skip_step()
+        lr = msg["lr"]
+        for g in self.opt.param_groups:
+            g["lr"] = lr
+        res = {}
+        clip = msg.get("clip") or 0
+        self.phase = "optimizer"
+        if self.scaler is not None and clip > 0:
+            self.scaler.unscale_(self.opt)
+        if clip > 0:
+            norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), clip)
+            if not self.lagged:
+                res["norm"] = norm.item()
+        if not self.lagged:
+            bad = self.first_bad_grad()
+            if bad is not None:
+                self.phase = None
+                raise Failure("nonfinite", f"the gradient of {bad} is not finite", step=self.step_no,
+                              micro_step=self.micro, param="the gradient of " + bad, loss=0.0)
+        if self.scaler is not None:
+            self.scaler.step(self.opt)
+            self.scaler.update()
+        else:
+            self.opt.step()
+        self.phase = None
+        self.step_no += 1
+        if self.lagged:
+            # The losses of the step before this one: its kernels finished
+            # while this step's were queued, so reading them costs no wait.
+            done = self.pending
+            self.pending = [(self.step_no, self.current)]
+            self.current = []
+            res["done"] = self.read_losses(done)
+        return res
+
+    def read_losses(self, steps):
+        out = []
+        for step, losses in steps:
+            vals = [t.item() for t, _ in losses]
+            out.append({"step": step, "losses": vals, "n": [n for _, n in losses]})
+        return out
+
+    def cmd_flush(self, msg):
+        done = self.pending + ([(self.step_no + 1, self.current)] if self.current else [])
+        self.pending = []
+        self.current = []
+        self.sync_device()
+        return {"done": self.read_losses(done)}
+
+    def first_bad_grad(self):
+        grads = [p.grad for p in self.net.parameters() if p.grad is not None]
+        if not grads:
+            return None
+        # A sum is finite only when every term is: one reduction a tensor
+        # and one read back, where an isfinite per element would allocate.
+        total = float(torch.stack([g.sum(dtype=torch.float32) for g in grads]).sum())
+        if math.isfinite(total):
+            return None
+        for name, t in self.names.items():
+            if isinstance(t, nn.Parameter) and t.grad is not None and not bool(torch.isfinite(t.grad).all()):
+                return name
+        return None  # finite terms whose sum overflowed
+
+    def cmd_clip(self, msg):
+        if self.scaler is not None:
+            self.scaler.unscale_(self.opt)
+        norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), msg["max"])
+        return {"norm": norm.item()}
+
+    def cmd_zero(self, msg):
+        self.opt.zero_grad(set_to_none=True)
+        if self.gan is not None:
+            self.gan["opt"].zero_grad(set_to_none=True)
+        self.current = []
+
+    def cmd_eval(self, msg):
+        n = msg["n"]
+        x, y, mask = self.batch(msg, False)
+        net = self.net
+        net.eval()
+        self.phase = "evaluation"
+        timer = Timer(self.cuda, self.device) if msg.get("profile") else None
+        net.timer = timer
+        try:
+            with torch.no_grad():
+                with self.autocast():
+                    logits, out = net(x)
+                loss = 0.0
+                if y is not None:
+                    if timer is not None:
+                        tl = timer.now()
+                    loss = compute_loss(self.loss_kind, logits, out, y, mask, n, self.out_shape, self.ends_sigmoid).item()
+                    if timer is not None:
+                        timer.add(-1, 3, tl, timer.now())
+                ref = msg.get("out")
+                if ref is not None:
+                    dst = self.regions["out"].floats(ref[0], ref[1])
+                    dst.copy_(out.float().contiguous().reshape(-1).cpu())
+        finally:
+            net.train()
+            net.timer = None
+        self.phase = None
+        if timer is not None:
+            return {"loss": loss, "spans": timer.spans}
+        return {"loss": loss}
+
+    def sync_device(self):
+        if self.cuda:
+            torch.cuda.synchronize(self.device)

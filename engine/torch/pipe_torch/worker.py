@@ -1,0 +1,332 @@
+"""The worker: its command loop, the build, and the batches."""
+
+import contextlib
+import os
+import sys
+import traceback
+
+import torch
+
+from .gan import GANMixin
+from .measure import MeasureMixin, is_oom
+from .net import Net, make_optimizer, module_key, state_names
+from .shm import Region
+from .state import StateMixin
+from .train import TrainMixin
+from . import protocol, wire
+from .wire import Failure
+
+
+def version_tuple(v):
+    """The (major, minor, patch) of a version such as "2.11.0+cu130"."""
+    out = []
+    for part in v.split("+")[0].split("."):
+        digits = ""
+        for ch in part:
+            if ch.isdigit():
+                digits += ch
+            else:
+                break
+        out.append(int(digits or 0))
+    while len(out) < 3:
+        out.append(0)
+    return tuple(out[:3])
+
+
+class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin):
+    """One device's model and its commands: cmd_NAME answers the command
+    NAME (the mixins hold the state, training, gan and measuring ones)."""
+
+    def __init__(self, out):
+        self.out = out
+        self.regions = {}
+        self.model = None
+        self.step_no = 0
+        self.micro = 0
+        self.seed = 0
+        self.pending = []  # lagged mode: [(step, [(loss tensor, n)])]
+        self.current = []  # this step's micro-batch losses
+        self.applied = {}
+        self.gan = None  # gan mode: the discriminator and its settings (cmd_build_gan)
+
+    # -- protocol --------------------------------------------------------
+    def reply(self, obj, cmd):
+        """Writes the reply obj to the command cmd (wire.encode_reply)."""
+        self.out.write(wire.encode_reply(obj, cmd) + "\n")
+        self.out.flush()
+
+    def serve(self, stdin):
+        for line in stdin:
+            line = line.strip()
+            if not line:
+                continue
+            cmd = None
+            self.phase = None
+            if getattr(self, "net", None) is not None:
+                self.net.current = None
+            try:
+                try:
+                    cmd, args = wire.read_request(line)
+                except ValueError as e:
+                    raise Failure("error", f"unreadable command: {e}") from e
+                if cmd == "quit":
+                    self.reply({"ok": True}, cmd)
+                    break
+                fn = getattr(self, "cmd_" + cmd, None)
+                if fn is None:
+                    raise Failure("error", f"unknown command {cmd!r}")
+                res = fn(args) or {}
+                res["ok"] = True
+                self.reply(res, cmd)
+            except Failure as e:
+                self.reply({"ok": False, "kind": e.kind, "error": str(e), **e.extra}, cmd)
+            except Exception as e:  # noqa: BLE001 - every failure goes back to pipe
+                if is_oom(e):
+                    self.reply(self.oom_reply(e), cmd)
+                else:
+                    self.reply({"ok": False, "kind": "error", "error": f"{type(e).__name__}: {e}",
+                                "trace": traceback.format_exc(limit=8)}, cmd)
+        for r in self.regions.values():
+            r.close()
+
+    # -- commands --------------------------------------------------------
+    def cmd_hello(self, msg):
+        return hello()
+
+    def cmd_map(self, msg):
+        old = self.regions.pop(msg["region"], None)
+        if old is not None:
+            old.close()
+        self.regions[msg["region"]] = Region(msg["path"], msg["size"])
+
+    def cmd_build(self, msg):
+        spec = msg["spec"]
+        if spec.get("version") != protocol.SPEC_VERSION:
+            raise Failure("error", f"spec version {spec.get('version')}; this worker reads {protocol.SPEC_VERSION}")
+        self.spec = spec
+        cfg = spec["engine"]
+        self.cfg = cfg
+        self.seed = int(spec.get("seed", 0))
+        self.loss_kind = spec["loss"]
+        self.out_shape = spec["out_shape"]
+        self.input_shape = spec["input"]
+        self.lagged = cfg.get("loss_readback") == "lagged"
+        threads = int(spec.get("threads") or 0)
+        if threads > 0:
+            torch.set_num_threads(threads)
+        try:
+            torch.set_num_interop_threads(1)
+        except RuntimeError:
+            pass
+        dev = cfg.get("device", "cpu")
+        self.dist = cfg.get("distributed")
+        if self.dist:
+            dev = self.init_distributed(dev)
+        self.device = torch.device(dev)
+        self.cuda = self.device.type == "cuda"
+        if self.cuda:
+            torch.cuda.set_device(self.device)
+            torch.cuda.reset_peak_memory_stats(self.device)
+        self.apply_flags()
+        torch.manual_seed(self.seed)
+        self.ends_sigmoid = spec["nodes"][spec["output"]]["op"] == "sigmoid"
+        self.dropout = any(n["op"] == "dropout" and n["args"]["p"] > 0 for n in spec["nodes"])
+        net = Net(spec)
+        self.check_params(net)
+        net = net.to(self.device)
+        if self.cfg.get("channels_last") and self.cuda:
+            net = net.to(memory_format=torch.channels_last)
+            net.channels_last = True
+            self.applied["channels_last"] = "on"
+        self.net = net
+        self.names = state_names(self.spec, net)
+        self.model = net
+        if self.dist:
+            from torch.nn.parallel import DistributedDataParallel as DDP
+            kw = {"bucket_cap_mb": max(cfg["distributed"].get("bucket_mb", 25), 1), "broadcast_buffers": True,
+                  "gradient_as_bucket_view": True}
+            if self.cuda:
+                kw["device_ids"] = [self.device.index]
+            self.model = DDP(net, **kw)
+        self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.get("autocast") or "")
+        self.scaler = None
+        if cfg.get("grad_scaler"):
+            if not self.cuda:
+                raise Failure("unsupported", "fp16 with loss scaling needs a CUDA device; plan bf16 or fp32 for the CPU")
+            self.scaler = torch.cuda.amp.GradScaler()
+        self.compiled = None
+        self.applied["compile"] = "eager"
+        if cfg.get("compile"):
+            self.try_compile()
+        self.opt = self.make_optimizer(spec["optimizer"])
+        self.copy_stream = torch.cuda.Stream(self.device) if self.cuda and cfg.get("pinned") else None
+        self.staged = {}
+        self.events = {}
+        self.net.train()
+        params = sum(p.numel() for p in net.parameters())
+        return {"params": params, "applied": self.applied, "device": str(self.device),
+                "torch": torch.__version__}
+
+    def init_distributed(self, dev):
+        import datetime
+        import torch.distributed as dist
+        d = self.dist
+        backend = d["backend"]
+        timeout = datetime.timedelta(seconds=d.get("timeout_s", 120))
+        dist.init_process_group(backend=backend, init_method=f"tcp://{d['master_addr']}:{d['master_port']}",
+                                rank=d["rank"], world_size=d["world_size"], timeout=timeout)
+        self.rank = d["rank"]
+        self.world = d["world_size"]
+        self.applied["process_group"] = f"{backend}, rank {d['rank']} of {d['world_size']}"
+        return dev
+
+    def apply_flags(self):
+        cfg = self.cfg
+        tf32 = bool(cfg.get("tf32"))
+        if self.cuda:
+            torch.backends.cuda.matmul.allow_tf32 = tf32
+            torch.backends.cudnn.allow_tf32 = tf32
+            self.applied["tf32"] = "on" if tf32 else "off"
+            bench = bool(cfg.get("cudnn_benchmark"))
+            torch.backends.cudnn.benchmark = bench
+            self.applied["cudnn_benchmark"] = "on" if bench else "off"
+            cap = int(cfg.get("cudnn_workspace_mib") or 0)
+            if cap > 0:
+                # Read by cuDNN's convolutions when they pick an
+                # algorithm, so it is set before the first one runs.
+                os.environ["CUDNN_CONV_WSCAP_DBG"] = str(cap)
+                self.applied["cudnn_workspace"] = f"at most {cap} MiB"
+        if cfg.get("autocast"):
+            self.applied["autocast"] = cfg["autocast"]
+
+    def try_compile(self):
+        if not hasattr(torch, "compile") or version_tuple(torch.__version__) < (2, 0, 0):
+            self.applied["compile"] = f"eager (torch {torch.__version__} has no torch.compile)"
+            return
+        if not self.cuda:
+            self.applied["compile"] = "eager (torch.compile is used on CUDA devices only)"
+            return
+        try:
+            self.compiled = torch.compile(self.model)
+            self.applied["compile"] = "torch.compile"
+        except Exception as e:  # noqa: BLE001
+            self.compiled = None
+            self.applied["compile"] = f"eager (torch.compile failed: {type(e).__name__}: {e})"
+
+    def check_params(self, net):
+        for n in self.spec["nodes"]:
+            key = module_key(n["name"])
+            got = sum(p.numel() for p in net.layers[key].parameters()) if key in net.layers else 0
+            if got != n["params"]:
+                raise Failure("unsupported", f"node {n['name']} ({n['op']}): torch has {got} parameters, pipe {n['params']}")
+
+    def make_optimizer(self, o):
+        opt, self.applied["optimizer"], self.fused = make_optimizer(
+            o, list(self.net.parameters()), bool(self.cfg.get("fused_optimizer")) and self.cuda)
+        return opt
+
+    # -- batches -----------------------------------------------------------
+    def batch(self, msg, train):
+        """The batch's tensors on the device. The shared memory may be
+        overwritten as soon as this returns (the reply says so), so on a
+        CUDA device the values go through a pinned buffer and a copy
+        stream, which lets the copy of the next batch run while this
+        step's kernels do."""
+        region = self.regions["in"]
+        n = msg["n"]
+        parts = []
+        for key in ("x", "y", "mask"):
+            ref = msg.get(key)
+            parts.append(None if ref is None else region.floats(ref[0], ref[1]))
+        if not self.cuda:
+            # The CPU computes on the shared memory itself: pipe writes the
+            # next batch into another slot, and reuses this one only after
+            # this command's reply, when nothing here reads it any more.
+            pass
+        elif self.copy_stream is not None:
+            parts = self.to_device_pinned(parts, train)
+        else:
+            parts = [None if p is None else p.to(self.device) for p in parts]
+        x, y, mask = parts
+        x = x.reshape([n] + list(self.input_shape))
+        if self.net.channels_last and x.dim() == 4:
+            x = x.contiguous(memory_format=torch.channels_last)
+        return x, y, mask
+
+    def to_device_pinned(self, parts, train):
+        slot = "train" if train else "eval"
+        out = []
+        cur = torch.cuda.current_stream(self.device)
+        turn = self.flip(slot)
+        for i, p in enumerate(parts):
+            if p is None:
+                out.append(None)
+                continue
+            key = (slot, i, turn)
+            ev = self.events.get(key)
+            if ev is not None:
+                ev.synchronize()  # the copy that last used this buffer is done
+            buf = self.staged.get(key)
+            if buf is None or buf.numel() < p.numel():
+                buf = torch.empty(max(p.numel(), 1), dtype=torch.float32, pin_memory=True)
+                self.staged[key] = buf
+            host = buf[:p.numel()]
+            host.copy_(p)
+            with torch.cuda.stream(self.copy_stream):
+                d = host.to(self.device, non_blocking=True)
+                e = torch.cuda.Event()
+                e.record(self.copy_stream)
+            self.events[key] = e
+            cur.wait_event(e)
+            d.record_stream(cur)
+            out.append(d)
+        return out
+
+    def flip(self, slot):
+        # Two pinned buffers a slot, used in turn.
+        k = "_flip_" + slot
+        v = getattr(self, k, 0)
+        setattr(self, k, 1 - v)
+        return v
+
+    def autocast(self):
+        if self.autocast_dtype is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.autocast_dtype)
+
+    def seed_dropout(self):
+        """Dropout's masks are keyed by (seed, micro-batch, rank), so a
+        resumed run draws the masks the uninterrupted run would have."""
+        rank = self.dist["rank"] if self.dist else 0
+        s = (self.seed * 1000003 + self.micro * 8191 + rank * 131071 + 1) % (2 ** 63 - 1)
+        torch.manual_seed(s)
+
+    def forward_model(self):
+        return self.compiled if self.compiled is not None else self.model
+
+    def sync_device(self):
+        if self.cuda:
+            torch.cuda.synchronize(self.device)
+
+
+def hello():
+    """The worker's first message: what its Python and torch are and can do."""
+    info = {"protocol": protocol.PROTOCOL, "python": sys.version.split()[0], "executable": sys.executable,
+            "torch": torch.__version__, "cuda": bool(torch.cuda.is_available()),
+            "cuda_devices": torch.cuda.device_count() if torch.cuda.is_available() else 0,
+            "cuda_version": getattr(torch.version, "cuda", None) or "",
+            "compile": hasattr(torch, "compile") and version_tuple(torch.__version__) >= (2, 0, 0),
+            "distributed": bool(torch.distributed.is_available()),
+            "gloo": bool(torch.distributed.is_available() and torch.distributed.is_gloo_available()),
+            "nccl": bool(torch.distributed.is_available() and torch.distributed.is_nccl_available()),
+            "cpu_bf16_autocast": hasattr(torch, "autocast"),
+            "threads": torch.get_num_threads()}
+    if info["cuda"]:
+        names = []
+        for i in range(info["cuda_devices"]):
+            p = torch.cuda.get_device_properties(i)
+            names.append({"name": p.name, "memory": p.total_memory,
+                          "capability": f"{p.major}.{p.minor}",
+                          "bf16": bool(p.major >= 8)})
+        info["gpus"] = names
+    return info
