@@ -73,7 +73,7 @@ func checkpoint(t *testing.T) string {
 		ckptDir = dir
 		p, prog := tinyPlan(t)
 		ck := filepath.Join(dir, "ckpt")
-		if _, ds := exec.Run(context.Background(), p, prog, exec.Hooks{}, exec.WithBackend(cpu.Backend{}), exec.WithBase(dir),
+		if _, ds := exec.Run(context.Background(), p, decoded(t, prog), exec.Hooks{}, exec.WithBackend(cpu.Backend{}), exec.WithBase(dir),
 			exec.WithCheckpointDir(ck), exec.WithThreads(1), exec.WithMaxSteps(2)); ds.HasErrors() {
 			ckptErr = fmt.Errorf("training the tiny model: %v", ds)
 			return
@@ -108,7 +108,7 @@ func load(t *testing.T, n, batch int) []*exec.Trained {
 	p, prog := tinyPlan(t)
 	var ws []*exec.Trained
 	for range n {
-		tr, err := exec.LoadTrained(p, prog, path, cpu.Backend{}, batch, 1)
+		tr, err := exec.LoadTrained(p, decoded(t, prog), path, cpu.Backend{}, batch, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -14,6 +14,7 @@ import (
 	"pipe/lang"
 	"pipe/lang/render"
 	"pipe/planner"
+	"pipe/stdlib"
 )
 
 func init() {
@@ -60,7 +61,12 @@ func runExport(a *app, args []string) int {
 	if path == "" {
 		path = defaultCheckpoint(prog, *ckptDir)
 	}
-	t, err := exec.LoadTrained(p, prog, path, cpu.Backend{}, 1, 1)
+	dec, dds := stdlib.Decode(prog)
+	if dds.HasErrors() {
+		a.printDiags(dds, sources)
+		return exitErrors
+	}
+	t, err := exec.LoadTrained(p, dec, path, cpu.Backend{}, 1, 1)
 	if err != nil {
 		fmt.Fprintf(a.env.Stderr, "pipe export: %v\n", err)
 		return exitErrors

@@ -106,7 +106,7 @@ func TestExportedExamplesMatchOnnxruntime(t *testing.T) {
 					cancel()
 				}
 			}}
-			res, ds := exec.Run(ctx, p, prog, stop, exec.WithBackend(cpu.Backend{}), exec.WithMaxSteps(2),
+			res, ds := exec.Run(ctx, p, decoded(t, prog), stop, exec.WithBackend(cpu.Backend{}), exec.WithMaxSteps(2),
 				exec.WithCheckpointDir(ckpt), exec.WithBase(dir))
 			if ds.HasErrors() || res.Position.Step != 2 {
 				t.Fatalf("run: %d steps trained\n%v", res.Position.Step, ds)
@@ -129,13 +129,13 @@ func TestExportedExamplesMatchOnnxruntime(t *testing.T) {
 				}
 				cancel() // one batch is all this test reads
 			}}
-			_, ds = exec.Run(ctx, p, prog, first, exec.WithBackend(cpu.Backend{}), exec.WithResume(last), exec.WithSkipTrain(),
+			_, ds = exec.Run(ctx, p, decoded(t, prog), first, exec.WithBackend(cpu.Backend{}), exec.WithResume(last), exec.WithSkipTrain(),
 				exec.WithCheckpointDir(filepath.Join(dir, "ckpt-eval", name)), exec.WithBase(dir))
 			if ds.HasErrors() || ev.N == 0 {
 				t.Fatalf("evaluation: %d samples seen\n%v", ev.N, ds)
 			}
 
-			tr, err := exec.LoadTrained(p, prog, last, cpu.Backend{}, ev.N, 1)
+			tr, err := exec.LoadTrained(p, decoded(t, prog), last, cpu.Backend{}, ev.N, 1)
 			if err != nil {
 				t.Fatal(err)
 			}

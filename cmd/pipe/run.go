@@ -20,6 +20,7 @@ import (
 	"pipe/lang/render"
 	"pipe/planner"
 	"pipe/planner/plan"
+	"pipe/stdlib"
 )
 
 // exitInterrupted is pipe run's exit code when Ctrl-C stopped it (128 +
@@ -304,8 +305,13 @@ func runRun(a *app, args []string) int {
 		return exitErrors
 	}
 
+	dec, dds := stdlib.Decode(prog)
+	if dds.HasErrors() {
+		a.printDiags(dds, sources)
+		return exitErrors
+	}
 	ctx, stop := runContext(a)
-	res, rds := exec.Run(ctx, p, prog, progress.Hooks(), opts...)
+	res, rds := exec.Run(ctx, p, dec, progress.Hooks(), opts...)
 	stop()
 	progress.Close()
 	a.printDiags(rds, sources)

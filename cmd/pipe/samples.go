@@ -7,6 +7,8 @@ import (
 	"pipe/exec/data"
 	"pipe/lang"
 	"pipe/planner"
+	"pipe/spec"
+	"pipe/stdlib"
 )
 
 // samplesOption counts the training source's samples without loading
@@ -26,12 +28,12 @@ func samplesOption(prog *lang.Program) []planner.Option {
 			src = prog.Named("source", v.Str)
 		}
 		if src != nil && src.Label("kind") == "geotiff" {
-			if w, h, err := data.RasterSize(src); err == nil {
+			if w, h, err := data.RasterSize(sourceSpec(src)); err == nil {
 				opts = append(opts, planner.WithPredictRaster(w, h))
 			}
 		}
 	}
-	ct, err := data.CountSamples(b, data.WithSeed(fileSeedOf(prog)))
+	ct, err := data.CountSamples(sourceSpec(b), data.WithSeed(fileSeedOf(prog)))
 	if err != nil || ct.Train <= 0 {
 		return opts
 	}
@@ -61,7 +63,7 @@ func dataMemoryOption(prog *lang.Program) planner.Option {
 		var total int64
 		var what []string
 		for _, b := range blocks {
-			r, err := data.ResidentBytes(b, inElems)
+			r, err := data.ResidentBytes(sourceSpec(b), inElems)
 			if err != nil {
 				continue
 			}
@@ -70,6 +72,14 @@ func dataMemoryOption(prog *lang.Program) planner.Option {
 		}
 		return total, strings.Join(what, "; ")
 	})
+}
+
+// sourceSpec decodes a checked source block for data (stdlib.DecodeSource).
+// Its diagnostics can only say that the schema and the spec disagree,
+// which the run reports; a count is a fact the plan may go without.
+func sourceSpec(b *lang.Block) *spec.Source {
+	s, _ := stdlib.DecodeSource(b)
+	return s
 }
 
 // fileSeedOf is the file's top-level seed, the seed of splits that give
@@ -93,7 +103,7 @@ func predictMemoryOption(prog *lang.Program) planner.Option {
 		if pb == nil || src == nil {
 			return 0, ""
 		}
-		r, err := data.PredictBytes(src, k)
+		r, err := data.PredictBytes(sourceSpec(src), k)
 		if err != nil {
 			return 0, ""
 		}

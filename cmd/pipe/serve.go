@@ -16,6 +16,7 @@ import (
 	"pipe/planner"
 	"pipe/planner/plan"
 	"pipe/serve"
+	"pipe/stdlib"
 )
 
 func init() {
@@ -90,6 +91,11 @@ func runServe(a *app, args []string) int {
 		fmt.Fprintf(a.env.Stderr, "pipe serve: %v\n", err)
 		return exitErrors
 	}
+	dec, dds := stdlib.Decode(prog)
+	if dds.HasErrors() {
+		a.printDiags(dds, sources)
+		return exitErrors
+	}
 	workers := make([]*exec.Trained, 0, sp.Workers)
 	closeAll := func() {
 		for _, w := range workers {
@@ -97,7 +103,7 @@ func runServe(a *app, args []string) int {
 		}
 	}
 	for range sp.Workers {
-		t, err := exec.LoadTrained(p, prog, path, backend, int(sp.MaxBatch), sp.ThreadsPerWorker)
+		t, err := exec.LoadTrained(p, dec, path, backend, int(sp.MaxBatch), sp.ThreadsPerWorker)
 		if err != nil {
 			closeAll()
 			if errors.Is(err, exec.ErrCheckpointMismatch) {

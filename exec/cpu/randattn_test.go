@@ -212,10 +212,10 @@ func TestPerformerExampleTrains(t *testing.T) {
 		t.Fatal("the example does not fit the plan's host")
 	}
 	g := exampleGraph(t, "performer_fashion.pipe")
-	cfg := exec.ConfigFromPlan(p, prog)
+	cfg := exec.ConfigFromPlan(p, decoded(t, prog))
 	cfg.Batch, cfg.Threads = 16, 2
 	m := mustBuild(t, g, cfg)
-	src, err := data.Open(prog.Named("source", "train"), data.WithBase(root))
+	src, err := data.Open(decoded(t, prog).Spec.Source("train"), data.WithBase(root))
 	if err != nil {
 		t.Fatal(err)
 	}

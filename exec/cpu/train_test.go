@@ -40,7 +40,7 @@ func TestFashionMNIST(t *testing.T) {
 		t.Fatal(gds)
 	}
 	open := func(name string) data.Dataset {
-		d, err := data.Open(prog.Named("source", name), data.WithBase(root))
+		d, err := data.Open(decoded(t, prog).Spec.Source(name), data.WithBase(root))
 		if err != nil {
 			t.Fatal(err)
 		}

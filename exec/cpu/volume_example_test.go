@@ -34,7 +34,7 @@ func TestVolumeExample(t *testing.T) {
 	src = bytes.Replace(src, []byte(`write "out/volume_unet_pred.zarr"  overlap 0.5`), []byte(`write "`+out+`"  overlap 0`), 1)
 	prog := loadProgram(t, writeTemp(t, dir, src))
 	p := planCPU(t, prog, planHost, planner.WithBatch(4))
-	res, ds := exec.Run(context.Background(), p, prog, exec.Hooks{},
+	res, ds := exec.Run(context.Background(), p, decoded(t, prog), exec.Hooks{},
 		exec.WithBackend(Backend{}), exec.WithBase(root), exec.WithCheckpointDir(dir), exec.WithMaxSteps(3), exec.WithThreads(2))
 	if ds.HasErrors() {
 		t.Fatalf("run failed:\n%v", ds)

@@ -7,14 +7,14 @@ import (
 
 	"github.com/airbusgeo/godal"
 
-	"pipe/lang"
+	"pipe/spec"
 )
 
 // countTiles is the number of tiles of a raster source's scene: every
 // stride pixels along both axes, the tile lying fully inside.
-func countTiles(b *lang.Block, c *config) (int, error) {
+func countTiles(b *spec.Source, c *config) (int, error) {
 	gdalInit()
-	p := strField(b, "path")
+	p := b.GeoTIFF.Path
 	ds, err := godal.Open(c.path(p), godal.RasterOnly(), godal.SkipWarnings)
 	if err != nil {
 		return 0, fileErr(c, p, err)
@@ -22,11 +22,11 @@ func countTiles(b *lang.Block, c *config) (int, error) {
 	defer ds.Close()
 	st := ds.Structure()
 	th, tw, sh, sw := st.SizeY, st.SizeX, 1, 1 // no tile: the whole scene, once
-	if v := b.Field("tile").First(); v != nil && len(v.Dims) == 2 {
-		th, tw = int(v.Dims[0]), int(v.Dims[1])
+	if v := b.GeoTIFF.Tile; len(v) == 2 {
+		th, tw = int(v[0]), int(v[1])
 		sh, sw = th, tw
-		if s := b.Arg("tile", "stride"); s != nil {
-			sh, sw = int(s.Int), int(s.Int)
+		if s := b.GeoTIFF.Stride; s != nil {
+			sh, sw = int(*s), int(*s)
 		}
 	}
 	along := func(size, tile, stride int) int {
@@ -42,7 +42,7 @@ func countTiles(b *lang.Block, c *config) (int, error) {
 // the scene's validity mask, the warped target, and the block cache
 // (the direct reader's, geotiff_blockcache.go, or GDAL's), bounded by
 // the bytes of the rasters it reads.
-func rasterResident(b *lang.Block, c *config) (Resident, error) {
+func rasterResident(b *spec.Source, c *config) (Resident, error) {
 	gdalInit()
 	size := func(p string) (w, h, bytes int64, err error) {
 		ds, err := godal.Open(c.path(p), godal.RasterOnly(), godal.SkipWarnings)
@@ -54,13 +54,13 @@ func rasterResident(b *lang.Block, c *config) (Resident, error) {
 		w, h = int64(st.SizeX), int64(st.SizeY)
 		return w, h, w * h * int64(st.NBands) * int64(st.DataType.Size()), nil
 	}
-	w, h, raster, err := size(strField(b, "path"))
+	w, h, raster, err := size(b.GeoTIFF.Path)
 	if err != nil {
 		return Resident{}, err
 	}
 	r := Resident{Bytes: w*h + raster}
 	what := fmt.Sprintf("a %dx%d scene's mask and up to its %d bytes in the block cache", w, h, raster)
-	if tp := strField(b, "target"); tp != "" {
+	if tp := b.GeoTIFF.Target; tp != "" {
 		_, _, traster, err := size(tp)
 		if err != nil {
 			return Resident{}, err
@@ -74,10 +74,10 @@ func rasterResident(b *lang.Block, c *config) (Resident, error) {
 
 // RasterSize is the width and height in pixels of a geotiff source's
 // scene, read from its header.
-func RasterSize(b *lang.Block, opts ...Option) (w, h int64, err error) {
+func RasterSize(b *spec.Source, opts ...Option) (w, h int64, err error) {
 	gdalInit()
 	c := newConfig(opts)
-	p := strField(b, "path")
+	p := b.GeoTIFF.Path
 	ds, err := godal.Open(c.path(p), godal.RasterOnly(), godal.SkipWarnings)
 	if err != nil {
 		return 0, 0, fileErr(c, p, err)

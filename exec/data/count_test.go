@@ -29,7 +29,7 @@ func TestCountSamples(t *testing.T) {
 		"source num idx {\n  images \"i.idx\"\n  labels \"l.idx.gz\"\n}",
 	} {
 		b := source(t, src)
-		name := b.Name()
+		name := b.Name
 		ct, err := CountSamples(b, WithBase(dir))
 		if err != nil {
 			t.Fatal(err)

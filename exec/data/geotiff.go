@@ -12,7 +12,7 @@ import (
 
 	"github.com/airbusgeo/godal"
 
-	"pipe/lang"
+	"pipe/spec"
 )
 
 // A geotiff source cuts a scene into tiles through GDAL (godal).
@@ -188,9 +188,9 @@ var (
 	_ TargetNormalized = (*geotiffDataset)(nil)
 )
 
-func openGeoTIFF(b *lang.Block, c *config) (Dataset, error) {
+func openGeoTIFF(b *spec.Source, c *config) (Dataset, error) {
 	gdalInit()
-	d := &geotiffDataset{path: strField(b, "path")}
+	d := &geotiffDataset{path: b.GeoTIFF.Path}
 	abs := c.path(d.path)
 	if _, err := os.Stat(abs); err != nil {
 		return nil, blockErr(b, "path", fileErr(c, d.path, err))
@@ -215,7 +215,7 @@ func openGeoTIFF(b *lang.Block, c *config) (Dataset, error) {
 	} else {
 		d.grid.GeoTransform = [6]float64{0, 1, 0, 0, 0, 1}
 	}
-	if l := namesFieldInts(b, "bands"); l != nil {
+	if l := slices.Clone(b.GeoTIFF.Bands); l != nil {
 		for _, bn := range l {
 			if bn < 1 || bn > st.NBands {
 				return nil, blockErr(b, "bands", fmt.Errorf("%s: band %d does not exist (the file has bands 1 to %d)", d.path, bn, st.NBands))
@@ -238,8 +238,8 @@ func openGeoTIFF(b *lang.Block, c *config) (Dataset, error) {
 	}
 	all := h.Bands()
 	userND, hasUserND := math.NaN(), false
-	if v := b.Field("nodata").First(); v != nil {
-		userND, hasUserND = v.Float, true
+	if v := b.GeoTIFF.Nodata; v != nil {
+		userND, hasUserND = *v, true
 	}
 	for _, bn := range d.bands {
 		nd := math.NaN()
@@ -254,11 +254,11 @@ func openGeoTIFF(b *lang.Block, c *config) (Dataset, error) {
 	// Tiles.
 	d.th, d.tw = d.grid.Height, d.grid.Width
 	stride := [2]int{}
-	if v := b.Field("tile").First(); v != nil {
-		d.th, d.tw = int(v.Dims[0]), int(v.Dims[1])
+	if v := b.GeoTIFF.Tile; v != nil {
+		d.th, d.tw = int(v[0]), int(v[1])
 		stride = [2]int{d.th, d.tw}
-		if s := b.Arg("tile", "stride"); s != nil {
-			stride = [2]int{int(s.Int), int(s.Int)}
+		if s := b.GeoTIFF.Stride; s != nil {
+			stride = [2]int{int(*s), int(*s)}
 		}
 		if d.th > d.grid.Height || d.tw > d.grid.Width {
 			return nil, blockErr(b, "tile", fmt.Errorf("%s: tiles of %dx%d do not fit in the %dx%d raster", d.path, d.th, d.tw, d.grid.Height, d.grid.Width))
@@ -270,7 +270,7 @@ func openGeoTIFF(b *lang.Block, c *config) (Dataset, error) {
 
 	// One pass over the scene: statistics, validity, and a full read
 	// that surfaces a damaged file now.
-	mode := strField(b, "normalize")
+	mode := b.GeoTIFF.Normalize
 	if mode == "" {
 		mode = "per_band"
 	}
@@ -283,7 +283,7 @@ func openGeoTIFF(b *lang.Block, c *config) (Dataset, error) {
 	if d.nT > 0 && d.th%d.down+d.tw%d.down != 0 {
 		return nil, blockErr(b, "downsample", fmt.Errorf("tiles of %dx%d do not divide by downsample %d", d.th, d.tw, d.down))
 	}
-	if tp := strField(b, "target"); tp != "" {
+	if tp := b.GeoTIFF.Target; tp != "" {
 		if gtErr != nil || d.grid.Projection == "" {
 			return nil, blockErr(b, "path", fmt.Errorf("%s: the scene has no %s, so the target cannot be placed on its grid", d.path, missingGeo(gtErr, d.grid.Projection)))
 		}
@@ -339,26 +339,26 @@ func openGeoTIFF(b *lang.Block, c *config) (Dataset, error) {
 		return nil, blockErr(b, "split", err)
 	}
 	if d.target != nil {
-		d.targetStandard = strField(b, "target_normalize") != "none"
+		d.targetStandard = b.GeoTIFF.TargetNormalize != "none"
 		d.tnorm = d.targetStats()
 	}
 	ok = true
 	return d, nil
 }
 
-// splitTiles makes the block's split, when it has one.
-func (d *geotiffDataset) splitTiles(b *lang.Block, c *config) error {
+// splitTiles makes the source's split, when it has one.
+func (d *geotiffDataset) splitTiles(b *spec.Source, c *config) error {
 	frac, seed, ok := splitOf(b, c)
 	if !ok {
 		return nil
 	}
 	d.split = true
-	bv := b.Arg("split", "blocks")
+	bv := b.Split.Blocks
 	if bv == nil {
 		d.trainIx, d.valIx = splitIndices(len(d.tiles), frac, seed)
 		return nil
 	}
-	size := int(bv.Int)
+	size := int(*bv)
 	if size < max(d.th, d.tw) {
 		return fmt.Errorf("blocks %d are smaller than the %dx%d tiles, so no tile lies in one block; give blocks of at least %d", size, d.th, d.tw, max(d.th, d.tw))
 	}
@@ -436,18 +436,6 @@ func missingGeo(gtErr error, proj string) string {
 		return "geotransform"
 	}
 	return "CRS"
-}
-
-func namesFieldInts(b *lang.Block, name string) []int {
-	v := b.Field(name).First()
-	if v == nil {
-		return nil
-	}
-	out := make([]int, 0, len(v.List))
-	for _, e := range v.List {
-		out = append(out, int(e.Int))
-	}
-	return out
 }
 
 // scan reads the scene in strips of rows, marks valid pixels and computes

@@ -5,7 +5,7 @@ package data
 import (
 	"fmt"
 
-	"pipe/lang"
+	"pipe/spec"
 )
 
 // Band targets: target_bands makes some bands of the scene the per-pixel
@@ -18,11 +18,11 @@ import (
 // and are scored in those units).
 
 // bandTargets reads target_bands and downsample.
-func (d *geotiffDataset) bandTargets(b *lang.Block, nBands int) error {
+func (d *geotiffDataset) bandTargets(b *spec.Source, nBands int) error {
 	d.down = 1
-	tb := namesFieldInts(b, "target_bands")
-	if v := b.Field("downsample").First(); v != nil {
-		d.down = int(v.Int)
+	tb := b.GeoTIFF.TargetBands
+	if v := b.GeoTIFF.Downsample; v != nil {
+		d.down = int(*v)
 		if tb == nil {
 			tb = append([]int(nil), d.bands...) // super-resolution of the input bands
 		}
@@ -30,7 +30,7 @@ func (d *geotiffDataset) bandTargets(b *lang.Block, nBands int) error {
 	if tb == nil {
 		return nil
 	}
-	if strField(b, "target") != "" {
+	if b.GeoTIFF.Target != "" {
 		return blockErr(b, "target_bands", fmt.Errorf("a source has either a target raster or target_bands, not both"))
 	}
 	for _, bn := range tb {

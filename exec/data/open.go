@@ -8,8 +8,8 @@ import (
 	"path/filepath"
 	"runtime"
 
-	"pipe/lang"
 	"pipe/lang/diag"
+	"pipe/spec"
 )
 
 // Option is a knob of Open that the source block does not hold.
@@ -127,8 +127,9 @@ type SourceError struct {
 func (e *SourceError) Error() string { return e.Err.Error() }
 func (e *SourceError) Unwrap() error { return e.Err }
 
-// blockErr wraps err with the range of the named field of b, or of b.
-func blockErr(b *lang.Block, field string, err error) error {
+// blockErr wraps err with the range of the named field of s, or of its
+// block.
+func blockErr(s *spec.Source, field string, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -136,23 +137,19 @@ func blockErr(b *lang.Block, field string, err error) error {
 	if errors.As(err, &se) {
 		return err
 	}
-	r := b.Range
-	if f := b.Field(field); f != nil {
-		r = f.Range
-	}
-	return &SourceError{Subject: r, Err: err}
+	return &SourceError{Subject: s.At.FieldOrBlock(field), Err: err}
 }
 
-// Open opens the data a source block describes and returns all its
-// samples. When the block has a split, the normalisation statistics are
+// Open opens the data a source spec describes and returns all its
+// samples. When the source has a split, the normalisation statistics are
 // computed over the training part only (the same shuffle as OpenSplit),
 // so that validation numbers are honest; use OpenSplit to get the parts.
-func Open(b *lang.Block, opts ...Option) (Dataset, error) {
-	if b == nil || b.Kind != "source" {
-		return nil, errors.New("data: Open needs a source block")
+func Open(b *spec.Source, opts ...Option) (Dataset, error) {
+	if b == nil {
+		return nil, errors.New("data: Open needs a source spec")
 	}
 	c := newConfig(opts)
-	kind := b.Label("kind")
+	kind := b.Kind
 	var (
 		ds  Dataset
 		err error
@@ -173,7 +170,7 @@ func Open(b *lang.Block, opts ...Option) (Dataset, error) {
 	case "zarr":
 		ds, err = openZarrSource(b, c)
 	default:
-		return nil, blockErr(b, "", fmt.Errorf("source %s: unknown kind %q", b.Name(), kind))
+		return nil, blockErr(b, "", fmt.Errorf("source %s: unknown kind %q", b.Name, kind))
 	}
 	if err != nil {
 		return nil, err
@@ -198,7 +195,7 @@ func (s *Split) Close() error { return s.All.Close() }
 // it with SplitByFraction using the split's seed (WithSeed's, or 0, when
 // the split has none). A geotiff source splits its tiles itself, the same
 // way, or by blocks of pixels when its split says blocks.
-func OpenSplit(b *lang.Block, opts ...Option) (*Split, error) {
+func OpenSplit(b *spec.Source, opts ...Option) (*Split, error) {
 	ds, err := Open(b, opts...)
 	if err != nil {
 		return nil, err
@@ -216,22 +213,21 @@ func OpenSplit(b *lang.Block, opts ...Option) (*Split, error) {
 	return s, nil
 }
 
-// splitOf reads the block's split field.
-func splitOf(b *lang.Block, c *config) (frac float64, seed int64, ok bool) {
-	v := b.Arg("split", "split")
-	if v == nil {
+// splitOf reads the source's split.
+func splitOf(b *spec.Source, c *config) (frac float64, seed int64, ok bool) {
+	if b.Split == nil {
 		return 0, 0, false
 	}
 	seed = c.seed
-	if s := b.Arg("split", "seed"); s != nil {
-		seed = s.Int
+	if b.Split.Seed != nil {
+		seed = *b.Split.Seed
 	}
-	return v.Float, seed, true
+	return b.Split.Fraction, seed, true
 }
 
 // trainIndices returns the indices of the training part of n samples, or
 // nil (all) when the block has no split.
-func trainIndices(b *lang.Block, c *config, n int) []int {
+func trainIndices(b *spec.Source, c *config, n int) []int {
 	frac, seed, ok := splitOf(b, c)
 	if !ok {
 		return nil
@@ -240,47 +236,10 @@ func trainIndices(b *lang.Block, c *config, n int) []int {
 	return tr
 }
 
-// Augmentations returns the augment list of a source block (empty when it
-// has none), for LoaderOptions.Augment on the training loader.
-func Augmentations(b *lang.Block) []string {
-	v := b.Arg("augment", "augment")
-	if v == nil {
-		return nil
-	}
-	out := make([]string, 0, len(v.List))
-	for _, e := range v.List {
-		out = append(out, e.Str)
-	}
-	return out
-}
-
-// Field readers. The checker has typed every value, so these only pick
-// the right member.
-
-func strField(b *lang.Block, name string) string {
-	if v := b.Field(name).First(); v != nil {
-		return v.Str
-	}
-	return ""
-}
-
-func boolField(b *lang.Block, name string, def bool) bool {
-	if v := b.Field(name).First(); v != nil {
-		return v.Bool
-	}
-	return def
-}
-
-func namesField(b *lang.Block, name string) []string {
-	v := b.Field(name).First()
-	if v == nil {
-		return nil
-	}
-	out := make([]string, 0, len(v.List))
-	for _, e := range v.List {
-		out = append(out, e.Str)
-	}
-	return out
+// Augmentations returns the augment list of a source (empty when it has
+// none), for LoaderOptions.Augment on the training loader.
+func Augmentations(b *spec.Source) []string {
+	return b.Augment
 }
 
 // openFile opens a file named in the block, with an error that names the

@@ -190,9 +190,9 @@ func TestExamplesOpen(t *testing.T) {
 		for _, b := range p.BlocksOf("source") {
 			missing := ""
 			for _, field := range []string{"path", "images", "labels", "target", "masks"} {
-				if p := strField(b, field); p != "" {
-					if _, err := os.Stat(filepath.Join(repoRoot, p)); err != nil {
-						missing = p
+				if v := b.Field(field).First(); v != nil && v.Str != "" {
+					if _, err := os.Stat(filepath.Join(repoRoot, v.Str)); err != nil {
+						missing = v.Str
 					}
 				}
 			}
@@ -200,7 +200,11 @@ func TestExamplesOpen(t *testing.T) {
 				t.Logf("%s: source %s: %s absent", filepath.Base(f), b.Name(), missing)
 				continue
 			}
-			sp, err := OpenSplit(b, WithBase(repoRoot))
+			s, ds := stdlib.DecodeSource(b)
+			if ds.HasErrors() {
+				t.Fatalf("%s: %v", f, ds)
+			}
+			sp, err := OpenSplit(s, WithBase(repoRoot))
 			if err != nil {
 				t.Errorf("%s: source %s: %v", filepath.Base(f), b.Name(), err)
 				continue

@@ -5,7 +5,7 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"pipe/lang"
+	"pipe/spec"
 )
 
 // A synthetic source generates a task with a known answer, for trying
@@ -34,25 +34,19 @@ type syntheticDataset struct {
 	noise   float64
 }
 
-func openSynthetic(b *lang.Block, c *config) (Dataset, error) {
+func openSynthetic(b *spec.Source, c *config) (Dataset, error) {
 	d := &syntheticDataset{}
-	if v := b.Field("samples").First(); v != nil {
-		d.n = int(v.Int)
-	}
-	if v := b.Field("shape").First(); v != nil {
-		d.shape = append([]int64(nil), v.Dims...)
-	}
-	if v := b.Field("classes").First(); v != nil {
-		d.classes = int(v.Int)
-	}
+	d.n = int(b.Synthetic.Samples)
+	d.shape = append([]int64(nil), b.Synthetic.Shape...)
+	d.classes = int(b.Synthetic.Classes)
 	seed := c.seed
-	if v := b.Field("seed").First(); v != nil {
-		seed = v.Int
+	if v := b.Synthetic.Seed; v != nil {
+		seed = *v
 	}
 	d.seed = uint64(seed)
 	d.f = prod(d.shape)
 	if d.n < 1 || len(d.shape) == 0 || d.f < 1 {
-		return nil, blockErr(b, "shape", fmt.Errorf("synthetic source %s: needs samples ≥ 1 and a non-empty shape", b.Name()))
+		return nil, blockErr(b, "shape", fmt.Errorf("synthetic source %s: needs samples ≥ 1 and a non-empty shape", b.Name))
 	}
 	r := newRNG(saltSynth, d.seed)
 	if d.classes > 0 {

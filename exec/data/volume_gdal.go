@@ -10,10 +10,10 @@ import (
 
 	"github.com/airbusgeo/godal"
 
-	"pipe/lang"
+	"pipe/spec"
 )
 
-func openVolumeSource(b *lang.Block, c *config) (Dataset, error) {
+func openVolumeSource(b *spec.Source, c *config) (Dataset, error) {
 	return openVolumeWith(b, c, "volume", readTIFFStack)
 }
 

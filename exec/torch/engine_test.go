@@ -98,7 +98,7 @@ func TestExamplesOnBothEngines(t *testing.T) {
 					n.Args.P = 0
 				}
 			}
-			cfg := exec.ConfigFromPlan(p, prog)
+			cfg := exec.ConfigFromPlan(p, decoded(t, prog))
 			cfg.Batch = exampleBatch(name, cfg.Batch)
 			cfg.Threads = 2
 			native, err := cpu.Backend{}.Build(g, cfg)

@@ -68,7 +68,7 @@ train { epochs 1  batch 1  loss mse }
 func TestRecomputedSegments(t *testing.T) {
 	py := testPython(t)
 	prog, p, g := loadFile(t, "../../examples/cells.pipe", planner.WithEngine("torch"), planner.WithBatch(2))
-	cfg := exec.ConfigFromPlan(p, prog)
+	cfg := exec.ConfigFromPlan(p, decoded(t, prog))
 	cfg.Engine.Autocast = "" // fp32: the two runs must agree to rounding
 	plain := cfg
 	plain.Checkpoint = nil
@@ -137,7 +137,7 @@ func TestRecomputedSegments(t *testing.T) {
 func TestDeadRankStopsTheOthers(t *testing.T) {
 	py := testPython(t)
 	prog, p, g := loadFile(t, "../../examples/fashion_mlp.pipe")
-	cfg := exec.ConfigFromPlan(p, prog)
+	cfg := exec.ConfigFromPlan(p, decoded(t, prog))
 	cfg.Batch, cfg.Threads, cfg.Engine.WorldSize = 8, 1, 2
 	m := buildTorch(t, g, cfg, Backend{Python: py, NProcPerNode: 2, MasterPort: freePort(t)})
 	pids := PIDs(m)
@@ -192,7 +192,7 @@ func TestTwoNodes(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			b := Backend{Python: py, NProcPerNode: 1, NNodes: 2, NodeRank: node, MasterPort: port}
-			r, ds := exec.Run(context.Background(), p, prog, exec.Hooks{},
+			r, ds := exec.Run(context.Background(), p, decoded(t, prog), exec.Hooks{},
 				exec.WithBackend(cpu.Backend{}), exec.WithBackend(b), exec.WithNodeRank(node), exec.WithMaxSteps(12),
 				exec.WithBase(dirs[node]), exec.WithCheckpointDir(filepath.Join(dirs[node], "ckpt")), exec.WithThreads(1))
 			res[node] = r

@@ -33,7 +33,7 @@ func TestGANOpsAgree(t *testing.T) {
 					skip[g.Nodes[n.Inputs[0]].Name+".bias"] = true
 				}
 			}
-			cfg := exec.ConfigFromPlan(p, prog)
+			cfg := exec.ConfigFromPlan(p, decoded(t, prog))
 			cfg.Threads = 2
 			native, err := cpu.Backend{}.Build(g, cfg)
 			if err != nil {

@@ -115,7 +115,7 @@ func TestGANAgree(t *testing.T) {
 				prog, p, _ := loadSrc(t, "tinygan.pipe", []byte(src), planner.WithEngine("torch"))
 				p.Engine.LossReadback = "lagged"
 				dir := t.TempDir()
-				res, ds := exec.Run(context.Background(), p, prog, exec.Hooks{}, exec.WithBackend(Backend{Python: py}),
+				res, ds := exec.Run(context.Background(), p, decoded(t, prog), exec.Hooks{}, exec.WithBackend(Backend{Python: py}),
 					exec.WithBase(dir), exec.WithCheckpointDir(filepath.Join(dir, "ckpt")), exec.WithThreads(1), exec.WithMaxSteps(steps))
 				if ds.HasErrors() {
 					t.Fatal(ds)

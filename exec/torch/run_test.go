@@ -42,7 +42,7 @@ func runJob(t *testing.T, src, engine, dir string, py string, ctx context.Contex
 	prog, p, _ := loadSrc(t, "resumable.pipe", []byte(src), planner.WithEngine(engine))
 	all := append([]exec.Option{exec.WithBackend(cpu.Backend{}), exec.WithBackend(Backend{Python: py}),
 		exec.WithBase(dir), exec.WithCheckpointDir(filepath.Join(dir, "ckpt")), exec.WithThreads(1)}, opts...)
-	return exec.Run(ctx, p, prog, hooks, all...)
+	return exec.Run(ctx, p, decoded(t, prog), hooks, all...)
 }
 
 func mustRunJob(t *testing.T, src, engine, dir, py string, opts ...exec.Option) *exec.Result {
@@ -212,7 +212,7 @@ func TestLaggedReadback(t *testing.T) {
 		dir := t.TempDir()
 		all := append([]exec.Option{exec.WithBackend(Backend{Python: py}), exec.WithBase(dir),
 			exec.WithCheckpointDir(filepath.Join(dir, "ckpt")), exec.WithThreads(1)}, opts...)
-		res, ds := exec.Run(context.Background(), &pp, prog, exec.Hooks{}, all...)
+		res, ds := exec.Run(context.Background(), &pp, decoded(t, prog), exec.Hooks{}, all...)
 		if ds.HasErrors() {
 			t.Fatalf("%s: %v", readback, ds)
 		}
@@ -239,7 +239,7 @@ func TestLaggedReadback(t *testing.T) {
 func TestLaggedNonFinite(t *testing.T) {
 	py := testPython(t)
 	prog, p, g := loadFile(t, "../../examples/fashion_mlp.pipe")
-	cfg := exec.ConfigFromPlan(p, prog)
+	cfg := exec.ConfigFromPlan(p, decoded(t, prog))
 	cfg.Batch, cfg.Threads, cfg.Engine.LossReadback = 8, 1, "lagged"
 	m := buildTorch(t, g, cfg, Backend{Python: py})
 	good := randomBatch(g, "cross_entropy", 8, 1)
@@ -273,7 +273,7 @@ func TestNonFiniteNamesTheCause(t *testing.T) {
 			n.Args.P = 0
 		}
 	}
-	cfg := exec.ConfigFromPlan(p, prog)
+	cfg := exec.ConfigFromPlan(p, decoded(t, prog))
 	cfg.Batch, cfg.Threads = 4, 1
 	m := buildTorch(t, g, cfg, Backend{Python: py})
 	before := m.State()

@@ -75,7 +75,7 @@ func relDiff(a, b []float32) float64 {
 func lockstepPair(t *testing.T, name, src, py string) (native, tm exec.Model, worst float64, before exec.State, losses [2]float64) {
 	t.Helper()
 	prog, p, g := loadSrc(t, name+".pipe", []byte(src))
-	cfg := exec.ConfigFromPlan(p, prog)
+	cfg := exec.ConfigFromPlan(p, decoded(t, prog))
 	cfg.Batch, cfg.Threads = 4, 2
 	native, err := cpu.Backend{}.Build(g, cfg)
 	if err != nil {

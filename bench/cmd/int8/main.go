@@ -213,10 +213,14 @@ func (b *bench) model(m model, dir string) (*result, error) {
 	if pds.HasErrors() {
 		return nil, pds
 	}
+	dec, dds := stdlib.Decode(prog)
+	if dds.HasErrors() {
+		return nil, dds
+	}
 	ckdir := filepath.Join(dir, "ckpt")
 	fmt.Fprintf(os.Stderr, "int8: training %s (%s)\n", m.name, m.trained)
 	t0 := time.Now()
-	res, rds := exec.Run(context.Background(), p, prog, exec.Hooks{}, exec.WithBackend(cpu.Backend{}), exec.WithBase(m.base),
+	res, rds := exec.Run(context.Background(), p, dec, exec.Hooks{}, exec.WithBackend(cpu.Backend{}), exec.WithBase(m.base),
 		exec.WithCheckpointDir(ckdir), exec.WithThreads(b.threads))
 	if rds.HasErrors() {
 		return nil, rds
@@ -224,7 +228,7 @@ func (b *bench) model(m model, dir string) (*result, error) {
 	fmt.Fprintf(os.Stderr, "int8: trained %s in %s, %d steps\n", m.name, time.Since(t0).Round(time.Second), res.Position.Step)
 	batch := int(p.BatchSize)
 	ckpt := filepath.Join(ckdir, exec.LastCheckpoint)
-	fp, err := exec.LoadTrained(p, prog, ckpt, cpu.Backend{}, batch, b.threads)
+	fp, err := exec.LoadTrained(p, dec, ckpt, cpu.Backend{}, batch, b.threads)
 	if err != nil {
 		return nil, err
 	}
@@ -236,7 +240,11 @@ func (b *bench) model(m model, dir string) (*result, error) {
 	if nm := fp.Info.InputNorm; len(nm.Mean) > 0 {
 		opts = append(opts, data.WithNorm(nm))
 	}
-	evalSet, err := data.OpenSplit(prog.Named("source", m.evalSource), opts...)
+	evalSrc := dec.Spec.Source(m.evalSource)
+	if evalSrc == nil {
+		return nil, fmt.Errorf("the file declares no source %q", m.evalSource)
+	}
+	evalSet, err := data.OpenSplit(evalSrc, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -247,11 +255,11 @@ func (b *bench) model(m model, dir string) (*result, error) {
 			return nil, fmt.Errorf("source %s has no validation part", m.evalSource)
 		}
 	}
-	trainBlock := prog.Named("source", p.Loader.Source)
-	if trainBlock == nil {
+	trainSrc := dec.Spec.Source(p.Loader.Source)
+	if trainSrc == nil {
 		return nil, fmt.Errorf("the plan trains on source %q, which the file does not declare", p.Loader.Source)
 	}
-	trainSet, err := data.OpenSplit(trainBlock, opts...)
+	trainSet, err := data.OpenSplit(trainSrc, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -281,7 +289,7 @@ func (b *bench) model(m model, dir string) (*result, error) {
 
 	var int8Default *exec.Trained
 	for _, c := range calibrations {
-		q, err := exec.LoadTrained(p, prog, ckpt, cpu.Backend{}, batch, b.threads)
+		q, err := exec.LoadTrained(p, dec, ckpt, cpu.Backend{}, batch, b.threads)
 		if err != nil {
 			return nil, err
 		}

@@ -75,8 +75,7 @@ import (
 
 	"pipe/exec/data"
 	"pipe/internal/memrun"
-	"pipe/lang"
-	"pipe/stdlib"
+	"pipe/spec"
 )
 
 const (
@@ -418,16 +417,9 @@ func mirror(i, n int) int {
 
 // openSource opens the file as a pipeline's geotiff source does.
 func openSource(path string) (data.Dataset, error) {
-	src := fmt.Sprintf("source s geotiff {\n  path %q\n  tile 512x512\n  normalize per_band\n}\n", path)
-	f, ds := lang.Parse("tiles.pipe", []byte(src))
-	if ds.HasErrors() {
-		return nil, ds
-	}
-	prog, ds := lang.Check(f, stdlib.Schema())
-	if ds.HasErrors() {
-		return nil, ds
-	}
-	return data.Open(prog.Block("source"))
+	s := spec.NewSource("s", spec.KindGeoTIFF)
+	s.GeoTIFF.Path, s.GeoTIFF.Tile, s.GeoTIFF.Normalize = path, []int64{512, 512}, "per_band"
+	return data.Open(s)
 }
 
 // pipePass reads every tile once through the loader as epoch e; it
