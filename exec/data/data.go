@@ -9,8 +9,9 @@
 // # Opening
 //
 // Open takes a source spec and returns a Dataset of all its samples,
-// dispatching on the spec's kind (idx.go, csv.go, images.go, geotiff.go,
-// synthetic.go each say what their kind reads and how). Paths are
+// dispatching on the spec's kind (idx.go, csv.go, images.go, synthetic.go,
+// volume.go and the package geotiff each say what their kind reads and
+// how). Paths are
 // relative to WithBase (the .pipe file's folder; the working directory
 // by default). OpenSplit also applies the source's split with
 // SplitByFraction (a geotiff source splits its tiles itself, by tile or

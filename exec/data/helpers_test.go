@@ -14,9 +14,9 @@ import (
 	"pipe/stdlib"
 )
 
-// source checks a .pipe snippet holding one source block and returns its
+// srcSpec checks a .pipe snippet holding one source block and returns its
 // decoded spec.
-func source(t testing.TB, src string) *spec.Source {
+func srcSpec(t testing.TB, src string) *spec.Source {
 	t.Helper()
 	f, ds := lang.Parse("test.pipe", []byte(src))
 	if ds.HasErrors() {
@@ -96,3 +96,10 @@ func wantErr(t testing.TB, err error, parts ...string) {
 }
 
 func near(a, b, tol float64) bool { return a-b <= tol && b-a <= tol }
+
+func b2f(b bool) float32 {
+	if b {
+		return 1
+	}
+	return 0
+}

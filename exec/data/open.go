@@ -3,12 +3,10 @@ package data
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"runtime"
 
-	"pipe/lang/diag"
+	"pipe/exec/data/source"
 	"pipe/spec"
 )
 
@@ -69,22 +67,13 @@ func newConfig(opts []Option) *config {
 	return c
 }
 
-// path resolves a path written in the block.
-func (c *config) path(p string) string {
-	if p == "" || filepath.IsAbs(p) || c.base == "" {
-		return p
-	}
-	return filepath.Join(c.base, p)
-}
+// path resolves a path written in the source.
+func (c *config) path(p string) string { return source.Resolve(c.base, p) }
 
 // Norm is an affine input normalisation, x' = (x − Mean[c]) / Std[c], per
-// channel (images, rasters) or per input column (tables). Every normalize
-// mode is one: scale is Mean = min, Std = max − min; standard is the mean
-// and standard deviation. A dataset that normalises implements
-// Normalized.
-type Norm struct {
-	Mean, Std []float64
-}
+// channel (images, rasters) or per input column (tables); source.Norm
+// says more. A dataset that normalises implements Normalized.
+type Norm = source.Norm
 
 // Normalized is implemented by datasets that normalise their inputs.
 type Normalized interface {
@@ -110,34 +99,21 @@ type TargetNormalized interface {
 // open (a geotiff source, whose split may go by blocks of pixels and whose
 // target statistics need the training part).
 type splitter interface {
-	// parts returns the training and validation samples, and false when
-	// the block has no split.
-	parts() (train, val []int, ok bool)
+	// Parts returns the training and validation samples, and false when
+	// the source has no split.
+	Parts() (train, val []int, ok bool)
 }
 
-// SourceError is an error about a source block: Subject is the range of
-// the field it concerns (the path of a missing file, the tile that does
-// not fit), or the block when no field does. The executor turns it into a
+// SourceError is an error about a source: Subject is the range of the
+// field it concerns (the path of a missing file, the tile that does not
+// fit), or the block when no field does. The executor turns it into a
 // diagnostic.
-type SourceError struct {
-	Subject diag.Range
-	Err     error
-}
-
-func (e *SourceError) Error() string { return e.Err.Error() }
-func (e *SourceError) Unwrap() error { return e.Err }
+type SourceError = source.Error
 
 // blockErr wraps err with the range of the named field of s, or of its
 // block.
 func blockErr(s *spec.Source, field string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var se *SourceError
-	if errors.As(err, &se) {
-		return err
-	}
-	return &SourceError{Subject: s.At.FieldOrBlock(field), Err: err}
+	return source.FieldErr(s, field, err)
 }
 
 // Open opens the data a source spec describes and returns all its
@@ -202,7 +178,7 @@ func OpenSplit(b *spec.Source, opts ...Option) (*Split, error) {
 	}
 	s := &Split{All: ds, Train: ds}
 	if sp, ok := ds.(splitter); ok {
-		if tr, va, ok := sp.parts(); ok {
+		if tr, va, ok := sp.Parts(); ok {
 			s.Train, s.Val = NewSubset(ds, tr), NewSubset(ds, va)
 		}
 		return s, nil
@@ -232,7 +208,7 @@ func trainIndices(b *spec.Source, c *config, n int) []int {
 	if !ok {
 		return nil
 	}
-	tr, _ := splitIndices(n, frac, seed)
+	tr, _ := source.SplitIndices(n, frac, seed)
 	return tr
 }
 
@@ -252,16 +228,7 @@ func openFile(c *config, p string) (*os.File, error) {
 	return f, nil
 }
 
-func fileErr(c *config, p string, err error) error {
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		abs, _ := filepath.Abs(c.path(p))
-		return fmt.Errorf("%s: file not found (looked for %s)", p, abs)
-	case errors.Is(err, fs.ErrPermission):
-		return fmt.Errorf("%s: permission denied", p)
-	}
-	return fmt.Errorf("%s: %w", p, err)
-}
+func fileErr(c *config, p string, err error) error { return source.FileErr(c.base, p, err) }
 
 func prod(shape []int64) int {
 	n := 1

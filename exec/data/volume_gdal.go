@@ -10,6 +10,7 @@ import (
 
 	"github.com/airbusgeo/godal"
 
+	"pipe/exec/data/geotiff"
 	"pipe/spec"
 )
 
@@ -25,7 +26,7 @@ func readStack(path string) ([]float32, []int, error) { return readTIFFStack(pat
 // one-page TIFF is a volume of depth 1. Every page must have the first
 // one's size and band count; 8 and 16-bit and float pages read alike.
 func readTIFFStack(path string) ([]float32, []int, error) {
-	gdalInit()
+	geotiff.InitGDAL()
 	ds, err := godal.Open(path, godal.RasterOnly(), godal.SkipWarnings)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package data
+package geotiff
 
 import (
 	"fmt"
@@ -10,9 +10,11 @@ import (
 	"pipe/spec"
 )
 
-// countTiles is the number of tiles of a raster source's scene: every
-// stride pixels along both axes, the tile lying fully inside.
-func countTiles(b *spec.Source, c *config) (int, error) {
+// Tiles is the number of tiles of a geotiff source's scene, read from its
+// header: every stride pixels along both axes, the tile lying fully
+// inside (an upper bound of what Open keeps: it drops tiles without a
+// valid target pixel).
+func Tiles(b *spec.Source, c *Options) (int, error) {
 	gdalInit()
 	p := b.GeoTIFF.Path
 	ds, err := godal.Open(c.path(p), godal.RasterOnly(), godal.SkipWarnings)
@@ -38,11 +40,11 @@ func countTiles(b *spec.Source, c *config) (int, error) {
 	return along(st.SizeY, th, sh) * along(st.SizeX, tw, sw), nil
 }
 
-// rasterResident is a raster source's resident memory (ResidentBytes):
-// the scene's validity mask, the warped target, and the block cache
-// (the direct reader's, geotiff_blockcache.go, or GDAL's), bounded by
-// the bytes of the rasters it reads.
-func rasterResident(b *spec.Source, c *config) (Resident, error) {
+// Resident is what an opened geotiff source keeps in memory (for
+// data.ResidentBytes), in bytes and in words: the scene's validity mask,
+// the warped target, and the block cache (the direct reader's,
+// blockcache.go, or GDAL's), bounded by the bytes of the rasters it reads.
+func Resident(b *spec.Source, c *Options) (int64, string, error) {
 	gdalInit()
 	size := func(p string) (w, h, bytes int64, err error) {
 		ds, err := godal.Open(c.path(p), godal.RasterOnly(), godal.SkipWarnings)
@@ -56,27 +58,25 @@ func rasterResident(b *spec.Source, c *config) (Resident, error) {
 	}
 	w, h, raster, err := size(b.GeoTIFF.Path)
 	if err != nil {
-		return Resident{}, err
+		return 0, "", err
 	}
-	r := Resident{Bytes: w*h + raster}
+	bytes := w*h + raster
 	what := fmt.Sprintf("a %dx%d scene's mask and up to its %d bytes in the block cache", w, h, raster)
 	if tp := b.GeoTIFF.Target; tp != "" {
 		_, _, traster, err := size(tp)
 		if err != nil {
-			return Resident{}, err
+			return 0, "", err
 		}
-		r.Bytes += w*h*4 + traster
+		bytes += w*h*4 + traster
 		what += fmt.Sprintf(", the target warped onto it (float32) and up to its %d bytes cached", traster)
 	}
-	r.What = what
-	return r, nil
+	return bytes, what, nil
 }
 
-// RasterSize is the width and height in pixels of a geotiff source's
-// scene, read from its header.
-func RasterSize(b *spec.Source, opts ...Option) (w, h int64, err error) {
+// Size is the width and height in pixels of a geotiff source's scene,
+// read from its header.
+func Size(b *spec.Source, c *Options) (w, h int64, err error) {
 	gdalInit()
-	c := newConfig(opts)
 	p := b.GeoTIFF.Path
 	ds, err := godal.Open(c.path(p), godal.RasterOnly(), godal.SkipWarnings)
 	if err != nil {

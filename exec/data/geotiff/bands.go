@@ -1,6 +1,6 @@
 //go:build cgo
 
-package data
+package geotiff
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ import (
 // and are scored in those units).
 
 // bandTargets reads target_bands and downsample.
-func (d *geotiffDataset) bandTargets(b *spec.Source, nBands int) error {
+func (d *Dataset) bandTargets(b *spec.Source, nBands int) error {
 	d.down = 1
 	tb := b.GeoTIFF.TargetBands
 	if v := b.GeoTIFF.Downsample; v != nil {
@@ -43,12 +43,12 @@ func (d *geotiffDataset) bandTargets(b *spec.Source, nBands int) error {
 	return nil
 }
 
-// Factor implements SuperResolution.
-func (d *geotiffDataset) Factor() int { return max(d.down, 1) }
+// Factor implements data.SuperResolution.
+func (d *Dataset) Factor() int { return max(d.down, 1) }
 
-// ReadInputs implements SuperResolution: the input bands of win at the
+// ReadInputs implements data.SuperResolution: the input bands of win at the
 // scene's resolution (0 where it has no data).
-func (d *geotiffDataset) ReadInputs(win Window, x []float32) error {
+func (d *Dataset) ReadInputs(win Window, x []float32) error {
 	plane := win.W * win.H
 	if len(x) < d.nIn*plane {
 		return fmt.Errorf("geotiff: x holds %d values, the window needs %d", len(x), d.nIn*plane)
@@ -68,7 +68,7 @@ func (d *geotiffDataset) ReadInputs(win Window, x []float32) error {
 // readBandTargets reads a window's input and target bands: x the inputs
 // (averaged over down×down blocks), y the targets at full resolution,
 // mask 1 where every band has data, for each target band.
-func (d *geotiffDataset) readBandTargets(win Window, x, y, mask []float32) error {
+func (d *Dataset) readBandTargets(win Window, x, y, mask []float32) error {
 	nIn, nT, f := d.nIn, d.nT, d.down
 	plane := win.W * win.H
 	all := make([]float32, (nIn+nT)*plane)

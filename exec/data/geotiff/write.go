@@ -1,6 +1,6 @@
 //go:build cgo
 
-package data
+package geotiff
 
 import (
 	"errors"
