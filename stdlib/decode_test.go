@@ -1,6 +1,8 @@
 package stdlib
 
 import (
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -93,5 +95,43 @@ func TestDecodeSource(t *testing.T) {
 	}
 	if r := s.At.Field("tile"); r == nil || r.Start.Line != 4 || s.At.Has("target") || s.At.NameRange == nil {
 		t.Errorf("ranges: tile at %v, %+v", r, s.At)
+	}
+}
+
+// TestDecodeExamples decodes every example without a diagnostic, and the
+// decoded program finds the train source and the models the checked one
+// finds.
+func TestDecodeExamples(t *testing.T) {
+	paths, _ := filepath.Glob("../examples/*.pipe")
+	if len(paths) == 0 {
+		t.Fatal("no examples")
+	}
+	for _, path := range paths {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f, ds := lang.Parse(path, src)
+		prog, cds := lang.Check(f, Schema())
+		if ds = append(ds, cds...); ds.HasErrors() {
+			t.Fatalf("%s: %v", path, ds)
+		}
+		dec, ds := Decode(prog)
+		if len(ds) > 0 {
+			t.Errorf("%s: %v", path, ds)
+			continue
+		}
+		want, got := prog.TrainSource(), dec.Spec.TrainSource()
+		if (want == nil) != (got == nil) || want != nil && want.Name() != got.Name {
+			t.Errorf("%s: train source %v, decoded %v", path, want, got)
+		}
+		if len(dec.Spec.Sources) != len(prog.BlocksOf("source")) || len(dec.Spec.Models) != len(prog.Models) {
+			t.Errorf("%s: %d sources and %d models decoded", path, len(dec.Spec.Sources), len(dec.Spec.Models))
+		}
+		for _, m := range prog.Models {
+			if g, ds := dec.Graph(m.Name); g == nil && !ds.HasErrors() {
+				t.Errorf("%s: model %s has no graph", path, m.Name)
+			}
+		}
 	}
 }
