@@ -2,7 +2,8 @@
 // data of package exec/data, and trains, evaluates and predicts. It is the
 // last of pipe's four stages (lang.Parse → lang.Check → planner.Plan →
 // exec.Run) and the only package that imports numerical libraries
-// (gorgonia, OpenBLAS) and GDAL.
+// (gorgonia, OpenBLAS) and GDAL. It reads the program as stdlib.Decode
+// gives it, typed specs (package spec) and graphs, never the syntax tree.
 //
 // The compute sits behind two small interfaces declared here, at their
 // consumer: a Backend compiles a stdlib.Graph into a Model for one

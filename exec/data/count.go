@@ -19,7 +19,7 @@ type Count struct {
 	Exact      bool
 }
 
-// CountSamples counts a source block's samples cheaply, for the planner:
+// CountSamples counts a source's samples cheaply, for the planner:
 // the header of an IDX labels file, the rows of a CSV file, the files of
 // an images folder, a synthetic source's samples field, a raster's tiles.
 // Paths resolve as Open resolves them.

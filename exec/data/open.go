@@ -10,7 +10,7 @@ import (
 	"pipe/spec"
 )
 
-// Option is a knob of Open that the source block does not hold.
+// Option is a knob of Open that the source spec does not hold.
 type Option func(*config)
 
 type config struct {

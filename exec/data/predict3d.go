@@ -131,7 +131,7 @@ func (b *Blender3) Result() []float32 {
 	return b.acc
 }
 
-// PredictBytes is what predicting over source block b holds besides the
+// PredictBytes is what predicting over source b holds besides the
 // model and the source: for a volume or zarr source, the blender's sum
 // of the outputs (outChannels per voxel) and of the weights (one per
 // voxel), float32; nothing for other kinds, whose prediction buffers are

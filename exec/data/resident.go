@@ -17,7 +17,7 @@ type Resident struct {
 	What string
 }
 
-// ResidentBytes is what source block b keeps in memory once Open has
+// ResidentBytes is what source b keeps in memory once Open has
 // read it, from headers and counts alone (nothing is decoded). inElems is
 // the model's input size per sample, which is what a CSV source's rows
 // become. Each kind's figure is its Open's layout:
