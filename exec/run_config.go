@@ -22,6 +22,9 @@ func ConfigFromPlan(p *plan.Plan, prog *stdlib.Program) Config {
 		Loss:      Loss{Kind: p.Loss},
 		Optimizer: optimizerOf(p.Optimizer.Kind, optimizerArgs(prog.Spec.Train, false)),
 	}
+	if cfg.Optimizer.Kind == "" { // a plan that names none trains with adam
+		cfg.Optimizer.Kind = "adam"
+	}
 	for _, s := range p.Checkpoint.Segments {
 		cfg.Checkpoint = append(cfg.Checkpoint, Segment{From: s.From, To: s.To})
 	}
@@ -80,9 +83,6 @@ func optimizerArgs(train *spec.Train, d bool) *spec.Optimizer {
 // settings written in args over PyTorch's defaults.
 func optimizerOf(kind string, args *spec.Optimizer) Optimizer {
 	o := Optimizer{Kind: kind, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
-	if o.Kind == "" {
-		o.Kind = "adam"
-	}
 	if o.Kind == "adamw" {
 		o.WeightDecay = 0.01
 	}
