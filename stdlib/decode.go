@@ -40,7 +40,9 @@ func WhereOf(b *lang.Block) spec.Where {
 	if len(b.Fields) > 0 {
 		w.Fields = make(map[string]diag.Range, len(b.Fields))
 		for _, f := range b.Fields {
-			w.Fields[f.Name] = f.Range
+			if _, dup := w.Fields[f.Name]; !dup { // the first, as Block.Field finds it
+				w.Fields[f.Name] = f.Range
+			}
 		}
 	}
 	return w
