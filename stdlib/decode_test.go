@@ -1,6 +1,7 @@
 package stdlib
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -98,9 +99,9 @@ func TestDecodeSource(t *testing.T) {
 	}
 }
 
-// TestDecodeExamples decodes every example without a diagnostic, and the
+// TestDecodeExamples decodes every example without a diagnostic; the
 // decoded program finds the train source and the models the checked one
-// finds.
+// finds, and comes back from JSON unchanged.
 func TestDecodeExamples(t *testing.T) {
 	paths, _ := filepath.Glob("../examples/*.pipe")
 	if len(paths) == 0 {
@@ -127,6 +128,14 @@ func TestDecodeExamples(t *testing.T) {
 		}
 		if len(dec.Spec.Sources) != len(prog.BlocksOf("source")) || len(dec.Spec.Models) != len(prog.Models) {
 			t.Errorf("%s: %d sources and %d models decoded", path, len(dec.Spec.Sources), len(dec.Spec.Models))
+		}
+		raw, err := json.Marshal(dec.Spec)
+		var back spec.Program
+		if err == nil {
+			err = json.Unmarshal(raw, &back)
+		}
+		if err != nil || !reflect.DeepEqual(&back, dec.Spec) {
+			t.Errorf("%s: the spec does not survive JSON (%v):\n%s", path, err, raw)
 		}
 		for _, m := range prog.Models {
 			if g, ds := dec.Graph(m.Name); g == nil && !ds.HasErrors() {
