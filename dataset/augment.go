@@ -3,6 +3,8 @@ package dataset
 import (
 	"fmt"
 	"slices"
+
+	"pipe/dataset/source"
 )
 
 // Augmentations transform one training sample, its input [C, H, W] and,
@@ -68,17 +70,17 @@ func newAugmenter(list []string, xs, ys []int64) (*augmenter, error) {
 }
 
 // apply transforms one sample in place; mask may be nil.
-func (a *augmenter) apply(r *rng, x, y, mask []float32) {
-	flipH := a.flipH && r.intn(2) == 1
-	flipV := a.flipV && r.intn(2) == 1
+func (a *augmenter) apply(r *source.RNG, x, y, mask []float32) {
+	flipH := a.flipH && r.Intn(2) == 1
+	flipV := a.flipV && r.Intn(2) == 1
 	rot := 0
 	if a.rot90 {
-		rot = r.intn(4)
+		rot = r.Intn(4)
 	}
 	dx, dy := 0, 0
 	crop := a.crop
 	if crop {
-		dy, dx = r.intn(2*cropPad+1)-cropPad, r.intn(2*cropPad+1)-cropPad
+		dy, dx = r.Intn(2*cropPad+1)-cropPad, r.Intn(2*cropPad+1)-cropPad
 	}
 	planes := func(buf []float32, n int, fill float32, f func(p []float32, fill float32)) {
 		plane := a.h * a.w

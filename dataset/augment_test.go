@@ -3,6 +3,8 @@ package dataset
 import (
 	"slices"
 	"testing"
+
+	"pipe/dataset/source"
 )
 
 func TestAugmentTransforms(t *testing.T) {
@@ -50,7 +52,7 @@ func TestAugmentTargetsFollow(t *testing.T) {
 		for p := range 64 {
 			x[p], x[64+p], y[p], m[p] = float32(p+1), float32(-p-1), float32(p+1), 1
 		}
-		a.apply(newRNG(uint64(s)), x, y, m)
+		a.apply(source.NewRNG(uint64(s)), x, y, m)
 		for p := range 64 {
 			if x[p] != y[p] || x[64+p] != -y[p] || (m[p] == 0) != (y[p] == 0) {
 				t.Fatalf("seed %d pixel %d: x %v %v y %v mask %v", s, p, x[p], x[64+p], y[p], m[p])

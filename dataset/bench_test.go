@@ -22,7 +22,7 @@ func BenchmarkLoaderIDX(b *testing.B) {
 	}
 	writeFile(b, dir, "img.gz", gz(idxBytes([]int{n, 28, 28}, pix)))
 	writeFile(b, dir, "lab.gz", gz(idxBytes([]int{n}, labels)))
-	ds, err := Open(source(b, `source s idx { images "img.gz"  labels "lab.gz" }`), WithBase(dir))
+	ds, err := Open(srcSpec(b, `source s idx { images "img.gz"  labels "lab.gz" }`), WithBase(dir))
 	if err != nil {
 		b.Fatal(err)
 	}

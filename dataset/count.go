@@ -5,7 +5,7 @@ import (
 	"io"
 	"math"
 
-	"pipe/lang"
+	"pipe/spec"
 )
 
 // Count is how many samples a source holds, as Count reads it without
@@ -19,29 +19,27 @@ type Count struct {
 	Exact      bool
 }
 
-// CountSamples counts a source block's samples cheaply, for the planner:
+// CountSamples counts a source's samples cheaply, for the planner:
 // the header of an IDX labels file, the rows of a CSV file, the files of
 // an images folder, a synthetic source's samples field, a raster's tiles.
 // Paths resolve as Open resolves them.
-func CountSamples(b *lang.Block, opts ...Option) (Count, error) {
-	if b == nil || b.Kind != "source" {
-		return Count{}, fmt.Errorf("data: CountSamples needs a source block")
+func CountSamples(b *spec.Source, opts ...Option) (Count, error) {
+	if b == nil {
+		return Count{}, fmt.Errorf("data: CountSamples needs a source spec")
 	}
 	c := newConfig(opts)
 	var n int
 	exact := true
 	var err error
-	switch b.Label("kind") {
-	case "synthetic":
-		if v := b.Field("samples").First(); v != nil {
-			n = int(v.Int)
-		}
-	case "idx":
-		n, err = countIDX(c, strField(b, "labels"))
-	case "csv":
-		n, err = countCSV(c, strField(b, "path"), boolField(b, "header", true))
-	case "images":
-		root, masks := strField(b, "path"), strField(b, "masks")
+	switch {
+	case b.Synthetic != nil:
+		n = int(b.Synthetic.Samples)
+	case b.IDX != nil:
+		n, err = countIDX(c, b.IDX.Labels)
+	case b.CSV != nil:
+		n, err = countCSV(c, b.CSV.Path, b.CSV.Header)
+	case b.Images != nil:
+		root, masks := b.Images.Path, b.Images.Masks
 		var items []imageItem
 		if masks != "" {
 			items, _, err = listSegmentation(c, root, masks)
@@ -49,17 +47,17 @@ func CountSamples(b *lang.Block, opts ...Option) (Count, error) {
 			items, _, err = listClasses(c, root)
 		}
 		n = len(items)
-	case "geotiff":
+	case b.GeoTIFF != nil:
 		n, err = countTiles(b, c)
 		exact = false
-	case "volume", "zarr":
+	case b.Volume != nil:
 		var ds Dataset
 		if ds, err = Open(b, opts...); err == nil {
 			n = ds.Len()
 			ds.Close()
 		}
 	default:
-		return Count{}, fmt.Errorf("source %s: unknown kind %q", b.Name(), b.Label("kind"))
+		return Count{}, fmt.Errorf("source %s: unknown kind %q", b.Name, b.Kind)
 	}
 	if err != nil {
 		return Count{}, err
@@ -71,7 +69,7 @@ func CountSamples(b *lang.Block, opts ...Option) (Count, error) {
 			k = min(max(k, 1), n-1)
 		}
 		ct.Train = k
-		if b.Arg("split", "blocks") != nil {
+		if b.Split.Blocks != nil {
 			ct.Exact = false
 		}
 	}

@@ -28,8 +28,8 @@ func TestCountSamples(t *testing.T) {
 		"source tab csv {\n  path \"t.csv\"\n  features [a, b]\n  label y\n  split 0.8 seed 2\n}",
 		"source num idx {\n  images \"i.idx\"\n  labels \"l.idx.gz\"\n}",
 	} {
-		b := source(t, src)
-		name := b.Name()
+		b := srcSpec(t, src)
+		name := b.Name
 		ct, err := CountSamples(b, WithBase(dir))
 		if err != nil {
 			t.Fatal(err)

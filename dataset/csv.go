@@ -13,7 +13,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"pipe/lang"
+	"pipe/spec"
 )
 
 // A csv source is read whole into memory. Its input row is the features
@@ -77,7 +77,7 @@ type csvDataset struct {
 	norm       Norm
 }
 
-func openCSV(b *lang.Block, c *config) (Dataset, error) {
+func openCSV(b *spec.Source, c *config) (Dataset, error) {
 	ds, err := readCSV(b, c)
 	if err != nil {
 		return nil, blockErr(b, "path", err)
@@ -85,10 +85,10 @@ func openCSV(b *lang.Block, c *config) (Dataset, error) {
 	return ds, nil
 }
 
-func readCSV(b *lang.Block, c *config) (*csvDataset, error) {
-	p := strField(b, "path")
+func readCSV(b *spec.Source, c *config) (*csvDataset, error) {
+	p := b.CSV.Path
 	delim := ','
-	if s := strField(b, "delimiter"); s != "" {
+	if s := b.CSV.Delimiter; s != "" {
 		switch s {
 		case `\t`, "tab":
 			delim = '\t'
@@ -100,7 +100,7 @@ func readCSV(b *lang.Block, c *config) (*csvDataset, error) {
 			delim = r
 		}
 	}
-	header := boolField(b, "header", true)
+	header := b.CSV.Header
 
 	f, err := openFile(c, p)
 	if err != nil {
@@ -165,12 +165,12 @@ func readCSV(b *lang.Block, c *config) (*csvDataset, error) {
 		}
 		return 0, blockErr(b, field, fmt.Errorf("%s: no column '%s' (the columns are %s)", p, nm, strings.Join(names, ", ")))
 	}
-	label := strField(b, "label")
+	label := b.CSV.Label
 	li, err := find("label", label)
 	if err != nil {
 		return nil, err
 	}
-	features := namesField(b, "features")
+	features := b.CSV.Features
 	if features == nil {
 		for _, nm := range names {
 			if nm != label {
@@ -182,7 +182,7 @@ func readCSV(b *lang.Block, c *config) (*csvDataset, error) {
 		return nil, blockErr(b, "features", fmt.Errorf("%s: no feature columns besides the label '%s'", p, label))
 	}
 	categorical := map[string]bool{}
-	for _, nm := range namesField(b, "categorical") {
+	for _, nm := range b.CSV.Categorical {
 		if _, err := find("categorical", nm); err != nil {
 			return nil, err
 		}
@@ -292,7 +292,7 @@ func readCSV(b *lang.Block, c *config) (*csvDataset, error) {
 		}
 	}
 
-	mode := strField(b, "normalize")
+	mode := b.CSV.Normalize
 	if mode == "" {
 		mode = "standard"
 	}

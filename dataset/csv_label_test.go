@@ -18,11 +18,11 @@ func TestCSVNumericLabelWithBadCell(t *testing.T) {
 		{"empty.csv", `empty.csv: row 3, column 'response': the cell is empty`},
 	}
 	for _, c := range cases {
-		_, err := Open(source(t, `source x csv { path "`+c.file+`"  label response }`), WithBase(dir))
+		_, err := Open(srcSpec(t, `source x csv { path "`+c.file+`"  label response }`), WithBase(dir))
 		wantErr(t, err, c.want)
 	}
 	// Listed as categorical, the same column is a class label.
-	ds, err := Open(source(t, `source x csv { path "word.csv"  label response  categorical [response] }`), WithBase(dir))
+	ds, err := Open(srcSpec(t, `source x csv { path "word.csv"  label response  categorical [response] }`), WithBase(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,6 +47,6 @@ func TestCSVValuesBeyondFloat32(t *testing.T) {
 
 func openErr(t *testing.T, dir, file string) error {
 	t.Helper()
-	_, err := Open(source(t, `source x csv { path "`+file+`"  label response }`), WithBase(dir))
+	_, err := Open(srcSpec(t, `source x csv { path "`+file+`"  label response }`), WithBase(dir))
 	return err
 }

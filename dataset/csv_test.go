@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"pipe/dataset/source"
 )
 
 const assays = `dose,weight,site,response
@@ -24,7 +26,7 @@ const assays = `dose,weight,site,response
 func TestCSV(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "data/assays.csv", []byte(assays))
-	b := source(t, `source a csv { path "data/assays.csv"  features [dose, site, weight]  categorical [site]  label response  split 0.8 seed 3 }`)
+	b := srcSpec(t, `source a csv { path "data/assays.csv"  features [dose, site, weight]  categorical [site]  label response  split 0.8 seed 3 }`)
 	ds, err := Open(b, WithBase(dir))
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +42,7 @@ func TestCSV(t *testing.T) {
 		t.Fatalf("Classes %d YShape %v: response is a regression target", ds.Classes(), ds.YShape())
 	}
 	// Statistics come from the training rows only.
-	train, val := splitIndices(10, 0.8, 3)
+	train, val := source.SplitIndices(10, 0.8, 3)
 	if len(train) != 8 || len(val) != 2 {
 		t.Fatalf("split %v %v", train, val)
 	}
@@ -86,7 +88,7 @@ func TestCSV(t *testing.T) {
 func TestCSVClassLabel(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "x.tsv", []byte("a;b;kind\n1;2;dog\n3;4;cat\n5;6;dog\n7;8;eel\n"))
-	ds, err := Open(source(t, `source x csv { path "x.tsv"  delimiter ";"  label kind  normalize none }`), WithBase(dir))
+	ds, err := Open(srcSpec(t, `source x csv { path "x.tsv"  delimiter ";"  label kind  normalize none }`), WithBase(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +107,7 @@ func TestCSVClassLabel(t *testing.T) {
 func TestCSVNoHeader(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, dir, "x.csv", []byte("1,10,0\n2,20,1\n"))
-	ds, err := Open(source(t, `source x csv { path "x.csv"  header false  label c3  categorical [c3]  normalize scale }`), WithBase(dir))
+	ds, err := Open(srcSpec(t, `source x csv { path "x.csv"  header false  label c3  categorical [c3]  normalize scale }`), WithBase(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -139,7 +141,7 @@ func TestCSVErrors(t *testing.T) {
 		{`path "quote.csv"  label response`, `quote.csv: row 2`},
 	}
 	for _, c := range cases {
-		_, err := Open(source(t, `source x csv { `+c.src+` }`), WithBase(dir))
+		_, err := Open(srcSpec(t, `source x csv { `+c.src+` }`), WithBase(dir))
 		wantErr(t, err, c.want)
 	}
 }

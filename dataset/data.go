@@ -1,20 +1,23 @@
 // Package dataset reads the sources a pipeline trains, evaluates and predicts
 // on (IDX, CSV, folders of images, GeoTIFF rasters through GDAL, and
 // synthetic data) and feeds them to the executor in batches through a
-// prefetching loader that is deterministic under a seed. It knows the
-// checked source blocks of package lang; it knows nothing of models.
+// prefetching loader that is deterministic under a seed. It reads the
+// typed source specs of package spec (decoded once from the checked
+// program by stdlib.DecodeSource), never the syntax tree; it knows
+// nothing of models.
 //
 // # Opening
 //
-// Open takes a checked source block and returns a Dataset of all its
-// samples, dispatching on the block's kind (idx.go, csv.go, images.go,
-// geotiff.go, synthetic.go each say what their kind reads and how). Paths
-// are relative to WithBase (the .pipe file's folder; the working directory
-// by default). OpenSplit also applies the block's split with
+// Open takes a source spec and returns a Dataset of all its samples,
+// dispatching on the spec's kind (idx.go, csv.go, images.go, synthetic.go,
+// volume.go and the package geotiff each say what their kind reads and
+// how). Paths are
+// relative to WithBase (the .pipe file's folder; the working directory
+// by default). OpenSplit also applies the source's split with
 // SplitByFraction (a geotiff source splits its tiles itself, by tile or
 // by blocks of pixels); statistics that normalise inputs are computed on
 // the training part only, so validation scores are honest. Other knobs the
-// block does not hold are Options: WithSeed (the file's seed), WithNorm
+// source does not hold are Options: WithSeed (the file's seed), WithNorm
 // (reuse the training source's normalisation for an evaluation source),
 // WithChannels (1-channel images), WithWorkers, WithCacheBytes.
 //

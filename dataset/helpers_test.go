@@ -10,11 +10,13 @@ import (
 	"testing"
 
 	"pipe/lang"
+	"pipe/spec"
 	"pipe/stdlib"
 )
 
-// source checks a .pipe snippet holding one source block and returns it.
-func source(t testing.TB, src string) *lang.Block {
+// srcSpec checks a .pipe snippet holding one source block and returns its
+// decoded spec.
+func srcSpec(t testing.TB, src string) *spec.Source {
 	t.Helper()
 	f, ds := lang.Parse("test.pipe", []byte(src))
 	if ds.HasErrors() {
@@ -28,7 +30,11 @@ func source(t testing.TB, src string) *lang.Block {
 	if b == nil {
 		t.Fatal("no source block")
 	}
-	return b
+	s, ds := stdlib.DecodeSource(b)
+	if ds.HasErrors() {
+		t.Fatalf("decode: %v", ds)
+	}
+	return s
 }
 
 // writeFile writes data under dir, creating folders.
@@ -90,3 +96,10 @@ func wantErr(t testing.TB, err error, parts ...string) {
 }
 
 func near(a, b, tol float64) bool { return a-b <= tol && b-a <= tol }
+
+func b2f(b bool) float32 {
+	if b {
+		return 1
+	}
+	return 0
+}

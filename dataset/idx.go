@@ -11,7 +11,7 @@ import (
 	"math"
 	"strings"
 
-	"pipe/lang"
+	"pipe/spec"
 )
 
 // IDX is the format of MNIST and Fashion-MNIST: a 4-byte magic number
@@ -181,8 +181,8 @@ type idxDataset struct {
 	norm    Norm
 }
 
-func openIDX(b *lang.Block, c *config) (Dataset, error) {
-	ip, lp := strField(b, "images"), strField(b, "labels")
+func openIDX(b *spec.Source, c *config) (Dataset, error) {
+	ip, lp := b.IDX.Images, b.IDX.Labels
 	im, err := readIDX(c, ip)
 	if err != nil {
 		return nil, blockErr(b, "images", err)
@@ -213,7 +213,7 @@ func openIDX(b *lang.Block, c *config) (Dataset, error) {
 	for _, l := range d.labels {
 		d.classes = max(d.classes, int(l)+1)
 	}
-	mode := strField(b, "normalize")
+	mode := b.IDX.Normalize
 	if mode == "" {
 		mode = "scale"
 	}
@@ -228,7 +228,7 @@ func openIDX(b *lang.Block, c *config) (Dataset, error) {
 			d.norm = byteStats(d.images)
 		}
 	default:
-		return nil, blockErr(b, "normalize", fmt.Errorf("idx source %s: normalize %s is not supported", b.Name(), mode))
+		return nil, blockErr(b, "normalize", fmt.Errorf("idx source %s: normalize %s is not supported", b.Name, mode))
 	}
 	for v := range d.lut {
 		d.lut[v] = float32(v)

@@ -24,7 +24,7 @@ func idxFixture(t *testing.T, n, h, w int) (dir string, pix, labels []byte) {
 
 func TestIDX(t *testing.T) {
 	dir, pix, labels := idxFixture(t, 6, 4, 3)
-	ds, err := Open(source(t, `source s idx { images "img.gz"  labels "lab" }`), WithBase(dir))
+	ds, err := Open(srcSpec(t, `source s idx { images "img.gz"  labels "lab" }`), WithBase(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +50,7 @@ func TestIDX(t *testing.T) {
 
 func TestIDXStandard(t *testing.T) {
 	dir, _, _ := idxFixture(t, 6, 4, 3)
-	ds, err := Open(source(t, `source s idx { images "img.gz"  labels "lab"  normalize standard }`), WithBase(dir))
+	ds, err := Open(srcSpec(t, `source s idx { images "img.gz"  labels "lab"  normalize standard }`), WithBase(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +91,7 @@ func TestIDXErrors(t *testing.T) {
 		{"long", "lab", []string{"long: the file goes on", "offset 88"}},
 	}
 	for _, c := range cases {
-		_, err := Open(source(t, `source s idx { images "`+c.images+`"  labels "`+c.labels+`" }`), WithBase(dir))
+		_, err := Open(srcSpec(t, `source s idx { images "`+c.images+`"  labels "`+c.labels+`" }`), WithBase(dir))
 		wantErr(t, err, c.want...)
 		var se *SourceError
 		if !errors.As(err, &se) || se.Subject.Start.Line != 1 {

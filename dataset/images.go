@@ -23,7 +23,7 @@ import (
 	_ "golang.org/x/image/tiff"
 	_ "golang.org/x/image/webp"
 
-	"pipe/lang"
+	"pipe/spec"
 )
 
 // An images source is a folder. Without masks it is classification: each
@@ -87,16 +87,16 @@ type imagesDataset struct {
 	cache      [][]byte       // per item: ch·h·w pixels then h·w mask; nil past the budget
 }
 
-func openImages(b *lang.Block, c *config) (Dataset, error) {
+func openImages(b *spec.Source, c *config) (Dataset, error) {
 	d := &imagesDataset{c: c, ch: c.channels}
-	if f := b.Field("channels"); f != nil && f.First() != nil && !c.channelsSet {
-		d.ch = int(f.First().Int)
+	if b.Images.Channels != nil && !c.channelsSet {
+		d.ch = int(*b.Images.Channels)
 	}
 	if d.ch != 1 && d.ch != 3 {
-		return nil, blockErr(b, "channels", fmt.Errorf("images source %s: %d channels: images are read with 1 or 3", b.Name(), d.ch))
+		return nil, blockErr(b, "channels", fmt.Errorf("images source %s: %d channels: images are read with 1 or 3", b.Name, d.ch))
 	}
-	root := strField(b, "path")
-	masks := strField(b, "masks")
+	root := b.Images.Path
+	masks := b.Images.Masks
 	d.seg = masks != ""
 	var err error
 	if d.seg {
@@ -107,12 +107,12 @@ func openImages(b *lang.Block, c *config) (Dataset, error) {
 	if err != nil {
 		return nil, blockErr(b, "path", err)
 	}
-	strict := boolField(b, "strict", true)
+	strict := b.Images.Strict
 	if strict && len(d.skipped) > 0 {
 		return nil, blockErr(b, "masks", errors.New(d.skipped[0]))
 	}
-	if v := b.Field("resize").First(); v != nil {
-		d.h, d.w, d.fixed = int(v.Dims[0]), int(v.Dims[1]), true
+	if v := b.Images.Resize; v != nil {
+		d.h, d.w, d.fixed = int(v[0]), int(v[1]), true
 	}
 
 	// Decode everything once, in parallel.
@@ -196,7 +196,7 @@ func openImages(b *lang.Block, c *config) (Dataset, error) {
 		return nil, blockErr(b, "path", fmt.Errorf("%s: no images could be read (%d skipped)", root, len(d.skipped)))
 	}
 
-	mode := strField(b, "normalize")
+	mode := b.Images.Normalize
 	if mode == "" {
 		mode = "scale"
 	}
@@ -232,7 +232,7 @@ func openImages(b *lang.Block, c *config) (Dataset, error) {
 			}
 		}
 	default:
-		return nil, blockErr(b, "normalize", fmt.Errorf("images source %s: normalize %s is not supported", b.Name(), mode))
+		return nil, blockErr(b, "normalize", fmt.Errorf("images source %s: normalize %s is not supported", b.Name, mode))
 	}
 	d.lut = make([][256]float32, d.ch)
 	for ch := range d.ch {

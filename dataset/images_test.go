@@ -56,13 +56,13 @@ func imageFolder(t *testing.T) string {
 
 func TestImagesStrict(t *testing.T) {
 	dir := imageFolder(t)
-	_, err := Open(source(t, `source p images { path "pets"  resize 8x8 }`), WithBase(dir))
+	_, err := Open(srcSpec(t, `source p images { path "pets"  resize 8x8 }`), WithBase(dir))
 	wantErr(t, err, "pets/dog/bad.jpg: cannot decode", "strict false")
 }
 
 func TestImagesSkip(t *testing.T) {
 	dir := imageFolder(t)
-	ds, err := Open(source(t, `source p images { path "pets"  resize 8x8  strict false }`), WithBase(dir))
+	ds, err := Open(srcSpec(t, `source p images { path "pets"  resize 8x8  strict false }`), WithBase(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +98,7 @@ func TestImagesSkip(t *testing.T) {
 
 func TestImagesOneChannelStandard(t *testing.T) {
 	dir := imageFolder(t)
-	ds, err := Open(source(t, `source p images { path "pets"  resize 4x4  strict false  normalize standard }`), WithBase(dir), WithChannels(1))
+	ds, err := Open(srcSpec(t, `source p images { path "pets"  resize 4x4  strict false  normalize standard }`), WithBase(dir), WithChannels(1))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestImagesOneChannelStandard(t *testing.T) {
 
 func TestImagesSizeMismatch(t *testing.T) {
 	dir := imageFolder(t)
-	_, err := Open(source(t, `source p images { path "pets"  strict false }`), WithBase(dir))
+	_, err := Open(srcSpec(t, `source p images { path "pets"  strict false }`), WithBase(dir))
 	wantErr(t, err, "pets/cat/red.png: the image is 12x10 but the first one is 6x6; add resize")
 }
 
@@ -136,10 +136,10 @@ func TestImagesSegmentation(t *testing.T) {
 		}
 	}
 	writeFile(t, dir, "msk/a.png", pngBytes(t, m))
-	_, err := Open(source(t, `source s images { path "img"  masks "msk"  resize 8x8 }`), WithBase(dir))
+	_, err := Open(srcSpec(t, `source s images { path "img"  masks "msk"  resize 8x8 }`), WithBase(dir))
 	wantErr(t, err, "img/b.png: no mask named b.* in msk")
 
-	ds, err := Open(source(t, `source s images { path "img"  masks "msk"  resize 8x8  strict false }`), WithBase(dir))
+	ds, err := Open(srcSpec(t, `source s images { path "img"  masks "msk"  resize 8x8  strict false }`), WithBase(dir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"sync"
+
+	"pipe/dataset/source"
 )
 
 // The loader turns a Dataset into batches for one epoch at a time.
@@ -111,7 +113,7 @@ func (l *Loader) EpochContext(ctx context.Context, e int) Iterator {
 	it := &iterator{l: l, epoch: e, ctx: ctx, cancel: cancel, nb: l.Batches(), err: l.err}
 	n := l.ds.Len()
 	if l.opt.Shuffle {
-		it.order = newRNG(saltShuffle, uint64(l.opt.Seed), uint64(e)).perm(n)
+		it.order = source.NewRNG(source.SaltShuffle, uint64(l.opt.Seed), uint64(e)).Perm(n)
 	} else {
 		it.order = make([]int, n)
 		for i := range it.order {
@@ -321,7 +323,7 @@ func (it *iterator) fill(k int, aug *augmenter) (b *Batch, err error) {
 			return nil, fmt.Errorf("epoch %d, sample %d: %w", it.epoch, idx, err)
 		}
 		if aug != nil {
-			aug.apply(newRNG(saltAugment, uint64(l.opt.Seed), uint64(it.epoch), uint64(idx)), x, y, m)
+			aug.apply(source.NewRNG(source.SaltAugment, uint64(l.opt.Seed), uint64(it.epoch), uint64(idx)), x, y, m)
 		}
 	}
 	return b, nil

@@ -3,16 +3,14 @@ package dataset
 import (
 	"errors"
 	"fmt"
-	"io/fs"
 	"os"
-	"path/filepath"
 	"runtime"
 
-	"pipe/lang"
-	"pipe/lang/diag"
+	"pipe/dataset/source"
+	"pipe/spec"
 )
 
-// Option is a knob of Open that the source block does not hold.
+// Option is a knob of Open that the source spec does not hold.
 type Option func(*config)
 
 type config struct {
@@ -69,22 +67,13 @@ func newConfig(opts []Option) *config {
 	return c
 }
 
-// path resolves a path written in the block.
-func (c *config) path(p string) string {
-	if p == "" || filepath.IsAbs(p) || c.base == "" {
-		return p
-	}
-	return filepath.Join(c.base, p)
-}
+// path resolves a path written in the source.
+func (c *config) path(p string) string { return source.Resolve(c.base, p) }
 
 // Norm is an affine input normalisation, x' = (x − Mean[c]) / Std[c], per
-// channel (images, rasters) or per input column (tables). Every normalize
-// mode is one: scale is Mean = min, Std = max − min; standard is the mean
-// and standard deviation. A dataset that normalises implements
-// Normalized.
-type Norm struct {
-	Mean, Std []float64
-}
+// channel (images, rasters) or per input column (tables); source.Norm
+// says more. A dataset that normalises implements Normalized.
+type Norm = source.Norm
 
 // Normalized is implemented by datasets that normalise their inputs.
 type Normalized interface {
@@ -110,49 +99,33 @@ type TargetNormalized interface {
 // open (a geotiff source, whose split may go by blocks of pixels and whose
 // target statistics need the training part).
 type splitter interface {
-	// parts returns the training and validation samples, and false when
-	// the block has no split.
-	parts() (train, val []int, ok bool)
+	// Parts returns the training and validation samples, and false when
+	// the source has no split.
+	Parts() (train, val []int, ok bool)
 }
 
-// SourceError is an error about a source block: Subject is the range of
-// the field it concerns (the path of a missing file, the tile that does
-// not fit), or the block when no field does. The executor turns it into a
+// SourceError is an error about a source: Subject is the range of the
+// field it concerns (the path of a missing file, the tile that does not
+// fit), or the block when no field does. The executor turns it into a
 // diagnostic.
-type SourceError struct {
-	Subject diag.Range
-	Err     error
+type SourceError = source.Error
+
+// blockErr wraps err with the range of the named field of s, or of its
+// block.
+func blockErr(s *spec.Source, field string, err error) error {
+	return source.FieldErr(s, field, err)
 }
 
-func (e *SourceError) Error() string { return e.Err.Error() }
-func (e *SourceError) Unwrap() error { return e.Err }
-
-// blockErr wraps err with the range of the named field of b, or of b.
-func blockErr(b *lang.Block, field string, err error) error {
-	if err == nil {
-		return nil
-	}
-	var se *SourceError
-	if errors.As(err, &se) {
-		return err
-	}
-	r := b.Range
-	if f := b.Field(field); f != nil {
-		r = f.Range
-	}
-	return &SourceError{Subject: r, Err: err}
-}
-
-// Open opens the data a source block describes and returns all its
-// samples. When the block has a split, the normalisation statistics are
+// Open opens the data a source spec describes and returns all its
+// samples. When the source has a split, the normalisation statistics are
 // computed over the training part only (the same shuffle as OpenSplit),
 // so that validation numbers are honest; use OpenSplit to get the parts.
-func Open(b *lang.Block, opts ...Option) (Dataset, error) {
-	if b == nil || b.Kind != "source" {
-		return nil, errors.New("data: Open needs a source block")
+func Open(b *spec.Source, opts ...Option) (Dataset, error) {
+	if b == nil {
+		return nil, errors.New("data: Open needs a source spec")
 	}
 	c := newConfig(opts)
-	kind := b.Label("kind")
+	kind := b.Kind
 	var (
 		ds  Dataset
 		err error
@@ -173,7 +146,7 @@ func Open(b *lang.Block, opts ...Option) (Dataset, error) {
 	case "zarr":
 		ds, err = openZarrSource(b, c)
 	default:
-		return nil, blockErr(b, "", fmt.Errorf("source %s: unknown kind %q", b.Name(), kind))
+		return nil, blockErr(b, "", fmt.Errorf("source %s: unknown kind %q", b.Name, kind))
 	}
 	if err != nil {
 		return nil, err
@@ -198,14 +171,14 @@ func (s *Split) Close() error { return s.All.Close() }
 // it with SplitByFraction using the split's seed (WithSeed's, or 0, when
 // the split has none). A geotiff source splits its tiles itself, the same
 // way, or by blocks of pixels when its split says blocks.
-func OpenSplit(b *lang.Block, opts ...Option) (*Split, error) {
+func OpenSplit(b *spec.Source, opts ...Option) (*Split, error) {
 	ds, err := Open(b, opts...)
 	if err != nil {
 		return nil, err
 	}
 	s := &Split{All: ds, Train: ds}
 	if sp, ok := ds.(splitter); ok {
-		if tr, va, ok := sp.parts(); ok {
+		if tr, va, ok := sp.Parts(); ok {
 			s.Train, s.Val = NewSubset(ds, tr), NewSubset(ds, va)
 		}
 		return s, nil
@@ -216,71 +189,33 @@ func OpenSplit(b *lang.Block, opts ...Option) (*Split, error) {
 	return s, nil
 }
 
-// splitOf reads the block's split field.
-func splitOf(b *lang.Block, c *config) (frac float64, seed int64, ok bool) {
-	v := b.Arg("split", "split")
-	if v == nil {
+// splitOf reads the source's split.
+func splitOf(b *spec.Source, c *config) (frac float64, seed int64, ok bool) {
+	if b.Split == nil {
 		return 0, 0, false
 	}
 	seed = c.seed
-	if s := b.Arg("split", "seed"); s != nil {
-		seed = s.Int
+	if b.Split.Seed != nil {
+		seed = *b.Split.Seed
 	}
-	return v.Float, seed, true
+	return b.Split.Fraction, seed, true
 }
 
 // trainIndices returns the indices of the training part of n samples, or
 // nil (all) when the block has no split.
-func trainIndices(b *lang.Block, c *config, n int) []int {
+func trainIndices(b *spec.Source, c *config, n int) []int {
 	frac, seed, ok := splitOf(b, c)
 	if !ok {
 		return nil
 	}
-	tr, _ := splitIndices(n, frac, seed)
+	tr, _ := source.SplitIndices(n, frac, seed)
 	return tr
 }
 
-// Augmentations returns the augment list of a source block (empty when it
-// has none), for LoaderOptions.Augment on the training loader.
-func Augmentations(b *lang.Block) []string {
-	v := b.Arg("augment", "augment")
-	if v == nil {
-		return nil
-	}
-	out := make([]string, 0, len(v.List))
-	for _, e := range v.List {
-		out = append(out, e.Str)
-	}
-	return out
-}
-
-// Field readers. The checker has typed every value, so these only pick
-// the right member.
-
-func strField(b *lang.Block, name string) string {
-	if v := b.Field(name).First(); v != nil {
-		return v.Str
-	}
-	return ""
-}
-
-func boolField(b *lang.Block, name string, def bool) bool {
-	if v := b.Field(name).First(); v != nil {
-		return v.Bool
-	}
-	return def
-}
-
-func namesField(b *lang.Block, name string) []string {
-	v := b.Field(name).First()
-	if v == nil {
-		return nil
-	}
-	out := make([]string, 0, len(v.List))
-	for _, e := range v.List {
-		out = append(out, e.Str)
-	}
-	return out
+// Augmentations returns the augment list of a source (empty when it has
+// none), for LoaderOptions.Augment on the training loader.
+func Augmentations(b *spec.Source) []string {
+	return b.Augment
 }
 
 // openFile opens a file named in the block, with an error that names the
@@ -293,16 +228,7 @@ func openFile(c *config, p string) (*os.File, error) {
 	return f, nil
 }
 
-func fileErr(c *config, p string, err error) error {
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		abs, _ := filepath.Abs(c.path(p))
-		return fmt.Errorf("%s: file not found (looked for %s)", p, abs)
-	case errors.Is(err, fs.ErrPermission):
-		return fmt.Errorf("%s: permission denied", p)
-	}
-	return fmt.Errorf("%s: %w", p, err)
-}
+func fileErr(c *config, p string, err error) error { return source.FileErr(c.base, p, err) }
 
 func prod(shape []int64) int {
 	n := 1

@@ -5,7 +5,7 @@ import (
 	"math"
 	"sync"
 
-	"pipe/lang"
+	"pipe/spec"
 )
 
 // Predicting over a volume: the 3-D counterpart of predict.go. Windows3
@@ -131,17 +131,17 @@ func (b *Blender3) Result() []float32 {
 	return b.acc
 }
 
-// PredictBytes is what predicting over source block b holds besides the
+// PredictBytes is what predicting over source b holds besides the
 // model and the source: for a volume or zarr source, the blender's sum
 // of the outputs (outChannels per voxel) and of the weights (one per
 // voxel), float32; nothing for other kinds, whose prediction buffers are
 // not counted.
-func PredictBytes(b *lang.Block, outChannels int64, opts ...Option) (Resident, error) {
-	if k := b.Label("kind"); k != "volume" && k != "zarr" {
+func PredictBytes(b *spec.Source, outChannels int64, opts ...Option) (Resident, error) {
+	if b.Volume == nil {
 		return Resident{}, nil
 	}
 	c := newConfig(opts)
-	shape, err := volumeShape(b, c, "path")
+	shape, err := volumeShape(b, c, b.Volume.Path)
 	if err != nil {
 		return Resident{}, err
 	}

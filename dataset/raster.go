@@ -1,39 +1,18 @@
 package dataset
 
+import "pipe/dataset/geotiff"
+
 // The parts of a raster source that need no GDAL: windows, grids, the
-// Raster interface and the dataset of windows predict reads. GDAL itself
-// is in geotiff.go, built with cgo; without cgo (geotiff_nogdal.go) a
-// geotiff source is refused with a message.
+// Raster interface and the dataset of windows predict reads. The reader
+// itself is package geotiff, built with cgo; without cgo a geotiff source
+// is refused with a message.
 
-// Window is a rectangle of pixels: X is the first column, Y the first
-// row. A window may reach past the raster's edge (Windows does that for a
-// raster smaller than a tile); ReadWindow fills such pixels with 0 and
-// mask 0.
-type Window struct {
-	X, Y, W, H int
-}
+// Window is a rectangle of pixels (geotiff.Window).
+type Window = geotiff.Window
 
-// GeoGrid is where a raster lies: its size, its affine geotransform
-// (GDAL's order: x0, dx/dcol, dx/drow, y0, dy/dcol, dy/drow) and its CRS
-// as WKT. Predictions are written on the grid of the source they were
-// made from.
-type GeoGrid struct {
-	Width, Height int
-	GeoTransform  [6]float64
-	Projection    string
-}
-
-// Finer is the grid f times finer than g over the same extent: f×f
-// pixels for each of g's, the geotransform's pixel size divided by f,
-// the same origin and CRS.
-func (g GeoGrid) Finer(f int) GeoGrid {
-	out := g
-	out.Width, out.Height = g.Width*f, g.Height*f
-	for _, i := range []int{1, 2, 4, 5} {
-		out.GeoTransform[i] = g.GeoTransform[i] / float64(f)
-	}
-	return out
-}
+// GeoGrid is where a raster lies: its size, geotransform and CRS
+// (geotiff.GeoGrid).
+type GeoGrid = geotiff.GeoGrid
 
 // Raster is what a geotiff dataset offers beyond Dataset, for predict.
 type Raster interface {

@@ -30,11 +30,11 @@ func needFiles(t *testing.T, paths ...string) {
 
 func TestFashionMNIST(t *testing.T) {
 	needFiles(t, "data/fashion-mnist/train-images-idx3-ubyte.gz", "data/fashion-mnist/t10k-images-idx3-ubyte.gz")
-	train, err := Open(source(t, `source train idx { images "data/fashion-mnist/train-images-idx3-ubyte.gz"  labels "data/fashion-mnist/train-labels-idx1-ubyte.gz" }`), WithBase(repoRoot))
+	train, err := Open(srcSpec(t, `source train idx { images "data/fashion-mnist/train-images-idx3-ubyte.gz"  labels "data/fashion-mnist/train-labels-idx1-ubyte.gz" }`), WithBase(repoRoot))
 	if err != nil {
 		t.Fatal(err)
 	}
-	test, err := Open(source(t, `source test idx { images "data/fashion-mnist/t10k-images-idx3-ubyte.gz"  labels "data/fashion-mnist/t10k-labels-idx1-ubyte.gz" }`), WithBase(repoRoot))
+	test, err := Open(srcSpec(t, `source test idx { images "data/fashion-mnist/t10k-images-idx3-ubyte.gz"  labels "data/fashion-mnist/t10k-labels-idx1-ubyte.gz" }`), WithBase(repoRoot))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +77,7 @@ func TestFashionMNIST(t *testing.T) {
 func TestLandsat(t *testing.T) {
 	needFiles(t, "data/L7_ETMs.tif", "data/olinda_dem_utm25s.tif")
 	before, _ := filepath.Glob(filepath.Join(repoRoot, "data", "*"))
-	b := source(t, `source scene geotiff {
+	b := srcSpec(t, `source scene geotiff {
   path      "data/L7_ETMs.tif"
   bands     [1, 2, 3, 4, 5, 6]
   target    "data/olinda_dem_utm25s.tif"
@@ -190,9 +190,9 @@ func TestExamplesOpen(t *testing.T) {
 		for _, b := range p.BlocksOf("source") {
 			missing := ""
 			for _, field := range []string{"path", "images", "labels", "target", "masks"} {
-				if p := strField(b, field); p != "" {
-					if _, err := os.Stat(filepath.Join(repoRoot, p)); err != nil {
-						missing = p
+				if v := b.Field(field).First(); v != nil && v.Str != "" {
+					if _, err := os.Stat(filepath.Join(repoRoot, v.Str)); err != nil {
+						missing = v.Str
 					}
 				}
 			}
@@ -200,7 +200,11 @@ func TestExamplesOpen(t *testing.T) {
 				t.Logf("%s: source %s: %s absent", filepath.Base(f), b.Name(), missing)
 				continue
 			}
-			sp, err := OpenSplit(b, WithBase(repoRoot))
+			s, ds := stdlib.DecodeSource(b)
+			if ds.HasErrors() {
+				t.Fatalf("%s: %v", f, ds)
+			}
+			sp, err := OpenSplit(s, WithBase(repoRoot))
 			if err != nil {
 				t.Errorf("%s: source %s: %v", filepath.Base(f), b.Name(), err)
 				continue

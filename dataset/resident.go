@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"image"
 
-	"pipe/lang"
+	"pipe/spec"
 )
 
 // Resident is what an opened source keeps in memory while a run trains,
@@ -17,7 +17,7 @@ type Resident struct {
 	What string
 }
 
-// ResidentBytes is what source block b keeps in memory once Open has
+// ResidentBytes is what source b keeps in memory once Open has
 // read it, from headers and counts alone (nothing is decoded). inElems is
 // the model's input size per sample, which is what a CSV source's rows
 // become. Each kind's figure is its Open's layout:
@@ -35,14 +35,14 @@ type Resident struct {
 //   - synthetic: the class centres, classes × inElems float32 values;
 //   - volume, zarr: the whole input array and target array as float32
 //     (a Zarr array's size from its .zarray; a TIFF stack's from GDAL).
-func ResidentBytes(b *lang.Block, inElems int64, opts ...Option) (Resident, error) {
-	if b == nil || b.Kind != "source" {
-		return Resident{}, fmt.Errorf("data: ResidentBytes needs a source block")
+func ResidentBytes(b *spec.Source, inElems int64, opts ...Option) (Resident, error) {
+	if b == nil {
+		return Resident{}, fmt.Errorf("data: ResidentBytes needs a source spec")
 	}
 	c := newConfig(opts)
-	switch b.Label("kind") {
-	case "idx":
-		h, err := openIDXHeader(c, strField(b, "images"))
+	switch {
+	case b.IDX != nil:
+		h, err := openIDXHeader(c, b.IDX.Images)
 		if err != nil {
 			return Resident{}, err
 		}
@@ -52,15 +52,15 @@ func ResidentBytes(b *lang.Block, inElems int64, opts ...Option) (Resident, erro
 			per *= int64(d)
 		}
 		return Resident{Bytes: n*per + n, What: fmt.Sprintf("%d images of %d bytes and their labels, as bytes", n, per)}, nil
-	case "csv":
-		n, err := countCSV(c, strField(b, "path"), boolField(b, "header", true))
+	case b.CSV != nil:
+		n, err := countCSV(c, b.CSV.Path, b.CSV.Header)
 		if err != nil {
 			return Resident{}, err
 		}
 		rows := int64(n)
 		return Resident{Bytes: rows * (inElems + 1) * 4, What: fmt.Sprintf("%d rows of %d features and a target, as float32", rows, inElems)}, nil
-	case "images":
-		root, masks := strField(b, "path"), strField(b, "masks")
+	case b.Images != nil:
+		root, masks := b.Images.Path, b.Images.Masks
 		var items []imageItem
 		var err error
 		if masks != "" {
@@ -72,12 +72,12 @@ func ResidentBytes(b *lang.Block, inElems int64, opts ...Option) (Resident, erro
 			return Resident{}, err
 		}
 		ch := int64(c.channels)
-		if f := b.Field("channels"); f != nil && f.First() != nil && !c.channelsSet {
-			ch = f.First().Int
+		if b.Images.Channels != nil && !c.channelsSet {
+			ch = *b.Images.Channels
 		}
 		var h, w int64
-		if v := b.Field("resize").First(); v != nil && len(v.Dims) == 2 {
-			h, w = v.Dims[0], v.Dims[1]
+		if v := b.Images.Resize; len(v) == 2 {
+			h, w = v[0], v[1]
 		} else {
 			for _, it := range items {
 				var cfg image.Config
@@ -96,16 +96,16 @@ func ResidentBytes(b *lang.Block, inElems int64, opts ...Option) (Resident, erro
 			n = min(n, c.cacheBytes/per)
 		}
 		return Resident{Bytes: n * per, What: fmt.Sprintf("%d decoded images of %d bytes", n, per)}, nil
-	case "geotiff":
+	case b.GeoTIFF != nil:
 		return rasterResident(b, c)
-	case "volume", "zarr":
+	case b.Volume != nil:
 		return volumeResident(b, c)
-	case "synthetic":
+	case b.Synthetic != nil:
 		classes := int64(1)
-		if v := b.Field("classes").First(); v != nil && v.Int > 0 {
-			classes = v.Int
+		if v := b.Synthetic.Classes; v > 0 {
+			classes = v
 		}
 		return Resident{Bytes: classes * inElems * 4, What: fmt.Sprintf("%d class centres", classes)}, nil
 	}
-	return Resident{}, fmt.Errorf("source %s: unknown kind %q", b.Name(), b.Label("kind"))
+	return Resident{}, fmt.Errorf("source %s: unknown kind %q", b.Name, b.Kind)
 }

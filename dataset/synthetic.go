@@ -5,7 +5,8 @@ import (
 	"math"
 	"math/rand/v2"
 
-	"pipe/lang"
+	"pipe/dataset/source"
+	"pipe/spec"
 )
 
 // A synthetic source generates a task with a known answer, for trying
@@ -34,39 +35,33 @@ type syntheticDataset struct {
 	noise   float64
 }
 
-func openSynthetic(b *lang.Block, c *config) (Dataset, error) {
+func openSynthetic(b *spec.Source, c *config) (Dataset, error) {
 	d := &syntheticDataset{}
-	if v := b.Field("samples").First(); v != nil {
-		d.n = int(v.Int)
-	}
-	if v := b.Field("shape").First(); v != nil {
-		d.shape = append([]int64(nil), v.Dims...)
-	}
-	if v := b.Field("classes").First(); v != nil {
-		d.classes = int(v.Int)
-	}
+	d.n = int(b.Synthetic.Samples)
+	d.shape = append([]int64(nil), b.Synthetic.Shape...)
+	d.classes = int(b.Synthetic.Classes)
 	seed := c.seed
-	if v := b.Field("seed").First(); v != nil {
-		seed = v.Int
+	if v := b.Synthetic.Seed; v != nil {
+		seed = *v
 	}
 	d.seed = uint64(seed)
 	d.f = prod(d.shape)
 	if d.n < 1 || len(d.shape) == 0 || d.f < 1 {
-		return nil, blockErr(b, "shape", fmt.Errorf("synthetic source %s: needs samples ≥ 1 and a non-empty shape", b.Name()))
+		return nil, blockErr(b, "shape", fmt.Errorf("synthetic source %s: needs samples ≥ 1 and a non-empty shape", b.Name))
 	}
-	r := newRNG(saltSynth, d.seed)
+	r := source.NewRNG(source.SaltSynth, d.seed)
 	if d.classes > 0 {
 		s := 4 / math.Sqrt(float64(d.f))
 		d.centres = make([]float32, d.classes*d.f)
 		for i := range d.centres {
-			d.centres[i] = float32(s * r.norm())
+			d.centres[i] = float32(s * r.Norm())
 		}
 		d.noise = 1
 	} else {
 		d.centres = make([]float32, d.f)
 		s := 1 / math.Sqrt(float64(d.f))
 		for i := range d.centres {
-			d.centres[i] = float32(s * r.norm())
+			d.centres[i] = float32(s * r.Norm())
 		}
 		d.noise = 0.1
 	}
@@ -93,24 +88,24 @@ func (d *syntheticDataset) Read(i int, x, y, _ []float32) error {
 	if i < 0 || i >= d.n {
 		return fmt.Errorf("synthetic: sample %d out of range [0, %d)", i, d.n)
 	}
-	r := newRNG(saltSample, d.seed, uint64(i))
+	r := source.NewRNG(source.SaltSample, d.seed, uint64(i))
 	x = x[:d.f]
 	if d.classes > 0 {
-		k := r.intn(d.classes)
+		k := r.Intn(d.classes)
 		mu := d.centres[k*d.f : (k+1)*d.f]
 		for j := range x {
-			x[j] = mu[j] + float32(d.noise*r.norm())
+			x[j] = mu[j] + float32(d.noise*r.Norm())
 		}
 		y[0] = float32(k)
 		return nil
 	}
 	var dot float64
 	for j := range x {
-		v := r.norm()
+		v := r.Norm()
 		x[j] = float32(v)
 		dot += float64(d.centres[j]) * v
 	}
-	y[0] = float32(dot + d.noise*r.norm())
+	y[0] = float32(dot + d.noise*r.Norm())
 	return nil
 }
 

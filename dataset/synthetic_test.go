@@ -7,7 +7,7 @@ import (
 )
 
 func TestSyntheticBlobs(t *testing.T) {
-	b := source(t, `source s synthetic { samples 2000  shape [64]  classes 10  seed 11 }`)
+	b := srcSpec(t, `source s synthetic { samples 2000  shape [64]  classes 10  seed 11 }`)
 	ds, err := Open(b)
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +55,7 @@ func TestSyntheticBlobs(t *testing.T) {
 }
 
 func TestSyntheticRegression(t *testing.T) {
-	ds, err := Open(source(t, `source s synthetic { samples 500  shape [4, 4] }`), WithSeed(9))
+	ds, err := Open(srcSpec(t, `source s synthetic { samples 500  shape [4, 4] }`), WithSeed(9))
 	if err != nil {
 		t.Fatal(err)
 	}

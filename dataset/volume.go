@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"pipe/lang"
+	"pipe/spec"
 )
 
 // Volume sources: a volume kind (a multi-page TIFF stack, read through
@@ -50,7 +50,7 @@ type volumeDataset struct {
 // shape, [D, H, W] or [C, D, H, W].
 type volumeReader func(path string) ([]float32, []int, error)
 
-func openZarrSource(b *lang.Block, c *config) (Dataset, error) {
+func openZarrSource(b *spec.Source, c *config) (Dataset, error) {
 	return openVolumeWith(b, c, "zarr", func(p string) ([]float32, []int, error) {
 		a, err := ReadZarr(p)
 		if err != nil {
@@ -60,11 +60,11 @@ func openZarrSource(b *lang.Block, c *config) (Dataset, error) {
 	})
 }
 
-func openVolumeWith(b *lang.Block, c *config, kind string, read volumeReader) (Dataset, error) {
+func openVolumeWith(b *spec.Source, c *config, kind string, read volumeReader) (Dataset, error) {
 	fail := func(field, format string, args ...any) (Dataset, error) {
-		return nil, blockErr(b, field, fmt.Errorf("%s source %s: %s", kind, b.Name(), fmt.Sprintf(format, args...)))
+		return nil, blockErr(b, field, fmt.Errorf("%s source %s: %s", kind, b.Name, fmt.Sprintf(format, args...)))
 	}
-	path := strField(b, "path")
+	path := b.Volume.Path
 	x, shape, err := read(c.path(path))
 	if err != nil {
 		return fail("path", "%v", err)
@@ -79,7 +79,7 @@ func openVolumeWith(b *lang.Block, c *config, kind string, read volumeReader) (D
 	default:
 		return fail("path", "%s has shape %v; a volume is [D, H, W] or [C, D, H, W]", path, shape)
 	}
-	if t := strField(b, "target"); t != "" {
+	if t := b.Volume.Target; t != "" {
 		y, ys, err := read(c.path(t))
 		if err != nil {
 			return fail("target", "%v", err)
@@ -92,21 +92,21 @@ func openVolumeWith(b *lang.Block, c *config, kind string, read volumeReader) (D
 		}
 		v.y, v.cy = y, ys[0]
 		v.tnorm = channelStats(y, v.cy)
-		v.tstd = b.Field("target_normalize").First() == nil || b.Field("target_normalize").First().Str == "standard"
+		v.tstd = b.Volume.TargetNormalize == "" || b.Volume.TargetNormalize == "standard"
 	}
 	v.win, v.step = [3]int{v.d, v.h, v.w}, [3]int{v.d, v.h, v.w}
-	if wv := b.Arg("window", "window"); wv != nil {
-		if len(wv.Dims) != 3 {
-			return fail("window", "window %v has %d extents; write [depth, height, width]", wv.Dims, len(wv.Dims))
+	if wv := b.Volume.Window; wv != nil {
+		if len(wv) != 3 {
+			return fail("window", "window %v has %d extents; write [depth, height, width]", wv, len(wv))
 		}
-		for i, e := range wv.Dims {
+		for i, e := range wv {
 			v.win[i], v.step[i] = int(e), int(e)
 		}
-		if s := b.Arg("window", "stride"); s != nil {
-			if len(s.Dims) != 3 {
-				return fail("window", "stride %v has %d extents; write [depth, height, width]", s.Dims, len(s.Dims))
+		if s := b.Volume.Stride; s != nil {
+			if len(s) != 3 {
+				return fail("window", "stride %v has %d extents; write [depth, height, width]", s, len(s))
 			}
-			for i, e := range s.Dims {
+			for i, e := range s {
 				v.step[i] = int(e)
 			}
 		}
@@ -125,7 +125,7 @@ func openVolumeWith(b *lang.Block, c *config, kind string, read volumeReader) (D
 			}
 		}
 	}
-	if mode := b.Field("normalize").First(); mode == nil || mode.Str == "standard" {
+	if mode := b.Volume.Normalize; mode == "" || mode == "standard" {
 		v.norm = channelStats(v.x, v.c)
 		per := v.d * v.h * v.w
 		for ch := 0; ch < v.c; ch++ {
@@ -228,13 +228,13 @@ func ReadVolume(path string) ([]float32, []int, error) {
 
 // volumeResident is what a volume or zarr source holds: its input and
 // target arrays, whole, as float32.
-func volumeResident(b *lang.Block, c *config) (Resident, error) {
+func volumeResident(b *spec.Source, c *config) (Resident, error) {
 	var n int64
-	for _, f := range []string{"path", "target"} {
-		if strField(b, f) == "" {
+	for _, p := range []string{b.Volume.Path, b.Volume.Target} {
+		if p == "" {
 			continue
 		}
-		shape, err := volumeShape(b, c, f)
+		shape, err := volumeShape(b, c, p)
 		if err != nil {
 			return Resident{}, err
 		}
@@ -247,12 +247,12 @@ func volumeResident(b *lang.Block, c *config) (Resident, error) {
 	return Resident{Bytes: 4 * n, What: fmt.Sprintf("the volume's %d input and target values as float32", n)}, nil
 }
 
-// volumeShape is the shape of the array or stack a field of a volume or
-// zarr block names: a Zarr array's from its .zarray, a TIFF stack's from
-// reading it.
-func volumeShape(b *lang.Block, c *config, field string) ([]int, error) {
-	p := c.path(strField(b, field))
-	if b.Label("kind") == "zarr" {
+// volumeShape is the shape of the array or stack at path p (as written)
+// of a volume or zarr source: a Zarr array's from its .zarray, a TIFF
+// stack's from reading it.
+func volumeShape(b *spec.Source, c *config, p string) ([]int, error) {
+	p = c.path(p)
+	if b.Kind == spec.KindZarr {
 		raw, err := os.ReadFile(filepath.Join(p, ".zarray"))
 		if err != nil {
 			return nil, err

@@ -10,10 +10,11 @@ import (
 
 	"github.com/airbusgeo/godal"
 
-	"pipe/lang"
+	"pipe/dataset/geotiff"
+	"pipe/spec"
 )
 
-func openVolumeSource(b *lang.Block, c *config) (Dataset, error) {
+func openVolumeSource(b *spec.Source, c *config) (Dataset, error) {
 	return openVolumeWith(b, c, "volume", readTIFFStack)
 }
 
@@ -25,7 +26,7 @@ func readStack(path string) ([]float32, []int, error) { return readTIFFStack(pat
 // one-page TIFF is a volume of depth 1. Every page must have the first
 // one's size and band count; 8 and 16-bit and float pages read alike.
 func readTIFFStack(path string) ([]float32, []int, error) {
-	gdalInit()
+	geotiff.InitGDAL()
 	ds, err := godal.Open(path, godal.RasterOnly(), godal.SkipWarnings)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%s: %w", path, err)

@@ -5,11 +5,11 @@ package dataset
 import (
 	"fmt"
 
-	"pipe/lang"
+	"pipe/spec"
 )
 
-func openVolumeSource(b *lang.Block, c *config) (Dataset, error) {
-	return nil, blockErr(b, "path", fmt.Errorf("volume source %s: reading TIFF stacks needs GDAL, and this pipe was built without cgo", b.Name()))
+func openVolumeSource(b *spec.Source, c *config) (Dataset, error) {
+	return nil, blockErr(b, "path", fmt.Errorf("volume source %s: reading TIFF stacks needs GDAL, and this pipe was built without cgo", b.Name))
 }
 
 func readStack(path string) ([]float32, []int, error) {

@@ -112,7 +112,7 @@ func TestZarrSourceWindows(t *testing.T) {
 	if err := WriteZarr(filepath.Join(dir, "z.zarr"), []int{d, h, w - 1}, []int{4, 6, 4}, "|u1", "", y[:d*h*(w-1)]); err != nil {
 		t.Fatal(err)
 	}
-	b := source(t, `source s zarr {
+	b := srcSpec(t, `source s zarr {
   path "x.zarr"
   target "y.zarr"
   window [2, 4, 3] stride [2, 2, 2]
@@ -151,7 +151,7 @@ func TestZarrSourceWindows(t *testing.T) {
 		t.Errorf("target norm %v %v", tn, std)
 	}
 	// normalize standard: every channel has mean 0 and deviation 1.
-	b = source(t, "source s zarr {\n  path \"x.zarr\"\n}")
+	b = srcSpec(t, "source s zarr {\n  path \"x.zarr\"\n}")
 	ds, err = Open(b, WithBase(dir))
 	if err != nil {
 		t.Fatal(err)
@@ -175,7 +175,7 @@ func TestZarrSourceWindows(t *testing.T) {
 	if err := WriteZarr(filepath.Join(dir, "ome.zarr", "0"), []int{1, 2, d, h, w}, []int{1, 1, 2, 3, 5}, "<f4", "gzip", x); err != nil {
 		t.Fatal(err)
 	}
-	ds, err = Open(source(t, "source s zarr {\n  path \"ome.zarr/0\"\n  normalize none\n  window [4, 6, 5]\n}"), WithBase(dir))
+	ds, err = Open(srcSpec(t, "source s zarr {\n  path \"ome.zarr/0\"\n  normalize none\n  window [4, 6, 5]\n}"), WithBase(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -188,7 +188,7 @@ func TestZarrSourceWindows(t *testing.T) {
 		{"source s zarr {\n  path \"x.zarr\"\n  target \"z.zarr\"\n}", "it needs the inputs' depth, height and width"},
 		{"source s zarr {\n  path \"nothing.zarr\"\n}", "no .zarray"},
 	} {
-		_, err := Open(source(t, c.src), WithBase(dir))
+		_, err := Open(srcSpec(t, c.src), WithBase(dir))
 		wantErr(t, err, c.want)
 	}
 }
@@ -256,7 +256,7 @@ func TestVolumeSourceTIFFStack(t *testing.T) {
 			}
 			writeFile(t, dir, "x.tif", tiffStack(pages, w, h, bits))
 			writeFile(t, dir, "y.tif", tiffStack(masks, w, h, 8))
-			ds, err := Open(source(t, "source s volume {\n  path \"x.tif\"\n  target \"y.tif\"\n  normalize none\n  window [2, 4, 5] stride [1, 1, 1]\n}"), WithBase(dir))
+			ds, err := Open(srcSpec(t, "source s volume {\n  path \"x.tif\"\n  target \"y.tif\"\n  normalize none\n  window [2, 4, 5] stride [1, 1, 1]\n}"), WithBase(dir))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -59,7 +59,7 @@ import (
 // The checkpoint programme (checkpoint.go) sees the same rules per node.
 //
 // exec/cpu's memory_plan_test.go builds every example at its plan and
-// holds these figures to what the executor reports (exec.MemStats).
+// holds these figures to what the executor reports (engine.MemStats).
 
 // colBudget is exec/cpu's column buffer per worker, in float32 values.
 const colBudget = 128 << 10

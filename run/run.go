@@ -23,10 +23,10 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"pipe/dataset"
-	"pipe/lang"
 	"pipe/lang/diag"
 	"pipe/planner/plan"
 	"pipe/run/metric"
+	"pipe/stdlib"
 )
 
 // Codes of the diagnostics Run returns.
@@ -368,7 +368,7 @@ func WithThreads(n int) Option { return func(c *runConfig) { c.threads = n } }
 // their share of every batch.
 func WithNodeRank(rank int) Option { return func(c *runConfig) { c.nodeRank = rank } }
 
-// Run executes the plan p of the checked program prog: it trains, evaluates
+// Run executes the plan p of the decoded program prog (stdlib.Decode): it trains, evaluates
 // and predicts as the plan and the program say, reporting progress to
 // hooks. It returns what it did, and diagnostics: errors when it could not
 // run or failed (a NaN names the layer, at its source line), warnings for
@@ -378,7 +378,7 @@ func WithNodeRank(rank int) Option { return func(c *runConfig) { c.nodeRank = ra
 // and returns a Result with Status StatusInterrupted and no error. Before
 // it trains, Run checks that its checkpoint folder and its predictions can
 // be written (CheckWritable).
-func Run(ctx context.Context, p *plan.Plan, prog *lang.Program, hooks Hooks, opts ...Option) (*Result, diag.Diagnostics) {
+func Run(ctx context.Context, p *plan.Plan, prog *stdlib.Program, hooks Hooks, opts ...Option) (*Result, diag.Diagnostics) {
 	rc := &runConfig{}
 	for _, o := range opts {
 		o(rc)
@@ -390,6 +390,9 @@ func Run(ctx context.Context, p *plan.Plan, prog *lang.Program, hooks Hooks, opt
 		rc.wrapCheckpoint = func(w io.Writer) io.Writer { return w }
 	}
 	r := &runner{p: p, prog: prog, hooks: hooks, rc: rc, log: rc.log, start: time.Now()}
+	if prog != nil {
+		r.spec = prog.Spec
+	}
 	r.res = &Result{Status: StatusFailed}
 	if p != nil {
 		r.res.Pipeline, r.res.Model, r.res.Backend, r.res.Engine = p.Pipeline, p.Model, p.Backend, p.EngineName()

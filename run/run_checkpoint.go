@@ -281,8 +281,8 @@ func (r *runner) meta(reason string) *checkpointMeta {
 	if n := r.data.norm; n != nil {
 		m.InputMean, m.InputStd = n.Mean, n.Std
 	}
-	if b := r.data.trainBlock; b != nil {
-		m.InputSource = b.Label("kind")
+	if b := r.data.trainSrc; b != nil {
+		m.InputSource = b.Kind
 	}
 	if r.data.split != nil {
 		if root, _ := dataset.Root(r.data.split.All, 0); root != nil {
@@ -398,7 +398,7 @@ func (r *runner) resume() bool {
 		return false
 	}
 	if err := r.model.SetState(st); err != nil {
-		r.errorf(rangeOf(r.lmodel.NameRange), CodeResume, "the checkpoint does not fit the model", "%s: %v.", path, err)
+		r.errorf(rangeOf(r.mspec.NameRange), CodeResume, "the checkpoint does not fit the model", "%s: %v.", path, err)
 		return false
 	}
 	r.adoptTarget(path, meta.TargetNormalize, meta.TargetMean, meta.TargetStd)

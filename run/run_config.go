@@ -6,22 +6,25 @@ import (
 	"pipe/engine"
 	"strings"
 
-	"pipe/lang"
 	"pipe/planner/plan"
+	"pipe/spec"
+	"pipe/stdlib"
 )
 
 // ConfigFromPlan is the Config a backend builds the plan's model with: the
 // batch, precision, loss, checkpoint segments, fusion groups and folds
 // from the plan; the seed and the optimizer's settings from the program as
 // written. Threads is left 0 (GOMAXPROCS).
-func ConfigFromPlan(p *plan.Plan, prog *lang.Program) engine.Config {
-	train := prog.Block("train")
+func ConfigFromPlan(p *plan.Plan, prog *stdlib.Program) engine.Config {
 	cfg := engine.Config{
 		Batch:     int(p.BatchSize),
 		Precision: p.Precision.Compute,
-		Seed:      uint64(seedOf(prog)),
+		Seed:      uint64(seedOf(prog.Spec)),
 		Loss:      engine.Loss{Kind: p.Loss},
-		Optimizer: optimizerOf(p, train),
+		Optimizer: optimizerOf(p.Optimizer.Kind, optimizerArgs(prog.Spec.Train, false)),
+	}
+	if cfg.Optimizer.Kind == "" { // a plan that names none trains with adam
+		cfg.Optimizer.Kind = "adam"
 	}
 	for _, s := range p.Checkpoint.Segments {
 		cfg.Checkpoint = append(cfg.Checkpoint, engine.Segment{From: s.From, To: s.To})
@@ -49,47 +52,56 @@ func ConfigFromPlan(p *plan.Plan, prog *lang.Program) engine.Config {
 }
 
 // seedOf is train's seed, else the file's, else 0.
-func seedOf(prog *lang.Program) int64 {
-	if v := prog.Block("train").Field("seed").First(); v != nil {
-		return v.Int
+func seedOf(prog *spec.Program) int64 {
+	if t := prog.Train; t != nil && t.Seed != nil {
+		return *t.Seed
 	}
-	if v := prog.Top.Field("seed").First(); v != nil {
-		return v.Int
-	}
-	return 0
+	return fileSeed(prog)
 }
 
 // fileSeed is the file's top-level seed (0 when it has none): the seed of
 // splits and synthetic sources that give none.
-func fileSeed(prog *lang.Program) int64 {
-	if v := prog.Top.Field("seed").First(); v != nil {
-		return v.Int
+func fileSeed(prog *spec.Program) int64 {
+	if prog.Seed != nil {
+		return *prog.Seed
 	}
 	return 0
 }
 
-// optimizerOf reads the optimizer's settings with PyTorch's defaults; the
-// plan gives the kind.
-func optimizerOf(p *plan.Plan, train *lang.Block) engine.Optimizer {
-	o := engine.Optimizer{Kind: p.Optimizer.Kind, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
-	if o.Kind == "" {
-		o.Kind = "adam"
+// optimizerArgs is train's optimizer field as written, or for the
+// discriminator (d) its d_optimizer when given; nil when there is none.
+func optimizerArgs(train *spec.Train, d bool) *spec.Optimizer {
+	if train == nil {
+		return nil
 	}
+	if d && train.DOptimizer != nil {
+		return train.DOptimizer
+	}
+	return train.Optimizer
+}
+
+// optimizerOf is an optimizer of the given kind (the plan's) with the
+// settings written in args over PyTorch's defaults.
+func optimizerOf(kind string, args *spec.Optimizer) engine.Optimizer {
+	o := engine.Optimizer{Kind: kind, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
 	if o.Kind == "adamw" {
 		o.WeightDecay = 0.01
 	}
-	f := func(name string, dst *float64) {
-		if v := train.Arg("optimizer", name); v != nil {
-			*dst = v.Float
+	if args == nil {
+		return o
+	}
+	f := func(v *float64, dst *float64) {
+		if v != nil {
+			*dst = *v
 		}
 	}
-	f("momentum", &o.Momentum)
-	f("weight_decay", &o.WeightDecay)
-	f("beta1", &o.Beta1)
-	f("beta2", &o.Beta2)
-	f("eps", &o.Eps)
-	if v := train.Arg("optimizer", "nesterov"); v != nil {
-		o.Nesterov = v.Bool
+	f(args.Momentum, &o.Momentum)
+	f(args.WeightDecay, &o.WeightDecay)
+	f(args.Beta1, &o.Beta1)
+	f(args.Beta2, &o.Beta2)
+	f(args.Eps, &o.Eps)
+	if args.Nesterov != nil {
+		o.Nesterov = *args.Nesterov
 	}
 	return o
 }
@@ -109,42 +121,37 @@ type settings struct {
 	gamma     float64
 }
 
-func settingsOf(prog *lang.Program, rc *runConfig) settings {
-	train := prog.Block("train")
+func settingsOf(prog *spec.Program, rc *runConfig) settings {
 	s := settings{epochs: 1, seed: seedOf(prog), fileSeed: fileSeed(prog), ckptMode: "auto", schedKind: "constant", gamma: 0.1}
-	if v := train.Field("epochs").First(); v != nil {
-		s.epochs = int(v.Int)
+	train := prog.Train
+	if train == nil {
+		train = &spec.Train{Epochs: 1}
 	}
-	if v := train.Field("max_steps").First(); v != nil {
-		s.maxSteps = v.Int
-	}
-	if v := train.Field("grad_clip").First(); v != nil {
-		s.gradClip = v.Float
-	}
-	if v := train.Field("metrics").First(); v != nil {
-		for _, e := range v.List {
-			s.metrics = append(s.metrics, e.Str)
-		}
-	}
+	s.epochs = int(train.Epochs)
+	s.maxSteps = train.MaxSteps
+	s.gradClip = train.GradClip
+	s.metrics = append(s.metrics, train.Metrics...)
 	// "checkpoint" is gradient checkpointing, which the plan carries; "save"
 	// says which checkpoint files to write.
-	if v := train.Field("save").First(); v != nil && !v.Auto {
-		s.ckptMode = v.Str
+	if train.Save != "" {
+		s.ckptMode = train.Save
 	}
-	if v := train.Arg("schedule", "kind"); v != nil {
-		s.schedKind = v.Str
-	}
-	if v := train.Arg("schedule", "every"); v != nil {
-		s.every = v.Int
-	}
-	if v := train.Arg("schedule", "gamma"); v != nil {
-		s.gamma = v.Float
+	if sc := train.Schedule; sc != nil {
+		if sc.Kind != "" {
+			s.schedKind = sc.Kind
+		}
+		if sc.Every != nil {
+			s.every = *sc.Every
+		}
+		if sc.Gamma != nil {
+			s.gamma = *sc.Gamma
+		}
 	}
 	switch {
 	case rc.ckptDir != "":
 		s.ckptDir = rc.ckptDir
-	case train.Field("checkpoint_dir") != nil:
-		s.ckptDir = resolve(rc.base, train.Field("checkpoint_dir").First().Str)
+	case train.At.Has("checkpoint_dir"):
+		s.ckptDir = resolve(rc.base, train.CheckpointDir)
 	default:
 		s.ckptDir = resolve(rc.base, filepath.Join("out", prog.Name, "checkpoints"))
 	}

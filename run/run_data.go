@@ -7,9 +7,8 @@ import (
 	"strings"
 
 	"pipe/dataset"
-	"pipe/lang"
-	"pipe/lang/diag"
 	"pipe/run/metric"
+	"pipe/spec"
 	"pipe/stdlib"
 )
 
@@ -28,9 +27,9 @@ import (
 // Every source other than the train source is opened with the train
 // source's normalisation (dataset.WithNorm), so it is scaled the same way.
 type runData struct {
-	trainBlock *lang.Block
-	split      *dataset.Split
-	train      dataset.Dataset
+	trainSrc *spec.Source
+	split    *dataset.Split
+	train    dataset.Dataset
 
 	val      dataset.Dataset
 	valName  string
@@ -62,50 +61,23 @@ func (d *runData) close() {
 	d.opened = nil
 }
 
-// labelRange is where a diagnostic about a block points: its name.
-func labelRange(b *lang.Block) *diag.Range {
-	if b == nil {
-		return nil
-	}
-	for _, l := range b.Labels {
-		if l.Name == "name" {
-			r := l.Range
-			return &r
-		}
-	}
-	r := b.KindRange
-	return &r
-}
-
-func fieldRange(b *lang.Block, name string) *diag.Range {
-	if f := b.Field(name); f != nil {
-		r := f.Range
-		return &r
-	}
-	if b == nil {
-		return nil
-	}
-	r := b.KindRange
-	return &r
-}
-
 // sourceErr turns an error opening or reading a source into a diagnostic.
-func (r *runner) sourceErr(b *lang.Block, err error) {
+func (r *runner) sourceErr(b *spec.Source, err error) {
 	var se *dataset.SourceError
 	if errors.As(err, &se) {
 		sub := se.Subject
-		r.errorf(&sub, CodeData, fmt.Sprintf("cannot read source %s", b.Name()), "%v", se.Err)
+		r.errorf(&sub, CodeData, fmt.Sprintf("cannot read source %s", b.Name), "%v", se.Err)
 		return
 	}
-	r.errorf(labelRange(b), CodeData, fmt.Sprintf("cannot read source %s", b.Name()), "%v", err)
+	r.errorf(b.At.Label(), CodeData, fmt.Sprintf("cannot read source %s", b.Name), "%v", err)
 }
 
 // dataOptions are the options every source opens with.
-func (r *runner) dataOptions(b *lang.Block) []dataset.Option {
+func (r *runner) dataOptions(b *spec.Source) []dataset.Option {
 	opts := []dataset.Option{dataset.WithBase(r.rc.base), dataset.WithSeed(r.set.fileSeed)}
 	// A grayscale model reading an images source that does not say its
 	// channels reads luminance.
-	if b.Label("kind") == "images" && b.Field("channels") == nil && len(r.graph.Input) == 3 && r.graph.Input[0] == 1 {
+	if b.Images != nil && b.Images.Channels == nil && len(r.graph.Input) == 3 && r.graph.Input[0] == 1 {
 		opts = append(opts, dataset.WithChannels(1))
 	}
 	return opts
@@ -113,7 +85,7 @@ func (r *runner) dataOptions(b *lang.Block) []dataset.Option {
 
 // open opens a source other than the train source, with the train
 // source's normalisation.
-func (r *runner) open(b *lang.Block) (dataset.Dataset, bool) {
+func (r *runner) open(b *spec.Source) (dataset.Dataset, bool) {
 	opts := r.dataOptions(b)
 	if r.data.norm != nil {
 		opts = append(opts, dataset.WithNorm(*r.data.norm))
@@ -131,7 +103,7 @@ func (r *runner) open(b *lang.Block) (dataset.Dataset, bool) {
 // noteSkipped warns, at the source's strict field, about the files a
 // source left out (an images source with strict false): they are counted
 // where the user will see them, not dropped in silence.
-func (r *runner) noteSkipped(b *lang.Block, ds dataset.Dataset) {
+func (r *runner) noteSkipped(b *spec.Source, ds dataset.Dataset) {
 	s, ok := ds.(dataset.Skipper)
 	if !ok || s.Skipped() == 0 {
 		return
@@ -143,10 +115,10 @@ func (r *runner) noteSkipped(b *lang.Block, ds dataset.Dataset) {
 	if len(list) > show {
 		list, more = list[:show], fmt.Sprintf("\n(and %d more)", len(files)-show)
 	}
-	at := fieldRange(b, "strict")
-	r.warnf(at, CodeData, fmt.Sprintf("source %s skipped %d unreadable %s", b.Name(), len(files), plural(len(files), "file", "files")),
+	at := b.At.Field("strict")
+	r.warnf(at, CodeData, fmt.Sprintf("source %s skipped %d unreadable %s", b.Name, len(files), plural(len(files), "file", "files")),
 		"strict false left these out of the data:\n%s%s\nFix or remove them, or write strict true to stop at the first.", strings.Join(list, "\n"), more)
-	r.log.Info("files skipped", "source", b.Name(), "skipped", len(files))
+	r.log.Info("files skipped", "source", b.Name, "skipped", len(files))
 }
 
 func plural(n int, one, many string) string {
@@ -160,29 +132,30 @@ func plural(n int, one, many string) string {
 // them against the model.
 func (r *runner) openData() bool {
 	d := &r.data
-	train := r.prog.Block("train")
-	d.trainBlock = r.prog.TrainSource()
-	if d.trainBlock == nil {
-		var at *diag.Range
-		if train != nil {
-			at = fieldRange(train, "source")
-		}
-		if v := train.Field("source").First(); v != nil {
-			r.errorf(at, CodeData, "no such source", "train reads source %s, but the file declares no source of that name.", v.Str)
+	train := r.spec.Train
+	var trainAt *spec.Where
+	if train != nil {
+		trainAt = &train.At
+	}
+	d.trainSrc = r.spec.TrainSource()
+	if d.trainSrc == nil {
+		at := trainAt.Field("source")
+		if train != nil && train.Source != "" {
+			r.errorf(at, CodeData, "no such source", "train reads source %s, but the file declares no source of that name.", train.Source)
 		} else {
 			r.errorf(at, CodeData, "which source to train on",
-				"The file declares %d sources and none is named train; say which one train reads: source NAME.", len(r.prog.BlocksOf("source")))
+				"The file declares %d sources and none is named train; say which one train reads: source NAME.", len(r.spec.Sources))
 		}
 		return false
 	}
-	sp, err := dataset.OpenSplit(d.trainBlock, r.dataOptions(d.trainBlock)...)
+	sp, err := dataset.OpenSplit(d.trainSrc, r.dataOptions(d.trainSrc)...)
 	if err != nil {
-		r.sourceErr(d.trainBlock, err)
+		r.sourceErr(d.trainSrc, err)
 		return false
 	}
 	d.split = sp
 	d.opened = append(d.opened, sp.All)
-	r.noteSkipped(d.trainBlock, sp.All)
+	r.noteSkipped(d.trainSrc, sp.All)
 	d.train = sp.Train
 	if w := r.rc.wrapTrain; w != nil {
 		d.train = w(d.train)
@@ -192,58 +165,55 @@ func (r *runner) openData() bool {
 			d.norm = &nm
 		}
 	}
-	ok := r.checkInput(d.train, d.trainBlock) && r.checkTargets(d.train, d.trainBlock)
+	ok := r.checkInput(d.train, d.trainSrc) && r.checkTargets(d.train, d.trainSrc)
 	if !ok {
 		return false
 	}
 	r.setupTarget(sp.All)
 	if s := d.scaling; s != nil {
-		r.log.Info("targets standardised for training", "source", d.trainBlock.Name(), "scaling", s.String())
+		r.log.Info("targets standardised for training", "source", d.trainSrc.Name, "scaling", s.String())
 	}
 	if rs, ok := sp.All.(dataset.Raster); ok && rs.Straddling() > 0 {
-		r.log.Info("split by blocks", "source", d.trainBlock.Name(), "train_tiles", sp.Train.Len(), "val_tiles", sp.Val.Len(), "straddling", rs.Straddling())
+		r.log.Info("split by blocks", "source", d.trainSrc.Name, "train_tiles", sp.Train.Len(), "val_tiles", sp.Val.Len(), "straddling", rs.Straddling())
 	}
 	if rs, ok := sp.All.(dataset.Raster); ok && rs.Dropped() > 0 {
 		kept := rs.Len()
-		r.warnf(fieldRange(d.trainBlock, "target"), CodeData, fmt.Sprintf("source %s uses %d of its %d tiles", d.trainBlock.Name(), kept, kept+rs.Dropped()),
+		r.warnf(d.trainSrc.At.Field("target"), CodeData, fmt.Sprintf("source %s uses %d of its %d tiles", d.trainSrc.Name, kept, kept+rs.Dropped()),
 			"%d tiles have no valid target pixel (the target covers %.0f%% of the scene), so they are left out of training and validation. Give a target raster that covers the scene, or a smaller tile, to use more of it.",
 			rs.Dropped(), 100*rs.Coverage())
 	}
 	if d.train.Len() == 0 {
-		r.errorf(labelRange(d.trainBlock), CodeData, "no training samples", "source %s holds no samples to train on.", d.trainBlock.Name())
+		r.errorf(d.trainSrc.At.Label(), CodeData, "no training samples", "source %s holds no samples to train on.", d.trainSrc.Name)
 		return false
 	}
 
-	if !r.checkMetrics(r.set.metrics, train) {
+	if !r.checkMetrics(r.set.metrics, trainAt) {
 		return false
 	}
 
 	// Final evaluation.
-	if ev := r.prog.Block("evaluate"); ev != nil {
+	if ev := r.spec.Evaluate; ev != nil {
 		d.evalSet = true
 		d.evalMetrics = r.set.metrics
-		if v := ev.Field("metrics").First(); v != nil {
-			d.evalMetrics = nil
-			for _, e := range v.List {
-				d.evalMetrics = append(d.evalMetrics, e.Str)
-			}
+		if ev.At.Has("metrics") {
+			d.evalMetrics = append([]string(nil), ev.Metrics...)
 		}
-		b := d.trainBlock
-		if v := ev.Field("source").First(); v != nil {
-			b = r.prog.Named("source", v.Str)
+		b := d.trainSrc
+		if ev.Source != "" {
+			b = r.spec.Source(ev.Source)
 			if b == nil {
-				r.errorf(fieldRange(ev, "source"), CodeData, "no such source", "evaluate reads source %s, but the file declares no source of that name.", v.Str)
+				r.errorf(ev.At.Field("source"), CodeData, "no such source", "evaluate reads source %s, but the file declares no source of that name.", ev.Source)
 				return false
 			}
 		}
-		d.evalName = b.Name()
+		d.evalName = b.Name
 		switch {
-		case b == d.trainBlock && sp.Val != nil:
+		case b == d.trainSrc && sp.Val != nil:
 			d.evalDS, d.evalPart = sp.Val, "validation split"
-		case b == d.trainBlock:
+		case b == d.trainSrc:
 			d.evalDS, d.evalPart = sp.All, "all"
-			r.warnf(fieldRange(ev, "source"), CodeEvalOnTrain, "evaluating on the training data",
-				"evaluate reads source %s, which train also reads and which has no split: the scores measure the training samples, not unseen ones. Add split 0.9 to the source, or evaluate on another source.", b.Name())
+			r.warnf(ev.At.Field("source"), CodeEvalOnTrain, "evaluating on the training data",
+				"evaluate reads source %s, which train also reads and which has no split: the scores measure the training samples, not unseen ones. Add split 0.9 to the source, or evaluate on another source.", b.Name)
 		default:
 			ds, ok := r.open(b)
 			if !ok {
@@ -254,69 +224,69 @@ func (r *runner) openData() bool {
 			}
 			d.evalDS, d.evalPart = ds, "all"
 		}
-		if ev.Field("metrics") != nil && !r.checkMetrics(d.evalMetrics, ev) {
+		if ev.At.Has("metrics") && !r.checkMetrics(d.evalMetrics, &ev.At) {
 			return false
 		}
 	}
 	// Per-epoch validation.
 	switch {
 	case sp.Val != nil:
-		d.val, d.valName, d.valPart = sp.Val, d.trainBlock.Name(), "validation split"
+		d.val, d.valName, d.valPart = sp.Val, d.trainSrc.Name, "validation split"
 	case d.evalDS != nil:
 		d.val, d.valName, d.valPart = d.evalDS, d.evalName, d.evalPart
-		if d.evalName != d.trainBlock.Name() && r.set.ckptMode != "none" {
-			r.warnf(fieldRange(r.prog.Block("evaluate"), "source"), CodeEvalLeak, fmt.Sprintf("source %s is also the per-epoch validation", d.evalName),
+		if d.evalName != d.trainSrc.Name && r.set.ckptMode != "none" {
+			r.warnf(r.spec.Evaluate.At.Field("source"), CodeEvalLeak, fmt.Sprintf("source %s is also the per-epoch validation", d.evalName),
 				"Source %s has no split, so the evaluate block's source %s is measured after every epoch, and best.ckpt is the epoch that scored best on it: the test set chooses that model, and its scores on %s flatter it (the final scores here are the last epoch's). Add split 0.9 to source %s to validate on held-out training data, and keep %s for the end.",
-				d.trainBlock.Name(), d.evalName, d.evalName, d.trainBlock.Name(), d.evalName)
+				d.trainSrc.Name, d.evalName, d.evalName, d.trainSrc.Name, d.evalName)
 		}
 	default:
 		if len(r.set.metrics) > 0 {
-			r.warnf(fieldRange(train, "metrics"), CodeMetric, "no data to measure the metrics on",
+			r.warnf(trainAt.Field("metrics"), CodeMetric, "no data to measure the metrics on",
 				"Source %s has no split and the file has no evaluate block, so nothing is held out: the metrics are not measured. Add split 0.9 to the source, or an evaluate block.",
-				d.trainBlock.Name())
+				d.trainSrc.Name)
 		}
 	}
 	return true
 }
 
 // checkInput compares the samples' shape with the model's input.
-func (r *runner) checkInput(ds dataset.Dataset, b *lang.Block) bool {
+func (r *runner) checkInput(ds dataset.Dataset, b *spec.Source) bool {
 	xs, in := ds.XShape(), r.graph.Input
 	if slices.Equal(xs, in) {
 		return true
 	}
-	at := rangeOf(r.lmodel.InputRange)
+	at := rangeOf(r.mspec.InputRange)
 	if at == nil {
-		at = rangeOf(r.lmodel.NameRange)
+		at = rangeOf(r.mspec.NameRange)
 	}
-	hint := fmt.Sprintf("Write input %s in model %s, or change the source.", shapeString(xs), r.lmodel.Name)
-	if b.Label("kind") == "images" && len(xs) == 3 && len(in) == 3 && xs[1] == in[1] && xs[2] == in[2] {
-		hint = fmt.Sprintf("Write channels %d in source %s, or input %s in the model.", in[0], b.Name(), shapeString(xs))
+	hint := fmt.Sprintf("Write input %s in model %s, or change the source.", shapeString(xs), r.mspec.Name)
+	if b.Kind == spec.KindImages && len(xs) == 3 && len(in) == 3 && xs[1] == in[1] && xs[2] == in[2] {
+		hint = fmt.Sprintf("Write channels %d in source %s, or input %s in the model.", in[0], b.Name, shapeString(xs))
 	}
-	if k := b.Label("kind"); (k == "volume" || k == "zarr") && len(xs) == 4 && len(in) == 4 && xs[0] == in[0] {
-		hint = fmt.Sprintf("Write window [%d, %d, %d] in source %s, or input %s in the model.", in[1], in[2], in[3], b.Name(), shapeString(xs))
+	if k := b.Kind; (k == spec.KindVolume || k == spec.KindZarr) && len(xs) == 4 && len(in) == 4 && xs[0] == in[0] {
+		hint = fmt.Sprintf("Write window [%d, %d, %d] in source %s, or input %s in the model.", in[1], in[2], in[3], b.Name, shapeString(xs))
 	}
-	if b.Label("kind") == "geotiff" && len(xs) == 3 && len(in) == 3 && xs[0] == in[0] {
-		hint = fmt.Sprintf("Write tile %dx%d in source %s, or input %s in the model.", in[1], in[2], b.Name(), shapeString(xs))
+	if b.Kind == spec.KindGeoTIFF && len(xs) == 3 && len(in) == 3 && xs[0] == in[0] {
+		hint = fmt.Sprintf("Write tile %dx%d in source %s, or input %s in the model.", in[1], in[2], b.Name, shapeString(xs))
 	}
 	r.errorf(at, CodeShape, "the model's input does not match the data",
 		"Source %s (line %d) gives samples of shape %s; model %s takes %s. %s",
-		b.Name(), b.KindRange.Start.Line, shapeString(xs), r.lmodel.Name, shapeString(in), hint)
+		b.Name, b.At.KindRange.Start.Line, shapeString(xs), r.mspec.Name, shapeString(in), hint)
 	return false
 }
 
 // checkTargets compares the targets with the loss and the model's output.
-func (r *runner) checkTargets(ds dataset.Dataset, b *lang.Block) bool {
+func (r *runner) checkTargets(ds dataset.Dataset, b *spec.Source) bool {
 	y, out, classes := ds.YShape(), r.graph.OutShape(), ds.Classes()
 	loss := r.cfg.Loss.Kind
-	at := labelRange(b)
+	at := b.At.Label()
 	fail := func(format string, args ...any) bool {
-		r.errorf(at, CodeShape, fmt.Sprintf("the targets of source %s do not fit loss %s", b.Name(), loss), format, args...)
+		r.errorf(at, CodeShape, fmt.Sprintf("the targets of source %s do not fit loss %s", b.Name, loss), format, args...)
 		return false
 	}
 	ny, no := numel(y), numel(out)
 	if ny == 0 {
-		return fail("Source %s has no targets (a geotiff without a target raster): a model can predict on it, but not train or be evaluated on it. Give it a target, or use it only in predict.", b.Name())
+		return fail("Source %s has no targets (a geotiff without a target raster): a model can predict on it, but not train or be evaluated on it. Give it a target, or use it only in predict.", b.Name)
 	}
 	k := int64(1)
 	if len(out) > 0 {
@@ -327,7 +297,7 @@ func (r *runner) checkTargets(ds dataset.Dataset, b *lang.Block) bool {
 		if k < 2 {
 			if classes == 0 {
 				return fail("cross_entropy needs class labels and a score per class; source %s gives numeric targets and model %s outputs %s. Use loss mse (or mae) for a regression.",
-					b.Name(), r.lmodel.Name, shapeString(out))
+					b.Name, r.mspec.Name, shapeString(out))
 			}
 			if len(out) == 3 {
 				return fail("cross_entropy over one output channel is always 0. For masks of 0 and 1 use loss bce or dice, or end the model with conv %d k1 (a score per class).", max(classes, 2))
@@ -337,47 +307,47 @@ func (r *runner) checkTargets(ds dataset.Dataset, b *lang.Block) bool {
 		switch {
 		case len(y) == 0 && len(out) == 1:
 			if classes == 0 {
-				return fail("cross_entropy needs class labels, but source %s gives numeric targets. Use loss mse (or mae) for a regression.", b.Name())
+				return fail("cross_entropy needs class labels, but source %s gives numeric targets. Use loss mse (or mae) for a regression.", b.Name)
 			}
 			if int64(classes) > k {
 				if over := labelsOver(ds, k); over != "" {
 					return fail("Source %s has labels the model cannot score: model %s outputs %d scores (classes 0 to %d), and %s. Fix those labels in the data; or, if there really are %d classes, end the model with dense %d.",
-						b.Name(), r.lmodel.Name, k, k-1, over, classes, classes)
+						b.Name, r.mspec.Name, k, k-1, over, classes, classes)
 				}
 				return fail("Source %s has %d classes but model %s outputs %d scores (%s). End the model with dense %d.",
-					b.Name(), classes, r.lmodel.Name, k, shapeString(out), classes)
+					b.Name, classes, r.mspec.Name, k, shapeString(out), classes)
 			}
 			if int64(classes) < k {
 				r.warnf(at, CodeShape, "more outputs than classes",
 					"Source %s has %d classes and model %s outputs %d scores; the extra %d are never a target. End the model with dense %d.",
-					b.Name(), classes, r.lmodel.Name, k, k-int64(classes), classes)
+					b.Name, classes, r.mspec.Name, k, k-int64(classes), classes)
 			}
 			return true
 		case slices.Equal(y, out):
 			return true // probabilities per output element
 		case len(y) == 3 && y[0] == 1 && len(out) == 3 && slices.Equal(y[1:], out[1:]):
 			if classes > 0 && int64(classes) > k {
-				return fail("Source %s has %d classes but model %s outputs %d channels.", b.Name(), classes, r.lmodel.Name, k)
+				return fail("Source %s has %d classes but model %s outputs %d channels.", b.Name, classes, r.mspec.Name, k)
 			}
 			return true
 		case len(y) == 0:
 			return fail("Source %s gives one class label per sample, but model %s outputs %s per sample. End the model with gap or flatten and dense %d.",
-				b.Name(), r.lmodel.Name, shapeString(out), max(classes, 2))
+				b.Name, r.mspec.Name, shapeString(out), max(classes, 2))
 		}
 		return fail("Source %s gives targets of shape %s; model %s outputs %s. cross_entropy needs one class index per output position or one value per output element.",
-			b.Name(), shapeString(y), r.lmodel.Name, shapeString(out))
+			b.Name, shapeString(y), r.mspec.Name, shapeString(out))
 	case "bce", "dice":
 		if slices.Equal(y, out) || (len(y) == 0 && no == 1 && classes <= 2) || (ny == no && len(y) == 1) {
 			return true
 		}
 		return fail("Source %s gives targets of shape %s; model %s outputs %s. %s needs a target per output element.",
-			b.Name(), shapeString(y), r.lmodel.Name, shapeString(out), loss)
+			b.Name, shapeString(y), r.mspec.Name, shapeString(out), loss)
 	default: // mse, mae
 		if ny == no {
 			return true
 		}
 		return fail("Source %s gives targets of shape %s (%d values); model %s outputs %s (%d values). %s compares them element by element.",
-			b.Name(), shapeString(y), ny, r.lmodel.Name, shapeString(out), no, loss)
+			b.Name, shapeString(y), ny, r.mspec.Name, shapeString(out), no, loss)
 	}
 }
 
@@ -410,7 +380,7 @@ func (r *runner) lastOp() string {
 
 // checkMetrics refuses metrics that do not fit the task, at the metrics
 // field of block b.
-func (r *runner) checkMetrics(names []string, b *lang.Block) bool {
+func (r *runner) checkMetrics(names []string, at *spec.Where) bool {
 	if len(names) == 0 {
 		return true
 	}
@@ -418,7 +388,7 @@ func (r *runner) checkMetrics(names []string, b *lang.Block) bool {
 	ok := true
 	for _, n := range names {
 		if err := t.Fits(n); err != nil {
-			r.errorf(fieldRange(b, "metrics"), CodeMetric, fmt.Sprintf("metric %s does not fit this model", n), "%v.", err)
+			r.errorf(at.Field("metrics"), CodeMetric, fmt.Sprintf("metric %s does not fit this model", n), "%v.", err)
 			ok = false
 		}
 	}

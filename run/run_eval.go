@@ -100,10 +100,10 @@ func (r *runner) evaluate(ctx context.Context, ds dataset.Dataset, name, part st
 func (r *runner) evalErr(name string, err error) {
 	r.res.Status = StatusFailed
 	if errors.Is(err, engine.ErrBadBatch) || errors.Is(err, engine.ErrInternal) {
-		r.errorf(rangeOf(r.lmodel.NameRange), CodeTrain, "evaluation failed", "Evaluating on source %s: %v.", name, err)
+		r.errorf(rangeOf(r.mspec.NameRange), CodeTrain, "evaluation failed", "Evaluating on source %s: %v.", name, err)
 		return
 	}
-	if b := r.prog.Named("source", name); b != nil {
+	if b := r.spec.Source(name); b != nil {
 		r.sourceErr(b, err)
 		return
 	}
@@ -123,8 +123,8 @@ func (r *runner) finalEval(ctx context.Context) bool {
 	batch := int(r.p.BatchSize)
 	if d.evalSet {
 		ds, name, part, metrics = d.evalDS, d.evalName, d.evalPart, d.evalMetrics
-		if v := r.prog.Block("evaluate").Field("batch").First(); v != nil && !v.Auto {
-			batch = int(v.Int)
+		if v := r.spec.Evaluate.Batch; v != nil {
+			batch = int(*v)
 		}
 	}
 	if ds == nil {

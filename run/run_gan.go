@@ -7,9 +7,7 @@ import (
 	"strings"
 
 	"pipe/dataset"
-	"pipe/lang"
 	"pipe/planner/plan"
-	"pipe/stdlib"
 )
 
 // ganPrefix names the discriminator's tensors and counters in a gan
@@ -55,12 +53,12 @@ type ganModel struct {
 func (r *runner) buildGAN(g engine.Model) (engine.Model, bool) {
 	p, prog := r.p, r.prog
 	set := p.GAN
-	lm := prog.Model(set.Discriminator)
+	lm := prog.Spec.Model(set.Discriminator)
 	if lm == nil {
 		r.errorf(nil, CodePlan, "the plan's discriminator is not in the file", "The plan's discriminator is %s, which the file does not declare; run pipe plan again.", set.Discriminator)
 		return nil, false
 	}
-	dg, ds := stdlib.BuildGraph(lm)
+	dg, ds := prog.Graph(set.Discriminator)
 	r.diags = append(r.diags, ds...)
 	if ds.HasErrors() || dg == nil {
 		return nil, false
@@ -69,7 +67,7 @@ func (r *runner) buildGAN(g engine.Model) (engine.Model, bool) {
 	// D's losses are computed here (advLoss) and handed to its backward
 	// pass as the gradient at its output; its own loss is scaled by 0.
 	cfg.Loss = engine.Loss{Kind: "mse"}
-	cfg.Optimizer = ganOptimizer(set.Optimizer, prog.Block("train"))
+	cfg.Optimizer = optimizerOf(set.Optimizer.Kind, optimizerArgs(prog.Spec.Train, true))
 	cfg.Checkpoint, cfg.Fusion, cfg.Folds = nil, nil, nil
 	cfg.InputGrad = true
 	cfg.Seed = r.cfg.Seed + 1
@@ -107,33 +105,6 @@ func (r *runner) buildGAN(g engine.Model) (engine.Model, bool) {
 		gOut: int(numel(g.OutShape())), dIn: int(numel(dg.Input)), dOut: int(numel(dg.OutShape())), dRatio: ratio}
 	r.log.Info("discriminator built", "model", set.Discriminator, "parameters", set.Parameters, "adversarial", set.Adversarial)
 	return m, true
-}
-
-// ganOptimizer is the discriminator's optimizer: d_optimizer's settings,
-// else train's optimizer's.
-func ganOptimizer(o plan.Optimizer, train *lang.Block) engine.Optimizer {
-	field := "optimizer"
-	if train.Field("d_optimizer") != nil {
-		field = "d_optimizer"
-	}
-	out := engine.Optimizer{Kind: o.Kind, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8}
-	if out.Kind == "adamw" {
-		out.WeightDecay = 0.01
-	}
-	f := func(name string, dst *float64) {
-		if v := train.Arg(field, name); v != nil {
-			*dst = v.Float
-		}
-	}
-	f("momentum", &out.Momentum)
-	f("weight_decay", &out.WeightDecay)
-	f("beta1", &out.Beta1)
-	f("beta2", &out.Beta2)
-	f("eps", &out.Eps)
-	if v := train.Arg(field, "nesterov"); v != nil {
-		out.Nesterov = v.Bool
-	}
-	return out
 }
 
 func grow(b []float32, n int) []float32 {

@@ -16,9 +16,9 @@ import (
 	"pipe/stdlib"
 )
 
-// job is a checked program and its plan, as pipe run makes them.
+// job is a decoded program and its plan, as pipe run makes them.
 type job struct {
-	prog *lang.Program
+	prog *stdlib.Program
 	plan *plan.Plan
 	src  []byte
 	dir  string
@@ -42,7 +42,11 @@ func newJob(t *testing.T, src string) *job {
 	if pds.HasErrors() || p == nil {
 		t.Fatalf("the test program does not plan:\n%v", pds)
 	}
-	return &job{prog: prog, plan: p, src: b, dir: dir}
+	dec, dds := stdlib.Decode(prog)
+	if dds.HasErrors() {
+		t.Fatalf("the test program does not decode:\n%v", dds)
+	}
+	return &job{prog: dec, plan: p, src: b, dir: dir}
 }
 
 // run runs the job with the fake backend and the options given; the

@@ -56,7 +56,7 @@ func (r *runner) toInt8(ctx context.Context) bool {
 		err = fmt.Errorf("the training split has no samples")
 	}
 	if err != nil {
-		r.errorf(at, CodePredict, "int8 calibration failed", "Reading calibration batches from source %s: %v.", r.data.trainBlock.Name(), err)
+		r.errorf(at, CodePredict, "int8 calibration failed", "Reading calibration batches from source %s: %v.", r.data.trainSrc.Name, err)
 		return false
 	}
 	m, rep, err := q.QuantizeInt8(calib, engine.QuantOptions{Percentile: engine.DefaultPercentile})
@@ -80,8 +80,8 @@ func (r *runner) restoreFP32() {
 }
 
 func (r *runner) int8Range() *diag.Range {
-	if pb := r.prog.Block("predict"); pb != nil {
-		return fieldRange(pb, "precision")
+	if pb := r.spec.Predict; pb != nil {
+		return pb.At.Field("precision")
 	}
 	return nil
 }

@@ -10,7 +10,7 @@ import (
 	"strconv"
 
 	"pipe/dataset"
-	"pipe/lang"
+	"pipe/spec"
 )
 
 // Predicting. predict { source S  write "path"  overlap f  batch n }
@@ -26,26 +26,26 @@ import (
 const maxCSVOutputs = 4096
 
 func (r *runner) predict(ctx context.Context) {
-	pb := r.prog.Block("predict")
+	pb := r.spec.Predict
 	if pb == nil {
 		return
 	}
-	v := pb.Field("write").First()
-	if v == nil {
-		r.warnf(&pb.KindRange, CodePredict, "predict writes nothing", `predict has no write field; give one: write "out/predictions.csv".`)
+	if !pb.At.Has("write") {
+		at := pb.At.KindRange
+		r.warnf(&at, CodePredict, "predict writes nothing", `predict has no write field; give one: write "out/predictions.csv".`)
 		return
 	}
-	path := resolve(r.rc.base, v.Str)
-	src := r.data.trainBlock
-	if sv := pb.Field("source").First(); sv != nil {
-		src = r.prog.Named("source", sv.Str)
+	path := resolve(r.rc.base, pb.Write)
+	src := r.data.trainSrc
+	if pb.Source != "" {
+		src = r.spec.Source(pb.Source)
 		if src == nil {
-			r.errorf(fieldRange(pb, "source"), CodePredict, "no such source", "predict reads source %s, but the file declares no source of that name.", sv.Str)
+			r.errorf(pb.At.Field("source"), CodePredict, "no such source", "predict reads source %s, but the file declares no source of that name.", pb.Source)
 			return
 		}
 	}
 	var ds dataset.Dataset
-	if src == r.data.trainBlock {
+	if src == r.data.trainSrc {
 		ds = r.data.split.All
 	} else {
 		var ok bool
@@ -54,8 +54,8 @@ func (r *runner) predict(ctx context.Context) {
 		}
 	}
 	batch := int(r.p.BatchSize)
-	if bv := pb.Field("batch").First(); bv != nil && !bv.Auto {
-		batch = int(bv.Int)
+	if bv := pb.Batch; bv != nil {
+		batch = int(*bv)
 	}
 	var (
 		pred *Prediction
@@ -63,16 +63,16 @@ func (r *runner) predict(ctx context.Context) {
 	)
 	if vol, ok := ds.(dataset.Volume); ok {
 		overlap := 0.5
-		if ov := pb.Field("overlap").First(); ov != nil {
-			overlap = ov.Float
+		if ov := pb.Overlap; ov != nil {
+			overlap = *ov
 		}
 		pred, err = r.predictVolume(ctx, vol, src, path, overlap, batch)
-	} else if raster, ok := ds.(dataset.Raster); ok && src.Label("kind") == "geotiff" {
+	} else if raster, ok := ds.(dataset.Raster); ok && src.Kind == spec.KindGeoTIFF {
 		// Half-overlapping windows, blended, leave no seams at window
 		// edges; overlap 0 tiles the scene edge to edge.
 		overlap := 0.5
-		if ov := pb.Field("overlap").First(); ov != nil {
-			overlap = ov.Float
+		if ov := pb.Overlap; ov != nil {
+			overlap = *ov
 		}
 		pred, err = r.predictRaster(ctx, raster, src, path, overlap, batch)
 	} else {
@@ -86,21 +86,21 @@ func (r *runner) predict(ctx context.Context) {
 			r.res.Status = StatusInterrupted
 			return
 		}
-		r.errorf(fieldRange(pb, "write"), CodePredict, "predict failed", "%v.", err)
+		r.errorf(pb.At.Field("write"), CodePredict, "predict failed", "%v.", err)
 		return
 	}
 	r.res.Predictions = append(r.res.Predictions, *pred)
 	r.log.Info("predictions written", "path", path, "samples", pred.Samples)
 }
 
-func (r *runner) predictRaster(ctx context.Context, raster dataset.Raster, src *lang.Block, path string, overlap float64, batch int) (*Prediction, error) {
+func (r *runner) predictRaster(ctx context.Context, raster dataset.Raster, src *spec.Source, path string, overlap float64, batch int) (*Prediction, error) {
 	in, out := r.graph.Input, r.model.OutShape()
 	if len(in) != 3 || in[1] != in[2] {
 		return nil, fmt.Errorf("predicting on geotiff source %s cuts square windows the size of the model's input, but model %s takes %s; give it an input [C, N, N]",
-			src.Name(), r.lmodel.Name, shapeString(in))
+			src.Name, r.mspec.Name, shapeString(in))
 	}
 	if xs := raster.XShape(); xs[0] != in[0] {
-		return nil, fmt.Errorf("source %s has %d bands but model %s takes %d channels", src.Name(), xs[0], r.lmodel.Name, in[0])
+		return nil, fmt.Errorf("source %s has %d bands but model %s takes %d channels", src.Name, xs[0], r.mspec.Name, in[0])
 	}
 	// A super-resolution source (downsample f) trained the model on
 	// inputs f times coarser than the scene: predict feeds it the scene
@@ -112,9 +112,9 @@ func (r *runner) predictRaster(ctx context.Context, raster dataset.Raster, src *
 	if len(out) != 3 || out[1] != in[1]*int64(f) || out[2] != in[2]*int64(f) {
 		if f > 1 {
 			return nil, fmt.Errorf("source %s downsamples by %d, so predict writes the model's output on a grid %d times finer than the scene's, which needs an output [K, %d, %d] for an input [C, %d, %d]; model %s outputs %s",
-				src.Name(), f, f, in[1]*int64(f), in[2]*int64(f), in[1], in[2], r.lmodel.Name, shapeString(out))
+				src.Name, f, f, in[1]*int64(f), in[2]*int64(f), in[1], in[2], r.mspec.Name, shapeString(out))
 		}
-		return nil, fmt.Errorf("a prediction on a raster needs an output per pixel, [K, %d, %d]; model %s outputs %s", in[1], in[2], r.lmodel.Name, shapeString(out))
+		return nil, fmt.Errorf("a prediction on a raster needs an output per pixel, [K, %d, %d]; model %s outputs %s", in[1], in[2], r.mspec.Name, shapeString(out))
 	}
 	grid := raster.Grid()
 	tile := int(in[1])
@@ -150,15 +150,15 @@ func (r *runner) predictRaster(ctx context.Context, raster dataset.Raster, src *
 	if err := dataset.WritePrediction(path, fine, bands, pred); err != nil {
 		return nil, err
 	}
-	return &Prediction{Source: src.Name(), Path: path, Format: "geotiff", Samples: len(wins)}, nil
+	return &Prediction{Source: src.Name, Path: path, Format: "geotiff", Samples: len(wins)}, nil
 }
 
-func (r *runner) predictCSV(ctx context.Context, ds dataset.Dataset, src *lang.Block, path string, batch int) (*Prediction, error) {
+func (r *runner) predictCSV(ctx context.Context, ds dataset.Dataset, src *spec.Source, path string, batch int) (*Prediction, error) {
 	out := r.model.OutShape()
 	o := int(numel(out))
 	if o > maxCSVOutputs {
 		return nil, fmt.Errorf("model %s outputs %s (%d values) per sample, too many for a CSV of predictions; predict per-pixel outputs from a geotiff source",
-			r.lmodel.Name, shapeString(out), o)
+			r.mspec.Name, shapeString(out), o)
 	}
 	root, _ := dataset.Root(ds, 0)
 	var names []string
@@ -269,7 +269,7 @@ func (r *runner) predictCSV(ctx context.Context, ds dataset.Dataset, src *lang.B
 	if err := writeFileAtomic(path, write, nil); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	return &Prediction{Source: src.Name(), Path: path, Format: "csv", Samples: count}, nil
+	return &Prediction{Source: src.Name, Path: path, Format: "csv", Samples: count}, nil
 }
 
 func argmax(z []float32) int {

@@ -10,19 +10,19 @@ import (
 	"strings"
 
 	"pipe/dataset"
-	"pipe/lang"
+	"pipe/spec"
 )
 
 // predictVolume predicts over a whole volume with overlapping windows the
 // size of the model's input, blended, and writes a Zarr array at path.
-func (r *runner) predictVolume(ctx context.Context, vol dataset.Volume, src *lang.Block, path string, overlap float64, batch int) (*Prediction, error) {
+func (r *runner) predictVolume(ctx context.Context, vol dataset.Volume, src *spec.Source, path string, overlap float64, batch int) (*Prediction, error) {
 	in, out := r.graph.Input, r.model.OutShape()
 	win := vol.Window()
 	if len(in) != 4 || int(in[1]) != win[0] || int(in[2]) != win[1] || int(in[3]) != win[2] || in[0] != vol.XShape()[0] {
-		return nil, fmt.Errorf("model %s takes %s, but source %s gives windows %v", r.lmodel.Name, shapeString(in), src.Name(), vol.XShape())
+		return nil, fmt.Errorf("model %s takes %s, but source %s gives windows %v", r.mspec.Name, shapeString(in), src.Name, vol.XShape())
 	}
 	if len(out) != 4 || !slices.Equal(out[1:], in[1:]) {
-		return nil, fmt.Errorf("a prediction over a volume needs an output per voxel, [K, %d, %d, %d]; model %s outputs %s", in[1], in[2], in[3], r.lmodel.Name, shapeString(out))
+		return nil, fmt.Errorf("a prediction over a volume needs an output per voxel, [K, %d, %d, %d]; model %s outputs %s", in[1], in[2], in[3], r.mspec.Name, shapeString(out))
 	}
 	ext := vol.Extent()
 	var ov [3]int
@@ -49,7 +49,7 @@ func (r *runner) predictVolume(ctx context.Context, vol dataset.Volume, src *lan
 	if err := dataset.WriteZarr(path, shape, chunks, "<f4", "gzip", pred); err != nil {
 		return nil, err
 	}
-	return &Prediction{Source: src.Name(), Path: path, Format: "zarr", Samples: len(origins)}, nil
+	return &Prediction{Source: src.Name, Path: path, Format: "zarr", Samples: len(origins)}, nil
 }
 
 // isZarrPath says whether predict's write names a Zarr array (a folder):

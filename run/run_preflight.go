@@ -53,8 +53,8 @@ func (r *runner) preflight() bool {
 		path := filepath.Join(r.set.ckptDir, LastCheckpoint)
 		if err := CheckWritable(path); err != nil {
 			var at *diag.Range // --checkpoint-dir or the default folder: no line says it
-			if train := r.prog.Block("train"); r.rc.ckptDir == "" && train.Field("checkpoint_dir") != nil {
-				at = fieldRange(train, "checkpoint_dir")
+			if train := r.spec.Train; r.rc.ckptDir == "" && train != nil && train.At.Has("checkpoint_dir") {
+				at = train.At.Field("checkpoint_dir")
 			}
 			r.errorf(at, CodeCheckpoint, "cannot write checkpoints to "+r.set.ckptDir,
 				"%s. Nothing was trained. Give a folder that can be written with --checkpoint-dir, or write save none in train.", diskFull(err))
@@ -74,14 +74,14 @@ func (r *runner) preflight() bool {
 			}
 		}
 	}
-	if pb := r.prog.Block("predict"); pb != nil {
-		if v := pb.Field("write").First(); v != nil {
-			path := resolve(r.rc.base, v.Str)
+	if pb := r.spec.Predict; pb != nil {
+		if pb.At.Has("write") {
+			path := resolve(r.rc.base, pb.Write)
 			if isZarrPath(path) {
 				path = filepath.Join(path, ".zarray") // a Zarr array is a folder of files
 			}
 			if err := CheckWritable(path); err != nil {
-				r.errorf(fieldRange(pb, "write"), CodePredict, "cannot write the predictions",
+				r.errorf(pb.At.Field("write"), CodePredict, "cannot write the predictions",
 					"%s. Nothing was trained. Give predict's write a path that can be written.", diskFull(err))
 				ok = false
 			}

@@ -9,16 +9,17 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"pipe/lang"
 	"pipe/lang/diag"
 	"pipe/planner/plan"
+	"pipe/spec"
 	"pipe/stdlib"
 )
 
 // runner is one Run.
 type runner struct {
 	p     *plan.Plan
-	prog  *lang.Program
+	prog  *stdlib.Program
+	spec  *spec.Program
 	hooks Hooks
 	rc    *runConfig
 	log   hclog.Logger
@@ -27,7 +28,7 @@ type runner struct {
 	res   *Result
 	diags diag.Diagnostics
 
-	lmodel  *lang.Model
+	mspec   *spec.Model
 	graph   *stdlib.Graph
 	backend engine.Backend
 	model   engine.Model
@@ -92,7 +93,7 @@ func (r *runner) run(ctx context.Context) {
 	if !r.finalEval(ctx) {
 		return
 	}
-	if r.int8Wanted(true) && r.prog.Block("predict") != nil && !r.toInt8(ctx) {
+	if r.int8Wanted(true) && r.spec.Predict != nil && !r.toInt8(ctx) {
 		return
 	}
 	r.predict(ctx)
@@ -128,12 +129,12 @@ func (r *runner) setup() bool {
 			p.Memory.Total, p.Memory.Budget, p.Device.Name)
 		return false
 	}
-	r.lmodel = prog.Model(p.Model)
-	if r.lmodel == nil {
+	r.mspec = prog.Spec.Model(p.Model)
+	if r.mspec == nil {
 		r.errorf(nil, CodePlan, "the plan's model is not in the file", "The plan trains model %s, which the file does not declare; run pipe plan again.", p.Model)
 		return false
 	}
-	g, ds := stdlib.BuildGraph(r.lmodel)
+	g, ds := prog.Graph(p.Model)
 	r.diags = append(r.diags, ds...)
 	if ds.HasErrors() || g == nil {
 		return false
@@ -151,7 +152,7 @@ func (r *runner) setup() bool {
 			return false
 		}
 	}
-	r.set = settingsOf(prog, r.rc)
+	r.set = settingsOf(prog.Spec, r.rc)
 	r.res.EpochsPlanned = r.set.epochs
 	r.res.CheckpointDir = r.set.ckptDir
 	if !r.preflight() {
@@ -188,7 +189,7 @@ func (r *runner) setup() bool {
 		if errors.Is(err, engine.ErrUnsupported) {
 			what = "the backend cannot run this model"
 		}
-		r.errorf(rangeOf(r.lmodel.NameRange), CodeBuild, what, "%s backend: %v.", r.backend.Name(), err)
+		r.errorf(rangeOf(r.mspec.NameRange), CodeBuild, what, "%s backend: %v.", r.backend.Name(), err)
 		return false
 	}
 	if p.GAN != nil {

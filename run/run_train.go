@@ -48,7 +48,7 @@ func (r *runner) train(ctx context.Context) bool {
 	loader := dataset.NewLoader(r.data.train, dataset.LoaderOptions{
 		BatchSize: bs, Shuffle: true, Seed: r.set.seed,
 		Workers: p.Loader.Workers, Prefetch: p.Loader.Prefetch,
-		Augment: dataset.Augmentations(r.data.trainBlock),
+		Augment: dataset.Augmentations(r.data.trainSrc),
 	})
 	counter := r.newCounter(true)
 	valN := 0
@@ -81,7 +81,7 @@ func (r *runner) train(ctx context.Context) bool {
 				b, err := it.Next(loadCtx)
 				if err != nil {
 					it.Close()
-					r.sourceErr(r.data.trainBlock, err)
+					r.sourceErr(r.data.trainSrc, err)
 					return false
 				}
 				it.Release(b)
@@ -120,7 +120,7 @@ func (r *runner) train(ctx context.Context) bool {
 				if err != nil {
 					it.Close()
 					if se := (*sourceError)(nil); errors.As(err, &se) {
-						r.sourceErr(r.data.trainBlock, se.err)
+						r.sourceErr(r.data.trainSrc, se.err)
 					} else {
 						r.trainErr(err)
 					}
@@ -424,8 +424,8 @@ func (t *trainer) watchDivergence(loss float64, step int64) {
 	}
 	t.diverged = true
 	var at *diag.Range
-	if train := r.prog.Block("train"); train != nil {
-		at = fieldRange(train, "optimizer")
+	if train := r.spec.Train; train != nil {
+		at = train.At.Field("optimizer")
 	}
 	r.warnf(at, CodeDiverging, "the training loss is diverging",
 		"It grew from %.4g at step 1 to %.4g at step %d, more than %d times over: the model is not learning. Lower the learning rate (this run's is %.4g), set grad_clip, or check that the inputs and targets are normalised.",
@@ -467,7 +467,7 @@ func (r *runner) trainErr(err error) {
 			summary = fmt.Sprintf("%s is not finite at step %d", nf.Param, nf.Step+1)
 		}
 		if at == nil {
-			at = rangeOf(r.lmodel.NameRange)
+			at = rangeOf(r.mspec.NameRange)
 		}
 		r.errorf(at, CodeNonFinite, summary, "Training stopped: %v. %s", nf, kept)
 		return
@@ -476,7 +476,7 @@ func (r *runner) trainErr(err error) {
 	if errors.As(err, &oom) {
 		r.res.Status = StatusFailed
 		oom.Step = r.pos.Step
-		at := rangeOf(r.lmodel.NameRange)
+		at := rangeOf(r.mspec.NameRange)
 		if nd := nodeNamed(r.graph, oom.Node); nd != nil {
 			at = rangeOf(nd.Range)
 		}
@@ -504,7 +504,7 @@ func (r *runner) trainErr(err error) {
 	if errors.Is(err, engine.ErrBadBatch) {
 		summary = "a batch does not fit the model"
 	}
-	r.errorf(rangeOf(r.lmodel.NameRange), CodeTrain, summary, "At step %d: %v. %s", r.pos.Step+1, err, kept)
+	r.errorf(rangeOf(r.mspec.NameRange), CodeTrain, summary, "At step %d: %v. %s", r.pos.Step+1, err, kept)
 }
 
 // batchCounter measures a loader's buffers: the distinct batches it

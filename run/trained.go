@@ -9,7 +9,6 @@ import (
 	"strings"
 
 	"pipe/dataset"
-	"pipe/lang"
 	"pipe/planner/plan"
 	"pipe/stdlib"
 )
@@ -20,7 +19,7 @@ import (
 // Model, is not safe for concurrent use; load one Trained per worker.
 type Trained struct {
 	Plan  *plan.Plan
-	Prog  *lang.Program
+	Prog  *stdlib.Program
 	Graph *stdlib.Graph
 	Model engine.Model
 	// Config is the configuration Model was built with.
@@ -64,7 +63,7 @@ var ErrCheckpointMismatch = errors.New("the checkpoint does not fit")
 // model, and builds the model on backend for evaluation on batches of up
 // to batch samples with threads compute threads (0: GOMAXPROCS), holding
 // the checkpoint's weights.
-func LoadTrained(p *plan.Plan, prog *lang.Program, path string, backend engine.Backend, batch, threads int) (*Trained, error) {
+func LoadTrained(p *plan.Plan, prog *stdlib.Program, path string, backend engine.Backend, batch, threads int) (*Trained, error) {
 	if p == nil || prog == nil {
 		return nil, errors.New("LoadTrained needs a plan and the program it was made from")
 	}
@@ -84,11 +83,10 @@ func LoadTrained(p *plan.Plan, prog *lang.Program, path string, backend engine.B
 	if meta.Model != p.Model {
 		return nil, fmt.Errorf("%s holds model %s, not %s: %w", path, meta.Model, p.Model, ErrCheckpointMismatch)
 	}
-	lm := prog.Model(p.Model)
-	if lm == nil {
+	if prog.Spec.Model(p.Model) == nil {
 		return nil, fmt.Errorf("the plan's model %s is not in the file", p.Model)
 	}
-	g, ds := stdlib.BuildGraph(lm)
+	g, ds := prog.Graph(p.Model)
 	if ds.HasErrors() || g == nil {
 		return nil, fmt.Errorf("model %s does not build: %v", p.Model, ds.Errs().Error())
 	}
@@ -204,20 +202,20 @@ func generatorState(s engine.State) engine.State {
 // file's relative paths ("" for the current directory).
 func (t *Trained) CalibrationBatches(ctx context.Context, base string, n int) ([]*dataset.Batch, error) {
 	rc := &runConfig{base: base}
-	r := &runner{p: t.Plan, prog: t.Prog, rc: rc, graph: t.Graph, set: settingsOf(t.Prog, rc)}
-	b := t.Prog.TrainSource()
+	r := &runner{p: t.Plan, prog: t.Prog, spec: t.Prog.Spec, rc: rc, graph: t.Graph, set: settingsOf(t.Prog.Spec, rc)}
+	b := t.Prog.Spec.TrainSource()
 	if b == nil {
 		return nil, errors.New("the file has no train source to calibrate on")
 	}
 	sp, err := dataset.OpenSplit(b, r.dataOptions(b)...)
 	if err != nil {
-		return nil, fmt.Errorf("source %s: %w", b.Name(), err)
+		return nil, fmt.Errorf("source %s: %w", b.Name, err)
 	}
 	defer sp.All.Close()
 	r.data.train = sp.Train
 	calib, err := r.calibrationBatches(ctx, n)
 	if err == nil && len(calib) == 0 {
-		err = fmt.Errorf("source %s: the training split has no samples", b.Name())
+		err = fmt.Errorf("source %s: the training split has no samples", b.Name)
 	}
 	return calib, err
 }

@@ -7,6 +7,8 @@ import (
 	"pipe/dataset"
 	"pipe/lang"
 	"pipe/planner"
+	"pipe/spec"
+	"pipe/stdlib"
 )
 
 // facts are what the planner is told beyond the file and the flags.
@@ -47,12 +49,12 @@ func dataOptions(prog *lang.Program) []planner.Option {
 			src = prog.Named("source", v.Str)
 		}
 		if src != nil && src.Label("kind") == "geotiff" {
-			if w, h, err := dataset.RasterSize(src); err == nil {
+			if w, h, err := dataset.RasterSize(sourceSpec(src)); err == nil {
 				opts = append(opts, planner.WithPredictRaster(w, h))
 			}
 		}
 	}
-	ct, err := dataset.CountSamples(b, dataset.WithSeed(fileSeedOf(prog)))
+	ct, err := dataset.CountSamples(sourceSpec(b), dataset.WithSeed(fileSeedOf(prog)))
 	if err != nil || ct.Train <= 0 {
 		return opts
 	}
@@ -82,7 +84,7 @@ func dataMemoryOption(prog *lang.Program) planner.Option {
 		var total int64
 		var what []string
 		for _, b := range blocks {
-			r, err := dataset.ResidentBytes(b, inElems)
+			r, err := dataset.ResidentBytes(sourceSpec(b), inElems)
 			if err != nil {
 				continue
 			}
@@ -91,6 +93,14 @@ func dataMemoryOption(prog *lang.Program) planner.Option {
 		}
 		return total, strings.Join(what, "; ")
 	})
+}
+
+// sourceSpec decodes a checked source block for data (stdlib.DecodeSource).
+// Its diagnostics can only say that the schema and the spec disagree,
+// which the run reports; a count is a fact the plan may go without.
+func sourceSpec(b *lang.Block) *spec.Source {
+	s, _ := stdlib.DecodeSource(b)
+	return s
 }
 
 // fileSeedOf is the file's top-level seed, the seed of splits that give
@@ -114,7 +124,7 @@ func predictMemoryOption(prog *lang.Program) planner.Option {
 		if pb == nil || src == nil {
 			return 0, ""
 		}
-		r, err := dataset.PredictBytes(src, k)
+		r, err := dataset.PredictBytes(sourceSpec(src), k)
 		if err != nil {
 			return 0, ""
 		}

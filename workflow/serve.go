@@ -8,6 +8,7 @@ import (
 	"pipe/lang"
 	"pipe/lang/diag"
 	"pipe/run"
+	"pipe/stdlib"
 )
 
 // ServeWorkers loads the model trained at path once for each of the
@@ -29,8 +30,12 @@ func (w *Workflow) ServeWorkers(pl *Planned, prog *lang.Program, path string) ([
 			t.Close()
 		}
 	}
+	dec, ds := stdlib.Decode(prog)
+	if ds.HasErrors() {
+		return nil, nil, ds
+	}
 	for range sp.Workers {
-		t, err := run.LoadTrained(pl.Plan, prog, path, backend, int(sp.MaxBatch), sp.ThreadsPerWorker)
+		t, err := run.LoadTrained(pl.Plan, dec, path, backend, int(sp.MaxBatch), sp.ThreadsPerWorker)
 		if err != nil {
 			closeAll()
 			return nil, nil, err

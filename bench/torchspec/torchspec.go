@@ -83,7 +83,11 @@ func Load(path string, threads int, opts ...planner.Option) (*Model, error) {
 	if gds.HasErrors() {
 		return nil, fmt.Errorf("%s: %w", path, gds)
 	}
-	cfg := run.ConfigFromPlan(p, prog)
+	dec, dds := stdlib.Decode(prog)
+	if dds.HasErrors() {
+		return nil, fmt.Errorf("%s: %w", path, dds)
+	}
+	cfg := run.ConfigFromPlan(p, dec)
 	if threads <= 0 {
 		threads = runtime.GOMAXPROCS(0)
 	}

@@ -74,7 +74,7 @@ func TestExportCommand(t *testing.T) {
 	f, _ := lang.Parse(file, []byte(exportSrc))
 	prog, _ := lang.Check(f, stdlib.Schema())
 	p, _ := planner.Plan(prog, planner.WithSource([]byte(exportSrc)), planner.WithDevice("cpu"))
-	tr, err := run.LoadTrained(p, prog, filepath.Join(dir, "ckpt", run.LastCheckpoint), native.Backend{}, 5, 1)
+	tr, err := run.LoadTrained(p, decoded(t, prog), filepath.Join(dir, "ckpt", run.LastCheckpoint), native.Backend{}, 5, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestExportGANGenerator(t *testing.T) {
 	f, _ := lang.Parse(file, src)
 	prog, _ := lang.Check(f, stdlib.Schema())
 	p, _ := planner.Plan(prog, planner.WithSource(src), planner.WithDevice("cpu"))
-	tr, err := run.LoadTrained(p, prog, filepath.Join(dir, "ckpt", run.LastCheckpoint), native.Backend{}, 2, 1)
+	tr, err := run.LoadTrained(p, decoded(t, prog), filepath.Join(dir, "ckpt", run.LastCheckpoint), native.Backend{}, 2, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -169,7 +169,7 @@ func TestExportFashionFirstTestBatch(t *testing.T) {
 	f, _ := lang.Parse(file, src)
 	prog, _ := lang.Check(f, stdlib.Schema())
 	p, _ := planner.Plan(prog, planner.WithSource(src), planner.WithDevice("cpu"))
-	tr, err := run.LoadTrained(p, prog, filepath.Join(dir, "ckpt", run.LastCheckpoint), native.Backend{}, n, 1)
+	tr, err := run.LoadTrained(p, decoded(t, prog), filepath.Join(dir, "ckpt", run.LastCheckpoint), native.Backend{}, n, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

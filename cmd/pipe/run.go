@@ -19,6 +19,7 @@ import (
 	"pipe/planner/plan"
 	"pipe/run"
 	"pipe/run/report"
+	"pipe/stdlib"
 	"pipe/workflow"
 )
 
@@ -88,6 +89,7 @@ func runRun(a *app, args []string) int {
 // when --plan gave one.
 type runInput struct {
 	prog     *lang.Program
+	dec      *stdlib.Program // prog decoded into specs, for the run
 	src      []byte
 	display  string
 	sources  render.Sources
@@ -120,6 +122,9 @@ func (a *app) loadRun(f *runFlags, files []string) (*runInput, int) {
 		return nil, exitErrors
 	}
 	in.prog, in.src, in.display, in.sources, in.ds = prog, src, display, render.Sources{display: src}, ds
+	if !ds.HasErrors() {
+		in.dec, ds = stdlib.Decode(prog)
+	}
 	if ds.HasErrors() {
 		a.printDiags(ds, in.sources)
 		return nil, exitErrors
@@ -183,7 +188,7 @@ func (a *app) execute(f *runFlags, in *runInput, p *plan.Plan, engines []engine.
 		return exitErrors
 	}
 	ctx, stop := runContext(a)
-	res, rds := run.Run(ctx, p, in.prog, progress.Hooks(), f.execOptions(runLog, engines)...)
+	res, rds := run.Run(ctx, p, in.dec, progress.Hooks(), f.execOptions(runLog, engines)...)
 	stop()
 	progress.Close()
 	a.printDiags(rds, in.sources)

@@ -151,7 +151,7 @@ func TestDepthwiseScratchIsPlanned(t *testing.T) {
 		t.Fatal(ds)
 	}
 	p := planCPU(t, prog, planHost)
-	ms := buildAt(t, prog, p, run.ConfigFromPlan(p, prog))
+	ms := buildAt(t, prog, p, run.ConfigFromPlan(p, decoded(t, prog)))
 	if ms.Scratch == 0 || ms.Scratch != p.Memory.Workspace {
 		t.Errorf("scratch: planned %d bytes, allocated %d", p.Memory.Workspace, ms.Scratch)
 	}

@@ -212,10 +212,10 @@ func TestPerformerExampleTrains(t *testing.T) {
 		t.Fatal("the example does not fit the plan's host")
 	}
 	g := exampleGraph(t, "performer_fashion.pipe")
-	cfg := run.ConfigFromPlan(p, prog)
+	cfg := run.ConfigFromPlan(p, decoded(t, prog))
 	cfg.Batch, cfg.Threads = 16, 2
 	m := mustBuild(t, g, cfg)
-	src, err := dataset.Open(prog.Named("source", "train"), dataset.WithBase(root))
+	src, err := dataset.Open(decoded(t, prog).Spec.Source("train"), dataset.WithBase(root))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,7 +40,7 @@ func TestFashionMNIST(t *testing.T) {
 		t.Fatal(gds)
 	}
 	open := func(name string) dataset.Dataset {
-		d, err := dataset.Open(prog.Named("source", name), dataset.WithBase(root))
+		d, err := dataset.Open(decoded(t, prog).Spec.Source(name), dataset.WithBase(root))
 		if err != nil {
 			t.Fatal(err)
 		}

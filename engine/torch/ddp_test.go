@@ -28,7 +28,7 @@ func freePort(t *testing.T) int {
 func TestDataParallelEqualsOneProcess(t *testing.T) {
 	py := testPython(t)
 	prog, p, g := loadFile(t, "../../examples/fashion_mlp.pipe")
-	cfg := run.ConfigFromPlan(p, prog)
+	cfg := run.ConfigFromPlan(p, decoded(t, prog))
 	cfg.Threads = 1
 	one := cfg
 	one.Batch = 16

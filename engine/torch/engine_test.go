@@ -99,7 +99,7 @@ func TestExamplesOnBothEngines(t *testing.T) {
 					n.Args.P = 0
 				}
 			}
-			cfg := run.ConfigFromPlan(p, prog)
+			cfg := run.ConfigFromPlan(p, decoded(t, prog))
 			cfg.Batch = exampleBatch(name, cfg.Batch)
 			cfg.Threads = 2
 			native, err := native.Backend{}.Build(g, cfg)

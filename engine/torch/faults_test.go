@@ -69,7 +69,7 @@ train { epochs 1  batch 1  loss mse }
 func TestRecomputedSegments(t *testing.T) {
 	py := testPython(t)
 	prog, p, g := loadFile(t, "../../examples/cells.pipe", planner.WithEngine("torch"), planner.WithBatch(2))
-	cfg := run.ConfigFromPlan(p, prog)
+	cfg := run.ConfigFromPlan(p, decoded(t, prog))
 	cfg.Engine.Autocast = "" // fp32: the two runs must agree to rounding
 	plain := cfg
 	plain.Checkpoint = nil
@@ -138,7 +138,7 @@ func TestRecomputedSegments(t *testing.T) {
 func TestDeadRankStopsTheOthers(t *testing.T) {
 	py := testPython(t)
 	prog, p, g := loadFile(t, "../../examples/fashion_mlp.pipe")
-	cfg := run.ConfigFromPlan(p, prog)
+	cfg := run.ConfigFromPlan(p, decoded(t, prog))
 	cfg.Batch, cfg.Threads, cfg.Engine.WorldSize = 8, 1, 2
 	m := buildTorch(t, g, cfg, Backend{Python: py, NProcPerNode: 2, MasterPort: freePort(t)})
 	pids := PIDs(m)
@@ -193,7 +193,7 @@ func TestTwoNodes(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			b := Backend{Python: py, NProcPerNode: 1, NNodes: 2, NodeRank: node, MasterPort: port}
-			r, ds := run.Run(context.Background(), p, prog, run.Hooks{},
+			r, ds := run.Run(context.Background(), p, decoded(t, prog), run.Hooks{},
 				run.WithBackend(native.Backend{}), run.WithBackend(b), run.WithNodeRank(node), run.WithMaxSteps(12),
 				run.WithBase(dirs[node]), run.WithCheckpointDir(filepath.Join(dirs[node], "ckpt")), run.WithThreads(1))
 			res[node] = r

@@ -33,7 +33,7 @@ func TestGANOpsAgree(t *testing.T) {
 					skip[g.Nodes[n.Inputs[0]].Name+".bias"] = true
 				}
 			}
-			cfg := run.ConfigFromPlan(p, prog)
+			cfg := run.ConfigFromPlan(p, decoded(t, prog))
 			cfg.Threads = 2
 			native, err := native.Backend{}.Build(g, cfg)
 			if err != nil {

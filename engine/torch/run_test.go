@@ -43,7 +43,7 @@ func runJob(t *testing.T, src, engine, dir string, py string, ctx context.Contex
 	prog, p, _ := loadSrc(t, "resumable.pipe", []byte(src), planner.WithEngine(engine))
 	all := append([]run.Option{run.WithBackend(native.Backend{}), run.WithBackend(Backend{Python: py}),
 		run.WithBase(dir), run.WithCheckpointDir(filepath.Join(dir, "ckpt")), run.WithThreads(1)}, opts...)
-	return run.Run(ctx, p, prog, hooks, all...)
+	return run.Run(ctx, p, decoded(t, prog), hooks, all...)
 }
 
 func mustRunJob(t *testing.T, src, engine, dir, py string, opts ...run.Option) *run.Result {
@@ -213,7 +213,7 @@ func TestLaggedReadback(t *testing.T) {
 		dir := t.TempDir()
 		all := append([]run.Option{run.WithBackend(Backend{Python: py}), run.WithBase(dir),
 			run.WithCheckpointDir(filepath.Join(dir, "ckpt")), run.WithThreads(1)}, opts...)
-		res, ds := run.Run(context.Background(), &pp, prog, run.Hooks{}, all...)
+		res, ds := run.Run(context.Background(), &pp, decoded(t, prog), run.Hooks{}, all...)
 		if ds.HasErrors() {
 			t.Fatalf("%s: %v", readback, ds)
 		}
@@ -240,7 +240,7 @@ func TestLaggedReadback(t *testing.T) {
 func TestLaggedNonFinite(t *testing.T) {
 	py := testPython(t)
 	prog, p, g := loadFile(t, "../../examples/fashion_mlp.pipe")
-	cfg := run.ConfigFromPlan(p, prog)
+	cfg := run.ConfigFromPlan(p, decoded(t, prog))
 	cfg.Batch, cfg.Threads, cfg.Engine.LossReadback = 8, 1, "lagged"
 	m := buildTorch(t, g, cfg, Backend{Python: py})
 	good := randomBatch(g, "cross_entropy", 8, 1)
@@ -274,7 +274,7 @@ func TestNonFiniteNamesTheCause(t *testing.T) {
 			n.Args.P = 0
 		}
 	}
-	cfg := run.ConfigFromPlan(p, prog)
+	cfg := run.ConfigFromPlan(p, decoded(t, prog))
 	cfg.Batch, cfg.Threads = 4, 1
 	m := buildTorch(t, g, cfg, Backend{Python: py})
 	before := m.State()

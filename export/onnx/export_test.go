@@ -38,7 +38,7 @@ func trained(t *testing.T, name string, src []byte, batch int) *run.Trained {
 	if gds.HasErrors() {
 		t.Fatalf("%s does not build:\n%v", name, gds)
 	}
-	cfg := run.ConfigFromPlan(p, prog)
+	cfg := run.ConfigFromPlan(p, decoded(t, prog))
 	cfg.Batch, cfg.Threads = batch, 1
 	st, err := native.InitialState(g, cfg)
 	if err != nil {
@@ -66,7 +66,7 @@ func trained(t *testing.T, name string, src []byte, batch int) *run.Trained {
 	if err := m.SetState(st); err != nil {
 		t.Fatal(err)
 	}
-	tr := &run.Trained{Plan: p, Prog: prog, Graph: g, Model: m, Config: cfg, State: st}
+	tr := &run.Trained{Plan: p, Prog: decoded(t, prog), Graph: g, Model: m, Config: cfg, State: st}
 	tr.Info = run.TrainedInfo{Pipeline: p.Pipeline, ModelName: p.Model, InputShape: g.Input, OutputShape: m.OutShape(), Loss: p.Loss}
 	switch p.Loss {
 	case "mse", "mae", "huber":

@@ -1,5 +1,5 @@
 // Package plan is the plan as data: what planner.Plan decides and what
-// exec.Run consumes, as plain structs that marshal to versioned JSON
+// run.Run consumes, as plain structs that marshal to versioned JSON
 // (Terraform keeps its plans apart from its engine the same way). It
 // imports only the standard library, so the executor reads a plan without
 // importing the planner, and never re-decides anything in it.

@@ -196,10 +196,14 @@ func (b *bench) model(m model, dir string) (*result, error) {
 	if pds.HasErrors() {
 		return nil, pds
 	}
+	dec, dds := stdlib.Decode(prog)
+	if dds.HasErrors() {
+		return nil, dds
+	}
 	ckdir := filepath.Join(dir, "ckpt")
 	fmt.Fprintf(os.Stderr, "int8: training %s (%s)\n", m.name, m.trained)
 	t0 := time.Now()
-	res, rds := run.Run(context.Background(), p, prog, run.Hooks{}, run.WithBackend(native.Backend{}), run.WithBase(m.base),
+	res, rds := run.Run(context.Background(), p, dec, run.Hooks{}, run.WithBackend(native.Backend{}), run.WithBase(m.base),
 		run.WithCheckpointDir(ckdir), run.WithThreads(b.threads))
 	if rds.HasErrors() {
 		return nil, rds
@@ -207,7 +211,7 @@ func (b *bench) model(m model, dir string) (*result, error) {
 	fmt.Fprintf(os.Stderr, "int8: trained %s in %s, %d steps\n", m.name, time.Since(t0).Round(time.Second), res.Position.Step)
 	batch := int(p.BatchSize)
 	ckpt := filepath.Join(ckdir, run.LastCheckpoint)
-	fp, err := run.LoadTrained(p, prog, ckpt, native.Backend{}, batch, b.threads)
+	fp, err := run.LoadTrained(p, dec, ckpt, native.Backend{}, batch, b.threads)
 	if err != nil {
 		return nil, err
 	}
@@ -219,7 +223,11 @@ func (b *bench) model(m model, dir string) (*result, error) {
 	if nm := fp.Info.InputNorm; len(nm.Mean) > 0 {
 		opts = append(opts, dataset.WithNorm(nm))
 	}
-	evalSet, err := dataset.OpenSplit(prog.Named("source", m.evalSource), opts...)
+	evalSrc := dec.Spec.Source(m.evalSource)
+	if evalSrc == nil {
+		return nil, fmt.Errorf("the file declares no source %q", m.evalSource)
+	}
+	evalSet, err := dataset.OpenSplit(evalSrc, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -230,11 +238,11 @@ func (b *bench) model(m model, dir string) (*result, error) {
 			return nil, fmt.Errorf("source %s has no validation part", m.evalSource)
 		}
 	}
-	trainBlock := prog.Named("source", p.Loader.Source)
-	if trainBlock == nil {
+	trainSrc := dec.Spec.Source(p.Loader.Source)
+	if trainSrc == nil {
 		return nil, fmt.Errorf("the plan trains on source %q, which the file does not declare", p.Loader.Source)
 	}
-	trainSet, err := dataset.OpenSplit(trainBlock, opts...)
+	trainSet, err := dataset.OpenSplit(trainSrc, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -264,7 +272,7 @@ func (b *bench) model(m model, dir string) (*result, error) {
 
 	var int8Default *run.Trained
 	for _, c := range calibrations {
-		q, err := run.LoadTrained(p, prog, ckpt, native.Backend{}, batch, b.threads)
+		q, err := run.LoadTrained(p, dec, ckpt, native.Backend{}, batch, b.threads)
 		if err != nil {
 			return nil, err
 		}

@@ -36,8 +36,7 @@ import (
 
 	"pipe/dataset"
 	"pipe/internal/memrun"
-	"pipe/lang"
-	"pipe/stdlib"
+	"pipe/spec"
 )
 
 const (
@@ -379,16 +378,9 @@ func mirror(i, n int) int {
 
 // openSource opens the file as a pipeline's geotiff source does.
 func openSource(path string) (dataset.Dataset, error) {
-	src := fmt.Sprintf("source s geotiff {\n  path %q\n  tile 512x512\n  normalize per_band\n}\n", path)
-	f, ds := lang.Parse("tiles.pipe", []byte(src))
-	if ds.HasErrors() {
-		return nil, ds
-	}
-	prog, ds := lang.Check(f, stdlib.Schema())
-	if ds.HasErrors() {
-		return nil, ds
-	}
-	return dataset.Open(prog.Block("source"))
+	s := spec.NewSource("s", spec.KindGeoTIFF)
+	s.GeoTIFF.Path, s.GeoTIFF.Tile, s.GeoTIFF.Normalize = path, []int64{512, 512}, "per_band"
+	return dataset.Open(s)
 }
 
 // pipePass reads every tile once through the loader as epoch e; it

@@ -1,6 +1,6 @@
 //go:build cgo
 
-package dataset
+package geotiff
 
 import (
 	"encoding/binary"
@@ -12,7 +12,7 @@ import (
 // tiffLayout is where the blocks of a TIFF's first image (its first IFD:
 // the full resolution in a GeoTIFF or a COG; overviews and masks follow
 // it) lie in the file, and how they are encoded: what the direct block
-// reader (geotiff_direct.go) needs, and nothing else.
+// reader (direct.go) needs, and nothing else.
 type tiffLayout struct {
 	width, height int
 	spp           int // samples per pixel (bands)
@@ -59,7 +59,7 @@ var errTIFFLayout = errors.New("not a little-endian TIFF")
 
 // readTIFFLayout parses the header and the first IFD of a classic or
 // BigTIFF little-endian file. It checks only what it reads; whether the
-// direct reader can use the result is geotiff_direct.go's decision.
+// direct reader can use the result is direct.go's decision.
 func readTIFFLayout(r io.ReaderAt, size int64) (*tiffLayout, error) {
 	le := binary.LittleEndian
 	var hdr [16]byte

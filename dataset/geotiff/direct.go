@@ -1,6 +1,6 @@
 //go:build cgo
 
-package dataset
+package geotiff
 
 /*
 #cgo LDFLAGS: -ldeflate -lzstd
@@ -135,7 +135,7 @@ import (
 // the worker's, decompressed there when compressed) and one C pass that
 // de-interleaves, checks nodata and normalises straight into the
 // window, through the same per-band tables, so its values are those of
-// the GDAL path bit for bit (geotiff_direct_test.go compares them for
+// the GDAL path bit for bit (direct_test.go compares them for
 // every layout it takes and several it leaves to GDAL).
 //
 // It takes the first IFD of a little-endian classic TIFF or BigTIFF
@@ -148,7 +148,7 @@ import (
 //     directStripBytes.
 //
 // Compressed blocks are decoded into a cache shared by the workers
-// (geotiff_blockcache.go), budgeted like GDAL's block cache.
+// (blockcache.go), budgeted like GDAL's block cache.
 //
 // Everything else stays on GDAL's path: other compressions, float
 // predictors, big-endian files, other types, and any window touching a
@@ -218,7 +218,7 @@ type directScratch struct {
 
 // prepareDirect sets d.direct when the direct reader can read the file;
 // it must run after prepareFast.
-func (d *geotiffDataset) prepareDirect(h *godal.Dataset) {
+func (d *Dataset) prepareDirect(h *godal.Dataset) {
 	if !directTIFF || d.lut == nil || !littleEndianHost() || h.Driver().ShortName() != "GTiff" {
 		return
 	}
@@ -364,7 +364,7 @@ func (t *tiffDirect) blockRows(by int) int {
 // read reads the window (inside the raster) into x, setting bad where a
 // band holds its nodata; false when a block it needs is sparse (nothing
 // was written then).
-func (t *tiffDirect) read(d *geotiffDataset, win Window, x []float32, bad []bool) (handled, anyBad bool, err error) {
+func (t *tiffDirect) read(d *Dataset, win Window, x []float32, bad []bool) (handled, anyBad bool, err error) {
 	lay := t.lay
 	bx0, bx1 := win.X/lay.bw, (win.X+win.W-1)/lay.bw
 	by0, by1 := win.Y/lay.bh, (win.Y+win.H-1)/lay.bh
@@ -436,7 +436,7 @@ func (t *tiffDirect) read(d *geotiffDataset, win Window, x []float32, bad []bool
 // src (the first of them in the block's first row to convert), for band
 // k of a BAND-interleaved file or every band of a chunky one, into the
 // window from its pixel off; it says whether a pixel was nodata.
-func (t *tiffDirect) convertBlock(d *geotiffDataset, src []byte, rows, c0, c1, k, off int, win Window, x []float32, bad []bool) bool {
+func (t *tiffDirect) convertBlock(d *Dataset, src []byte, rows, c0, c1, k, off int, win Window, x []float32, bad []bool) bool {
 	samp, nsel, base := t.samp, len(t.samp), 0
 	luts := unsafe.Pointer(t.luts)
 	nd := d.ndRaw

@@ -1,20 +1,22 @@
 //go:build cgo
 
-package dataset
+package geotiff
 
 import (
 	"fmt"
 
 	"github.com/airbusgeo/godal"
 
-	"pipe/lang"
+	"pipe/spec"
 )
 
-// countTiles is the number of tiles of a raster source's scene: every
-// stride pixels along both axes, the tile lying fully inside.
-func countTiles(b *lang.Block, c *config) (int, error) {
+// Tiles is the number of tiles of a geotiff source's scene, read from its
+// header: every stride pixels along both axes, the tile lying fully
+// inside (an upper bound of what Open keeps: it drops tiles without a
+// valid target pixel).
+func Tiles(b *spec.Source, c *Options) (int, error) {
 	gdalInit()
-	p := strField(b, "path")
+	p := b.GeoTIFF.Path
 	ds, err := godal.Open(c.path(p), godal.RasterOnly(), godal.SkipWarnings)
 	if err != nil {
 		return 0, fileErr(c, p, err)
@@ -22,11 +24,11 @@ func countTiles(b *lang.Block, c *config) (int, error) {
 	defer ds.Close()
 	st := ds.Structure()
 	th, tw, sh, sw := st.SizeY, st.SizeX, 1, 1 // no tile: the whole scene, once
-	if v := b.Field("tile").First(); v != nil && len(v.Dims) == 2 {
-		th, tw = int(v.Dims[0]), int(v.Dims[1])
+	if v := b.GeoTIFF.Tile; len(v) == 2 {
+		th, tw = int(v[0]), int(v[1])
 		sh, sw = th, tw
-		if s := b.Arg("tile", "stride"); s != nil {
-			sh, sw = int(s.Int), int(s.Int)
+		if s := b.GeoTIFF.Stride; s != nil {
+			sh, sw = int(*s), int(*s)
 		}
 	}
 	along := func(size, tile, stride int) int {
@@ -38,11 +40,11 @@ func countTiles(b *lang.Block, c *config) (int, error) {
 	return along(st.SizeY, th, sh) * along(st.SizeX, tw, sw), nil
 }
 
-// rasterResident is a raster source's resident memory (ResidentBytes):
-// the scene's validity mask, the warped target, and the block cache
-// (the direct reader's, geotiff_blockcache.go, or GDAL's), bounded by
-// the bytes of the rasters it reads.
-func rasterResident(b *lang.Block, c *config) (Resident, error) {
+// Resident is what an opened geotiff source keeps in memory (for
+// data.ResidentBytes), in bytes and in words: the scene's validity mask,
+// the warped target, and the block cache (the direct reader's,
+// blockcache.go, or GDAL's), bounded by the bytes of the rasters it reads.
+func Resident(b *spec.Source, c *Options) (int64, string, error) {
 	gdalInit()
 	size := func(p string) (w, h, bytes int64, err error) {
 		ds, err := godal.Open(c.path(p), godal.RasterOnly(), godal.SkipWarnings)
@@ -54,30 +56,28 @@ func rasterResident(b *lang.Block, c *config) (Resident, error) {
 		w, h = int64(st.SizeX), int64(st.SizeY)
 		return w, h, w * h * int64(st.NBands) * int64(st.DataType.Size()), nil
 	}
-	w, h, raster, err := size(strField(b, "path"))
+	w, h, raster, err := size(b.GeoTIFF.Path)
 	if err != nil {
-		return Resident{}, err
+		return 0, "", err
 	}
-	r := Resident{Bytes: w*h + raster}
+	bytes := w*h + raster
 	what := fmt.Sprintf("a %dx%d scene's mask and up to its %d bytes in the block cache", w, h, raster)
-	if tp := strField(b, "target"); tp != "" {
+	if tp := b.GeoTIFF.Target; tp != "" {
 		_, _, traster, err := size(tp)
 		if err != nil {
-			return Resident{}, err
+			return 0, "", err
 		}
-		r.Bytes += w*h*4 + traster
+		bytes += w*h*4 + traster
 		what += fmt.Sprintf(", the target warped onto it (float32) and up to its %d bytes cached", traster)
 	}
-	r.What = what
-	return r, nil
+	return bytes, what, nil
 }
 
-// RasterSize is the width and height in pixels of a geotiff source's
-// scene, read from its header.
-func RasterSize(b *lang.Block, opts ...Option) (w, h int64, err error) {
+// Size is the width and height in pixels of a geotiff source's scene,
+// read from its header.
+func Size(b *spec.Source, c *Options) (w, h int64, err error) {
 	gdalInit()
-	c := newConfig(opts)
-	p := strField(b, "path")
+	p := b.GeoTIFF.Path
 	ds, err := godal.Open(c.path(p), godal.RasterOnly(), godal.SkipWarnings)
 	if err != nil {
 		return 0, 0, fileErr(c, p, err)

@@ -1,11 +1,11 @@
 //go:build cgo
 
-package dataset
+package geotiff
 
 import (
 	"fmt"
 
-	"pipe/lang"
+	"pipe/spec"
 )
 
 // Band targets: target_bands makes some bands of the scene the per-pixel
@@ -18,11 +18,11 @@ import (
 // and are scored in those units).
 
 // bandTargets reads target_bands and downsample.
-func (d *geotiffDataset) bandTargets(b *lang.Block, nBands int) error {
+func (d *Dataset) bandTargets(b *spec.Source, nBands int) error {
 	d.down = 1
-	tb := namesFieldInts(b, "target_bands")
-	if v := b.Field("downsample").First(); v != nil {
-		d.down = int(v.Int)
+	tb := b.GeoTIFF.TargetBands
+	if v := b.GeoTIFF.Downsample; v != nil {
+		d.down = int(*v)
 		if tb == nil {
 			tb = append([]int(nil), d.bands...) // super-resolution of the input bands
 		}
@@ -30,7 +30,7 @@ func (d *geotiffDataset) bandTargets(b *lang.Block, nBands int) error {
 	if tb == nil {
 		return nil
 	}
-	if strField(b, "target") != "" {
+	if b.GeoTIFF.Target != "" {
 		return blockErr(b, "target_bands", fmt.Errorf("a source has either a target raster or target_bands, not both"))
 	}
 	for _, bn := range tb {
@@ -43,12 +43,12 @@ func (d *geotiffDataset) bandTargets(b *lang.Block, nBands int) error {
 	return nil
 }
 
-// Factor implements SuperResolution.
-func (d *geotiffDataset) Factor() int { return max(d.down, 1) }
+// Factor implements data.SuperResolution.
+func (d *Dataset) Factor() int { return max(d.down, 1) }
 
-// ReadInputs implements SuperResolution: the input bands of win at the
+// ReadInputs implements data.SuperResolution: the input bands of win at the
 // scene's resolution (0 where it has no data).
-func (d *geotiffDataset) ReadInputs(win Window, x []float32) error {
+func (d *Dataset) ReadInputs(win Window, x []float32) error {
 	plane := win.W * win.H
 	if len(x) < d.nIn*plane {
 		return fmt.Errorf("geotiff: x holds %d values, the window needs %d", len(x), d.nIn*plane)
@@ -68,7 +68,7 @@ func (d *geotiffDataset) ReadInputs(win Window, x []float32) error {
 // readBandTargets reads a window's input and target bands: x the inputs
 // (averaged over down×down blocks), y the targets at full resolution,
 // mask 1 where every band has data, for each target band.
-func (d *geotiffDataset) readBandTargets(win Window, x, y, mask []float32) error {
+func (d *Dataset) readBandTargets(win Window, x, y, mask []float32) error {
 	nIn, nT, f := d.nIn, d.nT, d.down
 	plane := win.W * win.H
 	all := make([]float32, (nIn+nT)*plane)

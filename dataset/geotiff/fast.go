@@ -1,6 +1,6 @@
 //go:build cgo
 
-package dataset
+package geotiff
 
 /*
 #include <stddef.h>
@@ -75,7 +75,7 @@ type fastScratch struct {
 
 // prepareFast builds the tables when the selected bands allow the fast
 // path; it must run after the normalisation is known.
-func (d *geotiffDataset) prepareFast(h *godal.Dataset) {
+func (d *Dataset) prepareFast(h *godal.Dataset) {
 	all := h.Bands()
 	for _, bn := range d.bands {
 		switch all[bn-1].Structure().DataType {
@@ -87,7 +87,7 @@ func (d *geotiffDataset) prepareFast(h *godal.Dataset) {
 	d.lut = make([]*fastLUT, len(d.bands))
 	d.ndRaw = make([]int32, len(d.bands))
 	// One allocation for all bands' tables, so that C takes them as one
-	// array (geotiff_direct.go).
+	// array (direct.go).
 	tables := make([]fastLUT, len(d.bands))
 	for k := range d.bands {
 		t := &tables[k]
@@ -110,7 +110,7 @@ func (d *geotiffDataset) prepareFast(h *godal.Dataset) {
 
 // readFast reads win through the tables; false when the fast path does
 // not apply (and nothing was read).
-func (d *geotiffDataset) readFast(win Window, x, y, mask []float32) (bool, error) {
+func (d *Dataset) readFast(win Window, x, y, mask []float32) (bool, error) {
 	if d.lut == nil || win.X < 0 || win.Y < 0 || win.X+win.W > d.grid.Width || win.Y+win.H > d.grid.Height || win.W <= 0 || win.H <= 0 {
 		return false, nil
 	}
@@ -162,7 +162,7 @@ func (d *geotiffDataset) readFast(win Window, x, y, mask []float32) (bool, error
 // readFastGDAL reads win through GDAL as the file's integers and maps
 // them through the tables into x, marking nodata in bad; it says whether
 // any pixel was.
-func (d *geotiffDataset) readFastGDAL(win Window, x []float32, bad []bool, s *fastScratch) (bool, error) {
+func (d *Dataset) readFastGDAL(win Window, x []float32, bad []bool, s *fastScratch) (bool, error) {
 	nb := len(d.bands)
 	plane := win.W * win.H
 	rows := max(1, min(win.H, fastStripValues/(nb*win.W)))

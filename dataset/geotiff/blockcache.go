@@ -1,6 +1,6 @@
 //go:build cgo
 
-package dataset
+package geotiff
 
 // #cgo pkg-config: gdal
 // #include <gdal.h>
@@ -195,7 +195,7 @@ func (c *blockCache) recycle(e *cachedBlock) {
 
 // readStrips reads the window from compressed strips through the cache,
 // those another worker is decoding last.
-func (t *tiffDirect) readStrips(d *geotiffDataset, s *directScratch, win Window, x []float32, bad []bool) (anyBad bool, err error) {
+func (t *tiffDirect) readStrips(d *Dataset, s *directScratch, win Window, x []float32, bad []bool) (anyBad bool, err error) {
 	lay := t.lay
 	nk := 1 // blocks a row of strips: one, or one a band read (BAND interleave)
 	if lay.planar == 2 {

@@ -1,4 +1,4 @@
-package dataset
+package geotiff
 
 import (
 	"fmt"
@@ -58,20 +58,20 @@ func TestGeoTIFFFastPathMatches(t *testing.T) {
 					body = b
 				}
 				src := fmt.Sprintf(`source s geotiff { path "int.tif"  %s }`, body)
-				fast, err := Open(source(t, src), WithBase(dir))
+				fast, err := Open(srcSpec(t, src), under(dir))
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer fast.Close()
-				slow, err := Open(source(t, src), WithBase(dir))
+				slow, err := Open(srcSpec(t, src), under(dir))
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer slow.Close()
-				if fast.(*geotiffDataset).lut == nil {
+				if fast.lut == nil {
 					t.Fatal("the fast path does not apply to a file of " + typ)
 				}
-				slow.(*geotiffDataset).lut = nil
+				slow.lut = nil
 				fx, fy, fm := readAll(t, fast)
 				sx, sy, sm := readAll(t, slow)
 				zeros := 0
@@ -109,7 +109,7 @@ func same(t *testing.T, i int, what string, a, b []float32) {
 // buffer of the tile's size (the old path allocated one per tile).
 func TestGeoTIFFFastPathAllocates(t *testing.T) {
 	dir := intFixture(t, "UInt16")
-	ds, err := Open(source(t, `source s geotiff { path "int.tif"  tile 32x32 stride 4 }`), WithBase(dir))
+	ds, err := Open(srcSpec(t, `source s geotiff { path "int.tif"  tile 32x32 stride 4 }`), under(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestGeoTIFFFastPathAllocates(t *testing.T) {
 		return float64(m1.TotalAlloc-m0.TotalAlloc) / n
 	}
 	fast := perRead()
-	ds.(*geotiffDataset).lut = nil
+	ds.lut = nil
 	old := perRead()
 	t.Logf("bytes allocated per read: fast path %.0f, old path %.0f", fast, old)
 	if fast >= 32*32 || !(fast < old) {

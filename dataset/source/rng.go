@@ -1,4 +1,4 @@
-package dataset
+package source
 
 import (
 	"math"
@@ -6,8 +6,9 @@ import (
 	"sort"
 )
 
-// Every random choice in this package (the split, the epoch's shuffle, the
-// augmentations, the synthetic samples) draws from rng, a SplitMix64
+// Every random choice of package data and its sources (the split, the
+// epoch's shuffle, the augmentations, the synthetic samples) draws from
+// RNG, a SplitMix64
 // generator seeded by hashing the user's seed with what the choice is
 // about: (seed, epoch) for a shuffle, (seed, epoch, sample index) for an
 // augmentation. The stream is written here rather than taken from
@@ -18,12 +19,12 @@ import (
 // Salts keep the streams for different purposes apart when they share a
 // seed.
 const (
-	saltSplit   = 0x5a17_0001
-	saltShuffle = 0x5a17_0002
-	saltAugment = 0x5a17_0003
-	saltSynth   = 0x5a17_0004
-	saltSample  = 0x5a17_0005
-	saltBlocks  = 0x5a17_0006
+	SaltSplit   = 0x5a17_0001
+	SaltShuffle = 0x5a17_0002
+	SaltAugment = 0x5a17_0003
+	SaltSynth   = 0x5a17_0004
+	SaltSample  = 0x5a17_0005
+	SaltBlocks  = 0x5a17_0006
 )
 
 // mix hashes a sequence of words into one seed (SplitMix64's finaliser
@@ -43,72 +44,75 @@ func splitmix(z uint64) uint64 {
 	return z ^ (z >> 31)
 }
 
-// rng is a SplitMix64 generator. The zero value is a valid generator.
-type rng struct {
+// RNG is a SplitMix64 generator. The zero value is a valid generator.
+type RNG struct {
 	s       uint64
 	spare   float64
 	hasNorm bool
 }
 
-func newRNG(words ...uint64) *rng { return &rng{s: mix(words...)} }
+// NewRNG is a generator seeded by hashing words: a salt, the seed and what
+// the draw is about.
+func NewRNG(words ...uint64) *RNG { return &RNG{s: mix(words...)} }
 
-func (r *rng) next() uint64 {
+// Next returns the next 64 random bits.
+func (r *RNG) Next() uint64 {
 	r.s += 0x9e3779b97f4a7c15
 	return splitmix(r.s)
 }
 
-// intn returns a uniform integer in [0, n) (Lemire's multiply-shift with
+// Intn returns a uniform integer in [0, n) (Lemire's multiply-shift with
 // rejection, so there is no modulo bias).
-func (r *rng) intn(n int) int {
+func (r *RNG) Intn(n int) int {
 	if n <= 1 {
 		return 0
 	}
 	un := uint64(n)
-	hi, lo := bits.Mul64(r.next(), un)
+	hi, lo := bits.Mul64(r.Next(), un)
 	if lo < un {
 		thresh := -un % un
 		for lo < thresh {
-			hi, lo = bits.Mul64(r.next(), un)
+			hi, lo = bits.Mul64(r.Next(), un)
 		}
 	}
 	return int(hi)
 }
 
-// float64 returns a uniform number in [0, 1).
-func (r *rng) float64() float64 { return float64(r.next()>>11) / (1 << 53) }
+// Float64 returns a uniform number in [0, 1).
+func (r *RNG) Float64() float64 { return float64(r.Next()>>11) / (1 << 53) }
 
-// norm returns a standard normal number (Box–Muller, both values used).
-func (r *rng) norm() float64 {
+// Norm returns a standard normal number (Box–Muller, both values used).
+func (r *RNG) Norm() float64 {
 	if r.hasNorm {
 		r.hasNorm = false
 		return r.spare
 	}
-	u := 1 - r.float64() // (0, 1]
-	v := r.float64()
+	u := 1 - r.Float64() // (0, 1]
+	v := r.Float64()
 	rad := math.Sqrt(-2 * math.Log(u))
 	s, c := math.Sincos(2 * math.Pi * v)
 	r.spare, r.hasNorm = rad*s, true
 	return rad * c
 }
 
-// perm returns a uniform permutation of [0, n) (Fisher–Yates).
-func (r *rng) perm(n int) []int {
+// Perm returns a uniform permutation of [0, n) (Fisher–Yates).
+func (r *RNG) Perm(n int) []int {
 	p := make([]int, n)
 	for i := range p {
 		p[i] = i
 	}
 	for i := n - 1; i > 0; i-- {
-		j := r.intn(i + 1)
+		j := r.Intn(i + 1)
 		p[i], p[j] = p[j], p[i]
 	}
 	return p
 }
 
-// splitIndices shuffles [0, n) under seed and cuts it at round(frac·n):
+// SplitIndices shuffles [0, n) under seed and cuts it at round(frac·n):
 // the first part trains, the rest validates. Each part is sorted so that
 // reading it walks files forward. Both parts are non-empty when n ≥ 2.
-func splitIndices(n int, frac float64, seed int64) (train, val []int) {
-	p := newRNG(saltSplit, uint64(seed)).perm(n)
+func SplitIndices(n int, frac float64, seed int64) (train, val []int) {
+	p := NewRNG(SaltSplit, uint64(seed)).Perm(n)
 	k := int(math.Round(frac * float64(n)))
 	if n >= 2 {
 		k = min(max(k, 1), n-1)

@@ -1,10 +1,12 @@
-package dataset
+package geotiff
 
 import (
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/airbusgeo/godal"
@@ -93,12 +95,12 @@ func geoFixture(t *testing.T) string {
 
 func TestGeoTIFF(t *testing.T) {
 	dir := geoFixture(t)
-	ds, err := Open(source(t, `source s geotiff { path "scene.tif"  bands [1, 3]  target "target.tif"  tile 8x8 stride 8 }`), WithBase(dir))
+	ds, err := Open(srcSpec(t, `source s geotiff { path "scene.tif"  bands [1, 3]  target "target.tif"  tile 8x8 stride 8 }`), under(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ds.Close()
-	r := ds.(Raster)
+	r := ds
 	// 5×4 tiles of 8×8 fit; the 8 in columns 24 to 39 see no target.
 	if ds.Len() != 12 || r.Dropped() != 8 {
 		t.Fatalf("Len %d Dropped %d, want 12 and 8", ds.Len(), r.Dropped())
@@ -107,7 +109,7 @@ func TestGeoTIFF(t *testing.T) {
 		t.Fatalf("XShape %v YShape %v HasMask %v", ds.XShape(), ds.YShape(), ds.HasMask())
 	}
 	// Per-band statistics over the valid pixels.
-	nm := ds.(Normalized).Norm()
+	nm := ds.Norm()
 	for k, b := range []int{0, 2} {
 		var s, ss, n float64
 		for y := range sceneH {
@@ -170,7 +172,7 @@ func TestGeoTIFF(t *testing.T) {
 
 func TestGeoTIFFNoTarget(t *testing.T) {
 	dir := geoFixture(t)
-	ds, err := Open(source(t, `source s geotiff { path "scene.tif"  tile 16x16 stride 12  normalize none }`), WithBase(dir))
+	ds, err := Open(srcSpec(t, `source s geotiff { path "scene.tif"  tile 16x16 stride 12  normalize none }`), under(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +183,7 @@ func TestGeoTIFFNoTarget(t *testing.T) {
 	}
 	// A window reaching past the edge is padded with 0.
 	x := make([]float32, 3*16*16)
-	if err := ds.(Raster).ReadWindow(Window{X: 30, Y: 30, W: 16, H: 16}, x, nil, nil); err != nil {
+	if err := ds.ReadWindow(Window{X: 30, Y: 30, W: 16, H: 16}, x, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if x[0] != float32(sceneValue(0, 30, 30)) || x[9] != float32(sceneValue(0, 39, 30)) || x[10] != 0 || x[6*16] != 0 {
@@ -212,26 +214,48 @@ func TestGeoTIFFErrors(t *testing.T) {
 		{`path "nocrs.tif"  target "scene.tif"`, "nocrs.tif: the scene has no CRS"},
 	}
 	for _, c := range cases {
-		_, err := Open(source(t, `source s geotiff { `+c.src+` }`), WithBase(dir))
+		_, err := Open(srcSpec(t, `source s geotiff { `+c.src+` }`), under(dir))
 		wantErr(t, err, c.want)
 	}
 }
 
-// Reading through a loader with several workers gives the same batches
-// as reading alone: the handle pool keeps GDAL single-threaded per handle.
+// Reading from several goroutines at once gives the same samples as
+// reading alone: the handle pool keeps GDAL single-threaded per handle.
+// (data's loader tests read a source through several workers.)
 func TestGeoTIFFConcurrent(t *testing.T) {
 	dir := geoFixture(t)
-	ds, err := Open(source(t, `source s geotiff { path "scene.tif"  target "target.tif"  tile 8x8 stride 2 }`), WithBase(dir))
+	ds, err := Open(srcSpec(t, `source s geotiff { path "scene.tif"  target "target.tif"  tile 8x8 stride 2 }`), under(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ds.Close()
-	opt := LoaderOptions{BatchSize: 7, Shuffle: true, Seed: 1, Augment: []string{"flip_h", "rot90"}}
-	want := collect(t, NewLoader(ds, opt), 0)
-	opt.Workers = 4
-	got := collect(t, NewLoader(ds, opt), 0)
-	if !equalBatches(want, got) {
-		t.Fatal("4 workers read different batches than 0")
+	wx, wy, wm := readAll(t, ds)
+	const workers = 4
+	xn, yn := prod(ds.XShape()), prod(ds.YShape())
+	var wg sync.WaitGroup
+	errs := make([]error, workers)
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			x, y, m := make([]float32, xn), make([]float32, yn), make([]float32, yn)
+			for i := w; i < ds.Len(); i += workers {
+				if err := ds.Read(i, x, y, m); err != nil {
+					errs[w] = err
+					return
+				}
+				if !slices.Equal(x, wx[i]) || !slices.Equal(y, wy[i]) || !slices.Equal(m, wm[i]) {
+					errs[w] = fmt.Errorf("tile %d differs from the one read alone", i)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			t.Fatal(err)
+		}
 	}
 }
 
@@ -241,13 +265,13 @@ func TestGeoTIFFMultibandTarget(t *testing.T) {
 	writeTIFF(t, filepath.Join(dir, "two.tif"), sceneW, sceneH, 2, sceneGT, 32725, math.NaN(), func(b, x, y int) float64 {
 		return float64(1000*b + x)
 	})
-	ds, err := Open(source(t, `source s geotiff { path "scene.tif"  target "two.tif"  tile 8x8  normalize none }`), WithBase(dir))
+	ds, err := Open(srcSpec(t, `source s geotiff { path "scene.tif"  target "two.tif"  tile 8x8  normalize none }`), under(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ds.Close()
 	_, ys, ms := readAll(t, ds)
-	w := ds.(Raster).Tile(1) // columns 8 to 15
+	w := ds.Tile(1) // columns 8 to 15
 	for p := range 64 {
 		if want := float32(w.X + p%8); ms[1][p] != 1 || ys[1][p] != want {
 			t.Fatalf("pixel %d: target %v mask %v, want %v", p, ys[1][p], ms[1][p], want)

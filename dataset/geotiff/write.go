@@ -1,6 +1,6 @@
 //go:build cgo
 
-package dataset
+package geotiff
 
 import (
 	"errors"

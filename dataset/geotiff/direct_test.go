@@ -1,6 +1,6 @@
 //go:build cgo
 
-package dataset
+package geotiff
 
 import (
 	"bytes"
@@ -127,7 +127,7 @@ func TestGeoTIFFDirectMatches(t *testing.T) {
 
 // openBoth opens src under base twice: with the direct reader, and with
 // it off (GDAL's path); both close when the test ends.
-func openBoth(tb testing.TB, src, base string) (direct, gdal Dataset) {
+func openBoth(tb testing.TB, src, base string) (direct, gdal *Dataset) {
 	tb.Helper()
 	direct = openGDALPath(tb, src, base, true)
 	gdal = openGDALPath(tb, src, base, false)
@@ -136,11 +136,11 @@ func openBoth(tb testing.TB, src, base string) (direct, gdal Dataset) {
 
 // openGDALPath opens src under base with the direct reader on or off;
 // it closes when the test ends.
-func openGDALPath(tb testing.TB, src, base string, directOn bool) Dataset {
+func openGDALPath(tb testing.TB, src, base string, directOn bool) *Dataset {
 	tb.Helper()
 	keep := directTIFF
 	directTIFF = directOn
-	ds, err := Open(source(tb, src), WithBase(base))
+	ds, err := Open(srcSpec(tb, src), under(base))
 	directTIFF = keep
 	if err != nil {
 		tb.Fatal(err)
@@ -155,7 +155,7 @@ func compareDirect(t *testing.T, dir, name, body string, want bool) {
 	t.Helper()
 	src := fmt.Sprintf(`source s geotiff { path %q  %s }`, name, body)
 	direct, gdal := openBoth(t, src, dir)
-	dd, gd := direct.(*geotiffDataset), gdal.(*geotiffDataset)
+	dd, gd := direct, gdal
 	if gd.direct != nil {
 		t.Fatal("directTIFF = false did not turn the direct reader off")
 	}
@@ -252,12 +252,12 @@ func TestGeoTIFFDirectCorrupt(t *testing.T) {
 				}
 			}
 			directFile(t, dir, c.name, godal.UInt16, sw)
-			ds, err := Open(source(t, fmt.Sprintf(`source s geotiff { path %q  tile 256x256 }`, c.name)), WithBase(dir))
+			ds, err := Open(srcSpec(t, fmt.Sprintf(`source s geotiff { path %q  tile 256x256 }`, c.name)), under(dir))
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer ds.Close()
-			d := ds.(*geotiffDataset)
+			d := ds
 			if d.direct == nil {
 				t.Fatal("the direct reader does not apply")
 			}
@@ -335,12 +335,12 @@ func TestGeoTIFFDirectAllocates(t *testing.T) {
 			}
 		}
 		directFile(t, dir, c.name, godal.UInt16, sw)
-		ds, err := Open(source(t, fmt.Sprintf(`source s geotiff { path %q  tile 90x100 stride 77 }`, c.name)), WithBase(dir))
+		ds, err := Open(srcSpec(t, fmt.Sprintf(`source s geotiff { path %q  tile 90x100 stride 77 }`, c.name)), under(dir))
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer ds.Close()
-		if ds.(*geotiffDataset).direct == nil {
+		if ds.direct == nil {
 			t.Fatalf("%s: the direct reader does not apply", c.name)
 		}
 		x := make([]float32, 3*90*100)
@@ -373,13 +373,13 @@ func TestGeoTIFFDirectCacheConcurrent(t *testing.T) {
 		want, _, _ := readAll(t, gdal)
 		keep := directCacheBytes
 		directCacheBytes = 0 // the least the cache holds: two rows of windows
-		ds, err := Open(source(t, src), WithBase(dir))
+		ds, err := Open(srcSpec(t, src), under(dir))
 		directCacheBytes = keep
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer ds.Close()
-		d := ds.(*geotiffDataset)
+		d := ds
 		if d.direct == nil || d.direct.cache == nil {
 			t.Fatalf("%s: the direct reader's block cache is not used", name)
 		}
@@ -422,13 +422,13 @@ func TestGeoTIFFDirectCacheConcurrent(t *testing.T) {
 		}
 		keep = directStripBytes
 		directStripBytes = 100 * directW * 3 * 2 // fewer rows than two rows of tiles
-		small, err := Open(source(t, src), WithBase(dir))
+		small, err := Open(srcSpec(t, src), under(dir))
 		directStripBytes = keep
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer small.Close()
-		if small.(*geotiffDataset).direct != nil {
+		if small.direct != nil {
 			t.Errorf("%s: the direct reader applies with a strip cache too small for two rows of tiles", name)
 		}
 	}
@@ -441,7 +441,7 @@ func TestGeoTIFFDirectLandsat(t *testing.T) {
 	needFiles(t, "data/L7_ETMs.tif", "data/olinda_dem_utm25s.tif")
 	src := `source scene geotiff { path "data/L7_ETMs.tif"  target "data/olinda_dem_utm25s.tif"  tile 32x32 stride 16 }`
 	direct, gdal := openBoth(t, src, repoRoot)
-	d := direct.(*geotiffDataset)
+	d := direct
 	if d.direct == nil || d.direct.cache == nil {
 		t.Fatal("the direct reader's block cache does not read the scene")
 	}
@@ -491,7 +491,7 @@ func TestGeoTIFFDirectFallback(t *testing.T) {
 	}
 	src := `source s geotiff { path "sparse.tif"  tile 100x100 stride 100 }`
 	direct, gdal := openBoth(t, src, dir)
-	d := direct.(*geotiffDataset)
+	d := direct
 	if d.direct == nil {
 		t.Fatal("the direct reader does not apply to the sparse file")
 	}
@@ -599,7 +599,7 @@ func benchOverlap(b *testing.B, comp string) {
 	src := `source s geotiff { path "z.tif"  tile 256x256 stride 128 }`
 	direct, gdal := openBoth(b, src, dir)
 	x := make([]float32, nb*256*256)
-	pass := func(ds Dataset) time.Duration {
+	pass := func(ds *Dataset) time.Duration {
 		t0 := time.Now()
 		for i := range ds.Len() {
 			if err := ds.Read(i, x, nil, nil); err != nil {

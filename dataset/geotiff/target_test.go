@@ -1,4 +1,4 @@
-package dataset
+package geotiff
 
 import (
 	"math"
@@ -17,7 +17,7 @@ func TestGeoTIFFTruncatedTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	writeFile(t, dir, "cut.tif", full[:len(full)/2])
-	_, err = Open(source(t, `source s geotiff { path "scene.tif"  target "cut.tif" }`), WithBase(dir))
+	_, err = Open(srcSpec(t, `source s geotiff { path "scene.tif"  target "cut.tif" }`), under(dir))
 	wantErr(t, err, "cut.tif: ", "(is the file truncated or corrupt?)")
 }
 
@@ -34,7 +34,7 @@ func TestGeoTIFFTruncatedLandsatTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Open(source(t, `source s geotiff { path "`+scene+`"  target "half.tif" }`), WithBase(dir))
+	_, err = Open(srcSpec(t, `source s geotiff { path "`+scene+`"  target "half.tif" }`), under(dir))
 	wantErr(t, err, "half.tif: ", "(is the file truncated or corrupt?)")
 }
 
@@ -44,12 +44,12 @@ func TestGeoTIFFTruncatedLandsatTarget(t *testing.T) {
 func TestGeoTIFFTargetNorm(t *testing.T) {
 	dir := geoFixture(t)
 	for _, mode := range []string{"", "target_normalize standard", "target_normalize none"} {
-		sp, err := OpenSplit(source(t, `source s geotiff { path "scene.tif"  target "target.tif"  tile 8x8 stride 4  split 0.7 seed 2  `+mode+` }`), WithBase(dir))
+		r, err := Open(srcSpec(t, `source s geotiff { path "scene.tif"  target "target.tif"  tile 8x8 stride 4  split 0.7 seed 2  `+mode+` }`), under(dir))
 		if err != nil {
 			t.Fatal(err)
 		}
-		r := sp.All.(Raster)
-		got, standard := sp.All.(TargetNormalized).TargetNorm()
+		tr, _, _ := r.Parts()
+		got, standard := r.TargetNorm()
 		if standard != (mode != "target_normalize none") {
 			t.Errorf("%q: standardise %v", mode, standard)
 		}
@@ -57,10 +57,9 @@ func TestGeoTIFFTargetNorm(t *testing.T) {
 		seen := map[[2]int]bool{}
 		var n, s, ss float64
 		x, y, m := make([]float32, 3*64), make([]float32, 64), make([]float32, 64)
-		for i := range sp.Train.Len() {
-			_, j := Root(sp.Train, i)
+		for _, j := range tr {
 			w := r.Tile(j)
-			if err := sp.Train.Read(i, x, y, m); err != nil {
+			if err := r.Read(j, x, y, m); err != nil {
 				t.Fatal(err)
 			}
 			for p := range 64 {
@@ -85,33 +84,33 @@ func TestGeoTIFFTargetNorm(t *testing.T) {
 		if r.Valid(6, 6) || !r.Valid(0, 0) || r.Valid(-1, 0) || r.Valid(sceneW, 0) {
 			t.Errorf("Valid: hole %v, corner %v", r.Valid(6, 6), r.Valid(0, 0))
 		}
-		sp.Close()
+		r.Close()
 	}
 }
 
 // A split by blocks leaves no pixel in both parts.
 func TestGeoTIFFSplitByBlocks(t *testing.T) {
 	dir := geoFixture(t)
-	sp, err := OpenSplit(source(t, `source s geotiff { path "scene.tif"  tile 8x8 stride 4  split 0.7 seed 5 blocks 16 }`), WithBase(dir))
+	r, err := Open(srcSpec(t, `source s geotiff { path "scene.tif"  tile 8x8 stride 4  split 0.7 seed 5 blocks 16 }`), under(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer sp.Close()
-	r := sp.All.(Raster)
-	if sp.Train.Len()+sp.Val.Len()+r.Straddling() != sp.All.Len() || r.Straddling() == 0 || sp.Val.Len() == 0 {
-		t.Fatalf("%d train + %d val + %d straddling of %d tiles", sp.Train.Len(), sp.Val.Len(), r.Straddling(), sp.All.Len())
+	defer r.Close()
+	tr, va, _ := r.Parts()
+	if len(tr)+len(va)+r.Straddling() != r.Len() || r.Straddling() == 0 || len(va) == 0 {
+		t.Fatalf("%d train + %d val + %d straddling of %d tiles", len(tr), len(va), r.Straddling(), r.Len())
 	}
-	tiles := make([]Window, sp.All.Len())
+	tiles := make([]Window, r.Len())
 	for i := range tiles {
 		tiles[i] = r.Tile(i)
 	}
-	ct := cover(tiles, sp.Train.(*Subset).Indices, sceneW, sceneH)
-	cv := cover(tiles, sp.Val.(*Subset).Indices, sceneW, sceneH)
+	ct := cover(tiles, tr, sceneW, sceneH)
+	cv := cover(tiles, va, sceneW, sceneH)
 	for p := range ct {
 		if ct[p] && cv[p] {
 			t.Fatalf("pixel (%d, %d) is in both parts", p%sceneW, p/sceneW)
 		}
 	}
-	_, err = Open(source(t, `source s geotiff { path "scene.tif"  tile 8x8  split 0.7 blocks 4 }`), WithBase(dir))
+	_, err = Open(srcSpec(t, `source s geotiff { path "scene.tif"  tile 8x8  split 0.7 blocks 4 }`), under(dir))
 	wantErr(t, err, "blocks 4 are smaller than the 8x8 tiles")
 }

@@ -1,0 +1,126 @@
+package spec
+
+import "pipe/lang/diag"
+
+// Program is a checked program as the stages after the planner read it:
+// the settings of its train, evaluate and predict blocks, its sources and
+// where its models were written. The models' layers are not here: their
+// graphs are built by stdlib.
+type Program struct {
+	// Name is the pipeline's name.
+	Name string `json:"name"`
+	// Seed is the file's top-level seed; nil when it gives none.
+	Seed     *int64    `json:"seed,omitempty"`
+	Sources  []*Source `json:"sources"`
+	Models   []*Model  `json:"models"`
+	Train    *Train    `json:"train,omitempty"`
+	Evaluate *Evaluate `json:"evaluate,omitempty"`
+	Predict  *Predict  `json:"predict,omitempty"`
+}
+
+// Model is where a model block was written, for diagnostics about it.
+type Model struct {
+	Name      string     `json:"name"`
+	NameRange diag.Range `json:"name_range"`
+	// InputRange is the input field's; zero when the model has none.
+	InputRange diag.Range `json:"input_range"`
+}
+
+// Train is the train block's settings that a run reads (the planner's
+// decisions, such as the batch, are in the plan).
+type Train struct {
+	Epochs   int64   `json:"epochs" pipe:"epochs"`
+	MaxSteps int64   `json:"max_steps,omitempty" pipe:"max_steps"`
+	GradClip float64 `json:"grad_clip,omitempty" pipe:"grad_clip"`
+	// Seed is train's own seed; nil for the file's.
+	Seed    *int64   `json:"seed,omitempty" pipe:"seed"`
+	Metrics []string `json:"metrics,omitempty" pipe:"metrics"`
+	// Save is auto, none or all; "" for auto.
+	Save          string `json:"save,omitempty" pipe:"save"`
+	CheckpointDir string `json:"checkpoint_dir,omitempty" pipe:"checkpoint_dir"`
+	// Source names the source train reads; "" when the file leaves it out.
+	Source     string     `json:"source,omitempty" pipe:"source"`
+	Optimizer  *Optimizer `json:"optimizer,omitempty" pipe:"optimizer"`
+	DOptimizer *Optimizer `json:"d_optimizer,omitempty" pipe:"d_optimizer"`
+	Schedule   *Schedule  `json:"schedule,omitempty" pipe:"schedule"`
+	At         Where      `json:"at"`
+}
+
+// Optimizer is an optimizer field's arguments as written; nil for those
+// left out (the run applies PyTorch's defaults).
+type Optimizer struct {
+	Kind        string   `json:"kind,omitempty" pipe:"kind"`
+	Momentum    *float64 `json:"momentum,omitempty" pipe:"momentum"`
+	WeightDecay *float64 `json:"weight_decay,omitempty" pipe:"weight_decay"`
+	Beta1       *float64 `json:"beta1,omitempty" pipe:"beta1"`
+	Beta2       *float64 `json:"beta2,omitempty" pipe:"beta2"`
+	Eps         *float64 `json:"eps,omitempty" pipe:"eps"`
+	Nesterov    *bool    `json:"nesterov,omitempty" pipe:"nesterov"`
+}
+
+// Schedule is the schedule field's arguments as written.
+type Schedule struct {
+	Kind  string   `json:"kind,omitempty" pipe:"kind"`
+	Every *int64   `json:"every,omitempty" pipe:"every"`
+	Gamma *float64 `json:"gamma,omitempty" pipe:"gamma"`
+}
+
+// Evaluate is the evaluate block.
+type Evaluate struct {
+	// Source is "" for the train source.
+	Source  string   `json:"source,omitempty" pipe:"source"`
+	Metrics []string `json:"metrics,omitempty" pipe:"metrics"`
+	// Batch is nil for auto (the plan's batch).
+	Batch *int64 `json:"batch,omitempty" pipe:"batch"`
+	At    Where  `json:"at"`
+}
+
+// Predict is the predict block.
+type Predict struct {
+	// Source is "" for the train source.
+	Source string `json:"source,omitempty" pipe:"source"`
+	// Write is the output path; At.Has("write") says whether it is given.
+	Write string `json:"write,omitempty" pipe:"write"`
+	// Overlap is nil for the default (half).
+	Overlap *float64 `json:"overlap,omitempty" pipe:"overlap"`
+	// Batch is nil for auto (the plan's batch).
+	Batch     *int64 `json:"batch,omitempty" pipe:"batch"`
+	Precision string `json:"precision,omitempty" pipe:"precision"`
+	At        Where  `json:"at"`
+}
+
+// Source returns the source with the given name, or nil.
+func (p *Program) Source(name string) *Source {
+	for _, s := range p.Sources {
+		if s.Name == name {
+			return s
+		}
+	}
+	return nil
+}
+
+// Model returns the model with the given name, or nil.
+func (p *Program) Model(name string) *Model {
+	for _, m := range p.Models {
+		if m.Name == name {
+			return m
+		}
+	}
+	return nil
+}
+
+// TrainSource is the source train reads: the one its source field names,
+// else the source named train, else the only source; nil when none is
+// (lang.Program.TrainSource's rule, which the planner follows).
+func (p *Program) TrainSource() *Source {
+	if p.Train != nil && p.Train.Source != "" {
+		return p.Source(p.Train.Source)
+	}
+	if s := p.Source("train"); s != nil {
+		return s
+	}
+	if len(p.Sources) == 1 {
+		return p.Sources[0]
+	}
+	return nil
+}

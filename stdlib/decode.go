@@ -1,0 +1,104 @@
+package stdlib
+
+import (
+	"pipe/lang"
+	"pipe/lang/diag"
+	"pipe/spec"
+)
+
+// DecodeSource decodes a checked source block into its typed spec, once,
+// so that what reads the data never reads the block. A kind the schema
+// does not know (the checker refuses it) gives a Source without a kind
+// spec, which data.Open reports.
+func DecodeSource(b *lang.Block) (*spec.Source, diag.Diagnostics) {
+	s := spec.NewSource(b.Name(), b.Label("kind"))
+	if s == nil {
+		s = &spec.Source{Name: b.Name(), Kind: b.Label("kind")}
+	}
+	s.At = WhereOf(b)
+	ds := lang.Decode(b, s)
+	if k := s.KindSpec(); k != nil {
+		ds = append(ds, lang.Decode(b, k)...)
+	}
+	return s, ds
+}
+
+// WhereOf is where block b was written: its ranges, its name's and each
+// field's.
+func WhereOf(b *lang.Block) spec.Where {
+	if b == nil {
+		return spec.Where{}
+	}
+	w := spec.Where{Range: b.Range, KindRange: b.KindRange}
+	for _, l := range b.Labels {
+		if l.Name == "name" {
+			r := l.Range
+			w.NameRange = &r
+			break
+		}
+	}
+	if len(b.Fields) > 0 {
+		w.Fields = make(map[string]diag.Range, len(b.Fields))
+		for _, f := range b.Fields {
+			if _, dup := w.Fields[f.Name]; !dup { // the first, as Block.Field finds it
+				w.Fields[f.Name] = f.Range
+			}
+		}
+	}
+	return w
+}
+
+// Program is a checked program decoded for the stages after the planner:
+// its blocks as typed specs, and its models, whose graphs Graph builds.
+// The executor takes it instead of the syntax tree.
+type Program struct {
+	Spec   *spec.Program
+	models map[string]*lang.Model
+}
+
+// Decode decodes a checked program's sources, train, evaluate and predict
+// blocks into specs, once, after lang.Check. Its diagnostics are errors
+// only where the schema and the specs disagree.
+func Decode(prog *lang.Program) (*Program, diag.Diagnostics) {
+	out := &Program{Spec: &spec.Program{Name: prog.Name}, models: map[string]*lang.Model{}}
+	var ds diag.Diagnostics
+	if v := prog.Top.Field("seed").First(); v != nil {
+		seed := v.Int
+		out.Spec.Seed = &seed
+	}
+	for _, b := range prog.BlocksOf("source") {
+		s, sds := DecodeSource(b)
+		ds = append(ds, sds...)
+		out.Spec.Sources = append(out.Spec.Sources, s)
+	}
+	for _, m := range prog.Models {
+		out.models[m.Name] = m
+		out.Spec.Models = append(out.Spec.Models, &spec.Model{Name: m.Name, NameRange: m.NameRange, InputRange: m.InputRange})
+	}
+	if b := prog.Block("train"); b != nil {
+		t := &spec.Train{Epochs: 1, At: WhereOf(b)}
+		ds = append(ds, lang.Decode(b, t)...)
+		out.Spec.Train = t
+	}
+	if b := prog.Block("evaluate"); b != nil {
+		e := &spec.Evaluate{At: WhereOf(b)}
+		ds = append(ds, lang.Decode(b, e)...)
+		out.Spec.Evaluate = e
+	}
+	if b := prog.Block("predict"); b != nil {
+		p := &spec.Predict{At: WhereOf(b)}
+		ds = append(ds, lang.Decode(b, p)...)
+		out.Spec.Predict = p
+	}
+	return out, ds
+}
+
+// Graph builds the graph of the named model; nil without diagnostics when
+// the program has no such model.
+func (p *Program) Graph(model string) (*Graph, diag.Diagnostics) {
+	m := p.models[model]
+	if m == nil {
+		return nil, nil
+	}
+	return BuildGraph(m)
+}
