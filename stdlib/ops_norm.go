@@ -1,0 +1,53 @@
+package stdlib
+
+import "pipe/lang"
+
+// The normalisations: batchnorm over the channels of a batch, layernorm
+// over each row's features, instancenorm over each channel of a sample.
+// Their rules are in prims.go and gan_ops.go.
+
+func normOps() []*Op {
+	return []*Op{
+		{Name: "batchnorm", Doc: "Batch normalisation over axis 0 (Eps, Momentum).", Shape: "unchanged",
+			Saved: "its input (the per-channel mean and inverse deviation are per batch)",
+			Layers: []*Layer{{
+				Spec: layer("batchnorm", "Batch normalisation over the channel axis (the first) of a vector, an image or a volume, with a learned scale and shift.",
+					arg("eps", lang.TFloat, "Added to the variance, greater than 0.", above(0), def("1e-5")),
+					arg("momentum", lang.TFloat, "Weight of the batch in the running statistics, in [0, 1].", atLeast(0), atMost(1), def("0.1"))),
+				build: func(b *builder, c *lang.LayerCall, x int) int {
+					return b.batchnorm(b.numbered("batchnorm"), x, OpArgs{Eps: argFloat(c, "eps", 1e-5), Momentum: argFloat(c, "momentum", 0.1)})
+				}}},
+			// The affine parameters, then the running statistics (buffers). A
+			// conv that fuses a batchnorm holds these under the batchnorm's name.
+			Tensors: func(n *Node) []TensorSpec {
+				c := first(n.Out)
+				return append(affine(n.Name, c),
+					buffer(n.Name+".running_mean", []int64{c}, fill(0)),
+					buffer(n.Name+".running_var", []int64{c}, fill(1)))
+			}},
+		{Name: "layernorm", Doc: "Normalisation over the last axis (Eps).", Shape: "unchanged",
+			Saved: "its input, and privately a mean and an inverse deviation per row",
+			Layers: []*Layer{{
+				Spec: layer("layernorm", "Layer normalisation over the last axis (each token's features for tokens [T, D]), with a learned scale and shift.",
+					arg("eps", lang.TFloat, "Added to the variance, greater than 0.", above(0), def("1e-5"))),
+				build: func(b *builder, c *lang.LayerCall, x int) int {
+					return b.layernorm(b.numbered("layernorm"), x, OpArgs{Eps: argFloat(c, "eps", 1e-5)})
+				}}},
+			Tensors: func(n *Node) []TensorSpec { return affine(n.Name, last(n.Out)) }},
+		{Name: "instancenorm", Doc: "Normalisation of each channel of each sample over H and W (Eps, Affine).", Shape: "unchanged",
+			Saved: "its input, and privately a mean and an inverse deviation per channel",
+			Layers: []*Layer{{
+				Spec: layer("instancenorm", "Instance normalisation of [C, H, W]: each channel of each sample over H and W, without running statistics.",
+					arg("eps", lang.TFloat, "Added to the variance, greater than 0.", above(0), def("1e-5")),
+					arg("affine", lang.TBool, "A learned per-channel scale and shift.", def("false"))),
+				build: func(b *builder, c *lang.LayerCall, x int) int {
+					return b.instancenorm(b.numbered("instancenorm"), x, OpArgs{Eps: argFloat(c, "eps", 1e-5), Affine: argBool(c, "affine", false)})
+				}}},
+			Tensors: func(n *Node) []TensorSpec {
+				if !n.Args.Affine {
+					return nil
+				}
+				return affine(n.Name, first(n.Out))
+			}},
+	}
+}
