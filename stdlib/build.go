@@ -297,34 +297,3 @@ func gapHint(in []int64) string {
 	}
 	return ""
 }
-
-// join builds add or concat of the flow x and the tensor argument: a
-// label, optionally through a branch of layers.
-func (b *builder) join(c *lang.LayerCall, op string, x int) int {
-	name := b.numbered(op)
-	v := c.Args["tensor"]
-	if v == nil || v.Tensor == nil {
-		return b.shapeErr(op+" needs a tensor", "Write %s NAME or %s(NAME -> layers), NAME a label defined above.", op, op)
-	}
-	t := v.Tensor
-	from := b.lookup(t.From, t.FromRange)
-	y := b.chain(t.Nodes, from)
-	b.rng, b.layer = c.Range, c.Name
-	if x < 0 || y < 0 {
-		return -1
-	}
-	what := "'" + t.From + "'"
-	if len(t.Nodes) > 0 {
-		what = "the branch (" + t.String() + ")"
-	}
-	if op == "add" {
-		id := b.add(name, []int{x, y}, []string{"the flow", what})
-		if s := argFloat(c, "scale", 1); id >= 0 && s != 1 {
-			n := b.g.Nodes[id]
-			n.Args.FlowScale = s
-			n.FLOPs += numel(n.Out) // the product
-		}
-		return id
-	}
-	return b.concat(name, []int{x, y}, []string{"the flow", what})
-}

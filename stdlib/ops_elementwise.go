@@ -2,8 +2,7 @@ package stdlib
 
 import "pipe/lang"
 
-// The elementwise ops: the activations and dropout. Their rules are in
-// prims.go (activation, dropout) and gan_ops.go (leakyrelu).
+// The elementwise ops: the activations and dropout, with their rules.
 
 func elementwiseOps() []*Op {
 	act := func(name, doc, op, saved string) *Op {
@@ -34,4 +33,63 @@ func elementwiseOps() []*Op {
 					return b.dropout(b.numbered("dropout"), x, argFloat(c, "p", 0.5))
 				}}}},
 	}
+}
+
+// activation costs and what each keeps: its output (relu, sigmoid, tanh,
+// softmax) or its input (gelu).
+var activations = map[string]struct {
+	flops    int64
+	keepsOut bool
+}{
+	"relu":    {1, true},
+	"sigmoid": {4, true}, // neg, exp, add, div
+	"tanh":    {1, true},
+	"gelu":    {5, false}, // div, erf, add, mul, mul
+	"softmax": {5, true},  // max, sub, exp, sum, div
+}
+
+func (b *builder) activation(name, op string, x int) int {
+	in, ok := b.shape(x)
+	if !ok {
+		return -1
+	}
+	act := activations[op]
+	var cc calc
+	n := b.newNode(name, op, cloneShape(in), OpArgs{}, x)
+	n.FLOPs = cc.mul(act.flops, cc.numel(in))
+	if act.keepsOut {
+		n.Keep = []int{b.self()}
+	} else {
+		n.Keep = []int{x}
+	}
+	return b.push(n, &cc)
+}
+
+// leakyrelu keeps its input, as autograd's leaky_relu_backward reads it:
+// a comparison and a multiply per element.
+func (b *builder) leakyrelu(name string, x int, slope float64) int {
+	in, ok := b.shape(x)
+	if !ok {
+		return -1
+	}
+	var cc calc
+	n := b.newNode(name, "leakyrelu", cloneShape(in), OpArgs{Slope: slope}, x)
+	n.FLOPs = cc.mul(2, cc.numel(in))
+	n.Keep = []int{x}
+	return b.push(n, &cc)
+}
+
+// dropout keeps a 1-byte mask; one multiply per element.
+func (b *builder) dropout(name string, x int, p float64) int {
+	in, ok := b.shape(x)
+	if !ok {
+		return -1
+	}
+	var cc calc
+	n := b.newNode(name, "dropout", cloneShape(in), OpArgs{P: p}, x)
+	if p > 0 {
+		n.FLOPs = cc.numel(in)
+		n.SavedAux = cc.numel(in)
+	}
+	return b.push(n, &cc)
 }

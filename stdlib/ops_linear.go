@@ -1,14 +1,15 @@
 package stdlib
 
 import (
+	"fmt"
 	"math"
 
 	"pipe/lang"
 )
 
 // The linear ops: dense and its low-rank form, conv and convtranspose (the
-// 3-D layers of volume.go build the same conv and convtranspose). Their
-// rules are in prims.go.
+// 3-D layers of volume.go build the same conv and convtranspose), with
+// their rules as builder methods.
 
 func linearOps() []*Op {
 	return []*Op{
@@ -107,4 +108,128 @@ func linearOps() []*Op {
 				return ts
 			}},
 	}
+}
+
+func (b *builder) conv(name string, x int, a OpArgs) int {
+	in, ok := b.shape(x)
+	if !ok || !b.spatial("conv", in) {
+		return -1
+	}
+	a = convDefaults(a)
+	c, h, w := in[0], in[1], in[2]
+	if c%a.Groups != 0 || a.Channels%a.Groups != 0 {
+		return b.shapeErr("conv groups do not divide the channels",
+			"groups %d must divide both the input channels (%d) and the output channels (%d).", a.Groups, c, a.Channels)
+	}
+	ho, wo := windowOut(h, a.Kernel, a.Stride, a.Padding, a.Dilation), windowOut(w, a.Kernel, a.Stride, a.Padding, a.Dilation)
+	if ho < 1 || wo < 1 {
+		eff := a.Dilation*(a.Kernel-1) + 1
+		k := fmt.Sprintf("%dx%d kernel", a.Kernel, a.Kernel)
+		if a.Dilation > 1 {
+			k += fmt.Sprintf(" (%dx%d dilated)", eff, eff)
+		}
+		return b.shapeErr("conv kernel larger than its input",
+			"The %s does not fit the input %s padded by %d (%dx%d). Add padding (pad%d), use a smaller kernel, or pool less before it.",
+			k, shapeStr(in), a.Padding, h+2*a.Padding, w+2*a.Padding, (eff-1)/2)
+	}
+	var cc calc
+	n := b.newNode(name, "conv", []int64{a.Channels, ho, wo}, a, x)
+	perOut := cc.mul(c/a.Groups, a.Kernel, a.Kernel)
+	n.Params = cc.mul(perOut, a.Channels)
+	n.FLOPs = cc.mul(2, perOut, a.Channels, ho, wo)
+	if a.Bias {
+		n.Params = cc.add(n.Params, a.Channels)
+		n.FLOPs = cc.add(n.FLOPs, cc.mul(a.Channels, ho, wo))
+	}
+	n.Keep = []int{x}
+	return b.push(n, &cc)
+}
+
+func convDefaults(a OpArgs) OpArgs {
+	if a.Kernel == 0 {
+		a.Kernel = 1
+	}
+	if a.Stride == 0 {
+		a.Stride = 1
+	}
+	if a.Dilation == 0 {
+		a.Dilation = 1
+	}
+	if a.Groups == 0 {
+		a.Groups = 1
+	}
+	return a
+}
+
+func (b *builder) convTranspose(name string, x int, a OpArgs) int {
+	in, ok := b.shape(x)
+	if !ok || !b.spatial("convtranspose", in) {
+		return -1
+	}
+	a = convDefaults(a)
+	c, h, w := in[0], in[1], in[2]
+	var cc calc
+	ho := cc.add(cc.mul(h-1, a.Stride), a.Dilation*(a.Kernel-1)+1) - 2*a.Padding
+	wo := cc.add(cc.mul(w-1, a.Stride), a.Dilation*(a.Kernel-1)+1) - 2*a.Padding
+	if ho < 1 || wo < 1 {
+		return b.shapeErr("convtranspose padding too large",
+			"Padding %d on each side leaves nothing of the %dx%d output; use less padding.", a.Padding, ho+2*a.Padding, wo+2*a.Padding)
+	}
+	n := b.newNode(name, "convtranspose", []int64{a.Channels, ho, wo}, a, x)
+	perIn := cc.mul(a.Channels/a.Groups, a.Kernel, a.Kernel)
+	n.Params = cc.mul(perIn, c)
+	n.FLOPs = cc.mul(2, perIn, c, h, w)
+	if a.Bias {
+		n.Params = cc.add(n.Params, a.Channels)
+		n.FLOPs = cc.add(n.FLOPs, cc.mul(a.Channels, ho, wo))
+	}
+	n.Keep = []int{x}
+	return b.push(n, &cc)
+}
+
+// dense maps the last axis; rows are the product of the others.
+func (b *builder) dense(name string, x int, a OpArgs) int {
+	in, ok := b.shape(x)
+	if !ok {
+		return -1
+	}
+	if len(in) == 0 {
+		return b.shapeErr("dense needs a vector", "dense gets a scalar per sample.")
+	}
+	var cc calc
+	f := in[len(in)-1]
+	rows := cc.numel(in[:len(in)-1])
+	out := cloneShape(in)
+	out[len(out)-1] = a.Units
+	n := b.newNode(name, "dense", out, a, x)
+	n.Params = cc.mul(f, a.Units)
+	n.FLOPs = cc.mul(2, rows, f, a.Units)
+	if a.Bias {
+		n.Params = cc.add(n.Params, a.Units)
+		n.FLOPs = cc.add(n.FLOPs, cc.mul(rows, a.Units))
+	}
+	n.Keep = []int{x}
+	return b.push(n, &cc)
+}
+
+// lowrankDense is y = x·Σ_i U_i V_i + b on a vector. Forward computes each
+// t_i = x·U_i (2·F·R FLOPs), then t_i·V_i (2·R·U), sums the Terms results
+// ((Terms-1)·U) and adds the bias (U).
+func (b *builder) lowrankDense(name string, x int, a OpArgs) int {
+	in, ok := b.shape(x)
+	if !ok {
+		return -1
+	}
+	var cc calc
+	f := in[0]
+	n := b.newNode(name, "lowrank_dense", []int64{a.Units}, a, x)
+	n.Params = cc.mul(a.Terms, cc.add(cc.mul(f, a.Rank), cc.mul(a.Rank, a.Units)))
+	n.FLOPs = cc.add(cc.mul(2, a.Terms, a.Rank, cc.add(f, a.Units)), cc.mul(a.Terms-1, a.Units))
+	if a.Bias {
+		n.Params = cc.add(n.Params, a.Units)
+		n.FLOPs = cc.add(n.FLOPs, a.Units)
+	}
+	n.Keep = []int{x}
+	n.Private = cc.mul(a.Terms, a.Rank)
+	return b.push(n, &cc)
 }

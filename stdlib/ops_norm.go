@@ -3,8 +3,8 @@ package stdlib
 import "pipe/lang"
 
 // The normalisations: batchnorm over the channels of a batch, layernorm
-// over each row's features, instancenorm over each channel of a sample.
-// Their rules are in prims.go and gan_ops.go.
+// over each row's features, instancenorm over each channel of a sample;
+// their rules follow the descriptors.
 
 func normOps() []*Op {
 	return []*Op{
@@ -50,4 +50,62 @@ func normOps() []*Op {
 				return affine(n.Name, first(n.Out))
 			}},
 	}
+}
+
+// batchnorm normalises over axis 0 (channels of [C, H, W], features of a
+// vector). FLOPs per element: sum and sum of squares for the statistics
+// (3), then (x-mean)·scale+shift folded into one multiply-add (2).
+func (b *builder) batchnorm(name string, x int, a OpArgs) int {
+	in, ok := b.shape(x)
+	if !ok {
+		return -1
+	}
+	if len(in) == 0 {
+		return b.shapeErr("batchnorm needs channels", "batchnorm gets a scalar per sample.")
+	}
+	var cc calc
+	n := b.newNode(name, "batchnorm", cloneShape(in), a, x)
+	n.Params = cc.mul(2, in[0])
+	n.FLOPs = cc.mul(5, cc.numel(in))
+	n.Keep = []int{x}
+	return b.push(n, &cc)
+}
+
+// layernorm normalises the last axis; 5 FLOPs per element as batchnorm.
+func (b *builder) layernorm(name string, x int, a OpArgs) int {
+	in, ok := b.shape(x)
+	if !ok {
+		return -1
+	}
+	if len(in) == 0 {
+		return b.shapeErr("layernorm needs a vector", "layernorm gets a scalar per sample.")
+	}
+	var cc calc
+	d := in[len(in)-1]
+	n := b.newNode(name, "layernorm", cloneShape(in), a, x)
+	n.Params = cc.mul(2, d)
+	n.FLOPs = cc.mul(5, cc.numel(in))
+	n.Keep = []int{x}
+	n.Private = cc.mul(2, cc.numel(in[:len(in)-1]))
+	return b.push(n, &cc)
+}
+
+// instancenorm normalises each channel of each sample over H and W: 5
+// FLOPs per element as batchnorm. PyTorch runs it as a batch norm of
+// [1, N·C, H, W], which keeps its input and a mean and an inverse
+// deviation per (sample, channel).
+func (b *builder) instancenorm(name string, x int, a OpArgs) int {
+	in, ok := b.shape(x)
+	if !ok || !b.spatial("instancenorm", in) {
+		return -1
+	}
+	var cc calc
+	n := b.newNode(name, "instancenorm", cloneShape(in), a, x)
+	if a.Affine {
+		n.Params = cc.mul(2, in[0])
+	}
+	n.FLOPs = cc.mul(5, cc.numel(in))
+	n.Keep = []int{x}
+	n.Private = cc.mul(2, in[0])
+	return b.push(n, &cc)
 }

@@ -4,8 +4,7 @@ import "pipe/lang"
 
 // The ops that resample or reshape a feature map: the pools, gap,
 // flatten, upsample and pixelshuffle (the 3-D layers of volume.go build
-// the same maxpool and upsample). Their rules are in prims.go and
-// gan_ops.go (pixelshuffle).
+// the same maxpool and upsample), with their rules.
 
 func spatialOps() []*Op {
 	pool := func(name, doc, what, op, shape, saved string, more ...*Layer) *Op {
@@ -66,4 +65,104 @@ func spatialOps() []*Op {
 					return b.pixelshuffle(b.numbered("pixelshuffle"), x, argInt(c, "factor", 2))
 				}}}},
 	}
+}
+
+// pool is maxpool or avgpool over square windows; Kernel·Kernel FLOPs
+// per output element.
+func (b *builder) pool(name, op string, x int, a OpArgs) int {
+	in, ok := b.shape(x)
+	if !ok || !b.spatial(op, in) {
+		return -1
+	}
+	if a.Stride == 0 {
+		a.Stride = a.Kernel
+	}
+	a.Dilation = 1
+	if 2*a.Padding > a.Kernel {
+		return b.shapeErr(op+" padding too large",
+			"Padding %d is more than half the %dx%d window; use at most pad%d.", a.Padding, a.Kernel, a.Kernel, a.Kernel/2)
+	}
+	ho, wo := windowOut(in[1], a.Kernel, a.Stride, a.Padding, 1), windowOut(in[2], a.Kernel, a.Stride, a.Padding, 1)
+	if ho < 1 || wo < 1 {
+		return b.shapeErr(op+" window larger than its input",
+			"The %dx%d window does not fit the input %s; pool less before it or use a smaller window.", a.Kernel, a.Kernel, shapeStr(in))
+	}
+	var cc calc
+	out := []int64{in[0], ho, wo}
+	n := b.newNode(name, op, out, a, x)
+	n.FLOPs = cc.mul(a.Kernel, a.Kernel, cc.numel(out))
+	n.Keep = []int{x}
+	if op == "maxpool" {
+		n.SavedAux = cc.mul(8, cc.numel(out))
+	}
+	return b.push(n, &cc)
+}
+
+// gap averages each channel: one FLOP per input element.
+func (b *builder) gap(name string, x int, keepdims bool) int {
+	in, ok := b.shape(x)
+	if !ok || len(in) != 4 && !b.spatial("gap", in) {
+		return -1
+	}
+	out := []int64{in[0]}
+	if keepdims {
+		out = []int64{in[0], 1, 1}
+	}
+	if keepdims && len(in) == 4 {
+		out = append(out, 1)
+	}
+	var cc calc
+	n := b.newNode(name, "gap", out, OpArgs{Keepdims: keepdims}, x)
+	n.FLOPs = cc.numel(in)
+	n.Keep = []int{x}
+	return b.push(n, &cc)
+}
+
+func (b *builder) flatten(name string, x int) int {
+	in, ok := b.shape(x)
+	if !ok {
+		return -1
+	}
+	var cc calc
+	n := b.newNode(name, "flatten", []int64{cc.numel(in)}, OpArgs{}, x)
+	return b.push(n, &cc)
+}
+
+// upsample resizes [C, H, W] to [C, ho, wo]. Nearest costs nothing;
+// bilinear 7 FLOPs per output element (4 weights, 3 adds).
+func (b *builder) upsample(name string, x int, ho, wo int64, mode string, alignCorners bool) int {
+	in, ok := b.shape(x)
+	if !ok || !b.spatial("upsample", in) {
+		return -1
+	}
+	a := OpArgs{Mode: mode, AlignCorners: alignCorners}
+	if in[1] > 0 && in[2] > 0 && ho%in[1] == 0 && wo%in[2] == 0 && ho/in[1] == wo/in[2] {
+		a.Scale = ho / in[1]
+	}
+	var cc calc
+	out := []int64{in[0], ho, wo}
+	n := b.newNode(name, "upsample", out, a, x)
+	if mode == "bilinear" {
+		n.FLOPs = cc.mul(7, cc.numel(out))
+	}
+	return b.push(n, &cc)
+}
+
+// pixelshuffle moves r² channels into an r×r block of pixels: a copy,
+// which keeps nothing for backward.
+func (b *builder) pixelshuffle(name string, x int, r int64) int {
+	in, ok := b.shape(x)
+	if !ok || !b.spatial("pixelshuffle", in) {
+		return -1
+	}
+	var cc calc
+	r2 := cc.mul(r, r)
+	if cc.overflow || in[0]%r2 != 0 {
+		return b.shapeErr("pixelshuffle channels do not divide by r²",
+			"pixelshuffle %d turns each %d channels into one channel of a %dx larger image, so the input's channels must divide by %d; it gets %s. Give the conv before it a multiple of %d channels (conv %d k3 pad1 -> pixelshuffle %d).",
+			r, r2, r, r2, shapeStr(in), r2, max(in[0]/r2, 1)*r2, r)
+	}
+	out := []int64{in[0] / r2, cc.mul(in[1], r), cc.mul(in[2], r)}
+	n := b.newNode(name, "pixelshuffle", out, OpArgs{Scale: r}, x)
+	return b.push(n, &cc)
 }

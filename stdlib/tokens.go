@@ -127,3 +127,65 @@ func (b *builder) meanTokens(name string, x int) int {
 	n.FLOPs = cc.numel(in)
 	return b.push(n, &cc)
 }
+
+// tokens turns [C, H, W] into the sequence [H·W, C].
+func (b *builder) tokens(name string, x int) int {
+	in, ok := b.shape(x)
+	if !ok || !b.spatial("tokens", in) {
+		return -1
+	}
+	var cc calc
+	n := b.newNode(name, "tokens", []int64{cc.mul(in[1], in[2]), in[0]}, OpArgs{}, x)
+	return b.push(n, &cc)
+}
+
+// classToken prepends a learned token of width D.
+func (b *builder) classToken(name string, x int) int {
+	in, _ := b.shape(x)
+	var cc calc
+	n := b.newNode(name, "class_token", []int64{in[0] + 1, in[1]}, OpArgs{}, x)
+	n.Params = in[1]
+	return b.push(n, &cc)
+}
+
+// posEmbed adds a learned [T, D] table: one FLOP per element.
+func (b *builder) posEmbed(name string, x int) int {
+	in, _ := b.shape(x)
+	var cc calc
+	n := b.newNode(name, "pos_embed", cloneShape(in), OpArgs{}, x)
+	n.Params = cc.numel(in)
+	n.FLOPs = cc.numel(in)
+	return b.push(n, &cc)
+}
+
+// selectToken takes token 0 of [T, D].
+func (b *builder) selectToken(name string, x int) int {
+	in, _ := b.shape(x)
+	var cc calc
+	n := b.newNode(name, "select_token", []int64{in[1]}, OpArgs{}, x)
+	return b.push(n, &cc)
+}
+
+// attention is PyTorch's nn.MultiheadAttention on [T, D] as self-attention:
+// a packed input projection to q, k, v (3·D·D weights, 3·D biases), per
+// head softmax(q·kᵀ/√(D/H))·v, and an output projection (D·D + D).
+// FLOPs: projections 2·T·D·3D and 2·T·D·D plus their biases (4·T·D), scores
+// and weighted sum 2·T·T·D each, scaling and softmax 6·H·T·T, and dropout
+// on the probabilities H·T·T more (with its 1-byte mask kept, as autograd
+// does).
+func (b *builder) attention(name string, x int, a OpArgs) int {
+	in, _ := b.shape(x)
+	t, d, heads := in[0], in[1], a.Heads
+	a.Bias = true
+	var cc calc
+	n := b.newNode(name, "attention", cloneShape(in), a, x)
+	n.Params = cc.add(cc.mul(4, d, d), cc.mul(4, d))
+	n.FLOPs = cc.add(cc.mul(8, t, d, d), cc.mul(4, t, d), cc.mul(4, t, t, d), cc.mul(6, heads, t, t))
+	n.Keep = []int{x}
+	n.Private = cc.add(cc.mul(4, t, d), cc.mul(heads, t, t))
+	if a.P > 0 {
+		n.FLOPs = cc.add(n.FLOPs, cc.mul(heads, t, t))
+		n.SavedAux = cc.mul(heads, t, t)
+	}
+	return b.push(n, &cc)
+}
