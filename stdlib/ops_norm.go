@@ -3,8 +3,9 @@ package stdlib
 import "pipe/lang"
 
 // The normalisations: batchnorm over the channels of a batch, layernorm
-// over each row's features, instancenorm over each channel of a sample;
-// their rules follow the descriptors.
+// over each row's features, instancenorm over each channel of a sample,
+// groupnorm over each group of channels of a sample; their rules follow
+// the descriptors.
 
 func normOps() []*Op {
 	return []*Op{
@@ -49,6 +50,22 @@ func normOps() []*Op {
 				}
 				return affine(n.Name, first(n.Out))
 			}},
+		{Name: "groupnorm", Doc: "Normalisation of each group of Channels/Groups channels of each sample over the group's channels and positions, with a per-channel scale and shift (Groups, Eps).",
+			Shape: "unchanged ([C, H, W] or [C, D, H, W])", Saved: "its input, and privately a mean and an inverse deviation per group",
+			Layers: []*Layer{{
+				Spec: layer("groupnorm", "Group normalisation of [C, H, W] or [C, D, H, W], as PyTorch's GroupNorm: the channels of each sample split into groups, each normalised over its channels and positions, with a learned per-channel scale and shift. groups 1 normalises each sample whole; groups C is instancenorm affine.",
+					arg("groups", lang.TInt, "The number of groups; the channels must divide by it.", positional, required, atLeast(1)),
+					arg("eps", lang.TFloat, "Added to the variance, greater than 0.", above(0), def("1e-5"))),
+				build: func(b *builder, c *lang.LayerCall, x int) int {
+					in, ok := b.shape(x)
+					g := argInt(c, "groups", 1)
+					if ok && len(in) > 0 && g > 0 && in[0]%g != 0 {
+						return b.badArg(c.Args["groups"], "groupnorm groups must divide the channels",
+							"The input has %d channels, which is not a multiple of %d groups; pick groups dividing %d.", in[0], g, in[0])
+					}
+					return b.groupnorm(b.numbered("groupnorm"), x, OpArgs{Groups: g, Eps: argFloat(c, "eps", 1e-5)})
+				}}},
+			Tensors: func(n *Node) []TensorSpec { return affine(n.Name, first(n.Out)) }},
 	}
 }
 
@@ -107,5 +124,33 @@ func (b *builder) instancenorm(name string, x int, a OpArgs) int {
 	n.FLOPs = cc.mul(5, cc.numel(in))
 	n.Keep = []int{x}
 	n.Private = cc.mul(2, in[0])
+	return b.push(n, &cc)
+}
+
+// groupnorm normalises each group of a sample's channels over the group's
+// channels and positions: 5 FLOPs per element as batchnorm. PyTorch's
+// native_group_norm keeps its input and a mean and an inverse deviation
+// per (sample, group).
+func (b *builder) groupnorm(name string, x int, a OpArgs) int {
+	in, ok := b.shape(x)
+	if !ok {
+		return -1
+	}
+	if len(in) != 3 && len(in) != 4 {
+		hint := ""
+		if len(in) == 1 {
+			hint = " A vector has no positions to normalise over: use layernorm or batchnorm."
+		}
+		return b.shapeErr("groupnorm needs an image or a volume", "groupnorm expects [C, H, W] or [C, D, H, W] per sample but gets %s.%s", shapeStr(in), hint)
+	}
+	if a.Groups < 1 || in[0]%a.Groups != 0 {
+		return b.shapeErr("groupnorm groups must divide the channels", "groups %d must divide the input's %d channels.", a.Groups, in[0])
+	}
+	var cc calc
+	n := b.newNode(name, "groupnorm", cloneShape(in), a, x)
+	n.Params = cc.mul(2, in[0])
+	n.FLOPs = cc.mul(5, cc.numel(in))
+	n.Keep = []int{x}
+	n.Private = cc.mul(2, a.Groups)
 	return b.push(n, &cc)
 }

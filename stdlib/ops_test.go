@@ -13,7 +13,7 @@ pipeline ops
 model a {
   input [3, 16, 16]
   conv 8 k3 pad1 -> instancenorm affine true -> leakyrelu 0.2 -> conv 8 k3 groups 8 pad1 -> batchnorm
-  convtranspose 4 k2 s2 bias false -> instancenorm -> sketched_conv 6 k3 pad1 terms 2 rank 3
+  convtranspose 4 k2 s2 bias false -> instancenorm -> groupnorm 2 eps 1e-3 -> sketched_conv 6 k3 pad1 terms 2 rank 3
   gap -> dense 12 -> lowrank_dense 5 terms 2 rank 3 -> sketched_dense 7 terms 2 rank 2 bias false -> layernorm
 }
 model b {
@@ -22,7 +22,7 @@ model b {
 }
 model c {
   input [2, 8, 8, 8]
-  conv3d 4 k3 pad1 -> batchnorm -> convtranspose3d 3
+  conv3d 4 k3 pad1 -> batchnorm -> groupnorm 2 -> convtranspose3d 3 -> groupnorm 1
 }
 `
 
@@ -91,6 +91,37 @@ func TestEveryLayerHasABuilder(t *testing.T) {
 		}
 		if lo := layerOps[l.Name]; lo == nil || lo.Spec != l || lo.build == nil {
 			t.Errorf("layer %s has no descriptor with a build", l.Name)
+		}
+	}
+}
+
+// TestGroupnormRules: groupnorm keeps its shape on images and volumes,
+// counts a scale and shift per channel and a mean and inverse deviation
+// per group, and refuses vectors and groups that do not divide the
+// channels.
+func TestGroupnormRules(t *testing.T) {
+	g, ds := BuildGraph(oneCall([]int64{6, 4, 5}, "groupnorm", lang.Args{"groups": iv(3)}))
+	if ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	n := g.Nodes[1]
+	if n.Op != "groupnorm" || !equalShape(n.Out, []int64{6, 4, 5}) || n.Params != 12 || n.Private != 6 || n.FLOPs != 5*120 || n.Args.Groups != 3 || n.Args.Eps != 1e-5 {
+		t.Errorf("groupnorm node %+v", n)
+	}
+	if g, ds := BuildGraph(oneCall([]int64{4, 2, 3, 3}, "groupnorm", lang.Args{"groups": iv(2)})); ds.HasErrors() || !equalShape(g.OutShape(), []int64{4, 2, 3, 3}) {
+		t.Errorf("volume: %v %v", g.OutShape(), ds)
+	}
+	for _, c := range []struct {
+		in     []int64
+		groups int64
+		code   string
+	}{
+		{[]int64{6, 4, 4}, 4, "bad-arg"},
+		{[]int64{6}, 2, "shape-mismatch"},
+	} {
+		_, ds := BuildGraph(oneCall(c.in, "groupnorm", lang.Args{"groups": iv(c.groups)}))
+		if len(ds) != 1 || ds[0].Code != c.code {
+			t.Errorf("groupnorm %d on %v: %v", c.groups, c.in, ds)
 		}
 	}
 }
