@@ -284,79 +284,8 @@ func (b *builder) call(c *lang.LayerCall, x int) int {
 	if isFamily(name) {
 		return b.family(c, name, x)
 	}
-	if id, ok := b.call3(c, name, x); ok {
-		return id
-	}
-	switch name {
-	case "dense":
-		in, ok := b.shape(x)
-		if !ok {
-			return -1
-		}
-		if len(in) != 1 && len(in) != 2 {
-			return b.shapeErr("dense needs a vector", "dense expects a vector per sample but gets %s; add 'flatten ->' before it%s.",
-				shapeStr(in), gapHint(in))
-		}
-		return b.dense(b.numbered("dense"), x, OpArgs{Units: argInt(c, "units", 1), Bias: argBool(c, "bias", true)})
-	case "lowrank_dense":
-		in, ok := b.shape(x)
-		if !ok {
-			return -1
-		}
-		if len(in) != 1 {
-			return b.shapeErr("lowrank_dense needs a vector", "lowrank_dense expects a vector per sample but gets %s; add 'flatten ->' before it%s.",
-				shapeStr(in), gapHint(in))
-		}
-		return b.lowrankDense(b.numbered("lowrank_dense"), x, OpArgs{Units: argInt(c, "units", 1),
-			Terms: argInt(c, "terms", 1), Rank: argInt(c, "rank", 16), Bias: argBool(c, "bias", true)})
-	case "sketched_dense", "sketched_conv":
-		return b.sketchedCall(c, x)
-	case "conv":
-		return b.conv(b.numbered("conv"), x, OpArgs{Channels: argInt(c, "out", 1), Kernel: argInt(c, "kernel", 3),
-			Stride: argInt(c, "stride", 1), Padding: argInt(c, "padding", 0), Dilation: argInt(c, "dilation", 1),
-			Groups: argInt(c, "groups", 1), Bias: argBool(c, "bias", true)})
-	case "convtranspose":
-		return b.convTranspose(b.numbered("convtranspose"), x, OpArgs{Channels: argInt(c, "out", 1),
-			Kernel: argInt(c, "kernel", 2), Stride: argInt(c, "stride", 2), Padding: argInt(c, "padding", 0),
-			Bias: argBool(c, "bias", true)})
-	case "batchnorm":
-		return b.batchnorm(b.numbered("batchnorm"), x, OpArgs{Eps: argFloat(c, "eps", 1e-5), Momentum: argFloat(c, "momentum", 0.1)})
-	case "layernorm":
-		return b.layernorm(b.numbered("layernorm"), x, OpArgs{Eps: argFloat(c, "eps", 1e-5)})
-	case "relu", "gelu", "sigmoid", "tanh", "softmax":
-		return b.activation(b.numbered(name), name, x)
-	case "leakyrelu":
-		return b.leakyrelu(b.numbered(name), x, argFloat(c, "slope", 0.01))
-	case "instancenorm":
-		return b.instancenorm(b.numbered(name), x, OpArgs{Eps: argFloat(c, "eps", 1e-5), Affine: argBool(c, "affine", false)})
-	case "pixelshuffle":
-		return b.pixelshuffle(b.numbered(name), x, argInt(c, "factor", 2))
-	case "maxpool", "avgpool":
-		return b.pool(b.numbered(name), name, x, OpArgs{Kernel: argInt(c, "size", 2), Stride: argInt(c, "stride", 0),
-			Padding: argInt(c, "padding", 0)})
-	case "gap":
-		return b.gap(b.numbered("gap"), x, false)
-	case "dropout":
-		return b.dropout(b.numbered("dropout"), x, argFloat(c, "p", 0.5))
-	case "flatten":
-		return b.flatten(b.numbered("flatten"), x)
-	case "upsample":
-		in, ok := b.shape(x)
-		if !ok || !b.spatial("upsample", in) {
-			return -1
-		}
-		f := argInt(c, "factor", 2)
-		var cc calc
-		ho, wo := cc.mul(in[1], f), cc.mul(in[2], f)
-		if cc.overflow {
-			b.errorf("overflow", "upsample is too large to count", "%s scaled by %d overflows.", shapeStr(in), f)
-			return -1
-		}
-		return b.upsample(b.numbered("upsample"), x, ho, wo, argStr(c, "mode", "nearest"), false)
-	case "add", "concat":
-		return b.join(c, name, x)
-	case "patches", "class_token", "pos_embed", "attention", "select_token", "mean_tokens", "random_attention":
-		return b.tokenLayer(c, name, x)
+	if l := layerOps[name]; l != nil && l.build != nil {
+		return l.build(b, c, x)
 	}
 	return b.shapeErr("unknown layer", "pipe has no shape rule for layer '%s'.", c.Name)
 }
@@ -367,35 +296,4 @@ func gapHint(in []int64) string {
 		return ", or 'gap ->' to average each channel"
 	}
 	return ""
-}
-
-// join builds add or concat of the flow x and the tensor argument: a
-// label, optionally through a branch of layers.
-func (b *builder) join(c *lang.LayerCall, op string, x int) int {
-	name := b.numbered(op)
-	v := c.Args["tensor"]
-	if v == nil || v.Tensor == nil {
-		return b.shapeErr(op+" needs a tensor", "Write %s NAME or %s(NAME -> layers), NAME a label defined above.", op, op)
-	}
-	t := v.Tensor
-	from := b.lookup(t.From, t.FromRange)
-	y := b.chain(t.Nodes, from)
-	b.rng, b.layer = c.Range, c.Name
-	if x < 0 || y < 0 {
-		return -1
-	}
-	what := "'" + t.From + "'"
-	if len(t.Nodes) > 0 {
-		what = "the branch (" + t.String() + ")"
-	}
-	if op == "add" {
-		id := b.add(name, []int{x, y}, []string{"the flow", what})
-		if s := argFloat(c, "scale", 1); id >= 0 && s != 1 {
-			n := b.g.Nodes[id]
-			n.Args.FlowScale = s
-			n.FLOPs += numel(n.Out) // the product
-		}
-		return id
-	}
-	return b.concat(name, []int{x, y}, []string{"the flow", what})
 }

@@ -9,9 +9,11 @@
 // a file against Schema(), which implements lang.Schema; the planner reads
 // a model's Graph (BuildGraph) and the device profiles (Devices) to choose
 // a batch size and a precision; the editor's completion and the docs list
-// Schema().Layers(), Blocks() and Ops(). How an op is computed at run time
-// lives in package exec; a new layer is added here once, plus its kernel
-// there.
+// Schema().Layers(), Blocks() and Ops(). Each primitive op is one
+// descriptor (Op, ops.go) holding its docs, its layer calls with their
+// build rules, and its named tensors with their initialisers, which
+// package engine/weights draws. How an op is computed at run time lives in
+// the engines; a new op is one descriptor here, plus its kernels there.
 //
 // stdlib imports only pipe/lang and pipe/lang/diag from the project, and,
 // outside the standard library, the edit distance lang already uses for its

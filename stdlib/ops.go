@@ -1,7 +1,11 @@
 package stdlib
 
-// This file holds the primitive ops: for each, its shape rule, parameter
-// count, forward FLOPs and what it keeps for the backward pass.
+// This file holds the op descriptor: one value per primitive op says what
+// the op is (its docs, the layer calls that build it, the named tensors a
+// node of it holds), so that the checker, the completion, the docs, the
+// graph builder and package weights all read the same declaration. The
+// descriptors live with their families (ops_*.go, panther.go, tokens.go);
+// opTable lists the families.
 //
 // FLOPs count a multiply-add as 2 and every other arithmetic operation,
 // comparison or transcendental function as 1. Reductions inside
@@ -16,70 +20,217 @@ package stdlib
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+
+	"pipe/lang"
 )
 
-// OpInfo documents a primitive op: what it computes, its shape rule, and
-// what it keeps for backward.
-type OpInfo struct {
+// Op describes a primitive op of a Graph. Doc, Shape and Saved document
+// what it computes, its shape rule and what it keeps for backward; the
+// rules themselves are the builder method its layers call, which sets a
+// node's Params, FLOPs, Keep, Private, Buffers and SavedAux.
+type Op struct {
 	Name  string
 	Doc   string
 	Shape string
 	Saved string
+	// Layers are the layer calls that build this op (conv and conv3d
+	// build conv); none for an op only other layers or families build
+	// (input, tokens).
+	Layers []*Layer
+	// Tensors declares the named tensors of a node of this op, in the
+	// order of its PyTorch module's state_dict; nil when it holds none.
+	Tensors func(n *Node) []TensorSpec
 }
 
-var opInfos = []*OpInfo{
-	{"input", "The model's input.", "the model's input shape", "nothing"},
-	{"conv", "2-D convolution (Channels, Kernel, Stride, Padding, Dilation, Groups, Bias); 3-D on a volume (conv3d: Dilation and Groups 1).",
-		"[C, H, W] to [Channels, (H+2P-D(K-1)-1)/S+1, same for W]; [C, D, H, W] likewise per axis", "its input (for the weight gradient)"},
-	{"convtranspose", "2-D transposed convolution (Channels, Kernel, Stride, Padding, Bias); 3-D on a volume (convtranspose3d).",
-		"[C, H, W] to [Channels, (H-1)S-2P+K, same for W]; [C, D, H, W] likewise per axis", "its input"},
-	{"dense", "Affine map of the last axis (Units, Bias).", "[..., F] to [..., Units]", "its input"},
-	{"lowrank_dense", "x·Σ U_i V_i + b (Units, Terms, Rank, Bias).", "[F] to [Units]",
-		"its input, and privately the Terms×Rank products x·U_i (for the V_i gradients)"},
-	{"sketched_dense", "Panther's SKLinear: 1/(2L)·Σ (x·S1_i·U1_i + x·U2_i·S2_i) + b (Units, Terms L, Rank k, Bias); U fixed (Buffers).",
-		"[F] to [Units]", "its input, and privately the L·k values x·U2_i (for the S2 gradients)"},
-	{"sketched_conv", "Panther's SKConv2d: 1/(2L)·Σ U_iᵀ·(S_i ⋆ x) + b (Channels, Kernel, Stride, Padding, Terms L, Rank k, Bias); U fixed (Buffers).",
-		"[C, H, W] to [Channels, (H+2P-K)/S+1, same for W]", "its input"},
-	{"batchnorm", "Batch normalisation over axis 0 (Eps, Momentum).", "unchanged",
-		"its input (the per-channel mean and inverse deviation are per batch)"},
-	{"layernorm", "Normalisation over the last axis (Eps).", "unchanged",
-		"its input, and privately a mean and an inverse deviation per row"},
-	{"relu", "max(x, 0).", "unchanged", "its output"},
-	{"gelu", "x·Φ(x).", "unchanged", "its input"},
-	{"leakyrelu", "x, or Slope·x below 0.", "unchanged", "its input"},
-	{"instancenorm", "Normalisation of each channel of each sample over H and W (Eps, Affine).", "unchanged",
-		"its input, and privately a mean and an inverse deviation per channel"},
-	{"pixelshuffle", "Sub-pixel rearrangement (Scale).", "[C·Scale², H, W] to [C, Scale·H, Scale·W]", "nothing"},
-	{"sigmoid", "1/(1+e^-x).", "unchanged", "its output"},
-	{"tanh", "tanh(x).", "unchanged", "its output"},
-	{"softmax", "Softmax over axis 0.", "unchanged", "its output"},
-	{"maxpool", "Maximum over windows (Kernel, Stride, Padding); cubic windows on a volume (maxpool3d).", "[C, H, W] to [C, (H+2P-K)/S+1, same for W]; [C, D, H, W] likewise per axis",
-		"its input, and 8-byte indices of the maxima (SavedAux)"},
-	{"avgpool", "Average over windows (Kernel, Stride, Padding).", "[C, H, W] to [C, (H+2P-K)/S+1, same for W]",
-		"its input (PyTorch keeps it though only its size is read)"},
-	{"gap", "Global average pool (Keepdims).", "[C, H, W] or [C, D, H, W] to [C] (or [C, 1, 1], [C, 1, 1, 1])",
-		"its input (as PyTorch's adaptive_avg_pool2d does)"},
-	{"dropout", "Zeroes elements with probability P and scales the rest.", "unchanged",
-		"a 1-byte mask per element (SavedAux); nothing when P is 0"},
-	{"flatten", "Reshape to a vector.", "[C, H, W] to [C·H·W]", "nothing"},
-	{"upsample", "Resize of H and W (Scale, Mode, AlignCorners); of D, H and W on a volume (upsample3d: nearest or trilinear).", "[C, H, W] to [C, Scale·H, Scale·W] or Out; [C, D, H, W] to [C, Scale·D, Scale·H, Scale·W]",
-		"nothing (backward needs only the sizes)"},
-	{"concat", "Joins its inputs along axis 0.", "[C1, ...] and [C2, ...] to [C1+C2, ...]", "nothing"},
-	{"add", "Elementwise sum of its inputs, the first scaled by add's scale when it is written.", "equal shapes, unchanged", "nothing"},
-	{"tokens", "Turns a feature map into a sequence of tokens.", "[C, H, W] to [H·W, C]", "nothing"},
-	{"class_token", "Prepends a learned token.", "[T, D] to [T+1, D]", "nothing"},
-	{"pos_embed", "Adds a learned position embedding.", "unchanged", "nothing"},
-	{"select_token", "Takes the first token.", "[T, D] to [D]", "nothing"},
-	{"mean_tokens", "Averages the tokens.", "[T, D] to [D]", "nothing"},
-	{"attention", "Multi-head self-attention with input and output projections (Heads, P: dropout on the probabilities, Causal).", "[T, D] unchanged",
-		"its input, and privately q, k, v (3·T·D), the attention probabilities (Heads·T·T) and the heads' output (T·D); with dropout a 1-byte mask per probability (SavedAux)"},
-	{"random_attention", "Performer (FAVOR+) self-attention, Panther's RandMultiHeadAttention: q, k, v and output projections, per head φ(q)·(φ(k)ᵀ·v) / φ(q)·Σφ(k) with M fixed random features (Heads, Features, Causal, Mode: softmax or relu); the features are Buffers.", "[T, D] unchanged",
-		"its input, and privately q, k, v and the heads' output (4·T·D), φ(q) and φ(k) (2·Heads·T·Features) and the argmax of each feature map's stabiliser (Heads·T + Heads)"},
+// Layer is one layer call of the language: its schema (what the checker
+// and the completion read), the other names it answers to, and how a
+// call of it adds nodes to a graph.
+type Layer struct {
+	Spec    *lang.LayerSpec
+	Aliases []string
+	// build adds the call's nodes on the tensor x and returns the last
+	// one's ID, or -1 after reporting why it cannot.
+	build func(b *builder, c *lang.LayerCall, x int) int
+}
+
+// TensorSpec declares one named tensor of a node: its name (a PyTorch
+// state_dict key such as "conv1.weight"), its shape, whether it is a
+// buffer that no gradient reaches, and how its initial values are drawn.
+type TensorSpec struct {
+	Name   string
+	Shape  []int64
+	Buffer bool
+	Init   Init
+}
+
+// InitKind is how a tensor starts. Package weights draws the values, each
+// tensor from its own stream keyed by the seed and the tensor's name.
+type InitKind uint8
+
+const (
+	// InitFill sets every value to Value.
+	InitFill InitKind = iota
+	// InitUniform draws from U(-Value, Value).
+	InitUniform
+	// InitKaiming is PyTorch's default for Linear and Conv weights and
+	// biases: U(±1/√Fan).
+	InitKaiming
+	// InitNormal draws from N(0, Value²).
+	InitNormal
+	// InitSignSketch is Panther's scaled_sign_sketch: ±1/√Rank.
+	InitSignSketch
+	// InitFavor is FAVOR+'s orthogonal random features, of the tensor's
+	// shape [M, d] (Panther's create_projection_matrix).
+	InitFavor
+	// InitSketchS1 and InitSketchS2 are SKLinear's S1_i = W·U1_iᵀ and
+	// S2_i = U2_iᵀ·W, and InitSketchConv SKConv2d's S_i = K·U_iᵀ: sketches
+	// of a dense weight by the layer's sign sketches (Init.Sketch).
+	InitSketchS1
+	InitSketchS2
+	InitSketchConv
+)
+
+// Init is how a tensor's initial values are drawn; each kind reads the
+// fields its doc names.
+type Init struct {
+	Kind   InitKind
+	Value  float64
+	Fan    int64
+	Rank   int64
+	Sketch Sketch
+}
+
+// Sketch is the sketched layer an InitSketch kind draws from: its node's
+// name, whose dense weight ("<Layer>.W_init") and sign sketches
+// ("<Layer>.U1s", "<Layer>.U2s") are drawn from their own streams, and
+// its sizes (Kernel for SKConv2d).
+type Sketch struct {
+	Layer                        string
+	In, Out, Terms, Rank, Kernel int64
+}
+
+// Initialiser shorthands for the descriptors.
+func fill(v float64) Init     { return Init{Kind: InitFill, Value: v} }
+func uniform(b float64) Init  { return Init{Kind: InitUniform, Value: b} }
+func kaiming(fan int64) Init  { return Init{Kind: InitKaiming, Fan: fan} }
+func normal(std float64) Init { return Init{Kind: InitNormal, Value: std} }
+func signSketch(k int64) Init { return Init{Kind: InitSignSketch, Rank: k} }
+func param(name string, shape []int64, init Init) TensorSpec {
+	return TensorSpec{Name: name, Shape: shape, Init: init}
+}
+func buffer(name string, shape []int64, init Init) TensorSpec {
+	return TensorSpec{Name: name, Shape: shape, Buffer: true, Init: init}
+}
+
+// withBias is a weight and, with bias, a bias, both from PyTorch's default
+// for Linear and Conv: U(±1/√fan_in).
+func withBias(name string, shape []int64, out, fan int64, bias bool) []TensorSpec {
+	ts := []TensorSpec{param(name+".weight", shape, kaiming(fan))}
+	if bias {
+		ts = append(ts, param(name+".bias", []int64{out}, kaiming(fan)))
+	}
+	return ts
+}
+
+// affine is a norm's scale (ones) and shift (zeros) over c channels.
+func affine(name string, c int64) []TensorSpec {
+	return []TensorSpec{param(name+".weight", []int64{c}, fill(1)), param(name+".bias", []int64{c}, fill(0))}
+}
+
+// inShape is a node's first input shape; first and last are a shape's
+// first axis (the channels of an image or a volume) and its last (the
+// features that dense, layernorm and the token ops map), 0 when empty.
+func inShape(n *Node) []int64 {
+	if len(n.In) == 0 {
+		return nil
+	}
+	return n.In[0]
+}
+
+func first(shape []int64) int64 {
+	if len(shape) == 0 {
+		return 0
+	}
+	return shape[0]
+}
+
+func last(shape []int64) int64 {
+	if len(shape) == 0 {
+		return 0
+	}
+	return shape[len(shape)-1]
+}
+
+// opTable is every op, family by family, in the order the docs list them.
+func opTable() []*Op {
+	return slices.Concat(linearOps(), normOps(), elementwiseOps(), spatialOps(), joinOps(), pantherOps(), tokenOps())
+}
+
+var (
+	opList  []*Op
+	opNamed map[string]*Op
+	// layerOps maps each layer name and alias to its layer.
+	layerOps map[string]*Layer
+)
+
+// init builds the registry here rather than in a variable's initialiser:
+// the layers' build functions reach the registry again (a volume's hint),
+// which Go would report as an initialisation cycle.
+func init() {
+	opList = opTable()
+	opNamed = map[string]*Op{}
+	layerOps = map[string]*Layer{}
+	for _, op := range opList {
+		if opNamed[op.Name] != nil {
+			panic("stdlib: op " + op.Name + " declared twice")
+		}
+		opNamed[op.Name] = op
+		for _, l := range op.Layers {
+			for _, n := range append([]string{l.Spec.Name}, l.Aliases...) {
+				if layerOps[n] != nil {
+					panic("stdlib: layer " + n + " declared twice")
+				}
+				layerOps[n] = l
+			}
+		}
+	}
+	registry = newRegistry()
+}
+
+// addLayers registers every op's layers and their aliases, in opTable's
+// order, ahead of the families.
+func (r *Registry) addLayers() {
+	for _, op := range opList {
+		for _, l := range op.Layers {
+			r.layers = append(r.layers, l.Spec)
+			r.byName[l.Spec.Name] = l.Spec
+			for _, a := range l.Aliases {
+				r.byName[a] = l.Spec
+			}
+		}
+	}
 }
 
 // Ops lists the primitive ops a Graph is made of, with their rules.
-func Ops() []*OpInfo { return opInfos }
+func Ops() []*Op { return opList }
+
+// LookupOp returns the descriptor of the op called name, or nil.
+func LookupOp(name string) *Op { return opNamed[name] }
+
+// Tensors declares the named tensors of node n from its op's descriptor;
+// ok is false when the op is unknown.
+func Tensors(n *Node) (ts []TensorSpec, ok bool) {
+	op := opNamed[n.Op]
+	if op == nil {
+		return nil, false
+	}
+	if op.Tensors == nil {
+		return nil, true
+	}
+	return op.Tensors(n), true
+}
 
 // shapeStr renders a shape as "[64, 7, 7]".
 func shapeStr(s []int64) string {

@@ -22,6 +22,10 @@ package stdlib
 
 import "pipe/lang"
 
+func pantherOps() []*Op {
+	return []*Op{sketchedDenseOp(), sketchedConvOp()}
+}
+
 // sketchedDense is Panther's SKLinear on a vector. Forward computes
 // x·S1_i and x·U2_i (2·F·k each, L times), their products with U1_i and
 // S2_i (2·k·U each) and the bias (U); 1/(2L) rides on the products.
@@ -80,21 +84,71 @@ func (b *builder) sketchedConv(name string, x int, a OpArgs) int {
 	return b.push(n, &cc)
 }
 
-// sketchedCall builds sketched_dense or sketched_conv from a call.
-func (b *builder) sketchedCall(c *lang.LayerCall, x int) int {
-	if c.Name == "sketched_conv" {
-		return b.sketchedConv(b.numbered("sketched_conv"), x, OpArgs{Channels: argInt(c, "out", 1), Kernel: argInt(c, "kernel", 3),
-			Stride: argInt(c, "stride", 1), Padding: argInt(c, "padding", 0), Terms: argInt(c, "terms", 6), Rank: argInt(c, "rank", 8),
-			Bias: argBool(c, "bias", true)})
-	}
-	in, ok := b.shape(x)
-	if !ok {
-		return -1
-	}
-	if len(in) != 1 {
-		return b.shapeErr("sketched_dense needs a vector", "sketched_dense expects a vector per sample but gets %s; add 'flatten ->' before it%s.",
-			shapeStr(in), gapHint(in))
-	}
-	return b.sketchedDense(b.numbered("sketched_dense"), x, OpArgs{Units: argInt(c, "units", 1), Terms: argInt(c, "terms", 1), Rank: argInt(c, "rank", 16),
-		Bias: argBool(c, "bias", true)})
+func sketchedDenseOp() *Op {
+	return &Op{Name: "sketched_dense", Doc: "Panther's SKLinear: 1/(2L)·Σ (x·S1_i·U1_i + x·U2_i·S2_i) + b (Units, Terms L, Rank k, Bias); U fixed (Buffers).",
+		Shape: "[F] to [Units]", Saved: "its input, and privately the L·k values x·U2_i (for the S2 gradients)",
+		Layers: []*Layer{{
+			Spec: layer("sketched_dense", "Panther's SKLinear: y = 1/(2L)·Σ_i (x·S1_i·U1_i + x·U2_i·S2_i) + b over L terms of rank k, learning S1_i (in×k) and S2_i (k×units); U1_i (k×units) and U2_i (in×k) are fixed random sign sketches (±1/√k) that checkpoints keep. S starts as a sketch of a dense weight W: S1_i = W·U1_iᵀ, S2_i = U2_iᵀ·W.",
+				arg("units", lang.TInt, "Output features.", positional, required, atLeast(1)),
+				arg("terms", lang.TInt, "L, the number of sketched terms (Panther's num_terms).", atLeast(1), def("1")),
+				arg("rank", lang.TInt, "k, the rank of each term (Panther's low_rank).", atLeast(1), def("16")),
+				biasArg()),
+			build: func(b *builder, c *lang.LayerCall, x int) int {
+				in, ok := b.shape(x)
+				if !ok {
+					return -1
+				}
+				if len(in) != 1 {
+					return b.shapeErr("sketched_dense needs a vector", "sketched_dense expects a vector per sample but gets %s; add 'flatten ->' before it%s.",
+						shapeStr(in), gapHint(in))
+				}
+				return b.sketchedDense(b.numbered("sketched_dense"), x, OpArgs{Units: argInt(c, "units", 1), Terms: argInt(c, "terms", 1), Rank: argInt(c, "rank", 16),
+					Bias: argBool(c, "bias", true)})
+			}}},
+		// Panther's names: the sketches S1s [L, in, k] and S2s [L, k, out],
+		// the bias, and the fixed sign sketches U1s [L, k, out] and U2s
+		// [L, in, k].
+		Tensors: func(n *Node) []TensorSpec {
+			a, name := n.Args, n.Name
+			in, out := last(inShape(n)), last(n.Out)
+			sk := Sketch{Layer: name, In: in, Out: out, Terms: a.Terms, Rank: a.Rank}
+			ts := []TensorSpec{
+				param(name+".S1s", []int64{a.Terms, in, a.Rank}, Init{Kind: InitSketchS1, Sketch: sk}),
+				param(name+".S2s", []int64{a.Terms, a.Rank, out}, Init{Kind: InitSketchS2, Sketch: sk}),
+			}
+			if a.Bias {
+				ts = append(ts, param(name+".bias", []int64{out}, kaiming(out)))
+			}
+			return append(ts,
+				buffer(name+".U1s", []int64{a.Terms, a.Rank, out}, signSketch(a.Rank)),
+				buffer(name+".U2s", []int64{a.Terms, in, a.Rank}, signSketch(a.Rank)))
+		}}
+}
+
+func sketchedConvOp() *Op {
+	return &Op{Name: "sketched_conv", Doc: "Panther's SKConv2d: 1/(2L)·Σ U_iᵀ·(S_i ⋆ x) + b (Channels, Kernel, Stride, Padding, Terms L, Rank k, Bias); U fixed (Buffers).",
+		Shape: "[C, H, W] to [Channels, (H+2P-K)/S+1, same for W]", Saved: "its input",
+		Layers: []*Layer{{
+			Spec: layer("sketched_conv", "Panther's SKConv2d over [C, H, W]: a convolution to 2L·k channels with learned kernels S, then y = 1/(2L)·Σ_i U_iᵀ·(S_i ⋆ x) + b with 2L fixed random sign sketches U_i (k×out, ±1/√k). S starts as a sketch of a dense kernel K: S_i = K·U_iᵀ.",
+				append(convArgs("3", "1"),
+					arg("terms", lang.TInt, "L; the layer sums 2L sketched terms (Panther's num_terms).", atLeast(1), def("6")),
+					arg("rank", lang.TInt, "k, the rank of each term (Panther's low_rank).", atLeast(1), def("8")),
+					biasArg())...),
+			build: func(b *builder, c *lang.LayerCall, x int) int {
+				return b.sketchedConv(b.numbered("sketched_conv"), x, OpArgs{Channels: argInt(c, "out", 1), Kernel: argInt(c, "kernel", 3),
+					Stride: argInt(c, "stride", 1), Padding: argInt(c, "padding", 0), Terms: argInt(c, "terms", 6), Rank: argInt(c, "rank", 8),
+					Bias: argBool(c, "bias", true)})
+			}}},
+		// S1s [2L·k, in, kh, kw] (channel i·k+r is term i's r-th), the bias,
+		// and the fixed U1s [2L, k, out].
+		Tensors: func(n *Node) []TensorSpec {
+			a, name := n.Args, n.Name
+			in, out, k := first(inShape(n)), first(n.Out), a.Kernel
+			sk := Sketch{Layer: name, In: in, Out: out, Terms: a.Terms, Rank: a.Rank, Kernel: k}
+			ts := []TensorSpec{param(name+".S1s", []int64{2 * a.Terms * a.Rank, in, k, k}, Init{Kind: InitSketchConv, Sketch: sk})}
+			if a.Bias {
+				ts = append(ts, param(name+".bias", []int64{out}, kaiming(k*k*out)))
+			}
+			return append(ts, buffer(name+".U1s", []int64{2 * a.Terms, a.Rank, out}, signSketch(a.Rank)))
+		}}
 }

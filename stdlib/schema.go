@@ -22,7 +22,8 @@ type Registry struct {
 	byName map[string]*lang.LayerSpec
 }
 
-var registry = newRegistry()
+// registry is built by ops.go's init, after the op descriptors.
+var registry *Registry
 
 // Schema returns the standard library's registry. It is shared and must
 // not be modified.
@@ -32,12 +33,10 @@ var _ lang.Schema = (*Registry)(nil)
 
 func newRegistry() *Registry {
 	r := &Registry{top: topFields(), blocks: blockSpecs(), byName: map[string]*lang.LayerSpec{}}
-	for _, l := range append(append(layerSpecs(), volumeSpecs()...), familySpecs()...) {
+	r.addLayers()
+	for _, l := range familySpecs() {
 		r.layers = append(r.layers, l)
 		r.byName[l.Name] = l
-	}
-	for _, a := range layerAliases {
-		r.byName[a.alias] = r.byName[a.name]
 	}
 	return r
 }

@@ -110,7 +110,7 @@ func TestEveryLayerBuilds(t *testing.T) {
 		"convtranspose": {"out": iv(4)}, "conv3d": {"out": iv(4)}, "convtranspose3d": {"out": iv(4)}, "mlp": {"hidden": lv(8), "out": iv(2)}, "cnn": {"channels": lv(8), "out": iv(2)},
 		"pixelshuffle": {"factor": iv(1)},
 		"concat":       {"tensor": {Tensor: &lang.Chain{From: "input"}}}, "add": {"tensor": {Tensor: &lang.Chain{From: "input"}}},
-		"patches": {"size": iv(4), "dim": iv(8)}, "random_attention": {"features": iv(6)},
+		"patches": {"size": iv(4), "dim": iv(8)}, "random_attention": {"features": iv(6)}, "groupnorm": {"groups": iv(3)},
 	}
 	tokens := map[string]bool{"class_token": true, "pos_embed": true, "attention": true, "select_token": true, "mean_tokens": true, "random_attention": true}
 	vector := map[string]bool{"dense": true, "lowrank_dense": true, "sketched_dense": true, "mlp": true}

@@ -14,19 +14,53 @@ import (
 // the native vol2col) from the input's rank. Kernels, strides and
 // padding are cubic: the same along depth, height and width.
 
-// volumeSpecs are the 3-D layers' specs.
-func volumeSpecs() []*lang.LayerSpec {
-	return []*lang.LayerSpec{
-		layer("conv3d", "3-D convolution over [C, D, H, W] (a cubic kernel).", convArgs3("3", "1")...),
-		layer("convtranspose3d", "3-D transposed convolution (learned upsampling) over [C, D, H, W].", convArgs3("2", "2")...),
-		layer("maxpool3d", "Maximum over cubic windows of [C, D, H, W].",
-			arg("size", lang.TInt, "The window size (cubic) over which the maximum is taken.", positional, atLeast(1), def("2")),
-			arg("stride", lang.TInt, "Step between windows; the window size when left out.", glued, alias("s"), atLeast(1)),
-			arg("padding", lang.TInt, "Padding on each side.", glued, alias("pad"), atLeast(0), def("0"))),
-		layer("upsample3d", "Scales depth, height and width of [C, D, H, W] by an integer factor.",
-			arg("factor", lang.TInt, "The scale factor.", positional, atLeast(1), def("2")),
-			arg("mode", lang.TEnum, "nearest | trilinear (align_corners false).", enum("nearest", "trilinear"), def("nearest"))),
-	}
+// The 3-D layers, each a layer of its 2-D op's descriptor.
+
+func conv3dLayer() *Layer {
+	return &Layer{Spec: layer("conv3d", "3-D convolution over [C, D, H, W] (a cubic kernel).", convArgs3("3", "1")...),
+		build: func(b *builder, c *lang.LayerCall, x int) int {
+			return b.conv3d(b.numbered("conv3d"), x, OpArgs{Channels: argInt(c, "out", 1), Kernel: argInt(c, "kernel", 3),
+				Stride: argInt(c, "stride", 1), Padding: argInt(c, "padding", 0), Bias: argBool(c, "bias", true)})
+		}}
+}
+
+func convTranspose3dLayer() *Layer {
+	return &Layer{Spec: layer("convtranspose3d", "3-D transposed convolution (learned upsampling) over [C, D, H, W].", convArgs3("2", "2")...),
+		build: func(b *builder, c *lang.LayerCall, x int) int {
+			return b.convTranspose3d(b.numbered("convtranspose3d"), x, OpArgs{Channels: argInt(c, "out", 1), Kernel: argInt(c, "kernel", 2),
+				Stride: argInt(c, "stride", 2), Padding: argInt(c, "padding", 0), Bias: argBool(c, "bias", true)})
+		}}
+}
+
+func maxpool3dLayer() *Layer {
+	return &Layer{Spec: layer("maxpool3d", "Maximum over cubic windows of [C, D, H, W].",
+		arg("size", lang.TInt, "The window size (cubic) over which the maximum is taken.", positional, atLeast(1), def("2")),
+		arg("stride", lang.TInt, "Step between windows; the window size when left out.", glued, alias("s"), atLeast(1)),
+		arg("padding", lang.TInt, "Padding on each side.", glued, alias("pad"), atLeast(0), def("0"))),
+		build: func(b *builder, c *lang.LayerCall, x int) int {
+			return b.maxpool3d(b.numbered("maxpool3d"), x, OpArgs{Kernel: argInt(c, "size", 2), Stride: argInt(c, "stride", 0),
+				Padding: argInt(c, "padding", 0)})
+		}}
+}
+
+func upsample3dLayer() *Layer {
+	return &Layer{Spec: layer("upsample3d", "Scales depth, height and width of [C, D, H, W] by an integer factor.",
+		arg("factor", lang.TInt, "The scale factor.", positional, atLeast(1), def("2")),
+		arg("mode", lang.TEnum, "nearest | trilinear (align_corners false).", enum("nearest", "trilinear"), def("nearest"))),
+		build: func(b *builder, c *lang.LayerCall, x int) int {
+			in, ok := b.shape(x)
+			if !ok || !b.volume("upsample3d", in) {
+				return -1
+			}
+			f := argInt(c, "factor", 2)
+			var cc calc
+			out := []int64{in[0], cc.mul(in[1], f), cc.mul(in[2], f), cc.mul(in[3], f)}
+			if cc.overflow {
+				b.errorf("overflow", "upsample3d is too large to count", "%s scaled by %d overflows.", shapeStr(in), f)
+				return -1
+			}
+			return b.upsample3d(b.numbered("upsample3d"), x, out, argStr(c, "mode", "nearest"))
+		}}
 }
 
 func convArgs3(kernelDef, strideDef string) []*lang.ArgSpec {
@@ -53,35 +87,6 @@ func (b *builder) volume(op string, in []int64) bool {
 	}
 	b.shapeErr(op+" needs a volume", "%s expects [C, D, H, W] per sample but gets %s.%s", op, shapeStr(in), hint)
 	return false
-}
-
-// call3 builds the 3-D layer name, or reports false when name is not one.
-func (b *builder) call3(c *lang.LayerCall, name string, x int) (int, bool) {
-	switch name {
-	case "conv3d":
-		return b.conv3d(b.numbered(name), x, OpArgs{Channels: argInt(c, "out", 1), Kernel: argInt(c, "kernel", 3),
-			Stride: argInt(c, "stride", 1), Padding: argInt(c, "padding", 0), Bias: argBool(c, "bias", true)}), true
-	case "convtranspose3d":
-		return b.convTranspose3d(b.numbered(name), x, OpArgs{Channels: argInt(c, "out", 1), Kernel: argInt(c, "kernel", 2),
-			Stride: argInt(c, "stride", 2), Padding: argInt(c, "padding", 0), Bias: argBool(c, "bias", true)}), true
-	case "maxpool3d":
-		return b.maxpool3d(b.numbered(name), x, OpArgs{Kernel: argInt(c, "size", 2), Stride: argInt(c, "stride", 0),
-			Padding: argInt(c, "padding", 0)}), true
-	case "upsample3d":
-		in, ok := b.shape(x)
-		if !ok || !b.volume(name, in) {
-			return -1, true
-		}
-		f := argInt(c, "factor", 2)
-		var cc calc
-		out := []int64{in[0], cc.mul(in[1], f), cc.mul(in[2], f), cc.mul(in[3], f)}
-		if cc.overflow {
-			b.errorf("overflow", "upsample3d is too large to count", "%s scaled by %d overflows.", shapeStr(in), f)
-			return -1, true
-		}
-		return b.upsample3d(b.numbered(name), x, out, argStr(c, "mode", "nearest")), true
-	}
-	return -1, false
 }
 
 // conv3d is op conv on [C, D, H, W]: dilation and groups 1.

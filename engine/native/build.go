@@ -409,6 +409,8 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 			k.gamma, k.beta = m.newParam(first.Name+".weight", []int64{c}), m.newParam(first.Name+".bias", []int64{c})
 		}
 		return k, nil
+	case "groupnorm":
+		return m.groupnormKernel(first, in)
 	case "maxpool", "avgpool":
 		if !in.spatial {
 			return nil, unsupported(first, "needs [C, H, W]")

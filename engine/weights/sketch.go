@@ -10,6 +10,8 @@ package weights
 // (SKLinear) or kh·kw·out (SKConv2d). The bias is drawn from the same
 // bound.
 
+import "pipe/stdlib"
+
 // DenseInit is the dense weight W of the sketched layer name, size values
 // with fan-in fan, under seed.
 func DenseInit(seed uint64, name string, size, fan int) []float32 {
@@ -18,13 +20,13 @@ func DenseInit(seed uint64, name string, size, fan int) []float32 {
 	return w
 }
 
-// sketchedDense declares SKLinear's tensors under Panther's names: the
-// sketches S1s [L, in, k] and S2s [L, k, out], the bias, and the fixed
-// sign sketches U1s [L, k, out] and U2s [L, in, k].
-func sketchedDense(name string, in64, out64, terms64, rank64 int64, bias bool) []Tensor {
-	in, out, terms, rank := int(in64), int(out64), int(terms64), int(rank64)
-	u1, u2 := SignSketch(rank64), SignSketch(rank64)
-	s1 := Tensor{Name: name + ".S1s", Shape: []int64{terms64, in64, rank64}, fill: func(seed uint64, s []float32) {
+// sketchS1 draws SKLinear's S1s [L, in, k]: S1_i = W·U1_iᵀ, with U1s
+// [L, k, out] the layer's sign sketches.
+func sketchS1(sk stdlib.Sketch) func(seed uint64, s []float32) {
+	name := sk.Layer
+	in, out, terms, rank := int(sk.In), int(sk.Out), int(sk.Terms), int(sk.Rank)
+	u1 := SignSketch(sk.Rank)
+	return func(seed uint64, s []float32) {
 		w, u := DenseInit(seed, name, in*out, out), make([]float32, terms*rank*out)
 		u1(Stream(seed, name+".U1s"), u)
 		for i := 0; i < terms; i++ {
@@ -39,8 +41,16 @@ func sketchedDense(name string, in64, out64, terms64, rank64 int64, bias bool) [
 				}
 			}
 		}
-	}}
-	s2 := Tensor{Name: name + ".S2s", Shape: []int64{terms64, rank64, out64}, fill: func(seed uint64, s []float32) {
+	}
+}
+
+// sketchS2 draws SKLinear's S2s [L, k, out]: S2_i = U2_iᵀ·W, with U2s
+// [L, in, k] the layer's sign sketches.
+func sketchS2(sk stdlib.Sketch) func(seed uint64, s []float32) {
+	name := sk.Layer
+	in, out, terms, rank := int(sk.In), int(sk.Out), int(sk.Terms), int(sk.Rank)
+	u2 := SignSketch(sk.Rank)
+	return func(seed uint64, s []float32) {
 		w, u := DenseInit(seed, name, in*out, out), make([]float32, terms*in*rank)
 		u2(Stream(seed, name+".U2s"), u)
 		for i := 0; i < terms; i++ {
@@ -55,26 +65,19 @@ func sketchedDense(name string, in64, out64, terms64, rank64 int64, bias bool) [
 				}
 			}
 		}
-	}}
-	ts := []Tensor{s1, s2}
-	if bias {
-		ts = append(ts, param(name+".bias", []int64{out64}, Kaiming(out64)))
 	}
-	return append(ts,
-		buffer(name+".U1s", []int64{terms64, rank64, out64}, u1),
-		buffer(name+".U2s", []int64{terms64, in64, rank64}, u2))
 }
 
-// sketchedConv declares SKConv2d's tensors: S1s [2L·k, in, kh, kw]
-// (channel i·k+r is term i's r-th), the bias, and the fixed U1s
-// [2L, k, out]; S_i[r, c, a, b] = Σ_o K[c, a, b, o]·U_i[r, o] with K
-// [in, kh, kw, out].
-func sketchedConv(name string, in64, out64, terms64, rank64, kernel64 int64, bias bool) []Tensor {
-	in, out, kk := int(in64), int(out64), int(kernel64*kernel64)
-	mid := int(2 * terms64 * rank64)
-	u := SignSketch(rank64)
+// sketchConv draws SKConv2d's S1s [2L·k, in, kh, kw] (channel i·k+r is
+// term i's r-th): S_i[r, c, a, b] = Σ_o K[c, a, b, o]·U_i[r, o] with K
+// [in, kh, kw, out] and U1s [2L, k, out] the layer's sign sketches.
+func sketchConv(sk stdlib.Sketch) func(seed uint64, s []float32) {
+	name := sk.Layer
+	in, out, kk := int(sk.In), int(sk.Out), int(sk.Kernel*sk.Kernel)
+	mid := int(2 * sk.Terms * sk.Rank)
+	u := SignSketch(sk.Rank)
 	fan := kk * out
-	s := Tensor{Name: name + ".S1s", Shape: []int64{int64(mid), in64, kernel64, kernel64}, fill: func(seed uint64, s []float32) {
+	return func(seed uint64, s []float32) {
 		w, uu := DenseInit(seed, name, in*kk*out, fan), make([]float32, mid*out)
 		u(Stream(seed, name+".U1s"), uu)
 		for j := 0; j < mid; j++ {
@@ -86,10 +89,5 @@ func sketchedConv(name string, in64, out64, terms64, rank64, kernel64 int64, bia
 				s[j*in*kk+p] = float32(acc)
 			}
 		}
-	}}
-	ts := []Tensor{s}
-	if bias {
-		ts = append(ts, param(name+".bias", []int64{out64}, Kaiming(int64(fan))))
 	}
-	return append(ts, buffer(name+".U1s", []int64{2 * terms64, rank64, out64}, u))
 }

@@ -1,9 +1,10 @@
-// Package weights declares the named tensors each node of a graph holds
-// (its shape, whether it trains, how it starts) and draws their seeded
-// initial values. Both engines start from it: the native engine
-// allocates the tensors it declares, the torch engine sends their values
-// to its workers, so the same file gives the same starting weights on
-// either and a run moves between them. It builds no kernel.
+// Package weights draws the seeded initial values of the named tensors
+// each node of a graph holds, as its op's descriptor in stdlib declares
+// them (name, shape, buffer or not, and an Init spec). Both engines start
+// from it: the native engine allocates the tensors it declares, the torch
+// engine sends their values to its workers, so the same file gives the
+// same starting weights on either and a run moves between them. It builds
+// no kernel.
 //
 // Each tensor draws from its own stream, keyed by the seed and the
 // tensor's name (Stream), so adding a layer leaves the others' initial
@@ -14,7 +15,6 @@ package weights
 import (
 	"fmt"
 	"hash/fnv"
-	"math"
 	"math/rand/v2"
 
 	"pipe/engine"
@@ -59,16 +59,6 @@ func Stream(seed uint64, name string) *rand.Rand {
 // Init fills x from r.
 type Init func(r *rand.Rand, x []float32)
 
-// own is a tensor drawn from its own stream.
-func own(name string, shape []int64, buffer bool, init Init) Tensor {
-	return Tensor{Name: name, Shape: shape, Buffer: buffer, fill: func(seed uint64, x []float32) {
-		init(Stream(seed, name), x)
-	}}
-}
-
-func param(name string, shape []int64, init Init) Tensor  { return own(name, shape, false, init) }
-func buffer(name string, shape []int64, init Init) Tensor { return own(name, shape, true, init) }
-
 // Of declares the tensors of every node of g, in the graph's order and,
 // within a node, in the order of its module's state_dict. It fails,
 // wrapping engine.ErrUnsupported, on a node with parameters whose op it
@@ -85,139 +75,59 @@ func Of(g *stdlib.Graph) ([]Tensor, error) {
 	return out, nil
 }
 
-// first and last are a per-sample shape's first axis (the channels of an
-// image or a volume, as conv and the norms over channels read it) and its
-// last (the features that dense, layernorm and the token ops map).
-func first(shape []int64) int64 {
-	if len(shape) == 0 {
-		return 0
-	}
-	return shape[0]
-}
-
-func last(shape []int64) int64 {
-	if len(shape) == 0 {
-		return 0
-	}
-	return shape[len(shape)-1]
-}
-
-// Node declares the tensors of one node.
+// Node declares the tensors of one node as its op's descriptor in stdlib
+// lists them (stdlib.Tensors), each with the drawing its Init names.
 func Node(n *stdlib.Node) ([]Tensor, error) {
-	a := n.Args
-	var in []int64
-	if len(n.In) > 0 {
-		in = n.In[0]
+	specs, _ := stdlib.Tensors(n)
+	if len(specs) == 0 {
+		if n.Params > 0 || n.Buffers > 0 {
+			return nil, fmt.Errorf("%w: %s (%s) has parameters that package weights does not declare", engine.ErrUnsupported, n.Name, n.Op)
+		}
+		return nil, nil
 	}
-	name := n.Name
-	cin, cout := first(in), first(n.Out)
-	fin, fout := last(in), last(n.Out)
-	k := a.Kernel
-	switch n.Op {
-	case "conv":
-		// A volume's kernel is k×k×k; groups apply to images only.
-		grp := max(a.Groups, 1)
-		shape, fan := []int64{cout, cin / grp, k, k}, cin/grp*k*k
-		if len(in) == 4 {
-			shape, fan = []int64{cout, cin, k, k, k}, cin*k*k*k
+	ts := make([]Tensor, len(specs))
+	for i, s := range specs {
+		fill, err := filler(s)
+		if err != nil {
+			return nil, fmt.Errorf("%s (%s): %w", n.Name, n.Op, err)
 		}
-		return withBias(name, shape, cout, fan, a.Bias), nil
-	case "convtranspose":
-		grp := max(a.Groups, 1)
-		shape, fan := []int64{cin, cout / grp, k, k}, cout/grp*k*k
-		if len(in) == 4 {
-			shape, fan = []int64{cin, cout, k, k, k}, cout*k*k*k
-		}
-		return withBias(name, shape, cout, fan, a.Bias), nil
-	case "dense":
-		return withBias(name, []int64{fout, fin}, fout, fin, a.Bias), nil
-	case "lowrank_dense":
-		ts := []Tensor{
-			param(name+".u", []int64{a.Terms, fin, a.Rank}, Kaiming(fin)),
-			param(name+".v", []int64{a.Terms, a.Rank, fout}, Uniform(math.Sqrt(3/float64(a.Terms*a.Rank)))),
-		}
-		if a.Bias {
-			ts = append(ts, param(name+".bias", []int64{fout}, Kaiming(fin)))
-		}
-		return ts, nil
-	case "sketched_dense":
-		return sketchedDense(name, fin, fout, a.Terms, a.Rank, a.Bias), nil
-	case "sketched_conv":
-		return sketchedConv(name, cin, cout, a.Terms, a.Rank, k, a.Bias), nil
-	case "batchnorm":
-		return BatchNorm(name, cout), nil
-	case "layernorm":
-		return affine(name, fout), nil
-	case "instancenorm":
-		if !a.Affine {
-			return nil, nil
-		}
-		return affine(name, cout), nil
-	case "class_token":
-		return []Tensor{param(name+".weight", []int64{1, 1, fin}, Fill(0))}, nil
-	case "pos_embed":
-		return []Tensor{param(name+".weight", []int64{1, cin, fin}, Normal(0.02))}, nil
-	case "attention":
-		// nn.MultiheadAttention's initialisation: xavier_uniform_ on the
-		// packed [3D, D] projection, zero biases, and the output
-		// projection's Linear default (its bias zeroed too).
-		d := fin
-		return []Tensor{
-			param(name+".in_proj_weight", []int64{3 * d, d}, Uniform(math.Sqrt(6/float64(4*d)))),
-			param(name+".in_proj_bias", []int64{3 * d}, Fill(0)),
-			param(name+".out_proj.weight", []int64{d, d}, Kaiming(d)),
-			param(name+".out_proj.bias", []int64{d}, Fill(0)),
-		}, nil
-	case "random_attention":
-		return randomAttention(name, fin, a.Heads, a.Features), nil
+		ts[i] = Tensor{Name: s.Name, Shape: s.Shape, Buffer: s.Buffer, fill: fill}
 	}
-	if n.Params > 0 || n.Buffers > 0 {
-		return nil, fmt.Errorf("%w: %s (%s) has parameters that package weights does not declare", engine.ErrUnsupported, name, n.Op)
-	}
-	return nil, nil
+	return ts, nil
 }
 
-// withBias is a weight and, with bias, a bias, both from PyTorch's
-// default for Linear and Conv: U(±1/√fan_in).
-func withBias(name string, shape []int64, out, fan int64, bias bool) []Tensor {
-	ts := []Tensor{param(name+".weight", shape, Kaiming(fan))}
-	if bias {
-		ts = append(ts, param(name+".bias", []int64{out}, Kaiming(fan)))
+// filler is how the tensor s is drawn under a seed: from its own stream,
+// or, for a sketched layer's S, from the streams of the layer's dense
+// weight and sign sketches (sketch.go).
+func filler(s stdlib.TensorSpec) (func(seed uint64, x []float32), error) {
+	var init Init
+	switch in := s.Init; in.Kind {
+	case stdlib.InitFill:
+		init = Fill(float32(in.Value))
+	case stdlib.InitUniform:
+		init = Uniform(in.Value)
+	case stdlib.InitKaiming:
+		init = Kaiming(in.Fan)
+	case stdlib.InitNormal:
+		init = Normal(in.Value)
+	case stdlib.InitSignSketch:
+		init = SignSketch(in.Rank)
+	case stdlib.InitFavor:
+		if len(s.Shape) != 2 {
+			return nil, fmt.Errorf("%w: %s: random features need a shape [M, d], not %v", engine.ErrInternal, s.Name, s.Shape)
+		}
+		init = FavorFeatures(int(s.Shape[0]), int(s.Shape[1]))
+	case stdlib.InitSketchS1:
+		return sketchS1(in.Sketch), nil
+	case stdlib.InitSketchS2:
+		return sketchS2(in.Sketch), nil
+	case stdlib.InitSketchConv:
+		return sketchConv(in.Sketch), nil
+	default:
+		return nil, fmt.Errorf("%w: %s: initialiser kind %d", engine.ErrUnsupported, s.Name, in.Kind)
 	}
-	return ts
-}
-
-// affine is a norm's scale (ones) and shift (zeros).
-func affine(name string, c int64) []Tensor {
-	return []Tensor{param(name+".weight", []int64{c}, Fill(1)), param(name+".bias", []int64{c}, Fill(0))}
-}
-
-// BatchNorm declares a batchnorm of c channels: its affine parameters and
-// its running statistics. A conv that fuses a batchnorm holds these
-// under the batchnorm node's name.
-func BatchNorm(name string, c int64) []Tensor {
-	sh := []int64{c}
-	return append(affine(name, c),
-		buffer(name+".running_mean", sh, Fill(0)),
-		buffer(name+".running_var", sh, Fill(1)))
-}
-
-// randomAttention is Panther's RandMultiHeadAttention: xavier_uniform_
-// projections, zero biases and the FAVOR+ feature matrix.
-func randomAttention(name string, d, heads, features int64) []Tensor {
-	sq, v := []int64{d, d}, []int64{d}
-	xavier := Uniform(math.Sqrt(6 / float64(2*d)))
-	dh := int64(0)
-	if heads > 0 {
-		dh = d / heads
-	}
-	return []Tensor{
-		param(name+".Wq", sq, xavier), param(name+".Wk", sq, xavier),
-		param(name+".Wv", sq, xavier), param(name+".W0", sq, xavier),
-		param(name+".bq", v, Fill(0)), param(name+".bk", v, Fill(0)),
-		param(name+".bv", v, Fill(0)), param(name+".b0", v, Fill(0)),
-		buffer(name+".projection_matrix", []int64{features, dh}, FavorFeatures(int(features), int(dh))),
-	}
+	name := s.Name
+	return func(seed uint64, x []float32) { init(Stream(seed, name), x) }, nil
 }
 
 // Initial is the state a model of g starts from under seed: the
