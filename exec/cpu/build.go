@@ -299,7 +299,7 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 		if in.vol() {
 			return m.conv3Kernel(first, bnNode, in, out, act)
 		}
-		geo := newConvGeom(in.c, in.h, in.w, out.c, out.h, out.w, int(a.Kernel), int(max(a.Stride, 1)), int(a.Padding), int(max(a.Dilation, 1)), int(max(a.Groups, 1)))
+		geo := convGeomOf(in, out, a)
 		k := &convKernel{geo: geo, act: act}
 		fan := geo.ckk
 		k.w = m.newParam(first.Name+".weight", []int64{int64(out.c), int64(geo.cig), a.Kernel, a.Kernel}, kaiming(fan))
@@ -324,7 +324,7 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 			return m.convT3Kernel(first, in, out), nil
 		}
 		grp := int(max(a.Groups, 1))
-		eq := newConvGeom(out.c, out.h, out.w, in.c, in.h, in.w, int(a.Kernel), int(max(a.Stride, 1)), int(a.Padding), int(max(a.Dilation, 1)), grp)
+		eq := convGeomOf(out, in, a)
 		k := &convTKernel{eq: eq}
 		fan := out.c / grp * int(a.Kernel*a.Kernel)
 		k.w = m.newParam(first.Name+".weight", []int64{int64(in.c), int64(out.c / grp), a.Kernel, a.Kernel}, kaiming(fan))
@@ -370,8 +370,7 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 		if !in.spatial || a.Terms < 1 || a.Rank < 1 {
 			return nil, unsupported(first, "needs [C, H, W], and terms and rank of at least 1")
 		}
-		mid := int(2 * a.Terms * a.Rank)
-		geo := newConvGeom(in.c, in.h, in.w, mid, u.out.h, u.out.w, int(a.Kernel), int(max(a.Stride, 1)), int(a.Padding), 1, 1)
+		geo := skConvGeomOf(in, u.out, a)
 		return m.skConv(first.Name, geo, u.out.c, int(a.Terms), int(a.Rank), int(a.Kernel), a.Bias), nil
 	case "batchnorm":
 		return &bnKernel{st: m.newBN(first.Name, u.out.c, eps(a.Eps), a.Momentum)}, nil
@@ -535,21 +534,14 @@ func (m *model) allocScratch() {
 		case *skConvKernel:
 			geo = &k.geo
 		}
-		if vol != nil {
-			col = max(col, vol.scratchNeed())
-			part = max(part, vol.co*vol.ckk)
-			continue
+		var c, p int
+		switch {
+		case vol != nil:
+			c, p = vol.workerScratch()
+		case geo != nil:
+			c, p = geo.workerScratch()
 		}
-		if geo == nil {
-			continue
-		}
-		col = max(col, geo.scratchNeed())
-		if !geo.depthwise {
-			part = max(part, geo.co*geo.ckk)
-		}
-		if geo.flip != nil {
-			col = max(col, geo.flip.scratchNeed())
-		}
+		col, part = max(col, c), max(part, p)
 	}
 	if m.pool.n == 1 {
 		part = 0
