@@ -516,31 +516,11 @@ func hasParams(k kernel) bool {
 }
 
 // allocScratch gives each worker the largest column buffer and partial
-// weight gradient any convolution needs.
+// weight gradient any kernel needs.
 func (m *model) allocScratch() {
 	col, part := 0, 0
 	for _, u := range m.units {
-		var geo *convGeom
-		var vol *volGeom
-		switch k := u.k.(type) {
-		case *attnKernel:
-			col = max(col, k.scratchNeed())
-		case *randAttnKernel:
-			col = max(col, k.scratchNeed())
-		case *convKernel:
-			geo, vol = &k.geo, k.vol
-		case *convTKernel:
-			geo, vol = &k.eq, k.vol
-		case *skConvKernel:
-			geo = &k.geo
-		}
-		var c, p int
-		switch {
-		case vol != nil:
-			c, p = vol.workerScratch()
-		case geo != nil:
-			c, p = geo.workerScratch()
-		}
+		c, p, _ := kernelScratch(u.k)
 		col, part = max(col, c), max(part, p)
 	}
 	if m.pool.n == 1 {
@@ -553,6 +533,36 @@ func (m *model) allocScratch() {
 		m.partial[w] = make([]float32, part)
 	}
 	m.scratchWords = m.pool.n * (col + part)
+}
+
+// kernelScratch is one worker's scratch for a kernel, as allocScratch
+// and the cost model (cost_arena.go) size it: the column buffer and
+// partial weight gradient of a convolution (and whether it runs as
+// Winograd), the attention kernels' per-head buffers.
+func kernelScratch(k kernel) (col, part int, wino bool) {
+	var geo *convGeom
+	var vol *volGeom
+	switch k := k.(type) {
+	case *attnKernel:
+		return k.scratchNeed(), 0, false
+	case *randAttnKernel:
+		return k.scratchNeed(), 0, false
+	case *convKernel:
+		geo, vol = &k.geo, k.vol
+	case *convTKernel:
+		geo, vol = &k.eq, k.vol
+	case *skConvKernel:
+		geo = &k.geo
+	}
+	switch {
+	case vol != nil:
+		col, part = vol.workerScratch()
+		return col, part, false
+	case geo != nil:
+		col, part = geo.workerScratch()
+		return col, part, geo.wino
+	}
+	return 0, 0, false
 }
 
 // denseOnly says whether g's work is all dense products and the
