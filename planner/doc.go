@@ -10,7 +10,7 @@
 //     gradients, optimizer state, master weights, activations saved for the
 //     backward pass per layer, the largest op's workspace and the input
 //     batch; on the CPU (memory_cpu.go) what pipe's executor allocates, its
-//     training step laid out as the executor lays it out (activations and
+//     training step laid out by the engine's own cost model (activations and
 //     their gradients, per-thread scratch, the evaluation arena) and the
 //     loaders' buffers;
 //   - the batch and the gradient-checkpoint segments, solved together

@@ -32,6 +32,7 @@ import (
 	"strings"
 
 	"pipe/exec"
+	"pipe/exec/costs"
 	"pipe/exec/cpu"
 	"pipe/exec/data"
 	"pipe/exec/torch"
@@ -77,7 +78,7 @@ func Load(path string, threads int, opts ...planner.Option) (*Model, error) {
 	if ds = append(ds, cds...); ds.HasErrors() {
 		return nil, fmt.Errorf("%s: %w", path, ds)
 	}
-	p, pds := planner.Plan(prog, append([]planner.Option{planner.WithDevice("cpu"), planner.WithSource(src)}, opts...)...)
+	p, pds := planner.Plan(prog, append([]planner.Option{planner.WithCosts(costs.Engines()...), planner.WithDevice("cpu"), planner.WithSource(src)}, opts...)...)
 	if p == nil || pds.HasErrors() {
 		return nil, fmt.Errorf("%s: %w", path, pds)
 	}

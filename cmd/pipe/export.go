@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"pipe/exec"
+	"pipe/exec/costs"
 	"pipe/exec/cpu"
 	"pipe/exec/onnx"
 	"pipe/lang"
@@ -51,7 +52,7 @@ func runExport(a *app, args []string) int {
 	}
 	// The plan says which batchnorms fold into their conv; they are the
 	// same on every device, so it is made for the CPU.
-	p, pds := planner.Plan(prog, planner.WithSource(src), planner.WithHost(hostInfo()), planner.WithDevice("cpu"))
+	p, pds := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithSource(src), planner.WithHost(hostInfo()), planner.WithDevice("cpu"))
 	if p == nil || hasOtherErrors(pds) {
 		a.printDiags(append(ds, pds...), sources)
 		return exitErrors

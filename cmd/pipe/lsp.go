@@ -10,6 +10,7 @@ import (
 	"sync"
 	"syscall"
 
+	"pipe/exec/costs"
 	"pipe/lang"
 	"pipe/lang/diag"
 	"pipe/lsp"
@@ -106,7 +107,7 @@ func lspPlanner() lsp.Planner {
 			return nil, nil
 		}
 		once.Do(func() { host = planner.DetectHost() })
-		p, ds := planner.Plan(prog, planner.WithHost(host), planner.WithContext(ctx))
+		p, ds := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithHost(host), planner.WithContext(ctx))
 		return lsp.CostsFromPlan(prog, p), ds
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"text/tabwriter"
 
+	"pipe/exec/costs"
 	"pipe/lang/diag"
 	"pipe/lang/render"
 	"pipe/planner"
@@ -72,7 +73,7 @@ func runPlan(a *app, args []string) int {
 	// drivers, which the process's runtime, measured with the host,
 	// then includes (planner/process.go).
 	samples := samplesOption(prog)
-	opts := []planner.Option{planner.WithSource(src), planner.WithHost(hostInfo())}
+	opts := []planner.Option{planner.WithCosts(costs.Engines()...), planner.WithSource(src), planner.WithHost(hostInfo())}
 	if *device != "" {
 		opts = append(opts, planner.WithDevice(*device))
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"pipe/exec"
+	"pipe/exec/costs"
 	"pipe/exec/cpu"
 	"pipe/exec/report"
 	"pipe/exec/torch"
@@ -167,7 +168,7 @@ func runRun(a *app, args []string) int {
 		// a plan edited by hand (or made on another machine) that no
 		// longer fits is refused before anything is allocated.
 		samples := samplesOption(prog) // first: see runPlan
-		again, ads := planner.Plan(prog, append([]planner.Option{planner.WithSource(src), planner.WithHost(hostInfo()),
+		again, ads := planner.Plan(prog, append([]planner.Option{planner.WithCosts(costs.Engines()...), planner.WithSource(src), planner.WithHost(hostInfo()),
 			planner.WithDevice(p.Device.Name), planner.WithBatch(p.BatchSize), planner.WithEngine(p.EngineName()),
 			planner.WithDevices(p.Distributed.NProcPerNode, p.Distributed.NNodes)}, samples...)...)
 		if again == nil || hasOtherErrors(ads) {
@@ -192,7 +193,7 @@ func runRun(a *app, args []string) int {
 		samples := samplesOption(prog) // first: see runPlan
 		host := hostInfo()
 		mk := func(dev string, gpus *int) (*plan.Plan, diag.Diagnostics) {
-			opts := append([]planner.Option{planner.WithSource(src), planner.WithHost(host)}, samples...)
+			opts := append([]planner.Option{planner.WithCosts(costs.Engines()...), planner.WithSource(src), planner.WithHost(host)}, samples...)
 			if dev != "" {
 				opts = append(opts, planner.WithDevice(dev))
 			}

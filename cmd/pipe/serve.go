@@ -10,6 +10,7 @@ import (
 	"syscall"
 
 	"pipe/exec"
+	"pipe/exec/costs"
 	"pipe/exec/cpu"
 	"pipe/exec/torch"
 	"pipe/lang/render"
@@ -58,7 +59,7 @@ func runServe(a *app, args []string) int {
 		a.printDiags(ds, sources)
 		return exitErrors
 	}
-	opts := []planner.Option{planner.WithSource(src), planner.WithHost(hostInfo()), planner.WithServe()}
+	opts := []planner.Option{planner.WithCosts(costs.Engines()...), planner.WithSource(src), planner.WithHost(hostInfo()), planner.WithServe()}
 	if *device != "" {
 		opts = append(opts, planner.WithDevice(*device))
 	}

@@ -24,7 +24,7 @@ package cpu
 // dS = P ⊙ (dP − rowsum(dP ⊙ P))/√(D/H) written over P (which nothing
 // reads afterwards), dq = dS·k, dk = dSᵀ·q, and finally the input
 // projection's gradients from dqkv. What is kept (qkv 3·T·D, P H·T·T, o
-// T·D and the input) is what the planner's cpuSaved counts.
+// T·D and the input) is attnKernel.spec, which the cost model reads.
 
 import (
 	"math"

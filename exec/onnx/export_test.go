@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"pipe/exec"
+	"pipe/exec/costs"
 	"pipe/exec/cpu"
 	"pipe/exec/onnx"
 	"pipe/internal/onnxtest"
@@ -30,7 +31,7 @@ func trained(t *testing.T, name string, src []byte, batch int) *exec.Trained {
 	if ds = append(ds, cds...); ds.HasErrors() {
 		t.Fatalf("%s does not check:\n%v", name, ds)
 	}
-	p, pds := planner.Plan(prog, planner.WithSource(src), planner.WithDevice("cpu"), planner.WithBatch(4))
+	p, pds := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithSource(src), planner.WithDevice("cpu"), planner.WithBatch(4))
 	if pds.HasErrors() || p == nil {
 		t.Fatalf("%s does not plan:\n%v", name, pds)
 	}

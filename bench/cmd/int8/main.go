@@ -45,6 +45,7 @@ import (
 	"time"
 
 	"pipe/exec"
+	"pipe/exec/costs"
 	"pipe/exec/cpu"
 	"pipe/exec/data"
 	"pipe/internal/fixtures"
@@ -209,7 +210,7 @@ func (b *bench) model(m model, dir string) (*result, error) {
 	if ds = append(ds, cds...); ds.HasErrors() {
 		return nil, ds
 	}
-	p, pds := planner.Plan(prog, planner.WithSource([]byte(src)), planner.WithDevice("cpu"), planner.WithEngine("native"))
+	p, pds := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithSource([]byte(src)), planner.WithDevice("cpu"), planner.WithEngine("native"))
 	if pds.HasErrors() {
 		return nil, pds
 	}
