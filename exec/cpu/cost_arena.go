@@ -184,7 +184,7 @@ func fits(nd *stdlib.Node) bool {
 // rule from stdlib.
 func (u *costUnit) spec(probe *model, ku *unit) {
 	if ku != nil {
-		if k, err := probe.kernelFor(ku); err == nil && k != nil {
+		if k := probeKernel(probe, ku); k != nil {
 			sp := k.spec()
 			u.saveIn, u.saveOut = sp.saveIn, sp.saveOut
 			u.aux, u.tmpF, u.tmpB = costWords(sp.aux), costWords(sp.tmpF), costWords(sp.tmpB)
@@ -215,6 +215,22 @@ func (u *costUnit) spec(probe *model, ku *unit) {
 	if len(u.saveIn) != len(u.ins) {
 		u.saveIn = make([]bool, len(u.ins))
 	}
+}
+
+// probeKernel is ku's kernel as kernelFor builds it, nil where it builds
+// none; a kernel builder that panics on shapes it cannot run (Build
+// recovers those too) is one without a kernel here.
+func probeKernel(probe *model, ku *unit) (k kernel) {
+	defer func() {
+		if recover() != nil {
+			k = nil
+		}
+	}()
+	k, err := probe.kernelFor(ku)
+	if err != nil {
+		return nil
+	}
+	return k
 }
 
 // costWords is a kernel's buffer sizes as the layout counts them.
