@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"pipe/engine/costs"
 	"pipe/lang"
 	"pipe/planner"
 	"pipe/planner/plan"
@@ -46,7 +47,7 @@ func planSource(t testing.TB, name string, src []byte, opts ...planner.Option) *
 	if ds = append(ds, cds...); ds.HasErrors() {
 		t.Fatalf("%s:\n%v", name, ds)
 	}
-	p, pds := planner.Plan(prog, append([]planner.Option{planner.WithHost(host), planner.WithSource(src)}, opts...)...)
+	p, pds := planner.Plan(prog, append([]planner.Option{planner.WithCosts(costs.Engines()...), planner.WithHost(host), planner.WithSource(src)}, opts...)...)
 	if pds.HasErrors() {
 		t.Fatalf("%s:\n%v", name, pds)
 	}
@@ -129,7 +130,7 @@ func BenchmarkPlan200Layers(b *testing.B) {
 		}
 		b.Run(dev, func(b *testing.B) {
 			for b.Loop() {
-				if _, ds := planner.Plan(prog, planner.WithHost(host), planner.WithSource(src)); ds.HasErrors() {
+				if _, ds := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithHost(host), planner.WithSource(src)); ds.HasErrors() {
 					b.Fatal(ds)
 				}
 			}

@@ -2,8 +2,9 @@ package planner
 
 import (
 	"fmt"
-	"math"
 	"math/bits"
+
+	"pipe/planner/cost"
 )
 
 // Byte and FLOP counts are int64 and saturate at math.MaxInt64 instead of
@@ -11,47 +12,14 @@ import (
 // layer at batch 10^6) must come out as "does not fit" with a huge number,
 // never as a small or negative one.
 
-// sat is the saturation value of every count.
-const sat = math.MaxInt64
+// sat is the saturation value of every count; the arithmetic is
+// package cost's, which the engines' cost models share.
+const sat = cost.Sat
 
-// add returns a+b for non-negative operands, saturating.
-func add(a, b int64) int64 {
-	if a > sat-b {
-		return sat
-	}
-	return a + b
-}
-
-// sum adds its non-negative arguments, saturating.
-func sum(xs ...int64) int64 {
-	var s int64
-	for _, x := range xs {
-		s = add(s, x)
-	}
-	return s
-}
-
-// mul returns a·b for non-negative operands, saturating.
-func mul(a, b int64) int64 {
-	if a == 0 || b == 0 {
-		return 0
-	}
-	if a > sat/b {
-		return sat
-	}
-	return a * b
-}
-
-// sub returns a-b, or 0 when b is larger; a saturated a stays saturated.
-func sub(a, b int64) int64 {
-	if a == sat {
-		return sat
-	}
-	if b >= a {
-		return 0
-	}
-	return a - b
-}
+func add(a, b int64) int64  { return cost.Add(a, b) }
+func sum(xs ...int64) int64 { return cost.Sum(xs...) }
+func mul(a, b int64) int64  { return cost.Mul(a, b) }
+func sub(a, b int64) int64  { return cost.Sub(a, b) }
 
 // wide is an exact running sum of non-negative counts that may pass
 // math.MaxInt64 on the way, for sums that take terms out again: add and sub
@@ -80,13 +48,7 @@ func (w wide) int() int64 {
 }
 
 // numel is the number of elements of a shape, saturating.
-func numel(shape []int64) int64 {
-	n := int64(1)
-	for _, d := range shape {
-		n = mul(n, d)
-	}
-	return n
-}
+func numel(shape []int64) int64 { return cost.Numel(shape) }
 
 // fraction returns x·f rounded down, for 0 <= f <= 1, without overflow.
 func fraction(x int64, f float64) int64 {

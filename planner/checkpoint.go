@@ -3,6 +3,8 @@ package planner
 import (
 	"context"
 	"slices"
+
+	"pipe/planner/cost"
 )
 
 // Choosing what to recompute
@@ -147,11 +149,9 @@ func (c *chain) baseline() int64 {
 }
 
 // segment is a run of nodes recomputed in the backward, by index into the
-// graph's nodes, both ends included.
-type segment struct {
-	From int `json:"from"`
-	To   int `json:"to"`
-}
+// graph's nodes, both ends included: cost.Segment, which the engines'
+// cost models lay out.
+type segment = cost.Segment
 
 // segStats walks the segments [l, r] for r = l, l+1, ... and calls fn with
 // each one's permanent cost (out + in), its recompute peak Q and its

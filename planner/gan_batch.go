@@ -77,11 +77,18 @@ func (pl *planner) ganCost(gan *lang.GAN) *ganModel {
 	}
 	p := pl.plan
 	loss := ganLoss(gan.Adversarial)
+	eng := pl.engineCost()
+	if eng == nil {
+		return nil
+	}
 	var m *costModel
 	if pl.native() {
-		m = newCPUCostModel(g, nil, loss, int64(opt.StateBuffers), pl.dev.Cores)
+		m = newCPUCostModel(eng, g, nil, loss, int64(opt.StateBuffers), pl.dev.Cores)
 	} else {
-		m = newCostModel(g, pl.dev.Kind, p.Precision, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()), loss)
+		m = newCostModel(eng, g, pl.dev.Kind, p.Precision, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()), loss)
+	}
+	if m == nil {
+		return nil
 	}
 	m.ch.ctx = pl.cfg.ctx
 	pl.ganD = &ganModel{g: g, opt: opt, m: m}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"pipe/engine/costs"
 	"pipe/lang"
 	"pipe/lang/diag"
 	"pipe/planner/plan"
@@ -17,6 +18,10 @@ import (
 )
 
 var update = flag.Bool("update", false, "rewrite the golden plans that changed")
+
+// testCosts gives every plan of these tests the engines' cost models, as
+// the planner's callers do.
+var testCosts = WithCosts(costs.Engines()...)
 
 // testHost is the fixed machine of every golden plan: 24 GiB and 2 cores,
 // no GPU, per-core rates assumed.
@@ -56,14 +61,16 @@ func examples(t testing.TB) []string {
 
 // TestGoldenPlans plans every example on the fixed CPU and on an A100 80GB
 // and compares the JSON with testdata/NAME.DEVICE.plan.json; -update
-// rewrites the files that differ, and only those.
+// rewrites the files that differ, and only those. The CPU plans are a cgo
+// build's: without cgo the native engine has no Winograd kernels, and its
+// cost model prices im2col's scratch instead.
 func TestGoldenPlans(t *testing.T) {
 	for _, path := range examples(t) {
 		name := strings.TrimSuffix(filepath.Base(path), ".pipe")
 		prog, src := load(t, path, "examples/"+name+".pipe")
 		for _, dev := range goldenDevices {
 			t.Run(name+"/"+dev, func(t *testing.T) {
-				p, ds := Plan(prog, WithHost(testHost), WithDevice(dev), WithSource(src))
+				p, ds := Plan(prog, testCosts, WithHost(testHost), WithDevice(dev), WithSource(src))
 				if ds.HasErrors() || p == nil {
 					t.Fatalf("plan failed:\n%v", ds)
 				}
@@ -147,21 +154,24 @@ func diagAt(ds diag.Diagnostics, code string, line int) bool {
 	return false
 }
 
-// TestImports keeps the planner free of the executor and its libraries, and
-// package plan free of everything but the standard library.
+// TestImports keeps the planner and the cost contract the engines
+// implement free of the executor and its libraries, and package plan free
+// of everything but the standard library.
 func TestImports(t *testing.T) {
-	out, err := exec.Command("go", "list", "-deps", "pipe/planner").CombinedOutput()
-	if err != nil {
-		t.Fatalf("go list: %v\n%s", err, out)
-	}
-	for _, dep := range strings.Fields(string(out)) {
-		for _, banned := range []string{"gorgonia", "godal", "netlib", "pipe/engine", "pipe/run", "pipe/dataset", "pipe/export", "pipe/cmd"} {
-			if strings.Contains(dep, banned) {
-				t.Errorf("planner depends on %s", dep)
+	for _, pkg := range []string{"pipe/planner", "pipe/planner/cost"} {
+		out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list: %v\n%s", err, out)
+		}
+		for _, dep := range strings.Fields(string(out)) {
+			for _, banned := range []string{"gorgonia", "godal", "netlib", "pipe/engine", "pipe/run", "pipe/dataset", "pipe/export", "pipe/workflow", "pipe/cmd"} {
+				if strings.Contains(dep, banned) {
+					t.Errorf("%s depends on %s", pkg, dep)
+				}
 			}
 		}
 	}
-	out, err = exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "pipe/planner/plan").CombinedOutput()
+	out, err := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.ImportPath}}{{end}}", "pipe/planner/plan").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go list: %v\n%s", err, out)
 	}

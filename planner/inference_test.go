@@ -23,7 +23,7 @@ predict { source imgs  write "p.csv"  precision int8  calibrate 3 }
 // the torch engine the plan says fp32, warns, and why.
 func TestInferenceInt8(t *testing.T) {
 	prog := check(t, "q.pipe", []byte(int8File))
-	p, ds := Plan(prog, WithHost(testHost), WithDevice("cpu"))
+	p, ds := Plan(prog, testCosts, WithHost(testHost), WithDevice("cpu"))
 	if ds.HasErrors() {
 		t.Fatal(ds)
 	}
@@ -47,7 +47,7 @@ func TestInferenceInt8(t *testing.T) {
 		t.Fatalf("decision %+v: want int8 and conv1's reason", d)
 	}
 
-	p, ds = Plan(prog, WithHost(testHost), WithDevice("a100-80gb"))
+	p, ds = Plan(prog, testCosts, WithHost(testHost), WithDevice("a100-80gb"))
 	if p.Inference == nil || p.Inference.Precision != "fp32" {
 		t.Fatalf("on the torch engine: %+v, want fp32", p.Inference)
 	}

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"pipe/planner/cost"
 	"pipe/planner/plan"
 	"pipe/stdlib"
 )
@@ -32,10 +33,11 @@ import (
 // The loader's buffers live in the host's memory there (Loader.BufferBytes,
 // fitted to a quarter of it by loader.go), outside the total.
 //
-// On the CPU the model is pipe's own executor's (exec/cpu), which plans
-// every tensor of a step at Build and allocates nothing while training;
-// memory_cpu.go describes it and computes it by laying out the step the
-// way the executor does.
+// Each engine prices itself (package cost, handed in by WithCosts): the
+// torch engine gives what autograd saves per node and its caching
+// allocator; the native engine, which plans every tensor of a step at
+// Build and allocates nothing while training, lays the step out as it
+// builds it (memory_cpu.go says what the plan counts).
 
 // costModel is a graph priced for one backend and precision.
 type costModel struct {
@@ -61,7 +63,7 @@ type costModel struct {
 	perNode []int64
 	// lossSaved is what the loss keeps per sample, part of the
 	// activations (the input node's in the chain, never recomputed), and
-	// attention the implementation that prices attention (saved_torch.go);
+	// attention the implementation that prices attention (cost.Memory);
 	// both the torch engine's.
 	lossSaved int64
 	attention string
@@ -72,6 +74,8 @@ type costModel struct {
 	gcDiv int64
 	// folds is the CPU evaluation's folded conv weights, in eval.
 	folds int64
+	// alloc is the engine's caching allocator, where it has one.
+	alloc cost.Allocator
 	// gpu is the torch engine's model on a CUDA device (memory_gpu.go),
 	// whose phases and allocator replace the linear total; nil elsewhere.
 	gpu *gpuModel
@@ -110,10 +114,11 @@ type minResult struct {
 var matmulOps = map[string]bool{"conv": true, "convtranspose": true, "dense": true, "lowrank_dense": true, "attention": true,
 	"sketched_dense": true, "sketched_conv": true, "random_attention": true}
 
-// newChain returns the checkpoint solver's view of g with the sizes and
-// the saving rule given: saved(nd) lists the nodes whose outputs nd keeps
-// and the bytes it keeps privately.
-func newChain(g *stdlib.Graph, elem int64, saved func(nd *stdlib.Node) (keep []int, priv int64)) *chain {
+// newChain returns the checkpoint solver's view of g priced by an engine
+// (cost.Memory): each node's output, the outputs it keeps and its own
+// bytes; the loss's bytes are the input node's, which is never
+// recomputed.
+func newChain(g *stdlib.Graph, mem cost.Memory) *chain {
 	n := len(g.Nodes)
 	c := &chain{
 		out: make([]int64, n), kept: make([]bool, n), priv: make([]int64, n), flops: make([]int64, n),
@@ -124,12 +129,11 @@ func newChain(g *stdlib.Graph, elem int64, saved func(nd *stdlib.Node) (keep []i
 	}
 	for _, nd := range g.Nodes {
 		i := nd.ID
-		keep, priv := saved(nd)
-		c.out[i] = mul(numel(nd.Out), elem)
-		c.priv[i] = priv
+		c.out[i] = mem.Out[i]
+		c.priv[i] = mem.Own[i]
 		c.flops[i] = nd.FLOPs
 		c.inputs[i] = nd.Inputs
-		for _, k := range keep {
+		for _, k := range mem.Keep[i] {
 			if k >= 0 && k < n {
 				c.kept[k] = true
 			}
@@ -146,17 +150,21 @@ func newChain(g *stdlib.Graph, elem int64, saved func(nd *stdlib.Node) (keep []i
 	if g.Output >= 0 && g.Output < n {
 		c.last[g.Output] = n
 	}
+	if n > 0 {
+		c.priv[0] = add(c.priv[0], mem.Loss)
+	}
 	return c
 }
 
 // newCostModel prices g for the torch engine on a GPU or the CPU
-// (autograd's saving rules, saved_torch.go; a caching allocator).
+// with the engine's cost model e (autograd's saving rules; a caching
+// allocator on a GPU).
 // targetBytes is one sample's target on the device, loss the loss.
-func newCostModel(g *stdlib.Graph, backend string, prec plan.Precision, buffers int64, targetBytes int64, loss string) *costModel {
+func newCostModel(e cost.Engine, g *stdlib.Graph, backend string, prec plan.Precision, buffers int64, targetBytes int64, loss string) *costModel {
 	m := &costModel{backend: backend, elem: prec.ActivationBytes, mixed: prec.Mixed, buffers: buffers, params: g.Params()}
-	ts := newTorchSaved(g, backend == plan.BackendGPU, prec, loss)
-	m.attention, m.lossSaved = ts.attention, ts.loss
-	c := ts.chain(g)
+	mem := e.Memory(g, cost.Setup{Device: backend, Precision: prec, Loss: loss})
+	m.attention, m.lossSaved, m.alloc = mem.Attention, mem.Loss, mem.Allocator
+	c := newChain(g, mem)
 	// The workspace is computed from the true sizes before the input's own
 	// bytes are moved out of the chain below.
 	for _, nd := range g.Nodes {

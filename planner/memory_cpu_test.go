@@ -28,7 +28,7 @@ func TestMemoryComponentsSum(t *testing.T) {
 				if b > 0 {
 					opts = append(opts, WithBatch(b))
 				}
-				p, _ := Plan(prog, opts...)
+				p, _ := Plan(prog, append([]Option{testCosts}, opts...)...)
 				if len(p.Memory.Terms) > 0 {
 					continue // a GPU plan's phases: TestGPUTermsMakeTheTotal
 				}
@@ -54,7 +54,7 @@ func TestCPUWorkspaceIsPerThread(t *testing.T) {
 	ws := func(cores int, b int64) int64 {
 		h := testHost
 		h.Cores = cores
-		p, _ := Plan(prog, WithHost(h), WithDevice("cpu"), WithBatch(b))
+		p, _ := Plan(prog, testCosts, WithHost(h), WithDevice("cpu"), WithBatch(b))
 		return p.Memory.Workspace
 	}
 	one, two, four := ws(2, 1), ws(2, 16), ws(4, 1)
@@ -71,11 +71,11 @@ func TestCPUWorkspaceIsPerThread(t *testing.T) {
 // executor's layout of those segments gives, below the peak without them.
 func TestCPUCheckpointing(t *testing.T) {
 	prog, _ := load(t, "../examples/cells.pipe", "cells.pipe")
-	free, _ := Plan(prog, WithHost(testHost), WithDevice("cpu"), WithBatch(4))
+	free, _ := Plan(prog, testCosts, WithHost(testHost), WithDevice("cpu"), WithBatch(4))
 	budget := free.Memory.Total - free.Checkpoint.PeakBefore/5
 	capacity := int64(float64(budget+free.Memory.Reserve)/0.9) + 1
 	h := HostInfo{MemTotal: capacity, MemAvailable: capacity, Cores: testHost.Cores}
-	p, ds := Plan(prog, WithHost(h), WithDevice("cpu"), WithBatch(4))
+	p, ds := Plan(prog, testCosts, WithHost(h), WithDevice("cpu"), WithBatch(4))
 	ck := p.Checkpoint
 	if ds.HasErrors() || !p.Fits || len(ck.Segments) == 0 {
 		t.Fatalf("no fitting plan with segments (fits %v, %d segments):\n%v", p.Fits, len(ck.Segments), ds)

@@ -5,6 +5,7 @@ import (
 	"slices"
 	"strings"
 
+	"pipe/planner/cost"
 	"pipe/planner/plan"
 	"pipe/stdlib"
 )
@@ -37,15 +38,12 @@ import (
 //
 // The peak is the largest phase, never their sum.
 //
-// PyTorch's caching allocator then rounds every tensor to 512 bytes
-// (what max_memory_allocated counts) and holds it in segments it gets
-// from cudaMalloc (what max_memory_reserved counts): requests up to 1 MiB
-// share 2 MiB blocks, requests up to 10 MiB share 20 MiB segments, larger
-// ones get a segment of their own rounded up to 2 MiB
-// (c10/cuda/CUDACachingAllocator.cpp: kMinBlockSize, kSmallSize,
-// kSmallBuffer, kLargeBuffer, kMinLargeAlloc, kRoundLarge). reserve packs
-// one phase's live tensors that way: the reserved memory of a perfect
-// reuse of the cache. What a real run adds on top (blocks freed by one
+// PyTorch's caching allocator then rounds every tensor (what
+// max_memory_allocated counts) and holds it in segments it gets from
+// cudaMalloc (what max_memory_reserved counts). The torch engine's cost
+// model gives it (cost.Allocator, exec/torch/cost_alloc.go), and each
+// phase's live tensors are packed through it: the reserved memory of a
+// perfect reuse of the cache. What a real run adds on top (blocks freed by one
 // phase that do not fit the next one's requests) is fragmentation the
 // model does not price; make gpu-check measures it as reserved against
 // allocated.
@@ -64,87 +62,6 @@ import (
 // the largest batch the linear parts allow, then bisects below it on the
 // whole total; actBudget subtracts the rounding at the activations
 // without checkpointing, an upper bound for any plan that recomputes.
-
-// The caching allocator's constants (c10/cuda/CUDACachingAllocator.cpp).
-const (
-	allocMinBlock      = 512      // every size is rounded up to a multiple of 512 bytes
-	allocSmallSize     = 1 << 20  // the largest "small" request
-	allocSmallBuffer   = 2 << 20  // small requests share 2 MiB blocks
-	allocLargeBuffer   = 20 << 20 // requests of 1 to 10 MiB share 20 MiB segments
-	allocMinLargeAlloc = 10 << 20 // from here a request gets its own segment
-	allocRoundLarge    = 2 << 20  // rounded up to 2 MiB
-)
-
-// allocBlock is the block the caching allocator hands out for a request
-// of n bytes (round_size): n rounded up to 512 bytes; 0 for 0.
-func allocBlock(n int64) int64 {
-	if n <= 0 {
-		return 0
-	}
-	return ceilTo(n, allocMinBlock)
-}
-
-// allocSegment is the segment the allocator asks cudaMalloc for when no
-// cached block holds a request of n bytes (get_allocation_size).
-func allocSegment(n int64) int64 {
-	switch {
-	case n <= 0:
-		return 0
-	case n <= allocSmallSize:
-		return allocSmallBuffer
-	case n < allocMinLargeAlloc:
-		return allocLargeBuffer
-	}
-	return ceilTo(n, allocRoundLarge)
-}
-
-func ceilTo(n, unit int64) int64 {
-	if n > sat-unit {
-		return sat
-	}
-	return (n + unit - 1) / unit * unit
-}
-
-// reserve returns what live tensors of the given sizes take allocated
-// (each rounded to 512 bytes) and reserved, packed as the allocator
-// packs them: small blocks into 2 MiB blocks, blocks of 1 to 10 MiB
-// first-fit (largest first) into 20 MiB segments, larger ones into
-// segments of their own.
-func reserve(sizes []int64) (allocated, reserved int64) {
-	var small int64
-	var mid []int64
-	for _, s := range sizes {
-		b := allocBlock(s)
-		allocated = add(allocated, b)
-		switch {
-		case b == 0:
-		case b <= allocSmallSize:
-			small = add(small, b)
-		case b < allocMinLargeAlloc:
-			mid = append(mid, b)
-		default:
-			reserved = add(reserved, allocSegment(b))
-		}
-	}
-	reserved = add(reserved, ceilTo(small, allocSmallBuffer))
-	slices.Sort(mid)
-	var free []int64 // room left in each 20 MiB segment
-	for i := len(mid) - 1; i >= 0; i-- {
-		b, placed := mid[i], false
-		for k := range free {
-			if free[k] >= b {
-				free[k] -= b
-				placed = true
-				break
-			}
-		}
-		if !placed {
-			free = append(free, allocLargeBuffer-b)
-			reserved = add(reserved, allocLargeBuffer)
-		}
-	}
-	return allocated, reserved
-}
 
 // Library constants.
 const (
@@ -493,7 +410,7 @@ type gpuPhase struct {
 }
 
 // phases prices the three phases of the terms.
-func phases(ts []gpuTerm) [3]gpuPhase {
+func phases(alloc cost.Allocator, ts []gpuTerm) [3]gpuPhase {
 	var out [3]gpuPhase
 	for p := range out {
 		var sizes []int64
@@ -509,7 +426,7 @@ func phases(ts []gpuTerm) [3]gpuPhase {
 			out[p].raw = add(out[p].raw, t.bytes)
 			sizes = append(sizes, t.sizes...)
 		}
-		out[p].allocated, out[p].reserved = reserve(sizes)
+		out[p].allocated, out[p].reserved = alloc.Reserve(sizes)
 		out[p].device = add(out[p].reserved, outside)
 	}
 	return out
@@ -529,7 +446,7 @@ func peakOf(ps [3]gpuPhase) int {
 // total is what the device shows at the step's peak, at batch b with act
 // bytes of kept activations per sample.
 func (gm *gpuModel) total(m *costModel, b, act int64) int64 {
-	ps := phases(gm.terms(m, b, act, gm.accumulates(b), false))
+	ps := phases(m.alloc, gm.terms(m, b, act, gm.accumulates(b), false))
 	return ps[peakOf(ps)].device
 }
 
@@ -588,7 +505,7 @@ func (gm *gpuModel) actBudget(m *costModel, budget, b int64) int64 {
 		return -1
 	}
 	accum := gm.accumulates(b)
-	full := phases(gm.terms(m, b, m.baseline, accum, false))
+	full := phases(m.alloc, gm.terms(m, b, m.baseline, accum, false))
 	fixed, per := gm.linear(m, m.baseline, accum)
 	best := int64(sat)
 	for p := range 3 {
@@ -616,7 +533,7 @@ func (gm *gpuModel) actBudget(m *costModel, budget, b int64) int64 {
 // memory fills mem's GPU terms and phases at batch b.
 func (gm *gpuModel) memory(m *costModel, mem *plan.Memory, b, act int64) {
 	ts := gm.terms(m, b, act, gm.accumulates(b), true)
-	ps := phases(ts)
+	ps := phases(m.alloc, ts)
 	k := peakOf(ps)
 	mem.Terms = mem.Terms[:0]
 	var ws int64

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"path/filepath"
+	"pipe/engine/torch"
 	"strings"
 	"testing"
 
@@ -9,52 +10,10 @@ import (
 	"pipe/stdlib"
 )
 
-// The caching allocator's rules, checked by hand against
-// c10/cuda/CUDACachingAllocator.cpp's round_size and get_allocation_size.
-func TestAllocatorRounding(t *testing.T) {
-	const mib = 1 << 20
-	blocks := []struct{ n, want int64 }{
-		{0, 0}, {1, 512}, {511, 512}, {512, 512}, {513, 1024}, {4000, 4096}, {mib + 1, mib + 512},
-	}
-	for _, c := range blocks {
-		if got := allocBlock(c.n); got != c.want {
-			t.Errorf("allocBlock(%d) = %d, want %d", c.n, got, c.want)
-		}
-	}
-	segments := []struct{ n, want int64 }{
-		{512, 2 * mib},        // small: a 2 MiB block
-		{mib, 2 * mib},        // 1 MiB is still small
-		{mib + 512, 20 * mib}, // 1 to 10 MiB: a 20 MiB segment
-		{10*mib - 512, 20 * mib},
-		{10 * mib, 10 * mib}, // from 10 MiB: its own, rounded to 2 MiB
-		{10*mib + 512, 12 * mib},
-		{33 * mib, 34 * mib},
-	}
-	for _, c := range segments {
-		if got := allocSegment(c.n); got != c.want {
-			t.Errorf("allocSegment(%d) = %d, want %d", c.n, got, c.want)
-		}
-	}
-	// Three 8 MiB tensors: two share a 20 MiB segment, the third needs
-	// another. A thousand 1 KiB tensors fit one 2 MiB block. A 11 MiB
-	// tensor takes 12 MiB.
-	sizes := []int64{8 * mib, 8 * mib, 8 * mib, 11 * mib}
-	for range 1000 {
-		sizes = append(sizes, 1000)
-	}
-	alloc, res := reserve(sizes)
-	if want := int64(35*mib + 1000*1024); alloc != want {
-		t.Errorf("allocated %d, want %d", alloc, want)
-	}
-	if want := int64(40*mib + 2*mib + 12*mib); res != want {
-		t.Errorf("reserved %d, want %d", res, want)
-	}
-}
-
 func gpuPlan(t *testing.T, path string, opts ...Option) *plan.Plan {
 	t.Helper()
 	prog, _ := load(t, path, filepath.Base(path))
-	p, ds := Plan(prog, append([]Option{WithHost(testHost), WithDevice("a100-80gb")}, opts...)...)
+	p, ds := Plan(prog, append([]Option{testCosts, WithHost(testHost), WithDevice("a100-80gb")}, opts...)...)
 	if p == nil {
 		t.Fatalf("%s: no plan: %v", path, ds)
 	}
@@ -125,9 +84,9 @@ func TestGPUTermsMakeTheTotal(t *testing.T) {
 // leaves it in the backward (which counts the gradients whole); a
 // convolutional network at a large batch peaks in the backward.
 func TestGPUPeakPhase(t *testing.T) {
-	m := &costModel{params: 100 << 20}
+	m := &costModel{params: 100 << 20, alloc: torch.CachingAllocator{}}
 	gm := &gpuModel{params: []int64{100 << 20}, buffers: 2, optimizer: "adam", world: 1}
-	peak := func() int { return peakOf(phases(gm.terms(m, 1, 0, false, false))) }
+	peak := func() int { return peakOf(phases(m.alloc, gm.terms(m, 1, 0, false, false))) }
 	if k := peak(); phaseNames[k] != plan.PhaseOptimizer {
 		t.Errorf("foreach adam peaks in %s", phaseNames[k])
 	}
@@ -161,8 +120,8 @@ model m {
 source s synthetic { samples 64  shape [64]  classes 10 }
 train { epochs 1  batch 8 %s optimizer adam lr 1e-3 }
 `
-	one, _ := Plan(check(t, "a.pipe", []byte(strings.Replace(src, "%s", "", 1))), WithHost(testHost), WithDevice("a100-80gb"))
-	acc, _ := Plan(check(t, "b.pipe", []byte(strings.Replace(src, "%s", "effective_batch 32", 1))), WithHost(testHost), WithDevice("a100-80gb"))
+	one, _ := Plan(check(t, "a.pipe", []byte(strings.Replace(src, "%s", "", 1))), testCosts, WithHost(testHost), WithDevice("a100-80gb"))
+	acc, _ := Plan(check(t, "b.pipe", []byte(strings.Replace(src, "%s", "effective_batch 32", 1))), testCosts, WithHost(testHost), WithDevice("a100-80gb"))
 	if has(one) {
 		t.Error("without accumulation the gradients are live at the forward's end")
 	}
@@ -174,12 +133,12 @@ train { epochs 1  batch 8 %s optimizer adam lr 1e-3 }
 // TestGPUFusedOptimizer: fused Adam has no temporaries, foreach Adam
 // P × 4 bytes of them, at the optimizer step only; SGD none.
 func TestGPUFusedOptimizer(t *testing.T) {
-	m := &costModel{params: 3 << 20}
+	m := &costModel{params: 3 << 20, alloc: torch.CachingAllocator{}}
 	temps := func(gm *gpuModel) (int64, [3]gpuPhase) {
 		ts := gm.terms(m, 1, 0, false, false)
 		for _, tm := range ts {
 			if tm.name == "optimizer temporaries" {
-				return tm.bytes, phases(ts)
+				return tm.bytes, phases(m.alloc, ts)
 			}
 		}
 		t.Fatal("no optimizer temporaries term")
@@ -254,7 +213,7 @@ train { epochs 1  batch 4  optimizer sgd lr 0.1  loss mse }
 		if g == nil || ds.HasErrors() {
 			t.Fatal(ds)
 		}
-		m := newCostModel(g, plan.BackendGPU, plan.Precision{ActivationBytes: 4}, 0, 0, "mse")
+		m := newCostModel(torch.Cost{}, g, plan.BackendGPU, plan.Precision{ActivationBytes: 4}, 0, 0, "mse")
 		return walkBackward(m.ch)
 	}
 	chain := walk("conv 16 k1")

@@ -26,7 +26,7 @@ func planRows(t *testing.T, batch, extra string, opts ...Option) (*plan.Plan, di
 	t.Helper()
 	src := strings.Replace(strings.Replace(rows, "%s", batch, 1), "%s", extra, 1)
 	prog := check(t, "rows.pipe", []byte(src))
-	return Plan(prog, append([]Option{WithHost(testHost), WithDevice("cpu")}, opts...)...)
+	return Plan(prog, append([]Option{testCosts, WithHost(testHost), WithDevice("cpu")}, opts...)...)
 }
 
 func decision(p *plan.Plan, what string) *plan.Decision {
@@ -131,7 +131,7 @@ func TestStepScheduleDefault(t *testing.T) {
 // with the defaults and a warning that lists them.
 func TestNoTrainBlockSaysItsDefaults(t *testing.T) {
 	src := "pipeline bare\nsource rows synthetic { samples 1600  shape [8]  classes 3 }\nmodel m {\n  input [8]\n  dense 3\n}\n"
-	p, ds := Plan(check(t, "bare.pipe", []byte(src)), WithHost(testHost), WithDevice("cpu"), WithTrainSamples(1600, true))
+	p, ds := Plan(check(t, "bare.pipe", []byte(src)), testCosts, WithHost(testHost), WithDevice("cpu"), WithTrainSamples(1600, true))
 	if p == nil || ds.HasErrors() {
 		t.Fatal(ds)
 	}
@@ -165,7 +165,7 @@ func TestReasonsNeverContradictTheNumbers(t *testing.T) {
 				if b > 0 {
 					opts = append(opts, WithBatch(b))
 				}
-				p, _ := Plan(prog, opts...)
+				p, _ := Plan(prog, append([]Option{testCosts}, opts...)...)
 				if p == nil || len(p.Layers) == 0 {
 					continue
 				}

@@ -1,6 +1,10 @@
 package planner
 
-import "context"
+import (
+	"context"
+
+	"pipe/planner/cost"
+)
 
 // Option sets an optional knob of Plan.
 type Option func(*config)
@@ -25,6 +29,16 @@ type config struct {
 	predictW, predictH int64
 	// serve plans serving without a serve block (planner.WithServe).
 	serve bool
+	// costs are the engines' cost models (WithCosts).
+	costs []cost.Engine
+}
+
+// WithCosts gives the engines' cost models, by which the planner prices
+// a plan's memory as the plan's engine runs it (package cost). The
+// planner imports no engine, so its callers hand them in; a plan for an
+// engine without one stops at an error diagnostic.
+func WithCosts(engines ...cost.Engine) Option {
+	return func(c *config) { c.costs = append(c.costs, engines...) }
 }
 
 // WithPredictRaster gives the size in pixels of the scene a geotiff

@@ -8,6 +8,7 @@ import (
 
 	"pipe/lang"
 	"pipe/lang/diag"
+	"pipe/planner/cost"
 	"pipe/planner/plan"
 	"pipe/stdlib"
 )
@@ -160,12 +161,20 @@ func (pl *planner) run() {
 	loss := pl.loss()
 	pl.plan.Loss = loss
 	pl.fuse()
+	eng := pl.engineCost()
+	if eng == nil {
+		return
+	}
 	if pl.native() {
-		pl.cost = newCPUCostModel(g, pl.fusedGroups(), loss, int64(opt.StateBuffers), pl.dev.Cores)
+		pl.cost = newCPUCostModel(eng, g, pl.fusedGroups(), loss, int64(opt.StateBuffers), pl.dev.Cores)
+		if pl.cost == nil {
+			pl.errorf(nil, "no-cost-model", "the native engine's cost model has no arena", "The cost model given for %s lays out no arena (cost.Memory.Arena): pass the engine's own to planner.WithCosts.", plan.EngineNative)
+			return
+		}
 		pl.processTerms()
 	} else {
-		pl.cost = newCostModel(g, pl.dev.Kind, prec, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()), loss)
-		if pl.dev.Kind == plan.BackendGPU && pl.dev.Capability != "" {
+		pl.cost = newCostModel(eng, g, pl.dev.Kind, prec, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()), loss)
+		if pl.dev.Kind == plan.BackendGPU && pl.dev.Capability != "" && pl.cost.alloc != nil {
 			newGPUModel(pl.cost, g, pl.dev, prec, opt, pl.plan.Distributed, targetBytes(loss, g.OutShape()))
 		}
 		if pl.dev.Kind == plan.BackendCPU {
@@ -213,17 +222,31 @@ func (pl *planner) fuse() {
 }
 
 // fusedGroups lists the fusion groups by node IDs.
-func (pl *planner) fusedGroups() []fusedGroup {
-	out := make([]fusedGroup, len(pl.plan.Fusion.Groups))
+func (pl *planner) fusedGroups() []cost.Group {
+	out := make([]cost.Group, len(pl.plan.Fusion.Groups))
 	for i, fg := range pl.plan.Fusion.Groups {
-		out[i].kind = fg.Kind
+		out[i].Kind = fg.Kind
 	}
 	for id, k := range pl.group {
 		if k > 0 && k <= len(out) {
-			out[k-1].ids = append(out[k-1].ids, id)
+			out[k-1].IDs = append(out[k-1].IDs, id)
 		}
 	}
 	return out
+}
+
+// engineCost is the cost model of the plan's engine (WithCosts); without
+// one the plan stops at an error.
+func (pl *planner) engineCost() cost.Engine {
+	name := pl.plan.Engine.Name
+	for _, e := range pl.cfg.costs {
+		if e != nil && e.Name() == name {
+			return e
+		}
+	}
+	pl.errorf(nil, "no-cost-model", "no cost model for the "+name+" engine",
+		"The planner prices memory with each engine's own cost model, and none was given for %s: the caller passes them with planner.WithCosts.", name)
+	return nil
 }
 
 // pickModel finds the model to plan: the generator in gan mode, train's

@@ -17,7 +17,7 @@ func planSrc(t *testing.T, src string, opts ...Option) (*plan.Plan, diag.Diagnos
 	t.Helper()
 	prog := check(t, "test.pipe", []byte(src))
 	opts = append([]Option{WithHost(testHost), WithSource([]byte(src))}, opts...)
-	return Plan(prog, opts...)
+	return Plan(prog, append([]Option{testCosts}, opts...)...)
 }
 
 // models are bodies of model blocks the properties are checked on: a plain
@@ -241,7 +241,7 @@ func walkNumbers(v any, fn func(string, float64)) {
 
 func TestBatchThatDoesNotFit(t *testing.T) {
 	prog, src := load(t, "../examples/fashion.pipe", "examples/fashion.pipe")
-	p, ds := Plan(prog, WithHost(testHost), WithSource(src), WithDevice("cpu"), WithBatch(100000))
+	p, ds := Plan(prog, testCosts, WithHost(testHost), WithSource(src), WithDevice("cpu"), WithBatch(100000))
 	if p.Fits || !diagAt(ds, CodeNoFit, 14) {
 		t.Fatalf("want does-not-fit at the batch line 14, got fits=%v:\n%v", p.Fits, ds)
 	}
@@ -254,11 +254,11 @@ func TestBatchThatDoesNotFit(t *testing.T) {
 
 func TestUnknownDeviceFlag(t *testing.T) {
 	prog, _ := load(t, "../examples/fashion.pipe", "examples/fashion.pipe")
-	_, ds := Plan(prog, WithHost(testHost), WithDevice("a100-80"))
+	_, ds := Plan(prog, testCosts, WithHost(testHost), WithDevice("a100-80"))
 	if len(ds) != 1 || ds[0].Code != "unknown-device" || ds[0].Suggestion != "a100-80gb" {
 		t.Fatalf("want unknown-device suggesting a100-80gb, got:\n%v", ds)
 	}
-	_, ds = Plan(prog, WithHost(testHost), WithDevice("cuda:0"))
+	_, ds = Plan(prog, testCosts, WithHost(testHost), WithDevice("cuda:0"))
 	if len(ds) != 1 || ds[0].Code != "no-gpu" {
 		t.Fatalf("want no-gpu on a host without one, got:\n%v", ds)
 	}
@@ -343,7 +343,7 @@ func TestCheckpointAll(t *testing.T) {
 
 func TestPlanRoundTrip(t *testing.T) {
 	prog, src := load(t, "../examples/cells.pipe", "examples/cells.pipe")
-	p, _ := Plan(prog, WithHost(testHost), WithSource(src))
+	p, _ := Plan(prog, testCosts, WithHost(testHost), WithSource(src))
 	b, err := p.MarshalIndent()
 	if err != nil {
 		t.Fatal(err)
@@ -383,7 +383,7 @@ func TestHostFacts(t *testing.T) {
 		t.Errorf("local GPUs: %+v %+v", devs[1], devs[2])
 	}
 	prog, _ := load(t, "../examples/fashion.pipe", "examples/fashion.pipe")
-	p, _ := Plan(prog, WithHost(h))
+	p, _ := Plan(prog, testCosts, WithHost(h))
 	if p.Device.Name != "cuda:0" || p.Memory.Capacity != 80000<<20 {
 		t.Errorf("device auto with a GPU: %s with %d bytes", p.Device.Name, p.Memory.Capacity)
 	}

@@ -16,7 +16,7 @@ func TestLayerRooflineSumsToStepTime(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(path), ".pipe")
 		prog, src := load(t, path, "examples/"+name+".pipe")
 		for _, dev := range goldenDevices {
-			p, ds := Plan(prog, WithHost(testHost), WithDevice(dev), WithSource(src))
+			p, ds := Plan(prog, testCosts, WithHost(testHost), WithDevice(dev), WithSource(src))
 			if ds.HasErrors() || p == nil {
 				t.Fatalf("%s on %s: %v", name, dev, ds)
 			}

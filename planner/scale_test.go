@@ -60,7 +60,7 @@ func benchmarkDeep(b *testing.B, n int) {
 		b.Run(d.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if p, ds := Plan(prog, WithHost(testHost), WithSource(src)); p == nil || len(p.Layers) < n {
+				if p, ds := Plan(prog, testCosts, WithHost(testHost), WithSource(src)); p == nil || len(p.Layers) < n {
 					b.Fatalf("no plan of %d layers:\n%v", n, ds)
 				}
 			}
@@ -100,6 +100,7 @@ func planWork(t *testing.T, src string) (work int64, nodes int) {
 	prog := check(t, "deep.pipe", []byte(src))
 	var cfg config
 	WithHost(testHost)(&cfg)
+	testCosts(&cfg)
 	pl := &planner{prog: prog, cfg: cfg, host: testHost}
 	pl.run()
 	if pl.cost == nil || pl.plan == nil || pl.diags.HasErrors() {
@@ -167,6 +168,7 @@ func TestPlanCancelledInTheProgramme(t *testing.T) {
 	ctx := &countdown{Context: context.Background(), n: 6}
 	var cfg config
 	WithHost(testHost)(&cfg)
+	testCosts(&cfg)
 	WithContext(ctx)(&cfg)
 	pl := &planner{prog: prog, cfg: cfg, host: testHost}
 	if err := pl.runUntilStopped(); !errors.Is(err, context.Canceled) {
@@ -175,7 +177,7 @@ func TestPlanCancelledInTheProgramme(t *testing.T) {
 	if pl.cost == nil || pl.cost.ch.work == 0 || pl.cost.ch.work > full/10 {
 		t.Fatalf("stopped after %d of the programme's %d steps", pl.cost.ch.work, full)
 	}
-	if p, ds := Plan(prog, WithHost(testHost), WithContext(&countdown{Context: context.Background(), n: 6})); p != nil || ds[0].Code != CodeCancelled {
+	if p, ds := Plan(prog, testCosts, WithHost(testHost), WithContext(&countdown{Context: context.Background(), n: 6})); p != nil || ds[0].Code != CodeCancelled {
 		t.Errorf("Plan returned a plan (%v) or %v", p != nil, ds)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"pipe/engine/enginetest"
+
+	"pipe/engine/costs"
 	"pipe/lang"
 	"pipe/lang/diag"
 	"pipe/planner"
@@ -38,7 +40,7 @@ func newJob(t *testing.T, src string) *job {
 	if ds.HasErrors() {
 		t.Fatalf("the test program does not check:\n%v", ds)
 	}
-	p, pds := planner.Plan(prog, planner.WithSource(b), planner.WithHost(testHost), planner.WithDevice("cpu"))
+	p, pds := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithSource(b), planner.WithHost(testHost), planner.WithDevice("cpu"))
 	if pds.HasErrors() || p == nil {
 		t.Fatalf("the test program does not plan:\n%v", pds)
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"pipe/engine"
+	"pipe/engine/costs"
 	"pipe/engine/native"
 	"pipe/engine/torch"
 	"pipe/lang"
@@ -143,7 +144,7 @@ func (w *Workflow) Plan(ctx context.Context, prog *lang.Program, req Request) (*
 // plan calls the planner once: device overrides the request's device,
 // and nproc is the data parallelism to take when the request gives none.
 func (w *Workflow) plan(ctx context.Context, prog *lang.Program, req Request, f facts, device string, nproc int) (*plan.Plan, diag.Diagnostics) {
-	opts := []planner.Option{planner.WithHost(f.host)}
+	opts := []planner.Option{planner.WithCosts(costs.Engines()...), planner.WithHost(f.host)}
 	if req.Source != nil {
 		opts = append(opts, planner.WithSource(req.Source))
 	}

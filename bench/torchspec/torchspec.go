@@ -25,6 +25,8 @@ import (
 	"pipe/engine"
 	"pipe/engine/native"
 	"pipe/engine/torch"
+
+	"pipe/engine/costs"
 	"pipe/lang"
 	"pipe/planner"
 	"pipe/planner/plan"
@@ -68,7 +70,7 @@ func Load(path string, threads int, opts ...planner.Option) (*Model, error) {
 	if ds = append(ds, cds...); ds.HasErrors() {
 		return nil, fmt.Errorf("%s: %w", path, ds)
 	}
-	p, pds := planner.Plan(prog, append([]planner.Option{planner.WithDevice("cpu"), planner.WithSource(src)}, opts...)...)
+	p, pds := planner.Plan(prog, append([]planner.Option{planner.WithCosts(costs.Engines()...), planner.WithDevice("cpu"), planner.WithSource(src)}, opts...)...)
 	if p == nil || pds.HasErrors() {
 		return nil, fmt.Errorf("%s: %w", path, pds)
 	}

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"pipe/engine/native"
+
+	"pipe/engine/costs"
 	"pipe/internal/memrun"
 	"pipe/internal/onnxtest"
 	"pipe/lang"
@@ -196,7 +198,7 @@ func planExample(t *testing.T, file string, src []byte, n int64) (*lang.Program,
 	if ds = append(ds, cds...); ds.HasErrors() {
 		t.Fatalf("check:\n%v", ds)
 	}
-	p, pds := planner.Plan(prog, planner.WithSource(src), planner.WithHost(hostInfo()), planner.WithDevice("cpu"), planner.WithBatch(n))
+	p, pds := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithSource(src), planner.WithHost(hostInfo()), planner.WithDevice("cpu"), planner.WithBatch(n))
 	if p == nil || pds.HasErrors() {
 		t.Fatalf("plan:\n%v", pds)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"pipe/engine/costs"
 	"pipe/engine/native"
 	"pipe/internal/onnxtest"
 	"pipe/lang"
@@ -73,7 +74,7 @@ func TestExportCommand(t *testing.T) {
 	ort := onnxtest.Runtime(t)
 	f, _ := lang.Parse(file, []byte(exportSrc))
 	prog, _ := lang.Check(f, stdlib.Schema())
-	p, _ := planner.Plan(prog, planner.WithSource([]byte(exportSrc)), planner.WithDevice("cpu"))
+	p, _ := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithSource([]byte(exportSrc)), planner.WithDevice("cpu"))
 	tr, err := run.LoadTrained(p, decoded(t, prog), filepath.Join(dir, "ckpt", run.LastCheckpoint), native.Backend{}, 5, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -126,7 +127,7 @@ func TestExportGANGenerator(t *testing.T) {
 	src, _ := os.ReadFile(file)
 	f, _ := lang.Parse(file, src)
 	prog, _ := lang.Check(f, stdlib.Schema())
-	p, _ := planner.Plan(prog, planner.WithSource(src), planner.WithDevice("cpu"))
+	p, _ := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithSource(src), planner.WithDevice("cpu"))
 	tr, err := run.LoadTrained(p, decoded(t, prog), filepath.Join(dir, "ckpt", run.LastCheckpoint), native.Backend{}, 2, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +169,7 @@ func TestExportFashionFirstTestBatch(t *testing.T) {
 	src, _ := os.ReadFile(file)
 	f, _ := lang.Parse(file, src)
 	prog, _ := lang.Check(f, stdlib.Schema())
-	p, _ := planner.Plan(prog, planner.WithSource(src), planner.WithDevice("cpu"))
+	p, _ := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithSource(src), planner.WithDevice("cpu"))
 	tr, err := run.LoadTrained(p, decoded(t, prog), filepath.Join(dir, "ckpt", run.LastCheckpoint), native.Backend{}, n, 1)
 	if err != nil {
 		t.Fatal(err)

@@ -307,7 +307,7 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 		if in.vol() {
 			return m.conv3Kernel(first, bnNode, in, out, act)
 		}
-		geo := newConvGeom(in.c, in.h, in.w, out.c, out.h, out.w, int(a.Kernel), int(max(a.Stride, 1)), int(a.Padding), int(max(a.Dilation, 1)), int(max(a.Groups, 1)))
+		geo := convGeomOf(in, out, a)
 		k := &convKernel{geo: geo, act: act}
 		k.w = m.newParam(first.Name+".weight", []int64{int64(out.c), int64(geo.cig), a.Kernel, a.Kernel})
 		if a.Bias {
@@ -331,7 +331,7 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 			return m.convT3Kernel(first, in, out), nil
 		}
 		grp := int(max(a.Groups, 1))
-		eq := newConvGeom(out.c, out.h, out.w, in.c, in.h, in.w, int(a.Kernel), int(max(a.Stride, 1)), int(a.Padding), int(max(a.Dilation, 1)), grp)
+		eq := convGeomOf(out, in, a)
 		k := &convTKernel{eq: eq}
 		k.w = m.newParam(first.Name+".weight", []int64{int64(in.c), int64(out.c / grp), a.Kernel, a.Kernel})
 		if a.Bias {
@@ -376,8 +376,7 @@ func (m *model) kernelFor(u *unit) (kernel, error) {
 		if !in.spatial || a.Terms < 1 || a.Rank < 1 {
 			return nil, unsupported(first, "needs [C, H, W], and terms and rank of at least 1")
 		}
-		mid := int(2 * a.Terms * a.Rank)
-		geo := newConvGeom(in.c, in.h, in.w, mid, u.out.h, u.out.w, int(a.Kernel), int(max(a.Stride, 1)), int(a.Padding), 1, 1)
+		geo := skConvGeomOf(in, u.out, a)
 		return m.skConv(first.Name, geo, u.out.c, int(a.Terms), int(a.Rank), int(a.Kernel), a.Bias), nil
 	case "batchnorm":
 		return &bnKernel{st: m.newBN(first.Name, u.out.c, eps(a.Eps), a.Momentum)}, nil
@@ -525,39 +524,12 @@ func hasParams(k kernel) bool {
 }
 
 // allocScratch gives each worker the largest column buffer and partial
-// weight gradient any convolution needs.
+// weight gradient any kernel needs.
 func (m *model) allocScratch() {
 	col, part := 0, 0
 	for _, u := range m.units {
-		var geo *convGeom
-		var vol *volGeom
-		switch k := u.k.(type) {
-		case *attnKernel:
-			col = max(col, k.scratchNeed())
-		case *randAttnKernel:
-			col = max(col, k.scratchNeed())
-		case *convKernel:
-			geo, vol = &k.geo, k.vol
-		case *convTKernel:
-			geo, vol = &k.eq, k.vol
-		case *skConvKernel:
-			geo = &k.geo
-		}
-		if vol != nil {
-			col = max(col, vol.scratchNeed())
-			part = max(part, vol.co*vol.ckk)
-			continue
-		}
-		if geo == nil {
-			continue
-		}
-		col = max(col, geo.scratchNeed())
-		if !geo.depthwise {
-			part = max(part, geo.co*geo.ckk)
-		}
-		if geo.flip != nil {
-			col = max(col, geo.flip.scratchNeed())
-		}
+		c, p, _ := kernelScratch(u.k)
+		col, part = max(col, c), max(part, p)
 	}
 	if m.pool.n == 1 {
 		part = 0
@@ -569,6 +541,36 @@ func (m *model) allocScratch() {
 		m.partial[w] = make([]float32, part)
 	}
 	m.scratchWords = m.pool.n * (col + part)
+}
+
+// kernelScratch is one worker's scratch for a kernel, as allocScratch
+// and the cost model (cost_arena.go) size it: the column buffer and
+// partial weight gradient of a convolution (and whether it runs as
+// Winograd), the attention kernels' per-head buffers.
+func kernelScratch(k kernel) (col, part int, wino bool) {
+	var geo *convGeom
+	var vol *volGeom
+	switch k := k.(type) {
+	case *attnKernel:
+		return k.scratchNeed(), 0, false
+	case *randAttnKernel:
+		return k.scratchNeed(), 0, false
+	case *convKernel:
+		geo, vol = &k.geo, k.vol
+	case *convTKernel:
+		geo, vol = &k.eq, k.vol
+	case *skConvKernel:
+		geo = &k.geo
+	}
+	switch {
+	case vol != nil:
+		col, part = vol.workerScratch()
+		return col, part, false
+	case geo != nil:
+		col, part = geo.workerScratch()
+		return col, part, geo.wino
+	}
+	return 0, 0, false
 }
 
 // denseOnly says whether g's work is all dense products and the

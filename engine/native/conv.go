@@ -16,6 +16,8 @@ package native
 
 import (
 	"gonum.org/v1/gonum/blas"
+
+	"pipe/stdlib"
 )
 
 // convGeom is a convolution's shape: input [ci, h, w], output [co, ho, wo],
@@ -60,6 +62,21 @@ func newConvGeom(ci, h, w, co, ho, wo, k, s, p, d, g int) convGeom {
 		}
 	}
 	return c
+}
+
+// convGeomOf is the geometry of the convolution from in to out with the
+// node's arguments; a transposed convolution passes them swapped, as it
+// runs the convolution from its output to its input. The kernel builder
+// and the cost model (cost.go) both take a conv's geometry from here.
+func convGeomOf(in, out layout, a stdlib.OpArgs) convGeom {
+	return newConvGeom(in.c, in.h, in.w, out.c, out.h, out.w, int(a.Kernel), int(max(a.Stride, 1)), int(a.Padding), int(max(a.Dilation, 1)), int(max(a.Groups, 1)))
+}
+
+// skConvGeomOf is a sketched convolution's geometry: from the input to
+// its 2·terms·rank sketch channels, dilation and groups 1.
+func skConvGeomOf(in, out layout, a stdlib.OpArgs) convGeom {
+	mid := int(2 * a.Terms * a.Rank)
+	return newConvGeom(in.c, in.h, in.w, mid, out.h, out.w, int(a.Kernel), int(max(a.Stride, 1)), int(a.Padding), 1, 1)
 }
 
 func geomOnly(ci, h, w, co, ho, wo, k, s, p, d, g int) convGeom {
@@ -107,6 +124,23 @@ func (c *convGeom) scratchNeed() int {
 		return 0
 	}
 	return c.ckk * c.chunk * c.wo
+}
+
+// workerScratch is what one worker holds for this convolution: its
+// column buffer (the larger of the forward's and, where the input
+// gradient runs as the flipped convolution, that one's), and the partial
+// weight gradient it sums into (none for the depthwise kernel, whose
+// workers own channels). allocScratch and the cost model (cost.go) both
+// size from it.
+func (c *convGeom) workerScratch() (col, part int) {
+	col = c.scratchNeed()
+	if c.flip != nil {
+		col = max(col, c.flip.scratchNeed())
+	}
+	if !c.depthwise {
+		part = c.co * c.ckk
+	}
+	return col, part
 }
 
 // forRows calls fn(nn, a, b, off) for the pieces of output rows [ra, rb)

@@ -38,6 +38,12 @@ func newVolGeom(ci, d, h, w, co, do, ho, wo, k, s, p int) *volGeom {
 	return g
 }
 
+// volGeomOf is the geometry of the 3-D convolution from in to out with
+// the node's arguments; a transposed convolution passes them swapped.
+func volGeomOf(in, out layout, a stdlib.OpArgs) *volGeom {
+	return newVolGeom(in.c, in.d, in.h, in.w, out.c, out.d, out.h, out.w, int(a.Kernel), int(max(a.Stride, 1)), int(a.Padding))
+}
+
 // flat is the 2-D view whose sizes the conv kernels read: channels,
 // D·H rows of W (no column buffer of its own).
 func (g *volGeom) flat() convGeom {
@@ -50,6 +56,12 @@ func (g *volGeom) scratchNeed() int {
 		return 0
 	}
 	return g.ckk * g.chunk * g.ho * g.wo
+}
+
+// workerScratch is one worker's column buffer and partial weight
+// gradient for this convolution (see convGeom.workerScratch).
+func (g *volGeom) workerScratch() (col, part int) {
+	return g.scratchNeed(), g.co * g.ckk
 }
 
 // forPlanes calls fn(nn, a, b, off) for the pieces of output planes
@@ -393,7 +405,7 @@ func (m *model) conv3Kernel(n, bnNode *stdlib.Node, in, out layout, act actKind)
 	if max(a.Dilation, 1) != 1 || max(a.Groups, 1) != 1 {
 		return nil, unsupported(n, "over a volume takes dilation and groups 1")
 	}
-	vg := newVolGeom(in.c, in.d, in.h, in.w, out.c, out.d, out.h, out.w, int(a.Kernel), int(max(a.Stride, 1)), int(a.Padding))
+	vg := volGeomOf(in, out, a)
 	k := &convKernel{geo: vg.flat(), vol: vg, act: act}
 	k.w = m.newParam(n.Name+".weight", []int64{int64(out.c), int64(in.c), a.Kernel, a.Kernel, a.Kernel})
 	if a.Bias {
@@ -414,7 +426,7 @@ func (m *model) conv3Kernel(n, bnNode *stdlib.Node, in, out layout, act actKind)
 // k, k, k], eq the convolution from its output back to its input.
 func (m *model) convT3Kernel(n *stdlib.Node, in, out layout) *convTKernel {
 	a := n.Args
-	eq := newVolGeom(out.c, out.d, out.h, out.w, in.c, in.d, in.h, in.w, int(a.Kernel), int(max(a.Stride, 1)), int(a.Padding))
+	eq := volGeomOf(out, in, a)
 	k := &convTKernel{eq: eq.flat(), vol: eq}
 	k.w = m.newParam(n.Name+".weight", []int64{int64(in.c), int64(out.c), a.Kernel, a.Kernel, a.Kernel})
 	if a.Bias {

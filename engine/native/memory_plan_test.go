@@ -17,10 +17,11 @@ import (
 	"pipe/stdlib"
 )
 
-// These tests hold the planner's CPU memory model (planner/memory_cpu.go)
-// to what this backend allocates: every example is planned for the fixed
-// host of the planner's golden plans, built at its plan, trained one step
-// and evaluated once, and Memory() is compared with the plan's estimate.
+// These tests hold the planner's CPU memory model (this engine's cost
+// model, cost.go, as planner/memory_cpu.go adds it up) to what this
+// backend allocates: every example is planned for the fixed host of the
+// planner's golden plans, built at its plan, trained one step and
+// evaluated once, and Memory() is compared with the plan's estimate.
 
 // planHost is the planner's golden-test machine: 24 GiB and 2 cores.
 var planHost = planner.HostInfo{MemTotal: 24 << 30, MemAvailable: 24 << 30, Cores: 2}
@@ -44,7 +45,7 @@ func loadProgram(t *testing.T, path string) *lang.Program {
 
 func planCPU(t *testing.T, prog *lang.Program, host planner.HostInfo, opts ...planner.Option) *plan.Plan {
 	t.Helper()
-	p, ds := planner.Plan(prog, append([]planner.Option{planner.WithHost(host), planner.WithDevice("cpu")}, opts...)...)
+	p, ds := planner.Plan(prog, append([]planner.Option{planner.WithCosts(Cost{}), planner.WithHost(host), planner.WithDevice("cpu")}, opts...)...)
 	if p == nil || ds.HasErrors() {
 		t.Fatalf("%s does not plan:\n%v", prog.Name, ds)
 	}
@@ -185,7 +186,7 @@ func TestCheckpointLowersMemory(t *testing.T) {
 		budget := free.Memory.Total - int64((1-keep)*float64(free.Checkpoint.PeakBefore))
 		capacity := int64(float64(budget+free.Memory.Reserve)/(1-free.Memory.MarginPercent/100)) + 1
 		host := planner.HostInfo{MemTotal: capacity, MemAvailable: capacity, Cores: planHost.Cores}
-		q, ds := planner.Plan(prog, planner.WithHost(host), planner.WithDevice("cpu"), planner.WithBatch(batch))
+		q, ds := planner.Plan(prog, planner.WithCosts(Cost{}), planner.WithHost(host), planner.WithDevice("cpu"), planner.WithBatch(batch))
 		if q != nil && q.Fits && !ds.HasErrors() && len(q.Checkpoint.Segments) > 0 {
 			p = q
 			break

@@ -6,6 +6,8 @@ import (
 
 	"pipe/dataset"
 	"pipe/engine"
+
+	"pipe/engine/native"
 	"pipe/internal/torchtest"
 	"pipe/lang"
 	"pipe/planner"
@@ -19,7 +21,8 @@ func testPython(t testing.TB) string { t.Helper(); return torchtest.Python(t) }
 
 var testHost = planner.HostInfo{MemTotal: 24 << 30, MemAvailable: 24 << 30, Cores: 2}
 
-// loadSrc checks and plans src for the CPU.
+// loadSrc checks and plans src for the CPU, with both engines' cost
+// models: the tests build a plan on either engine.
 func loadSrc(t testing.TB, name string, src []byte, opts ...planner.Option) (*lang.Program, *plan.Plan, *stdlib.Graph) {
 	t.Helper()
 	f, ds := lang.Parse(name, src)
@@ -27,7 +30,7 @@ func loadSrc(t testing.TB, name string, src []byte, opts ...planner.Option) (*la
 	if ds = append(ds, cds...); ds.HasErrors() {
 		t.Fatalf("%s does not check:\n%v", name, ds)
 	}
-	opts = append([]planner.Option{planner.WithDevice("cpu"), planner.WithHost(testHost), planner.WithSource(src)}, opts...)
+	opts = append([]planner.Option{planner.WithCosts(native.Cost{}, Cost{}), planner.WithDevice("cpu"), planner.WithHost(testHost), planner.WithSource(src)}, opts...)
 	p, pds := planner.Plan(prog, opts...)
 	if pds.HasErrors() || p == nil {
 		t.Fatalf("%s does not plan:\n%v", name, pds)

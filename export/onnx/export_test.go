@@ -11,6 +11,8 @@ import (
 
 	"pipe/engine/native"
 	"pipe/export/onnx"
+
+	"pipe/engine/costs"
 	"pipe/internal/onnxtest"
 	"pipe/lang"
 	"pipe/planner"
@@ -30,7 +32,7 @@ func trained(t *testing.T, name string, src []byte, batch int) *run.Trained {
 	if ds = append(ds, cds...); ds.HasErrors() {
 		t.Fatalf("%s does not check:\n%v", name, ds)
 	}
-	p, pds := planner.Plan(prog, planner.WithSource(src), planner.WithDevice("cpu"), planner.WithBatch(4))
+	p, pds := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithSource(src), planner.WithDevice("cpu"), planner.WithBatch(4))
 	if pds.HasErrors() || p == nil {
 		t.Fatalf("%s does not plan:\n%v", name, pds)
 	}

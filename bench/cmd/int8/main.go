@@ -29,6 +29,8 @@ import (
 	"pipe/dataset"
 	"pipe/engine"
 	"pipe/engine/native"
+
+	"pipe/engine/costs"
 	"pipe/internal/fixtures"
 	"pipe/internal/memrun"
 	"pipe/lang"
@@ -192,7 +194,7 @@ func (b *bench) model(m model, dir string) (*result, error) {
 	if ds = append(ds, cds...); ds.HasErrors() {
 		return nil, ds
 	}
-	p, pds := planner.Plan(prog, planner.WithSource([]byte(src)), planner.WithDevice("cpu"), planner.WithEngine("native"))
+	p, pds := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithSource([]byte(src)), planner.WithDevice("cpu"), planner.WithEngine("native"))
 	if pds.HasErrors() {
 		return nil, pds
 	}

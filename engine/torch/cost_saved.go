@@ -1,18 +1,21 @@
-package planner
+package torch
 
 import (
+	"pipe/planner/cost"
 	"pipe/planner/plan"
 	"pipe/stdlib"
 )
 
-// What autograd saves on the torch engine, node by node.
+// What autograd saves on this engine, node by node: the torch engine's
+// cost model (package cost's contract), which the planner prices a torch
+// plan with.
 //
 // stdlib's rules (Node.Keep, Private, SavedAux) say which tensors an op's
 // backward reads, at one activation precision. PyTorch stores each saved
 // tensor in the dtype it has, and under autocast that is a matter of op
 // and device: this file follows a tensor's dtype through the graph and
 // prices what each node's backward keeps, as saved-tensor hooks count it
-// (exec/torch's TestSavedBytesArePyTorchs holds every example and family
+// (TestSavedBytesArePyTorchs holds every example and family
 // to it on the CPU, where these sizes are the same as on a GPU).
 //
 //   - Autocast runs convolutions and matrix products (conv, convtranspose,
@@ -95,7 +98,7 @@ func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss string) 
 		if dt[j] == to {
 			keepIn(i, j)
 		} else {
-			s.priv[i] = add(s.priv[i], mul(numel(g.Nodes[j].Out), to))
+			s.priv[i] = cost.Add(s.priv[i], cost.Mul(cost.Numel(g.Nodes[j].Out), to))
 		}
 	}
 	for _, nd := range g.Nodes {
@@ -109,7 +112,7 @@ func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss string) 
 		if x >= 0 {
 			ex = dt[x]
 		}
-		out := numel(nd.Out)
+		out := cost.Numel(nd.Out)
 		switch nd.Op {
 		case "input":
 			dt[i] = 4
@@ -127,11 +130,11 @@ func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss string) 
 		case "lowrank_dense":
 			dt[i] = low
 			castIn(i, x, low)
-			s.priv[i] = add(s.priv[i], mul(mul(nd.Args.Terms, nd.Args.Rank), low))
+			s.priv[i] = cost.Add(s.priv[i], cost.Mul(cost.Mul(nd.Args.Terms, nd.Args.Rank), low))
 		case "sketched_dense": // x for S1's gradient, x·U2_i for S2's
 			dt[i] = low
 			castIn(i, x, low)
-			s.priv[i] = add(s.priv[i], mul(mul(nd.Args.Terms, nd.Args.Rank), low))
+			s.priv[i] = cost.Add(s.priv[i], cost.Mul(cost.Mul(nd.Args.Terms, nd.Args.Rank), low))
 		case "sketched_conv": // x; the projection by the fixed U keeps no activation
 			dt[i] = low
 			castIn(i, x, low)
@@ -143,7 +146,7 @@ func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss string) 
 			// fp32 mean and inverse deviation per channel of each sample.
 			dt[i] = ex
 			keepIn(i, x)
-			s.priv[i] = add(s.priv[i], mul(nd.Out[0], 8))
+			s.priv[i] = cost.Add(s.priv[i], cost.Mul(nd.Out[0], 8))
 		case "pixelshuffle":
 			dt[i] = ex
 		case "layernorm":
@@ -152,7 +155,7 @@ func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss string) 
 				dt[i] = 4
 			}
 			castIn(i, x, dt[i])
-			s.priv[i] = add(s.priv[i], mul(numel(nd.Out[:len(nd.Out)-1]), 8))
+			s.priv[i] = cost.Add(s.priv[i], cost.Mul(cost.Numel(nd.Out[:len(nd.Out)-1]), 8))
 		case "relu", "sigmoid", "tanh":
 			dt[i] = ex
 			s.keep[i] = append(s.keep[i], i)
@@ -172,16 +175,16 @@ func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss string) 
 			} else {
 				keepIn(i, x)
 			}
-			s.priv[i] = add(s.priv[i], mul(out, 8))
+			s.priv[i] = cost.Add(s.priv[i], cost.Mul(out, 8))
 		case "dropout":
 			dt[i] = ex
 			switch {
 			case nd.Args.P <= 0:
 				base[i], contig[i] = base[x], contig[x]
 			case gpu:
-				s.priv[i] = add(s.priv[i], out)
+				s.priv[i] = cost.Add(s.priv[i], out)
 			default:
-				s.priv[i] = add(s.priv[i], mul(out, ex))
+				s.priv[i] = cost.Add(s.priv[i], cost.Mul(out, ex))
 			}
 		case "flatten":
 			dt[i] = ex
@@ -208,10 +211,10 @@ func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss string) 
 		case "attention":
 			dt[i] = low
 			t, d, h := nd.In[0][0], nd.In[0][1], nd.Args.Heads
-			td := mul(t, d)
+			td := cost.Mul(t, d)
 			if gpu {
 				s.attention = "fused"
-				s.priv[i] = add(mul(mul(6, td), low), mul(mul(h, t), 4))
+				s.priv[i] = cost.Add(cost.Mul(cost.Mul(6, td), low), cost.Mul(cost.Mul(h, t), 4))
 			} else {
 				if s.attention == "" {
 					s.attention = "math"
@@ -220,15 +223,15 @@ func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss string) 
 				if gpu && ac {
 					sm = 4 + low
 				}
-				s.priv[i] = add(mul(mul(5, td), low), mul(mul(h, mul(t, t)), sm))
+				s.priv[i] = cost.Add(cost.Mul(cost.Mul(5, td), low), cost.Mul(cost.Mul(h, cost.Mul(t, t)), sm))
 				if nd.Args.P > 0 {
 					// Dropout on the probabilities: its scaled noise and
 					// the dropped probabilities the next product reads.
-					s.priv[i] = add(s.priv[i], mul(mul(h, mul(t, t)), 2*low))
+					s.priv[i] = cost.Add(s.priv[i], cost.Mul(cost.Mul(h, cost.Mul(t, t)), 2*low))
 				}
 			}
 		case "random_attention":
-			// exec/torch's twin, op by op (measured with saved-tensor
+			// the worker's twin, op by op (measured with saved-tensor
 			// hooks): each projection keeps its input (under autocast a
 			// cast copy each) and autocast casts the features once; then
 			// q′, k′ (softmax), v, num and o (relu: three T·D); φ's exponentials or relus, φ(q) twice
@@ -245,19 +248,19 @@ func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss string) 
 			if relu {
 				tds = 3
 			}
-			htm := mul(h, mul(t, mf))
-			el := add(add(mul(tds, mul(t, d)), mul(5, htm)), mul(h, t))
+			htm := cost.Mul(h, cost.Mul(t, mf))
+			el := cost.Add(cost.Add(cost.Mul(tds, cost.Mul(t, d)), cost.Mul(5, htm)), cost.Mul(h, t))
 			if nd.Args.Causal {
-				el = add(el, mul(htm, dh))
+				el = cost.Add(el, cost.Mul(htm, dh))
 			} else {
-				el = add(el, mul(mul(h, mf), dh+1))
+				el = cost.Add(el, cost.Mul(cost.Mul(h, mf), dh+1))
 			}
 			if ac {
-				el = add(el, mul(mf, dh))
+				el = cost.Add(el, cost.Mul(mf, dh))
 			}
-			s.priv[i] = add(s.priv[i], mul(el, low))
+			s.priv[i] = cost.Add(s.priv[i], cost.Mul(el, low))
 			if !relu {
-				s.priv[i] = add(s.priv[i], mul(add(mul(2, mul(h, t)), h), 8))
+				s.priv[i] = cost.Add(s.priv[i], cost.Mul(cost.Add(cost.Mul(2, cost.Mul(h, t)), h), 8))
 			}
 		default:
 			// An op this file does not know: stdlib's rule at the
@@ -270,15 +273,15 @@ func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss string) 
 					keepIn(i, k)
 				}
 			}
-			s.priv[i] = add(mul(nd.Private, prec.ActivationBytes), nd.SavedAux)
+			s.priv[i] = cost.Add(cost.Mul(nd.Private, prec.ActivationBytes), nd.SavedAux)
 		}
-		s.out[i] = mul(out, dt[i])
+		s.out[i] = cost.Mul(out, dt[i])
 	}
 	s.loss = lossSaved(g, loss, dt, base, s)
 	return s
 }
 
-// lossSaved is what the loss keeps per sample (exec/torch's compute_loss),
+// lossSaved is what the loss keeps per sample (the worker's compute_loss),
 // fp32 throughout: the logits are cast to fp32 first. Where the loss
 // keeps the logits themselves (bce on fp32 logits), the node keeps them.
 func lossSaved(g *stdlib.Graph, loss string, dt []int64, base []int, s *torchSaved) int64 {
@@ -292,41 +295,49 @@ func lossSaved(g *stdlib.Graph, loss string, dt []int64, base []int, s *torchSav
 		((o.Op == "softmax" && loss != "bce") || (o.Op == "sigmoid" && loss == "bce")) {
 		logits = o.Inputs[0]
 	}
-	all := mul(numel(shape), 4)
+	all := cost.Mul(cost.Numel(shape), 4)
 	switch loss {
 	case "cross_entropy", "":
 		positions := int64(1)
 		if len(shape) > 1 {
-			positions = numel(shape[1:])
+			positions = cost.Numel(shape[1:])
 		}
 		if len(shape) > 0 && shape[0] > 1 {
-			return add(all, mul(positions, 8)) // log-softmax, int64 targets
+			return cost.Add(all, cost.Mul(positions, 8)) // log-softmax, int64 targets
 		}
-		return mul(all, 2) // log-softmax, soft targets
+		return cost.Mul(all, 2) // log-softmax, soft targets
 	case "bce":
 		if dt[logits] == 4 {
 			s.keep[logits] = append(s.keep[logits], base[logits])
 			return all // the targets
 		}
-		return mul(all, 2) // an fp32 copy of the logits, the targets
+		return cost.Mul(all, 2) // an fp32 copy of the logits, the targets
 	case "mse", "mae":
 		return all // the difference
 	case "dice":
 		if o.Op == "sigmoid" {
 			return all // the targets: the probabilities are the output
 		}
-		return mul(all, 2) // the probabilities, the targets
+		return cost.Mul(all, 2) // the probabilities, the targets
 	}
 	return all
 }
 
-// chain is the checkpoint solver's view of g with these sizes; the loss's
-// bytes are the input node's, which is never recomputed.
-func (s *torchSaved) chain(g *stdlib.Graph) *chain {
-	c := newChain(g, 4, func(nd *stdlib.Node) ([]int, int64) { return s.keep[nd.ID], s.priv[nd.ID] })
-	copy(c.out, s.out)
-	if len(c.priv) > 0 {
-		c.priv[0] = add(c.priv[0], s.loss)
+// Cost is the torch engine's cost model; its zero value is ready.
+type Cost struct{}
+
+var _ cost.Engine = Cost{}
+
+// Name implements cost.Engine.
+func (Cost) Name() string { return plan.EngineTorch }
+
+// Memory implements cost.Engine: what autograd saves per node on the
+// device, and PyTorch's caching allocator on a GPU.
+func (Cost) Memory(g *stdlib.Graph, s cost.Setup) cost.Memory {
+	ts := newTorchSaved(g, s.Device == plan.BackendGPU, s.Precision, s.Loss)
+	m := cost.Memory{Out: ts.out, Keep: ts.keep, Own: ts.priv, Loss: ts.loss, Attention: ts.attention}
+	if s.Device == plan.BackendGPU {
+		m.Allocator = CachingAllocator{}
 	}
-	return c
+	return m
 }

@@ -1,0 +1,108 @@
+// Package cost is the contract through which the planner asks an engine
+// what training a graph costs it. The planner declares it and never
+// imports an engine; each engine implements it beside its kernels, with
+// the constants and eligibility rules those kernels use, and the callers
+// of planner.Plan hand the engines' models in (planner.WithCosts).
+//
+// It imports only stdlib and the plan, so that an engine can implement it
+// without depending on the planner, and the planner's tests can build the
+// engines without an import cycle.
+package cost
+
+import (
+	"pipe/planner/plan"
+	"pipe/stdlib"
+)
+
+// Engine is one engine's cost model.
+type Engine interface {
+	// Name is the engine as the plan names it (plan.EngineNative,
+	// plan.EngineTorch).
+	Name() string
+	// Memory prices a training step of g as the engine runs it.
+	Memory(g *stdlib.Graph, s Setup) Memory
+}
+
+// Setup is what the planner has decided that an engine's memory depends
+// on.
+type Setup struct {
+	// Device is plan.BackendCPU or plan.BackendGPU.
+	Device    string
+	Precision plan.Precision
+	Loss      string
+	// Fusion is the plan's fusion groups; the engine runs those it can.
+	Fusion []Group
+	// Threads is the worker threads of a native run, one per core.
+	Threads int
+}
+
+// Group is a fusion group: its kind (plan.FusionGroup.Kind) and its
+// nodes' IDs in order.
+type Group struct {
+	Kind string
+	IDs  []int
+}
+
+// Memory is a graph priced by one engine, in bytes per sample unless
+// said otherwise. The per-node slices are indexed by node ID, and are
+// what the planner's checkpoint programme works on.
+type Memory struct {
+	// Out is each node's output as the engine stores it; Keep the nodes
+	// whose outputs each node's backward reads; Own what each node keeps
+	// of its own (masks, indices, statistics, cast copies).
+	Out  []int64
+	Keep [][]int
+	Own  []int64
+	// Loss is what the loss keeps, counted with the input node (never
+	// recomputed).
+	Loss int64
+	// Attention names the attention implementation that was priced
+	// ("math" or "fused"), "" when the graph has none.
+	Attention string
+	// Arena is set by an engine that lays a whole step out before the
+	// first step (the native engine); nil for one whose allocator frees
+	// tensors as autograd drops them.
+	Arena Arena
+	// Allocator is set by an engine whose device memory goes through a
+	// caching allocator (the torch engine); nil otherwise.
+	Allocator Allocator
+}
+
+// Arena is an engine's step laid out ahead, buffer by buffer.
+type Arena interface {
+	// Train lays out a training step that recomputes segs and measures
+	// it per sample.
+	Train(segs []Segment) Step
+	// Eval is the evaluation forward's peak per sample, and the fixed
+	// bytes alive then.
+	Eval() (perSample, fixed int64)
+	// Fixed is the training step's kept buffers that do not grow with
+	// the batch (per-channel statistics).
+	Fixed() int64
+	// State is what the engine holds beside the parameters that is not
+	// trained (running statistics, fixed sketches).
+	State() int64
+	// Scratch is the workers' scratch for the whole run.
+	Scratch() int64
+}
+
+// Step is a training step's memory per sample: the peak of the live
+// buffers, the kept buffers alive at the loss, and among those the
+// input's copy.
+type Step struct {
+	Peak, Saved, Input int64
+}
+
+// Segment is a checkpoint segment, nodes From to To recomputed.
+type Segment struct {
+	From int `json:"from"`
+	To   int `json:"to"`
+}
+
+// Allocator is a caching allocator's view of a set of live tensors.
+type Allocator interface {
+	// Reserve returns what live tensors of the given sizes take once
+	// rounded (allocated) and once packed into the allocator's segments
+	// (reserved).
+	Reserve(sizes []int64) (allocated, reserved int64)
+}
