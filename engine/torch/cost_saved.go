@@ -10,58 +10,13 @@ import (
 // cost model (package cost's contract), which the planner prices a torch
 // plan with.
 //
-// stdlib's rules (Node.Keep, Private, SavedAux) say which tensors an op's
-// backward reads, at one activation precision. PyTorch stores each saved
-// tensor in the dtype it has, and under autocast that is a matter of op
-// and device: this file follows a tensor's dtype through the graph and
-// prices what each node's backward keeps, as saved-tensor hooks count it
-// (TestSavedBytesArePyTorchs holds every example and family
-// to it on the CPU, where these sizes are the same as on a GPU).
-//
-//   - Autocast runs convolutions and matrix products (conv, convtranspose,
-//     dense, lowrank_dense, attention's projections) in the low precision
-//     and saves their input in it: the input itself when it is already
-//     low precision, else a cast copy that belongs to the op.
-//   - Other ops run in their input's dtype, except where autocast's lists
-//     say otherwise: on CUDA, layernorm and softmax run in fp32 (a
-//     layernorm saves an fp32 copy of a low-precision input); CPU autocast
-//     lists neither, nor upsampling, but PyTorch 1.13's runs transposed
-//     convolutions in fp32 (a saved fp32 copy of a bf16 input).
-//   - A sum or a concat of fp32 and low-precision tensors is fp32 (type
-//     promotion; autocast's "promote" list for cat on both devices), so a
-//     sum with an fp32 parameter (a position embedding, a class token)
-//     turns the stream back to fp32, and what reads it casts again.
-//   - Dropout keeps its mask: on CUDA, the fused kernel's 1-byte mask; on
-//     the CPU, the scaled noise in the input's dtype. Dropout with p 0 is
-//     its input. Max-pooling keeps int64 indices; layernorm an fp32 mean
-//     and inverse deviation per row.
-//   - Views are not new tensors: flatten (of a contiguous tensor),
-//     tokens and select_token share their input's storage, so whatever
-//     keeps a view keeps the whole storage it views (the classifier head
-//     of a vision transformer keeps the final layernorm's every token in
-//     fp32, a cast copy of token 0 alone under autocast).
-//   - Attention, as nn.MultiheadAttention(batch_first=True) computes it in
-//     training: the input is transposed, so the packed projection keeps a
-//     contiguous copy of it (T·D); then, on the math path (PyTorch 1.13,
-//     and the CPU), the scaled q, k, v (3·T·D), the softmax (H·T·T; on
-//     CUDA in fp32 plus the low-precision copy the next product reads),
-//     and the heads' output the output projection reads (T·D); the fused
-//     kernel of scaled_dot_product_attention (PyTorch 2.x on CUDA) keeps
-//     no H·T·T tensor: q, k, v in one projection (3·T·D), its output
-//     (T·D) and an fp32 log-sum-exp per head and row (H·T), and the output
-//     projection's input (T·D). Dropout on the probabilities (math path)
-//     adds its scaled noise and the dropped probabilities (2·H·T·T); a
-//     causal mask is one [T, T] tensor for the batch, left out. A mean
-//     over the tokens keeps its input, as measured on PyTorch 1.13.
-//   - The loss keeps its own tensors in fp32: cross-entropy its
-//     log-softmax, as large as the output (a dense prediction's is
-//     classes × pixels), and the int64 targets; mse and mae the
-//     difference; bce the logits and the targets; dice the probabilities
-//     and the targets.
-//
-// Per-batch tensors (a batchnorm's batch mean and deviation, a scale
-// factor) do not grow with the batch and are left out, as the layer table
-// is per sample.
+// stdlib's rules (Node.Keep, Private, SavedAux) give which tensors an op's
+// backward reads at one precision; this file follows each tensor's dtype
+// through the graph under autocast (casts, fp32 ops, type promotion, views,
+// dropout masks, attention's paths, the loss) and prices what each node's
+// backward keeps, as saved-tensor hooks count it (TestSavedBytesArePyTorchs).
+// Per-batch tensors are left out, as the layer table is per sample.
+// Derivation: docs/design/torch-saved.md.
 
 // torchSaved is a graph's saved bytes per sample on the torch engine.
 type torchSaved struct {

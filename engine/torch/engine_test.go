@@ -15,36 +15,14 @@ import (
 )
 
 // lossTol bounds the relative difference of the two engines' losses on
-// the same batch from the same state. The engines differ only in float32
-// summation order (pipe's kernels against PyTorch's); measured here, the
-// largest loss difference over the examples is 3e-7.
-//
-// What a step changes is compared tensor by tensor (updateDiffs), as
-// |Δ_torch − Δ_native| / |Δ_native|. An engine's error is systematic: it
-// shows in most tensors at most steps. So the median over the tensors is
-// taken at each step, and the median of those over the 20 steps must stay
-// under medianTol: before pipe's batchnorm backward summed its gradients
-// in float64, it was 6e-3 on the ResNet, at every step, where PyTorch's
-// was 1e-6 from a float64 computation. Some models are no better
-// conditioned than that in float32 whatever computes them: on cells.pipe
-// (dice over 262,144 pixels) both engines are 6e-4 to 3e-3 off float64 at
-// steps 1 and 5, and 2e-4 from each other at the median step. Single steps can
-// differ more without either engine being wrong: a relu whose input lies
-// within float32 rounding of zero passes a gradient on one engine and not
-// on the other (measured against float64 on lowrank.pipe at step 16, the
-// native engine was right to 3e-7 there and PyTorch 6e-4 off; at other
-// steps it goes the other way). Every tensor at every step must stay
-// under maxTol, which float32 sets: the stem conv of a ResNet at 224²
-// sums 50,176 products per weight gradient, and measured against float64
-// both engines are 5e-3 off there.
-//
-// The engines are compared in lockstep: before each step the torch engine
-// is given the native engine's whole state (weights, running statistics,
-// optimizer buffers and counters), so every step of a real 20-step
-// trajectory is checked on its own. Left to run freely, two float32
-// computations of a training run part ways as chaotic dynamics amplify
-// their last bits (at lr 0.1 with batch 4, the ResNet's losses differ by
-// a quarter after 12 steps), which says nothing about either engine.
+// the same batch from the same state; they differ only in float32
+// summation order. What a step changes is compared tensor by tensor
+// (updateDiffs): the median over tensors and steps must stay under
+// medianTol, as an engine's error is systematic, and every tensor at every
+// step under maxTol, which float32 itself sets. The engines run in
+// lockstep (the torch engine is given the native engine's whole state
+// before each step), since two free float32 runs part ways chaotically.
+// Measurements: docs/design/native-torch-twin.md (the last section).
 const (
 	lossTol   = 1e-5
 	medianTol = 1e-3
