@@ -13,26 +13,12 @@ import (
 
 // The direct reader's cache of decoded blocks.
 //
-// One cache per dataset, shared by the loader's workers, as GDAL's block
-// cache is: a compressed block is decoded by the first worker that needs
-// it (outside the lock; the others that need it meanwhile wait for it or,
-// reading strips, read their window's other strips first), kept while it
-// is among the most recently decoded (first in, first out), and its
-// buffer is reused once the last reader releases it. The lock guards
-// only the bookkeeping: a lookup, a reference count.
-//
-// Its budget is GDAL's (GDAL_CACHEMAX, 5% of the memory by default; see
-// directCacheBytes), and no more than the file's decoded bytes: a file
-// that fits is decoded once for all epochs, as on GDAL's path, where
-// shuffled windows would otherwise decode their blocks again every
-// epoch. Striped files get at least two rows of windows of strips, so
-// that the windows of one row of tiles decode each strip once: a strip
-// is the raster's full width, needed by every window across its rows (a
-// GeoTIFF that GDAL writes with its default strips, one row each for a
-// wide 12-band raster, has a window of 512 rows touching 512 strips).
-// Once the direct reader applies, the dataset's idle GDAL handles are
-// closed after the statistics pass, so that GDAL's cache does not keep
-// the same blocks beside this one.
+// One cache per dataset, shared by the loader's workers as GDAL's block
+// cache is: first in, first out, decoded outside the lock, buffers reused
+// once their last reader releases them. Its budget is GDAL's, and no more
+// than the file's decoded bytes, so a file that fits is decoded once for
+// all epochs; striped files get at least two rows of windows of strips.
+// Details: docs/design/geotiff-source.md (the last section).
 
 // directCacheBytes is the block cache's budget; negative: GDAL's cache
 // size (GDALGetCacheMax64).

@@ -126,57 +126,14 @@ import (
 // The direct block reader: the fast path's read of a window from a
 // GeoTIFF's blocks, without GDAL in the loop.
 //
-// GDAL's read of a window is several passes over its bytes: a pread
-// into its buffer, the decompression, for a pixel-interleaved file the
-// de-interleaving of each block into one block per band in its block
-// cache, then a copy into the caller's buffer; the fast path then maps
-// that buffer through its tables, writing float32, twice the bytes. The
-// direct reader makes it two: the block's bytes (pread into a buffer of
-// the worker's, decompressed there when compressed) and one C pass that
-// de-interleaves, checks nodata and normalises straight into the
-// window, through the same per-band tables, so its values are those of
-// the GDAL path bit for bit (direct_test.go compares them for
-// every layout it takes and several it leaves to GDAL).
-//
-// It takes the first IFD of a little-endian classic TIFF or BigTIFF
-// (the full resolution: overviews are never read), 8- or 16-bit unsigned
-// samples, PIXEL or BAND interleave, and
-//   - tiles, uncompressed (only the rows of each block the window needs
-//     are read), DEFLATE or ZSTD, predictor 1 or 2;
-//   - uncompressed strips: each row's part of the window is one read;
-//   - DEFLATE or ZSTD strips, when two rows of tiles of them fit in
-//     directStripBytes.
-//
-// Compressed blocks are decoded into a cache shared by the workers
-// (blockcache.go), budgeted like GDAL's block cache.
-//
-// Everything else stays on GDAL's path: other compressions, float
-// predictors, big-endian files, other types, and any window touching a
-// sparse block (offset or size 0, which GDAL fills). GDAL opens the file
-// first and stays its parser of record: the direct reader is used only
-// when GDAL's driver is GTiff and its size, band count, data type and
-// block size agree with the IFD.
-//
-// Why by hand: GDAL 3.6 has no entry point that hands back a block's raw
-// bytes (ReadCompressedData came in 3.7, and godal has neither) or skips
-// its de-interleaving copy (ReadBlock goes through the block cache), and
-// no Go TIFF library reads BigTIFF or ZSTD tiles by block
-// (golang.org/x/image/tiff and its extension github.com/hhrutter/tiff
-// decode whole classic TIFF images, and neither knows ZSTD). The part
-// written here is small: an IFD walk for a dozen tags (tiffifd.go); the
-// decompression is the libraries GDAL's libtiff itself links (libdeflate,
-// libzstd).
-//
-// Each worker has its own buffers and decompressors; reading takes no
-// lock but the block cache's, held only for its bookkeeping.
-//
-// Where it is slower: windows that overlap, of a file both caches hold
-// whole, after the first pass (BenchmarkGeoTIFFDirectOverlap: 0.62 of
-// GDAL's path uncompressed, 0.72 ZSTD). GDAL's cache keeps each block
-// de-interleaved, so a window is a copy per band; here every window
-// de-interleaves its pixels again. De-interleaving into a buffer first,
-// or band by band over chunks of rows, or with ordinary stores,
-// measured slower still (0.39 to 0.49).
+// It makes GDAL's several passes over a window's bytes two (read and
+// decompress a block, then one C pass that de-interleaves, checks nodata
+// and normalises through the same tables, bit for bit GDAL's values), for
+// the common layouts: the first IFD, 8- or 16-bit unsigned samples,
+// uncompressed, DEFLATE or ZSTD tiles and strips. Everything else, and any
+// file where GDAL disagrees with the IFD, stays on GDAL's path. It is by
+// hand because GDAL 3.6 and the Go TIFF libraries offer no block-level read.
+// Layouts, reasons and measurements: docs/design/geotiff-source.md.
 
 // directTIFF turns the direct block reader on for datasets opened from
 // now on; the tests turn it off to compare with GDAL's path.

@@ -18,58 +18,15 @@ import (
 
 // A geotiff source cuts a scene into tiles through GDAL (godal).
 //
-// Inputs are the bands listed (1-based, as GDAL numbers them; all when
-// none are listed). Tiles of tile HxW start every stride pixels (the
-// tile's size when no stride is given) along both axes and lie fully
-// inside the raster, in row-major order; without tile the whole scene is
-// one sample.
-//
-// A pixel is nodata when any selected band holds its band's no-data value
-// (or the block's nodata, which overrides the file's) or NaN. Its inputs
-// are set to 0 after normalisation, and its mask to 0.
-//
-// normalize per_band (the default; standard is the same) subtracts each
-// band's mean and divides by its standard deviation; global uses one mean
-// and deviation over all selected bands; none keeps the raw values. The
-// statistics are our own pass over every valid pixel of the scene, made
-// when the source opens (it also reads every block, so a truncated or
-// corrupt file fails at Open rather than mid-training). They are computed
-// on the whole scene, validation tiles included: the bands carry nothing
-// of the target, so this tells the model nothing it is scored on.
-//
-// target is a raster warped onto the scene's grid (its geotransform, size
-// and CRS) with bilinear resampling (gdalwarp through godal, into memory):
-// a target in another CRS is reprojected; one that covers only part of
-// the scene leaves the rest nodata. Open fails when either raster has no
-// CRS or geotransform, and when they do not overlap at all. The target
-// (its band 1) becomes y, [1, H, W] in the target's units; the mask is 1
-// where both the scene and the warped target are valid. Tiles whose mask
-// is all 0 are left out (Dropped counts them). The warped target is kept
-// in memory (4 bytes a scene pixel).
-//
-// y is never scaled here: the executor standardises a regression target
-// for training and maps the model's outputs back with the same numbers
-// (a resumed run's are its checkpoint's), so it is the one to apply them.
-// TargetNorm gives them: the mean and standard deviation of the target
-// over the valid pixels that the training tiles cover (each pixel once,
-// however many tiles overlap it), and whether target_normalize asks for
-// them (standard, the default) or not (none).
-//
-// split cuts the tiles in two when the source opens (OpenSplit takes the
-// parts from here): by tile, with SplitByFraction's shuffle, or with
-// blocks N by square blocks of N pixels (splitByBlocks), so that no
-// validation tile shares a pixel with a training tile. Overlapping tiles
-// split by tile do share pixels: their validation scores are optimistic.
-//
-// Byte and UInt16 bands are read as the file's integers and normalised
-// through per-band tables, with the same bits (fast.go says how);
-// for the common GeoTIFF layouts, straight from the file's blocks rather
-// than through GDAL (direct.go).
-//
+// Tiles of the selected bands lie fully inside the raster, in row-major
+// order; nodata pixels are zeroed and masked out; inputs are normalised
+// from our own statistics pass at Open (which also finds a corrupt file
+// early); a target raster is warped onto the scene's grid and left
+// unscaled for the executor (TargetNorm); split is by tile or by blocks of
+// pixels. Byte and UInt16 bands take the fast path (fast.go, direct.go).
 // GDAL handles are not safe for concurrent use, so the dataset keeps a
-// pool of handles: a Read takes a free one, or opens another, and gives it
-// back when done. The loader's workers thus end up with one handle each,
-// and no handle is ever used by two goroutines at once.
+// pool of them, one per loader worker in effect.
+// Full description: docs/design/geotiff-source.md.
 
 var gdalOnce sync.Once
 
