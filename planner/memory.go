@@ -11,33 +11,10 @@ import (
 // each node's output shape, parameters, and what its backward reads. The
 // two backends allocate differently, so they have two models; both are a
 // static part, independent of the batch, plus a part per sample, which is
-// what lets the batch be solved for (batch.go).
-//
-// On a GPU the model is PyTorch's, whose caching allocator frees each
-// tensor when its last reader is done:
-//
-//   - parameters: P × 4 bytes in fp32; under mixed precision (fp16, bf16)
-//     the P × 2 working copy the forward reads, plus P × 4 of fp32 master
-//     weights the optimizer updates;
-//   - gradients: P × 4 (fp32, so accumulation over micro-batches is exact);
-//   - optimizer state: P × 4 per buffer: none for SGD, one for momentum,
-//     two for Adam and AdamW;
-//   - activations saved for the backward pass, per node, at the precision
-//     they are stored in (stdlib's Keep, Private and SavedAux rules, which
-//     are autograd's), after checkpointing (checkpoint.go);
-//   - workspace for the largest op: the gradients of its inputs and output
-//     and of its private buffers, live while its backward runs (cuDNN's
-//     implicit-GEMM workspace is small and left to the margin);
-//   - the input batch on the device: the fp32 inputs, and the targets.
-//
-// The loader's buffers live in the host's memory there (Loader.BufferBytes,
-// fitted to a quarter of it by loader.go), outside the total.
-//
-// Each engine prices itself (package cost, handed in by WithCosts): the
-// torch engine gives what autograd saves per node and its caching
-// allocator; the native engine, which plans every tensor of a step at
-// Build and allocates nothing while training, lays the step out as it
-// builds it (memory_cpu.go says what the plan counts).
+// what lets the batch be solved for (batch.go). Each engine prices itself
+// (package cost, handed in by WithCosts); the GPU's terms are in
+// memory_gpu.go, the native engine's in memory_cpu.go.
+// Derivation: docs/design/gpu-memory.md.
 
 // costModel is a graph priced for one backend and precision.
 type costModel struct {

@@ -6,29 +6,13 @@ import (
 	"pipe/stdlib"
 )
 
-// The native engine's memory
-//
-// The native engine lays every tensor of a training step out in one arena
-// before the first step, and allocates nothing while training. Its cost
-// model (cost.Arena, implemented beside its kernels in the engine) lays
-// the step out as the engine does; the plan counts, in plan.Memory:
-//
-//   - Parameters: the parameters and the engine's untrained state (the
-//     batchnorms' running statistics, Panther's fixed sketches), in fp32;
-//     Gradients the parameters' gradients; Optimizer P × 4 per state
-//     buffer (as on a GPU);
-//   - Activations, ActivationGradients and Input: the arena's peak, split
-//     into what is kept at the end of the forward pass, what the backward
-//     adds at the peak (gradients, a segment's recomputed tensors,
-//     temporaries) and the model's copy of the inputs;
-//   - Workspace: the workers' scratch (one worker per core), which does
-//     not grow with the batch;
-//   - Eval: the evaluation forward's own arena, kept beside the training
-//     step's once the first evaluation ran, at the plan's batch;
-//   - Loader: the loaders' batches (loader.go).
-//
-// The engine's memory_plan_test.go builds every example at its plan and
-// holds these figures to what the engine reports.
+// The native engine's memory: the engine lays every tensor of a training
+// step out in one arena before the first step; its cost model (cost.Arena)
+// lays the step out as the engine does, and the plan counts parameters,
+// gradients, optimizer state, the arena's peak split into activations,
+// their gradients and the input, the workers' scratch, the evaluation
+// arena and the loaders' batches (memory_plan_test.go holds them to it).
+// Details: docs/design/native-memory.md (the last section).
 
 // cpuModel is the planner's view of an engine's arena: the engine's
 // layout and what the planner derives from it once.

@@ -13,55 +13,13 @@ import (
 // The GPU memory model: what the device shows while the torch engine
 // trains, as named terms with their sources (plan.MemoryTerm).
 //
-// A step has three phases, and memory.go's static and per-sample parts
-// are not all live in each:
-//
-//   - the end of the forward pass: the fp32 weights, autocast's
-//     low-precision copies of the matmul weights (cached for the autocast
-//     region and saved for the backward), the optimizer state, the
-//     activations kept for the backward, the input batches and the
-//     libraries' workspaces. The gradients are not there: the engine
-//     zeroes them with set_to_none, so they exist only from the backward
-//     on, except while micro-batches accumulate (or under DDP, whose
-//     buckets hold them for good);
-//   - the backward pass's peak: node by node from the last, the saved
-//     activations of the nodes not yet visited plus the activations'
-//     gradients alive at that node (backwardWalk): a gradient is born
-//     when the last reader of its tensor runs its backward and dies when
-//     its producer's backward is done, so across a skip connection it
-//     stays alive the whole way back. The parameters' gradients are
-//     counted whole (a bound: they appear as the backward reaches each
-//     layer). With checkpointing, the checkpoint plan's peak plus the
-//     largest set of live activation gradients is the bound;
-//   - the optimizer step: weights, gradients, state, and the foreach
-//     implementation's temporaries (none for the fused kernels).
-//
-// The peak is the largest phase, never their sum.
-//
-// PyTorch's caching allocator then rounds every tensor (what
-// max_memory_allocated counts) and holds it in segments it gets from
-// cudaMalloc (what max_memory_reserved counts). The torch engine's cost
-// model gives it (cost.Allocator, exec/torch/cost_alloc.go), and each
-// phase's live tensors are packed through it: the reserved memory of a
-// perfect reuse of the cache. What a real run adds on top (blocks freed by one
-// phase that do not fit the next one's requests) is fragmentation the
-// model does not price; make gpu-check measures it as reserved against
-// allocated.
-//
-// The terms need the device's generation (the cuBLAS workspace, the
-// context): a device block, which gives only memory and rates, keeps
-// memory.go's linear model of the allocated memory.
-//
-// The CUDA context is outside the allocator: the device shows it,
-// max_memory_reserved does not. The plan's total is the device's figure,
-// the peak phase's reserved memory plus the context.
-//
-// The batch solver (batch.go) needs a total it can solve for. Each
-// phase's allocated memory is linear in the batch; the allocator's
-// rounding is not, but it only grows with the batch. So maxBatch takes
-// the largest batch the linear parts allow, then bisects below it on the
-// whole total; actBudget subtracts the rounding at the activations
-// without checkpointing, an upper bound for any plan that recomputes.
+// A step has three phases (the end of the forward pass, the backward
+// pass's peak, the optimizer step) and the peak is the largest, never
+// their sum. Each phase's live tensors are packed through the torch
+// engine's caching-allocator model (cost.Allocator); the total adds the
+// CUDA context. maxBatch solves the linear parts, then bisects on the
+// whole total, since the allocator's rounding only grows with the batch.
+// Derivation: docs/design/gpu-memory.md.
 
 // Library constants.
 const (
