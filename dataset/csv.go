@@ -16,27 +16,11 @@ import (
 	"pipe/spec"
 )
 
-// A csv source is read whole into memory. Its input row is the features
-// in the order the block lists them (all columns but the label when it
-// lists none); a categorical feature becomes a one-hot group of one
-// column per category, in place, so XShape grows by (categories − 1) for
-// each. Categories are collected over all rows (a category seen only in
-// validation still gets its column) and ordered by sort order: numeric
-// when every category parses as a number, by bytes otherwise.
-//
-// The label is a class index when the block lists it as categorical or
-// when any of its cells is not a number (classes = distinct values, in
-// the same order as categories), and a regression value otherwise
-// (YShape [1], not normalised).
-//
-// normalize standard (the default) subtracts each numeric feature's mean
-// and divides by its standard deviation; normalize scale maps its minimum
-// to 0 and maximum to 1. Both statistics are computed over the TRAIN part
-// of the split only (all rows when there is no split), and applied to
-// every row. One-hot columns are left as 0 and 1.
-//
-// Errors name the file as written and the row as the file's line number
-// (the header is row 1), with the column's name.
+// A csv source is read whole into memory: its features in the block's
+// order, a categorical feature one-hot in place, the label a class index
+// or a regression value. normalize standard or scale is computed over the
+// training part only and applied to every row. Errors name the file and
+// the line. Details: docs/design/dataset-sources.md.
 
 // SampleNamer is implemented by datasets whose samples are files: the
 // images of an images source. Predictions name them.

@@ -6,50 +6,13 @@
 // program by stdlib.DecodeSource), never the syntax tree; it knows
 // nothing of models.
 //
-// # Opening
-//
-// Open takes a source spec and returns a Dataset of all its samples,
-// dispatching on the spec's kind (idx.go, csv.go, images.go, synthetic.go,
-// volume.go and the package geotiff each say what their kind reads and
-// how). Paths are
-// relative to WithBase (the .pipe file's folder; the working directory
-// by default). OpenSplit also applies the source's split with
-// SplitByFraction (a geotiff source splits its tiles itself, by tile or
-// by blocks of pixels); statistics that normalise inputs are computed on
-// the training part only, so validation scores are honest. Other knobs the
-// source does not hold are Options: WithSeed (the file's seed), WithNorm
-// (reuse the training source's normalisation for an evaluation source),
-// WithChannels (1-channel images), WithWorkers, WithCacheBytes.
-//
-// Errors name the file as written in the block and, where it applies, the
-// row and column (CSV), byte offset (IDX) or rows (rasters); they are
-// *SourceError values carrying the range of the field concerned, for the
-// executor to turn into diagnostics.
-//
-// Optional interfaces give what some kinds know beyond Dataset:
-// Normalized (the normalisation applied), TargetNormalized (the
-// regression targets' statistics over the training part, with which the
-// executor standardises them), ClassNamer (class names),
-// Tabular (the input columns after one-hot encoding), Skipper (images
-// left out under strict false) and Raster (a geotiff's grid, tiles and
-// windows, for predict). Subset (from SplitByFraction) wraps a parent;
-// Root finds it.
-//
-// # Loading
-//
-// NewLoader(ds, opts).Epoch(e) yields batches (loader.go): shuffled by a
-// permutation of (Seed, e), augmented per sample from (Seed, e, index)
-// (augment.go), filled by Workers goroutines at most Workers × Prefetch
-// batches ahead, with buffers recycled through Release. The same options
-// give the same batches whatever the number of workers. All randomness
-// comes from the SplitMix64 streams of rng.go, stable across Go releases.
-//
-// # Predicting on rasters
-//
-// Windows cuts a scene into overlapping tiles, WindowSet makes them a
-// Dataset for the loader, a Blender accumulates the model's outputs with
-// a cosine ramp so that overlaps leave no seams, and WritePrediction
-// writes the result as a GeoTIFF on the source's grid (predict.go).
+// Open returns a Dataset of a source's samples, dispatching on its kind;
+// OpenSplit also splits it, with normalising statistics from the training
+// part only. Errors are *SourceError values with the field's range.
+// NewLoader(ds, opts).Epoch(e) yields batches (loader.go), the same
+// whatever the number of workers. Windows, WindowSet, Blender and
+// WritePrediction predict on rasters (predict.go).
+// The long form: docs/design/dataset-sources.md.
 package dataset
 
 import "context"

@@ -26,30 +26,13 @@ import (
 	"pipe/spec"
 )
 
-// An images source is a folder. Without masks it is classification: each
-// sub-folder is a class (classes in name order, ClassNames gives them) and
-// holds that class's images; files directly in the folder and deeper
-// folders are not read. With masks it is segmentation: the folder holds
-// the images and the masks folder one mask per image with the same base
-// name (any image extension), and the target is [1, H, W] in {0, 1}.
-//
-// Every image is decoded and resized once when the source opens (in
-// parallel): that finds the images that fail to decode before training
-// starts. Under strict true (the default) the first one stops Open with
-// its name; under strict false it is left out and counted (Skipped). A
-// segmentation image without its mask is treated the same way. The
-// decoded, resized bytes are kept in memory up to WithCacheBytes; images
-// past the budget are decoded again on each read.
-//
-// Images are resized to resize HxW with a bilinear kernel (x/image/draw's
-// BiLinear); masks with nearest neighbour, so they stay binary. Without
-// resize every image must already have the first image's size. Input
-// values are 0..255 before normalisation: scale (the default) divides by
-// 255, standard subtracts each channel's mean and divides by its standard
-// deviation over the training part, none keeps 0..255. Colour images give
-// 3 channels (RGB; grayscale is repeated) unless WithChannels(1) asks for
-// luminance. A mask pixel is 1 when its gray value is at least 128, or, in
-// a mask whose values are all 0 and 1, when it is 1.
+// An images source is a folder: one sub-folder per class
+// (classification), or images with a masks folder beside them
+// (segmentation, a [1, H, W] target in {0, 1}). Every image is decoded and
+// resized once at Open, so undecodable ones are found before training
+// (strict true stops there; strict false skips and counts them); the
+// decoded bytes are cached up to WithCacheBytes. Images resize bilinearly,
+// masks by nearest neighbour. Details: docs/design/dataset-sources.md.
 
 // Skipper is implemented by datasets that leave out samples that cannot
 // be read (an images source with strict false).

@@ -12,30 +12,13 @@ import (
 
 // The loader turns a Dataset into batches for one epoch at a time.
 //
-// Order. Epoch e visits the samples in a permutation drawn from (Seed, e)
-// when Shuffle is set, in index order otherwise, and cuts it into batches
-// of BatchSize (the last one smaller unless DropLast). Augmentations draw
-// from (Seed, e, sample index). Nothing depends on the number of workers
-// or on timing: the same options give the same batches, in the same order,
-// with the same contents, with 0 workers or 16.
-//
-// Concurrency. With Workers > 0, a dispatcher hands batch numbers in order
-// to the workers, each of which fills a whole batch and leaves it in the
-// ring slot of its number; Next takes the slots in order. A batch number
-// is handed out only while fewer than Workers × Prefetch batches are
-// waiting or being filled, so at most that many batches are ready ahead of
-// the consumer, and the ring of that size never holds two batches in one
-// slot. With Workers = 0, Next fills each batch itself.
-//
-// Buffers. Batches come from a free list; Release returns one to it, so a
-// steady loop allocates nothing per batch. A batch must not be used after
-// Release.
-//
-// Errors and cancellation. A read error (or a panic in a dataset's Read,
-// turned into an error) ends the epoch: Next returns it, naming the
-// sample, and returns it again on every later call. Close, or cancelling
-// the context given to EpochContext, stops the dispatcher and the
-// workers; Close waits until they have all returned.
+// Epoch e's order and augmentations are drawn from (Seed, e) and the
+// sample index alone, so the same options give the same batches with 0
+// workers or 16. Workers fill whole batches into a ring of Workers ×
+// Prefetch slots, which Next takes in order; buffers are recycled through
+// Release. A read error ends the epoch and is returned on every later
+// Next; Close or a cancelled context stops the workers.
+// Details: docs/design/loader.md.
 
 // LoaderOptions configure a Loader.
 type LoaderOptions struct {

@@ -12,27 +12,11 @@ import (
 
 // Volume sources: a volume kind (a multi-page TIFF stack, read through
 // GDAL, volume_gdal.go) and a zarr kind (a Zarr v2 array, zarr.go). Both
-// read the whole array into memory as float32 [C, D, H, W] (a [D, H, W]
-// array is one channel; leading axes of extent 1 are dropped, so an
-// OME-Zarr image [T, C, Z, Y, X] of one time point reads; a stack's pages
-// are the depth and each page's bands the channels) and cut windows from
-// it. An OME-TIFF whose pages hold several channels (C·Z pages) is read
-// as Z·C slices of depth: pipe does not read its OME-XML dimension order.
-//
-// window [d, h, w] stride [sd, sh, sw] cuts windows of that extent
-// starting every stride voxels along each axis (the window's extent when
-// no stride is given), lying fully inside the volume, in depth-, then
-// row-, then column-major order; without window the whole volume is one
-// sample. target is a second array or stack with the same depth, height
-// and width whose windows are the targets, [Cy, d, h, w]: class indices
-// for cross_entropy, a 0/1 mask for bce or dice, or values to regress.
-// normalize standard (the default) scales each input channel to zero mean
-// and unit variance over every voxel of the volume; none keeps raw
-// values. A regression target's mean and deviation per channel (over
-// every voxel of the target) are given to the executor, which
-// standardises it for training when target_normalize is standard (the
-// default), as it does a geotiff's. split splits the windows with
-// SplitByFraction; overlapping windows share voxels.
+// read the whole array into memory as float32 [C, D, H, W] and cut
+// windows from it, with an optional target array of the same extent.
+// Inputs are standardised per channel over the volume; a regression
+// target's statistics go to the executor, as a geotiff's do.
+// Details: docs/design/dataset-sources.md.
 
 type volumeDataset struct {
 	x          []float32
