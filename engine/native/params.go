@@ -51,6 +51,9 @@ func (m *model) newBuffer(name string, shape []int64) *param {
 }
 
 func (m *model) declared(name string, shape []int64, buffer bool) *param {
+	if m.decls == nil { // the cost model's probe: it prices, allocating and drawing nothing
+		return &param{name: name, shape: shape, n: numel(shape)}
+	}
 	d, ok := m.decls[name]
 	if !ok || !slices.Equal(d.Shape, shape) || d.Buffer != buffer {
 		panic(fmt.Errorf("the kernel's tensor %s %v (buffer %t) is not package weights' %v (buffer %t, declared %t)",
