@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"slices"
+	"time"
 
 	"pipe/dataset"
 	"pipe/engine"
@@ -48,15 +49,51 @@ func (m *model) reply(k int) (response, error) {
 		if r, ok := ready(); ok { // it came with the exit
 			return r, nil
 		}
-		for _, o := range m.workers {
-			select {
-			case <-o.exited:
-				return response{}, m.fail(o.died())
-			default:
-			}
+		if o := m.firstDead(); o != nil {
+			return response{}, m.fail(o.died())
 		}
 		return response{}, m.fail(errors.New("torch: a worker exited"))
 	}
+}
+
+// firstDead is the worker that exited first, nil while all run.
+func (m *model) firstDead() *worker {
+	var first *worker
+	for _, o := range m.workers {
+		select {
+		case <-o.exited:
+			if first == nil || o.exitedAt.Before(first.exitedAt) {
+				first = o
+			}
+		default:
+		}
+	}
+	return first
+}
+
+// peerGrace is how long a rank's failure waits for a peer's death to show
+// before it is taken as the rank's own: a killed rank's peers fail in
+// their collectives at once, often before its exit is reaped.
+const peerGrace = 5 * time.Second
+
+// replyErr is the error of rank k's reply r. A failure that is not the
+// model's own (a non-finite loss, memory, an unsupported op, a bad batch)
+// is laid on a local peer that died meanwhile, when one did: that death
+// is the cause, and the rank's connection error its consequence.
+func (m *model) replyErr(r response, k int) error {
+	err := replyErr(r, m.workers[k].rank)
+	if err == nil || len(m.workers) < 2 || r.Kind != "" && r.Kind != kindError {
+		return err
+	}
+	select {
+	case <-m.died:
+	case <-time.After(peerGrace):
+		return err
+	}
+	if o := m.firstDead(); o != nil && o != m.workers[k] {
+		return m.fail(o.died())
+	}
+	return err
 }
 
 // fail makes err the model's sticky error and stops every worker.
@@ -82,7 +119,7 @@ func (m *model) handle(k int) error {
 	if err != nil {
 		return err
 	}
-	if err := replyErr(r, w.rank); err != nil {
+	if err := m.replyErr(r, k); err != nil {
 		return err
 	}
 	switch s.cmd {
@@ -436,5 +473,5 @@ func (m *model) callK(k int, req request) (response, error) {
 	if err != nil {
 		return r, err
 	}
-	return r, replyErr(r, w.rank)
+	return r, m.replyErr(r, k)
 }

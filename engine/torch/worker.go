@@ -56,8 +56,11 @@ type worker struct {
 
 	replies chan response
 	exited  chan struct{}
-	waitErr error
-	stderr  *tail
+	// exitedAt is when the process was reaped, set before exited closes:
+	// of several dead ranks, the first to go is the cause.
+	exitedAt time.Time
+	waitErr  error
+	stderr   *tail
 
 	// outstanding are the commands sent whose replies are not read yet,
 	// oldest first.
@@ -181,6 +184,7 @@ func startWorker(python string, rank int, env []string, log hclog.Logger) (*work
 	go func() {
 		readers.Wait() // the pipes are drained before Wait closes them
 		w.waitErr = cmd.Wait()
+		w.exitedAt = time.Now()
 		close(w.exited)
 	}()
 
