@@ -3,7 +3,7 @@
 
 It builds, in torch.nn, the network a spec written by bench/torchspec
 describes (go run ./bench/cmd/torchspec), with the torch engine's own
-module (pipe_torch.py, which pipe embeds and writes beside the spec, or
+module (the pipe_torch package, which pipe embeds and writes beside the spec, or
 into the folder given with --module-dir), loads the parameters pipe
 initialised, checks that it computes what pipe computed on the spec's
 batch, and times training steps as a plain PyTorch loop does: zero the
@@ -25,6 +25,7 @@ more than torch and the standard library.
 """
 
 import argparse
+import importlib
 import json
 import math
 import os
@@ -35,7 +36,6 @@ import time
 pt = None  # the torch engine's module, pipe_torch
 torch = None
 
-SPEC_VERSION = 2
 
 # Tolerances of the checks against pipe, relative to the largest magnitude
 # compared: both sides run float32, with different summation orders.
@@ -61,8 +61,9 @@ class Bench:
     def __init__(self, path):
         with open(path) as f:
             spec = json.load(f)
-        if spec.get("version") != SPEC_VERSION:
-            raise ValueError(f"{path}: spec version {spec.get('version')}, this script reads {SPEC_VERSION}")
+        want = importlib.import_module("pipe_torch.protocol").SPEC_VERSION  # pipe's own, generated
+        if spec.get("version") != want:
+            raise ValueError(f"{path}: spec version {spec.get('version')}, this script reads {want}")
         self.spec = spec
         self.name = spec["name"]
         self.net = pt.Net(spec)
@@ -233,7 +234,7 @@ def main():
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--threads", type=int, default=0, help="torch threads (default: the spec's)")
     ap.add_argument("--serve", action="store_true", help="answer JSON commands on stdin")
-    ap.add_argument("--module-dir", default="", help="the folder holding pipe_torch.py (default: the spec's)")
+    ap.add_argument("--module-dir", default="", help="the folder holding the pipe_torch package (default: the spec's)")
     args = ap.parse_args()
     if args.module_dir:
         load_module(args.module_dir)

@@ -2,7 +2,7 @@
 """torch_twin.py: the torch engine's network against pipe's native numbers.
 
 It builds the network a spec written by bench/torchspec describes with the
-torch engine's own module (pipe_torch.py, in --module-dir), loads the
+torch engine's own module (the pipe_torch package, in --module-dir), loads the
 parameters and buffers pipe initialised, and computes on the spec's batch,
 in float64 and again in float32:
 
@@ -76,7 +76,7 @@ def diffs(a, b):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("spec")
-    ap.add_argument("--module-dir", required=True, help="the folder holding pipe_torch.py")
+    ap.add_argument("--module-dir", required=True, help="the folder holding the pipe_torch package")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     torch_step.load_module(args.module_dir)

@@ -76,7 +76,7 @@ func (pl *planner) loaderFor(g *stdlib.Graph) plan.Loader {
 	return ld
 }
 
-// cpuSampleBytes is one sample as exec/data's batches hold it: the inputs
+// cpuSampleBytes is one sample as dataset's batches hold it: the inputs
 // and the targets in fp32 (a class index per output position for
 // cross_entropy, one value per output element for the other losses), a
 // validity mask beside the targets for a raster with a target, and the
@@ -98,7 +98,7 @@ func (pl *planner) cpuSampleBytes(g *stdlib.Graph) int64 {
 
 // loaderBatches is the number of batches the loaders allocate. On a GPU
 // host, Workers × Prefetch: PyTorch's DataLoader holds prefetch_factor
-// batches per worker. On the CPU backend, exec/data's loader fills up to
+// batches per worker. On the CPU backend, dataset's loader fills up to
 // Workers × Prefetch batches while the training step holds one and a
 // lagged readback another (two in all without workers), and keeps them
 // for reuse; with all, the
@@ -112,7 +112,7 @@ func (pl *planner) loaderBatches(ld plan.Loader, all bool) int64 {
 	}
 	// The free list takes back Workers × Prefetch + 2 batches: those in
 	// flight, the one training and the one a lagged loss readback still
-	// holds; exec/data allocates a batch only when it is empty.
+	// holds; dataset allocates a batch only when it is empty.
 	n := w + 2
 	if ld.Workers == 0 {
 		n = 2

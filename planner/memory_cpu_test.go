@@ -8,7 +8,7 @@ import (
 	"pipe/planner/plan"
 )
 
-// exec/cpu's memory_plan_test.go holds the CPU model to what the executor
+// engine/native's memory_plan_test.go holds the CPU model to what the executor
 // allocates; these tests check the model's own arithmetic.
 
 func memorySum(m plan.Memory) int64 {

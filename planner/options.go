@@ -98,7 +98,7 @@ func WithContext(ctx context.Context) Option { return func(c *config) { c.ctx = 
 // WithDataMemory gives what the sources a run opens hold in memory, as a
 // function of the model's input size per sample (a CSV source's rows
 // become the input): the bytes and what they are. The CPU backend counts
-// them in the process's total (process.go); exec/data's ResidentBytes
+// them in the process's total (process.go); dataset's ResidentBytes
 // computes them without loading the data.
 func WithDataMemory(f func(inElems int64) (bytes int64, what string)) Option {
 	return func(c *config) { c.data = f }

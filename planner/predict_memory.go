@@ -4,7 +4,7 @@ import "fmt"
 
 // WithPredictMemory gives what the file's prediction holds besides the
 // model and the sources, as a function of the model's output channels:
-// the bytes and what they are (exec/data's PredictBytes: the blended
+// the bytes and what they are (dataset's PredictBytes: the blended
 // volume of a volume or zarr source). The CPU backend counts it in the
 // process's total with the data.
 func WithPredictMemory(f func(outChannels int64) (bytes int64, what string)) Option {

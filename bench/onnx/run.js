@@ -1,5 +1,5 @@
 // run.js runs an ONNX model through onnxruntime-node, the check of pipe's
-// ONNX export (exec/onnx): for each triple of arguments IN DIMS OUT it
+// ONNX export (export/onnx): for each triple of arguments IN DIMS OUT it
 // reads IN (little-endian float32, shape DIMS such as 4,1,28,28) as the
 // model's only input, runs it, writes the model's first output to OUT as
 // float32, and prints the output's dims as a JSON line.

@@ -215,7 +215,7 @@ func numel64(s []int64) int {
 
 // lossOf is the mean loss of n outputs (NCHW, in the target's units)
 // against their targets y (in theirs, mask weighting each value; nil: all
-// count), written here from the definitions in exec/cpu/loss.go rather
+// count), written here from the definitions in engine/native/loss.go rather
 // than run through the engine: the model learnt a regression's targets
 // standardised with ts, so both are standardised first; cross_entropy
 // takes class indices (one per output position) or a probability per

@@ -14,7 +14,7 @@ import (
 )
 
 // torchPython is the Python the torch engine's tests drive, as
-// exec/torch's tests find it.
+// engine/torch's tests find it.
 func torchPython(t *testing.T) string { t.Helper(); return torchtest.Python(t) }
 
 func freePort(t *testing.T) string {

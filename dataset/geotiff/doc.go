@@ -4,9 +4,9 @@
 // GDAL for the common layouts (direct.go, tiffifd.go). It also writes
 // predictions as GeoTIFFs on a source's grid (WritePrediction).
 //
-// Package data opens it (data.Open dispatches a geotiff spec here) and
+// Package dataset opens it (dataset.Open dispatches a geotiff spec here) and
 // re-exports its grid types; this package imports only spec and
-// data/source, the small package of what every reader shares, so there
+// dataset/source, the small package of what every reader shares, so there
 // is no cycle. Built without cgo, Open and the rest refuse with a message
 // (nogdal.go).
 package geotiff

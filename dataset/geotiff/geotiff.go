@@ -33,7 +33,7 @@ var gdalOnce sync.Once
 func gdalInit() { gdalOnce.Do(godal.RegisterAll) }
 
 // InitGDAL registers GDAL's drivers, once, for other readers of rasters
-// through godal (data's TIFF stacks).
+// through godal (dataset's TIFF stacks).
 func InitGDAL() { gdalInit() }
 
 func blockErr(s *spec.Source, field string, err error) error { return source.FieldErr(s, field, err) }
@@ -342,7 +342,7 @@ func (d *Dataset) splitTiles(b *spec.Source, c *Options) error {
 }
 
 // Parts returns the training and validation tiles, by index, and false
-// when the source has no split: the parts data.OpenSplit takes.
+// when the source has no split: the parts dataset.OpenSplit takes.
 func (d *Dataset) Parts() (train, val []int, ok bool) { return d.trainIx, d.valIx, d.split }
 
 // targetStats is the mean and standard deviation of the warped target

@@ -12,7 +12,7 @@ import (
 // planner fuses them. PyTorch's numbers for the same models on the same
 // machine are in doc.go; bench/ compares them as ratios.
 //
-//	CGO_LDFLAGS=-lopenblas go test ./exec/cpu -run NONE -bench Step
+//	CGO_LDFLAGS=-lopenblas go test ./engine/native -run NONE -bench Step
 
 const benchMLP = "input [784]\ndense 256 -> relu -> dense 128 -> relu -> dense 10"
 

@@ -94,7 +94,7 @@ func TestDepthwiseMatchesGEMM(t *testing.T) {
 // iteration by iteration on the same model so that the shared machine's
 // load falls on both; gemm/direct is the ratio of their times.
 //
-//	CGO_LDFLAGS=-lopenblas go test ./exec/cpu -run NONE -bench Depthwise
+//	CGO_LDFLAGS=-lopenblas go test ./engine/native -run NONE -bench Depthwise
 func BenchmarkDepthwise(b *testing.B) {
 	for _, c := range []struct{ name, model string }{
 		{"decoder_304x128x128", "input [304, 128, 128]\nconv 304 k3 pad1 groups 304 bias false"},

@@ -3,8 +3,8 @@ package native
 import "math"
 
 // The kernels an image-to-image GAN needs: leakyrelu, instancenorm and
-// pixelshuffle. Each keeps what autograd keeps (stdlib/gan_ops.go), so the
-// planner's default rule sizes them.
+// pixelshuffle. Each keeps what autograd keeps (their descriptors in
+// stdlib), so the planner's default rule sizes them.
 
 // leakyKernel is x for x > 0, slope·x otherwise; it keeps its input.
 type leakyKernel struct{ slope float32 }

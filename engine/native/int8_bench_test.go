@@ -11,7 +11,7 @@ import (
 // batch 64 in fp32 and in int8 (bench/cmd/int8 compares them on the
 // trained model, interleaved):
 //
-//	CGO_LDFLAGS=-lopenblas go test ./exec/cpu -run NONE -bench EvalFashion
+//	CGO_LDFLAGS=-lopenblas go test ./engine/native -run NONE -bench EvalFashion
 func BenchmarkEvalFashion(b *testing.B) {
 	g := exampleGraph(b, "fashion.pipe")
 	cfg := cfgOf(64, "cross_entropy", "adam")

@@ -20,7 +20,7 @@ func busyFor(d time.Duration) {
 // polling goroutine behind the one it waits for often enough (runs of
 // 6 to 100 µs, back to back included) that the pool keeps parking.
 //
-//	CGO_LDFLAGS=-lopenblas go test ./exec/cpu -run NONE -bench PoolForkJoin
+//	CGO_LDFLAGS=-lopenblas go test ./engine/native -run NONE -bench PoolForkJoin
 func BenchmarkPoolForkJoin(b *testing.B) {
 	for _, gap := range []time.Duration{0, 20 * time.Microsecond, 100 * time.Microsecond} {
 		b.Run(gap.String(), func(b *testing.B) {

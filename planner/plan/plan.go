@@ -162,7 +162,7 @@ func (d *Device) Peak(precision string) float64 {
 // Engines.
 const (
 	EngineNative = "native" // pipe's own executor, on the CPU
-	EngineTorch  = "torch"  // PyTorch, driven by pipe (exec/torch)
+	EngineTorch  = "torch"  // PyTorch, driven by pipe (engine/torch)
 )
 
 // Engine is the engine that runs the plan and how it applies it. The

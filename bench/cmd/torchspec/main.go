@@ -2,7 +2,7 @@
 // each .pipe file, NAME.json (the graph's nodes, the loss, the optimizer,
 // the batch) and NAME.bin (pipe's initial parameters, a batch, and pipe's
 // output on it) in the output folder, with the torch engine's module
-// pipe_torch.py beside them. bench/torch_step.py reads them:
+// the pipe_torch package beside them. bench/torch_step.py reads them:
 //
 //	go run ./bench/cmd/torchspec -o /tmp/spec bench/models/mlp.pipe
 //	/usr/bin/python3 bench/torch_step.py /tmp/spec/mlp.json

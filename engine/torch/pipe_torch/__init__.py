@@ -1,14 +1,14 @@
 """pipe_torch: the worker of pipe's torch engine.
 
-pipe (exec/torch) embeds this package and starts one worker per device:
+pipe (engine/torch) embeds this package and starts one worker per device:
 
     PYTHON -m pipe_torch --worker
 
 The worker builds a torch.nn.Module from pipe's model graph (the spec that
-exec/torch writes), receives pipe's seeded initial weights, and trains,
+engine/torch writes), receives pipe's seeded initial weights, and trains,
 evaluates and reports memory on pipe's command. pipe keeps the plan, the
 data, the run loop, the checkpoints and the reports; the worker computes.
-The commands and their replies are exec/torch/protocol.go's structs.
+The commands and their replies are engine/torch/protocol.go's structs.
 
 Its modules, one concern each:
 

@@ -1,5 +1,5 @@
 """Reading requests and writing replies, against the structs of protocol
-(generated from exec/torch/protocol.go).
+(generated from engine/torch/protocol.go).
 
 A request's arguments become a Message: a dict whose keys are its Go
 struct's fields, a field the JSON left out reading as Go's zero value, and

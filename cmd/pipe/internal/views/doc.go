@@ -3,6 +3,6 @@
 // decides nothing; package workflow made every choice it shows.
 //
 // Neighbours: cmd/pipe parses the flags and calls workflow, then hands the
-// results here; lang/render renders diagnostics; exec/report renders a
+// results here; lang/render renders diagnostics; run/report renders a
 // run's summary and profile table.
 package views
