@@ -102,6 +102,17 @@ func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss string) 
 			dt[i] = ex
 			keepIn(i, x)
 			s.priv[i] = cost.Add(s.priv[i], cost.Mul(nd.Out[0], 8))
+		case "groupnorm":
+			// native_group_norm keeps its input and an fp32 mean and
+			// inverse deviation per group of each sample. Under autocast
+			// it runs in fp32 (CUDA's autocast casts it; the worker's
+			// GroupNorm32 does on the CPU), keeping the fp32 copy.
+			dt[i] = ex
+			if ac {
+				dt[i] = 4
+			}
+			castIn(i, x, dt[i])
+			s.priv[i] = cost.Add(s.priv[i], cost.Mul(nd.Args.Groups, 8))
 		case "pixelshuffle":
 			dt[i] = ex
 		case "layernorm":

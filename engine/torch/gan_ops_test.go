@@ -9,8 +9,8 @@ import (
 )
 
 // TestGANOpsAgree trains small models made of leakyrelu, instancenorm
-// (with and without affine), pixelshuffle and a scaled add on both engines in lockstep
-// (see lossTol): the same loss on the same batch from the same state, and
+// (with and without affine), groupnorm, pixelshuffle and a scaled add on
+// both engines in lockstep (see lossTol): the same loss on the same batch from the same state, and
 // the same update of every tensor. pixelshuffle's permutation is checked
 // here: a wrong one would pass the finite-difference check.
 func TestGANOpsAgree(t *testing.T) {
@@ -19,8 +19,9 @@ func TestGANOpsAgree(t *testing.T) {
 		"leaky_instancenorm": "input [3, 8, 8]\n  conv 8 k3 pad1 -> instancenorm affine -> leakyrelu 0.2 -> conv 4 k3 s2 pad1 -> instancenorm -> leakyrelu -> conv 1 k1",
 		"pixelshuffle":       "input [3, 4, 6]\n  conv 16 k3 pad1 -> pixelshuffle 2 -> leakyrelu 0.1 -> conv 12 k1 -> pixelshuffle 2 -> conv 2 k3 pad1",
 		"add_scaled":         "input [3, 8, 8]\n  x = conv 8 k3 pad1\n  conv 8 k3 pad1 -> leakyrelu 0.2 -> add x scale 0.2 -> conv 2 k3 pad1",
+		"groupnorm":          "input [3, 8, 8]\n  conv 8 k3 pad1 -> groupnorm 4 -> relu -> conv 6 k3 s2 pad1 -> groupnorm 2 eps 1e-3 -> conv 1 k1",
 	}
-	shapes := map[string]string{"leaky_instancenorm": "[3, 8, 8]", "pixelshuffle": "[3, 4, 6]", "add_scaled": "[3, 8, 8]"}
+	shapes := map[string]string{"leaky_instancenorm": "[3, 8, 8]", "pixelshuffle": "[3, 4, 6]", "add_scaled": "[3, 8, 8]", "groupnorm": "[3, 8, 8]"}
 	for name, body := range models {
 		t.Run(name, func(t *testing.T) {
 			src := "pipeline p\nsource s synthetic { samples 16  shape " + shapes[name] + " }\nmodel m {\n  " + body + "\n}\ntrain { epochs 1  batch 4  optimizer adam lr 1e-2  loss mse }\n"

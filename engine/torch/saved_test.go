@@ -104,6 +104,8 @@ func savedCases(t *testing.T) []savedCase {
 	for _, r := range []string{"resnet18", "resnet34", "resnet50"} { // unet's encoders
 		cs = append(cs, savedCase{"unet_" + r, familySrc("unet_"+r, img, "unet encoder "+r+" depth 5 width 16 out 2", 2), 2, 0})
 	}
+	cs = append(cs, savedCase{"groupnorm", familySrc("groupnorm", "[8, 16, 16]",
+		"conv 16 k3 pad1 -> groupnorm 4 -> relu -> conv 16 k3 pad1 -> groupnorm 16 eps 1e-3 -> conv 2 k1", 2), 2, 0})
 	vol := "[2, 8, 32, 32]" // the 3-D ops the U-Net does not use: trilinear and nearest upsampling, padded overlapping pools
 	cs = append(cs, savedCase{"ops3d", familySrc("ops3d", vol, "conv3d 16 k3 pad1 -> batchnorm -> relu -> maxpool3d 3 s2 pad1 -> conv3d 16 k3 pad1 -> relu -> upsample3d 2 mode trilinear -> conv3d 8 k3 pad1 -> maxpool3d 2 -> upsample3d 2 -> conv3d 2 k1", 2), 2, 0})
 	vit := "[3, 224, 224]"

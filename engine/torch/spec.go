@@ -271,6 +271,8 @@ func argsOf(n *stdlib.Node) (Args, error) {
 		return Args{NegativeSlope: a.Slope}, nil
 	case "instancenorm":
 		return Args{Eps: epsOr(a.Eps), Affine: a.Affine}, nil
+	case "groupnorm":
+		return Args{Groups: a.Groups, Eps: epsOr(a.Eps)}, nil
 	case "pixelshuffle":
 		return Args{UpscaleFactor: a.Scale}, nil
 	case "maxpool", "avgpool":

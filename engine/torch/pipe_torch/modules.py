@@ -5,6 +5,15 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
+class GroupNorm32(nn.GroupNorm):
+    """nn.GroupNorm computed in fp32 whatever the autocast: CUDA's autocast
+    runs group_norm in fp32 already, and CPU's (torch 1.13) hands it bf16
+    inputs that its kernel refuses beside fp32 weights."""
+
+    def forward(self, x):
+        return F.group_norm(x.float(), self.num_groups, self.weight, self.bias, self.eps)
+
+
 def make_module(n):
     op, a, ins = n["op"], n["args"], n["in"]
     vol = len(ins[0]) == 4 if ins else False  # [C, D, H, W]: the 3-D module
@@ -39,6 +48,8 @@ def make_module(n):
         return nn.LayerNorm(ins[0][-1], eps=a["eps"])
     if op == "instancenorm":
         return nn.InstanceNorm2d(ins[0][0], eps=a["eps"], affine=a["affine"])
+    if op == "groupnorm":
+        return GroupNorm32(a["groups"], ins[0][0], eps=a["eps"])
     if op == "maxpool":
         return nn.MaxPool2d(a["kernel_size"], stride=a["stride"], padding=a["padding"])
     if op == "avgpool":

@@ -69,7 +69,7 @@ class Net(nn.Module):
         op = n["op"]
         m = self.mods[n["id"]]
         if op in ("conv", "convtranspose", "dense", "lowrank_dense", "sketched_dense", "sketched_conv", "layernorm",
-                  "instancenorm",
+                  "instancenorm", "groupnorm",
                   "maxpool", "avgpool", "dropout", "class_token", "pos_embed", "random_attention"):
             return m(xs[0])
         if op == "attention":
