@@ -171,7 +171,7 @@ train { epochs 1  batch 4  optimizer adam lr 0.01  loss cross_entropy  metrics [
 // causal attention, mean_tokens, dense on tokens without a bias, relu
 // random features, dilated and grouped convs, a depthwise conv, a
 // standalone batchnorm (fusion off) on an image and on a vector,
-// instancenorm without affine, leakyrelu, padded avgpool, convtranspose,
+// instancenorm without affine, groupnorm, leakyrelu, padded avgpool, convtranspose,
 // bilinear upsampling, softmax over channels, pixelshuffle, tanh, sigmoid.
 func TestLayersMatchOnnxruntime(t *testing.T) {
 	ort := onnxtest.Runtime(t)
@@ -183,7 +183,7 @@ func TestLayersMatchOnnxruntime(t *testing.T) {
 		"causal_features": `patches 2 dim 8 -> pos_embed -> random_attention heads 2 features 6 causal true
   random_attention heads 4 features 5 kernel relu causal true -> mean_tokens -> dense 3`,
 		"convs": `conv 8 k3 pad2 d2 groups 2 bias false -> batchnorm -> leakyrelu 0.1 -> conv 8 k3 pad1 groups 8
-  instancenorm -> avgpool 3 s1 pad1 -> convtranspose 4 k2 s2 -> sigmoid -> upsample 2 mode bilinear
+  instancenorm -> groupnorm 4 -> avgpool 3 s1 pad1 -> convtranspose 4 k2 s2 -> sigmoid -> upsample 2 mode bilinear
   conv 4 k1 -> softmax -> conv 8 k3 s2 pad1 -> pixelshuffle 2 -> maxpool 3 s2 pad1 -> gap -> batchnorm -> dense 3`,
 	}
 	for name, body := range models {

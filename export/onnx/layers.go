@@ -437,3 +437,28 @@ func (e *exporter) randomAttention(n *stdlib.Node) (string, error) {
 	o = e.merge(o, nm, t, d)
 	return e.affine(o, p[6], p[7], nm), nil
 }
+
+// groupnorm is PyTorch's GroupNorm in the operators of every opset this
+// package writes (GroupNormalization came in opset 18 and changed in 21):
+// the input reshaped to [N, groups, rest], InstanceNormalization over
+// each group, the input's shape back, then the per-channel scale and
+// shift.
+func (e *exporter) groupnorm(n *stdlib.Node) (string, error) {
+	x, out, g := e.in(n, 0), n.Name, n.Args.Groups
+	w, err := e.param(n, "weight")
+	if err != nil {
+		return "", err
+	}
+	b, _ := e.param(n, "bias")
+	r := e.op(out+"/groups", "Reshape", []string{x, e.shapeConst(0, g, -1)})
+	ones := e.floats(out+".group_ones", []int64{g}, fillF(int(g), 1))
+	zeros := e.floats(out+".group_zeros", []int64{g}, fillF(int(g), 0))
+	nrm := e.op(out+"/norm", "InstanceNormalization", []string{r, ones, zeros}, floatAttr("epsilon", float32(epsOf(n.Args.Eps))))
+	back := e.op(out+"/back", "Reshape", []string{nrm, e.op(out+"/shape", "Shape", []string{x})})
+	per := []int64{n.Out[0]} // [C, 1, 1] or [C, 1, 1, 1]: one value a channel
+	for range n.Out[1:] {
+		per = append(per, 1)
+	}
+	scaled := e.op(out+"/scale", "Mul", []string{back, e.op(out+"/weight", "Reshape", []string{w, e.shapeConst(per...)})})
+	return e.op(out, "Add", []string{scaled, e.op(out+"/bias", "Reshape", []string{b, e.shapeConst(per...)})}), nil
+}

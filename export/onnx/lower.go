@@ -193,6 +193,8 @@ func (e *exporter) lowerNode(n *stdlib.Node) (string, error) {
 			b = e.floats(n.Name+".zeros", []int64{c}, fillF(int(c), 0))
 		}
 		return e.op(out, "InstanceNormalization", []string{e.in(n, 0), w, b}, floatAttr("epsilon", float32(epsOf(a.Eps)))), nil
+	case "groupnorm":
+		return e.groupnorm(n)
 	case "relu":
 		return e.op(out, "Relu", []string{e.in(n, 0)}), nil
 	case "sigmoid":
