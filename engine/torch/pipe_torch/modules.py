@@ -5,13 +5,21 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 
-class GroupNorm32(nn.GroupNorm):
-    """nn.GroupNorm computed in fp32 whatever the autocast: CUDA's autocast
-    runs group_norm in fp32 already, and CPU's (torch 1.13) hands it bf16
-    inputs that its kernel refuses beside fp32 weights."""
+class GroupNorm32(nn.Module):
+    """nn.GroupNorm's parameters and function, computed in fp32 whatever
+    the autocast: CUDA's autocast casts group_norm to fp32 already, and
+    CPU's (torch 1.13) hands it bf16 inputs that its kernel refuses beside
+    fp32 weights. A module of its own, not a subclass, so that importing
+    this file needs no more of torch.nn than the version check allows."""
+
+    def __init__(self, groups, channels, eps):
+        super().__init__()
+        self.groups, self.eps = groups, eps
+        self.weight = nn.Parameter(torch.ones(channels))
+        self.bias = nn.Parameter(torch.zeros(channels))
 
     def forward(self, x):
-        return F.group_norm(x.float(), self.num_groups, self.weight, self.bias, self.eps)
+        return F.group_norm(x.float(), self.groups, self.weight, self.bias, self.eps)
 
 
 def make_module(n):
@@ -49,7 +57,7 @@ def make_module(n):
     if op == "instancenorm":
         return nn.InstanceNorm2d(ins[0][0], eps=a["eps"], affine=a["affine"])
     if op == "groupnorm":
-        return GroupNorm32(a["groups"], ins[0][0], eps=a["eps"])
+        return GroupNorm32(a["groups"], ins[0][0], a["eps"])
     if op == "maxpool":
         return nn.MaxPool2d(a["kernel_size"], stride=a["stride"], padding=a["padding"])
     if op == "avgpool":
