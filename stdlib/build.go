@@ -132,6 +132,11 @@ func (b *builder) shapeErr(summary, detail string, args ...any) int {
 	return -1
 }
 
+// notVector reports that op, which maps a vector, was given the shape in.
+func (b *builder) notVector(op string, in []int64) int {
+	return b.shapeErr(op+" needs a vector", op+" expects a vector per sample but gets %s; add 'flatten ->' before it%s.", shapeStr(in), gapHint(in))
+}
+
 // badArg reports an argument the shape rules cannot use and returns -1.
 func (b *builder) badArg(v *lang.Value, summary, detail string, args ...any) int {
 	r := b.rng

@@ -95,7 +95,7 @@ func (f *fam) mlp(x int) int {
 	b := f.b
 	in, _ := b.shape(x)
 	if len(in) != 1 {
-		return b.shapeErr("mlp needs a vector", "mlp expects a vector per sample but gets %s; add 'flatten ->' before it%s.", shapeStr(in), gapHint(in))
+		return b.notVector("mlp", in)
 	}
 	hidden, ok := f.intList("hidden")
 	if !ok {

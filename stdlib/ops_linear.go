@@ -24,8 +24,7 @@ func linearOps() []*Op {
 						return -1
 					}
 					if len(in) != 1 && len(in) != 2 {
-						return b.shapeErr("dense needs a vector", "dense expects a vector per sample but gets %s; add 'flatten ->' before it%s.",
-							shapeStr(in), gapHint(in))
+						return b.notVector("dense", in)
 					}
 					return b.dense(b.numbered("dense"), x, OpArgs{Units: argInt(c, "units", 1), Bias: argBool(c, "bias", true)})
 				}}},
@@ -90,8 +89,7 @@ func linearOps() []*Op {
 						return -1
 					}
 					if len(in) != 1 {
-						return b.shapeErr("lowrank_dense needs a vector", "lowrank_dense expects a vector per sample but gets %s; add 'flatten ->' before it%s.",
-							shapeStr(in), gapHint(in))
+						return b.notVector("lowrank_dense", in)
 					}
 					return b.lowrankDense(b.numbered("lowrank_dense"), x, OpArgs{Units: argInt(c, "units", 1),
 						Terms: argInt(c, "terms", 1), Rank: argInt(c, "rank", 16), Bias: argBool(c, "bias", true)})

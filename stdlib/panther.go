@@ -99,8 +99,7 @@ func sketchedDenseOp() *Op {
 					return -1
 				}
 				if len(in) != 1 {
-					return b.shapeErr("sketched_dense needs a vector", "sketched_dense expects a vector per sample but gets %s; add 'flatten ->' before it%s.",
-						shapeStr(in), gapHint(in))
+					return b.notVector("sketched_dense", in)
 				}
 				return b.sketchedDense(b.numbered("sketched_dense"), x, OpArgs{Units: argInt(c, "units", 1), Terms: argInt(c, "terms", 1), Rank: argInt(c, "rank", 16),
 					Bias: argBool(c, "bias", true)})
