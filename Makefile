@@ -10,6 +10,7 @@
 #   make bench   go test -bench over ./bench/..., then pipe's step time against PyTorch's
 #   make gpu-check  on a GPU machine (not CI): each example 50 steps on cuda:0, torch engine
 #   make gpu-bundle static bin/pipe-static and bin/gpucheck for a GPU machine without Go
+#   make gpu-smoke  on one GPU (not CI): environment, 4 examples, run/resume/checkpoint, ResNet-50 row; bench/gpu/<gpu>.json
 #   make editor  package the VS Code extension (editor/vscode/pipe.vsix)
 #   make clean   remove build outputs (distclean also removes data/)
 
@@ -49,7 +50,7 @@ VOLUME       := data/landsat_volume.zarr/.zgroup
 # onnxruntime-node for the ONNX export's tests (bench/onnx).
 ONNX_RT      := bench/onnx/node_modules/.package-lock.json
 
-.PHONY: all deps data build test run fmt lint bench clean distclean editor editor-test gpu-check gpu-bundle
+.PHONY: all deps data build test run fmt lint bench clean distclean editor editor-test gpu-check gpu-bundle gpu-smoke
 
 all: build test
 
@@ -183,10 +184,21 @@ bench: deps data build
 # builds here (CGO_ENABLED=0: no GeoTIFF, pure-Go BLAS); bring bin/ along.
 GPU_PYTHON     ?= python3
 GPUCHECKFLAGS  ?= -steps 50
+# Stripped (-s -w), so that both travel to a GPU machine in under 64 MiB.
 gpu-bundle:
 	@mkdir -p bin
-	CGO_ENABLED=0 $(GO) build -o bin/pipe-static ./cmd/pipe
-	CGO_ENABLED=0 $(GO) build -o bin/gpucheck ./bench/cmd/gpucheck
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/pipe-static ./cmd/pipe
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/gpucheck ./bench/cmd/gpucheck
+
+# gpu-smoke is the torch engine's first end-to-end check on one GPU, at most 8 minutes
+# (bench/gpu/smoke.sh says what it runs): it writes bench/gpu/<gpu>.json and its logs
+# to out/gpu-smoke. It needs bin/ from gpu-bundle and no Go; with no GPU it exits 2.
+gpu-smoke:
+	@if [ ! -x bin/pipe-static ] || [ ! -x bin/gpucheck ]; then \
+	  if command -v $(GO) >/dev/null 2>&1; then $(MAKE) gpu-bundle; \
+	  else echo "gpu-smoke: no Go here and no bin/; run make gpu-bundle on a machine with Go and bring bin/" >&2; exit 1; fi; \
+	fi
+	PY=$(GPU_PYTHON) bash bench/gpu/smoke.sh out/gpu-smoke
 
 gpu-check:
 	@if command -v $(GO) >/dev/null 2>&1; then \

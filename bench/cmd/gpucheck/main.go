@@ -7,7 +7,7 @@
 // plan. It exits 1 when a model fails to build, train or measure. It needs
 // no cgo, so make gpu-bundle builds it statically for GPU machines.
 //
-//	gpucheck [-python python3] [-device cuda:0] [-steps 50] [-json FILE] FILE.pipe...
+//	gpucheck [-python python3] [-device cuda:0] [-steps 50] [-batch N] [-json FILE] FILE.pipe...
 //
 // What it compares: docs/design/gpu-check.md.
 package main
@@ -82,6 +82,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	device := fs.String("device", "cuda:0", "the device to plan and train on")
 	steps := fs.Int("steps", 50, "optimizer steps per example")
 	jsonOut := fs.String("json", "", "also write the results as JSON here")
+	batch := fs.Int64("batch", 0, "plan with this batch instead of the file's (0: the file's)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -117,7 +118,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	var results []Result
 	failed := false
 	for _, f := range files {
-		r := check(f, *python, *device, *steps, host)
+		r := check(f, *python, *device, *steps, *batch, host)
 		if r.Error != "" {
 			failed = true
 			fmt.Fprintf(stderr, "gpucheck: %s: %s\n", f, r.Error)
@@ -139,10 +140,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // check plans, builds, trains and measures one example.
-func check(path, python, device string, steps int, host planner.HostInfo) (r Result) {
+func check(path, python, device string, steps int, batch int64, host planner.HostInfo) (r Result) {
 	r = Result{Example: strings.TrimSuffix(filepath.Base(path), ".pipe"), Device: device, Steps: steps}
 	fail := func(err error) Result { r.Error = err.Error(); return r }
-	ld, err := torchspec.Load(path, 0, planner.WithDevice(device), planner.WithEngine(plan.EngineTorch), planner.WithHost(host))
+	opts := []planner.Option{planner.WithDevice(device), planner.WithEngine(plan.EngineTorch), planner.WithHost(host)}
+	if batch > 0 {
+		opts = append(opts, planner.WithBatch(batch))
+	}
+	ld, err := torchspec.Load(path, 0, opts...)
 	if err != nil {
 		return fail(err)
 	}
