@@ -340,9 +340,13 @@ type doneStep struct {
 // (profile.go); and the step's reply when it carried one.
 type trainReply struct {
 	stepReply
-	Loss  *jfloat    `json:"loss,omitempty"`
-	GAN   []jfloat   `json:"gan,omitempty"`
-	Spans [][4]int64 `json:"spans,omitempty"`
+	Loss *jfloat `json:"loss,omitempty"`
+	// Applied is what changed in how the plan is applied since the build
+	// reply: torch.compile that failed at the first step falls back to
+	// eager, and says why here.
+	Applied map[string]string `json:"applied,omitempty"`
+	GAN     []jfloat          `json:"gan,omitempty"`
+	Spans   [][4]int64        `json:"spans,omitempty"`
 }
 
 // normReply is the gradients' norm before clipping.

@@ -134,6 +134,9 @@ func (m *model) handle(k int) error {
 	}
 	if k == 0 {
 		m.keepSpans(s, tr.Spans)
+		for key, v := range tr.Applied {
+			m.applied[key] = v
+		}
 	}
 	if s.cmd == "train" || s.cmd == "train+step" {
 		if tr.Loss != nil {

@@ -305,3 +305,56 @@ func TestNonFiniteNamesTheCause(t *testing.T) {
 		t.Fatalf("got %v, want dense1.weight named", err)
 	}
 }
+
+// smallConv is a conv model whose weights channels_last stores NHWC.
+const smallConv = `pipeline smallconv
+seed 2
+source blobs synthetic { samples 64  shape [3, 8, 8]  classes 4  seed 5 }
+model net {
+  input [3, 8, 8]
+  conv 8 k3 pad1 -> batchnorm -> relu -> conv 8 k3 pad1 -> relu -> flatten -> dense 4
+}
+train { epochs 1  batch 8  optimizer adam lr 0.01  loss cross_entropy }
+`
+
+// TestResumeChannelsLast: optimizer state restored into a channels_last
+// model takes its parameters' strides (fused Adam on CUDA refuses any
+// other layout), and the resumed model trains the losses of one that was
+// never stopped.
+func TestResumeChannelsLast(t *testing.T) {
+	py := testPython(t)
+	prog, p, g := loadSrc(t, "smallconv.pipe", []byte(smallConv), planner.WithEngine("torch"))
+	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg.Engine.ChannelsLast = true
+	step := func(m *model, seed uint64) float64 {
+		t.Helper()
+		b := randomBatch(g, cfg.Loss.Kind, 8, seed)
+		if err := m.QueueTrain(b, 1, true, true); err != nil {
+			t.Fatal(err)
+		}
+		if err := m.QueueStep(0, p.Optimizer.LR); err != nil {
+			t.Fatal(err)
+		}
+		r, err := m.Results(true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r[len(r)-1].Losses[0]
+	}
+	a := buildTorch(t, g, cfg, Backend{Python: py})
+	if a.Applied()["channels_last"] != "on" {
+		t.Fatalf("channels_last not applied: %v", a.Applied())
+	}
+	step(a, 1)
+	step(a, 2)
+	b := buildTorch(t, g, cfg, Backend{Python: py})
+	if err := b.SetState(a.State()); err != nil {
+		t.Fatalf("restoring Adam's state into channels_last weights: %v", err)
+	}
+	for s := uint64(3); s < 6; s++ {
+		la, lb := step(a, s), step(b, s)
+		if d := math.Abs(la-lb) / la; d > 1e-6 {
+			t.Errorf("batch %d: loss %.8g uninterrupted, %.8g resumed", s, la, lb)
+		}
+	}
+}

@@ -113,7 +113,7 @@ class GANMixin:
             self.micro += 1
             g["trained"] = True
         if self.lagged:
-            self.current.append((total.detach(), n))
+            self.current.append((self.readback.stash(total), n))
             res = {}
         else:
             v = total.item()

@@ -259,6 +259,9 @@ def favor_features(m, d):
 
 def autocast_dtype(device_type):
     """The dtype autocast computes in on this device now, None when off."""
+    get = getattr(torch, "get_autocast_dtype", None)
+    if get is not None:  # torch 2.4 and later: one API for every device
+        return get(device_type) if torch.is_autocast_enabled(device_type) else None
     if device_type == "cuda":
         if torch.is_autocast_enabled():
             get = getattr(torch, "get_autocast_gpu_dtype", None)

@@ -10,6 +10,14 @@ from .modules import make_module
 from .wire import Failure
 
 
+def compiling():
+    """Whether torch.compile is tracing the caller (torch 2.x; never on 1.13)."""
+    f = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    if f is None:
+        f = getattr(getattr(torch, "_dynamo", None), "is_compiling", None)
+    return bool(f()) if f is not None else False
+
+
 def module_key(name):
     """A node's name as a ModuleDict key (keys may not contain dots)."""
     return name.replace(".", "__")
@@ -166,6 +174,13 @@ class Net(nn.Module):
         self.current, self.current_id = None, None
         return outs[self.logits], outs[self.output]
 
+    def segment_values(self, nodes, ins, leaving, tensors):
+        """A checkpoint segment's outputs, without side effects."""
+        local = dict(zip(ins, tensors))
+        for n in nodes:
+            local[n["id"]] = self.run_node(n, [local[j] for j in n["inputs"]])
+        return tuple(local[k] for k in leaving)
+
     def run_segment(self, lo, hi, outs):
         """Nodes lo..hi under torch.utils.checkpoint: their outputs are
         dropped after the forward pass and recomputed in the backward."""
@@ -177,6 +192,12 @@ class Net(nn.Module):
         calls = [0]
 
         def seg(*tensors):
+            if compiling():
+                # Traced once by torch.compile, which replays the graph in
+                # the backward pass itself (running statistics are updated
+                # once, in the forward graph): no Python state may change
+                # inside torch.utils.checkpoint, or Dynamo breaks the graph.
+                return self.segment_values(nodes, ins, leaving, tensors)
             calls[0] += 1
             self.recomputing = calls[0] > 1
             try:

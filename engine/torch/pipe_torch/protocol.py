@@ -159,6 +159,7 @@ STRUCTS = {
         "norm": "*float",
         "done": "[]doneStep",
         "loss": "*float",
+        "applied": "map[string]str",
         "gan": "[]float",
         "spans": "[][4]int",
     },

@@ -47,8 +47,12 @@ class StateMixin:
                         raise Failure("error", f"state: unknown tensor {name}")
                     if step == 0:
                         continue  # a fresh optimizer: torch creates its state at the first step
+                    # The buffer takes its parameter's layout (channels_last
+                    # weights have NHWC strides): fused optimizers refuse
+                    # state whose strides differ from the parameter's.
                     st = self.opt.state[p]
-                    st[buf] = src.to(p.device, dtype=torch.float32).clone().contiguous(memory_format=torch.preserve_format)
+                    st[buf] = torch.empty_like(p, dtype=torch.float32, memory_format=torch.preserve_format)
+                    st[buf].copy_(src)
                     if buf != "momentum_buffer":
                         st["step"] = self.step_tensor(step, p)
                     continue
@@ -60,6 +64,7 @@ class StateMixin:
                 t.copy_(src.to(t.device))
             if step == 0:
                 self.opt.state.clear()
+            self.check_state_layout()
             for name, m in self.bns():
                 m.num_batches_tracked.fill_(int(counters.get(name + ".num_batches_tracked", 0)))
         self.step_no = step
@@ -68,6 +73,15 @@ class StateMixin:
             self.seed = int(counters["exec.seed"])
         self.pending = []
         self.current = []
+
+    def check_state_layout(self):
+        """Every optimizer buffer has its parameter's shape and strides, as
+        the optimizer's own first step makes them."""
+        for p, st in self.opt.state.items():
+            for buf, v in st.items():
+                if torch.is_tensor(v) and v.dim() > 0 and (v.shape != p.shape or v.stride() != p.stride()):
+                    raise Failure("error", f"state: optimizer {buf} has strides {tuple(v.stride())}, its parameter "
+                                  f"{tuple(p.stride())}")
 
     def step_tensor(self, step, p):
         if self.fused:

@@ -43,43 +43,54 @@ class TrainMixin:
                     for _, m in self.bns()]
         if self.dropout:
             self.seed_dropout()
-        model = self.forward_model() if timer is None else self.model
         # Accumulating micro-batches skip DDP's all-reduce but the last.
         ctx = self.model.no_sync() if (self.dist and not sync) else contextlib.nullcontext()
-        self.phase = "forward"
-        with ctx:
-            with self.autocast():
-                logits, out = model(x)
-            if timer is not None:
-                tl = timer.now()
-            loss = compute_loss(self.loss_kind, logits, out, y, mask, n, self.out_shape, self.ends_sigmoid)
-            if timer is not None:
-                timer.add(-1, 3, tl, timer.now())
-            if not self.lagged:
-                v = loss.item()
-                if not math.isfinite(v):
-                    for (rm, rv, nt), (_, m) in zip(snap, self.bns()):
-                        m.running_mean.copy_(rm)
-                        m.running_var.copy_(rv)
-                        m.num_batches_tracked.copy_(nt)
-                    raise self.nonfinite(v, x)
-            self.phase = "backward"
-            scaled = loss * msg["scale"]
-            if timer is not None:
-                tb = timer.now()
-            if self.scaler is not None:
-                self.scaler.scale(scaled).backward()
-            else:
-                scaled.backward()
-            if timer is not None:
-                timer.backward(tb, timer.now())
+
+        def run(model):
+            self.phase = "forward"
+            with ctx:
+                with self.autocast():
+                    logits, out = model(x)
+                if timer is not None:
+                    tl = timer.now()
+                loss = compute_loss(self.loss_kind, logits, out, y, mask, n, self.out_shape, self.ends_sigmoid)
+                if timer is not None:
+                    timer.add(-1, 3, tl, timer.now())
+                v = None
+                if not self.lagged:
+                    v = loss.item()
+                    if not math.isfinite(v):
+                        for (rm, rv, nt), (_, m) in zip(snap, self.bns()):
+                            m.running_mean.copy_(rm)
+                            m.running_var.copy_(rv)
+                            m.num_batches_tracked.copy_(nt)
+                        raise self.nonfinite(v, x)
+                self.phase = "backward"
+                scaled = loss * msg["scale"]
+                if timer is not None:
+                    tb = timer.now()
+                if self.scaler is not None:
+                    self.scaler.scale(scaled).backward()
+                else:
+                    scaled.backward()
+                if timer is not None:
+                    timer.backward(tb, timer.now())
+            return loss, v
+
+        if timer is None:
+            loss, v = self.compiled_step(run)
+        else:
+            loss, v = run(self.model)  # profiled: eager, node by node
         self.phase = None
         self.micro += 1
         if self.lagged:
-            self.current.append((loss.detach(), n))
+            self.current.append((self.readback.stash(loss), n))
             res = {}
         else:
             res = {"loss": v}
+        if getattr(self, "applied_changed", False):
+            res["applied"] = dict(self.applied)
+            self.applied_changed = False
         step = msg.get("step")
         if step is not None:
             # The step's last micro-batch carries the optimizer step: one

@@ -1,15 +1,18 @@
 """The worker: its command loop, the build, and the batches."""
 
 import contextlib
+import inspect
 import os
 import sys
 import traceback
 
 import torch
 
+from .compiled import CompileMixin, version_tuple
 from .gan import GANMixin
 from .measure import MeasureMixin, is_oom
 from .net import Net, make_optimizer, module_key, state_names
+from .readback import Readback
 from .shm import Region
 from .state import StateMixin
 from .train import TrainMixin
@@ -17,23 +20,7 @@ from . import protocol, wire
 from .wire import Failure
 
 
-def version_tuple(v):
-    """The (major, minor, patch) of a version such as "2.11.0+cu130"."""
-    out = []
-    for part in v.split("+")[0].split("."):
-        digits = ""
-        for ch in part:
-            if ch.isdigit():
-                digits += ch
-            else:
-                break
-        out.append(int(digits or 0))
-    while len(out) < 3:
-        out.append(0)
-    return tuple(out[:3])
-
-
-class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin):
+class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin):
     """One device's model and its commands: cmd_NAME answers the command
     NAME (the mixins hold the state, training, gan and measuring ones)."""
 
@@ -121,6 +108,10 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin):
         dev = cfg.get("device", "cpu")
         self.dist = cfg.get("distributed")
         if self.dist:
+            if dev.startswith("cuda"):
+                # Before the process group: NCCL binds each rank to the
+                # current device when it starts.
+                torch.cuda.set_device(torch.device(dev))
             dev = self.init_distributed(dev)
         self.device = torch.device(dev)
         self.cuda = self.device.type == "cuda"
@@ -128,13 +119,14 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin):
             torch.cuda.set_device(self.device)
             torch.cuda.reset_peak_memory_stats(self.device)
         self.apply_flags()
+        self.readback = Readback(self.cuda)
         torch.manual_seed(self.seed)
         self.ends_sigmoid = spec["nodes"][spec["output"]]["op"] == "sigmoid"
         self.dropout = any(n["op"] == "dropout" and n["args"]["p"] > 0 for n in spec["nodes"])
         net = Net(spec)
         self.check_params(net)
         net = net.to(self.device)
-        if self.cfg.get("channels_last") and self.cuda:
+        if self.cfg.get("channels_last"):
             net = net.to(memory_format=torch.channels_last)
             net.channels_last = True
             self.applied["channels_last"] = "on"
@@ -153,7 +145,11 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin):
         if cfg.get("grad_scaler"):
             if not self.cuda:
                 raise Failure("unsupported", "fp16 with loss scaling needs a CUDA device; plan bf16 or fp32 for the CPU")
-            self.scaler = torch.cuda.amp.GradScaler()
+            amp = getattr(torch, "amp", None)
+            if hasattr(amp, "GradScaler"):  # torch 2.3 and later
+                self.scaler = amp.GradScaler("cuda")
+            else:
+                self.scaler = torch.cuda.amp.GradScaler()
         self.compiled = None
         self.applied["compile"] = "eager"
         if cfg.get("compile"):
@@ -173,8 +169,11 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin):
         d = self.dist
         backend = d["backend"]
         timeout = datetime.timedelta(seconds=d.get("timeout_s", 120))
+        kw = {}
+        if dev.startswith("cuda") and "device_id" in inspect.signature(dist.init_process_group).parameters:
+            kw["device_id"] = torch.device(dev)  # torch 2.3 and later: the communicator is made eagerly for it
         dist.init_process_group(backend=backend, init_method=f"tcp://{d['master_addr']}:{d['master_port']}",
-                                rank=d["rank"], world_size=d["world_size"], timeout=timeout)
+                                rank=d["rank"], world_size=d["world_size"], timeout=timeout, **kw)
         self.rank = d["rank"]
         self.world = d["world_size"]
         self.applied["process_group"] = f"{backend}, rank {d['rank']} of {d['world_size']}"
@@ -184,8 +183,14 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin):
         cfg = self.cfg
         tf32 = bool(cfg.get("tf32"))
         if self.cuda:
-            torch.backends.cuda.matmul.allow_tf32 = tf32
-            torch.backends.cudnn.allow_tf32 = tf32
+            if hasattr(torch.backends.cuda.matmul, "fp32_precision"):
+                # torch 2.9 and later: mixing the allow_tf32 setters with
+                # this API raises, Inductor's own use of it included.
+                torch.backends.cuda.matmul.fp32_precision = "tf32" if tf32 else "ieee"
+                torch.backends.cudnn.conv.fp32_precision = "tf32" if tf32 else "ieee"
+            else:
+                torch.backends.cuda.matmul.allow_tf32 = tf32
+                torch.backends.cudnn.allow_tf32 = tf32
             self.applied["tf32"] = "on" if tf32 else "off"
             bench = bool(cfg.get("cudnn_benchmark"))
             torch.backends.cudnn.benchmark = bench
@@ -198,20 +203,6 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin):
                 self.applied["cudnn_workspace"] = f"at most {cap} MiB"
         if cfg.get("autocast"):
             self.applied["autocast"] = cfg["autocast"]
-
-    def try_compile(self):
-        if not hasattr(torch, "compile") or version_tuple(torch.__version__) < (2, 0, 0):
-            self.applied["compile"] = f"eager (torch {torch.__version__} has no torch.compile)"
-            return
-        if not self.cuda:
-            self.applied["compile"] = "eager (torch.compile is used on CUDA devices only)"
-            return
-        try:
-            self.compiled = torch.compile(self.model)
-            self.applied["compile"] = "torch.compile"
-        except Exception as e:  # noqa: BLE001
-            self.compiled = None
-            self.applied["compile"] = f"eager (torch.compile failed: {type(e).__name__}: {e})"
 
     def check_params(self, net):
         for n in self.spec["nodes"]:
