@@ -59,27 +59,8 @@ func fraction(x int64, f float64) int64 {
 	return int64(v)
 }
 
-// FormatBytes renders a byte count for people: "512 B", "1.5 KiB",
-// "12.4 GiB", up to EiB. A saturated count reads "≥ 8 EiB".
-func FormatBytes(n int64) string {
-	if n == sat {
-		return "≥ 8 EiB"
-	}
-	if n < 1024 {
-		return fmt.Sprintf("%d B", n)
-	}
-	units := []string{"KiB", "MiB", "GiB", "TiB", "PiB", "EiB"}
-	v := float64(n) / 1024
-	u := 0
-	for v >= 1024 && u < len(units)-1 {
-		v /= 1024
-		u++
-	}
-	if v >= 100 {
-		return fmt.Sprintf("%.0f %s", v, units[u])
-	}
-	return fmt.Sprintf("%.1f %s", v, units[u])
-}
+// FormatBytes renders a byte count for people (cost.FormatBytes).
+func FormatBytes(n int64) string { return cost.FormatBytes(n) }
 
 // FormatCount renders a large count with an SI suffix: 11.7M, 1.0T.
 func FormatCount(n int64) string {

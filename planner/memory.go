@@ -44,6 +44,9 @@ type costModel struct {
 	// both the torch engine's.
 	lossSaved int64
 	attention string
+	// gpuTerms is the engine's GPU terms (cost.Memory.GPU), nil when it
+	// prices none.
+	gpuTerms cost.GPU
 	// cpu is the CPU executor's step; nil on a GPU.
 	cpu *cpuModel
 	// gcDiv sets the garbage collector's headroom, 1/gcDiv of the heap
@@ -136,11 +139,12 @@ func newChain(g *stdlib.Graph, mem cost.Memory) *chain {
 // newCostModel prices g for the torch engine on a GPU or the CPU
 // with the engine's cost model e (autograd's saving rules; a caching
 // allocator on a GPU).
-// targetBytes is one sample's target on the device, loss the loss.
-func newCostModel(e cost.Engine, g *stdlib.Graph, backend string, prec plan.Precision, buffers int64, targetBytes int64, loss string) *costModel {
+// targetBytes is one sample's target on the device, loss the loss; gs
+// what the GPU terms depend on (nil: none priced).
+func newCostModel(e cost.Engine, g *stdlib.Graph, backend string, prec plan.Precision, buffers int64, targetBytes int64, loss string, gs *cost.GPUSetup) *costModel {
 	m := &costModel{backend: backend, elem: prec.ActivationBytes, mixed: prec.Mixed, buffers: buffers, params: g.Params()}
-	mem := e.Memory(g, cost.Setup{Device: backend, Precision: prec, Loss: loss})
-	m.attention, m.lossSaved, m.alloc = mem.Attention, mem.Loss, mem.Allocator
+	mem := e.Memory(g, cost.Setup{Device: backend, Precision: prec, Loss: loss, GPU: gs})
+	m.attention, m.lossSaved, m.alloc, m.gpuTerms = mem.Attention, mem.Loss, mem.Allocator, mem.GPU
 	c := newChain(g, mem)
 	// The workspace is computed from the true sizes before the input's own
 	// bytes are moved out of the chain below.

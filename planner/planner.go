@@ -173,10 +173,14 @@ func (pl *planner) run() {
 		}
 		pl.processTerms()
 	} else {
-		pl.cost = newCostModel(eng, g, pl.dev.Kind, prec, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()), loss)
-		if pl.dev.Kind == plan.BackendGPU && pl.dev.Capability != "" && pl.cost.alloc != nil {
-			newGPUModel(pl.cost, g, pl.dev, prec, opt, pl.plan.Distributed, targetBytes(loss, g.OutShape()))
+		var gs *cost.GPUSetup
+		if pl.dev.Kind == plan.BackendGPU && pl.dev.Capability != "" {
+			gs = &cost.GPUSetup{Capability: pl.dev.Capability, Optimizer: opt.Kind, StateBuffers: int64(opt.StateBuffers),
+				FusedOptimizer: fusedOptimizer(opt.Kind), World: pl.plan.Distributed.WorldSize,
+				TargetBytes: targetBytes(loss, g.OutShape()), CudnnWorkspaceLimit: CudnnWorkspaceLimit}
 		}
+		pl.cost = newCostModel(eng, g, pl.dev.Kind, prec, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()), loss, gs)
+		newGPUModel(pl.cost, pl.cost.gpuTerms)
 		if pl.dev.Kind == plan.BackendCPU {
 			pl.torchCPUTerms()
 		}

@@ -304,6 +304,9 @@ func (Cost) Memory(g *stdlib.Graph, s cost.Setup) cost.Memory {
 	m := cost.Memory{Out: ts.out, Keep: ts.keep, Own: ts.priv, Loss: ts.loss, Attention: ts.attention}
 	if s.Device == plan.BackendGPU {
 		m.Allocator = CachingAllocator{}
+		if s.GPU != nil && s.GPU.Capability != "" {
+			m.GPU = newGPUTerms(g, s.Precision, *s.GPU)
+		}
 	}
 	return m
 }

@@ -34,6 +34,9 @@ type Setup struct {
 	Fusion []Group
 	// Threads is the worker threads of a native run, one per core.
 	Threads int
+	// GPU is what the GPU terms depend on; nil where the device is not a
+	// GPU with a known compute capability.
+	GPU *GPUSetup
 }
 
 // Group is a fusion group: its kind (plan.FusionGroup.Kind) and its
@@ -66,6 +69,9 @@ type Memory struct {
 	// Allocator is set by an engine whose device memory goes through a
 	// caching allocator (the torch engine); nil otherwise.
 	Allocator Allocator
+	// GPU is set by an engine that prices its step on a GPU term by term
+	// (Setup.GPU given); nil otherwise.
+	GPU GPU
 }
 
 // Arena is an engine's step laid out ahead, buffer by buffer.

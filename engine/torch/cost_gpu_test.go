@@ -1,0 +1,80 @@
+package torch
+
+import (
+	"testing"
+
+	"pipe/planner/cost"
+)
+
+// phaseBytes is each phase's terms added up (before the allocator).
+func phaseBytes(ts []cost.Term) [3]int64 {
+	var out [3]int64
+	for _, t := range ts {
+		for p := range out {
+			if t.Phases&(1<<p) != 0 {
+				out[p] += t.Bytes
+			}
+		}
+	}
+	return out
+}
+
+func peakPhase(ps [3]int64) int {
+	k := 0
+	for p := range ps {
+		if ps[p] > ps[k] {
+			k = p
+		}
+	}
+	return k
+}
+
+// TestGPUPeakPhase: with next to no activations, foreach Adam's
+// temporaries put the peak at the optimizer step and the fused kernel
+// leaves it in the backward (which counts the gradients whole).
+func TestGPUPeakPhase(t *testing.T) {
+	gm := &gpuTerms{params: []int64{100 << 20}, total: 100 << 20, buffers: 2, optimizer: "adam", world: 1}
+	step := cost.GPUStep{Batch: 1}
+	if k := peakPhase(phaseBytes(gm.Terms(step))); k != 2 {
+		t.Errorf("foreach adam peaks in phase %d", k)
+	}
+	gm.fused = true
+	if k := peakPhase(phaseBytes(gm.Terms(step))); k != 1 {
+		t.Errorf("fused adam peaks in phase %d", k)
+	}
+}
+
+// TestGPUFusedOptimizer: fused Adam has no temporaries, foreach Adam
+// P × 4 bytes of them, at the optimizer step only; SGD none.
+func TestGPUFusedOptimizer(t *testing.T) {
+	temps := func(gm *gpuTerms) (int64, [3]int64) {
+		ts := gm.Terms(cost.GPUStep{Batch: 1})
+		for _, tm := range ts {
+			if tm.Name == "optimizer temporaries" {
+				return tm.Bytes, phaseBytes(ts)
+			}
+		}
+		t.Fatal("no optimizer temporaries term")
+		return 0, [3]int64{}
+	}
+	gm := &gpuTerms{params: []int64{2 << 20, 1 << 20}, total: 3 << 20, buffers: 2, optimizer: "adam", fused: true, world: 1}
+	fused, fp := temps(gm)
+	gm.fused = false
+	each, ep := temps(gm)
+	gm.buffers, gm.optimizer = 1, "sgd"
+	sgd, _ := temps(gm)
+	if fused != 0 || sgd != 0 || each != 4*(3<<20) {
+		t.Errorf("temporaries: fused %d, foreach %d, sgd %d; want 0, %d, 0", fused, each, sgd, 4*(3<<20))
+	}
+	if ep[2]-fp[2] != each || ep[1] != fp[1] {
+		t.Errorf("foreach adds %d at the optimizer step and %d in the backward", ep[2]-fp[2], ep[1]-fp[1])
+	}
+}
+
+// TestGPUDDPBuckets: DDP's first bucket is 1 MiB, the others at most the
+// bucket size.
+func TestGPUDDPBuckets(t *testing.T) {
+	if got := ddpBuckets(60<<20, 25<<20); len(got) != 4 || got[0] != 1<<20 || got[3] != 9<<20 {
+		t.Errorf("60 MiB in buckets: %v", got)
+	}
+}
