@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -41,6 +42,10 @@ type HostInfo struct {
 
 // GPUInfo is one GPU as nvidia-smi reports it.
 type GPUInfo struct {
+	// Index is nvidia-smi's number for the GPU, UUID its identifier
+	// ("GPU-..."); CUDA_VISIBLE_DEVICES names GPUs by either.
+	Index    int
+	UUID     string
 	Name     string
 	MemTotal int64
 	MemFree  int64
@@ -72,10 +77,11 @@ func DetectHost() HostInfo {
 	if path, err := exec.LookPath("nvidia-smi"); err == nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		out, err := exec.CommandContext(ctx, path, "--query-gpu=name,memory.total,memory.free",
+		out, err := exec.CommandContext(ctx, path, "--query-gpu=index,uuid,name,memory.total,memory.free",
 			"--format=csv,noheader,nounits").Output()
 		if err == nil {
-			h.GPUs = parseNvidiaSMI(out)
+			v, set := os.LookupEnv("CUDA_VISIBLE_DEVICES")
+			h.GPUs = visibleGPUs(parseNvidiaSMI(out), v, set)
 		}
 	}
 	return h
@@ -103,24 +109,67 @@ func parseMeminfo(r io.Reader) (total, avail int64) {
 	return total, avail
 }
 
-// parseNvidiaSMI reads the lines of
-// nvidia-smi --query-gpu=name,memory.total,memory.free --format=csv,noheader,nounits
+// parseNvidiaSMI reads the lines of nvidia-smi
+// --query-gpu=index,uuid,name,memory.total,memory.free (or name,
+// memory.total,memory.free, numbered in order) --format=csv,noheader,nounits
 // (memory in MiB).
 func parseNvidiaSMI(out []byte) []GPUInfo {
 	var gpus []GPUInfo
 	for _, line := range bytes.Split(out, []byte("\n")) {
 		f := strings.Split(string(line), ",")
-		if len(f) != 3 {
+		for i := range f {
+			f[i] = strings.TrimSpace(f[i])
+		}
+		g := GPUInfo{Index: len(gpus)}
+		switch len(f) {
+		case 3:
+		case 5:
+			idx, err := strconv.Atoi(f[0])
+			if err != nil {
+				continue
+			}
+			g.Index, g.UUID = idx, f[1]
+			f = f[2:]
+		default:
 			continue
 		}
-		total, err1 := strconv.ParseInt(strings.TrimSpace(f[1]), 10, 64)
-		free, err2 := strconv.ParseInt(strings.TrimSpace(f[2]), 10, 64)
+		total, err1 := strconv.ParseInt(f[1], 10, 64)
+		free, err2 := strconv.ParseInt(f[2], 10, 64)
 		if err1 != nil || err2 != nil {
 			continue
 		}
-		gpus = append(gpus, GPUInfo{Name: strings.TrimSpace(f[0]), MemTotal: total << 20, MemFree: free << 20})
+		g.Name, g.MemTotal, g.MemFree = f[0], total<<20, free<<20
+		gpus = append(gpus, g)
 	}
 	return gpus
+}
+
+// visibleGPUs is the GPUs a CUDA program sees under CUDA_VISIBLE_DEVICES
+// (v, when set): the listed ones in the list's order (so cuda:0 is the
+// first listed), each an index or a UUID's prefix ("GPU-8f3e"). As in
+// CUDA, the list ends at its first entry that names no GPU, and an empty
+// one hides them all; nvidia-smi itself ignores the variable.
+func visibleGPUs(gpus []GPUInfo, v string, set bool) []GPUInfo {
+	if !set {
+		return gpus
+	}
+	var out []GPUInfo
+	for _, e := range strings.Split(v, ",") {
+		e = strings.TrimSpace(e)
+		k := -1
+		for i, g := range gpus {
+			if idx, err := strconv.Atoi(e); err == nil && idx == g.Index ||
+				e != "" && g.UUID != "" && strings.HasPrefix(g.UUID, e) && !strings.HasPrefix(e, "-") {
+				k = i
+				break
+			}
+		}
+		if k < 0 || slices.ContainsFunc(out, func(g GPUInfo) bool { return g.Index == gpus[k].Index }) {
+			break
+		}
+		out = append(out, gpus[k])
+	}
+	return out
 }
 
 // cpuDevice is the local CPU as a device.

@@ -40,7 +40,7 @@ func newRunFlags(fs *flag.FlagSet) *runFlags {
 	f.python = fs.String("python", "", "the torch engine's Python (default: $PIPE_PYTHON, else python3)")
 	f.nodeRank = fs.Int("node-rank", 0, "data parallelism over machines: this machine's rank, 0 to --nnodes-1 (rank 0 writes checkpoints and reports)")
 	f.masterAddr = fs.String("master-addr", "127.0.0.1", "data parallelism: the address of the machine of rank 0")
-	f.masterPort = fs.Int("master-port", 29500, "data parallelism: the port rank 0 listens on")
+	f.masterPort = fs.Int("master-port", 0, "data parallelism: the port rank 0 listens on (default: a free port on one machine, 29500 across machines)")
 	f.profile = profileFlags(fs)
 	return f
 }

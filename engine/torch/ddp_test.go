@@ -92,4 +92,9 @@ func TestDataParallelEqualsOneProcess(t *testing.T) {
 		}
 		t.Logf("rank %d: largest parameter difference from one process %.2e", k, worst)
 	}
+	// The plain loop runs on rank 0 alone, which DDP would leave waiting
+	// for the others: it is refused, not hung.
+	if _, err := TimePlain(ddp, randomBatch(g, cfg.Loss.Kind, 8, 1), 1e-3, 1, 1); err == nil || !strings.Contains(err.Error(), "one process") {
+		t.Errorf("the plain loop over two ranks: %v", err)
+	}
 }

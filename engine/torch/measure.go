@@ -119,6 +119,11 @@ func TimePlain(mod engine.Model, b *dataset.Batch, lr float64, warm, steps int) 
 	if !ok {
 		return nil, errors.New("torch: not a torch engine model")
 	}
+	if m.world > 1 {
+		// Rank 0 alone would wait in DDP's all-reduce for ranks that
+		// never step: the plain loop times one process.
+		return nil, fmt.Errorf("torch: the plain loop times one process; this model trains on %d (build it without data parallelism)", m.world)
+	}
 	if err := m.drainAll(); err != nil {
 		return nil, err
 	}

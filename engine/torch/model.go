@@ -3,6 +3,7 @@ package torch
 import (
 	"errors"
 	"fmt"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -26,7 +27,8 @@ type Backend struct {
 	// NProcPerNode is the number of workers this pipe starts, one a device
 	// (0 or 1: one); NNodes the machines taking part (0 or 1: this one),
 	// NodeRank this machine's place among them, and MasterAddr and
-	// MasterPort where rank 0 meets the others (torchrun's names).
+	// MasterPort where rank 0 meets the others (torchrun's names; 0: a
+	// free port when every rank is on this machine, else 29500).
 	NProcPerNode, NNodes, NodeRank int
 	MasterAddr                     string
 	MasterPort                     int
@@ -278,14 +280,17 @@ func (m *model) build(b Backend, init engine.State) error {
 	}
 	// Every rank is sent its build before any is waited for: with data
 	// parallelism, each waits in init_process_group for the others.
+	port := 0
+	if m.world > 1 {
+		var err error
+		if port, err = rendezvousPort(b.MasterPort, m.world == len(m.workers)); err != nil {
+			return err
+		}
+	}
 	for k, w := range m.workers {
 		s := *m.spec
 		s.Engine.Device = m.deviceOf(k)
 		if m.world > 1 {
-			port := b.MasterPort
-			if port == 0 {
-				port = 29500
-			}
 			addr := b.MasterAddr
 			if addr == "" {
 				addr = "127.0.0.1"
@@ -454,4 +459,23 @@ func (m *model) Close() error {
 		}
 	}
 	return nil
+}
+
+// rendezvousPort is the port rank 0 listens on: the one asked for, else
+// a free one when every rank runs here (two runs on one machine must not
+// meet at the same port), else torchrun's 29500, which the other
+// machines assume too.
+func rendezvousPort(asked int, local bool) (int, error) {
+	if asked > 0 {
+		return asked, nil
+	}
+	if !local {
+		return 29500, nil
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("torch: finding a free port for the workers to meet at: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
 }

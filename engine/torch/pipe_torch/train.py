@@ -158,7 +158,9 @@ class TrainMixin:
             norm = torch.nn.utils.clip_grad_norm_(self.net.parameters(), clip)
             if not self.lagged:
                 res["norm"] = norm.item()
-        if not self.lagged:
+        if not self.lagged and self.scaler is None:
+            # Under fp16 loss scaling an overflowed gradient is the
+            # GradScaler's to skip (it lowers the scale), not an error.
             bad = self.first_bad_grad()
             if bad is not None:
                 self.phase = None
