@@ -155,7 +155,7 @@ func (pl *planner) engineDecisions() {
 		pl.decide("fused optimizer", "on", fmt.Sprintf("fused %s: one kernel updates every parameter, where the foreach version launches several and keeps temporaries (used where the worker's torch has it).", k))
 	}
 	e.PinnedMemory = true
-	pl.decide("host to device", "pinned, non-blocking", "batches are copied into pinned host memory and sent on a copy stream, so the next batch is in flight while the current step runs.")
+	pl.decide("host to device", "pinned, non-blocking", "the shared memory pipe writes each batch into is registered as page-locked, so the batch goes to the device from there on a copy stream (one host copy) while the step before runs; where CUDA refuses the registration, through a pinned buffer.")
 	e.LossReadback = "lagged"
 	pl.decide("loss readback", "lagged", "the losses of each optimizer step are read back with the next step's reply, so the host never waits for the GPU between steps; a non-finite loss is caught one step late, before any checkpoint is written.")
 	pl.distributedDecision()

@@ -23,7 +23,31 @@ class Region:
             return torch.empty(0)
         return torch.frombuffer(self.mm, dtype=torch.float32, count=count, offset=off)
 
+    pinned = None  # the address registered with CUDA, once pin() succeeds
+
+    def pin(self):
+        """Registers the mapping as page-locked memory with CUDA, so that
+        copies to the device read it directly (no copy into a pinned
+        buffer first). False, changing nothing, where CUDA refuses."""
+        if self.pinned is not None:
+            return True
+        try:
+            ptr = torch.frombuffer(self.mm, dtype=torch.uint8).data_ptr()
+            rt = torch.cuda.cudart()
+            if int(rt.cudaHostRegister(ptr, self.size, 0)) != 0:
+                return False
+        except Exception:  # noqa: BLE001 - an older torch or a refusing driver: copy through a buffer
+            return False
+        self.pinned = ptr
+        return True
+
     def close(self):
+        if self.pinned is not None:
+            try:
+                torch.cuda.cudart().cudaHostUnregister(self.pinned)
+            except Exception:  # noqa: BLE001 - the mapping goes anyway
+                pass
+            self.pinned = None
         try:
             self.mm.close()
         except BufferError:

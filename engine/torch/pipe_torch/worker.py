@@ -234,6 +234,8 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin):
             # next batch into another slot, and reuses this one only after
             # this command's reply, when nothing here reads it any more.
             pass
+        elif self.copy_stream is not None and region.pin():
+            parts = self.to_device_registered(parts)
         elif self.copy_stream is not None:
             parts = self.to_device_pinned(parts, train)
         else:
@@ -243,6 +245,26 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin):
         if self.net.channels_last and x.dim() == 4:
             x = x.contiguous(memory_format=torch.channels_last)
         return x, y, mask
+
+    def to_device_registered(self, parts):
+        """The batch copied straight from the shared memory, which is
+        registered as page-locked: one host copy a batch (pipe's into the
+        shared memory). The copy runs on the copy stream while the device
+        computes the step before; it is waited for before the reply, which
+        frees the slot for pipe to overwrite."""
+        cur = torch.cuda.current_stream(self.device)
+        out = []
+        with torch.cuda.stream(self.copy_stream):
+            for p in parts:
+                out.append(None if p is None else p.to(self.device, non_blocking=True))
+            e = torch.cuda.Event()
+            e.record(self.copy_stream)
+        cur.wait_event(e)
+        for d in out:
+            if d is not None:
+                d.record_stream(cur)
+        e.synchronize()
+        return out
 
     def to_device_pinned(self, parts, train):
         slot = "train" if train else "eval"
