@@ -145,3 +145,16 @@ func (k *actKernel) backward(e *env) {
 		}
 	})
 }
+
+// init registers the activations alone (a fused kernel runs them as its
+// epilogue, tailOf).
+func init() {
+	for _, op := range []string{"relu", "gelu", "sigmoid", "tanh"} {
+		registerKernel(op, opKernel{build: buildAct, tokens: true})
+	}
+}
+
+func buildAct(_ *model, u *unit, _ tail) (kernel, error) {
+	k, _ := actOf(u.nodes[0].Op)
+	return &actKernel{a: k}, nil
+}

@@ -360,56 +360,63 @@ func (k *attnKernel) backward(e *env) {
 	m.affineBack(dqkv, x, dx, acc, k.win, k.bin, n*t, d, 3*d)
 }
 
-// tokenKernel builds the kernels of the token ops, and refuses an op this
-// backend runs on vectors and images only when it is given tokens. It
-// returns nil and no error for the other ops.
-func (m *model) tokenKernel(u *unit) (kernel, error) {
-	first := u.nodes[0]
-	var in layout
-	if len(u.in) > 0 {
-		in = u.in[0]
+func init() {
+	registerKernel("tokens", opKernel{build: buildTokens, tokens: true})
+	registerKernel("class_token", opKernel{build: buildClassToken, tokens: true})
+	registerKernel("pos_embed", opKernel{build: buildPosEmbed, tokens: true})
+	registerKernel("select_token", opKernel{build: buildSelectToken, tokens: true})
+	registerKernel("mean_tokens", opKernel{build: buildSelectToken, tokens: true})
+	registerKernel("attention", opKernel{build: buildAttention, tokens: true})
+}
+
+func buildTokens(_ *model, u *unit, _ tail) (kernel, error) {
+	if !u.in0().spatial {
+		return nil, unsupported(u.nodes[0], "needs [C, H, W]")
 	}
-	switch first.Op {
-	case "tokens":
-		if !in.spatial {
-			return nil, unsupported(first, "needs [C, H, W]")
-		}
-		return tokensKernel{}, nil
-	case "class_token", "pos_embed", "attention", "select_token", "mean_tokens", "random_attention":
-		if in.spatial || len(first.In) != 1 || len(first.In[0]) != 2 {
-			return nil, unsupported(first, "needs tokens [T, D]")
-		}
-	default:
-		seq := u.out.seq()
-		for _, l := range u.in {
-			seq = seq || l.seq()
-		}
-		switch first.Op {
-		case "dense", "layernorm", "relu", "gelu", "sigmoid", "tanh", "dropout", "add", "flatten":
-		default:
-			if seq {
-				return nil, unsupported(first, "on tokens [T, D] is not implemented by the cpu backend")
-			}
-		}
-		return nil, nil
+	return tokensKernel{}, nil
+}
+
+// tokensIn is the tokens [t, d] a token op reads, refusing anything else.
+func tokensIn(u *unit) (t, d int, err error) {
+	first, in := u.nodes[0], u.in0()
+	if in.spatial || len(first.In) != 1 || len(first.In[0]) != 2 {
+		return 0, 0, unsupported(first, "needs tokens [T, D]")
 	}
-	t, d := in.h, in.c
+	return in.h, in.c, nil
+}
+
+func buildClassToken(m *model, u *unit, _ tail) (kernel, error) {
+	t, d, err := tokensIn(u)
+	if err != nil {
+		return nil, err
+	}
+	return &classTokenKernel{t: t, d: d, w: m.newParam(u.nodes[0].Name+".weight", []int64{1, 1, int64(d)})}, nil
+}
+
+func buildPosEmbed(m *model, u *unit, _ tail) (kernel, error) {
+	t, d, err := tokensIn(u)
+	if err != nil {
+		return nil, err
+	}
+	return &posEmbedKernel{w: m.newParam(u.nodes[0].Name+".weight", []int64{1, int64(t), int64(d)})}, nil
+}
+
+// buildSelectToken is select_token's kernel, or mean_tokens'.
+func buildSelectToken(_ *model, u *unit, _ tail) (kernel, error) {
+	t, d, err := tokensIn(u)
+	if err != nil {
+		return nil, err
+	}
+	return &selectTokenKernel{t: t, d: d, mean: u.nodes[0].Op == "mean_tokens"}, nil
+}
+
+func buildAttention(m *model, u *unit, _ tail) (kernel, error) {
+	t, d, err := tokensIn(u)
+	if err != nil {
+		return nil, err
+	}
+	first, a := u.nodes[0], u.nodes[0].Args
 	name := first.Name
-	switch first.Op {
-	case "class_token":
-		return &classTokenKernel{t: t, d: d, w: m.newParam(name+".weight", []int64{1, 1, int64(d)})}, nil
-	case "pos_embed":
-		return &posEmbedKernel{w: m.newParam(name+".weight", []int64{1, int64(t), int64(d)})}, nil
-	case "select_token", "mean_tokens":
-		return &selectTokenKernel{t: t, d: d, mean: first.Op == "mean_tokens"}, nil
-	}
-	a := first.Args
-	if first.Op == "random_attention" {
-		if k, ok := m.randAttnKernelFor(name, t, d, a); ok {
-			return k, nil
-		}
-		return nil, unsupported(first, "needs heads dividing the token width and at least one feature")
-	}
 	h := int(a.Heads)
 	if h < 1 || d%h != 0 {
 		return nil, unsupported(first, "needs heads dividing the token width")

@@ -274,197 +274,97 @@ func unsupported(n *stdlib.Node, why string) error {
 	return fmt.Errorf("%w: %s (%s) %s", engine.ErrUnsupported, n.Name, n.Op, why)
 }
 
+// opKernel is how the cpu backend runs one op. Each kernel's file
+// registers the ops it runs (registerKernel, in its init), so that a new
+// op's kernel and its dispatch sit in one file.
+type opKernel struct {
+	// build makes the kernel of unit u, whose first node is the op's;
+	// t is the fused tail after it.
+	build func(m *model, u *unit, t tail) (kernel, error)
+	// fuses says the op may head a fused unit, its build reading t;
+	// a unit headed by any other op is refused.
+	fuses bool
+	// tokens says the op runs on tokens [T, D], or makes or reads them
+	// (checking their shape in build); the others refuse tokens.
+	tokens bool
+}
+
+// tail is what a fused unit runs after its first node: a batchnorm and
+// an activation, each optional.
+type tail struct {
+	bn  *stdlib.Node
+	act actKind
+}
+
+// opKernels maps an op's name to its kernel, filled by registerKernel.
+var opKernels = map[string]opKernel{}
+
+// registerKernel adds op's kernel to opKernels; it runs in the package's
+// initialisation, where a second registration of op is a bug.
+func registerKernel(op string, k opKernel) {
+	if _, dup := opKernels[op]; dup {
+		panic("native: op " + op + " registered twice")
+	}
+	opKernels[op] = k
+}
+
+// kernelFor builds unit u's kernel from its first op's registration.
 func (m *model) kernelFor(u *unit) (kernel, error) {
 	first := u.nodes[0]
-	var bnNode, actNode *stdlib.Node
+	t, err := tailOf(u)
+	if err != nil {
+		return nil, err
+	}
+	k, ok := opKernels[first.Op]
+	if !k.tokens && u.onTokens() {
+		return nil, unsupported(first, "on tokens [T, D] is not implemented by the cpu backend")
+	}
+	if !ok {
+		return nil, unsupported(first, "is not implemented by the cpu backend (it can be planned, not run)")
+	}
+	if len(u.nodes) > 1 && !k.fuses {
+		return nil, unsupported(first, "cannot start a fused kernel")
+	}
+	return k.build(m, u, t)
+}
+
+// tailOf reads a fused unit's nodes after the first: a batchnorm and an
+// activation, refusing any other op.
+func tailOf(u *unit) (tail, error) {
+	var t tail
+	var actNode *stdlib.Node
 	for _, n := range u.nodes[1:] {
 		switch {
 		case n.Op == "batchnorm":
-			bnNode = n
+			t.bn = n
 		default:
 			if _, ok := actOf(n.Op); !ok {
-				return nil, unsupported(n, "cannot be fused here")
+				return tail{}, unsupported(n, "cannot be fused here")
 			}
 			actNode = n
 		}
 	}
-	act := actNone
 	if actNode != nil {
-		act, _ = actOf(actNode.Op)
+		t.act, _ = actOf(actNode.Op)
 	}
-	a := first.Args
-	if k, err := m.tokenKernel(u); k != nil || err != nil {
-		return k, err
+	return t, nil
+}
+
+// onTokens says whether the unit reads or writes tokens [T, D].
+func (u *unit) onTokens() bool {
+	seq := u.out.seq()
+	for _, l := range u.in {
+		seq = seq || l.seq()
 	}
-	switch first.Op {
-	case "input":
-		return inputKernel{}, nil
-	case "conv":
-		in, out := u.in[0], u.out
-		if !in.spatial {
-			return nil, unsupported(first, "needs [C, H, W]")
-		}
-		if in.vol() {
-			return m.conv3Kernel(first, bnNode, in, out, act)
-		}
-		geo := convGeomOf(in, out, a)
-		k := &convKernel{geo: geo, act: act}
-		k.w = m.newParam(first.Name+".weight", []int64{int64(out.c), int64(geo.cig), a.Kernel, a.Kernel})
-		if a.Bias {
-			k.b = m.newParam(first.Name+".bias", []int64{int64(out.c)})
-		}
-		if bnNode != nil {
-			k.bn = m.newBN(bnNode.Name, out.c, eps(bnNode.Args.Eps), bnNode.Args.Momentum)
-			for _, f := range m.cfg.Folds {
-				if f[0] == first.Name && f[1] == bnNode.Name {
-					k.fold = k.bn
-				}
-			}
-		}
-		return k, nil
-	case "convtranspose":
-		in, out := u.in[0], u.out
-		if !in.spatial || act != actNone || bnNode != nil {
-			return nil, unsupported(first, "needs [C, H, W] and runs unfused")
-		}
-		if in.vol() {
-			return m.convT3Kernel(first, in, out), nil
-		}
-		grp := int(max(a.Groups, 1))
-		eq := convGeomOf(out, in, a)
-		k := &convTKernel{eq: eq}
-		k.w = m.newParam(first.Name+".weight", []int64{int64(in.c), int64(out.c / grp), a.Kernel, a.Kernel})
-		if a.Bias {
-			k.b = m.newParam(first.Name+".bias", []int64{int64(out.c)})
-		}
-		return k, nil
-	case "dense", "lowrank_dense":
-		in := u.in[0]
-		if in.spatial {
-			return nil, unsupported(first, "over [C, H, W] maps the last axis; the cpu backend runs dense on vectors (flatten or gap first)")
-		}
-		k := &denseKernel{in: in.c, out: u.out.c, act: act, rows: in.rows()}
-		if first.Op == "dense" {
-			k.w = m.newParam(first.Name+".weight", []int64{int64(k.out), int64(k.in)})
-		} else {
-			k.lowrank, k.terms, k.rank = true, int(a.Terms), int(a.Rank)
-			if k.terms < 1 || k.rank < 1 {
-				return nil, unsupported(first, "needs terms and rank of at least 1")
-			}
-			k.u = m.newParam(first.Name+".u", []int64{a.Terms, int64(k.in), a.Rank})
-			k.v = m.newParam(first.Name+".v", []int64{a.Terms, a.Rank, int64(k.out)})
-		}
-		if a.Bias {
-			k.b = m.newParam(first.Name+".bias", []int64{int64(k.out)})
-		}
-		return k, nil
-	}
-	if len(u.nodes) > 1 {
-		return nil, unsupported(first, "cannot start a fused kernel")
-	}
-	in := layout{}
+	return seq
+}
+
+// in0 is the unit's first input layout, the zero layout when it has none.
+func (u *unit) in0() layout {
 	if len(u.in) > 0 {
-		in = u.in[0]
+		return u.in[0]
 	}
-	switch first.Op {
-	case "sketched_dense":
-		if in.spatial || a.Terms < 1 || a.Rank < 1 {
-			return nil, unsupported(first, "needs a vector, and terms and rank of at least 1")
-		}
-		return m.skDense(first.Name, in.c, u.out.c, int(a.Terms), int(a.Rank), a.Bias), nil
-	case "sketched_conv":
-		if !in.spatial || a.Terms < 1 || a.Rank < 1 {
-			return nil, unsupported(first, "needs [C, H, W], and terms and rank of at least 1")
-		}
-		geo := skConvGeomOf(in, u.out, a)
-		return m.skConv(first.Name, geo, u.out.c, int(a.Terms), int(a.Rank), int(a.Kernel), a.Bias), nil
-	case "batchnorm":
-		return &bnKernel{st: m.newBN(first.Name, u.out.c, eps(a.Eps), a.Momentum)}, nil
-	case "layernorm":
-		if u.out.spatial {
-			return nil, unsupported(first, "over [C, H, W] normalises the last axis only; the cpu backend runs layernorm on vectors")
-		}
-		f := int64(u.out.c)
-		return &lnKernel{f: u.out.c, rows: u.out.rows(), eps: eps(a.Eps),
-			gamma: m.newParam(first.Name+".weight", []int64{f}),
-			beta:  m.newParam(first.Name+".bias", []int64{f})}, nil
-	case "relu", "gelu", "sigmoid", "tanh":
-		k, _ := actOf(first.Op)
-		return &actKernel{a: k}, nil
-	case "softmax":
-		return softmaxKernel{}, nil
-	case "leakyrelu":
-		return &leakyKernel{slope: float32(a.Slope)}, nil
-	case "instancenorm", "pixelshuffle":
-		if !in.spatial {
-			return nil, unsupported(first, "needs [C, H, W]")
-		}
-		if first.Op == "pixelshuffle" {
-			return &shuffleKernel{r: int(a.Scale), h: in.h, w: in.w}, nil
-		}
-		k := &inKernel{c: u.out.c, eps: eps(a.Eps)}
-		if a.Affine {
-			c := int64(u.out.c)
-			k.gamma, k.beta = m.newParam(first.Name+".weight", []int64{c}), m.newParam(first.Name+".bias", []int64{c})
-		}
-		return k, nil
-	case "groupnorm":
-		return m.groupnormKernel(first, in)
-	case "maxpool", "avgpool":
-		if !in.spatial {
-			return nil, unsupported(first, "needs [C, H, W]")
-		}
-		s := a.Stride
-		if s == 0 {
-			s = a.Kernel
-		}
-		if in.vol() {
-			if first.Op != "maxpool" {
-				return nil, unsupported(first, "over a volume is not implemented (maxpool is)")
-			}
-			o := u.out
-			return &pool3Kernel{c: o.c, k: int(a.Kernel), s: int(s), p: int(a.Padding), d: in.d, h: in.h, w: in.w, do: o.d, ho: o.h, wo: o.w}, nil
-		}
-		return &poolKernel{max: first.Op == "maxpool", c: u.out.c, k: int(a.Kernel), s: int(s), p: int(a.Padding),
-			h: in.h, w: in.w, ho: u.out.h, wo: u.out.w}, nil
-	case "gap":
-		if !in.spatial {
-			return nil, unsupported(first, "needs [C, H, W]")
-		}
-		return &gapKernel{keep: u.out.spatial, s: in.s()}, nil
-	case "dropout":
-		return &dropoutKernel{p: a.P, node: uint64(first.ID) + 1}, nil
-	case "flatten":
-		return flattenKernel{}, nil
-	case "upsample":
-		if !in.spatial {
-			return nil, unsupported(first, "needs [C, H, W]")
-		}
-		if in.vol() {
-			if a.Mode != "" && a.Mode != "nearest" && a.Mode != "trilinear" {
-				return nil, unsupported(first, fmt.Sprintf("over a volume has mode %q", a.Mode))
-			}
-			return newUpsample3(in, u.out, a.Mode == "trilinear"), nil
-		}
-		if a.Mode != "" && a.Mode != "nearest" && a.Mode != "bilinear" {
-			return nil, unsupported(first, fmt.Sprintf("has mode %q", a.Mode))
-		}
-		return newUpsample(in.h, in.w, u.out.h, u.out.w, a.Mode == "bilinear", a.AlignCorners), nil
-	case "concat":
-		for _, l := range u.in {
-			if l.spatial != u.out.spatial {
-				return nil, unsupported(first, "joins tensors of different ranks")
-			}
-		}
-		return &concatKernel{k: len(u.ins)}, nil
-	case "add":
-		s := float32(1)
-		if a.FlowScale > 0 {
-			s = float32(a.FlowScale)
-		}
-		return &addKernel{k: len(u.ins), scale: s}, nil
-	}
-	return nil, unsupported(first, "is not implemented by the cpu backend (it can be planned, not run)")
+	return layout{}
 }
 
 func eps(e float64) float64 {
@@ -571,34 +471,4 @@ func kernelScratch(k kernel) (col, part int, wino bool) {
 		return col, part, geo.wino
 	}
 	return 0, 0, false
-}
-
-// denseOnly says whether g's work is all dense products and the
-// elementwise ops around them: an MLP. Such a model runs its matrix
-// products on OpenBLAS's own threads and everything else on the calling
-// goroutine alone (a pool of one), instead of splitting both across the
-// pool. OpenBLAS shares one packing of the weights between its threads
-// where the pool's halves each pack all of them, and its threads poll
-// between calls where a pool worker parks; the elementwise work of an
-// MLP (bias, activation, loss, Adam) is too small to pay for a fork-join
-// and, split, ran beside OpenBLAS's polling thread on the other core.
-// Measured on bench/models/mlp.pipe (a loop of 2,000 steps, median,
-// three interleaved runs each, quiet): 0.43 ms a step (Adam 0.08)
-// against 0.55 (Adam 0.12) with only the products on OpenBLAS and 0.61
-// to 0.66 with everything on the pool. In any other model OpenBLAS's
-// polling threads took the cores from the pool's workers: the Fashion
-// CNN's step went from 11.1 to 15.0 ms and the ViT's from 116 to 157 ms
-// with every product on OpenBLAS's threads (BenchmarkStep*, min of 3).
-func denseOnly(g *stdlib.Graph) bool {
-	dense := false
-	for _, n := range g.Nodes {
-		switch n.Op {
-		case "dense", "lowrank_dense":
-			dense = true
-		case "input", "flatten", "dropout", "relu", "gelu", "sigmoid", "tanh", "leakyrelu", "softmax":
-		default:
-			return false
-		}
-	}
-	return dense
 }

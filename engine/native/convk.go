@@ -298,3 +298,56 @@ func (k *convTKernel) backward(e *env) {
 		fwd(e.din[0])
 	}
 }
+
+func init() {
+	registerKernel("conv", opKernel{build: buildConv, fuses: true})
+	registerKernel("convtranspose", opKernel{build: buildConvT, fuses: true})
+}
+
+// buildConv is a conv's kernel, with the fused batchnorm and activation
+// (or a batchnorm folded into it for evaluation); over a volume, conv3d's.
+func buildConv(m *model, u *unit, t tail) (kernel, error) {
+	first, a := u.nodes[0], u.nodes[0].Args
+	in, out := u.in0(), u.out
+	if !in.spatial {
+		return nil, unsupported(first, "needs [C, H, W]")
+	}
+	if in.vol() {
+		return m.conv3Kernel(first, t.bn, in, out, t.act)
+	}
+	geo := convGeomOf(in, out, a)
+	k := &convKernel{geo: geo, act: t.act}
+	k.w = m.newParam(first.Name+".weight", []int64{int64(out.c), int64(geo.cig), a.Kernel, a.Kernel})
+	if a.Bias {
+		k.b = m.newParam(first.Name+".bias", []int64{int64(out.c)})
+	}
+	if t.bn != nil {
+		k.bn = m.newBN(t.bn.Name, out.c, eps(t.bn.Args.Eps), t.bn.Args.Momentum)
+		for _, f := range m.cfg.Folds {
+			if f[0] == first.Name && f[1] == t.bn.Name {
+				k.fold = k.bn
+			}
+		}
+	}
+	return k, nil
+}
+
+// buildConvT is a convtranspose's kernel, which runs unfused.
+func buildConvT(m *model, u *unit, t tail) (kernel, error) {
+	first, a := u.nodes[0], u.nodes[0].Args
+	in, out := u.in0(), u.out
+	if !in.spatial || t.act != actNone || t.bn != nil {
+		return nil, unsupported(first, "needs [C, H, W] and runs unfused")
+	}
+	if in.vol() {
+		return m.convT3Kernel(first, in, out), nil
+	}
+	grp := int(max(a.Groups, 1))
+	eq := convGeomOf(out, in, a)
+	k := &convTKernel{eq: eq}
+	k.w = m.newParam(first.Name+".weight", []int64{int64(in.c), int64(out.c / grp), a.Kernel, a.Kernel})
+	if a.Bias {
+		k.b = m.newParam(first.Name+".bias", []int64{int64(out.c)})
+	}
+	return k, nil
+}

@@ -1,8 +1,11 @@
 package native
 
 import (
-	"gonum.org/v1/gonum/blas"
 	"sync"
+
+	"gonum.org/v1/gonum/blas"
+
+	"pipe/stdlib"
 )
 
 // blasThreadsMu is held while a model runs a product on OpenBLAS's
@@ -182,4 +185,64 @@ func (k *denseKernel) backward(e *env) {
 	if e.din[0] != nil {
 		e.m.gemm(blas.NoTrans, blas.NoTrans, n, k.in, k.out, 1, g, k.out, k.w.data, k.in, beta, e.din[0], k.in)
 	}
+}
+
+func init() {
+	registerKernel("dense", opKernel{build: buildDense, fuses: true, tokens: true})
+	registerKernel("lowrank_dense", opKernel{build: buildDense, fuses: true})
+}
+
+// buildDense is a dense or lowrank_dense kernel with its fused
+// activation.
+func buildDense(m *model, u *unit, t tail) (kernel, error) {
+	first, a := u.nodes[0], u.nodes[0].Args
+	in := u.in0()
+	if in.spatial {
+		return nil, unsupported(first, "over [C, H, W] maps the last axis; the cpu backend runs dense on vectors (flatten or gap first)")
+	}
+	k := &denseKernel{in: in.c, out: u.out.c, act: t.act, rows: in.rows()}
+	if first.Op == "dense" {
+		k.w = m.newParam(first.Name+".weight", []int64{int64(k.out), int64(k.in)})
+	} else {
+		k.lowrank, k.terms, k.rank = true, int(a.Terms), int(a.Rank)
+		if k.terms < 1 || k.rank < 1 {
+			return nil, unsupported(first, "needs terms and rank of at least 1")
+		}
+		k.u = m.newParam(first.Name+".u", []int64{a.Terms, int64(k.in), a.Rank})
+		k.v = m.newParam(first.Name+".v", []int64{a.Terms, a.Rank, int64(k.out)})
+	}
+	if a.Bias {
+		k.b = m.newParam(first.Name+".bias", []int64{int64(k.out)})
+	}
+	return k, nil
+}
+
+// denseOnly says whether g's work is all dense products and the
+// elementwise ops around them: an MLP. Such a model runs its matrix
+// products on OpenBLAS's own threads and everything else on the calling
+// goroutine alone (a pool of one), instead of splitting both across the
+// pool. OpenBLAS shares one packing of the weights between its threads
+// where the pool's halves each pack all of them, and its threads poll
+// between calls where a pool worker parks; the elementwise work of an
+// MLP (bias, activation, loss, Adam) is too small to pay for a fork-join
+// and, split, ran beside OpenBLAS's polling thread on the other core.
+// Measured on bench/models/mlp.pipe (a loop of 2,000 steps, median,
+// three interleaved runs each, quiet): 0.43 ms a step (Adam 0.08)
+// against 0.55 (Adam 0.12) with only the products on OpenBLAS and 0.61
+// to 0.66 with everything on the pool. In any other model OpenBLAS's
+// polling threads took the cores from the pool's workers: the Fashion
+// CNN's step went from 11.1 to 15.0 ms and the ViT's from 116 to 157 ms
+// with every product on OpenBLAS's threads (BenchmarkStep*, min of 3).
+func denseOnly(g *stdlib.Graph) bool {
+	dense := false
+	for _, n := range g.Nodes {
+		switch n.Op {
+		case "dense", "lowrank_dense":
+			dense = true
+		case "input", "flatten", "dropout", "relu", "gelu", "sigmoid", "tanh", "leakyrelu", "softmax":
+		default:
+			return false
+		}
+	}
+	return dense
 }

@@ -185,3 +185,34 @@ func (k *shuffleKernel) backward(e *env) {
 		})
 	})
 }
+
+func init() {
+	registerKernel("leakyrelu", opKernel{build: buildLeaky})
+	registerKernel("instancenorm", opKernel{build: buildInstancenorm})
+	registerKernel("pixelshuffle", opKernel{build: buildPixelshuffle})
+}
+
+func buildLeaky(_ *model, u *unit, _ tail) (kernel, error) {
+	return &leakyKernel{slope: float32(u.nodes[0].Args.Slope)}, nil
+}
+
+func buildInstancenorm(m *model, u *unit, _ tail) (kernel, error) {
+	first, a := u.nodes[0], u.nodes[0].Args
+	if !u.in0().spatial {
+		return nil, unsupported(first, "needs [C, H, W]")
+	}
+	k := &inKernel{c: u.out.c, eps: eps(a.Eps)}
+	if a.Affine {
+		c := int64(u.out.c)
+		k.gamma, k.beta = m.newParam(first.Name+".weight", []int64{c}), m.newParam(first.Name+".bias", []int64{c})
+	}
+	return k, nil
+}
+
+func buildPixelshuffle(_ *model, u *unit, _ tail) (kernel, error) {
+	first, in := u.nodes[0], u.in0()
+	if !in.spatial {
+		return nil, unsupported(first, "needs [C, H, W]")
+	}
+	return &shuffleKernel{r: int(first.Args.Scale), h: in.h, w: in.w}, nil
+}

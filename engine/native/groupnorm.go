@@ -133,3 +133,9 @@ func (k *gnKernel) backward(e *env) {
 		}
 	})
 }
+
+func init() {
+	registerKernel("groupnorm", opKernel{build: func(m *model, u *unit, _ tail) (kernel, error) {
+		return m.groupnormKernel(u.nodes[0], u.in0())
+	}})
+}

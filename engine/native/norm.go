@@ -326,3 +326,24 @@ func (k *lnKernel) backward(e *env) {
 		}
 	}
 }
+
+func init() {
+	registerKernel("batchnorm", opKernel{build: buildBatchnorm})
+	registerKernel("layernorm", opKernel{build: buildLayernorm, tokens: true})
+}
+
+func buildBatchnorm(m *model, u *unit, _ tail) (kernel, error) {
+	first, a := u.nodes[0], u.nodes[0].Args
+	return &bnKernel{st: m.newBN(first.Name, u.out.c, eps(a.Eps), a.Momentum)}, nil
+}
+
+func buildLayernorm(m *model, u *unit, _ tail) (kernel, error) {
+	first, a := u.nodes[0], u.nodes[0].Args
+	if u.out.spatial {
+		return nil, unsupported(first, "over [C, H, W] normalises the last axis only; the cpu backend runs layernorm on vectors")
+	}
+	f := int64(u.out.c)
+	return &lnKernel{f: u.out.c, rows: u.out.rows(), eps: eps(a.Eps),
+		gamma: m.newParam(first.Name+".weight", []int64{f}),
+		beta:  m.newParam(first.Name+".bias", []int64{f})}, nil
+}

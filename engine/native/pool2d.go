@@ -264,3 +264,39 @@ func (k *gapKernel) backward(e *env) {
 		}
 	})
 }
+
+func init() {
+	registerKernel("maxpool", opKernel{build: buildPool})
+	registerKernel("avgpool", opKernel{build: buildPool})
+	registerKernel("gap", opKernel{build: buildGap})
+}
+
+// buildPool is a maxpool's or avgpool's kernel; over a volume, maxpool's
+// only.
+func buildPool(_ *model, u *unit, _ tail) (kernel, error) {
+	first, a, in := u.nodes[0], u.nodes[0].Args, u.in0()
+	if !in.spatial {
+		return nil, unsupported(first, "needs [C, H, W]")
+	}
+	s := a.Stride
+	if s == 0 {
+		s = a.Kernel
+	}
+	if in.vol() {
+		if first.Op != "maxpool" {
+			return nil, unsupported(first, "over a volume is not implemented (maxpool is)")
+		}
+		o := u.out
+		return &pool3Kernel{c: o.c, k: int(a.Kernel), s: int(s), p: int(a.Padding), d: in.d, h: in.h, w: in.w, do: o.d, ho: o.h, wo: o.w}, nil
+	}
+	return &poolKernel{max: first.Op == "maxpool", c: u.out.c, k: int(a.Kernel), s: int(s), p: int(a.Padding),
+		h: in.h, w: in.w, ho: u.out.h, wo: u.out.w}, nil
+}
+
+func buildGap(_ *model, u *unit, _ tail) (kernel, error) {
+	in := u.in0()
+	if !in.spatial {
+		return nil, unsupported(u.nodes[0], "needs [C, H, W]")
+	}
+	return &gapKernel{keep: u.out.spatial, s: in.s()}, nil
+}

@@ -346,3 +346,19 @@ func (m *model) randAttnKernelFor(name string, t, d int, a stdlib.OpArgs) (*rand
 	k.omega = m.newBuffer(name+".projection_matrix", []int64{int64(mf), int64(d / h)})
 	return k, true
 }
+
+func init() {
+	registerKernel("random_attention", opKernel{build: buildRandAttn, tokens: true})
+}
+
+func buildRandAttn(m *model, u *unit, _ tail) (kernel, error) {
+	t, d, err := tokensIn(u)
+	if err != nil {
+		return nil, err
+	}
+	first := u.nodes[0]
+	if k, ok := m.randAttnKernelFor(first.Name, t, d, first.Args); ok {
+		return k, nil
+	}
+	return nil, unsupported(first, "needs heads dividing the token width and at least one feature")
+}

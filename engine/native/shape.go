@@ -1,6 +1,7 @@
 package native
 
 import (
+	"fmt"
 	"math"
 )
 
@@ -415,4 +416,55 @@ func (softmaxKernel) backward(e *env) {
 			}
 		}
 	})
+}
+
+func init() {
+	registerKernel("input", opKernel{build: func(*model, *unit, tail) (kernel, error) { return inputKernel{}, nil }})
+	registerKernel("flatten", opKernel{build: func(*model, *unit, tail) (kernel, error) { return flattenKernel{}, nil }, tokens: true})
+	registerKernel("softmax", opKernel{build: func(*model, *unit, tail) (kernel, error) { return softmaxKernel{}, nil }})
+	registerKernel("dropout", opKernel{build: buildDropout, tokens: true})
+	registerKernel("add", opKernel{build: buildAdd, tokens: true})
+	registerKernel("concat", opKernel{build: buildConcat})
+	registerKernel("upsample", opKernel{build: buildUpsample})
+}
+
+func buildDropout(_ *model, u *unit, _ tail) (kernel, error) {
+	first := u.nodes[0]
+	return &dropoutKernel{p: first.Args.P, node: uint64(first.ID) + 1}, nil
+}
+
+func buildAdd(_ *model, u *unit, _ tail) (kernel, error) {
+	s := float32(1)
+	if f := u.nodes[0].Args.FlowScale; f > 0 {
+		s = float32(f)
+	}
+	return &addKernel{k: len(u.ins), scale: s}, nil
+}
+
+func buildConcat(_ *model, u *unit, _ tail) (kernel, error) {
+	for _, l := range u.in {
+		if l.spatial != u.out.spatial {
+			return nil, unsupported(u.nodes[0], "joins tensors of different ranks")
+		}
+	}
+	return &concatKernel{k: len(u.ins)}, nil
+}
+
+// buildUpsample is upsample's kernel, nearest or (bi/tri)linear; over a
+// volume, upsample3's.
+func buildUpsample(_ *model, u *unit, _ tail) (kernel, error) {
+	first, a, in := u.nodes[0], u.nodes[0].Args, u.in0()
+	if !in.spatial {
+		return nil, unsupported(first, "needs [C, H, W]")
+	}
+	if in.vol() {
+		if a.Mode != "" && a.Mode != "nearest" && a.Mode != "trilinear" {
+			return nil, unsupported(first, fmt.Sprintf("over a volume has mode %q", a.Mode))
+		}
+		return newUpsample3(in, u.out, a.Mode == "trilinear"), nil
+	}
+	if a.Mode != "" && a.Mode != "nearest" && a.Mode != "bilinear" {
+		return nil, unsupported(first, fmt.Sprintf("has mode %q", a.Mode))
+	}
+	return newUpsample(in.h, in.w, u.out.h, u.out.w, a.Mode == "bilinear", a.AlignCorners), nil
 }

@@ -192,3 +192,25 @@ func (m *model) skConv(name string, geo convGeom, out, terms, rank, kernel int, 
 	}
 	return k
 }
+
+func init() {
+	registerKernel("sketched_dense", opKernel{build: buildSkDense})
+	registerKernel("sketched_conv", opKernel{build: buildSkConv})
+}
+
+func buildSkDense(m *model, u *unit, _ tail) (kernel, error) {
+	first, a, in := u.nodes[0], u.nodes[0].Args, u.in0()
+	if in.spatial || a.Terms < 1 || a.Rank < 1 {
+		return nil, unsupported(first, "needs a vector, and terms and rank of at least 1")
+	}
+	return m.skDense(first.Name, in.c, u.out.c, int(a.Terms), int(a.Rank), a.Bias), nil
+}
+
+func buildSkConv(m *model, u *unit, _ tail) (kernel, error) {
+	first, a, in := u.nodes[0], u.nodes[0].Args, u.in0()
+	if !in.spatial || a.Terms < 1 || a.Rank < 1 {
+		return nil, unsupported(first, "needs [C, H, W], and terms and rank of at least 1")
+	}
+	geo := skConvGeomOf(in, u.out, a)
+	return m.skConv(first.Name, geo, u.out.c, int(a.Terms), int(a.Rank), int(a.Kernel), a.Bias), nil
+}
