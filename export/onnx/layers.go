@@ -132,7 +132,26 @@ func (e *exporter) convTranspose(n *stdlib.Node) (string, error) {
 		intAttr("group", max(a.Groups, 1))), nil
 }
 
+func init() {
+	registerLowering("conv", (*exporter).conv)
+	registerLowering("convtranspose", (*exporter).convTranspose)
+	registerLowering("batchnorm", (*exporter).batchnorm)
+	registerLowering("dense", (*exporter).dense)
+	registerLowering("lowrank_dense", (*exporter).lowrankDense)
+	registerLowering("sketched_dense", (*exporter).sketchedDense)
+	registerLowering("sketched_conv", (*exporter).sketchedConv)
+	registerLowering("upsample", (*exporter).upsample)
+	registerLowering("attention", (*exporter).attention)
+	registerLowering("random_attention", (*exporter).randomAttention)
+	registerLowering("groupnorm", (*exporter).groupnorm)
+}
+
+// batchnorm is BatchNormalization, or its input where the batchnorm is
+// folded into the conv before it.
 func (e *exporter) batchnorm(n *stdlib.Node) (string, error) {
+	if e.foldedBN[n.Name] {
+		return e.in(n, 0), nil
+	}
 	var ins []string
 	for _, s := range []string{"weight", "bias", "running_mean", "running_var"} {
 		p, err := e.param(n, s)

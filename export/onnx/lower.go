@@ -2,7 +2,6 @@ package onnx
 
 import (
 	"fmt"
-	"math"
 	"strings"
 
 	"pipe/engine"
@@ -149,147 +148,31 @@ func (e *exporter) lower() error {
 // in returns the value of a node's k-th input.
 func (e *exporter) in(n *stdlib.Node, k int) string { return e.vals[n.Inputs[k]] }
 
-func (e *exporter) lowerNode(n *stdlib.Node) (string, error) {
-	a := n.Args
-	out := n.Name
-	switch n.Op {
-	case "input":
-		return n.Name, nil
-	case "conv":
-		return e.conv(n)
-	case "convtranspose":
-		return e.convTranspose(n)
-	case "dense":
-		return e.dense(n)
-	case "lowrank_dense":
-		return e.lowrankDense(n)
-	case "sketched_dense":
-		return e.sketchedDense(n)
-	case "sketched_conv":
-		return e.sketchedConv(n)
-	case "batchnorm":
-		if e.foldedBN[n.Name] {
-			return e.in(n, 0), nil
-		}
-		return e.batchnorm(n)
-	case "layernorm":
-		w, err := e.param(n, "weight")
-		if err != nil {
-			return "", err
-		}
-		b, _ := e.param(n, "bias")
-		return e.op(out, "LayerNormalization", []string{e.in(n, 0), w, b}, intAttr("axis", -1), floatAttr("epsilon", float32(epsOf(a.Eps)))), nil
-	case "instancenorm":
-		c := n.Out[0]
-		var w, b string
-		if a.Affine {
-			var err error
-			if w, err = e.param(n, "weight"); err != nil {
-				return "", err
-			}
-			b, _ = e.param(n, "bias")
-		} else {
-			w = e.floats(n.Name+".ones", []int64{c}, fillF(int(c), 1))
-			b = e.floats(n.Name+".zeros", []int64{c}, fillF(int(c), 0))
-		}
-		return e.op(out, "InstanceNormalization", []string{e.in(n, 0), w, b}, floatAttr("epsilon", float32(epsOf(a.Eps)))), nil
-	case "groupnorm":
-		return e.groupnorm(n)
-	case "relu":
-		return e.op(out, "Relu", []string{e.in(n, 0)}), nil
-	case "sigmoid":
-		return e.op(out, "Sigmoid", []string{e.in(n, 0)}), nil
-	case "tanh":
-		return e.op(out, "Tanh", []string{e.in(n, 0)}), nil
-	case "leakyrelu":
-		return e.op(out, "LeakyRelu", []string{e.in(n, 0)}, floatAttr("alpha", float32(a.Slope))), nil
-	case "gelu":
-		// x·Φ(x) = 0.5·x·(1 + erf(x/√2)): Gelu is an operator only from
-		// opset 20.
-		x := e.in(n, 0)
-		d := e.op(out+"/div", "Div", []string{x, e.scalar(float32(math.Sqrt2))})
-		f := e.op(out+"/erf", "Erf", []string{d})
-		p := e.op(out+"/add", "Add", []string{f, e.scalar(1)})
-		m := e.op(out+"/mul", "Mul", []string{x, p})
-		return e.op(out, "Mul", []string{m, e.scalar(0.5)}), nil
-	case "softmax":
-		return e.op(out, "Softmax", []string{e.in(n, 0)}, intAttr("axis", 1)), nil
-	case "pixelshuffle":
-		return e.op(out, "DepthToSpace", []string{e.in(n, 0)}, intAttr("blocksize", a.Scale), stringAttr("mode", "CRD")), nil
-	case "maxpool", "avgpool":
-		sp := len(n.In[0]) - 1
-		s := a.Stride
-		if s == 0 {
-			s = a.Kernel
-		}
-		attrs := []attr{intsAttr("kernel_shape", rep(a.Kernel, sp)...), intsAttr("strides", rep(s, sp)...), intsAttr("pads", rep(a.Padding, 2*sp)...)}
-		if n.Op == "avgpool" {
-			// PyTorch's count_include_pad, which pipe follows.
-			return e.op(out, "AveragePool", []string{e.in(n, 0)}, append(attrs, intAttr("count_include_pad", 1))...), nil
-		}
-		return e.op(out, "MaxPool", []string{e.in(n, 0)}, attrs...), nil
-	case "gap":
-		sp := len(n.In[0]) - 1
-		axes := make([]int64, sp)
-		for i := range axes {
-			axes[i] = int64(2 + i)
-		}
-		return e.reduce(out, "ReduceMean", e.in(n, 0), a.Keepdims, axes...), nil
-	case "dropout":
-		return e.in(n, 0), nil
-	case "flatten":
-		return e.op(out, "Flatten", []string{e.in(n, 0)}, intAttr("axis", 1)), nil
-	case "upsample":
-		return e.upsample(n)
-	case "concat":
-		ins := make([]string, len(n.Inputs))
-		for i := range ins {
-			ins[i] = e.in(n, i)
-		}
-		return e.op(out, "Concat", ins, intAttr("axis", 1)), nil
-	case "add":
-		x := e.in(n, 0)
-		if s := a.FlowScale; s > 0 && s != 1 {
-			x = e.op(out+"/scale", "Mul", []string{x, e.scalar(float32(s))})
-		}
-		for i := 1; i < len(n.Inputs); i++ {
-			name := out
-			if i < len(n.Inputs)-1 {
-				name = fmt.Sprintf("%s/sum%d", out, i)
-			}
-			x = e.op(name, "Add", []string{x, e.in(n, i)})
-		}
-		return x, nil
-	case "tokens":
-		in := n.In[0]
-		r := e.op(out+"/reshape", "Reshape", []string{e.in(n, 0), e.shapeConst(0, in[0], in[1]*in[2])})
-		return e.op(out, "Transpose", []string{r}, intsAttr("perm", 0, 2, 1)), nil
-	case "class_token":
-		w, err := e.param(n, "weight")
-		if err != nil {
-			return "", err
-		}
-		d := n.In[0][1]
-		batch := e.batchDim(n.Inputs[0], out)
-		shape := e.op(out+"/shape", "Concat", []string{batch, e.shapeConst(1, d)}, intAttr("axis", 0))
-		tok := e.op(out+"/expand", "Expand", []string{w, shape})
-		return e.op(out, "Concat", []string{tok, e.in(n, 0)}, intAttr("axis", 1)), nil
-	case "pos_embed":
-		w, err := e.param(n, "weight")
-		if err != nil {
-			return "", err
-		}
-		return e.op(out, "Add", []string{e.in(n, 0), w}), nil
-	case "select_token":
-		return e.op(out, "Gather", []string{e.in(n, 0), e.ints("const.int.0", nil, 0)}, intAttr("axis", 1)), nil
-	case "mean_tokens":
-		return e.reduce(out, "ReduceMean", e.in(n, 0), false, 1), nil
-	case "attention":
-		return e.attention(n)
-	case "random_attention":
-		return e.randomAttention(n)
+// lowering appends the ONNX nodes of one graph node and returns the
+// value that holds its output.
+type lowering func(e *exporter, n *stdlib.Node) (string, error)
+
+// lowerings maps an op's name to its lowering. Each lowering's file
+// registers its ops (registerLowering, in its init), so that an op's
+// ONNX form and its dispatch sit in one place.
+var lowerings = map[string]lowering{}
+
+// registerLowering adds op's lowering; it runs in the package's
+// initialisation, where a second registration of op is a bug.
+func registerLowering(op string, f lowering) {
+	if _, dup := lowerings[op]; dup {
+		panic("onnx: op " + op + " registered twice")
 	}
-	return "", unsupported(n, "pipe has no ONNX form for op %s", n.Op)
+	lowerings[op] = f
+}
+
+// lowerNode lowers n by its op's registered lowering.
+func (e *exporter) lowerNode(n *stdlib.Node) (string, error) {
+	f := lowerings[n.Op]
+	if f == nil {
+		return "", unsupported(n, "pipe has no ONNX form for op %s", n.Op)
+	}
+	return f(e, n)
 }
 
 // batchDim is the dynamic batch extent of node id's value, as a 1-element
