@@ -77,6 +77,144 @@ def make_module(n):
     return None
 
 
+# FORWARDS maps an op to how a node of it runs, f(net, n, m, xs): net the
+# Net, n the node, m its module (None when make_module gives none), xs
+# its inputs. A node of an op with a module and no forward here runs its
+# module on its one input (conv, dense, the norms, pooling, dropout).
+FORWARDS = {}
+
+
+def forward(*ops):
+    """Registers the decorated function as the forward of ops."""
+    def register(f):
+        for op in ops:
+            if op in FORWARDS:
+                raise ValueError(f"op {op} has two forwards")
+            FORWARDS[op] = f
+        return f
+    return register
+
+
+@forward("attention")
+def attention_forward(net, n, m, xs):
+    # nn.MultiheadAttention as torchvision's encoder block calls
+    # it: self-attention, no attention weights returned.
+    # A causal mask is True above the diagonal: those scores
+    # are left out of the softmax.
+    mask = None
+    if n["args"].get("causal"):
+        t = xs[0].shape[1]
+        mask = torch.ones(t, t, dtype=torch.bool, device=xs[0].device).triu(1)
+    return m(xs[0], xs[0], xs[0], need_weights=False, attn_mask=mask)[0]
+
+
+@forward("tokens")
+def tokens_forward(net, n, m, xs):
+    # torchvision's _process_input: [N, D, H, W] to [N, H·W, D],
+    # a view.
+    x = xs[0]
+    return x.reshape(x.shape[0], x.shape[1], -1).permute(0, 2, 1)
+
+
+@forward("select_token")
+def select_token_forward(net, n, m, xs):
+    return xs[0][:, 0]
+
+
+@forward("mean_tokens")
+def mean_tokens_forward(net, n, m, xs):
+    return xs[0].mean(dim=1)
+
+
+@forward("batchnorm")
+def batchnorm_forward(net, n, m, xs):
+    if net.recomputing:
+        # A recomputed segment normalises with the batch's own
+        # statistics, exactly as the first pass did, without
+        # updating the running statistics a second time: the
+        # same op with momentum 0 (running·1 + batch·0), so that
+        # it saves the same tensors as the first pass, which
+        # checkpoint matches one for one.
+        return F.batch_norm(xs[0], m.running_mean, m.running_var, m.weight, m.bias, True, 0.0, m.eps)
+    return m(xs[0])
+
+
+@forward("input")
+def input_forward(net, n, m, xs):
+    return xs[0]
+
+
+@forward("relu")
+def relu_forward(net, n, m, xs):
+    return F.relu(xs[0])
+
+
+@forward("gelu")
+def gelu_forward(net, n, m, xs):
+    return F.gelu(xs[0])
+
+
+@forward("sigmoid")
+def sigmoid_forward(net, n, m, xs):
+    return torch.sigmoid(xs[0])
+
+
+@forward("tanh")
+def tanh_forward(net, n, m, xs):
+    return torch.tanh(xs[0])
+
+
+@forward("softmax")
+def softmax_forward(net, n, m, xs):
+    return F.softmax(xs[0], dim=1)
+
+
+@forward("flatten")
+def flatten_forward(net, n, m, xs):
+    return torch.flatten(xs[0], 1)
+
+
+@forward("leakyrelu")
+def leakyrelu_forward(net, n, m, xs):
+    return F.leaky_relu(xs[0], n["args"]["negative_slope"])
+
+
+@forward("pixelshuffle")
+def pixelshuffle_forward(net, n, m, xs):
+    return F.pixel_shuffle(xs[0], n["args"]["upscale_factor"])
+
+
+@forward("gap")
+def gap_forward(net, n, m, xs):
+    y = (F.adaptive_avg_pool3d if xs[0].dim() == 5 else F.adaptive_avg_pool2d)(xs[0], 1)
+    if not n["args"]["keepdims"]:
+        y = torch.flatten(y, 1)
+    return y
+
+
+@forward("upsample")
+def upsample_forward(net, n, m, xs):
+    a = n["args"]
+    kw = {"align_corners": a["align_corners"]} if a["mode"] in ("bilinear", "trilinear") else {}
+    return F.interpolate(xs[0], size=tuple(n["out"][1:]), mode=a["mode"], **kw)
+
+
+@forward("concat")
+def concat_forward(net, n, m, xs):
+    return torch.cat(xs, dim=1)
+
+
+@forward("add")
+def add_forward(net, n, m, xs):
+    y = xs[0]
+    s = n["args"]["scale"] or 1  # 0: no scale
+    if s != 1:
+        y = y * s  # add's scale: a scaled residual
+    for t in xs[1:]:
+        y = y + t
+    return y
+
+
 class LowRank(nn.Module):
     """pipe's lowrank_dense: y = x·Σ_i U_i·V_i + b, computed as
     [x·U_1, …, x·U_T]·[V_1; …; V_T] without forming the dense weight.

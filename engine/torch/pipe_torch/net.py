@@ -3,10 +3,9 @@ names."""
 
 import torch
 import torch.nn as nn
-import torch.nn.functional as F
 
 from . import wire
-from .modules import make_module
+from .modules import FORWARDS, make_module
 from .wire import Failure
 
 
@@ -74,78 +73,15 @@ class Net(nn.Module):
         self.timer = None
 
     def run_node(self, n, xs):
+        """Node n's output from its inputs xs: its op's registered forward
+        (modules.FORWARDS), else its module on its one input."""
         op = n["op"]
         m = self.mods[n["id"]]
-        if op in ("conv", "convtranspose", "dense", "lowrank_dense", "sketched_dense", "sketched_conv", "layernorm",
-                  "instancenorm", "groupnorm",
-                  "maxpool", "avgpool", "dropout", "class_token", "pos_embed", "random_attention"):
+        f = FORWARDS.get(op)
+        if f is not None:
+            return f(self, n, m, xs)
+        if m is not None:
             return m(xs[0])
-        if op == "attention":
-            # nn.MultiheadAttention as torchvision's encoder block calls
-            # it: self-attention, no attention weights returned.
-            # A causal mask is True above the diagonal: those scores
-            # are left out of the softmax.
-            mask = None
-            if n["args"].get("causal"):
-                t = xs[0].shape[1]
-                mask = torch.ones(t, t, dtype=torch.bool, device=xs[0].device).triu(1)
-            return m(xs[0], xs[0], xs[0], need_weights=False, attn_mask=mask)[0]
-        if op == "tokens":
-            # torchvision's _process_input: [N, D, H, W] to [N, H·W, D],
-            # a view.
-            x = xs[0]
-            return x.reshape(x.shape[0], x.shape[1], -1).permute(0, 2, 1)
-        if op == "select_token":
-            return xs[0][:, 0]
-        if op == "mean_tokens":
-            return xs[0].mean(dim=1)
-        if op == "batchnorm":
-            if self.recomputing:
-                # A recomputed segment normalises with the batch's own
-                # statistics, exactly as the first pass did, without
-                # updating the running statistics a second time: the
-                # same op with momentum 0 (running·1 + batch·0), so that
-                # it saves the same tensors as the first pass, which
-                # checkpoint matches one for one.
-                return F.batch_norm(xs[0], m.running_mean, m.running_var, m.weight, m.bias, True, 0.0, m.eps)
-            return m(xs[0])
-        if op == "input":
-            return xs[0]
-        if op == "relu":
-            return F.relu(xs[0])
-        if op == "gelu":
-            return F.gelu(xs[0])
-        if op == "sigmoid":
-            return torch.sigmoid(xs[0])
-        if op == "tanh":
-            return torch.tanh(xs[0])
-        if op == "softmax":
-            return F.softmax(xs[0], dim=1)
-        if op == "flatten":
-            return torch.flatten(xs[0], 1)
-        if op == "leakyrelu":
-            return F.leaky_relu(xs[0], n["args"]["negative_slope"])
-        if op == "pixelshuffle":
-            return F.pixel_shuffle(xs[0], n["args"]["upscale_factor"])
-        if op == "gap":
-            y = (F.adaptive_avg_pool3d if xs[0].dim() == 5 else F.adaptive_avg_pool2d)(xs[0], 1)
-            if not n["args"]["keepdims"]:
-                y = torch.flatten(y, 1)
-            return y
-        if op == "upsample":
-            a = n["args"]
-            kw = {"align_corners": a["align_corners"]} if a["mode"] in ("bilinear", "trilinear") else {}
-            return F.interpolate(xs[0], size=tuple(n["out"][1:]), mode=a["mode"], **kw)
-        if op == "concat":
-            return torch.cat(xs, dim=1)
-        if op == "add":
-            y = xs[0]
-            s = n["args"]["scale"] or 1  # 0: no scale
-            if s != 1:
-                y = y * s  # add's scale: a scaled residual
-            for t in xs[1:]:
-                y = y + t
-            return y
         raise Failure("unsupported", f"node {n['name']}: op {op} has no torch counterpart in this worker")
 
     def forward(self, x):
