@@ -1,0 +1,33 @@
+package onnx
+
+import (
+	"testing"
+
+	"pipe/internal/opswitch"
+	"pipe/stdlib"
+)
+
+// TestLoweringsNameOps checks that every registered lowering is a stdlib
+// op's, so that a misspelt registration fails here.
+func TestLoweringsNameOps(t *testing.T) {
+	if len(lowerings) < 20 {
+		t.Fatalf("%d lowerings registered: the registrations did not run", len(lowerings))
+	}
+	for op := range lowerings {
+		if stdlib.LookupOp(op) == nil {
+			t.Errorf("a lowering is registered for %q, which is no stdlib op", op)
+		}
+	}
+}
+
+// TestNoOpSwitchInLower keeps lower.go free of a switch on op names: an
+// op's lowering registers itself in its own file (registerLowering).
+func TestNoOpSwitchInLower(t *testing.T) {
+	cs, err := opswitch.Cases("lower.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range cs {
+		t.Errorf("lower.go:%d: case %q; register the op's lowering beside it instead", c.Line, c.Op)
+	}
+}
