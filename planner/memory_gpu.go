@@ -195,14 +195,27 @@ func (gm *gpuModel) total(m *costModel, b, act int64) int64 {
 
 // linear returns each phase's device memory at batch 0 and per sample,
 // without the allocator's rounding: the parts the solver can divide by.
-func (gm *gpuModel) linear(m *costModel, act int64, accum bool) (fixed, per [3]int64) {
+// A capped term is not linear: at b > 0 it counts as fixed at its size
+// at batch b; at b = 0 it is left out, which keeps maxBatch's bound one.
+func (gm *gpuModel) linear(m *costModel, act int64, accum bool, b int64) (fixed, per [3]int64) {
 	t0, t1 := gm.terms(m, 0, act, accum, false), gm.terms(m, 1, act, accum, false)
+	var tb []cost.Term
+	if b > 0 {
+		tb = gm.terms(m, b, act, accum, false)
+	}
 	for p := range 3 {
 		var a, c int64
 		for i := range t0 {
-			if t0[i].Phases&(1<<p) != 0 {
-				a, c = add(a, t0[i].Bytes), add(c, t1[i].Bytes)
+			if t0[i].Phases&(1<<p) == 0 {
+				continue
 			}
+			if t0[i].Capped {
+				if b > 0 {
+					a, c = add(a, tb[i].Bytes), add(c, tb[i].Bytes)
+				}
+				continue
+			}
+			a, c = add(a, t0[i].Bytes), add(c, t1[i].Bytes)
 		}
 		fixed[p], per[p] = a, sub(c, a)
 	}
@@ -213,7 +226,7 @@ func (gm *gpuModel) linear(m *costModel, act int64, accum bool) (fixed, per [3]i
 // linear parts, then a bisection below it with the allocator's rounding.
 // The bound leaves the accumulated gradients out, so that it is one.
 func (gm *gpuModel) maxBatch(m *costModel, budget, act int64) int64 {
-	fixed, per := gm.linear(m, act, false)
+	fixed, per := gm.linear(m, act, false, 0)
 	hi := int64(sat)
 	for p := range 3 {
 		if fixed[p] > budget {
@@ -249,7 +262,7 @@ func (gm *gpuModel) actBudget(m *costModel, budget, b int64) int64 {
 	}
 	accum := gm.accumulates(b)
 	full := phases(m.alloc, gm.terms(m, b, m.baseline, accum, false))
-	fixed, per := gm.linear(m, m.baseline, accum)
+	fixed, per := gm.linear(m, m.baseline, accum, b)
 	best := int64(sat)
 	for p := range 3 {
 		room := budget - (full[p].reserved - full[p].raw) - fixed[p]

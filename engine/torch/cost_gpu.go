@@ -159,9 +159,8 @@ func (gm *gpuTerms) Terms(s cost.GPUStep) []cost.Term {
 		put("cuBLASLt workspace", []int64{cublasLtWorkspace}, cost.InForward|cost.InBackward, plan.SourceConstant,
 			say("CUBLASLT_WORKSPACE_SIZE's default 1024 KiB per matmul with a fused bias (CUDABlas.cpp); torch >= 2.5 shares the cuBLAS one, so a bound"))
 	}
-	if gm.conv {
-		put("cuDNN workspace", []int64{gm.cudnnCap}, cost.InForward|cost.InBackward, plan.SourceConstant,
-			say("cudnn.benchmark's trials and the chosen algorithms, capped at %s by CUDNN_CONV_WSCAP_DBG, which the engine sets; a bound", cost.FormatBytes(gm.cudnnCap)))
+	if len(gm.convWS) > 0 {
+		ts = append(ts, gm.cudnnTerm(b, text))
 	}
 	put("torch.compile", nil, cost.InAll, plan.SourceUnmodelled,
 		say("unmodelled: Inductor's fused kernels may keep fewer activations and its autotuning may take workspace; gpu-check's measure shows it where compile runs"))
@@ -204,8 +203,10 @@ type gpuTerms struct {
 	world        int
 	bucket       int64
 	pinned       bool
-	conv, matmul bool
+	matmul       bool
 	cudnnCap     int64
+	// convWS is each convolution's largest workspace (cost_cudnn.go).
+	convWS []convWorkspace
 	// inX and inY are one sample's input and target bytes.
 	inX, inY int64
 }
@@ -234,11 +235,15 @@ func newGPUTerms(g *stdlib.Graph, prec plan.Precision, s cost.GPUSetup) *gpuTerm
 			}
 		}
 		gm.matmul = gm.matmul || matmulOps[nd.Op]
-		gm.conv = gm.conv || nd.Op == "conv" || nd.Op == "convtranspose"
 		if nd.Op == "input" {
 			gm.inX = cost.Add(gm.inX, cost.Mul(cost.Numel(nd.Out), 4))
 		}
 	}
+	elem := int64(4)
+	if gm.mixed {
+		elem = 2
+	}
+	gm.convWS = convWorkspaces(g, elem)
 	return gm
 }
 

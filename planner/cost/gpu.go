@@ -70,6 +70,10 @@ type Term struct {
 	Phases        uint8
 	Outside       bool
 	Source, Basis string
+	// Capped says the term grows with the batch but not in proportion
+	// (a workspace held to a cap): the batch solver bounds the batch
+	// without it, then prices it whole.
+	Capped bool
 }
 
 // GPU is set by an engine that prices its step on a GPU term by term.
