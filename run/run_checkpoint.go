@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/gob"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"pipe/dataset"
+	"pipe/stdlib"
 )
 
 // Checkpoint files.
@@ -49,9 +51,15 @@ const (
 type checkpointMeta struct {
 	Pipeline, Model, File, SourceSHA256, Backend string
 	// FileAbs is the source file's absolute path ("" in checkpoints
-	// written before it was kept, and for standard input).
-	FileAbs                      string
-	BatchSize, AccumulationSteps int64
+	// written before it was kept, and for standard input). Only a
+	// checkpoint without Structure is matched to its pipeline by it.
+	FileAbs string
+	// Structure fingerprints the model's graph (structureOf) and
+	// OptimizerKind and LossKind name what trained it: with the pipeline's
+	// and the model's names they identify a pipeline by its content, so
+	// the same file resumes after its folder moved or on another machine.
+	Structure, OptimizerKind, LossKind string
+	BatchSize, AccumulationSteps       int64
 	// WorldSize is the devices that trained together (0 in checkpoints
 	// written before data parallelism: 1).
 	WorldSize    int
@@ -270,6 +278,7 @@ func (r *runner) meta(reason string) *checkpointMeta {
 	p := r.p
 	m := &checkpointMeta{
 		Pipeline: p.Pipeline, Model: p.Model, File: p.File, FileAbs: absSource(p.File), SourceSHA256: p.SourceSHA256, Backend: r.backend.Name(),
+		Structure: structureOf(r.graph), OptimizerKind: p.Optimizer.Kind, LossKind: p.Loss,
 		BatchSize: p.BatchSize, AccumulationSteps: max(p.AccumulationSteps, 1), WorldSize: p.WorldSize(), Seed: r.set.seed, Threads: effectiveThreads(r.rc.threads),
 		Epochs: r.set.epochs, Position: r.pos, StepLosses: r.res.StepLosses, EpochResults: r.res.EpochResults,
 		BestLoss: r.bestLoss, HasBest: r.hasBest, TrainSeconds: r.res.TrainSeconds, Reason: reason, Written: time.Now().UTC(),
@@ -372,16 +381,10 @@ func (r *runner) resume() bool {
 		return false
 	}
 	p := r.p
-	here := absSource(p.File)
+	if !r.samePipeline(path, meta) {
+		return false
+	}
 	switch {
-	case meta.Pipeline != p.Pipeline || (meta.FileAbs != "" && here != "" && meta.FileAbs != here):
-		r.errorf(nil, CodeResume, "the checkpoint is another pipeline's",
-			"%s was written by pipeline %s from %s; this run is pipeline %s from %s. Resuming would continue the other file's training under this one's name. Start afresh without --resume, or give this run its own folder with --checkpoint-dir.",
-			path, meta.Pipeline, orUnknown(meta.FileAbs, meta.File), p.Pipeline, orUnknown(here, p.File))
-		return false
-	case meta.Model != p.Model:
-		r.errorf(nil, CodeResume, "the checkpoint is of another model", "%s holds model %s; the plan trains %s.", path, meta.Model, p.Model)
-		return false
 	case meta.BatchSize != p.BatchSize || meta.AccumulationSteps != max(p.AccumulationSteps, 1):
 		r.errorf(nil, CodeResume, "the checkpoint was trained with another batch",
 			"%s was written by a run with batch %d × %d accumulation steps; this plan has %d × %d, which would put the run at another place in the epoch. Plan with --batch %d, or start afresh without --resume.",
@@ -402,6 +405,10 @@ func (r *runner) resume() bool {
 		return false
 	}
 	r.adoptTarget(path, meta.TargetNormalize, meta.TargetMean, meta.TargetStd)
+	if meta.Structure != "" && meta.Structure != structureOf(r.graph) {
+		r.warnf(nil, CodeResume, "the model's layers changed since the checkpoint",
+			"%s was written by model %s with other layers; its tensors fit the model as the file declares it now, so the run continues with them.", path, p.Model)
+	}
 	// Warnings about a checkpoint that loaded; one that did not fit says only that.
 	if meta.SourceSHA256 != p.SourceSHA256 {
 		r.warnf(nil, CodeResume, "the source changed since the checkpoint",
@@ -468,4 +475,56 @@ func intactOthers(path string) string {
 		return " No other checkpoint in its folder reads back whole: start afresh without --resume."
 	}
 	return fmt.Sprintf(" These read back whole: %s; continue from one with --resume=%s.", strings.Join(ok, ", "), strings.SplitN(ok[0], " (", 2)[0])
+}
+
+// samePipeline reports (with a diagnostic when not) whether the
+// checkpoint at path was written by this pipeline: the same name, model
+// and optimizer, wherever its file lies now (a model whose layers changed
+// is SetState's to refuse, tensor by tensor). A checkpoint written before
+// the structure was kept is matched by its file's absolute path, as it
+// was then.
+func (r *runner) samePipeline(path string, meta *checkpointMeta) bool {
+	p := r.p
+	here := absSource(p.File)
+	another := func(why string) bool {
+		r.errorf(nil, CodeResume, "the checkpoint is another pipeline's",
+			"%s was written by pipeline %s from %s; this run is pipeline %s from %s%s. Resuming would continue the other training under this one's name. Start afresh without --resume, or give this run its own folder with --checkpoint-dir.",
+			path, meta.Pipeline, orUnknown(meta.FileAbs, meta.File), p.Pipeline, orUnknown(here, p.File), why)
+		return false
+	}
+	switch {
+	case meta.Pipeline != p.Pipeline:
+		return another("")
+	case meta.Model != p.Model:
+		r.errorf(nil, CodeResume, "the checkpoint is of another model", "%s holds model %s; the plan trains %s.", path, meta.Model, p.Model)
+		return false
+	case meta.Structure == "":
+		if meta.FileAbs != "" && here != "" && meta.FileAbs != here {
+			return another(" (the checkpoint predates content identity, so its file's path must match)")
+		}
+	case meta.OptimizerKind != "" && meta.OptimizerKind != p.Optimizer.Kind:
+		r.errorf(nil, CodeResume, "the checkpoint was trained with another optimizer",
+			"%s holds the state of optimizer %s; this plan trains with %s, which would read it as its own. Start afresh without --resume, or train with %s.",
+			path, meta.OptimizerKind, p.Optimizer.Kind, meta.OptimizerKind)
+		return false
+	}
+	if meta.LossKind != "" && meta.LossKind != p.Loss {
+		r.warnf(nil, CodeResume, "the loss changed since the checkpoint",
+			"%s was trained with loss %s; this run goes on with %s.", path, meta.LossKind, p.Loss)
+	}
+	return true
+}
+
+// structureOf fingerprints a model's graph: every node's name, op,
+// inputs, output shape and parameter count, which fix what its
+// checkpoint's tensors mean (SHA-256, hex).
+func structureOf(g *stdlib.Graph) string {
+	if g == nil {
+		return ""
+	}
+	h := sha256.New()
+	for _, n := range g.Nodes {
+		fmt.Fprintf(h, "%s\x00%s\x00%v\x00%v\x00%d\n", n.Name, n.Op, n.Inputs, n.Out, n.Params)
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

@@ -484,6 +484,36 @@ func TestResumeRefusesAnotherPipeline(t *testing.T) {
 	}
 }
 
+// TestResumeAfterTheProjectMoved: a pipeline is its content, not its
+// path: the same file resumes from another folder (or machine); the same
+// name with other layers, or another optimizer, is refused, saying so.
+func TestResumeAfterTheProjectMoved(t *testing.T) {
+	a := newJob(t, blobs)
+	ckpt := run.WithCheckpointDir(filepath.Join(a.dir, "shared"))
+	mustRun(t, a, nil, run.WithMaxSteps(3), ckpt)
+	moved := newJob(t, blobs)
+	moved.plan.File = filepath.Join(t.TempDir(), "renamed", "test.pipe")
+	res := mustRun(t, moved, nil, run.WithMaxSteps(5), run.WithResume(""), ckpt)
+	if res.ResumedFrom == nil || res.ResumedFrom.Step != 3 {
+		t.Fatalf("the moved file did not resume: %+v", res.ResumedFrom)
+	}
+	wider := newJob(t, strings.Replace(blobs, "dense 3", "dense 8 -> relu -> dense 3", 1))
+	if wider.plan.Pipeline != a.plan.Pipeline {
+		t.Fatalf("the variant is pipeline %s", wider.plan.Pipeline)
+	}
+	_, ds := wider.run(t, context.Background(), nil, run.Hooks{}, run.WithResume(""), ckpt)
+	// The fake engine takes any state, so the run goes on, saying so (an
+	// engine whose tensors do not fit refuses: TestResumeIntoAnotherModel...).
+	if d := findDiag(t, ds, run.CodeResume); !strings.Contains(d.Summary, "layers changed") {
+		t.Errorf("another structure under the same name: %s: %s", d.Summary, d.Detail)
+	}
+	sgd := newJob(t, strings.Replace(blobs, "optimizer adam", "optimizer sgd", 1))
+	_, ds = sgd.run(t, context.Background(), nil, run.Hooks{}, run.WithResume(""), ckpt)
+	if d := findDiag(t, ds, run.CodeResume); !strings.Contains(d.Summary, "another optimizer") {
+		t.Errorf("another optimizer: %s: %s", d.Summary, d.Detail)
+	}
+}
+
 // TestStepScheduleWithoutEvery: schedule step without every divides the
 // learning rate every third of the epochs, as the plan says, not every
 // epoch.
