@@ -79,7 +79,7 @@ class MeasureMixin:
             mem = self.cmd_memory({})
         except Exception:  # noqa: BLE001
             pass
-        node = getattr(self.net, "current", None) if getattr(self, "net", None) is not None else None
+        node = self.net.at[0] if getattr(self, "net", None) is not None else None
         phase = getattr(self, "phase", None) or "unknown"
         if phase not in ("forward", "evaluation"):
             node = None
@@ -127,7 +127,7 @@ class MeasureMixin:
                     kind = "parameter_casts"
                 else:
                     kind = "activations"
-                at = net.current_id if where[0] == "forward" else where[0]
+                at = net.at[1] if where[0] == "forward" else where[0]
                 seen[key] = (kind, nbytes, str(t.dtype).replace("torch.", ""), at)
             return t
 

@@ -50,7 +50,7 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin):
             cmd = None
             self.phase = None
             if getattr(self, "net", None) is not None:
-                self.net.current = None
+                self.net.at[0] = self.net.at[1] = None
             try:
                 try:
                     cmd, args = wire.read_request(line)
