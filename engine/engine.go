@@ -475,6 +475,11 @@ func (e *OutOfMemoryError) Error() string {
 // labels out of range, a batch larger than the model was built for.
 var ErrBadBatch = errors.New("bad batch")
 
+// ErrWorkerLost is matched (errors.Is) by the errors of a model whose
+// worker process died or whose peer rank went away: a cause outside the
+// model and its settings, so a checkpoint resumes as it is.
+var ErrWorkerLost = errors.New("a worker process was lost")
+
 // ErrUnsupported is wrapped by Build's errors for ops, fusion kinds or
 // settings a backend cannot run.
 var ErrUnsupported = errors.New("not supported")

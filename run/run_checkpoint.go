@@ -328,8 +328,11 @@ func (r *runner) checkpoint(reason string, best bool) bool {
 				fix = "give another folder with --checkpoint-dir"
 			}
 			kept := "No earlier checkpoint was there, so the steps trained are lost: " + fix + ", then run again."
+			lastPath := filepath.Join(r.set.ckptDir, LastCheckpoint)
 			if _, serr := os.Stat(path); serr == nil {
 				kept = "The previous " + name + " is intact: " + fix + ", then continue from it with --resume."
+			} else if _, serr := os.Stat(lastPath); serr == nil && name != LastCheckpoint {
+				kept = lastPath + " is intact: " + fix + ", then continue from it with --resume."
 			}
 			r.res.Status = StatusFailed
 			r.errorf(nil, CodeCheckpoint, "cannot write checkpoint "+path, "%s. %s", diskFull(err), kept)

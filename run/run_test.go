@@ -3,6 +3,7 @@ package run_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -13,6 +14,7 @@ import (
 	"syscall"
 	"testing"
 
+	"pipe/engine"
 	"pipe/engine/enginetest"
 	"pipe/lang/diag"
 	"pipe/run"
@@ -511,6 +513,54 @@ func TestResumeAfterTheProjectMoved(t *testing.T) {
 	_, ds = sgd.run(t, context.Background(), nil, run.Hooks{}, run.WithResume(""), ckpt)
 	if d := findDiag(t, ds, run.CodeResume); !strings.Contains(d.Summary, "another optimizer") {
 		t.Errorf("another optimizer: %s: %s", d.Summary, d.Detail)
+	}
+}
+
+// TestFullDiskAfterLastSaysLastIsIntact: when last.ckpt was written and
+// the epoch's own checkpoint then fails, the message says last.ckpt is
+// intact, not that the steps trained are lost.
+func TestFullDiskAfterLastSaysLastIsIntact(t *testing.T) {
+	j := newJob(t, strings.Replace(blobs, "loss cross_entropy", "loss cross_entropy  checkpoint all", 1))
+	files := 0
+	full := run.WithCheckpointWriter(func(w io.Writer) io.Writer {
+		files++
+		if files == 1 {
+			return w // last.ckpt
+		}
+		return &enospc{w: w, n: 100}
+	})
+	_, ds := j.run(t, context.Background(), nil, run.Hooks{}, full)
+	d := findDiag(t, ds, run.CodeCheckpoint)
+	if !strings.Contains(d.Detail, run.LastCheckpoint+" is intact") || strings.Contains(d.Detail, "lost") {
+		t.Errorf("epoch checkpoint on a full disk: %s", d.Detail)
+	}
+}
+
+// TestAdviceFollowsTheCause: after a failure, what to do with the
+// checkpoint kept follows the cause: a lost worker resumes as it is, a
+// non-finite loss with a lower learning rate, an out-of-memory with its
+// own batch once the device has room.
+func TestAdviceFollowsTheCause(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		be      *enginetest.Backend
+		want    string
+		mustNot string
+	}{
+		{"worker lost", &enginetest.Backend{FailAt: 25, Fail: fmt.Errorf("the worker of rank 1 died: %w", engine.ErrWorkerLost)}, "as it is", "learning rate"},
+		{"non-finite", &enginetest.Backend{NaNAt: 25}, "lower learning rate", "as it is"},
+		{"out of memory", &enginetest.Backend{OOMAt: 25}, "its own batch", "learning rate"},
+		{"other", &enginetest.Backend{FailAt: 25, Fail: errors.New("something else")}, "once the cause above is fixed", "learning rate"},
+	} {
+		j := newJob(t, blobs)
+		_, ds := j.run(t, context.Background(), c.be, run.Hooks{})
+		if !ds.HasErrors() {
+			t.Fatalf("%s: no error", c.name)
+		}
+		msg := ds.Error()
+		if !strings.Contains(msg, "last.ckpt") || !strings.Contains(msg, c.want) || strings.Contains(msg, c.mustNot) {
+			t.Errorf("%s: want %q and not %q:\n%s", c.name, c.want, c.mustNot, msg)
+		}
 	}
 }
 

@@ -451,12 +451,20 @@ func (t *trainer) flush() error {
 // value points at the layer that produced it.
 func (r *runner) trainErr(err error) {
 	r.res.Position = r.pos // the steps taken before the failure count
-	kept := "No checkpoint was written before it."
-	if r.res.Checkpoint != "" {
-		kept = fmt.Sprintf("The last good checkpoint, %s, is kept; resume from it with a lower learning rate or grad_clip.", r.res.Checkpoint)
+	// What to do with the checkpoint kept depends on the cause.
+	keptFor := func(advice string) string {
+		if r.res.Checkpoint == "" {
+			return "No checkpoint was written before it."
+		}
+		return fmt.Sprintf("The last good checkpoint, %s, is kept; %s", r.res.Checkpoint, advice)
+	}
+	kept := keptFor("resume from it with --resume once the cause above is fixed.")
+	if errors.Is(err, engine.ErrWorkerLost) {
+		kept = keptFor("nothing here points at the model or its settings, so resume from it with --resume as it is.")
 	}
 	var nf *engine.NonFiniteError
 	if errors.As(err, &nf) {
+		kept = keptFor("resume from it with a lower learning rate or grad_clip.")
 		r.res.Status = StatusNonFinite
 		var at *diag.Range
 		summary := fmt.Sprintf("the loss is not finite at step %d", nf.Step+1)
@@ -474,6 +482,7 @@ func (r *runner) trainErr(err error) {
 	}
 	var oom *engine.OutOfMemoryError
 	if errors.As(err, &oom) {
+		kept = keptFor("it resumes with its own batch once the device has the memory (a resume keeps the batch it was trained with); a lower batch starts afresh.")
 		r.res.Status = StatusFailed
 		oom.Step = r.pos.Step
 		at := rangeOf(r.mspec.NameRange)

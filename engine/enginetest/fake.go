@@ -29,6 +29,10 @@ type Backend struct {
 	// StepDelay makes every TrainStep take at least this long, as a
 	// bigger model would (the loader stall tests).
 	StepDelay time.Duration
+	// FailAt makes the FailAt-th micro-batch trained return Fail; 0
+	// never does.
+	FailAt int64
+	Fail   error
 }
 
 // Name implements engine.Backend.
@@ -58,7 +62,7 @@ func (b *Backend) Build(g *stdlib.Graph, cfg engine.Config) (engine.Model, error
 		return nil, fmt.Errorf("exectest: optimizer %q: %w", cfg.Optimizer.Kind, engine.ErrUnsupported)
 	}
 	out := g.OutShape()
-	m := &Model{cfg: cfg, g: g, nanAt: b.NaNAt, oomAt: b.OOMAt, noise: b.Noise, delay: b.StepDelay, outShape: append([]int64(nil), out...)}
+	m := &Model{cfg: cfg, g: g, nanAt: b.NaNAt, oomAt: b.OOMAt, failAt: b.FailAt, fail: b.Fail, noise: b.Noise, delay: b.StepDelay, outShape: append([]int64(nil), out...)}
 	m.f = numel(g.Input)
 	m.o = numel(out)
 	m.k = 1
@@ -106,6 +110,8 @@ type Model struct {
 	micro      int64
 	nanAt      int64
 	oomAt      int64
+	failAt     int64
+	fail       error
 	noise      float64
 	delay      time.Duration
 	xbuf, zbuf []float32
@@ -266,6 +272,9 @@ func (m *Model) TrainStep(b *dataset.Batch, scale float64) (float64, error) {
 		return 0, err
 	}
 	n := b.N
+	if m.failAt > 0 && m.micro+1 == m.failAt {
+		return 0, m.fail
+	}
 	if m.oomAt > 0 && m.micro+1 == m.oomAt {
 		last := m.g.Nodes[len(m.g.Nodes)-1]
 		return 0, &engine.OutOfMemoryError{Step: m.step, Phase: "forward", Node: last.Name, Device: "cuda:0",

@@ -56,6 +56,9 @@ func (e *WorkerError) Error() string {
 
 func (e *WorkerError) Unwrap() error { return e.Err }
 
+// Is makes a dead worker engine.ErrWorkerLost.
+func (e *WorkerError) Is(target error) bool { return target == engine.ErrWorkerLost }
+
 func lastLines(s string, n int) string {
 	s = strings.TrimRight(s, "\n")
 	if s == "" {
@@ -99,6 +102,9 @@ func replyErr(r response, rank int) error {
 		msg = "failed without a message"
 	}
 	err := fmt.Errorf("torch worker (rank %d): %s", rank, msg)
+	if peerLost(msg) {
+		err = &peerLostError{err: err}
+	}
 	if r.Trace != "" {
 		err = fmt.Errorf("%w\n%s", err, strings.TrimRight(r.Trace, "\n"))
 	}
@@ -110,3 +116,25 @@ func IsStartError(err error) bool {
 	var s *StartError
 	return errors.As(err, &s)
 }
+
+// peerLostSigns are what gloo and NCCL say on a rank whose peer went away
+// (killed, its machine lost, its connection cut).
+var peerLostSigns = []string{"Connection reset by peer", "Connection closed by peer", "Broken pipe",
+	"remote process exited", "NCCL communicator was aborted", "Socket Timeout"}
+
+func peerLost(msg string) bool {
+	for _, s := range peerLostSigns {
+		if strings.Contains(msg, s) {
+			return true
+		}
+	}
+	return false
+}
+
+// peerLostError is a rank's failure because a peer went away: it is
+// engine.ErrWorkerLost, so the advice is to resume as is.
+type peerLostError struct{ err error }
+
+func (e *peerLostError) Error() string        { return e.err.Error() }
+func (e *peerLostError) Unwrap() error        { return e.err }
+func (e *peerLostError) Is(target error) bool { return target == engine.ErrWorkerLost }

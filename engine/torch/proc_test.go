@@ -1,10 +1,13 @@
 package torch
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"syscall"
 	"testing"
+
+	"pipe/engine"
 )
 
 func fmtSscan(s string, v *int) (int, error) { return fmt.Sscan(s, v) }
@@ -30,4 +33,16 @@ func TestRendezvousPort(t *testing.T) {
 		t.Fatalf("port %d is not free: %v", p, err)
 	}
 	l.Close()
+}
+
+// TestLostPeerIsWorkerLost: a dead worker, and a rank whose peer went
+// away, are engine.ErrWorkerLost (the run's advice: resume as is); a
+// failure of the model's own is not.
+func TestLostPeerIsWorkerLost(t *testing.T) {
+	peer := replyErr(response{failure: failure{Kind: kindError, Error: "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer [127.0.0.1]:2"}}, 0)
+	own := replyErr(response{failure: failure{Kind: kindError, Error: "RuntimeError: mat1 and mat2 shapes cannot be multiplied"}}, 0)
+	dead := &WorkerError{Rank: 1, PID: 7, Err: errors.New("signal: killed")}
+	if !errors.Is(peer, engine.ErrWorkerLost) || !errors.Is(dead, engine.ErrWorkerLost) || errors.Is(own, engine.ErrWorkerLost) {
+		t.Errorf("lost: peer %v, dead %v, own %v", errors.Is(peer, engine.ErrWorkerLost), errors.Is(dead, engine.ErrWorkerLost), errors.Is(own, engine.ErrWorkerLost))
+	}
 }

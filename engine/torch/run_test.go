@@ -191,6 +191,9 @@ func TestKilledWorker(t *testing.T) {
 	if !strings.Contains(msg, "last.ckpt") {
 		t.Errorf("the error does not name the checkpoint kept:\n%s", msg)
 	}
+	if strings.Contains(msg, "learning rate") || !strings.Contains(msg, "as it is") {
+		t.Errorf("the advice does not follow the cause (a killed worker):\n%s", msg)
+	}
 	// The checkpoint of the first epoch resumes.
 	again := mustRunJob(t, resumable, "torch", dir, py, run.WithResume(""), run.WithMaxSteps(26))
 	if again.ResumedFrom == nil || again.ResumedFrom.Step != 24 {
