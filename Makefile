@@ -105,9 +105,16 @@ $(LANDSAT) &: | deps
 $(VOLUME): data/L7_ETMs.tif internal/mkvolume/main.go
 	$(GO) run ./internal/mkvolume data/L7_ETMs.tif data/landsat_volume.zarr
 
+# The version pipe version prints: git describe needs no network, and
+# gives the commit alone when there is no tag; empty outside a checkout,
+# where pipe falls back on what Go stamped.
+VERSION    := $(shell git describe --tags --always --dirty 2>/dev/null)
+COMMIT     := $(shell git rev-parse HEAD 2>/dev/null)
+LDVERSION   = -X main.version=$(VERSION) -X main.commit=$(COMMIT)
+
 ## build: bin/pipe (go's own cache makes a no-change rebuild cheap).
 build:
-	$(GO) build -o $(BIN) ./cmd/pipe
+	$(GO) build -ldflags '$(LDVERSION)' -o $(BIN) ./cmd/pipe
 
 # The editor's grammar tests run first, so go test's own summary closes the output.
 # The torch engine's tests drive Debian's python3-torch, and fail rather than skip
@@ -187,7 +194,7 @@ GPUCHECKFLAGS  ?= -steps 50
 # Stripped (-s -w), so that both travel to a GPU machine in under 64 MiB.
 gpu-bundle:
 	@mkdir -p bin
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/pipe-static ./cmd/pipe
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w $(LDVERSION)' -o bin/pipe-static ./cmd/pipe
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/gpucheck ./bench/cmd/gpucheck
 
 # gpu-smoke is the torch engine's first end-to-end check on one GPU, at most 8 minutes

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"runtime/debug"
 	"sort"
 	"strings"
 
@@ -232,22 +231,4 @@ func (a *app) printDiags(ds diag.Diagnostics, sources render.Sources) {
 		return
 	}
 	_ = render.Text(a.env.Stderr, ds, sources, render.Options{Color: a.color})
-}
-
-func runVersion(a *app, args []string) int {
-	v := "(devel)"
-	goVer := ""
-	if bi, ok := debug.ReadBuildInfo(); ok {
-		if bi.Main.Version != "" {
-			v = bi.Main.Version
-		}
-		goVer = bi.GoVersion
-		for _, s := range bi.Settings {
-			if s.Key == "vcs.revision" && len(s.Value) >= 12 {
-				v += " " + s.Value[:12]
-			}
-		}
-	}
-	fmt.Fprintf(a.env.Stdout, "pipe %s %s\n", strings.TrimSpace(v), goVer)
-	return exitOK
 }

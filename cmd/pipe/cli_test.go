@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"testing"
 )
@@ -142,5 +143,35 @@ func TestUnknownCommandAndVersion(t *testing.T) {
 	}
 	if code, stdout, _ := runPipe(t, "", "version"); code != exitOK || !strings.HasPrefix(stdout, "pipe ") {
 		t.Fatalf("version: %d %q", code, stdout)
+	}
+}
+
+// pipe version says which version and commit it was built from, or that
+// it does not know; never Go's bare "(devel)".
+func TestVersionStamp(t *testing.T) {
+	code, stdout, _ := runPipe(t, "", "version")
+	if code != exitOK || strings.Contains(stdout, "(devel)") || !strings.Contains(stdout, "commit ") {
+		t.Errorf("pipe version: exit %d, %q", code, stdout)
+	}
+	vcs := &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}, Settings: []debug.BuildSetting{
+		{Key: "vcs.revision", Value: "abcdef1234567890abcdef1234567890abcdef12"},
+		{Key: "vcs.time", Value: "2026-11-27T10:11:12Z"},
+		{Key: "vcs.modified", Value: "true"},
+	}}
+	for _, c := range []struct {
+		ver, commit string
+		bi          *debug.BuildInfo
+		want        string
+	}{
+		{"", "", nil, "devel (commit unknown)"},
+		{"", "", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "(devel)"}}, "devel (commit unknown) go1.26.8"},
+		{"", "", vcs, "devel (commit abcdef123456, 2026-11-27, modified) go1.26.8"},
+		{"v0.3.1-4-gabcdef1-dirty", "", vcs, "v0.3.1-4-gabcdef1-dirty (commit abcdef123456, 2026-11-27, modified) go1.26.8"},
+		{"v0.3.1", "0123456789abcdef", &debug.BuildInfo{GoVersion: "go1.26.8"}, "v0.3.1 (commit 0123456789ab) go1.26.8"},
+		{"", "", &debug.BuildInfo{GoVersion: "go1.26.8", Main: debug.Module{Version: "v1.2.3"}}, "v1.2.3 (commit unknown) go1.26.8"},
+	} {
+		if got := readStamp(c.ver, c.commit, c.bi).String(); got != c.want {
+			t.Errorf("readStamp(%q, %q): %q, want %q", c.ver, c.commit, got, c.want)
+		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"runtime/debug"
 
 	"pipe/cmd/pipe/internal/views"
 	"pipe/export/onnx"
@@ -90,12 +89,4 @@ func (a *app) writeONNX(t *run.Trained, out string, opset int, path string) int 
 	}
 	views.Export(a.env.Stdout, out, t, sum, path)
 	return exitOK
-}
-
-// pipeVersion is the module's version for the file's producer_version.
-func pipeVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }

@@ -6,7 +6,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 
 	"pipe/lang"
@@ -44,7 +43,7 @@ func runLSP(a *app, args []string) int {
 	err := lsp.Serve(ctx, &stdio{in: a.env.Stdin, out: a.env.Stdout},
 		lsp.WithLogger(log),
 		lsp.WithDebounce(*debounce),
-		lsp.WithVersion(buildVersion()),
+		lsp.WithVersion(pipeVersion()),
 		lsp.WithPlanner(a.lspPlanner()),
 	)
 	if err != nil {
@@ -78,15 +77,6 @@ func (s *stdio) Close() error {
 		errs = append(errs, c.Close())
 	}
 	return errors.Join(errs...)
-}
-
-// buildVersion is the module version the binary was built from, for the
-// server's initialize reply.
-func buildVersion() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" {
-		return bi.Main.Version
-	}
-	return "(devel)"
 }
 
 // lspPlanner plans for the language server through the workflow every
