@@ -11,9 +11,9 @@ import (
 func runCheck(a *app, args []string) int {
 	fs := a.newFlags("check")
 	asJSON := fs.Bool("json", false, "write diagnostics as JSON on standard output")
-	files, err := parseFlags(fs, args)
+	files, err := a.parseFlags(fs, args)
 	if err != nil {
-		return exitErrors
+		return flagExit(err)
 	}
 	if len(files) == 0 {
 		fmt.Fprintln(a.env.Stderr, "usage: pipe check [--json] FILE...")

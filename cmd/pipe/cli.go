@@ -63,11 +63,15 @@ func Main(args []string, env *Env) int {
 	global.SetOutput(env.Stderr)
 	level := global.String("log-level", "warn", "log level: trace, debug, info, warn, error, off")
 	noColor := global.Bool("no-color", false, "disable colour (NO_COLOR is honoured too)")
-	global.Usage = func() { usage(env.Stderr) }
+	// Usage is printed here, not by the flag package: to standard output
+	// when asked for (-h, --help), to standard error after a mistake.
+	global.Usage = func() {}
 	if err := global.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
+			usage(env.Stdout)
 			return exitOK
 		}
+		usage(env.Stderr)
 		return exitErrors
 	}
 	lvl := hclog.LevelFromString(*level)
@@ -132,10 +136,20 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "A FILE of - reads standard input.")
 }
 
-// newFlags builds a command's flag set with the shared behaviour.
+// newFlags builds a command's flag set with the shared behaviour: its
+// usage is the command's usage line, then its flags.
 func (a *app) newFlags(c string) *flag.FlagSet {
 	fs := flag.NewFlagSet("pipe "+c, flag.ContinueOnError)
 	fs.SetOutput(a.env.Stderr)
+	fs.Usage = func() {
+		for _, cmd := range commands {
+			if cmd.name == c {
+				fmt.Fprintf(fs.Output(), "usage: %s\n\n%s\n", cmd.usage, cmd.summary)
+			}
+		}
+		fmt.Fprintln(fs.Output(), "\nflags:")
+		fs.PrintDefaults()
+	}
 	return fs
 }
 
@@ -144,8 +158,10 @@ var globalFlags = map[string]bool{"log-level": true, "no-color": true}
 
 // parseFlags parses flags wherever they appear among the file names. An
 // unknown flag is reported with the nearest one, and a global flag given
-// after the command with where it goes.
-func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
+// after the command with where it goes. Asked for (-h, --help), the usage
+// goes to standard output and the error is flag.ErrHelp, which flagExit
+// turns into exit 0.
+func (a *app) parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	out := fs.Output()
 	fs.SetOutput(io.Discard)
 	defer fs.SetOutput(out)
@@ -153,7 +169,7 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
-				fs.SetOutput(out)
+				fs.SetOutput(a.env.Stdout)
 				fs.Usage()
 				return nil, err
 			}
@@ -183,6 +199,15 @@ func parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 		files = append(files, args[0])
 		args = args[1:]
 	}
+}
+
+// flagExit is a command's exit code when parseFlags failed: 0 when help
+// was asked for, 1 for a mistake.
+func flagExit(err error) int {
+	if errors.Is(err, flag.ErrHelp) {
+		return exitOK
+	}
+	return exitErrors
 }
 
 // isSet reports whether the flag was given on the command line, so that

@@ -146,6 +146,27 @@ func TestUnknownCommandAndVersion(t *testing.T) {
 	}
 }
 
+// Help asked for goes to standard output with exit 0; usage printed after
+// a mistake goes to standard error with exit 1.
+func TestHelpGoesToStdout(t *testing.T) {
+	asks := [][]string{{"--help"}, {"-h"}, {"help"}}
+	for _, c := range commands {
+		asks = append(asks, []string{c.name, "--help"}, []string{c.name, "-h"})
+	}
+	for _, args := range asks {
+		code, stdout, stderr := runPipe(t, "", args...)
+		if code != exitOK || !strings.Contains(strings.ToLower(stdout), "usage") || stderr != "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
+		}
+	}
+	for _, args := range [][]string{{"--bogus"}, {}, {"run", "--bogus", "x.pipe"}} {
+		code, stdout, stderr := runPipe(t, "", args...)
+		if code != exitErrors || stdout != "" || stderr == "" {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q", args, code, stdout, stderr)
+		}
+	}
+}
+
 // pipe version says which version and commit it was built from, or that
 // it does not know; never Go's bare "(devel)".
 func TestVersionStamp(t *testing.T) {

@@ -16,9 +16,9 @@ func init() {
 func runDevices(a *app, args []string) int {
 	fs := a.newFlags("devices")
 	asJSON := fs.Bool("json", false, "write the devices as JSON on standard output")
-	files, err := parseFlags(fs, args)
+	files, err := a.parseFlags(fs, args)
 	if err != nil {
-		return exitErrors
+		return flagExit(err)
 	}
 	if len(files) > 1 {
 		fmt.Fprintln(a.env.Stderr, "usage: pipe devices [--json] [FILE]")

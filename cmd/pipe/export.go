@@ -25,9 +25,9 @@ func runExport(a *app, args []string) int {
 	ckptDir := fs.String("checkpoint-dir", "", "the run's checkpoint folder (default: train's checkpoint_dir, else out/PIPELINE/checkpoints)")
 	out := fs.String("onnx", "", "write the ONNX model here")
 	opset := fs.Int("opset", onnx.Opset, fmt.Sprintf("the ONNX opset to write (%d to %d)", onnx.MinOpset, onnx.MaxOpset))
-	files, err := parseFlags(fs, args)
+	files, err := a.parseFlags(fs, args)
 	if err != nil {
-		return exitErrors
+		return flagExit(err)
 	}
 	if len(files) != 1 || *out == "" {
 		fmt.Fprintln(a.env.Stderr, "usage: pipe export FILE [--checkpoint PATH] --onnx OUT.onnx [--opset N]")

@@ -17,9 +17,9 @@ func runFmt(a *app, args []string) int {
 	fs := a.newFlags("fmt")
 	write := fs.Bool("w", false, "write the result to the file instead of standard output")
 	check := fs.Bool("check", false, "list files whose formatting differs and exit 2; change nothing")
-	files, err := parseFlags(fs, args)
+	files, err := a.parseFlags(fs, args)
 	if err != nil {
-		return exitErrors
+		return flagExit(err)
 	}
 	if len(files) == 0 {
 		fmt.Fprintln(a.env.Stderr, "usage: pipe fmt [-w] [--check] FILE...")

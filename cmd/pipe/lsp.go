@@ -26,11 +26,11 @@ func runLSP(a *app, args []string) int {
 	fs := a.newFlags("lsp")
 	debounce := fs.Duration("debounce", lsp.DefaultDebounce, "how long to wait after a change before analysing")
 	fs.Bool("stdio", true, "serve on standard input and output (the only transport; accepted for clients that pass it)")
-	if rest, err := parseFlags(fs, args); err != nil || len(rest) > 0 {
+	if rest, err := a.parseFlags(fs, args); err != nil || len(rest) > 0 {
 		if err == nil {
 			a.log.Error("pipe lsp takes no arguments", "args", rest)
 		}
-		return exitErrors
+		return flagExit(err)
 	}
 	// A client that vanishes must make writes fail, not kill the process
 	// with SIGPIPE before it can log why it stops.

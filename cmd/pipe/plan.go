@@ -54,9 +54,9 @@ func (f *planFlags) check(fs *flag.FlagSet, files []string) string {
 func runPlan(a *app, args []string) int {
 	fs := a.newFlags("plan")
 	f := newPlanFlags(fs)
-	files, err := parseFlags(fs, args)
+	files, err := a.parseFlags(fs, args)
 	if err != nil {
-		return exitErrors
+		return flagExit(err)
 	}
 	if msg := f.check(fs, files); msg != "" {
 		fmt.Fprintln(a.env.Stderr, msg)

@@ -59,9 +59,9 @@ var runContext = func(a *app) (context.Context, func()) {
 func runRun(a *app, args []string) int {
 	fs := a.newFlags("run")
 	f := newRunFlags(fs)
-	files, err := parseFlags(fs, args)
+	files, err := a.parseFlags(fs, args)
 	if err != nil {
-		return exitErrors
+		return flagExit(err)
 	}
 	files = f.files(files)
 	if msg := f.check(fs, files); msg != "" {

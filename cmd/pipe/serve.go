@@ -42,9 +42,9 @@ func runServe(a *app, args []string) int {
 	device := fs.String("device", "", "plan for this device instead of the file's (pipe devices lists them)")
 	noBatching := fs.Bool("no-batching", false, "run each request alone (dynamic batching off), for comparison")
 	python := fs.String("python", "", "the torch engine's Python (default: $PIPE_PYTHON, else python3)")
-	files, err := parseFlags(fs, args)
+	files, err := a.parseFlags(fs, args)
 	if err != nil {
-		return exitErrors
+		return flagExit(err)
 	}
 	if len(files) != 1 {
 		fmt.Fprintln(a.env.Stderr, "usage: pipe serve [--checkpoint PATH] [--addr :8080] [--device NAME] [--no-batching] FILE")

@@ -89,6 +89,15 @@ func stamp() buildStamp {
 func pipeVersion() string { return stamp().version }
 
 func runVersion(a *app, args []string) int {
+	fs := a.newFlags("version")
+	files, err := a.parseFlags(fs, args)
+	if err != nil {
+		return flagExit(err)
+	}
+	if len(files) > 0 {
+		fmt.Fprintf(a.env.Stderr, "pipe version takes no arguments; got %s\nusage: pipe version\n", strings.Join(files, ", "))
+		return exitErrors
+	}
 	fmt.Fprintf(a.env.Stdout, "pipe %s\n", stamp())
 	return exitOK
 }
