@@ -156,15 +156,25 @@ func (a *app) newFlags(c string) *flag.FlagSet {
 // globalFlags are pipe's own flags, given before the command.
 var globalFlags = map[string]bool{"log-level": true, "no-color": true}
 
+// globalFlagHint says where a global flag goes, with an example.
+func globalFlagHint(name, cmd string) string {
+	example := "--" + name
+	if name == "log-level" {
+		example += " debug"
+	}
+	return fmt.Sprintf("--%s is pipe's own flag: give it before the command, as in pipe %s %s ...", name, example, cmd)
+}
+
 // parseFlags parses flags wherever they appear among the file names. An
-// unknown flag is reported with the nearest one, and a global flag given
-// after the command with where it goes. Asked for (-h, --help), the usage
-// goes to standard output and the error is flag.ErrHelp, which flagExit
-// turns into exit 0.
+// unknown flag is reported with the nearest one, its own or a global one,
+// and a global flag given after the command with where it goes. Asked
+// for (-h, --help), the usage goes to standard output and the error is
+// flag.ErrHelp, which flagExit turns into exit 0.
 func (a *app) parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 	out := fs.Output()
 	fs.SetOutput(io.Discard)
 	defer fs.SetOutput(out)
+	cmd := strings.TrimPrefix(fs.Name(), "pipe ")
 	var files []string
 	for {
 		if err := fs.Parse(args); err != nil {
@@ -178,18 +188,22 @@ func (a *app) parseFlags(fs *flag.FlagSet, args []string) ([]string, error) {
 			if name, ok := strings.CutPrefix(msg, undefined); ok {
 				name = strings.TrimLeft(name, "-")
 				if globalFlags[name] {
-					fmt.Fprintf(out, "%s: --%s is pipe's own flag: give it before the command, as in pipe --%s debug %s ...\n",
-						fs.Name(), name, name, strings.TrimPrefix(fs.Name(), "pipe "))
+					fmt.Fprintf(out, "%s: %s\n", fs.Name(), globalFlagHint(name, cmd))
 					return nil, err
 				}
 				var names []string
 				fs.VisitAll(func(f *flag.Flag) { names = append(names, f.Name) })
+				for g := range globalFlags {
+					names = append(names, g)
+				}
 				msg = fmt.Sprintf("unknown flag --%s", name)
-				if near := lang.Nearest(name, names); near != "" {
+				if near := lang.Nearest(name, names); globalFlags[near] {
+					msg += fmt.Sprintf("; did you mean --%s? %s", near, globalFlagHint(near, cmd))
+				} else if near != "" {
 					msg += fmt.Sprintf("; did you mean --%s?", near)
 				}
 			}
-			fmt.Fprintf(out, "%s: %s (pipe %s -h lists its flags)\n", fs.Name(), msg, strings.TrimPrefix(fs.Name(), "pipe "))
+			fmt.Fprintf(out, "%s: %s (pipe %s -h lists its flags)\n", fs.Name(), msg, cmd)
 			return nil, err
 		}
 		args = fs.Args()

@@ -167,6 +167,24 @@ func TestHelpGoesToStdout(t *testing.T) {
 	}
 }
 
+// An unknown flag close to a global one is answered with the global one
+// and where it goes, not with the command's nearest flag.
+func TestUnknownFlagSuggestsGlobalFlag(t *testing.T) {
+	code, _, stderr := runPipe(t, "", "run", "--log-lvel", "debug", "x.pipe")
+	if code != exitErrors || !strings.Contains(stderr, "did you mean --log-level?") ||
+		!strings.Contains(stderr, "before the command, as in pipe --log-level debug run") || strings.Contains(stderr, "log-every") {
+		t.Errorf("exit %d\n%s", code, stderr)
+	}
+	code, _, stderr = runPipe(t, "", "plan", "--no-color", "x.pipe")
+	if code != exitErrors || !strings.Contains(stderr, "as in pipe --no-color plan ...") {
+		t.Errorf("--no-color after plan: exit %d\n%s", code, stderr)
+	}
+	code, _, stderr = runPipe(t, "", "run", "--max-step", "3", "x.pipe")
+	if code != exitErrors || !strings.Contains(stderr, "did you mean --max-steps?") {
+		t.Errorf("--max-step: exit %d\n%s", code, stderr)
+	}
+}
+
 // pipe version says which version and commit it was built from, or that
 // it does not know; never Go's bare "(devel)".
 func TestVersionStamp(t *testing.T) {
