@@ -224,6 +224,17 @@ func flagExit(err error) int {
 	return exitErrors
 }
 
+// oneFile says why files is not the one file cmd takes, "" when it is.
+func oneFile(cmd string, files []string) string {
+	switch len(files) {
+	case 1:
+		return ""
+	case 0:
+		return fmt.Sprintf("pipe %s takes one file; got none", cmd)
+	}
+	return fmt.Sprintf("pipe %s takes one file; got %d (%s)", cmd, len(files), strings.Join(files, ", "))
+}
+
 // isSet reports whether the flag was given on the command line, so that
 // an explicit --batch 0 is told apart from no --batch.
 func isSet(fs *flag.FlagSet, name string) bool {

@@ -185,6 +185,31 @@ func TestUnknownFlagSuggestsGlobalFlag(t *testing.T) {
 	}
 }
 
+// A command that takes one file says how many it got when it got another
+// number, before the usage line.
+func TestOneFileSaysWhy(t *testing.T) {
+	for _, args := range [][]string{
+		{"plan", "a.pipe", "b.pipe"},
+		{"run", "a.pipe", "b.pipe"},
+		{"serve", "a.pipe", "b.pipe"},
+		{"export", "--onnx", "x.onnx", "a.pipe", "b.pipe"},
+	} {
+		code, _, stderr := runPipe(t, "", args...)
+		want := "pipe " + args[0] + " takes one file; got 2 (a.pipe, b.pipe)\nusage: pipe " + args[0]
+		if code != exitErrors || !strings.Contains(stderr, want) {
+			t.Errorf("%v: exit %d\n%s", args, code, stderr)
+		}
+	}
+	code, _, stderr := runPipe(t, "", "plan")
+	if code != exitErrors || !strings.Contains(stderr, "pipe plan takes one file; got none") {
+		t.Errorf("plan alone: exit %d\n%s", code, stderr)
+	}
+	code, _, stderr = runPipe(t, "", "export", "a.pipe")
+	if code != exitErrors || !strings.Contains(stderr, "give --onnx OUT.onnx") {
+		t.Errorf("export without --onnx: exit %d\n%s", code, stderr)
+	}
+}
+
 // pipe version says which version and commit it was built from, or that
 // it does not know; never Go's bare "(devel)".
 func TestVersionStamp(t *testing.T) {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"strings"
 
 	"pipe/cmd/pipe/internal/views"
 	"pipe/lang"
@@ -21,6 +22,7 @@ func runDevices(a *app, args []string) int {
 		return flagExit(err)
 	}
 	if len(files) > 1 {
+		fmt.Fprintf(a.env.Stderr, "pipe devices takes at most one file; got %d (%s)\n", len(files), strings.Join(files, ", "))
 		fmt.Fprintln(a.env.Stderr, "usage: pipe devices [--json] [FILE]")
 		return exitErrors
 	}

@@ -29,7 +29,11 @@ func runExport(a *app, args []string) int {
 	if err != nil {
 		return flagExit(err)
 	}
-	if len(files) != 1 || *out == "" {
+	if msg := oneFile("export", files); msg != "" || *out == "" {
+		if msg == "" {
+			msg = "pipe export: give --onnx OUT.onnx, the file to write"
+		}
+		fmt.Fprintln(a.env.Stderr, msg)
 		fmt.Fprintln(a.env.Stderr, "usage: pipe export FILE [--checkpoint PATH] --onnx OUT.onnx [--opset N]")
 		return exitErrors
 	}

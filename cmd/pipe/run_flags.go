@@ -61,7 +61,7 @@ func (f *runFlags) check(fs *flag.FlagSet, files []string) string {
 	nnodes := max(*f.engine.nnodes, 1)
 	switch {
 	case len(files) > 1, len(files) == 0 && *f.planPath == "":
-		return runUsage
+		return oneFile("run", files) + "\n" + runUsage
 	case *f.planPath != "" && (*f.device != "" || *f.batch != 0):
 		return "pipe run: --device and --batch plan again; they cannot change a --plan file (run pipe plan with them instead)"
 	case *f.skipTrain && !f.resume.set:

@@ -46,7 +46,8 @@ func runServe(a *app, args []string) int {
 	if err != nil {
 		return flagExit(err)
 	}
-	if len(files) != 1 {
+	if msg := oneFile("serve", files); msg != "" {
+		fmt.Fprintln(a.env.Stderr, msg)
 		fmt.Fprintln(a.env.Stderr, "usage: pipe serve [--checkpoint PATH] [--addr :8080] [--device NAME] [--no-batching] FILE")
 		return exitErrors
 	}
