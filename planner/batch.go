@@ -39,6 +39,42 @@ type batchSpec struct {
 	at        *diag.Range
 	effAt     *diag.Range
 	fromFlag  bool
+	fileText  string // the file's batch as written ("64", "auto"), "" when absent
+}
+
+// name is how a diagnostic names batch b: "batch 64", or "--batch 64"
+// when WithBatch gave it, so that it is not taken for the file's.
+func (s batchSpec) name(b int64) string {
+	if s.fromFlag {
+		return fmt.Sprintf("--batch %d", b)
+	}
+	return fmt.Sprintf("batch %d", b)
+}
+
+// subject is where a diagnostic about the batch points: the file's batch
+// line, or nowhere when --batch overrides it (a caret under "batch 64"
+// would blame a line that played no part).
+func (s batchSpec) subject() *diag.Range {
+	if s.fromFlag {
+		return nil
+	}
+	return s.at
+}
+
+// lower says how to ask for batch n or less, where the batch was given.
+func (s batchSpec) lower(n int64) string {
+	if s.fromFlag {
+		return fmt.Sprintf("Give --batch %d or less, or leave --batch out.%s", n, s.flagNote())
+	}
+	return fmt.Sprintf("Write batch %d or less, or batch auto.", n)
+}
+
+// flagNote says, for a batch from --batch, that the file's is overridden.
+func (s batchSpec) flagNote() string {
+	if !s.fromFlag || s.fileText == "" {
+		return ""
+	}
+	return fmt.Sprintf(" The batch comes from --batch, which overrides the file's batch %s.", s.fileText)
 }
 
 type batchChoice struct {
@@ -53,6 +89,10 @@ func (pl *planner) batchSpec() batchSpec {
 	f := pl.train.Field("batch")
 	s.at = rangeOf(f)
 	if v := f.First(); v != nil {
+		s.fileText = "auto"
+		if !v.Auto {
+			s.fileText = fmt.Sprint(v.Int)
+		}
 		if v.Auto {
 			if v.AutoMin != nil {
 				s.min = int64(*v.AutoMin)
@@ -182,13 +222,13 @@ func (pl *planner) chooseBatch(budget, extra int64, prec plan.Precision) batchCh
 	if s.explicit > 0 {
 		b := s.explicit
 		if n > 0 && b*world > n {
-			what := fmt.Sprintf("batch %d", b)
+			what := s.name(b)
 			if world > 1 {
-				what = fmt.Sprintf("batch %d on %d devices (%d a step)", b, world, b*world)
+				what = fmt.Sprintf("%s on %d devices (%d a step)", s.name(b), world, b*world)
 			}
-			pl.errorf(s.at, "batch-exceeds-data", fmt.Sprintf("%s is larger than the training set (%d samples)", what, n),
-				"%s %s %d training samples (after its split): every step would see those %d, and the learning rate would be scaled for %d that are never formed. Write batch %d or less, or batch auto.",
-				src, about, n, n, b*world, max(n/world, 1))
+			pl.errorf(s.subject(), "batch-exceeds-data", fmt.Sprintf("%s is larger than the training set (%d samples)", what, n),
+				"%s %s %d training samples (after its split): every step would see those %d, and the learning rate would be scaled for %d that are never formed. %s",
+				src, about, n, n, b*world, s.lower(max(n/world, 1)))
 		}
 		out.batch = b
 		if a := pl.staticBatch(s); a > 0 {
@@ -432,8 +472,8 @@ func (pl *planner) noFit(s batchSpec, b, bNo, bCk, base, minPk, extra, budget in
 			Detail:  detail, Subject: &r})
 		return
 	}
-	at := s.at
-	if at == nil {
+	at := s.subject()
+	if at == nil && !s.fromFlag {
 		r := pl.model.NameRange
 		at = &r
 	}
@@ -448,12 +488,13 @@ func (pl *planner) noFit(s batchSpec, b, bNo, bCk, base, minPk, extra, budget in
 	if mode == "none" && bCk > bNo {
 		detail += fmt.Sprintf(" With checkpoint auto, %d would fit.", bCk)
 	}
+	detail += s.flagNote()
 	fit := bNo
 	if mode != "none" && bCk > bNo {
 		fit = bCk
 	}
 	pl.diags = append(pl.diags, &diag.Diagnostic{Severity: diag.Error, Code: CodeNoFit,
-		Summary: fmt.Sprintf("batch %d does not fit on %s", b, pl.dev.Name), Detail: detail, Subject: at,
+		Summary: fmt.Sprintf("%s does not fit on %s", s.name(b), pl.dev.Name), Detail: detail, Subject: at,
 		Suggestion: suggestBatch(s, fit)})
 }
 
@@ -591,11 +632,11 @@ func (pl *planner) staticBatch(s batchSpec) (accum int64) {
 	if b > 0 {
 		switch {
 		case b > E:
-			pl.errorf(s.effAt, "batch-exceeds-effective", fmt.Sprintf("batch %d is larger than effective_batch %d", b, E),
+			pl.errorf(s.effAt, "batch-exceeds-effective", fmt.Sprintf("%s is larger than effective_batch %d", s.name(b), E),
 				"effective_batch is the samples per optimizer update, made of whole batches; raise it to a multiple of %d or lower the batch to a divisor of %d (%s).",
 				b, E, divisorList(E))
 		case E%b != 0:
-			pl.errorf(s.effAt, "batch-not-divisor", fmt.Sprintf("batch %d does not divide effective_batch %d", b, E),
+			pl.errorf(s.effAt, "batch-not-divisor", fmt.Sprintf("%s does not divide effective_batch %d", s.name(b), E),
 				"Accumulation reaches effective_batch exactly only in whole batches: use a batch among the divisors of %d (%s), or batch auto.",
 				E, divisorList(E))
 		default:

@@ -39,8 +39,9 @@ func decision(p *plan.Plan, what string) *plan.Decision {
 }
 
 // TestBatchLargerThanTheData: an explicit batch the training set cannot
-// form is an error at the batch line, from the file or from --batch, and
-// the learning rate is never scaled for it.
+// form is an error: at the batch line when the file's, at no line and
+// named --batch when WithBatch's (the file's line is not to blame). The
+// learning rate is never scaled for it.
 func TestBatchLargerThanTheData(t *testing.T) {
 	for _, c := range []struct {
 		name  string
@@ -61,6 +62,12 @@ func TestBatchLargerThanTheData(t *testing.T) {
 			}
 			if d == nil {
 				t.Fatalf("no batch-exceeds-data error:\n%v", ds)
+			}
+			if c.name == "flag" {
+				if d.Subject != nil || !strings.HasPrefix(d.Summary, "--batch 5000 ") || !strings.Contains(d.Detail, "overrides the file's batch 64") {
+					t.Errorf("at %v: %s: %s", d.Subject, d.Summary, d.Detail)
+				}
+				return
 			}
 			if d.Subject == nil || d.Subject.Start.Line != 7 || !strings.Contains(d.Detail, "1600 training samples") {
 				t.Errorf("at %v: %s", d.Subject, d.Detail)

@@ -242,13 +242,29 @@ func walkNumbers(v any, fn func(string, float64)) {
 func TestBatchThatDoesNotFit(t *testing.T) {
 	prog, src := load(t, "../examples/fashion.pipe", "examples/fashion.pipe")
 	p, ds := Plan(prog, testCosts, WithHost(testHost), WithSource(src), WithDevice("cpu"), WithBatch(100000))
-	if p.Fits || !diagAt(ds, CodeNoFit, 14) {
-		t.Fatalf("want does-not-fit at the batch line 14, got fits=%v:\n%v", p.Fits, ds)
+	if p.Fits || diagAt(ds, CodeNoFit, 14) {
+		t.Fatalf("want does-not-fit, not at the file's batch line 14 (WithBatch overrides it), got fits=%v:\n%v", p.Fits, ds)
 	}
+	found := false
 	for _, d := range ds {
-		if d.Code == CodeNoFit && !strings.Contains(d.Detail, "largest batch that fits is") {
+		if d.Code != CodeNoFit {
+			continue
+		}
+		found = true
+		if d.Subject != nil || d.Summary != "--batch 100000 does not fit on cpu" || !strings.Contains(d.Detail, "overrides the file's batch 64") {
+			t.Errorf("the diagnostic blames the file: at %v: %s: %s", d.Subject, d.Summary, d.Detail)
+		}
+		if !strings.Contains(d.Detail, "largest batch that fits is") {
 			t.Errorf("the diagnostic does not say what fits: %s", d.Detail)
 		}
+	}
+	if !found {
+		t.Fatalf("no %s:\n%v", CodeNoFit, ds)
+	}
+	// The file's own batch that does not fit is shown at its line.
+	prog2 := check(t, "fashion.pipe", []byte(strings.Replace(string(src), " batch 64 ", " batch 100000 ", 1)))
+	if p, ds := Plan(prog2, testCosts, WithHost(testHost), WithDevice("cpu")); p.Fits || !diagAt(ds, CodeNoFit, 14) {
+		t.Fatalf("want does-not-fit at the batch line 14, got fits=%v:\n%v", p.Fits, ds)
 	}
 }
 

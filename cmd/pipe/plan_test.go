@@ -96,9 +96,21 @@ func TestPlanBatchDoesNotFit(t *testing.T) {
 	if code != exitNoFit {
 		t.Fatalf("exit %d, want %d\n%s", code, exitNoFit, stderr)
 	}
-	if !strings.Contains(stderr, "fashion.pipe:14:19: error: batch 100000 does not fit on cpu") ||
+	// The batch is the flag's, not the file's: the error names the flag
+	// and puts no caret under the file's batch line.
+	if !strings.HasPrefix(stderr, "error: --batch 100000 does not fit on cpu") ||
+		strings.Contains(stderr, "fashion.pipe:14") || !strings.Contains(stderr, "overrides the file's batch") ||
 		!strings.Contains(stderr, "largest batch that fits") {
-		t.Errorf("the diagnostic is not at the batch line or does not say what fits:\n%s", stderr)
+		t.Errorf("the diagnostic blames the file's batch line or does not say what fits:\n%s", stderr)
+	}
+	// The file's own batch that does not fit is still shown at its line.
+	dir := t.TempDir()
+	src, _ := os.ReadFile("../../examples/fashion.pipe")
+	file := filepath.Join(dir, "fashion.pipe")
+	os.WriteFile(file, []byte(strings.Replace(string(src), " batch 64 ", " batch 100000 ", 1)), 0o644)
+	code, _, stderr = runPipe(t, "", "plan", file)
+	if code != exitNoFit || !strings.Contains(stderr, "fashion.pipe:14:19: error: batch 100000 does not fit on cpu") {
+		t.Errorf("the file's batch: exit %d\n%s", code, stderr)
 	}
 }
 
