@@ -88,6 +88,13 @@ func (s *Server) decodeJSON(r *http.Request) ([]float32, int, bool, *apiError) {
 	if err := dec.Decode(&req); err != nil {
 		return nil, 0, false, badRequest(http.StatusBadRequest, "the body is not a JSON prediction request (%v): send {\"inputs\": [sample, ...], \"normalized\": false}", err)
 	}
+	// Decode stops after the first value; what follows it must be space.
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, 0, false, badRequest(http.StatusBadRequest, "the body goes on after the JSON request, at byte %d: send one object, {\"inputs\": [sample, ...]}, and nothing after it", dec.InputOffset())
+	}
+	if k := duplicateKey(body); k != "" {
+		return nil, 0, false, badRequest(http.StatusBadRequest, "the key %q appears twice in the request: give each of \"inputs\" and \"normalized\" once", k)
+	}
 	if len(req.Inputs) == 0 {
 		return nil, 0, false, badRequest(http.StatusBadRequest, "no \"inputs\": send {\"inputs\": [sample, ...]}, each sample of shape %s, nested or flat", shapeString(s.info.InputShape))
 	}
@@ -138,6 +145,35 @@ func (s *Server) decodeJSON(r *http.Request) ([]float32, int, bool, *apiError) {
 		}
 	}
 	return x, len(samples), !req.Normalized, nil
+}
+
+// duplicateKey returns a top-level key of the JSON object body that
+// appears twice, "" when none does. encoding/json keeps the last of two
+// silently, and matches keys to fields without regard to case, so
+// "inputs" and "Inputs" count as the same key. body is known to hold one
+// valid object.
+func duplicateKey(body []byte) string {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		k, _ := t.(string)
+		if seen[strings.ToLower(k)] {
+			return k
+		}
+		seen[strings.ToLower(k)] = true
+		var skip json.RawMessage
+		if err := dec.Decode(&skip); err != nil {
+			return ""
+		}
+	}
+	return ""
 }
 
 func (s *Server) shapeErr(i int, found string) *apiError {

@@ -310,6 +310,7 @@ func TestBadRequests(t *testing.T) {
 	fw, _ := mw.CreateFormFile("image", "notes.txt")
 	fw.Write([]byte("not an image at all"))
 	mw.Close()
+	one := "[[" + strings.Repeat("1,", inLen-1) + "1]]" // one flat sample
 	cases := []struct {
 		name, ct string
 		body     io.Reader
@@ -327,6 +328,10 @@ func TestBadRequests(t *testing.T) {
 		{"not JSON", "application/json", strings.NewReader(`{"inputs": [1,`), nil, 400, "not a JSON prediction request"},
 		{"unknown field", "application/json", strings.NewReader(`{"input": [[1]]}`), nil, 400, "unknown field"},
 		{"no samples", "application/json", strings.NewReader(`{"inputs": []}`), nil, 400, "no samples"},
+		{"trailing garbage", "application/json", strings.NewReader(`{"inputs": ` + one + `} xyz`), nil, 400, "goes on after the JSON request"},
+		{"two objects", "application/json", strings.NewReader(`{"inputs": ` + one + `}{"inputs": ` + one + `}`), nil, 400, "goes on after the JSON request"},
+		{"duplicate inputs", "application/json", strings.NewReader(`{"inputs": ` + one + `, "normalized": true, "inputs": ` + one + `}`), nil, 400, `"inputs" appears twice`},
+		{"duplicate in another case", "application/json", strings.NewReader(`{"inputs": ` + one + `, "Inputs": ` + one + `}`), nil, 400, `"Inputs" appears twice`},
 		{"too many samples", "application/json", jsonBody(t, map[string]any{"inputs": make([][]float32, 5)}), nil, 413, "at most 4"},
 		{"oversized body", "application/octet-stream", bytes.NewReader(make([]byte, 9<<10)), nil, 413, "larger than the limit of 8192 bytes"},
 		{"non-image upload", "image/png", strings.NewReader("plain text, not a picture"), nil, 415, "not an image"},
@@ -354,8 +359,14 @@ func TestBadRequests(t *testing.T) {
 	if w.Code != http.StatusMethodNotAllowed {
 		t.Errorf("GET /v1/predict: %d, want 405", w.Code)
 	}
-	if got := counter(t, s, "pipe_serve_requests_total", "400"); got != 10 {
-		t.Errorf("requests_total{code=400} = %g, want 10", got)
+	n400 := 0
+	for _, c := range cases {
+		if c.status == 400 {
+			n400++
+		}
+	}
+	if got := counter(t, s, "pipe_serve_requests_total", "400"); got != float64(n400) {
+		t.Errorf("requests_total{code=400} = %g, want %d", got, n400)
 	}
 }
 
