@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+	"compress/gzip"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -32,6 +33,8 @@ import (
 //   - image/png, image/jpeg (and the other formats the images source
 //     reads), or multipart/form-data with one image file: one sample,
 //     resized and read as the images source reads it, then normalised.
+//
+// Any of them may be gzip-compressed (decodeEncoding).
 func (s *Server) decode(r *http.Request) (x []float32, n int, raw bool, e *apiError) {
 	ct := r.Header.Get("Content-Type")
 	mt, params, err := mime.ParseMediaType(ct)
@@ -50,6 +53,31 @@ func (s *Server) decode(r *http.Request) (x []float32, n int, raw bool, e *apiEr
 		return s.decodeMultipart(r, params["boundary"])
 	}
 	return nil, 0, false, badRequest(http.StatusUnsupportedMediaType, "Content-Type %s is not read here: give one of %s", mt, strings.Join(Accepted, ", "))
+}
+
+// decodeEncoding undoes the body's Content-Encoding: gzip is read
+// through a gzip reader whose output is held to the same body limit as
+// an uncompressed body (a few KiB of gzip can inflate to gigabytes);
+// identity, or none, is the body as it is. Any other encoding is a 415
+// with Accept-Encoding saying which are read (RFC 7694).
+func (s *Server) decodeEncoding(w http.ResponseWriter, r *http.Request) *apiError {
+	switch enc := strings.ToLower(strings.TrimSpace(r.Header.Get("Content-Encoding"))); enc {
+	case "", "identity":
+		return nil
+	case "gzip", "x-gzip":
+		zr, err := gzip.NewReader(r.Body)
+		if err != nil {
+			if e := s.readErr(err); e.status == http.StatusRequestEntityTooLarge {
+				return e
+			}
+			return badRequest(http.StatusBadRequest, "Content-Encoding gzip: the body is not gzip (%v)", err)
+		}
+		r.Body = http.MaxBytesReader(w, zr, s.cfg.MaxBody)
+		return nil
+	default:
+		w.Header().Set("Accept-Encoding", "gzip, identity")
+		return badRequest(http.StatusUnsupportedMediaType, "Content-Encoding %q is not read here: send the body as it is, or gzip-compressed with Content-Encoding: gzip", enc)
+	}
 }
 
 // readErr turns a body that could not be read into its answer: 413 past

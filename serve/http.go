@@ -128,6 +128,11 @@ func (s *Server) predict(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 	defer cancel()
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+	if e := s.decodeEncoding(w, r); e != nil {
+		fail(e)
+		return
+	}
+	defer r.Body.Close()
 	x, n, raw, e := s.decode(r)
 	if e != nil {
 		fail(e)

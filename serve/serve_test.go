@@ -2,6 +2,7 @@ package serve
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/binary"
 	"encoding/json"
@@ -367,6 +368,50 @@ func TestBadRequests(t *testing.T) {
 	}
 	if got := counter(t, s, "pipe_serve_requests_total", "400"); got != float64(n400) {
 		t.Errorf("requests_total{code=400} = %g, want %d", got, n400)
+	}
+}
+
+// A gzip body is read as the body it compresses, held to the same limit
+// once inflated; an encoding the server does not read is a 415, not a
+// body misread as JSON.
+func TestContentEncoding(t *testing.T) {
+	cfg := baseConfig()
+	cfg.MaxBody = 8 << 10
+	s := newServer(t, cfg)
+	gz := func(b []byte) io.Reader {
+		var buf bytes.Buffer
+		zw := gzip.NewWriter(&buf)
+		zw.Write(b)
+		zw.Close()
+		return &buf
+	}
+	plain, _ := json.Marshal(map[string]any{"inputs": [][]float32{sample(3)}})
+	want := decodeResponse(t, post(t, s.Handler(), "application/json", bytes.NewReader(plain)))
+	got := decodeResponse(t, post(t, s.Handler(), "application/json", gz(plain), "Content-Encoding", "gzip"))
+	if fmt.Sprint(got.Outputs) != fmt.Sprint(want.Outputs) {
+		t.Errorf("gzip body: %v, want %v", got.Outputs, want.Outputs)
+	}
+	// A bomb: under 1 KiB compressed, 1 MiB inflated.
+	bomb := append([]byte(`{"inputs": [[`), bytes.Repeat([]byte(" "), 1<<20)...)
+	for _, c := range []struct {
+		name, enc string
+		body      io.Reader
+		status    int
+		says      string
+	}{
+		{"bomb", "gzip", gz(bomb), 413, "larger than the limit of 8192 bytes"},
+		{"not gzip", "gzip", bytes.NewReader(plain), 400, "not gzip"},
+		{"brotli", "br", bytes.NewReader(plain), 415, `Content-Encoding "br" is not read here`},
+	} {
+		w := post(t, s.Handler(), "application/json", c.body, "Content-Encoding", c.enc)
+		var eb errorBody
+		json.Unmarshal(w.Body.Bytes(), &eb)
+		if w.Code != c.status || !strings.Contains(eb.Error, c.says) {
+			t.Errorf("%s: %d %q, want %d saying %q", c.name, w.Code, eb.Error, c.status, c.says)
+		}
+		if c.status == 415 && w.Header().Get("Accept-Encoding") != "gzip, identity" {
+			t.Errorf("%s: Accept-Encoding %q", c.name, w.Header().Get("Accept-Encoding"))
+		}
 	}
 }
 
