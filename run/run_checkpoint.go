@@ -363,15 +363,23 @@ func (r *runner) warnReplace() {
 	r.log.Warn("an earlier run's checkpoint will be replaced by this run's first (--resume continues it instead)", "checkpoint", path)
 }
 
+// CheckpointIn is the checkpoint file that path names: path itself, or
+// the file name in it when path is a folder (pipe run --resume DIR, pipe
+// serve --checkpoint DIR). A path that does not exist is returned as it
+// is, for the error that reading it gives.
+func CheckpointIn(path, name string) string {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		return filepath.Join(path, name)
+	}
+	return path
+}
+
 // resume loads the checkpoint to continue from and restores the model and
 // the position.
 func (r *runner) resume() bool {
-	path := r.rc.resumeAt
-	if path == "" {
-		path = r.set.ckptDir
-	}
-	if st, err := os.Stat(path); (err == nil && st.IsDir()) || (err != nil && r.rc.resumeAt == "") {
-		path = filepath.Join(path, LastCheckpoint) // the folder, or the file it would hold
+	path := CheckpointIn(r.rc.resumeAt, LastCheckpoint)
+	if r.rc.resumeAt == "" {
+		path = filepath.Join(r.set.ckptDir, LastCheckpoint) // the folder's, or the file it would hold
 	}
 	meta, st, err := readCheckpoint(path)
 	if err != nil {

@@ -116,7 +116,22 @@ func DefaultCheckpoint(prog *lang.Program, dir string) string {
 			dir = f.First().Str
 		}
 	}
-	if best := filepath.Join(dir, run.BestCheckpoint); fileExists(best) {
+	return bestOrLast(dir)
+}
+
+// CheckpointFile is the checkpoint pipe serve and pipe export load for
+// --checkpoint path: the file, or for a folder what DefaultCheckpoint
+// takes in it, best.ckpt when there is one, else last.ckpt.
+func CheckpointFile(path string) string {
+	if run.CheckpointIn(path, run.LastCheckpoint) == path {
+		return path
+	}
+	return bestOrLast(path)
+}
+
+// bestOrLast is best.ckpt in dir when there is one, else last.ckpt.
+func bestOrLast(dir string) string {
+	if best := run.CheckpointIn(dir, run.BestCheckpoint); fileExists(best) {
 		return best
 	}
 	return filepath.Join(dir, run.LastCheckpoint)

@@ -21,7 +21,7 @@ func init() {
 
 func runExport(a *app, args []string) int {
 	fs := a.newFlags("export")
-	ckpt := fs.String("checkpoint", "", "the checkpoint to export (default: best.ckpt in the run's checkpoint folder, else last.ckpt)")
+	ckpt := fs.String("checkpoint", "", "the checkpoint file or folder to export (a folder: its best.ckpt, else last.ckpt; default: the run's checkpoint folder)")
 	ckptDir := fs.String("checkpoint-dir", "", "the run's checkpoint folder (default: train's checkpoint_dir, else out/PIPELINE/checkpoints)")
 	out := fs.String("onnx", "", "write the ONNX model here")
 	opset := fs.Int("opset", onnx.Opset, fmt.Sprintf("the ONNX opset to write (%d to %d)", onnx.MinOpset, onnx.MaxOpset))
@@ -57,7 +57,7 @@ func runExport(a *app, args []string) int {
 		a.printDiags(append(ds, pds...), sources)
 		return exitErrors
 	}
-	path := *ckpt
+	path := workflow.CheckpointFile(*ckpt)
 	if path == "" {
 		path = workflow.DefaultCheckpoint(prog, *ckptDir)
 	}

@@ -37,7 +37,7 @@ var serveListening = func(addr net.Addr) {}
 
 func runServe(a *app, args []string) int {
 	fs := a.newFlags("serve")
-	ckpt := fs.String("checkpoint", "", "the checkpoint to serve (default: the run's checkpoint folder's best.ckpt, else last.ckpt)")
+	ckpt := fs.String("checkpoint", "", "the checkpoint file or folder to serve (a folder: its best.ckpt, else last.ckpt; default: the run's checkpoint folder)")
 	addr := fs.String("addr", ":8080", "the address to listen on")
 	device := fs.String("device", "", "plan for this device instead of the file's (pipe devices lists them)")
 	noBatching := fs.Bool("no-batching", false, "run each request alone (dynamic batching off), for comparison")
@@ -66,7 +66,7 @@ func runServe(a *app, args []string) int {
 	if pl == nil {
 		return code
 	}
-	path := *ckpt
+	path := workflow.CheckpointFile(*ckpt)
 	if path == "" {
 		path = workflow.DefaultCheckpoint(prog, "")
 	}

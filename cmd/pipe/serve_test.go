@@ -97,6 +97,24 @@ func TestServeAnswersAndDrains(t *testing.T) {
 	}
 }
 
+// --checkpoint takes the run's checkpoint folder, as run --resume does:
+// serve and export load the checkpoint in it.
+func TestCheckpointFolder(t *testing.T) {
+	dir, file, ckpt := trainedTiny(t)
+	folder := filepath.Dir(ckpt)
+	outs, stderr := serveOne(t, file, folder, make([]float32, 16))
+	if len(outs) != 3 || !strings.Contains(stderr, ckpt) {
+		t.Fatalf("serve --checkpoint %s: outputs %v, want 3 from %s:\n%s", folder, outs, ckpt, stderr)
+	}
+	out := filepath.Join(dir, "m.onnx")
+	if code, _, stderr := runPipe(t, "", "export", "--checkpoint", folder, "--onnx", out, file); code != exitOK {
+		t.Fatalf("export --checkpoint %s: exit %d\n%s", folder, code, stderr)
+	}
+	if _, err := os.Stat(out); err != nil {
+		t.Error(err)
+	}
+}
+
 // With precision int8 the workers' models are quantised, calibrated on the
 // training batches, and answer within int8's error of the fp32 model.
 func TestServeInt8(t *testing.T) {
