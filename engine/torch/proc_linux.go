@@ -13,6 +13,12 @@ func setProcAttr(cmd *osexec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 }
 
+// processAlive reports whether process pid exists (one of another user
+// counts: signalling it is refused, not unknown).
+func processAlive(pid int) bool {
+	return syscall.Kill(pid, 0) != syscall.ESRCH
+}
+
 // killGroup kills the worker and whatever it started.
 func killGroup(cmd *osexec.Cmd) error {
 	if err := syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL); err != nil {

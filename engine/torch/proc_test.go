@@ -3,9 +3,15 @@ package torch
 import (
 	"errors"
 	"fmt"
+	"io/fs"
 	"net"
+	"os"
+	osexec "os/exec"
+	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"pipe/engine"
 )
@@ -44,5 +50,53 @@ func TestLostPeerIsWorkerLost(t *testing.T) {
 	dead := &WorkerError{Rank: 1, PID: 7, Err: errors.New("signal: killed")}
 	if !errors.Is(peer, engine.ErrWorkerLost) || !errors.Is(dead, engine.ErrWorkerLost) || errors.Is(own, engine.ErrWorkerLost) {
 		t.Errorf("lost: peer %v, dead %v, own %v", errors.Is(peer, engine.ErrWorkerLost), errors.Is(dead, engine.ErrWorkerLost), errors.Is(own, engine.ErrWorkerLost))
+	}
+}
+
+// TestKilledWorkerLeavesNoFolder: a worker's folder goes when the worker
+// dies, before anyone closes it, and closing it after is harmless; a
+// folder left by a pipe that no longer runs is swept at the next start,
+// one of a running pipe is kept.
+func TestKilledWorkerLeavesNoFolder(t *testing.T) {
+	py := testPython(t)
+	w, err := startWorker(py, 0, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(w.dir); err != nil || !strings.HasPrefix(filepath.Base(w.dir), fmt.Sprintf("pipe-torch-%d-", os.Getpid())) {
+		t.Fatalf("worker folder %s: %v", w.dir, err)
+	}
+	killProcess(w.cmd.Process.Pid)
+	select {
+	case <-w.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the killed worker did not exit")
+	}
+	if _, err := os.Stat(w.dir); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the dead worker's folder %s is still there: %v", w.dir, err)
+	}
+	w.close()
+
+	tmp := t.TempDir()
+	done := osexec.Command("true")
+	if err := done.Run(); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(tmp, fmt.Sprintf("pipe-torch-%d-123", done.Process.Pid))
+	mine := filepath.Join(tmp, fmt.Sprintf("pipe-torch-%d-456", os.Getpid()))
+	other := filepath.Join(tmp, "pipe-torch-789") // the old naming: no pid to check
+	for _, d := range []string{stale, mine, other} {
+		if err := os.MkdirAll(filepath.Join(d, PackageName), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	sweepStale(tmp)
+	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("the stale folder is still there: %v", err)
+	}
+	for _, d := range []string{mine, other} {
+		if _, err := os.Stat(d); err != nil {
+			t.Errorf("%s was swept: %v", d, err)
+		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	osexec "os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -67,6 +68,7 @@ type worker struct {
 	outstanding []sent
 	hello       Info
 	dead        error
+	cleanOnce   sync.Once
 	mu          sync.Mutex // guards stdin writes against kill
 	// stamp makes send note when each command left (profile.go).
 	stamp bool
@@ -111,7 +113,8 @@ func startWorker(python string, rank int, env []string, log hclog.Logger) (*work
 	if err != nil {
 		return nil, &StartError{Python: python, Reason: "not found", Err: err}
 	}
-	dir, err := os.MkdirTemp("", "pipe-torch-")
+	sweepOnce.Do(func() { sweepStale(os.TempDir()) })
+	dir, err := os.MkdirTemp("", fmt.Sprintf("%s%d-", dirPrefix, os.Getpid()))
 	if err != nil {
 		return nil, err
 	}
@@ -185,6 +188,10 @@ func startWorker(python string, rank int, env []string, log hclog.Logger) (*work
 		readers.Wait() // the pipes are drained before Wait closes them
 		w.waitErr = cmd.Wait()
 		w.exitedAt = time.Now()
+		// The folder holds the worker's script and is its working folder:
+		// once the process is gone nothing needs it, whether or not the
+		// model is ever closed.
+		w.cleanup()
 		close(w.exited)
 	}()
 
@@ -307,10 +314,39 @@ func (w *worker) close() {
 	w.kill()
 }
 
+// cleanup removes the worker's folder, once: when the process exits, or
+// when it is killed or closed, whichever comes first.
 func (w *worker) cleanup() {
-	if w.dir != "" {
-		os.RemoveAll(w.dir)
-		w.dir = ""
+	w.cleanOnce.Do(func() { os.RemoveAll(w.dir) })
+}
+
+// dirPrefix starts the name of a worker's folder in the temporary folder;
+// the pid of the pipe that made it follows, then a random part.
+const dirPrefix = "pipe-torch-"
+
+// sweepOnce runs sweepStale once a process, before its first worker.
+var sweepOnce sync.Once
+
+// sweepStale removes the worker folders in tmp that a pipe no longer
+// running left: a pipe killed outright (a second Ctrl-C, SIGKILL) runs
+// no cleanup, and its workers die with it (Pdeathsig). A folder whose
+// pipe still runs, or whose pid cannot be read, is kept.
+func sweepStale(tmp string) {
+	entries, err := os.ReadDir(tmp)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		rest, ok := strings.CutPrefix(e.Name(), dirPrefix)
+		if !ok || !e.IsDir() {
+			continue
+		}
+		pidText, _, ok := strings.Cut(rest, "-")
+		pid, err := strconv.Atoi(pidText)
+		if !ok || err != nil || pid <= 0 || pid == os.Getpid() || processAlive(pid) {
+			continue
+		}
+		_ = os.RemoveAll(filepath.Join(tmp, e.Name()))
 	}
 }
 
