@@ -190,6 +190,9 @@ type Applier interface {
 // Config is what a backend needs to build a model; Run fills it from the
 // plan and the program (ConfigFromPlan).
 type Config struct {
+	// Cancel, when closed, ends a Build that waits (for the other ranks
+	// of a data-parallel run) with ErrInterrupted; nil waits to the end.
+	Cancel <-chan struct{}
 	// Batch is the micro-batch size the working memory is sized for.
 	Batch int
 	// Precision is the plan's compute precision. Backends that cannot run
@@ -479,6 +482,10 @@ var ErrBadBatch = errors.New("bad batch")
 // worker process died or whose peer rank went away: a cause outside the
 // model and its settings, so a checkpoint resumes as it is.
 var ErrWorkerLost = errors.New("a worker process was lost")
+
+// ErrInterrupted is returned by a Build that stopped waiting (for other
+// ranks to join) because Config.Cancel was closed.
+var ErrInterrupted = errors.New("interrupted")
 
 // ErrUnsupported is wrapped by Build's errors for ops, fusion kinds or
 // settings a backend cannot run.

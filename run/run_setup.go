@@ -64,7 +64,7 @@ func (r *runner) close() {
 
 // run does the whole job; what it did is in r.res and r.diags.
 func (r *runner) run(ctx context.Context) {
-	if !r.setup() {
+	if !r.setup(ctx) {
 		return
 	}
 	if r.rc.resume && !r.resume() {
@@ -101,7 +101,7 @@ func (r *runner) run(ctx context.Context) {
 
 // setup checks the plan against the program, builds the graph, opens the
 // data and builds the model.
-func (r *runner) setup() bool {
+func (r *runner) setup(ctx context.Context) bool {
 	p, prog := r.p, r.prog
 	if p == nil || prog == nil {
 		r.errorf(nil, CodePlan, "nothing to run", "Run needs a plan and the program it was made from.")
@@ -183,7 +183,15 @@ func (r *runner) setup() bool {
 	}
 	r.res.StepsPerEpoch = r.spe
 
-	m, err := safeBuild(r.backend, g, r.cfg)
+	cfg := r.cfg
+	cfg.Cancel = ctx.Done() // a data-parallel build waits for the other ranks
+	m, err := safeBuild(r.backend, g, cfg)
+	if errors.Is(err, engine.ErrInterrupted) {
+		r.res.Status = StatusInterrupted
+		r.errorf(nil, CodeBuild, "interrupted while the model was built",
+			"The run was interrupted before training began (while the workers waited for the other ranks to join); nothing was trained or written.")
+		return false
+	}
 	if err != nil {
 		what := "the backend cannot build the model"
 		if errors.Is(err, engine.ErrUnsupported) {

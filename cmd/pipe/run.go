@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
@@ -34,25 +35,38 @@ func init() {
 
 // runContext is the context a run is cancelled through: the first SIGINT
 // or SIGTERM cancels it (the run finishes its step and writes a
-// checkpoint); a second one kills the process as usual. Tests replace it.
+// checkpoint); a second one ends the process at once. Tests replace it.
 var runContext = func(a *app) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
-	sig := make(chan os.Signal, 1)
+	sig := make(chan os.Signal, 2)
 	done := make(chan struct{})
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
-	go func() {
-		select {
-		case <-sig:
-			signal.Stop(sig) // a second Ctrl-C ends the process at once
-			fmt.Fprintln(a.env.Stderr, "\npipe run: interrupted; finishing the current step and writing a checkpoint (Ctrl-C again to quit at once)")
-			cancel()
-		case <-done:
-		}
-	}()
+	go watchInterrupts(sig, done, cancel, a.env.Stderr, os.Exit)
 	return ctx, func() {
 		signal.Stop(sig)
 		close(done)
 		cancel()
+	}
+}
+
+// watchInterrupts cancels the run at the first signal and exits at the
+// second. It keeps listening rather than restoring the default action
+// for the second: a pipe started by a parent that ignores SIGINT (nohup,
+// a script's trap) would otherwise get the ignoring back, and the second
+// Ctrl-C would do nothing.
+func watchInterrupts(sig <-chan os.Signal, done <-chan struct{}, cancel func(), stderr io.Writer, exit func(int)) {
+	select {
+	case <-sig:
+		fmt.Fprintln(stderr, "\npipe run: interrupted; finishing the current step and writing a checkpoint (Ctrl-C again to quit at once)")
+		cancel()
+	case <-done:
+		return
+	}
+	select {
+	case <-sig:
+		fmt.Fprintln(stderr, "pipe run: interrupted again; quitting without a checkpoint")
+		exit(130)
+	case <-done:
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"pipe/cmd/pipe/internal/views"
 )
@@ -73,5 +74,33 @@ func TestUnknownLogLevelIsRefused(t *testing.T) {
 		if code, _, stderr := runPipe(t, "", "--log-level", l, "version"); code != exitOK {
 			t.Errorf("--log-level %s: exit %d\n%s", l, code, stderr)
 		}
+	}
+}
+
+// TestSecondInterruptQuits: the first signal cancels the run, the second
+// ends the process (exit 130) even where the default action would be
+// to ignore it (a parent that ignores SIGINT).
+func TestSecondInterruptQuits(t *testing.T) {
+	sig := make(chan os.Signal, 2)
+	done := make(chan struct{})
+	defer close(done)
+	cancelled := make(chan struct{})
+	exited := make(chan int, 1)
+	var out strings.Builder
+	go watchInterrupts(sig, done, func() { close(cancelled) }, &out, func(code int) { exited <- code })
+	sig <- os.Interrupt
+	select {
+	case <-cancelled:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the first interrupt did not cancel the run")
+	}
+	sig <- os.Interrupt
+	select {
+	case code := <-exited:
+		if code != 130 {
+			t.Errorf("exit %d", code)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second interrupt did nothing")
 	}
 }

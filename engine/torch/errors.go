@@ -101,6 +101,12 @@ func replyErr(r response, rank int) error {
 	if msg == "" {
 		msg = "failed without a message"
 	}
+	if collectiveTimedOut(msg) {
+		// The cause is another rank, and the traceback says nothing of
+		// which: the queue names a local rank that is stopped.
+		return &peerLostError{err: fmt.Errorf("torch worker (rank %d): a collective timed out (%s): a peer rank stalled or cannot be reached",
+			rank, firstLine(msg))}
+	}
 	err := fmt.Errorf("torch worker (rank %d): %s", rank, msg)
 	if peerLost(msg) {
 		err = &peerLostError{err: err}
@@ -138,3 +144,15 @@ type peerLostError struct{ err error }
 func (e *peerLostError) Error() string        { return e.err.Error() }
 func (e *peerLostError) Unwrap() error        { return e.err }
 func (e *peerLostError) Is(target error) bool { return target == engine.ErrWorkerLost }
+
+// collectiveTimedOut says msg is gloo's or NCCL's collective timeout.
+func collectiveTimedOut(msg string) bool {
+	return strings.Contains(msg, "Timed out waiting") || strings.Contains(msg, "Watchdog caught collective operation timeout")
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}

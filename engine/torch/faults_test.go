@@ -7,8 +7,11 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"pipe/engine"
 	"pipe/engine/native"
@@ -226,4 +229,92 @@ func TestTwoNodes(t *testing.T) {
 			t.Errorf("step %d: %.7g over two nodes, %.7g in one process", i+1, both, one.StepLosses[i])
 		}
 	}
+}
+
+// lockedBuffer is a log's output written from several goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestMissingRankIsNamed: rank 0 of two nodes started alone says every
+// few seconds whom it waits for and where, then ends at the rendezvous
+// timeout with an error naming the rank that never came, not a
+// traceback; interrupted instead, it stops waiting at once.
+func TestMissingRankIsNamed(t *testing.T) {
+	py := testPython(t)
+	prog, p, g := loadSrc(t, "nodes.pipe", []byte(resumable), planner.WithEngine("torch"), planner.WithDevices(1, 2), planner.WithBatch(10))
+	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	var logs lockedBuffer
+	log := hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Warn})
+	b := Backend{Python: py, NProcPerNode: 1, NNodes: 2, NodeRank: 0, MasterPort: freePort(t), RendezvousTimeout: 7 * time.Second, Log: log}
+	_, err := b.Build(g, cfg)
+	if err == nil || !strings.Contains(err.Error(), "ranks 1 never joined") || strings.Contains(err.Error(), "Traceback") {
+		t.Errorf("rank 0 alone: %v", err)
+	}
+	if out := logs.String(); !strings.Contains(out, "waiting at 127.0.0.1:") || !strings.Contains(out, "for rank(s) 1; present: 0") {
+		t.Errorf("no progress while rank 1 was missing:\n%s", out)
+	}
+	cancel := make(chan struct{})
+	cfg.Cancel = cancel
+	b.MasterPort, b.RendezvousTimeout = freePort(t), 5*time.Minute
+	time.AfterFunc(time.Second, func() { close(cancel) })
+	start := time.Now()
+	_, err = b.Build(g, cfg)
+	if !errors.Is(err, engine.ErrInterrupted) || time.Since(start) > 60*time.Second {
+		t.Errorf("interrupted after %v: %v", time.Since(start), err)
+	}
+}
+
+// TestStalledRankIsReported: a rank frozen inside training (SIGSTOP)
+// leaves the other waiting in the all-reduce: pipe says so while it
+// waits, and the collective timeout ends the wait with an error instead
+// of a hang.
+func TestStalledRankIsReported(t *testing.T) {
+	py := testPython(t)
+	prog, p, g := loadFile(t, "../../examples/fashion_mlp.pipe")
+	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg.Batch, cfg.Threads, cfg.Engine.WorldSize = 8, 1, 2
+	defer func(d time.Duration) { stallReport = d }(stallReport)
+	stallReport = time.Second
+	var logs lockedBuffer
+	log := hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Warn})
+	m := buildTorch(t, g, cfg, Backend{Python: py, NProcPerNode: 2, MasterPort: freePort(t), CollectiveTimeout: 6 * time.Second, Log: log})
+	pids := PIDs(m)
+	if len(pids) != 2 {
+		t.Fatalf("pids %v", pids)
+	}
+	b := randomBatch(g, "cross_entropy", 16, 1)
+	if _, err := m.TrainStep(b, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Kill(pids[1], syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer syscall.Kill(pids[1], syscall.SIGCONT)
+	start := time.Now()
+	_, err := m.TrainStep(b, 1)
+	if err == nil || time.Since(start) > 120*time.Second {
+		t.Fatalf("after %v: %v", time.Since(start), err)
+	}
+	if out := logs.String(); !strings.Contains(out, "a peer rank may be stalled") {
+		t.Errorf("nothing said while rank 0 waited:\n%s", out)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "rank 1") || !strings.Contains(msg, "is stopped") || strings.Contains(msg, "Traceback") ||
+		!errors.Is(err, engine.ErrWorkerLost) {
+		t.Errorf("the error does not name the stalled rank plainly: %v", err)
+	}
+	t.Logf("after %v: %v", time.Since(start).Round(time.Second), err)
 }

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -32,6 +33,10 @@ type Backend struct {
 	NProcPerNode, NNodes, NodeRank int
 	MasterAddr                     string
 	MasterPort                     int
+	// RendezvousTimeout bounds the wait for every rank to join (default
+	// DefaultRendezvousTimeout); CollectiveTimeout bounds each collective,
+	// an all-reduce a stalled peer never joins (DefaultCollectiveTimeout).
+	RendezvousTimeout, CollectiveTimeout time.Duration
 	// Log receives the workers' stderr at debug level.
 	Log hclog.Logger
 	// Env is added to the workers' environment.
@@ -89,12 +94,17 @@ type model struct {
 
 	ws []*wstate
 
-	died    chan struct{}
-	dieOnce sync.Once
-	err     error // sticky: the model is unusable after it
-	closed  bool
-	params  int64
-	state   struct{ params, buffers, optimizer int64 }
+	died chan struct{}
+	// cancel is Config.Cancel while the build waits for its replies (the
+	// ranks meeting); nil after, when the run loop stops between steps.
+	cancel <-chan struct{}
+	// collective is the timeout each collective runs under.
+	collective time.Duration
+	dieOnce    sync.Once
+	err        error // sticky: the model is unusable after it
+	closed     bool
+	params     int64
+	state      struct{ params, buffers, optimizer int64 }
 	// gan: the worker trains a discriminator beside the model (gan.go);
 	// parts are the last micro-batch's terms.
 	gan   bool
@@ -259,6 +269,9 @@ func (m *model) deviceOf(k int) string {
 // build makes the regions, builds the model in every worker and loads
 // pipe's initial state into it.
 func (m *model) build(b Backend, init engine.State) error {
+	m.cancel = m.cfg.Cancel
+	m.collective = time.Duration(seconds(b.CollectiveTimeout, DefaultCollectiveTimeout)) * time.Second
+	defer func() { m.cancel = nil }()
 	m.names = map[string]int{}
 	for _, t := range init.Tensors {
 		m.addState(t.Name, t.Shape)
@@ -300,7 +313,8 @@ func (m *model) build(b Backend, init engine.State) error {
 				bucket = 25
 			}
 			s.Engine.Distributed = &Distributed{Backend: m.cfg.Engine.Backend, Rank: m.base + k, WorldSize: m.world,
-				MasterAddr: addr, MasterPort: port, BucketMB: bucket, TimeoutS: 300}
+				MasterAddr: addr, MasterPort: port, BucketMB: bucket,
+				TimeoutS: seconds(b.CollectiveTimeout, DefaultCollectiveTimeout), RendezvousTimeoutS: seconds(b.RendezvousTimeout, DefaultRendezvousTimeout)}
 		}
 		if err := w.send(buildRequest{Spec: &s}, -1, 0); err != nil {
 			return err
@@ -478,4 +492,19 @@ func rendezvousPort(asked int, local bool) (int, error) {
 	}
 	defer l.Close()
 	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// The data-parallel timeouts when the Backend gives none: long enough for
+// a slow machine to start its workers, short enough that a missing rank
+// is named within minutes.
+const (
+	DefaultRendezvousTimeout = 300 * time.Second
+	DefaultCollectiveTimeout = 300 * time.Second
+)
+
+func seconds(d, def time.Duration) int {
+	if d <= 0 {
+		d = def
+	}
+	return max(int(d/time.Second), 1)
 }

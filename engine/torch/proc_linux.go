@@ -1,6 +1,9 @@
 package torch
 
 import (
+	"bytes"
+	"fmt"
+	"os"
 	osexec "os/exec"
 	"syscall"
 )
@@ -25,4 +28,18 @@ func killGroup(cmd *osexec.Cmd) error {
 		return cmd.Process.Kill()
 	}
 	return nil
+}
+
+// processStopped reports whether process pid is stopped (SIGSTOP, a
+// debugger): /proc's state T or t.
+func processStopped(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// The state follows the command's closing parenthesis.
+	if i := bytes.LastIndexByte(b, ')'); i >= 0 && i+2 < len(b) {
+		return b[i+2] == 'T' || b[i+2] == 't'
+	}
+	return false
 }

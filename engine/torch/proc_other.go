@@ -12,3 +12,5 @@ func setProcAttr(cmd *osexec.Cmd) {}
 func processAlive(pid int) bool { return true }
 
 func killGroup(cmd *osexec.Cmd) error { return cmd.Process.Kill() }
+
+func processStopped(pid int) bool { return false }

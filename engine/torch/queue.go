@@ -38,23 +38,42 @@ func (m *model) reply(k int) (response, error) {
 	if r, ok := ready(); ok {
 		return r, nil
 	}
-	select {
-	case r, ok := <-w.replies:
-		if ok {
-			w.outstanding = w.outstanding[1:]
-			return r, nil
+	// With other ranks, a reply that takes long may be a peer that
+	// stalled inside a collective: say so while waiting.
+	var slow <-chan time.Time
+	if m.world > 1 && m.cancel == nil {
+		t := time.NewTicker(stallReport)
+		defer t.Stop()
+		slow = t.C
+	}
+	start := time.Now()
+	for {
+		select {
+		case r, ok := <-w.replies:
+			if ok {
+				w.outstanding = w.outstanding[1:]
+				return r, nil
+			}
+			return response{}, m.fail(w.died())
+		case <-m.cancel:
+			return response{}, m.fail(engine.ErrInterrupted)
+		case <-slow:
+			w.log.Warn(fmt.Sprintf("rank %d has not answered %s for %s: a peer rank may be stalled; each collective times out after %s",
+				w.rank, w.outstanding[0].cmd, time.Since(start).Round(time.Second), m.collective))
+		case <-m.died:
+			if r, ok := ready(); ok { // it came with the exit
+				return r, nil
+			}
+			if o := m.firstDead(); o != nil {
+				return response{}, m.fail(o.died())
+			}
+			return response{}, m.fail(errors.New("torch: a worker exited"))
 		}
-		return response{}, m.fail(w.died())
-	case <-m.died:
-		if r, ok := ready(); ok { // it came with the exit
-			return r, nil
-		}
-		if o := m.firstDead(); o != nil {
-			return response{}, m.fail(o.died())
-		}
-		return response{}, m.fail(errors.New("torch: a worker exited"))
 	}
 }
+
+// stallReport is how often a rank waiting long for a reply says so.
+var stallReport = 30 * time.Second
 
 // firstDead is the worker that exited first, nil while all run.
 func (m *model) firstDead() *worker {
@@ -82,6 +101,14 @@ const peerGrace = 5 * time.Second
 // is the cause, and the rank's connection error its consequence.
 func (m *model) replyErr(r response, k int) error {
 	err := replyErr(r, m.workers[k].rank)
+	if err != nil && collectiveTimedOut(r.Error) {
+		for _, o := range m.workers {
+			if o != m.workers[k] && processStopped(o.cmd.Process.Pid) {
+				return m.fail(fmt.Errorf("%w; rank %d (pid %d) on this machine is stopped (SIGSTOP or a debugger)", err, o.rank, o.cmd.Process.Pid))
+			}
+		}
+		return m.fail(err)
+	}
 	if err == nil || len(m.workers) < 2 || r.Kind != "" && r.Kind != kindError {
 		return err
 	}

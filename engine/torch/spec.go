@@ -145,7 +145,10 @@ type Distributed struct {
 	MasterAddr string  `json:"master_addr"`
 	MasterPort int     `json:"master_port"`
 	BucketMB   float64 `json:"bucket_mb"`
-	TimeoutS   int     `json:"timeout_s"`
+	// TimeoutS bounds each collective, RendezvousTimeoutS the wait for
+	// every rank to check in at rank 0's store.
+	TimeoutS           int `json:"timeout_s"`
+	RendezvousTimeoutS int `json:"rendezvous_timeout_s"`
 }
 
 // TensorRef is a named tensor in the benchmark's data file: Offset and

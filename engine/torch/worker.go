@@ -161,6 +161,10 @@ func startWorker(python string, rank int, env []string, log hclog.Logger) (*work
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			line := sc.Text()
+			if msg, ok := rendezvousProgress(line); ok {
+				w.log.Warn(msg) // a rank is missing: the user sees who and where
+				continue
+			}
 			w.stderr.add(line)
 			w.log.Debug(line)
 		}
@@ -370,4 +374,40 @@ func versionAtLeast(v string, want [3]int) bool {
 		}
 	}
 	return true
+}
+
+// rendezvousPrefix marks the worker's progress lines while ranks are
+// missing (pipe_torch/rendezvous.py).
+const rendezvousPrefix = "PIPE-RENDEZVOUS "
+
+// rendezvousProgress reads one progress line into a message for people.
+func rendezvousProgress(line string) (string, bool) {
+	rest, ok := strings.CutPrefix(line, rendezvousPrefix)
+	if !ok {
+		return "", false
+	}
+	var p struct {
+		Rank     int    `json:"rank"`
+		At       string `json:"at"`
+		Present  []int  `json:"present"`
+		Missing  []int  `json:"missing"`
+		Waited   int    `json:"waited_s"`
+		TimeoutS int    `json:"timeout_s"`
+	}
+	if err := json.Unmarshal([]byte(rest), &p); err != nil {
+		return "", false
+	}
+	if len(p.Present) == 0 {
+		return fmt.Sprintf("rank %d is waiting for rank 0 at %s (%d s of %d s)", p.Rank, p.At, p.Waited, p.TimeoutS), true
+	}
+	return fmt.Sprintf("rank %d is waiting at %s for rank(s) %s; present: %s (%d s of %d s)", p.Rank, p.At,
+		ints(p.Missing), ints(p.Present), p.Waited, p.TimeoutS), true
+}
+
+func ints(xs []int) string {
+	s := make([]string, len(xs))
+	for i, x := range xs {
+		s[i] = strconv.Itoa(x)
+	}
+	return strings.Join(s, ", ")
 }

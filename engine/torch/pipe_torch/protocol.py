@@ -340,5 +340,6 @@ STRUCTS = {
         "master_port": "int",
         "bucket_mb": "float",
         "timeout_s": "int",
+        "rendezvous_timeout_s": "int",
     },
 }

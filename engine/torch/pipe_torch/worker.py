@@ -13,6 +13,7 @@ from .gan import GANMixin
 from .measure import MeasureMixin, is_oom
 from .net import Net, make_optimizer, module_key, state_names
 from .readback import Readback
+from .rendezvous import meet
 from .shm import Region
 from .state import StateMixin
 from .train import TrainMixin
@@ -168,12 +169,13 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin):
         import torch.distributed as dist
         d = self.dist
         backend = d["backend"]
-        timeout = datetime.timedelta(seconds=d.get("timeout_s", 120))
+        timeout = datetime.timedelta(seconds=d.get("timeout_s") or 300)  # each collective's
         kw = {}
         if dev.startswith("cuda") and "device_id" in inspect.signature(dist.init_process_group).parameters:
             kw["device_id"] = torch.device(dev)  # torch 2.3 and later: the communicator is made eagerly for it
-        dist.init_process_group(backend=backend, init_method=f"tcp://{d['master_addr']}:{d['master_port']}",
-                                rank=d["rank"], world_size=d["world_size"], timeout=timeout, **kw)
+        self.store = meet(dist, d)
+        dist.init_process_group(backend=backend, store=self.store, rank=d["rank"], world_size=d["world_size"],
+                                timeout=timeout, **kw)
         self.rank = d["rank"]
         self.world = d["world_size"]
         self.applied["process_group"] = f"{backend}, rank {d['rank']} of {d['world_size']}"

@@ -1,0 +1,74 @@
+"""Meeting the other ranks. Rank 0 holds a TCPStore at the master's
+address; every rank checks in there, and while ranks are missing each
+says every few seconds, on stderr behind PROGRESS, who it waits for. At
+the deadline it fails naming the ranks that never came, as a pipe error
+and never a traceback (pipe's engine/torch/worker.go reads the lines)."""
+
+import datetime
+import json
+import sys
+import time
+
+from .wire import Failure
+
+PROGRESS = "PIPE-RENDEZVOUS "
+EVERY = 5.0  # seconds between progress lines
+
+
+def report(rank, where, present, missing, waited, limit):
+    sys.stderr.write(PROGRESS + json.dumps({"rank": rank, "at": where, "present": present, "missing": missing,
+                                            "waited_s": round(waited), "timeout_s": limit}) + "\n")
+    sys.stderr.flush()
+
+
+def connect(dist, addr, port, world, rank, limit, t0):
+    """A client of rank 0's store, retried until the deadline: rank 0 may
+    start after the others."""
+    where = f"{addr}:{port}"
+    last = t0
+    while True:
+        left = limit - (time.monotonic() - t0)
+        if left <= 0:
+            raise Failure("error", f"rank {rank} could not reach rank 0 at {where} within {limit} s: start rank 0 "
+                          "(--node-rank 0) there, or check --master-addr and --master-port and the network between them")
+        try:
+            return dist.TCPStore(addr, port, world, False, datetime.timedelta(seconds=min(EVERY, left)))
+        except Exception:  # noqa: BLE001 - torch's store says "connect timeout" or "Socket Timeout" by version
+            now = time.monotonic()
+            if now - last >= EVERY - 0.5:
+                report(rank, where, [], [0], now - t0, limit)
+                last = now
+
+
+def meet(dist, d):
+    """The store every rank has checked in to, once all have."""
+    addr, port, rank, world = d["master_addr"], int(d["master_port"]), int(d["rank"]), int(d["world_size"])
+    limit = int(d.get("rendezvous_timeout_s") or 300)
+    where = f"{addr}:{port}"
+    t0 = time.monotonic()
+    if rank == 0:
+        try:
+            store = dist.TCPStore(addr, port, world, True, datetime.timedelta(seconds=limit), wait_for_workers=False)
+        except Exception as e:  # noqa: BLE001
+            raise Failure("error", f"rank 0 cannot listen at {where}: {e} (is another run using the port? "
+                          "give another --master-port)") from e
+    else:
+        store = connect(dist, addr, port, world, rank, limit, t0)
+    store.add(f"pipe/in/{rank}", 1)
+    last = t0
+    while True:
+        # add(key, 0) reads a counter without waiting, where get would
+        # wait for a key that is not there yet.
+        present = [r for r in range(world) if store.add(f"pipe/in/{r}", 0) > 0]
+        if len(present) == world:
+            return store
+        missing = [r for r in range(world) if r not in present]
+        now = time.monotonic()
+        if now - t0 >= limit:
+            raise Failure("error", f"ranks {', '.join(map(str, missing))} never joined the rendezvous at {where} within "
+                          f"{limit} s (present: {', '.join(map(str, present))}): start them with the same --master-addr, "
+                          "--master-port and --nnodes, each with its own --node-rank")
+        if now - last >= EVERY:
+            report(rank, where, present, missing, now - t0, limit)
+            last = now
+        time.sleep(0.2)
