@@ -12,7 +12,9 @@ import (
 	"math"
 	"mime"
 	"mime/multipart"
+	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 
@@ -67,7 +69,7 @@ func (s *Server) decodeEncoding(w http.ResponseWriter, r *http.Request) *apiErro
 	case "gzip", "x-gzip":
 		zr, err := gzip.NewReader(r.Body)
 		if err != nil {
-			if e := s.readErr(err); e.status == http.StatusRequestEntityTooLarge {
+			if e := s.readErr(err); e.status == http.StatusRequestEntityTooLarge || e.status == http.StatusRequestTimeout {
 				return e
 			}
 			return badRequest(http.StatusBadRequest, "Content-Encoding gzip: the body is not gzip (%v)", err)
@@ -81,11 +83,15 @@ func (s *Server) decodeEncoding(w http.ResponseWriter, r *http.Request) *apiErro
 }
 
 // readErr turns a body that could not be read into its answer: 413 past
-// the body limit.
+// the body limit, 408 past the read deadline.
 func (s *Server) readErr(err error) *apiError {
 	var mb *http.MaxBytesError
 	if errors.As(err, &mb) {
 		return badRequest(http.StatusRequestEntityTooLarge, "the body is larger than the limit of %d bytes; send at most %d samples a request", s.cfg.MaxBody, s.cfg.MaxBatch)
+	}
+	var ne net.Error
+	if errors.Is(err, os.ErrDeadlineExceeded) || errors.As(err, &ne) && ne.Timeout() {
+		return badRequest(http.StatusRequestTimeout, "the body did not arrive within the timeout of %v", s.cfg.Timeout)
 	}
 	return badRequest(http.StatusBadRequest, "reading the body: %v", err)
 }

@@ -9,11 +9,14 @@
 // more until its batch holds MaxBatch samples or MaxWait has passed since
 // it took the first, runs them through the model as one batch, and hands
 // each request its outputs. It waits only while more requests are
-// admitted than it holds (others are being read or queued): a request
-// that arrives alone runs at once, so batching costs nothing at low load. A request is read whole before it queues, so
-// a slow client holds its connection and never a worker.
+// admitted than it holds (others are queued or about to be): a request
+// that arrives alone runs at once, so batching costs nothing at low load.
 //
-// Bounds: at most Queue requests are admitted at once (being read,
-// waiting or running); the next gets 503 with Retry-After. A body larger
-// than MaxBody gets 413, a request of more than MaxBatch samples 413.
+// Bounds: a request's body is read whole before it is admitted, so a slow
+// client holds its connection and never a queue slot or a worker. At most
+// MaxConns connections are open at once; past that a new one waits to be
+// accepted. At most Queue requests are admitted at once (waiting or
+// running); the next gets 503 with Retry-After. A body larger than
+// MaxBody gets 413, one that has not arrived within Timeout 408, a
+// request of more than MaxBatch samples 413.
 package serve

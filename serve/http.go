@@ -97,7 +97,7 @@ func (s *Server) wrongMethod(w http.ResponseWriter, r *http.Request) {
 	s.writeError(w, badRequest(http.StatusMethodNotAllowed, "%s /v1/predict: predictions are POSTed", r.Method))
 }
 
-// predict is POST /v1/predict: admit, read, queue, wait, answer.
+// predict is POST /v1/predict: read, admit, queue, wait, answer.
 func (s *Server) predict(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	code := http.StatusOK
@@ -113,6 +113,20 @@ func (s *Server) predict(w http.ResponseWriter, r *http.Request) {
 		fail(&apiError{status: http.StatusServiceUnavailable, msg: "the server is shutting down", retry: true})
 		return
 	}
+	// Read the whole body before taking a queue slot: a client that sends
+	// slowly holds its connection (bounded by MaxConns) and never a slot,
+	// so slow clients cannot turn prompt ones away with 503. Reading is
+	// bounded by MaxBody and by a deadline of Timeout from arrival (408).
+	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
+	defer cancel()
+	_ = http.NewResponseController(w).SetReadDeadline(start.Add(s.cfg.Timeout))
+	s.m.reading.Inc()
+	x, n, raw, e := s.readBody(w, r)
+	s.m.reading.Dec()
+	if e != nil {
+		fail(e)
+		return
+	}
 	select {
 	case s.slots <- struct{}{}:
 	default:
@@ -124,20 +138,6 @@ func (s *Server) predict(w http.ResponseWriter, r *http.Request) {
 		<-s.slots
 		s.m.inFlight.Dec()
 	}()
-
-	ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
-	defer cancel()
-	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
-	if e := s.decodeEncoding(w, r); e != nil {
-		fail(e)
-		return
-	}
-	defer r.Body.Close()
-	x, n, raw, e := s.decode(r)
-	if e != nil {
-		fail(e)
-		return
-	}
 	if raw {
 		s.workers[0].Normalize(x, n)
 	}
@@ -169,6 +169,17 @@ func (s *Server) predict(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.writeJSON(w, http.StatusOK, s.response(j.out, n))
+}
+
+// readBody reads and decodes a prediction's body, held to MaxBody once
+// any Content-Encoding is undone.
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]float32, int, bool, *apiError) {
+	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
+	defer r.Body.Close()
+	if e := s.decodeEncoding(w, r); e != nil {
+		return nil, 0, false, e
+	}
+	return s.decode(r)
 }
 
 // response shapes n samples' outputs; a cross-entropy classifier's

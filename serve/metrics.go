@@ -10,6 +10,7 @@ type metrics struct {
 	latency    prometheus.Histogram
 	queueDepth prometheus.Gauge
 	inFlight   prometheus.Gauge
+	reading    prometheus.Gauge
 }
 
 func newMetrics(reg *prometheus.Registry, maxBatch int) metrics {
@@ -33,9 +34,11 @@ func newMetrics(reg *prometheus.Registry, maxBatch int) metrics {
 		queueDepth: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pipe_serve_queue_depth",
 			Help: "Samples queued, not yet in a batch."}),
 		inFlight: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pipe_serve_in_flight",
-			Help: "Prediction requests admitted: being read, queued or running."}),
+			Help: "Prediction requests admitted: queued or running."}),
+		reading: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pipe_serve_reading",
+			Help: "Prediction requests whose body is being read, not yet admitted."}),
 	}
-	reg.MustRegister(m.requests, m.batchSize, m.queueTime, m.latency, m.queueDepth, m.inFlight,
+	reg.MustRegister(m.requests, m.batchSize, m.queueTime, m.latency, m.queueDepth, m.inFlight, m.reading,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

@@ -681,3 +681,131 @@ func TestSlowClientTimesOut(t *testing.T) {
 		t.Fatalf("the stalled request was answered 200: %q", b)
 	}
 }
+
+// serveOn starts s.Serve on a loopback port; it returns the base URL and
+// a cancel that drains the server and waits for Serve's error.
+func serveOn(t *testing.T, s *Server) (url string, stop func() error) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln) }()
+	var once sync.Once
+	var serr error
+	stop = func() error {
+		once.Do(func() {
+			cancel()
+			serr = <-served
+		})
+		return serr
+	}
+	t.Cleanup(func() { stop() })
+	return "http://" + ln.Addr().String(), stop
+}
+
+// stallBody opens a connection, sends a prediction's headers and the
+// first bytes of its body, and stalls there.
+func stallBody(t *testing.T, addr string) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	fmt.Fprintf(conn, "POST /v1/predict HTTP/1.1\r\nHost: x\r\nContent-Type: application/octet-stream\r\nContent-Length: %d\r\n\r\n", 4*inLen)
+	if _, err := conn.Write(make([]byte, 1)); err != nil {
+		t.Fatal(err)
+	}
+	return conn
+}
+
+// Clients that send their bodies slowly do not take queue slots: with 50
+// of them stalled mid-body and a queue of 2, a normal request gets 200.
+func TestSlowBodiesDoNotFillTheQueue(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Queue = 2
+	s := newServer(t, cfg)
+	url, _ := serveOn(t, s)
+	addr := strings.TrimPrefix(url, "http://")
+	for range 50 {
+		stallBody(t, addr)
+	}
+	// Every stalled request is being read, and none holds a slot.
+	waitFor(t, func() bool { return gauge(t, s, "pipe_serve_reading") == 50 })
+	if got := gauge(t, s, "pipe_serve_in_flight"); got != 0 {
+		t.Errorf("%g requests admitted while their bodies are read, want 0", got)
+	}
+	resp, err := http.Post(url+"/v1/predict", "application/octet-stream", bytes.NewReader(make([]byte, 4*inLen)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("a normal request behind 50 slow bodies: %d %s", resp.StatusCode, b)
+	}
+}
+
+// Past MaxConns a connection waits to be accepted until another closes,
+// and is then answered.
+func TestConnectionLimit(t *testing.T) {
+	cfg := baseConfig()
+	cfg.MaxConns = 2
+	s := newServer(t, cfg)
+	url, _ := serveOn(t, s)
+	addr := strings.TrimPrefix(url, "http://")
+	a := stallBody(t, addr)
+	stallBody(t, addr)
+	waitFor(t, func() bool { return gauge(t, s, "pipe_serve_reading") == 2 })
+	answered := make(chan int, 1)
+	go func() {
+		resp, err := http.Post(url+"/v1/predict", "application/octet-stream", bytes.NewReader(make([]byte, 4*inLen)))
+		if err != nil {
+			t.Error(err)
+			answered <- 0
+			return
+		}
+		resp.Body.Close()
+		answered <- resp.StatusCode
+	}()
+	// The third connection is not accepted: its request is not read while
+	// the two stalled ones hold their places.
+	select {
+	case code := <-answered:
+		t.Fatalf("a third connection past a limit of 2 was answered %d", code)
+	case <-time.After(300 * time.Millisecond):
+	}
+	if got := gauge(t, s, "pipe_serve_reading"); got != 2 {
+		t.Errorf("%g requests being read past a limit of 2 connections", got)
+	}
+	a.Close()
+	select {
+	case code := <-answered:
+		if code != http.StatusOK {
+			t.Fatalf("the waiting connection: %d, want 200", code)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the waiting connection was not answered after a place freed")
+	}
+}
+
+// A body that stops arriving gets 408 once the timeout has passed since
+// the request came.
+func TestStalledBodyGets408(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Timeout = 500 * time.Millisecond
+	s := newServer(t, cfg)
+	url, _ := serveOn(t, s)
+	conn := stallBody(t, strings.TrimPrefix(url, "http://"))
+	conn.SetReadDeadline(time.Now().Add(15 * time.Second))
+	b, _ := io.ReadAll(conn)
+	if !strings.HasPrefix(string(b), "HTTP/1.1 408") || !strings.Contains(string(b), "did not arrive within the timeout") {
+		t.Fatalf("a stalled body was answered %q, want 408", b)
+	}
+	if got := counter(t, s, "pipe_serve_requests_total", "408"); got != 1 {
+		t.Errorf("requests_total{code=408} = %g, want 1", got)
+	}
+}

@@ -32,6 +32,10 @@ type Config struct {
 	Queue   int
 	MaxBody int64
 	Timeout time.Duration
+	// MaxConns is the most connections Serve holds open at once (0:
+	// DefaultMaxConns). A body is read before its request takes a queue
+	// slot, so slow clients hold connections, not slots.
+	MaxConns int
 }
 
 // FromPlan is the configuration the plan's serving section gives, with
@@ -97,9 +101,12 @@ func build(workers []*run.Trained, cfg Config) (*Server, error) {
 	if len(workers) == 0 {
 		return nil, errors.New("serve: no workers")
 	}
-	if cfg.MaxBatch < 1 || cfg.Queue < 1 || cfg.MaxBody < 1 || cfg.Timeout <= 0 || cfg.MaxWait < 0 {
-		return nil, fmt.Errorf("serve: max_batch %d, queue %d, body limit %d and timeout %v must be positive, max_wait %v not negative",
-			cfg.MaxBatch, cfg.Queue, cfg.MaxBody, cfg.Timeout, cfg.MaxWait)
+	if cfg.MaxBatch < 1 || cfg.Queue < 1 || cfg.MaxBody < 1 || cfg.Timeout <= 0 || cfg.MaxWait < 0 || cfg.MaxConns < 0 {
+		return nil, fmt.Errorf("serve: max_batch %d, queue %d, body limit %d and timeout %v must be positive, max_wait %v and max connections %d not negative",
+			cfg.MaxBatch, cfg.Queue, cfg.MaxBody, cfg.Timeout, cfg.MaxWait, cfg.MaxConns)
+	}
+	if cfg.MaxConns == 0 {
+		cfg.MaxConns = DefaultMaxConns
 	}
 	for i, w := range workers {
 		if w.Config.Batch < 1 {
@@ -158,11 +165,12 @@ func (s *Server) HTTPServer(addr string) *http.Server {
 	}
 }
 
-// Serve answers on ln until ctx is done, then drains: readiness turns
+// Serve answers on ln, holding at most MaxConns connections open, until ctx is done, then drains: readiness turns
 // 503, the listener closes, every admitted request is answered (within
 // the timeout), the workers stop and the models are closed. It returns
 // nil after a clean drain.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	ln = limitListen(ln, s.cfg.MaxConns)
 	hs := s.HTTPServer(ln.Addr().String())
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(ln) }()
@@ -224,8 +232,8 @@ func (s *Server) work(t *run.Trained) {
 			timer := time.NewTimer(s.cfg.MaxWait)
 		gather:
 			for n < s.cfg.MaxBatch {
-				// Wait only for requests admitted and not yet here (being
-				// read, or queued behind): alone, a request runs at once.
+				// Wait only for requests admitted and not yet here (queued
+				// behind, or about to be): alone, a request runs at once.
 				if len(s.slots) <= len(batch) && len(s.pending) == 0 {
 					break
 				}

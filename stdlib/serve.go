@@ -18,7 +18,7 @@ func serveBlock() *lang.BlockSpec {
 				arg("max_wait", lang.TDuration, "A duration such as 5ms (0s never waits), or auto.", positional, required, atLeast(0), auto, def("auto"))),
 			field("workers", "Models answering in parallel, each with its own copy of the weights and its share of the cores.",
 				arg("workers", lang.TInt, "At least 1, or auto.", positional, required, atLeast(1), auto, def("auto"))),
-			field("queue", "The most requests admitted at once (being read, queued or running); past it the server answers 503 with Retry-After.",
+			field("queue", "The most requests admitted at once (read whole, then queued or running); past it the server answers 503 with Retry-After.",
 				arg("queue", lang.TInt, "At least 1, or auto (sized to memory and to what the workers answer within the timeout).", positional, required, atLeast(1), auto, def("auto"))),
 			field("latency_target", "The latency a request should see: max_wait plus one batch's estimated forward time stays within it.",
 				arg("latency_target", lang.TDuration, "A duration such as 50ms.", positional, required, above(0), def("100ms"))),

@@ -42,13 +42,14 @@ func runServe(a *app, args []string) int {
 	device := fs.String("device", "", "plan for this device instead of the file's (pipe devices lists them)")
 	noBatching := fs.Bool("no-batching", false, "run each request alone (dynamic batching off), for comparison")
 	python := fs.String("python", "", "the torch engine's Python (default: $PIPE_PYTHON, else python3)")
+	maxConns := fs.Int("max-conns", serve.DefaultMaxConns, "the most connections held open at once; past it new ones wait to be accepted")
 	files, err := a.parseFlags(fs, args)
 	if err != nil {
 		return flagExit(err)
 	}
 	if msg := oneFile("serve", files); msg != "" {
 		fmt.Fprintln(a.env.Stderr, msg)
-		fmt.Fprintln(a.env.Stderr, "usage: pipe serve [--checkpoint PATH] [--addr :8080] [--device NAME] [--no-batching] FILE")
+		fmt.Fprintln(a.env.Stderr, "usage: pipe serve [--checkpoint PATH] [--addr :8080] [--device NAME] [--no-batching] [--max-conns N] FILE")
 		return exitErrors
 	}
 	prog, _, src, display, ds, err := a.load(files[0])
@@ -82,7 +83,7 @@ func runServe(a *app, args []string) int {
 		fmt.Fprintf(a.env.Stderr, "pipe serve: %v\n", err)
 		return exitErrors
 	}
-	return a.serveWorkers(workers, pl.Plan, *noBatching, *addr, display, path)
+	return a.serveWorkers(workers, pl.Plan, serveFlags{noBatching: *noBatching, maxConns: *maxConns}, *addr, display, path)
 }
 
 // servePlan plans serving; nil and the exit code when it cannot serve.
@@ -109,12 +110,19 @@ func (a *app) servePlan(wf *workflow.Workflow, prog *lang.Program, src []byte, d
 	return pl, exitOK
 }
 
+// serveFlags are pipe serve's flags that size the server beyond the plan.
+type serveFlags struct {
+	noBatching bool
+	maxConns   int
+}
+
 // serveWorkers answers requests with the workers until a signal drains
 // the server.
-func (a *app) serveWorkers(workers []*run.Trained, p *plan.Plan, noBatching bool, addr, display, path string) int {
+func (a *app) serveWorkers(workers []*run.Trained, p *plan.Plan, f serveFlags, addr, display, path string) int {
 	sp := p.Serve
 	cfg := serve.FromPlan(sp)
-	cfg.Batching = !noBatching && sp.MaxBatch > 1
+	cfg.Batching = !f.noBatching && sp.MaxBatch > 1
+	cfg.MaxConns = f.maxConns
 	srv, err := serve.New(workers, cfg)
 	if err != nil {
 		for _, w := range workers {

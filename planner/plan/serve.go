@@ -15,8 +15,8 @@ type Serve struct {
 	// ThreadsPerWorker compute threads (on the CPU) and its own weights.
 	Workers          int `json:"workers"`
 	ThreadsPerWorker int `json:"threads_per_worker"`
-	// Queue is the most requests admitted at once (being read, waiting or
-	// running); past it the server answers 503.
+	// Queue is the most requests admitted at once (read whole, then
+	// waiting or running); past it the server answers 503.
 	Queue int64 `json:"queue"`
 	// LatencyTargetSeconds is the target max_wait and one batch's forward
 	// time fit within; TimeoutSeconds bounds reading, answering and
