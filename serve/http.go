@@ -109,7 +109,7 @@ func (s *Server) predict(w http.ResponseWriter, r *http.Request) {
 		code = e.status
 		s.writeError(w, e)
 	}
-	if s.draining.Load() {
+	if s.stopping.Load() {
 		fail(&apiError{status: http.StatusServiceUnavailable, msg: "the server is shutting down", retry: true})
 		return
 	}

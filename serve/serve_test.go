@@ -809,3 +809,134 @@ func TestStalledBodyGets408(t *testing.T) {
 		t.Errorf("requests_total{code=408} = %g, want 1", got)
 	}
 }
+
+// SIGTERM's path with a grace period and clients on keep-alive
+// connections: once Serve's context ends, /readyz answers 503 over the
+// network while predictions are still answered; when the grace ends the
+// listener closes and the requests admitted by then are answered. No
+// client sees an error: no reset, no refused connection while it sends.
+func TestDrainKeepsServingThroughGrace(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Grace = time.Hour // ended by the test, through s.after
+	s, err := build(load(t, 1, cfg.MaxBatch), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	graceEnd := make(chan time.Time)
+	s.after = func(d time.Duration) <-chan time.Time {
+		if d != time.Hour {
+			t.Errorf("grace %v, want the configured hour", d)
+		}
+		return graceEnd
+	}
+	var hold atomic.Bool
+	gate := make(chan struct{})
+	s.gate = func(int) {
+		if hold.Load() {
+			<-gate
+		}
+	}
+	s.start()
+	t.Cleanup(func() {
+		hold.Store(false)
+		select {
+		case <-gate:
+		default:
+			close(gate)
+		}
+		s.Drain()
+	})
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	served := make(chan error, 1)
+	go func() { served <- s.Serve(ctx, ln) }()
+	url := "http://" + ln.Addr().String()
+	predict := func(c *http.Client, i int) (int, error) {
+		b, _ := json.Marshal(map[string]any{"inputs": [][]float32{sample(i)}})
+		resp, err := c.Post(url+"/v1/predict", "application/json", bytes.NewReader(b))
+		if err != nil {
+			return 0, err
+		}
+		io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return resp.StatusCode, nil
+	}
+
+	// Clients on keep-alive connections send prediction after prediction.
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
+	var stopClients atomic.Bool
+	var answered atomic.Int64
+	var wg sync.WaitGroup
+	const nClients = 20
+	for i := range nClients {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stopClients.Load() {
+				code, err := predict(client, i)
+				if err != nil || code != http.StatusOK {
+					t.Errorf("client %d: %d %v", i, code, err)
+					return
+				}
+				answered.Add(1)
+			}
+		}()
+	}
+	waitFor(t, func() bool { return answered.Load() >= nClients })
+
+	cancel() // SIGTERM
+	waitFor(t, func() bool {
+		resp, err := http.Get(url + "/readyz")
+		if err != nil {
+			t.Fatalf("/readyz during the grace: %v", err)
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusServiceUnavailable
+	})
+	// Still serving: the clients go on being answered, a new one too.
+	n := answered.Load()
+	waitFor(t, func() bool { return answered.Load() >= n+nClients })
+	if code, err := predict(http.DefaultClient, 99); err != nil || code != http.StatusOK {
+		t.Fatalf("a prediction during the grace: %d %v", code, err)
+	}
+	stopClients.Store(true)
+	wg.Wait()
+
+	// Requests admitted as the grace ends are answered after the
+	// listener has closed.
+	hold.Store(true)
+	const nLate = 5
+	late := make([]int, nLate)
+	lateErr := make([]error, nLate)
+	for i := range nLate {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			late[i], lateErr[i] = predict(client, i)
+		}()
+	}
+	waitFor(t, func() bool { return gauge(t, s, "pipe_serve_in_flight") == nLate })
+	close(graceEnd)
+	waitFor(t, func() bool {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+	hold.Store(false)
+	close(gate)
+	wg.Wait()
+	for i := range nLate {
+		if lateErr[i] != nil || late[i] != http.StatusOK {
+			t.Errorf("request %d admitted before the listener closed: %d %v", i, late[i], lateErr[i])
+		}
+	}
+	if err := <-served; err != nil {
+		t.Fatalf("Serve: %v", err)
+	}
+}

@@ -36,7 +36,16 @@ type Config struct {
 	// DefaultMaxConns). A body is read before its request takes a queue
 	// slot, so slow clients hold connections, not slots.
 	MaxConns int
+	// Grace is how long Serve goes on answering, with readiness off,
+	// once its context ends, so that load balancers see /readyz turn 503
+	// and stop sending before the listener closes (0: none).
+	Grace time.Duration
 }
+
+// DefaultGrace is the drain's grace period FromPlan gives: longer than
+// a load balancer's usual readiness probe period, short enough for a
+// pod's default termination grace of 30s.
+const DefaultGrace = 5 * time.Second
 
 // FromPlan is the configuration the plan's serving section gives, with
 // batching on.
@@ -44,6 +53,7 @@ func FromPlan(s *plan.Serve) Config {
 	return Config{
 		MaxBatch: int(s.MaxBatch), MaxWait: seconds(s.MaxWaitSeconds), Batching: true,
 		Queue: int(s.Queue), MaxBody: s.MaxBodyBytes, Timeout: seconds(s.TimeoutSeconds),
+		MaxConns: DefaultMaxConns, Grace: DefaultGrace,
 	}
 }
 
@@ -58,11 +68,14 @@ type Server struct {
 	inLen   int
 	outLen  int
 
-	pending  chan *job
-	slots    chan struct{}
-	quit     chan struct{}
-	done     sync.WaitGroup
+	pending chan *job
+	slots   chan struct{}
+	quit    chan struct{}
+	done    sync.WaitGroup
+	// draining turns readiness off (the drain has begun); stopping turns
+	// predictions away (the HTTP server has stopped, or is not Serve's).
 	draining atomic.Bool
+	stopping atomic.Bool
 	stopOnce sync.Once
 
 	reg *prometheus.Registry
@@ -70,6 +83,8 @@ type Server struct {
 	mux *http.ServeMux
 	// gate, when set (by tests, before start), runs before each batch.
 	gate func(n int)
+	// after is time.After; tests replace it to end the grace at will.
+	after func(time.Duration) <-chan time.Time
 }
 
 // job is one request's samples on their way through a batch.
@@ -101,9 +116,9 @@ func build(workers []*run.Trained, cfg Config) (*Server, error) {
 	if len(workers) == 0 {
 		return nil, errors.New("serve: no workers")
 	}
-	if cfg.MaxBatch < 1 || cfg.Queue < 1 || cfg.MaxBody < 1 || cfg.Timeout <= 0 || cfg.MaxWait < 0 || cfg.MaxConns < 0 {
-		return nil, fmt.Errorf("serve: max_batch %d, queue %d, body limit %d and timeout %v must be positive, max_wait %v and max connections %d not negative",
-			cfg.MaxBatch, cfg.Queue, cfg.MaxBody, cfg.Timeout, cfg.MaxWait, cfg.MaxConns)
+	if cfg.MaxBatch < 1 || cfg.Queue < 1 || cfg.MaxBody < 1 || cfg.Timeout <= 0 || cfg.MaxWait < 0 || cfg.MaxConns < 0 || cfg.Grace < 0 {
+		return nil, fmt.Errorf("serve: max_batch %d, queue %d, body limit %d and timeout %v must be positive, max_wait %v, max connections %d and grace %v not negative",
+			cfg.MaxBatch, cfg.Queue, cfg.MaxBody, cfg.Timeout, cfg.MaxWait, cfg.MaxConns, cfg.Grace)
 	}
 	if cfg.MaxConns == 0 {
 		cfg.MaxConns = DefaultMaxConns
@@ -122,6 +137,7 @@ func build(workers []*run.Trained, cfg Config) (*Server, error) {
 		slots:   make(chan struct{}, cfg.Queue),
 		quit:    make(chan struct{}),
 		reg:     prometheus.NewRegistry(),
+		after:   time.After,
 	}
 	s.m = newMetrics(s.reg, cfg.MaxBatch)
 	s.mux = http.NewServeMux()
@@ -141,8 +157,18 @@ func (s *Server) start() {
 	}
 }
 
-// Handler is the server's HTTP handler.
-func (s *Server) Handler() http.Handler { return s.mux }
+// Handler is the server's HTTP handler. Once the drain has begun its
+// answers carry Connection: close, so that clients leave their
+// keep-alive connections before Shutdown closes the idle ones (a request
+// sent on one as it closes would be reset).
+func (s *Server) Handler() http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.draining.Load() {
+			w.Header().Set("Connection", "close")
+		}
+		s.mux.ServeHTTP(w, r)
+	})
+}
 
 // Registry is the server's metrics registry.
 func (s *Server) Registry() *prometheus.Registry { return s.reg }
@@ -154,7 +180,7 @@ func (s *Server) Registry() *prometheus.Registry { return s.reg }
 func (s *Server) HTTPServer(addr string) *http.Server {
 	t := s.cfg.Timeout
 	return &http.Server{
-		Addr: addr, Handler: s.mux,
+		Addr: addr, Handler: s.Handler(),
 		ReadHeaderTimeout: min(t/10+time.Second, 10*time.Second),
 		ReadTimeout:       t,
 		// The answer is written after the request is read and run: room
@@ -165,10 +191,11 @@ func (s *Server) HTTPServer(addr string) *http.Server {
 	}
 }
 
-// Serve answers on ln, holding at most MaxConns connections open, until ctx is done, then drains: readiness turns
-// 503, the listener closes, every admitted request is answered (within
-// the timeout), the workers stop and the models are closed. It returns
-// nil after a clean drain.
+// Serve answers on ln, holding at most MaxConns connections open, until
+// ctx is done, then drains: readiness turns 503 at once while requests
+// are still answered for the Grace period; then the listener closes,
+// every admitted request is answered (within the timeout), the workers
+// stop and the models are closed. It returns nil after a clean drain.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	ln = limitListen(ln, s.cfg.MaxConns)
 	hs := s.HTTPServer(ln.Addr().String())
@@ -181,6 +208,12 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	case <-ctx.Done():
 	}
 	s.draining.Store(true)
+	select {
+	case <-s.after(s.cfg.Grace):
+	case err := <-errc:
+		s.Drain()
+		return err
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), 2*s.cfg.Timeout+time.Second)
 	defer cancel()
 	err := hs.Shutdown(sctx)
@@ -196,6 +229,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 func (s *Server) Drain() {
 	s.stopOnce.Do(func() {
 		s.draining.Store(true)
+		s.stopping.Store(true)
 		close(s.quit)
 		s.done.Wait()
 		for _, w := range s.workers {

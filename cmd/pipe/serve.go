@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"pipe/cmd/pipe/internal/views"
 	"pipe/lang"
@@ -43,13 +44,14 @@ func runServe(a *app, args []string) int {
 	noBatching := fs.Bool("no-batching", false, "run each request alone (dynamic batching off), for comparison")
 	python := fs.String("python", "", "the torch engine's Python (default: $PIPE_PYTHON, else python3)")
 	maxConns := fs.Int("max-conns", serve.DefaultMaxConns, "the most connections held open at once; past it new ones wait to be accepted")
+	grace := fs.Duration("drain-grace", serve.DefaultGrace, "on SIGTERM, how long to go on answering with /readyz at 503 before the listener closes")
 	files, err := a.parseFlags(fs, args)
 	if err != nil {
 		return flagExit(err)
 	}
 	if msg := oneFile("serve", files); msg != "" {
 		fmt.Fprintln(a.env.Stderr, msg)
-		fmt.Fprintln(a.env.Stderr, "usage: pipe serve [--checkpoint PATH] [--addr :8080] [--device NAME] [--no-batching] [--max-conns N] FILE")
+		fmt.Fprintln(a.env.Stderr, "usage: pipe serve [--checkpoint PATH] [--addr :8080] [--device NAME] [--no-batching] [--max-conns N] [--drain-grace 5s] FILE")
 		return exitErrors
 	}
 	prog, _, src, display, ds, err := a.load(files[0])
@@ -83,7 +85,7 @@ func runServe(a *app, args []string) int {
 		fmt.Fprintf(a.env.Stderr, "pipe serve: %v\n", err)
 		return exitErrors
 	}
-	return a.serveWorkers(workers, pl.Plan, serveFlags{noBatching: *noBatching, maxConns: *maxConns}, *addr, display, path)
+	return a.serveWorkers(workers, pl.Plan, serveFlags{noBatching: *noBatching, maxConns: *maxConns, grace: *grace}, *addr, display, path)
 }
 
 // servePlan plans serving; nil and the exit code when it cannot serve.
@@ -114,6 +116,7 @@ func (a *app) servePlan(wf *workflow.Workflow, prog *lang.Program, src []byte, d
 type serveFlags struct {
 	noBatching bool
 	maxConns   int
+	grace      time.Duration
 }
 
 // serveWorkers answers requests with the workers until a signal drains
@@ -123,6 +126,7 @@ func (a *app) serveWorkers(workers []*run.Trained, p *plan.Plan, f serveFlags, a
 	cfg := serve.FromPlan(sp)
 	cfg.Batching = !f.noBatching && sp.MaxBatch > 1
 	cfg.MaxConns = f.maxConns
+	cfg.Grace = f.grace
 	srv, err := serve.New(workers, cfg)
 	if err != nil {
 		for _, w := range workers {
@@ -141,12 +145,21 @@ func (a *app) serveWorkers(workers []*run.Trained, p *plan.Plan, f serveFlags, a
 	serveListening(ln.Addr())
 	ctx, stop := serveContext()
 	defer stop()
-	// Once draining, a second signal ends the process at once.
+	// Once draining, say so; a second signal ends the process at once.
+	served, watched := make(chan struct{}), make(chan struct{})
 	go func() {
-		<-ctx.Done()
-		stop()
+		defer close(watched)
+		select {
+		case <-ctx.Done():
+			fmt.Fprintf(a.env.Stderr, "pipe serve: draining: /readyz answers 503; answering for %v more, then every admitted request\n", cfg.Grace)
+			stop()
+		case <-served:
+		}
 	}()
-	if err := srv.Serve(ctx, ln); err != nil {
+	err = srv.Serve(ctx, ln)
+	close(served)
+	<-watched
+	if err != nil {
 		fmt.Fprintf(a.env.Stderr, "pipe serve: %v\n", err)
 		return exitErrors
 	}

@@ -159,7 +159,7 @@ func serveOne(t *testing.T, file, ckpt string, x []float32) ([]float32, string) 
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		code, _, stderr = runPipe(t, "", "serve", "--checkpoint", ckpt, "--addr", "127.0.0.1:0", file)
+		code, _, stderr = runPipe(t, "", "serve", "--checkpoint", ckpt, "--addr", "127.0.0.1:0", "--drain-grace", "10ms", file)
 	}()
 	var addr net.Addr
 	select {
