@@ -119,6 +119,18 @@ type Capabilities struct {
 	Profile Profiler
 	// Int8 makes an int8 copy of the model for inference.
 	Int8 Int8Quantizer
+	// Liveness tells at once when a worker process the model computes in
+	// has died.
+	Liveness Liveness
+}
+
+// Liveness is the Capabilities facet of a Model that computes in other
+// processes (the torch engine): Lost is closed once one of them has
+// exited, after which the model's calls fail with errors matching
+// ErrWorkerLost. A server watches it to notice a death between requests.
+// Close ends the processes too, so Lost closes after Close.
+type Liveness interface {
+	Lost() <-chan struct{}
 }
 
 // Queuer is the Capabilities facet of a Model whose device runs ahead of
