@@ -170,6 +170,25 @@ func (t *Trained) Normalize(x []float32, n int) {
 	}
 }
 
+// Rebuild builds t's model afresh on backend, from its graph and
+// configuration, and gives it the weights t was loaded with (State, not
+// the checkpoint file, which may have changed since): what pipe serve
+// does for a worker whose process died. t is left as it is; the copy
+// returned holds the new model.
+func (t *Trained) Rebuild(backend engine.Backend) (*Trained, error) {
+	m, err := safeBuild(backend, t.Graph, t.Config)
+	if err != nil {
+		return nil, fmt.Errorf("%s backend: %w", backend.Name(), err)
+	}
+	if err := m.SetState(t.State); err != nil {
+		m.Close()
+		return nil, fmt.Errorf("restoring the weights of %s: %w", t.Checkpoint, err)
+	}
+	r := *t
+	r.Model = m
+	return &r, nil
+}
+
 // Close releases the model.
 func (t *Trained) Close() error {
 	if t == nil || t.Model == nil {

@@ -19,4 +19,10 @@
 // running); the next gets 503 with Retry-After. A body larger than
 // MaxBody gets 413, one that has not arrived within Timeout 408, a
 // request of more than MaxBatch samples 413.
+//
+// A lost worker (its model fails with an error matching
+// engine.ErrWorkerLost, or its Liveness facet says its process died) is
+// logged and rebuilt with back-off and the weights it had (WithRebuild);
+// meanwhile /readyz answers 503 and the requests it cannot run 503 with
+// Retry-After. Readiness returns once the rebuilt worker answers.
 package serve

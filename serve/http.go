@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"pipe/engine"
 )
 
 // Accepted is what POST /v1/predict reads, as its errors say.
@@ -85,6 +87,11 @@ func (s *Server) readyz(w http.ResponseWriter, _ *http.Request) {
 		s.writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "draining"})
 		return
 	}
+	if down := int(s.down.Load()); down > 0 {
+		w.Header().Set("Retry-After", "1")
+		s.writeJSON(w, http.StatusServiceUnavailable, map[string]any{"status": "worker lost, rebuilding", "workers": len(s.workers), "workers_down": down})
+		return
+	}
 	s.writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "model": s.info.ModelName, "pipeline": s.info.Pipeline, "workers": len(s.workers)})
 }
 
@@ -138,8 +145,12 @@ func (s *Server) predict(w http.ResponseWriter, r *http.Request) {
 		<-s.slots
 		s.m.inFlight.Dec()
 	}()
+	if int(s.down.Load()) == len(s.workers) {
+		fail(s.lostError())
+		return
+	}
 	if raw {
-		s.workers[0].Normalize(x, n)
+		s.normalize(x, n)
 	}
 	j := &job{ctx: ctx, x: x, n: n, queued: time.Now(), done: make(chan struct{})}
 	s.m.queueDepth.Add(float64(n))
@@ -153,6 +164,10 @@ func (s *Server) predict(w http.ResponseWriter, r *http.Request) {
 	if j.err != nil {
 		if errors.Is(j.err, context.Canceled) || errors.Is(j.err, context.DeadlineExceeded) {
 			fail(&apiError{status: http.StatusServiceUnavailable, msg: "the request ended before its batch ran", retry: true})
+			return
+		}
+		if errors.Is(j.err, engine.ErrWorkerLost) {
+			fail(s.lostError())
 			return
 		}
 		fail(badRequest(http.StatusInternalServerError, "the model failed: %v", j.err))
@@ -180,6 +195,13 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]float32, in
 		return nil, 0, false, e
 	}
 	return s.decode(r)
+}
+
+// lostError answers a request that no worker can run: the model's
+// worker process died and is being rebuilt.
+func (s *Server) lostError() *apiError {
+	return &apiError{status: http.StatusServiceUnavailable, retry: true,
+		msg: "the model's worker process was lost and is being restarted; retry later"}
 }
 
 // response shapes n samples' outputs; a cross-entropy classifier's

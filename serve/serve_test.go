@@ -26,6 +26,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 
 	"pipe/dataset"
+	"pipe/engine"
 	"pipe/engine/native"
 
 	"pipe/engine/costs"
@@ -938,5 +939,146 @@ func TestDrainKeepsServingThroughGrace(t *testing.T) {
 	}
 	if err := <-served; err != nil {
 		t.Fatalf("Serve: %v", err)
+	}
+}
+
+// dyingModel is a model whose worker process can be killed: from then on
+// Eval fails as a dead torch worker's does and, when it is watched, its
+// Liveness facet's Lost is closed.
+type dyingModel struct {
+	engine.Model
+	watched bool
+	lost    chan struct{}
+	once    sync.Once
+	dead    atomic.Bool
+}
+
+func (m *dyingModel) kill() {
+	m.dead.Store(true)
+	if m.watched {
+		m.once.Do(func() { close(m.lost) })
+	}
+}
+
+func (m *dyingModel) Eval(b *dataset.Batch, out []float32) (float64, error) {
+	if m.dead.Load() {
+		return 0, fmt.Errorf("the torch worker of rank 0 (pid 1) died: signal: killed: %w", engine.ErrWorkerLost)
+	}
+	return m.Model.Eval(b, out)
+}
+
+func (m *dyingModel) Capabilities() engine.Capabilities {
+	c := m.Model.Capabilities()
+	if m.watched {
+		c.Liveness = m
+	}
+	return c
+}
+
+func (m *dyingModel) Lost() <-chan struct{} { return m.lost }
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
+}
+
+// A worker whose process dies is noticed at once (watched: with no
+// request; unwatched: by the batch that fails), logged, and rebuilt with
+// back-off and the same weights: meanwhile /readyz and predictions answer
+// 503 with Retry-After, not 200 and 500, and readiness comes back once
+// the rebuilt worker answers.
+func TestLostWorkerIsRebuilt(t *testing.T) {
+	for _, watched := range []bool{true, false} {
+		t.Run(fmt.Sprintf("watched=%v", watched), func(t *testing.T) {
+			cfg := baseConfig()
+			ws := load(t, 1, cfg.MaxBatch)
+			dm := &dyingModel{Model: ws[0].Model, watched: watched, lost: make(chan struct{})}
+			ws[0].Model = dm
+			var log syncBuffer
+			allow := make(chan bool)
+			var attempts atomic.Int32
+			s, err := build(ws, cfg, WithLog(&log), WithRebuild(func(old *run.Trained) (*run.Trained, error) {
+				attempts.Add(1)
+				if !<-allow {
+					return nil, fmt.Errorf("torch: the worker did not start")
+				}
+				return old.Rebuild(native.Backend{})
+			}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var hold atomic.Bool
+			gate := make(chan struct{})
+			s.gate = func(int) {
+				if hold.Load() {
+					<-gate
+				}
+			}
+			s.start()
+			t.Cleanup(s.Drain)
+			h := s.Handler()
+			req := func() *httptest.ResponseRecorder {
+				return post(t, h, "application/json", jsonBody(t, map[string]any{"inputs": [][]float32{sample(7)}}))
+			}
+			readyz := func() int {
+				w := httptest.NewRecorder()
+				h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+				return w.Code
+			}
+			before := decodeResponse(t, req())
+
+			if watched {
+				dm.kill()
+			} else {
+				// A request in flight when the worker dies.
+				hold.Store(true)
+				answer := make(chan *httptest.ResponseRecorder, 1)
+				go func() { answer <- req() }()
+				waitFor(t, func() bool { return gauge(t, s, "pipe_serve_in_flight") == 1 })
+				dm.kill()
+				hold.Store(false)
+				close(gate)
+				if w := <-answer; w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" {
+					t.Fatalf("the request in flight as the worker died: %d, Retry-After %q: %s", w.Code, w.Header().Get("Retry-After"), w.Body)
+				}
+			}
+			waitFor(t, func() bool { return strings.Contains(log.String(), "worker 0 lost") })
+			if !strings.Contains(log.String(), "rank 0") && !strings.Contains(log.String(), "exited") {
+				t.Errorf("the log does not say how the worker was lost: %s", log.String())
+			}
+			if c := readyz(); c != http.StatusServiceUnavailable {
+				t.Errorf("/readyz with the worker lost: %d, want 503", c)
+			}
+			if w := req(); w.Code != http.StatusServiceUnavailable || w.Header().Get("Retry-After") == "" || !strings.Contains(w.Body.String(), "being restarted") {
+				t.Errorf("a request with the worker lost: %d, Retry-After %q: %s", w.Code, w.Header().Get("Retry-After"), w.Body)
+			}
+
+			allow <- false // the first rebuild fails: it is tried again
+			allow <- true
+			waitFor(t, func() bool { return readyz() == http.StatusOK })
+			if n := attempts.Load(); n != 2 {
+				t.Errorf("%d rebuild attempts, want 2", n)
+			}
+			if l := log.String(); !strings.Contains(l, "rebuilding worker 0 failed (attempt 1)") || !strings.Contains(l, "worker 0 rebuilt (attempt 2)") {
+				t.Errorf("the log does not tell the rebuild:\n%s", l)
+			}
+			after := decodeResponse(t, req())
+			if fmt.Sprint(after.Outputs) != fmt.Sprint(before.Outputs) {
+				t.Errorf("the rebuilt worker answers %v, before its loss %v", after.Outputs, before.Outputs)
+			}
+		})
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"net"
 	"net/http"
@@ -14,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"pipe/engine"
 	"pipe/planner/plan"
 	"pipe/run"
 )
@@ -85,6 +87,16 @@ type Server struct {
 	gate func(n int)
 	// after is time.After; tests replace it to end the grace at will.
 	after func(time.Duration) <-chan time.Time
+
+	// normalize is the first worker's input normalisation (the same for
+	// every worker, and for a rebuilt one).
+	normalize func(x []float32, n int)
+	// down counts the workers lost and not yet rebuilt; workers[i] is
+	// replaced by its own loop only, and read by Drain once the loops
+	// have stopped.
+	down    atomic.Int32
+	rebuild func(old *run.Trained) (*run.Trained, error)
+	log     io.Writer
 }
 
 // job is one request's samples on their way through a batch.
@@ -98,12 +110,29 @@ type job struct {
 	done   chan struct{}
 }
 
+// Option is an optional knob of New.
+type Option func(*Server)
+
+// WithRebuild gives the server a way to rebuild a worker whose model
+// failed with an error matching engine.ErrWorkerLost (its process died):
+// rebuild takes the lost worker and returns a new one with the same
+// weights. Without it a lost worker stays lost.
+func WithRebuild(rebuild func(old *run.Trained) (*run.Trained, error)) Option {
+	return func(s *Server) { s.rebuild = rebuild }
+}
+
+// WithLog sends the server's log lines (a worker lost, rebuilt) to w;
+// by default they are dropped.
+func WithLog(w io.Writer) Option {
+	return func(s *Server) { s.log = w }
+}
+
 // New starts the workers' batching loops over the given models, which
 // must be of one checkpoint and built for batches of at least
 // cfg.MaxBatch samples. The server owns the models from then on: Drain
 // closes them.
-func New(workers []*run.Trained, cfg Config) (*Server, error) {
-	s, err := build(workers, cfg)
+func New(workers []*run.Trained, cfg Config, opts ...Option) (*Server, error) {
+	s, err := build(workers, cfg, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -112,7 +141,7 @@ func New(workers []*run.Trained, cfg Config) (*Server, error) {
 }
 
 // build makes the server without starting its workers.
-func build(workers []*run.Trained, cfg Config) (*Server, error) {
+func build(workers []*run.Trained, cfg Config, opts ...Option) (*Server, error) {
 	if len(workers) == 0 {
 		return nil, errors.New("serve: no workers")
 	}
@@ -130,7 +159,7 @@ func build(workers []*run.Trained, cfg Config) (*Server, error) {
 	}
 	info := workers[0].Info
 	s := &Server{
-		cfg: cfg, workers: workers, info: info,
+		cfg: cfg, workers: workers, info: info, normalize: workers[0].Normalize, log: io.Discard,
 		inLen: int(numel(info.InputShape)), outLen: int(numel(info.OutputShape)),
 		// Admission bounds what waits, so sending on pending never blocks.
 		pending: make(chan *job, cfg.Queue),
@@ -138,6 +167,9 @@ func build(workers []*run.Trained, cfg Config) (*Server, error) {
 		quit:    make(chan struct{}),
 		reg:     prometheus.NewRegistry(),
 		after:   time.After,
+	}
+	for _, o := range opts {
+		o(s)
 	}
 	s.m = newMetrics(s.reg, cfg.MaxBatch)
 	s.mux = http.NewServeMux()
@@ -151,9 +183,9 @@ func build(workers []*run.Trained, cfg Config) (*Server, error) {
 }
 
 func (s *Server) start() {
-	for _, w := range s.workers {
+	for i := range s.workers {
 		s.done.Add(1)
-		go s.work(w)
+		go s.work(i)
 	}
 }
 
@@ -238,9 +270,33 @@ func (s *Server) Drain() {
 	})
 }
 
-// work is one worker's loop: gather a batch, run it, answer its jobs.
-func (s *Server) work(t *run.Trained) {
+// Back-off between attempts to rebuild a lost worker: it doubles from
+// rebuildFirst up to rebuildMax.
+const (
+	rebuildFirst = 100 * time.Millisecond
+	rebuildMax   = 30 * time.Second
+)
+
+// work is worker i's loop: serve batches until it stops, and rebuild
+// the worker each time its model is lost.
+func (s *Server) work(i int) {
 	defer s.done.Done()
+	for {
+		err := s.batches(s.workers[i])
+		if err == nil || !s.recoverWorker(i, err) {
+			return
+		}
+	}
+}
+
+// batches serves batches with t until quit closes (nil) or t is lost
+// (the error saying how): its process died, as a failed batch or its
+// Liveness facet says.
+func (s *Server) batches(t *run.Trained) error {
+	var lost <-chan struct{}
+	if l := t.Model.Capabilities().Liveness; l != nil {
+		lost = l.Lost()
+	}
 	var carry *job
 	x := make([]float32, 0, s.cfg.MaxBatch*s.inLen)
 	for {
@@ -249,6 +305,8 @@ func (s *Server) work(t *run.Trained) {
 		if first == nil {
 			select {
 			case first = <-s.pending:
+			case <-lost:
+				return fmt.Errorf("its worker process exited: %w", engine.ErrWorkerLost)
 			case <-s.quit:
 				// Every admitted request is queued before quit closes
 				// (Serve shuts the HTTP server down first); answer what
@@ -256,7 +314,7 @@ func (s *Server) work(t *run.Trained) {
 				select {
 				case first = <-s.pending:
 				default:
-					return
+					return nil
 				}
 			}
 		}
@@ -285,13 +343,76 @@ func (s *Server) work(t *run.Trained) {
 			}
 			timer.Stop()
 		}
-		s.run(t, batch, x[:0])
+		if err := s.run(t, batch, x[:0]); errors.Is(err, engine.ErrWorkerLost) {
+			if carry != nil {
+				// Taken from pending, so there is room to put it back.
+				s.pending <- carry
+			}
+			return err
+		}
+	}
+}
+
+// recoverWorker handles worker i's loss: readiness turns off, the log
+// says so, and the worker is rebuilt with back-off until it answers a
+// probe, when readiness turns back on. While no worker is up, queued
+// requests are answered 503. It returns false when the server stops
+// first.
+func (s *Server) recoverWorker(i int, cause error) bool {
+	old := s.workers[i]
+	down := s.down.Add(1)
+	fmt.Fprintf(s.log, "pipe serve: worker %d lost: %v; readiness off (%d of %d workers down), rebuilding it\n", i, cause, down, len(s.workers))
+	old.Close()
+	s.workers[i] = nil // closed; Drain skips it
+	delay := rebuildFirst
+	for attempt := 1; ; attempt++ {
+		timer := time.NewTimer(delay)
+	wait:
+		for {
+			// With every worker down, nobody else will run what is queued.
+			var pending chan *job
+			if int(s.down.Load()) == len(s.workers) {
+				pending = s.pending
+			}
+			select {
+			case j := <-pending:
+				s.m.queueDepth.Sub(float64(j.n))
+				j.err = cause
+				close(j.done)
+			case <-timer.C:
+				break wait
+			case <-s.quit:
+				timer.Stop()
+				return false
+			}
+		}
+		if s.rebuild == nil {
+			fmt.Fprintf(s.log, "pipe serve: worker %d cannot be rebuilt here (no rebuild given); it stays down\n", i)
+			<-s.quit
+			return false
+		}
+		t, err := s.rebuild(old)
+		if err == nil {
+			// Ready again only once it answers.
+			err = t.Predict(make([]float32, s.inLen), 1, make([]float32, s.outLen))
+			if err != nil {
+				t.Close()
+			}
+		}
+		if err == nil {
+			s.workers[i] = t
+			s.down.Add(-1)
+			fmt.Fprintf(s.log, "pipe serve: worker %d rebuilt (attempt %d) and answering; %d of %d workers down\n", i, attempt, s.down.Load(), len(s.workers))
+			return true
+		}
+		delay = min(2*delay, rebuildMax)
+		fmt.Fprintf(s.log, "pipe serve: rebuilding worker %d failed (attempt %d): %v; next try in %v\n", i, attempt, err, delay)
 	}
 }
 
 // run predicts one batch and answers its jobs; jobs whose client has gone
-// are answered without being run.
-func (s *Server) run(t *run.Trained, batch []*job, x []float32) {
+// are answered without being run. It returns the model's error.
+func (s *Server) run(t *run.Trained, batch []*job, x []float32) error {
 	start := time.Now()
 	live := batch[:0:0]
 	n := 0
@@ -308,7 +429,7 @@ func (s *Server) run(t *run.Trained, batch []*job, x []float32) {
 		n += j.n
 	}
 	if n == 0 {
-		return
+		return nil
 	}
 	if s.gate != nil {
 		s.gate(n)
@@ -326,6 +447,7 @@ func (s *Server) run(t *run.Trained, batch []*job, x []float32) {
 		off += j.n
 		close(j.done)
 	}
+	return err
 }
 
 func numel(s []int64) int64 {

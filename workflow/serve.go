@@ -64,6 +64,30 @@ func (w *Workflow) ServeWorkers(pl *Planned, prog *lang.Program, path string) ([
 	return workers, first, nil
 }
 
+// RebuildServeWorker builds old's model afresh with the weights it was
+// loaded with, on the engine Engine gives, made int8 as ServeWorkers
+// makes it when the serve block asks: pipe serve calls it for a worker
+// whose process died.
+func (w *Workflow) RebuildServeWorker(pl *Planned, old *run.Trained) (*run.Trained, error) {
+	backend, err := w.Engine(pl)
+	if err != nil {
+		return nil, err
+	}
+	t, err := old.Rebuild(backend)
+	if err != nil || pl.Plan.Serve.Precision != "int8" {
+		return t, err
+	}
+	calib, err := t.CalibrationBatches(context.Background(), "", int(max(pl.Plan.Serve.CalibrateBatches, 1)))
+	if err == nil {
+		_, err = t.QuantizeInt8(calib)
+	}
+	if err != nil {
+		t.Close()
+		return nil, fmt.Errorf("int8: %w", err)
+	}
+	return t, nil
+}
+
 // Servability is whether a serving plan can serve.
 type Servability int
 

@@ -85,7 +85,9 @@ func runServe(a *app, args []string) int {
 		fmt.Fprintf(a.env.Stderr, "pipe serve: %v\n", err)
 		return exitErrors
 	}
-	return a.serveWorkers(workers, pl.Plan, serveFlags{noBatching: *noBatching, maxConns: *maxConns, grace: *grace}, *addr, display, path)
+	// A worker whose process dies is rebuilt with the weights it had.
+	rebuild := func(old *run.Trained) (*run.Trained, error) { return wf.RebuildServeWorker(pl, old) }
+	return a.serveWorkers(workers, pl.Plan, serveFlags{noBatching: *noBatching, maxConns: *maxConns, grace: *grace}, rebuild, *addr, display, path)
 }
 
 // servePlan plans serving; nil and the exit code when it cannot serve.
@@ -121,13 +123,13 @@ type serveFlags struct {
 
 // serveWorkers answers requests with the workers until a signal drains
 // the server.
-func (a *app) serveWorkers(workers []*run.Trained, p *plan.Plan, f serveFlags, addr, display, path string) int {
+func (a *app) serveWorkers(workers []*run.Trained, p *plan.Plan, f serveFlags, rebuild func(*run.Trained) (*run.Trained, error), addr, display, path string) int {
 	sp := p.Serve
 	cfg := serve.FromPlan(sp)
 	cfg.Batching = !f.noBatching && sp.MaxBatch > 1
 	cfg.MaxConns = f.maxConns
 	cfg.Grace = f.grace
-	srv, err := serve.New(workers, cfg)
+	srv, err := serve.New(workers, cfg, serve.WithRebuild(rebuild), serve.WithLog(a.env.Stderr))
 	if err != nil {
 		for _, w := range workers {
 			w.Close()
