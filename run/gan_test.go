@@ -73,6 +73,17 @@ train {
 		return res
 	}
 	one, two := runJobWith("16"), runJobWith("8")
+	// The checkpoint keeps the input's normalisation, 3 bands, not the
+	// target band's beside them.
+	j := newJob(t, strings.NewReplacer("BATCH", "16", "LR", "2e-3").Replace(src))
+	tr, err := run.LoadTrained(j.plan, j.prog, one.Checkpoint, native.Backend{}, 1, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Model.Close()
+	if n := tr.Info.InputNorm; len(n.Mean) != 3 || len(n.Std) != 3 {
+		t.Errorf("the checkpoint's input normalisation has %d means and %d stds for 3 bands", len(n.Mean), len(n.Std))
+	}
 	if len(one.StepLosses) != 4 || len(two.StepLosses) != 4 {
 		t.Fatalf("%d and %d step losses", len(one.StepLosses), len(two.StepLosses))
 	}

@@ -288,7 +288,8 @@ func (r *runner) meta(reason string) *checkpointMeta {
 		m.TargetMean, m.TargetStd = s.Mean, s.Std
 	}
 	if n := r.data.norm; n != nil {
-		m.InputMean, m.InputStd = n.Mean, n.Std
+		in := inputNorm(*n, r.graph)
+		m.InputMean, m.InputStd = in.Mean, in.Std
 	}
 	if b := r.data.trainSrc; b != nil {
 		m.InputSource = b.Kind
@@ -538,4 +539,18 @@ func structureOf(g *stdlib.Graph) string {
 		fmt.Fprintf(h, "%s\x00%s\x00%v\x00%v\x00%d\n", n.Name, n.Op, n.Inputs, n.Out, n.Params)
 	}
 	return hex.EncodeToString(h.Sum(nil))
+}
+
+// inputNorm is a source's normalisation as the model's input sees it: a
+// GeoTIFF source with target bands normalises them too, after the input
+// bands, and only the input's channels belong with the model (an export
+// stored 4 means for a 3-band input).
+func inputNorm(n dataset.Norm, g *stdlib.Graph) dataset.Norm {
+	if g == nil || len(g.Input) < 3 || len(n.Mean) != len(n.Std) {
+		return n
+	}
+	if c := int(g.Input[0]); c > 0 && len(n.Mean) > c {
+		return dataset.Norm{Mean: n.Mean[:c], Std: n.Std[:c]}
+	}
+	return n
 }

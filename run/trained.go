@@ -109,7 +109,7 @@ func LoadTrained(p *plan.Plan, prog *stdlib.Program, path string, backend engine
 	t.Info = TrainedInfo{
 		Pipeline: meta.Pipeline, ModelName: meta.Model,
 		InputShape: append([]int64(nil), g.Input...), OutputShape: m.OutShape(),
-		InputSource: meta.InputSource, InputNorm: dataset.Norm{Mean: meta.InputMean, Std: meta.InputStd},
+		InputSource: meta.InputSource, InputNorm: inputNorm(dataset.Norm{Mean: meta.InputMean, Std: meta.InputStd}, g),
 		ClassNames: meta.ClassNames, Loss: p.Loss,
 	}
 	if meta.TargetNormalize == targetStandard && len(meta.TargetMean) > 0 && len(meta.TargetMean) == len(meta.TargetStd) {

@@ -449,8 +449,10 @@ func (d *Dataset) scan(h *godal.Dataset, mode string, c *Options) ([]bool, error
 	if n == 0 {
 		return nil, fmt.Errorf("%s: every pixel is nodata", d.path)
 	}
-	if c.Norm != nil && len(c.Norm.Mean) == nb && mode != "none" {
-		d.norm = *c.Norm
+	// The training source's statistics, input bands first: a source
+	// without the target bands (prediction) takes the inputs' alone.
+	if c.Norm != nil && len(c.Norm.Mean) >= nb && len(c.Norm.Std) >= nb && mode != "none" {
+		d.norm = source.Norm{Mean: c.Norm.Mean[:nb], Std: c.Norm.Std[:nb]}
 		return valid, nil
 	}
 	switch mode {
