@@ -28,6 +28,12 @@ func (w *Workflow) RunEngines(pl *Planned, ts TorchSetup) ([]engine.Backend, err
 		NodeRank: ts.NodeRank, MasterAddr: ts.MasterAddr, MasterPort: ts.MasterPort, Log: w.log}
 	if p.EngineName() == plan.EngineTorch {
 		if err := w.checkTorch(pl); err != nil {
+			if p.Backend == plan.BackendGPU && p.Device.Origin == "profile" && pl.localGPUs == 0 {
+				// The file names a GPU this machine lacks (nvidia-smi lists
+				// none, and torch cannot use one): that is the news, not
+				// the torch engine's complaint.
+				return nil, fmt.Errorf("the plan is for %s, a GPU profile, and this machine has no GPU that pipe can use (nvidia-smi lists none; the torch engine: %v): run it where that GPU is, or train here on the CPU with --device cpu", p.Device.Name, err)
+			}
 			return nil, err
 		}
 	}

@@ -59,7 +59,7 @@ func (w *Workflow) Recheck(ctx context.Context, prog *lang.Program, src []byte, 
 	case !p.Fits:
 		r.Verdict = NoFit
 	default:
-		r.Planned = &Planned{Plan: p, purpose: ForRun}
+		r.Planned = &Planned{Plan: p, purpose: ForRun, localGPUs: -1}
 	}
 	return r
 }

@@ -110,6 +110,9 @@ type Planned struct {
 	// cannot use, and the plan is for the CPU instead.
 	FellBack *Fallback
 	purpose  Purpose
+	// localGPUs is the GPUs this machine showed when it was planned, -1
+	// when not asked.
+	localGPUs int
 }
 
 // Fallback says why a GPU found by device auto was given up.
@@ -132,7 +135,7 @@ func (f *Fallback) Reason() string {
 // the planning (the language server cancels it on a newer edit).
 func (w *Workflow) Plan(ctx context.Context, prog *lang.Program, req Request) (*Planned, diag.Diagnostics) {
 	f := w.gather(prog, req.Purpose)
-	out := &Planned{purpose: req.Purpose}
+	out := &Planned{purpose: req.Purpose, localGPUs: len(f.host.GPUs)}
 	p, ds := w.plan(ctx, prog, req, f, req.Device, 0)
 	if req.Purpose.runs() {
 		p, ds = w.decideRun(ctx, prog, req, f, out, p, ds)

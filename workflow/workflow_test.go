@@ -151,10 +151,11 @@ func TestRunTakesEveryGPU(t *testing.T) {
 func TestRunEnginesRefuseAGPUTorchDoesNotSee(t *testing.T) {
 	prog := program(t, tinyPipe)
 	var calls int
-	wf := workflow.New(workflow.WithHost(cpuHost(0)), probe(&calls, 0, nil),
-		workflow.WithEngines(func(torch.Backend) []engine.Backend {
-			return []engine.Backend{&enginetest.Backend{}, &enginetest.Backend{BackendName: "torch"}}
-		}))
+	engines := workflow.WithEngines(func(torch.Backend) []engine.Backend {
+		return []engine.Backend{&enginetest.Backend{}, &enginetest.Backend{BackendName: "torch"}}
+	})
+	// nvidia-smi lists a GPU, and the torch engine's torch sees none.
+	wf := workflow.New(workflow.WithHost(cpuHost(1)), probe(&calls, 0, nil), engines)
 	pl, ds := wf.Plan(context.Background(), prog, workflow.Request{Purpose: workflow.ForRun, Device: "a100-80gb"})
 	if pl.Plan == nil || ds.HasErrors() {
 		t.Fatal(ds)
@@ -162,10 +163,19 @@ func TestRunEnginesRefuseAGPUTorchDoesNotSee(t *testing.T) {
 	if _, err := wf.RunEngines(pl, workflow.TorchSetup{}); err == nil || !strings.Contains(err.Error(), "sees no CUDA device") {
 		t.Errorf("err %v", err)
 	}
+	// A machine without any GPU is told so: the file's GPU profile is not
+	// here, rather than only "cannot import torch" (issue 20).
+	calls = 0
+	wf = workflow.New(workflow.WithHost(cpuHost(0)), probe(&calls, 0, errors.New("no module named torch")), engines)
+	pl, _ = wf.Plan(context.Background(), prog, workflow.Request{Purpose: workflow.ForRun, Device: "a100-80gb"})
+	if _, err := wf.RunEngines(pl, workflow.TorchSetup{}); err == nil || !strings.Contains(err.Error(), "has no GPU") || !strings.Contains(err.Error(), "--device cpu") {
+		t.Errorf("a GPU profile on a machine without one: %v", err)
+	}
+	wf = workflow.New(workflow.WithHost(cpuHost(0)), probe(&calls, 0, nil), engines)
 	pl, _ = wf.Plan(context.Background(), prog, workflow.Request{Purpose: workflow.ForRun})
-	engines, err := wf.RunEngines(pl, workflow.TorchSetup{})
-	if err != nil || len(engines) != 1 || engines[0].Name() != plan.EngineNative {
-		t.Errorf("a CPU plan got engines %v, err %v", engines, err)
+	got, err := wf.RunEngines(pl, workflow.TorchSetup{})
+	if err != nil || len(got) != 1 || got[0].Name() != plan.EngineNative {
+		t.Errorf("a CPU plan got engines %v, err %v", got, err)
 	}
 }
 
