@@ -26,6 +26,18 @@ const (
 	ServeMaxQueue          = 1 << 16
 	ServeJSONBytesPerValue = 24
 	ServeImageBody         = 16 << 20
+
+	// An image model decodes an upload whole before resizing it to its
+	// input, so the header's size is held to ServeDecodeFactor times the
+	// input's pixels (4 times a side: more is resolution the resize
+	// throws away), and never less than ServeDecodeFloorPixels (2048 x
+	// 2048: a Full HD frame or a 2K photo is read for any model). A pixel
+	// holds at most ServeDecodeBytesPerPixel while it decodes: a
+	// progressive CMYK JPEG's 4 bytes of output and 16 of coefficients
+	// (serve's decodeCost prices each image; its test holds it to this).
+	ServeDecodeFactor        = 16
+	ServeDecodeFloorPixels   = 2048 * 2048
+	ServeDecodeBytesPerPixel = 20
 )
 
 // WithServe plans serving (plan.Serve) even when the file has no serve
@@ -218,8 +230,14 @@ func (pl *planner) planServe() {
 	decide("body limit", FormatBytes(s.MaxBodyBytes), bodyWhy+"; a larger body gets 413.")
 	s.RequestBytes = add(s.MaxBodyBytes, mul(s.MaxBatch, mul(add(in, out), 4)))
 
-	// The queue.
+	// Image decodes, then the queue in what they leave.
 	queueRoom := sub(room, mul(mul(w, s.MaxBatch), s.SampleBytes))
+	if in := g.Input; len(in) == 3 && (in[0] == 1 || in[0] == 3) {
+		if !pl.planDecodes(s, sb, in[1], in[2], cores, queueRoom) {
+			return
+		}
+		queueRoom = sub(queueRoom, mul(s.Decodes, s.DecodeBytes))
+	}
 	memQueue := queueRoom / max(s.RequestBytes, 1)
 	if qv, _ := field("queue"); qv != nil && !qv.Auto {
 		s.Queue = qv.Int
@@ -241,7 +259,7 @@ func (pl *planner) planServe() {
 		s.Queue = max(q, 1)
 		decide("queue", fmt.Sprint(s.Queue), why+"; past it the server answers 503 with Retry-After.")
 	}
-	s.Memory = sum(m.static.runtime, mul(w, static), mul(mul(w, s.MaxBatch), s.SampleBytes), mul(s.Queue, s.RequestBytes))
+	s.Memory = sum(m.static.runtime, mul(w, static), mul(mul(w, s.MaxBatch), s.SampleBytes), mul(s.Queue, s.RequestBytes), mul(s.Decodes, s.DecodeBytes))
 	if s.Precision == "int8" {
 		s.CalibrateBatches = 8
 		if v, _ := field("calibrate"); v != nil {
@@ -255,6 +273,51 @@ func (pl *planner) planServe() {
 	} else {
 		decide("precision", "fp32", "as trained.")
 	}
+}
+
+// planDecodes bounds an image model's decodes: the largest image its
+// header may claim (max_decode_factor times the h x w input, at least
+// ServeDecodeFloorPixels), what one decode holds, and how many run at
+// once (decodes: auto is one per core, as decoding is CPU work, within
+// half of room). It returns false, with an error, when not one fits.
+func (pl *planner) planDecodes(s *plan.Serve, sb *lang.Block, h, w int64, cores int, room int64) bool {
+	decide := func(what, value, reason string) {
+		s.Decisions = append(s.Decisions, plan.Decision{What: what, Value: value, Reason: reason})
+	}
+	factor, why := int64(ServeDecodeFactor), fmt.Sprintf("max_decode_factor %d (the default: 4 times a side)", ServeDecodeFactor)
+	if v := sb.Field("max_decode_factor").First(); v != nil {
+		factor, why = v.Int, fmt.Sprintf("max_decode_factor %d as written", v.Int)
+	}
+	s.MaxDecodePixels = max(mul(factor, mul(h, w)), ServeDecodeFloorPixels)
+	s.DecodeBytes = mul(s.MaxDecodePixels, ServeDecodeBytesPerPixel)
+	decide("decode limit", fmt.Sprintf("%d pixels", s.MaxDecodePixels), fmt.Sprintf(
+		"an image model: an upload's header may claim at most %s times the %dx%d input's pixels (%d), and at least %d (2048x2048); a larger one gets 413 before it is decoded. One decode holds at most %s (%d bytes a pixel, the most a decoder keeps).",
+		why, h, w, mul(factor, mul(h, w)), ServeDecodeFloorPixels, FormatBytes(s.DecodeBytes), ServeDecodeBytesPerPixel))
+	fit := room / max(s.DecodeBytes, 1)
+	if v := sb.Field("decodes").First(); v != nil && !v.Auto {
+		s.Decodes = v.Int
+		decide("decodes", fmt.Sprint(s.Decodes), fmt.Sprintf("as written: %s of decode memory; a request waits, within its timeout, for a slot.", FormatBytes(mul(s.Decodes, s.DecodeBytes))))
+	} else {
+		s.Decodes = max(1, min(int64(cores), fit/2))
+		decide("decodes", fmt.Sprint(s.Decodes), fmt.Sprintf(
+			"decodes auto: one per core (%d), as decoding is CPU work and more at once would hold memory without finishing sooner, within half of the %s the workers' batches leave (room for %d of %s); %s in all. A request waits, within its timeout, for a slot.",
+			cores, FormatBytes(room), max(fit/2, 0), FormatBytes(s.DecodeBytes), FormatBytes(mul(s.Decodes, s.DecodeBytes))))
+	}
+	if s.Decodes > fit {
+		s.Fits = false
+		at := rangeOf(sb.Field("decodes"))
+		if at == nil {
+			at = rangeOf(sb.Field("max_decode_factor"))
+		}
+		if at == nil && sb != nil {
+			at = &sb.KindRange
+		}
+		pl.errorf(at, CodeNoFit, "the image decodes do not fit",
+			"%d decodes of up to %s each (images of %d pixels) need more than the %s the workers' batches leave of the %s budget. Write a smaller max_decode_factor or fewer decodes in the serve block.",
+			s.Decodes, FormatBytes(s.DecodeBytes), s.MaxDecodePixels, FormatBytes(room), FormatBytes(s.Budget))
+		return false
+	}
+	return true
 }
 
 // foldBytes is the evaluation's folded conv weights (a batchnorm folded

@@ -83,3 +83,52 @@ func TestServeLimits(t *testing.T) {
 		t.Fatalf("max_batch 60000 on 3 GiB: %+v\n%v", p.Serve, ds)
 	}
 }
+
+// An image model's decodes are bounded by its input: the header may
+// claim max_decode_factor times the input's pixels, at least the floor;
+// they run one per core by default, and their memory is in the plan's.
+// A model that reads no images plans none.
+func TestServeDecodes(t *testing.T) {
+	p, ds := planSrc(t, fashionWith(t, ""), WithDevice("cpu"), WithServe())
+	if ds.HasErrors() || p.Serve == nil {
+		t.Fatalf("fashion: %v", ds)
+	}
+	s := p.Serve
+	// 16 x 28 x 28 is under the floor; testHost has 2 cores.
+	if s.MaxDecodePixels != ServeDecodeFloorPixels || s.DecodeBytes != ServeDecodeFloorPixels*ServeDecodeBytesPerPixel || s.Decodes != 2 {
+		t.Errorf("fashion: decode limit %d pixels, %d bytes a decode, %d at once; want %d, %d, 2",
+			s.MaxDecodePixels, s.DecodeBytes, s.Decodes, ServeDecodeFloorPixels, ServeDecodeFloorPixels*ServeDecodeBytesPerPixel)
+	}
+	if s.Memory < s.Decodes*s.DecodeBytes+s.Queue*s.RequestBytes || s.Memory > s.Budget {
+		t.Errorf("fashion: memory %d leaves out the decodes' %d, or is over the budget %d", s.Memory, s.Decodes*s.DecodeBytes, s.Budget)
+	}
+	whats := map[string]bool{}
+	for _, d := range s.Decisions {
+		whats[d.What] = d.Reason != ""
+	}
+	if !whats["decode limit"] || !whats["decodes"] {
+		t.Errorf("no reasoned decision for the decodes: %+v", s.Decisions)
+	}
+
+	p, ds = planSrc(t, fashionWith(t, "serve { max_decode_factor 10000  decodes 3 }"), WithDevice("cpu"))
+	if ds.HasErrors() || p.Serve.MaxDecodePixels != 10000*28*28 || p.Serve.Decodes != 3 {
+		t.Errorf("max_decode_factor 10000, decodes 3: %d pixels, %d decodes\n%v", p.Serve.MaxDecodePixels, p.Serve.Decodes, ds)
+	}
+
+	// 4 decodes of 78.4 Mpixel at 20 bytes a pixel are 5.8 GiB: not in 3 GiB.
+	src := strings.Replace(fashionWith(t, "serve { max_decode_factor 100000  decodes 4 }"), "pipeline fashion",
+		"pipeline fashion\ndevice small\ndevice small { kind cpu  memory 3GiB  bandwidth 10GB/s  fp32 100GFLOPS  cores 2 }", 1)
+	p, ds = planSrc(t, src)
+	if p == nil || p.Serve == nil || p.Serve.Fits || !diagAt(ds, CodeNoFit, 18) {
+		t.Errorf("decodes of 1.5 GiB each on 3 GiB: %+v\n%v", p.Serve, ds)
+	}
+
+	b, err := os.ReadFile("../examples/pharma.pipe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, ds = planSrc(t, string(b), WithDevice("cpu"), WithServe())
+	if p == nil || p.Serve == nil || p.Serve.MaxDecodePixels != 0 || p.Serve.Decodes != 0 {
+		t.Errorf("pharma reads no images, yet plans decodes: %+v\n%v", p.Serve, ds)
+	}
+}

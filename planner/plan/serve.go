@@ -29,6 +29,14 @@ type Serve struct {
 	CalibrateBatches int64  `json:"calibrate_batches,omitempty"`
 	// MaxBodyBytes is the largest request body read; larger ones get 413.
 	MaxBodyBytes int64 `json:"max_body_bytes"`
+	// MaxDecodePixels is the largest image, by its header, an image model
+	// decodes (0: the model reads no images); a larger one gets 413 before
+	// it is decoded. DecodeBytes is what one decode holds at most, Decodes
+	// how many run at once: a request waits, within its timeout, for one
+	// of the Decodes slots.
+	MaxDecodePixels int64 `json:"max_decode_pixels,omitempty"`
+	DecodeBytes     int64 `json:"decode_bytes,omitempty"`
+	Decodes         int64 `json:"decodes,omitempty"`
 	// ForwardSeconds is the roofline estimate of one worker's forward
 	// pass at MaxBatch while every worker runs (0: the device's peaks are
 	// unknown): an estimate, not a measurement.
@@ -44,7 +52,8 @@ type Serve struct {
 	// (an error diagnostic says what does not).
 	Fits bool `json:"fits"`
 	// Memory is the serving process's estimated peak: the runtime, every
-	// worker at MaxBatch and a full queue; Budget what it may use.
+	// worker at MaxBatch, a full queue and Decodes decodes of DecodeBytes;
+	// Budget what it may use.
 	Memory int64 `json:"memory"`
 	Budget int64 `json:"budget"`
 	// Decisions are the serving choices with their reasons.

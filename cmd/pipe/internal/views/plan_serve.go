@@ -26,6 +26,10 @@ func serving(w io.Writer, p *plan.Plan) {
 	fmt.Fprintf(w, "  memory %s of a %s budget: %s weights a worker, %s a sample, %s a request at most\n",
 		planner.FormatBytes(s.Memory), planner.FormatBytes(s.Budget), planner.FormatBytes(s.WorkerStaticBytes),
 		planner.FormatBytes(s.SampleBytes), planner.FormatBytes(s.RequestBytes))
+	if s.Decodes > 0 {
+		fmt.Fprintf(w, "  image decodes %s in that memory: %d at once of %s each (images of at most %d pixels by their header)\n",
+			planner.FormatBytes(s.Decodes*s.DecodeBytes), s.Decodes, planner.FormatBytes(s.DecodeBytes), s.MaxDecodePixels)
+	}
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, d := range s.Decisions {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", d.What, d.Value, d.Reason)
