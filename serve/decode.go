@@ -3,11 +3,13 @@ package serve
 import (
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"image"
+	"image/color"
 	"io"
 	"math"
 	"mime"
@@ -37,7 +39,9 @@ import (
 //     resized and read as the images source reads it, then normalised.
 //
 // Any of them may be gzip-compressed (decodeEncoding).
-func (s *Server) decode(r *http.Request) (x []float32, n int, raw bool, e *apiError) {
+//
+// An image waits, within ctx, for one of the Decodes slots.
+func (s *Server) decode(ctx context.Context, r *http.Request) (x []float32, n int, raw bool, e *apiError) {
 	ct := r.Header.Get("Content-Type")
 	mt, params, err := mime.ParseMediaType(ct)
 	if ct == "" || err != nil {
@@ -49,10 +53,10 @@ func (s *Server) decode(r *http.Request) (x []float32, n int, raw bool, e *apiEr
 	case mt == "application/octet-stream":
 		return s.decodeRaw(r)
 	case strings.HasPrefix(mt, "image/"):
-		x, e := s.decodeImage(r.Body, mt)
+		x, e := s.decodeImage(ctx, r.Body, mt)
 		return x, 1, true, e
 	case mt == "multipart/form-data":
-		return s.decodeMultipart(r, params["boundary"])
+		return s.decodeMultipart(ctx, r, params["boundary"])
 	}
 	return nil, 0, false, badRequest(http.StatusUnsupportedMediaType, "Content-Type %s is not read here: give one of %s", mt, strings.Join(Accepted, ", "))
 }
@@ -318,10 +322,12 @@ func (s *Server) imageInput() (c, h, w int, ok bool) {
 	return int(sh[0]), int(sh[1]), int(sh[2]), true
 }
 
-// maxPixels bounds a decoded upload: 64 Mpixel (256 MiB as RGBA).
-const maxPixels = 64 << 20
-
-func (s *Server) decodeImage(body io.Reader, what string) ([]float32, *apiError) {
+// decodeImage reads one image and returns its sample. The header is
+// read first, so an image larger than MaxDecodePixels (a small file may
+// claim a huge one) is refused before it is decoded; then the image
+// waits, within ctx, for a decode slot, so that at most Decodes images
+// are held decoded at once.
+func (s *Server) decodeImage(ctx context.Context, body io.Reader, what string) ([]float32, *apiError) {
 	c, h, w, ok := s.imageInput()
 	if !ok {
 		return nil, badRequest(http.StatusUnsupportedMediaType, "%s: this model reads %s, not images; send application/json or application/octet-stream", what, shapeString(s.info.InputShape))
@@ -330,27 +336,96 @@ func (s *Server) decodeImage(body io.Reader, what string) ([]float32, *apiError)
 	if err != nil {
 		return nil, s.readErr(err)
 	}
-	// The header first: a small file may claim a huge image.
 	cfg, format, err := image.DecodeConfig(bytes.NewReader(b))
 	if err != nil {
 		return nil, badRequest(http.StatusUnsupportedMediaType, "%s: the body is not an image that decodes (%v); send a PNG or JPEG", what, err)
 	}
-	if cfg.Width*cfg.Height > maxPixels {
-		return nil, badRequest(http.StatusRequestEntityTooLarge, "a %s of %dx%d pixels; at most %d pixels", format, cfg.Width, cfg.Height, maxPixels)
+	px := int64(cfg.Width) * int64(cfg.Height)
+	if px > s.cfg.MaxDecodePixels || decodeCost(cfg, format, b) > s.cfg.DecodeBytes {
+		return nil, badRequest(http.StatusRequestEntityTooLarge,
+			"%s: a %s of %dx%d pixels is larger than this server decodes: at most %d pixels (the serve block's max_decode_factor times the model's %dx%d input, or more); resize it to %dx%d, or at least near it, before sending",
+			what, format, cfg.Width, cfg.Height, s.cfg.MaxDecodePixels, w, h, w, h)
 	}
-	img, _, err := image.Decode(bytes.NewReader(b))
+	select {
+	case s.decodes <- struct{}{}:
+	case <-ctx.Done():
+		return nil, &apiError{status: http.StatusServiceUnavailable, retry: true,
+			msg: fmt.Sprintf("no image decode slot within the timeout of %v (%d decode at once); retry later", s.cfg.Timeout, s.cfg.Decodes)}
+	}
+	s.m.decoding.Inc()
+	px8, err := resized(b, c, h, w)
+	s.m.decoding.Dec()
+	<-s.decodes
 	if err != nil {
 		return nil, badRequest(http.StatusUnsupportedMediaType, "%s: the %s does not decode (%v); send a PNG or JPEG", what, format, err)
 	}
-	px := dataset.ImageBytes(img, c, h, w)
-	x := make([]float32, len(px))
-	for i, v := range px {
+	x := make([]float32, len(px8))
+	for i, v := range px8 {
 		x[i] = float32(v)
 	}
 	return x, nil
 }
 
-func (s *Server) decodeMultipart(r *http.Request, boundary string) ([]float32, int, bool, *apiError) {
+// resized decodes the image b and resizes it to c x h x w bytes, as the
+// images source reads it. The decoded image is this function's alone, so
+// it is garbage once resized: nothing of full size outlives the decode
+// slot.
+func resized(b []byte, c, h, w int) ([]byte, error) {
+	img, _, err := image.Decode(bytes.NewReader(b))
+	if err != nil {
+		return nil, err
+	}
+	return dataset.ImageBytes(img, c, h, w), nil
+}
+
+// decodeCost is the most the standard decoders hold while decoding an
+// image of cfg, read from its header: its pixels in their colour model;
+// for a JPEG 4 bytes more a component (a progressive JPEG's
+// coefficients; the header does not tell it from a baseline one); for an
+// interlaced PNG half as much again (a pass beside the image); for a TIFF
+// twice (its decompressed strips); for a WebP 4 more (lossless ARGB
+// words). planner.ServeDecodeBytesPerPixel is the largest of these.
+func decodeCost(cfg image.Config, format string, b []byte) int64 {
+	px := int64(cfg.Width) * int64(cfg.Height)
+	bpp := int64(8)
+	comps := int64(3)
+	switch cfg.ColorModel {
+	case color.GrayModel, color.AlphaModel:
+		bpp, comps = 1, 1
+	case color.Gray16Model, color.Alpha16Model:
+		bpp, comps = 2, 1
+	case color.YCbCrModel:
+		bpp = 3
+	case color.RGBAModel, color.NRGBAModel, color.NYCbCrAModel:
+		bpp = 4
+	case color.CMYKModel:
+		bpp, comps = 4, 4
+	case color.RGBA64Model, color.NRGBA64Model:
+		bpp = 8
+	}
+	if _, ok := cfg.ColorModel.(color.Palette); ok {
+		bpp = 1
+	}
+	n := px * bpp
+	switch format {
+	case "jpeg":
+		n += px * 4 * comps
+	case "png":
+		// IHDR's interlace method: 8 bytes of signature, 8 of chunk
+		// header, then width, height, depth, colour type, compression
+		// and filter before it.
+		if len(b) > 28 && b[28] == 1 {
+			n += n / 2
+		}
+	case "tiff":
+		n *= 2
+	case "webp":
+		n += px * 4
+	}
+	return n
+}
+
+func (s *Server) decodeMultipart(ctx context.Context, r *http.Request, boundary string) ([]float32, int, bool, *apiError) {
 	if boundary == "" {
 		return nil, 0, false, badRequest(http.StatusBadRequest, "multipart/form-data without a boundary")
 	}
@@ -367,7 +442,7 @@ func (s *Server) decodeMultipart(r *http.Request, boundary string) ([]float32, i
 			continue
 		}
 		what := "the file " + strconv.Quote(p.FileName())
-		x, e := s.decodeImage(p, what)
+		x, e := s.decodeImage(ctx, p, what)
 		return x, 1, true, e
 	}
 }

@@ -128,7 +128,7 @@ func (s *Server) predict(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	_ = http.NewResponseController(w).SetReadDeadline(start.Add(s.cfg.Timeout))
 	s.m.reading.Inc()
-	x, n, raw, e := s.readBody(w, r)
+	x, n, raw, e := s.readBody(ctx, w, r)
 	s.m.reading.Dec()
 	if e != nil {
 		fail(e)
@@ -187,14 +187,15 @@ func (s *Server) predict(w http.ResponseWriter, r *http.Request) {
 }
 
 // readBody reads and decodes a prediction's body, held to MaxBody once
-// any Content-Encoding is undone.
-func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]float32, int, bool, *apiError) {
+// any Content-Encoding is undone; an image waits within ctx for a decode
+// slot.
+func (s *Server) readBody(ctx context.Context, w http.ResponseWriter, r *http.Request) ([]float32, int, bool, *apiError) {
 	r.Body = http.MaxBytesReader(w, r.Body, s.cfg.MaxBody)
 	defer r.Body.Close()
 	if e := s.decodeEncoding(w, r); e != nil {
 		return nil, 0, false, e
 	}
-	return s.decode(r)
+	return s.decode(ctx, r)
 }
 
 // lostError answers a request that no worker can run: the model's

@@ -11,6 +11,7 @@ type metrics struct {
 	queueDepth prometheus.Gauge
 	inFlight   prometheus.Gauge
 	reading    prometheus.Gauge
+	decoding   prometheus.Gauge
 }
 
 func newMetrics(reg *prometheus.Registry, maxBatch int) metrics {
@@ -37,8 +38,10 @@ func newMetrics(reg *prometheus.Registry, maxBatch int) metrics {
 			Help: "Prediction requests admitted: queued or running."}),
 		reading: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pipe_serve_reading",
 			Help: "Prediction requests whose body is being read, not yet admitted."}),
+		decoding: prometheus.NewGauge(prometheus.GaugeOpts{Name: "pipe_serve_decoding",
+			Help: "Uploaded images being decoded, each holding one of the decode slots."}),
 	}
-	reg.MustRegister(m.requests, m.batchSize, m.queueTime, m.latency, m.queueDepth, m.inFlight, m.reading,
+	reg.MustRegister(m.requests, m.batchSize, m.queueTime, m.latency, m.queueDepth, m.inFlight, m.reading, m.decoding,
 		prometheus.NewGoCollector(), prometheus.NewProcessCollector(prometheus.ProcessCollectorOpts{}))
 	return m
 }

@@ -167,7 +167,8 @@ func newGatedFirst(t *testing.T, cfg Config) (s *Server, release func(), firstBa
 }
 
 func baseConfig() Config {
-	return Config{MaxBatch: 8, MaxWait: time.Millisecond, Batching: true, Queue: 64, MaxBody: 1 << 20, Timeout: 20 * time.Second}
+	return Config{MaxBatch: 8, MaxWait: time.Millisecond, Batching: true, Queue: 64, MaxBody: 1 << 20, Timeout: 20 * time.Second,
+		MaxDecodePixels: 1 << 20, DecodeBytes: 20 << 20, Decodes: 2}
 }
 
 func sample(i int) []float32 {

@@ -42,6 +42,13 @@ type Config struct {
 	// once its context ends, so that load balancers see /readyz turn 503
 	// and stop sending before the listener closes (0: none).
 	Grace time.Duration
+	// MaxDecodePixels is the largest image, by its header, an image model
+	// decodes, DecodeBytes the most one decode may hold (decodeCost), and
+	// Decodes how many decode at once; a request waits for a slot within
+	// its Timeout. An image model needs all three; FromPlan gives them.
+	MaxDecodePixels int64
+	DecodeBytes     int64
+	Decodes         int
 }
 
 // DefaultGrace is the drain's grace period FromPlan gives: longer than
@@ -56,6 +63,7 @@ func FromPlan(s *plan.Serve) Config {
 		MaxBatch: int(s.MaxBatch), MaxWait: seconds(s.MaxWaitSeconds), Batching: true,
 		Queue: int(s.Queue), MaxBody: s.MaxBodyBytes, Timeout: seconds(s.TimeoutSeconds),
 		MaxConns: DefaultMaxConns, Grace: DefaultGrace,
+		MaxDecodePixels: s.MaxDecodePixels, DecodeBytes: s.DecodeBytes, Decodes: int(s.Decodes),
 	}
 }
 
@@ -72,6 +80,8 @@ type Server struct {
 
 	pending chan *job
 	slots   chan struct{}
+	// decodes holds one token for each image being decoded.
+	decodes chan struct{}
 	quit    chan struct{}
 	done    sync.WaitGroup
 	// draining turns readiness off (the drain has begun); stopping turns
@@ -158,12 +168,17 @@ func build(workers []*run.Trained, cfg Config, opts ...Option) (*Server, error) 
 		}
 	}
 	info := workers[0].Info
+	if sh := info.InputShape; len(sh) == 3 && (sh[0] == 1 || sh[0] == 3) && (cfg.MaxDecodePixels < 1 || cfg.DecodeBytes < 1 || cfg.Decodes < 1) {
+		return nil, fmt.Errorf("serve: an image model needs a decode limit, the bytes a decode may hold and the decodes at once, all positive (the plan's serving section gives them); got %d pixels, %d bytes, %d decodes",
+			cfg.MaxDecodePixels, cfg.DecodeBytes, cfg.Decodes)
+	}
 	s := &Server{
 		cfg: cfg, workers: workers, info: info, normalize: workers[0].Normalize, log: io.Discard,
 		inLen: int(numel(info.InputShape)), outLen: int(numel(info.OutputShape)),
 		// Admission bounds what waits, so sending on pending never blocks.
 		pending: make(chan *job, cfg.Queue),
 		slots:   make(chan struct{}, cfg.Queue),
+		decodes: make(chan struct{}, max(cfg.Decodes, 1)),
 		quit:    make(chan struct{}),
 		reg:     prometheus.NewRegistry(),
 		after:   time.After,
