@@ -46,6 +46,9 @@ const (
 	CodeEvalOnTrain = "evaluate-on-train"
 	CodeOOM         = "out-of-memory"
 	CodeLocked      = "folder-in-use"
+	// CodeOtherFolder refuses a fresh run into a folder whose checkpoints
+	// are another pipeline's.
+	CodeOtherFolder = "another-pipelines-folder"
 	CodeDiverging   = "diverging"
 	CodeEvalLeak    = "test-selects-model"
 	CodeProfile     = "profile"
@@ -312,6 +315,9 @@ type runConfig struct {
 	resumeAt  string
 	skipTrain bool
 	ckptDir   string
+	// place is where PlaceRun put the run (WithPlace, or Run itself
+	// without a folder given); nil for a folder given as it is.
+	place *Place
 	// evalPrecision is WithEvalPrecision's (run_int8.go).
 	evalPrecision string
 	base          string
@@ -348,8 +354,15 @@ func WithResume(from string) Option {
 func WithSkipTrain() Option { return func(c *runConfig) { c.skipTrain = true } }
 
 // WithCheckpointDir writes checkpoints to dir instead of the train block's
-// checkpoint_dir (or out/PIPELINE/checkpoints when it has none).
-func WithCheckpointDir(dir string) Option { return func(c *runConfig) { c.ckptDir = dir } }
+// checkpoint_dir (or a new folder under out/PIPELINE/runs when it has
+// none): dir is the run's folder, and out/PIPELINE/latest is left alone.
+func WithCheckpointDir(dir string) Option {
+	return func(c *runConfig) { c.ckptDir, c.place = dir, nil }
+}
+
+// WithPlace writes checkpoints where PlaceRun put the run, and points its
+// pipeline's latest at the folder once the run wrote a checkpoint there.
+func WithPlace(p Place) Option { return func(c *runConfig) { c.ckptDir, c.place = p.Dir, &p } }
 
 // WithBase resolves the paths the file names (data, predict's write,
 // checkpoint_dir) against dir; the working directory by default.

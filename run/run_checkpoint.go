@@ -320,6 +320,9 @@ func (r *runner) checkpoint(reason string, best bool) bool {
 	if best {
 		names = append(names, BestCheckpoint)
 	}
+	if r.stale && !r.clearStale() {
+		return false
+	}
 	for _, name := range names {
 		path := filepath.Join(r.set.ckptDir, name)
 		err := writeFileAtomic(path, func(w io.Writer) error { return encodeCheckpoint(w, meta, st) }, r.rc.wrapCheckpoint)
@@ -341,6 +344,7 @@ func (r *runner) checkpoint(reason string, best bool) bool {
 		}
 		if name == LastCheckpoint {
 			r.res.Checkpoint = path
+			r.markLatest()
 		}
 		r.log.Debug("checkpoint written", "path", path, "reason", reason)
 		if r.hooks.Checkpoint != nil {
@@ -348,20 +352,6 @@ func (r *runner) checkpoint(reason string, best bool) bool {
 		}
 	}
 	return true
-}
-
-// warnReplace warns, before a fresh run trains, that the checkpoint folder
-// holds an earlier run's last.ckpt, which the run's first checkpoint will
-// replace: there is still time to stop and resume it instead.
-func (r *runner) warnReplace() {
-	if r.set.ckptMode == "none" {
-		return
-	}
-	path := filepath.Join(r.set.ckptDir, LastCheckpoint)
-	if _, err := os.Stat(path); err != nil {
-		return
-	}
-	r.log.Warn("an earlier run's checkpoint will be replaced by this run's first (--resume continues it instead)", "checkpoint", path)
 }
 
 // CheckpointIn is the checkpoint file that path names: path itself, or
@@ -441,6 +431,11 @@ func (r *runner) resume() bool {
 	r.res.Epochs = len(meta.EpochResults)
 	r.res.Position = r.pos
 	r.bestLoss, r.hasBest = meta.BestLoss, meta.HasBest
+	if !r.resumesHere() {
+		// Continued in another folder, the run is a new one there: its
+		// best.ckpt is the first it writes, never the other folder's.
+		r.hasBest = false
+	}
 	pos := meta.Position
 	r.res.ResumedFrom = &pos
 	r.res.Checkpoint = path
@@ -490,41 +485,59 @@ func intactOthers(path string) string {
 }
 
 // samePipeline reports (with a diagnostic when not) whether the
-// checkpoint at path was written by this pipeline: the same name, model
-// and optimizer, wherever its file lies now (a model whose layers changed
-// is SetState's to refuse, tensor by tensor). A checkpoint written before
+// checkpoint at path was written by this pipeline, so that resuming it
+// continues this pipeline's training (otherPipeline says how it differs).
+func (r *runner) samePipeline(path string, meta *checkpointMeta) bool {
+	if m := r.otherPipeline(path, meta); m != nil {
+		detail := m.fact + "."
+		if m.resumeFix != "" {
+			detail += " " + m.resumeFix
+		}
+		r.errorf(nil, CodeResume, m.summary, "%s", detail)
+		return false
+	}
+	if meta.LossKind != "" && meta.LossKind != r.p.Loss {
+		r.warnf(nil, CodeResume, "the loss changed since the checkpoint",
+			"%s was trained with loss %s; this run goes on with %s.", path, meta.LossKind, r.p.Loss)
+	}
+	return true
+}
+
+// mismatch is how a checkpoint is not this run's pipeline: the
+// diagnostic's summary, the fact (a sentence without its period), and
+// what to do instead of resuming it.
+type mismatch struct{ summary, fact, resumeFix string }
+
+// otherPipeline says how the checkpoint at path differs from this run's
+// pipeline, nil when it is this pipeline's: another name, model or
+// optimizer, wherever its file lies now (a model whose layers changed is
+// SetState's to refuse, tensor by tensor). A checkpoint written before
 // the structure was kept is matched by its file's absolute path, as it
 // was then.
-func (r *runner) samePipeline(path string, meta *checkpointMeta) bool {
+func (r *runner) otherPipeline(path string, meta *checkpointMeta) *mismatch {
 	p := r.p
 	here := absSource(p.File)
-	another := func(why string) bool {
-		r.errorf(nil, CodeResume, "the checkpoint is another pipeline's",
-			"%s was written by pipeline %s from %s; this run is pipeline %s from %s%s. Resuming would continue the other training under this one's name. Start afresh without --resume, or give this run its own folder with --checkpoint-dir.",
-			path, meta.Pipeline, orUnknown(meta.FileAbs, meta.File), p.Pipeline, orUnknown(here, p.File), why)
-		return false
+	another := func(why string) *mismatch {
+		return &mismatch{"the checkpoint is another pipeline's",
+			fmt.Sprintf("%s was written by pipeline %s from %s; this run is pipeline %s from %s%s",
+				path, meta.Pipeline, orUnknown(meta.FileAbs, meta.File), p.Pipeline, orUnknown(here, p.File), why),
+			"Resuming would continue the other training under this one's name. Start afresh without --resume, or give this run its own folder with --checkpoint-dir."}
 	}
 	switch {
 	case meta.Pipeline != p.Pipeline:
 		return another("")
 	case meta.Model != p.Model:
-		r.errorf(nil, CodeResume, "the checkpoint is of another model", "%s holds model %s; the plan trains %s.", path, meta.Model, p.Model)
-		return false
+		return &mismatch{"the checkpoint is of another model", fmt.Sprintf("%s holds model %s; the plan trains %s", path, meta.Model, p.Model), ""}
 	case meta.Structure == "":
 		if meta.FileAbs != "" && here != "" && meta.FileAbs != here {
 			return another(" (the checkpoint predates content identity, so its file's path must match)")
 		}
 	case meta.OptimizerKind != "" && meta.OptimizerKind != p.Optimizer.Kind:
-		r.errorf(nil, CodeResume, "the checkpoint was trained with another optimizer",
-			"%s holds the state of optimizer %s; this plan trains with %s, which would read it as its own. Start afresh without --resume, or train with %s.",
-			path, meta.OptimizerKind, p.Optimizer.Kind, meta.OptimizerKind)
-		return false
+		return &mismatch{"the checkpoint was trained with another optimizer",
+			fmt.Sprintf("%s holds the state of optimizer %s; this plan trains with %s, which would read it as its own", path, meta.OptimizerKind, p.Optimizer.Kind),
+			fmt.Sprintf("Start afresh without --resume, or train with %s.", meta.OptimizerKind)}
 	}
-	if meta.LossKind != "" && meta.LossKind != p.Loss {
-		r.warnf(nil, CodeResume, "the loss changed since the checkpoint",
-			"%s was trained with loss %s; this run goes on with %s.", path, meta.LossKind, p.Loss)
-	}
-	return true
+	return nil
 }
 
 // structureOf fingerprints a model's graph: every node's name, op,

@@ -152,8 +152,8 @@ func settingsOf(prog *spec.Program, rc *runConfig) settings {
 		s.ckptDir = rc.ckptDir
 	case train.At.Has("checkpoint_dir"):
 		s.ckptDir = resolve(rc.base, train.CheckpointDir)
-	default:
-		s.ckptDir = resolve(rc.base, filepath.Join("out", prog.Name, "checkpoints"))
+	default: // Run places a run given no folder first (run_folders.go)
+		s.ckptDir = filepath.Join(PipelineFolder(rc.base, prog.Name), LatestName)
 	}
 	return s
 }

@@ -10,8 +10,8 @@ import (
 	"time"
 )
 
-// The run lock. Two runs of the same pipeline write the same checkpoint
-// folder (out/NAME/checkpoints by default): each would replace the other's
+// The run lock. Two runs given the same checkpoint folder (--checkpoint-dir,
+// checkpoint_dir, or --resume of the latest run): each would replace the other's
 // last.ckpt, and a --resume would continue whichever wrote last. A run
 // that writes checkpoints therefore holds an exclusive lock on a file in
 // the folder (flock, released by the kernel when the process ends, however

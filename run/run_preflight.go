@@ -71,6 +71,7 @@ func (r *runner) preflight() bool {
 				ok = false
 			default:
 				r.lock = lock
+				ok = r.claim() && ok
 			}
 		}
 	}

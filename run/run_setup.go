@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"pipe/engine"
 	"time"
 
@@ -50,6 +52,10 @@ type runner struct {
 	counters []*batchCounter
 	// lock is the checkpoint folder's run lock (run_lock.go).
 	lock *folderLock
+	// stale says the folder holds an earlier run's checkpoints, which
+	// the run's first checkpoint replaces (claim); wrote that the run
+	// wrote a checkpoint.
+	stale, wrote bool
 	// prof times the layers under WithProfile (profile.go).
 	prof *profiler
 }
@@ -60,6 +66,12 @@ func (r *runner) close() {
 	}
 	r.data.close()
 	r.lock.release()
+	if pl := r.rc.place; pl != nil && pl.Fresh && !r.wrote {
+		// A run folder made for a run that wrote nothing goes again
+		// (Remove leaves a folder that is not empty).
+		os.Remove(filepath.Join(pl.Dir, LockFile))
+		os.Remove(pl.Dir)
+	}
 }
 
 // run does the whole job; what it did is in r.res and r.diags.
@@ -71,9 +83,6 @@ func (r *runner) run(ctx context.Context) {
 		return
 	}
 	r.res.TargetScaling = r.data.scaling
-	if !r.rc.resume && !r.rc.skipTrain {
-		r.warnReplace()
-	}
 	if r.rc.skipTrain {
 		if !r.rc.resume {
 			r.errorf(nil, CodeResume, "nothing to evaluate", "Skipping training needs a trained model: give --resume as well, to load the last checkpoint.")
@@ -152,6 +161,9 @@ func (r *runner) setup(ctx context.Context) bool {
 			return false
 		}
 	}
+	if !r.place() {
+		return false
+	}
 	r.set = settingsOf(prog.Spec, r.rc)
 	r.res.EpochsPlanned = r.set.epochs
 	r.res.CheckpointDir = r.set.ckptDir
@@ -228,6 +240,29 @@ func (r *runner) setup(ctx context.Context) bool {
 	}
 	r.log.Info("model built", "model", p.Model, "backend", r.backend.Name(), "precision", m.Precision(),
 		"batch", p.BatchSize, "accumulation", p.AccumulationSteps, "parameters", p.Parameters)
+	return true
+}
+
+// place puts a run given no folder where PlaceRun says, as pipe run
+// does: a new run folder, or for --resume the latest run's.
+func (r *runner) place() bool {
+	rc := r.rc
+	if rc.ckptDir != "" {
+		return true
+	}
+	if t := r.prog.Spec.Train; t != nil && t.At.Has("checkpoint_dir") {
+		return true // settingsOf takes it
+	}
+	pl, err := PlaceRun(r.prog.Spec, rc.base, "", rc.resume, rc.resumeAt)
+	switch {
+	case errors.Is(err, ErrNoRun):
+		r.errorf(nil, CodeResume, "no run to resume", "%v. Run without --resume to start one, or give the checkpoint with --resume=PATH.", err)
+		return false
+	case err != nil:
+		r.errorf(nil, CodeCheckpoint, "cannot make the run's folder", "%s. Nothing was trained. Give a folder that can be written with --checkpoint-dir.", diskFull(err))
+		return false
+	}
+	rc.ckptDir, rc.place = pl.Dir, &pl
 	return true
 }
 

@@ -7,6 +7,7 @@ import (
 	"io/fs"
 	"pipe/engine"
 	"strings"
+	"time"
 
 	"pipe/dataset"
 	"pipe/planner/plan"
@@ -52,6 +53,10 @@ type TrainedInfo struct {
 	Target *TargetScaling
 	// Loss is the loss the model was trained with ("cross_entropy", ...).
 	Loss string
+	// Position is where training stood when the checkpoint was written,
+	// Written when (UTC): with the file's folder, which run is loaded.
+	Position Position
+	Written  time.Time
 }
 
 // ErrCheckpointMismatch is wrapped by LoadTrained's errors for a checkpoint
@@ -110,7 +115,7 @@ func LoadTrained(p *plan.Plan, prog *stdlib.Program, path string, backend engine
 		Pipeline: meta.Pipeline, ModelName: meta.Model,
 		InputShape: append([]int64(nil), g.Input...), OutputShape: m.OutShape(),
 		InputSource: meta.InputSource, InputNorm: inputNorm(dataset.Norm{Mean: meta.InputMean, Std: meta.InputStd}, g),
-		ClassNames: meta.ClassNames, Loss: p.Loss,
+		ClassNames: meta.ClassNames, Loss: p.Loss, Position: meta.Position, Written: meta.Written,
 	}
 	if meta.TargetNormalize == targetStandard && len(meta.TargetMean) > 0 && len(meta.TargetMean) == len(meta.TargetStd) {
 		t.Info.Target = &TargetScaling{Mean: meta.TargetMean, Std: meta.TargetStd}

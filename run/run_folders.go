@@ -1,0 +1,307 @@
+package run
+
+import (
+	"encoding/binary"
+	"encoding/gob"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"pipe/spec"
+)
+
+// Run folders. Every run writes into a folder of its own,
+// out/PIPELINE/runs/STAMP (its checkpoints, and pipe run's report and loss
+// curve), so that a new run never replaces an earlier one's last.ckpt nor
+// sits beside its best.ckpt. out/PIPELINE/latest names the newest run that
+// wrote a checkpoint: --resume without a path continues it, and pipe serve
+// and pipe export load it. A folder given with --checkpoint-dir or train's
+// checkpoint_dir is the run's folder as it is. Out/PIPELINE/checkpoints,
+// the layout before run folders, is read while no latest exists.
+// Rules and reasons: docs/design/checkpoint-files.md.
+
+const (
+	// RunsFolder holds a pipeline's run folders, in out/PIPELINE.
+	RunsFolder = "runs"
+	// LatestName names the newest run's folder, in out/PIPELINE: a
+	// symbolic link, or where none can be made a file holding its path.
+	LatestName = "latest"
+	// legacyFolder is the one checkpoint folder of the layout before runs.
+	legacyFolder = "checkpoints"
+)
+
+// ErrNoRun is wrapped by the error of a --resume that finds no run.
+var ErrNoRun = errors.New("no run to resume")
+
+// Place is where a run writes: Dir its folder; Root the pipeline's folder
+// whose latest names Dir once Dir holds a checkpoint ("" for a folder
+// given explicitly, and for the old layout, where latest is not kept).
+type Place struct {
+	Dir, Root string
+	// Fresh says Dir was made for this run (empty).
+	Fresh bool
+	// Legacy says Dir is out/PIPELINE/checkpoints of the old layout.
+	Legacy bool
+}
+
+// PipelineFolder is out/NAME, resolved against base as the file's paths are.
+func PipelineFolder(base, name string) string {
+	return resolve(base, filepath.Join("out", name))
+}
+
+// PlaceRun decides where a run of prog writes its checkpoints: dir when
+// given (--checkpoint-dir), else train's checkpoint_dir, else for a
+// --resume without a path (resume && resumeAt == "") the latest run's
+// folder, else a new folder under out/NAME/runs, made now. A resume with
+// nothing to resume returns an error wrapping ErrNoRun.
+func PlaceRun(prog *spec.Program, base, dir string, resume bool, resumeAt string) (Place, error) {
+	if dir != "" {
+		return Place{Dir: dir}, nil
+	}
+	if t := prog.Train; t != nil && t.At.Has("checkpoint_dir") {
+		return Place{Dir: resolve(base, t.CheckpointDir)}, nil
+	}
+	root := PipelineFolder(base, prog.Name)
+	if resume && resumeAt == "" {
+		d, legacy, err := LatestRun(root)
+		if err != nil {
+			return Place{Root: root}, err
+		}
+		if legacy {
+			return Place{Dir: d, Legacy: true}, nil
+		}
+		return Place{Dir: d, Root: root}, nil
+	}
+	d, err := newRunFolder(root, time.Now())
+	if err != nil {
+		return Place{Root: root}, err
+	}
+	return Place{Dir: d, Root: root, Fresh: true}, nil
+}
+
+// newRunFolder makes root/runs/STAMP, STAMP the local time to the second,
+// with -2, -3, ... when a run of the same second has it: Mkdir fails on
+// a folder that exists, so two runs never get the same one.
+func newRunFolder(root string, now time.Time) (string, error) {
+	runs := filepath.Join(root, RunsFolder)
+	if err := os.MkdirAll(runs, 0o755); err != nil {
+		return "", err
+	}
+	stamp := now.Format("20060102-150405")
+	for i := 1; i < 1000; i++ {
+		name := stamp
+		if i > 1 {
+			name += "-" + strconv.Itoa(i)
+		}
+		d := filepath.Join(runs, name)
+		err := os.Mkdir(d, 0o755)
+		if err == nil {
+			return d, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("%s: a thousand runs started in the second %s", runs, stamp)
+}
+
+// LatestRun is the folder of root's latest run: what root/latest names,
+// else (legacy true) root/checkpoints when it holds a checkpoint, as the
+// layout before run folders left it. With neither the error wraps ErrNoRun.
+func LatestRun(root string) (dir string, legacy bool, err error) {
+	latest := filepath.Join(root, LatestName)
+	st, err := os.Lstat(latest)
+	switch {
+	case err == nil:
+		var target string
+		if st.Mode()&fs.ModeSymlink != 0 {
+			target, err = os.Readlink(latest)
+		} else {
+			var b []byte
+			b, err = os.ReadFile(latest)
+			target = strings.TrimSpace(string(b))
+		}
+		if err != nil {
+			return "", false, fmt.Errorf("reading %s: %w", latest, err)
+		}
+		if !filepath.IsAbs(target) {
+			target = filepath.Join(root, target)
+		}
+		if st, err := os.Stat(target); err != nil || !st.IsDir() {
+			return "", false, fmt.Errorf("%s names %s, which is not a folder (was it removed?): %w", latest, target, ErrNoRun)
+		}
+		return target, false, nil
+	case !errors.Is(err, fs.ErrNotExist):
+		return "", false, err
+	}
+	old := filepath.Join(root, legacyFolder)
+	for _, name := range []string{LastCheckpoint, BestCheckpoint} {
+		if fileExists(filepath.Join(old, name)) {
+			return old, true, nil
+		}
+	}
+	return "", false, fmt.Errorf("%s has no %s and no %s folder: %w", root, LatestName, legacyFolder, ErrNoRun)
+}
+
+// markLatest points root/latest at dir, replacing what it named at once
+// (a rename): a relative symbolic link, so that the tree can move and a
+// shell can cd into it, or where the file system makes none (Windows
+// without the privilege) a file holding the path.
+func markLatest(root, dir string) error {
+	target, err := filepath.Rel(root, dir)
+	if err != nil {
+		target = dir
+	}
+	latest := filepath.Join(root, LatestName)
+	tmp := filepath.Join(root, fmt.Sprintf(".%s.%d.tmp", LatestName, os.Getpid()))
+	_ = os.Remove(tmp)
+	if err := os.Symlink(target, tmp); err == nil {
+		if err := os.Rename(tmp, latest); err != nil {
+			os.Remove(tmp)
+			return err
+		}
+		return nil
+	}
+	return WriteFileAtomic(latest, func(w io.Writer) error {
+		_, err := io.WriteString(w, target+"\n")
+		return err
+	})
+}
+
+func fileExists(path string) bool {
+	st, err := os.Stat(path)
+	return err == nil && !st.IsDir()
+}
+
+// sameFolder reports whether a and b name one folder.
+func sameFolder(a, b string) bool {
+	if a == "" || b == "" {
+		return false
+	}
+	if sa, err := os.Stat(a); err == nil {
+		if sb, err := os.Stat(b); err == nil {
+			return os.SameFile(sa, sb)
+		}
+	}
+	aa, _ := filepath.Abs(a)
+	ab, _ := filepath.Abs(b)
+	return aa == ab
+}
+
+// resumesHere reports whether the run continues the checkpoints of its
+// own folder: --resume without a path, or one in the run's folder. Only
+// then are the folder's checkpoints, best.ckpt among them, this run's.
+func (r *runner) resumesHere() bool {
+	if !r.rc.resume {
+		return false
+	}
+	if r.rc.resumeAt == "" {
+		return true
+	}
+	from := r.rc.resumeAt
+	if st, err := os.Stat(from); err != nil || !st.IsDir() {
+		from = filepath.Dir(from)
+	}
+	return sameFolder(from, r.set.ckptDir)
+}
+
+// claim checks, before a run that does not continue its folder's
+// checkpoints trains, whose checkpoints the folder holds: another
+// pipeline's are refused (a run there would mix the two); this
+// pipeline's earlier run's are replaced, all of them, at the run's first
+// checkpoint (stale), so that best.ckpt is never an earlier run's beside
+// this one's last.ckpt. It warns then, while there is time to stop.
+func (r *runner) claim() bool {
+	if r.resumesHere() {
+		return true
+	}
+	dir := r.set.ckptDir
+	if files, _ := filepath.Glob(filepath.Join(dir, "*.ckpt")); len(files) == 0 {
+		return true
+	}
+	for _, name := range []string{LastCheckpoint, BestCheckpoint} {
+		path := filepath.Join(dir, name)
+		meta, err := readCheckpointMeta(path)
+		if err != nil {
+			continue // missing or unreadable: nothing says whose it is
+		}
+		if m := r.otherPipeline(path, meta); m != nil {
+			r.errorf(nil, CodeOtherFolder, "the checkpoint folder is another pipeline's",
+				"%s. This run would put its checkpoints beside (and over) that one's, so nothing was trained: give it its own folder with --checkpoint-dir, or leave --checkpoint-dir out and every run gets one under out/%s/runs.",
+				m.fact, r.p.Pipeline)
+			return false
+		}
+	}
+	r.stale = true
+	r.log.Warn("an earlier run's checkpoint will be replaced by this run's first (--resume continues it instead); its best.ckpt and epoch files go with it", "folder", dir)
+	return true
+}
+
+// clearStale removes an earlier run's best.ckpt and epoch files from the
+// run's folder before its first checkpoint replaces last.ckpt: stopped
+// between the two, the folder holds the earlier run's last.ckpt alone,
+// never a pair of two runs. It returns false (with a diagnostic) when a
+// file cannot be removed.
+func (r *runner) clearStale() bool {
+	r.stale = false
+	old, _ := filepath.Glob(filepath.Join(r.set.ckptDir, "epoch-*.ckpt"))
+	old = append(old, filepath.Join(r.set.ckptDir, BestCheckpoint))
+	for _, path := range old {
+		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			r.res.Status = StatusFailed
+			r.errorf(nil, CodeCheckpoint, "cannot remove an earlier run's "+filepath.Base(path),
+				"%v. The run keeps no checkpoint beside another run's, so it stopped; remove the file, or give this run its own folder with --checkpoint-dir.", err)
+			return false
+		}
+	}
+	return true
+}
+
+// markLatest points the pipeline's latest at the run's folder after its
+// first checkpoint, when the run was placed under out/PIPELINE/runs: a
+// run that wrote nothing never becomes the one to resume or serve.
+func (r *runner) markLatest() {
+	if r.wrote {
+		return
+	}
+	r.wrote = true
+	pl := r.rc.place
+	if pl == nil || pl.Root == "" {
+		return
+	}
+	if err := markLatest(pl.Root, r.set.ckptDir); err != nil {
+		r.warnf(nil, CodeCheckpoint, "cannot mark the run as the latest",
+			"%v. The checkpoints are in %s; give that folder to --resume, pipe serve and pipe export with --checkpoint.", err, r.set.ckptDir)
+	}
+}
+
+// readCheckpointMeta reads a checkpoint's metadata alone, without its
+// tensors and so without the checksum, which covers both: enough to tell
+// whose a checkpoint is before a run writes beside it.
+func readCheckpointMeta(path string) (*checkpointMeta, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	hdr := make([]byte, ckptHeader)
+	if _, err := io.ReadFull(f, hdr); err != nil || string(hdr[:len(ckptMagic)]) != ckptMagic ||
+		binary.LittleEndian.Uint32(hdr[8:]) != ckptVersion {
+		return nil, fmt.Errorf("%s: %w", path, ErrBadCheckpoint)
+	}
+	mlen := binary.LittleEndian.Uint64(hdr[16:])
+	if st, err := f.Stat(); err != nil || mlen > uint64(st.Size()) {
+		return nil, fmt.Errorf("%s: truncated: %w", path, ErrBadCheckpoint)
+	}
+	var meta checkpointMeta
+	if err := gob.NewDecoder(io.LimitReader(f, int64(mlen))).Decode(&meta); err != nil {
+		return nil, fmt.Errorf("%s: unreadable metadata: %v: %w", path, err, ErrBadCheckpoint)
+	}
+	return &meta, nil
+}

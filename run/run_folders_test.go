@@ -1,0 +1,180 @@
+package run_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"pipe/engine/enginetest"
+	"pipe/lang/diag"
+	"pipe/run"
+)
+
+// runPlaced runs the job as pipe run does without --checkpoint-dir: Run
+// places it under dir/out/PIPELINE itself.
+func (j *job) runPlaced(t *testing.T, opts ...run.Option) (*run.Result, diag.Diagnostics) {
+	t.Helper()
+	all := append([]run.Option{run.WithBackend(&enginetest.Backend{}), run.WithBase(j.dir)}, opts...)
+	return run.Run(context.Background(), j.plan, j.prog, run.Hooks{}, all...)
+}
+
+func mustPlaced(t *testing.T, j *job, opts ...run.Option) *run.Result {
+	t.Helper()
+	res, ds := j.runPlaced(t, opts...)
+	if ds.HasErrors() {
+		t.Fatalf("run failed:\n%v", ds)
+	}
+	return res
+}
+
+func latestOf(t *testing.T, j *job) string {
+	t.Helper()
+	dir, legacy, err := run.LatestRun(filepath.Join(j.dir, "out", "tiny"))
+	if err != nil || legacy {
+		t.Fatalf("latest: %v (legacy %v)", err, legacy)
+	}
+	return dir
+}
+
+func readBytes(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestEveryRunHasItsOwnFolder: a run given no folder writes under
+// out/PIPELINE/runs in one of its own, and latest names the newest; a
+// short run after a finished one leaves the finished one's files as they
+// were, best.ckpt included, and has no best.ckpt of its own until it
+// writes one.
+func TestEveryRunHasItsOwnFolder(t *testing.T) {
+	j := newJob(t, blobs)
+	first := mustPlaced(t, j)
+	a := first.CheckpointDir
+	if filepath.Dir(a) != filepath.Join(j.dir, "out", "tiny", "runs") || latestOf(t, j) != a {
+		t.Fatalf("the first run wrote to %s; latest is %s", a, latestOf(t, j))
+	}
+	lastA, bestA := readBytes(t, filepath.Join(a, run.LastCheckpoint)), readBytes(t, filepath.Join(a, run.BestCheckpoint))
+	second := mustPlaced(t, j, run.WithMaxSteps(5))
+	b := second.CheckpointDir
+	if b == a || filepath.Dir(b) != filepath.Dir(a) || latestOf(t, j) != b {
+		t.Fatalf("the second run wrote to %s (the first to %s); latest is %s", b, a, latestOf(t, j))
+	}
+	if !bytes.Equal(readBytes(t, filepath.Join(a, run.LastCheckpoint)), lastA) || !bytes.Equal(readBytes(t, filepath.Join(a, run.BestCheckpoint)), bestA) {
+		t.Error("the second run changed the first run's checkpoints")
+	}
+	if _, err := os.Stat(filepath.Join(b, run.BestCheckpoint)); err == nil {
+		t.Error("a run of 5 steps, which validated no epoch, has a best.ckpt")
+	}
+	if st, err := os.Lstat(filepath.Join(j.dir, "out", "tiny", run.LatestName)); err != nil || st.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("latest is not a symbolic link: %v", err)
+	}
+}
+
+// TestResumeContinuesTheLatestRun: --resume without a path continues the
+// latest run in its own folder, keeping its best.ckpt; an earlier run is
+// left alone. With no run at all it says so.
+func TestResumeContinuesTheLatestRun(t *testing.T) {
+	j := newJob(t, blobs)
+	if _, ds := j.runPlaced(t, run.WithResume("")); !strings.Contains(findDiag(t, ds, run.CodeResume).Summary, "no run to resume") {
+		t.Errorf("nothing to resume: %v", ds)
+	}
+	a := mustPlaced(t, j, run.WithMaxSteps(3)).CheckpointDir
+	b := mustPlaced(t, j, run.WithMaxSteps(21)).CheckpointDir // an epoch is 19 steps: b has a best.ckpt
+	lastA := readBytes(t, filepath.Join(a, run.LastCheckpoint))
+	bestB := readBytes(t, filepath.Join(b, run.BestCheckpoint))
+	res := mustPlaced(t, j, run.WithMaxSteps(25), run.WithResume(""))
+	if res.ResumedFrom == nil || res.ResumedFrom.Step != 21 || res.CheckpointDir != b || res.Position.Step != 25 {
+		t.Fatalf("resumed from %+v into %s (latest run %s), at step %d", res.ResumedFrom, res.CheckpointDir, b, res.Position.Step)
+	}
+	if !bytes.Equal(readBytes(t, filepath.Join(b, run.BestCheckpoint)), bestB) {
+		t.Error("resumed in its own folder, the run lost its best.ckpt")
+	}
+	if !bytes.Equal(readBytes(t, filepath.Join(a, run.LastCheckpoint)), lastA) {
+		t.Error("resuming the latest run changed an earlier one")
+	}
+}
+
+// TestAFreshRunInAUsedFolderReplacesItAll: a fresh run in a folder given
+// explicitly replaces the earlier run's best.ckpt and epoch files with
+// its last.ckpt, so best and last are never two runs'.
+func TestAFreshRunInAUsedFolderReplacesItAll(t *testing.T) {
+	j := newJob(t, strings.Replace(blobs, "loss cross_entropy", "loss cross_entropy  save all", 1))
+	dir := filepath.Join(j.dir, "ckpt")
+	mustRun(t, j, nil)
+	for _, f := range []string{run.BestCheckpoint, "epoch-003.ckpt"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Fatalf("the full run left no %s: %v", f, err)
+		}
+	}
+	mustRun(t, j, nil, run.WithMaxSteps(5))
+	files, _ := filepath.Glob(filepath.Join(dir, "*.ckpt"))
+	if len(files) != 1 || filepath.Base(files[0]) != run.LastCheckpoint {
+		t.Errorf("after a fresh run of 5 steps the folder holds %v, want its last.ckpt alone", files)
+	}
+}
+
+// TestAFreshRunRefusesAnotherPipelinesFolder: a run that would write
+// into a folder holding another pipeline's checkpoints is refused before
+// it trains, and the checkpoints are left as they were.
+func TestAFreshRunRefusesAnotherPipelinesFolder(t *testing.T) {
+	a := newJob(t, blobs)
+	shared := run.WithCheckpointDir(filepath.Join(a.dir, "shared"))
+	mustRun(t, a, nil, run.WithMaxSteps(3), shared)
+	last := filepath.Join(a.dir, "shared", run.LastCheckpoint)
+	before := readBytes(t, last)
+	for _, variant := range []string{"pipeline other", "optimizer sgd"} {
+		old := "pipeline tiny"
+		if strings.HasPrefix(variant, "optimizer") {
+			old = "optimizer adam"
+		}
+		b := newJob(t, strings.Replace(blobs, old, variant, 1))
+		res, ds := b.run(t, context.Background(), nil, run.Hooks{}, shared)
+		d := findDiag(t, ds, run.CodeOtherFolder)
+		if !strings.Contains(d.Detail, last) || res.SamplesTrained != 0 {
+			t.Errorf("%s: trained %d samples: %s", variant, res.SamplesTrained, d.Detail)
+		}
+	}
+	if !bytes.Equal(readBytes(t, last), before) {
+		t.Error("the refused runs changed the folder's checkpoint")
+	}
+}
+
+// TestTheOldLayoutStillResumes: a pipeline trained before run folders
+// (out/PIPELINE/checkpoints, no latest) resumes there with --resume.
+func TestTheOldLayoutStillResumes(t *testing.T) {
+	j := newJob(t, blobs)
+	old := filepath.Join(j.dir, "out", "tiny", "checkpoints")
+	mustRun(t, j, nil, run.WithMaxSteps(3), run.WithCheckpointDir(old))
+	res := mustPlaced(t, j, run.WithMaxSteps(5), run.WithResume(""))
+	if res.ResumedFrom == nil || res.ResumedFrom.Step != 3 || res.CheckpointDir != old {
+		t.Errorf("resumed from %+v into %s", res.ResumedFrom, res.CheckpointDir)
+	}
+	if _, err := os.Lstat(filepath.Join(j.dir, "out", "tiny", run.LatestName)); err == nil {
+		t.Error("resuming the old layout made a latest")
+	}
+}
+
+// TestLatestAsAFile: where no symbolic link can be made, latest is a file
+// holding the run's path, and reads back the same.
+func TestLatestAsAFile(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, run.RunsFolder, "20240101-000000")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(root, run.LatestName), filepath.Join(run.RunsFolder, "20240101-000000")+"\n")
+	if got, legacy, err := run.LatestRun(root); err != nil || legacy || got != dir {
+		t.Errorf("latest as a file: %s, %v, %v", got, legacy, err)
+	}
+	os.RemoveAll(dir)
+	if _, _, err := run.LatestRun(root); err == nil || !strings.Contains(err.Error(), "not a folder") {
+		t.Errorf("latest naming a removed run: %v", err)
+	}
+}
