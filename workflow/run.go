@@ -10,6 +10,7 @@ import (
 	"pipe/planner/plan"
 	"pipe/run"
 	"pipe/run/report"
+	"pipe/stdlib"
 )
 
 // Outputs are the files a run writes besides its checkpoints, decided
@@ -28,13 +29,22 @@ type OutputError struct {
 func (e *OutputError) Error() string { return "cannot write the " + e.What + ": " + e.Err.Error() }
 func (e *OutputError) Unwrap() error { return e.Err }
 
-// PrepareOutputs decides where a run of p writes its report (report, else
-// out/PIPELINE/report.json) and, when profiling, its trace (trace, else
-// out/PIPELINE/trace.json), and checks that both can be written.
-func PrepareOutputs(p *plan.Plan, reportPath string, profile bool, trace string) (Outputs, error) {
+// PlaceRun decides where a run of prog writes (run.PlaceRun): dir when
+// given (--checkpoint-dir), else train's checkpoint_dir, else for a
+// --resume without a path the latest run's folder, else a new folder
+// under out/PIPELINE/runs.
+func PlaceRun(prog *stdlib.Program, dir string, resume bool, resumeAt string) (run.Place, error) {
+	return run.PlaceRun(prog.Spec, "", dir, resume, resumeAt)
+}
+
+// PrepareOutputs decides where a run of p placed at place writes its
+// report (report, else report.json in the run's folder, so that runs in
+// two folders never share one) and, when profiling, its trace (trace,
+// else trace.json there too), and checks that both can be written.
+func PrepareOutputs(p *plan.Plan, place run.Place, reportPath string, profile bool, trace string) (Outputs, error) {
 	o := Outputs{Report: reportPath}
 	if o.Report == "" {
-		o.Report = filepath.Join("out", p.Pipeline, "report.json")
+		o.Report = filepath.Join(place.Dir, "report.json")
 	}
 	if err := run.CheckWritable(o.Report); err != nil {
 		return o, &OutputError{What: "report", Err: err}
@@ -44,7 +54,7 @@ func PrepareOutputs(p *plan.Plan, reportPath string, profile bool, trace string)
 	}
 	o.Trace = trace
 	if o.Trace == "" {
-		o.Trace = filepath.Join("out", p.Pipeline, "trace.json")
+		o.Trace = filepath.Join(place.Dir, "trace.json")
 	}
 	if err := run.CheckWritable(o.Trace); err != nil {
 		return o, &OutputError{What: "trace", Err: err}
@@ -106,14 +116,19 @@ func WriteTrace(pr *run.Profile, path string) error {
 }
 
 // DefaultCheckpoint is the checkpoint pipe serve and pipe export load when
-// given none: best.ckpt in the run's checkpoint folder (dir, else
-// train's checkpoint_dir, else out/PIPELINE/checkpoints) when there is
-// one, else last.ckpt there.
+// given none: best.ckpt in the run's folder when there is one, else
+// last.ckpt there. The folder is dir, else train's checkpoint_dir, else
+// the latest run's (out/PIPELINE/latest, or out/PIPELINE/checkpoints of
+// the layout before run folders while there is no latest); with none of
+// them, out/PIPELINE/latest/last.ckpt, for the error that reading it gives.
 func DefaultCheckpoint(prog *lang.Program, dir string) string {
 	if dir == "" {
-		dir = filepath.Join("out", prog.Name, "checkpoints")
+		root := run.PipelineFolder("", prog.Name)
+		dir = filepath.Join(root, run.LatestName)
 		if f := prog.Block("train").Field("checkpoint_dir"); f != nil {
 			dir = f.First().Str
+		} else if latest, _, err := run.LatestRun(root); err == nil {
+			dir = latest
 		}
 	}
 	return bestOrLast(dir)

@@ -40,6 +40,15 @@ func program(t *testing.T, src string) *lang.Program {
 	return prog
 }
 
+func decode(t *testing.T, prog *lang.Program) *stdlib.Program {
+	t.Helper()
+	dec, ds := stdlib.Decode(prog)
+	if ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	return dec
+}
+
 // cpuHost is a machine of 24 GiB and 2 cores; gpus adds A100s.
 func cpuHost(gpus int) func() planner.HostInfo {
 	return func() planner.HostInfo {
@@ -210,8 +219,77 @@ func TestDefaultCheckpointPrefersBest(t *testing.T) {
 	if got := workflow.DefaultCheckpoint(prog, dir); got != filepath.Join(dir, run.BestCheckpoint) {
 		t.Errorf("with best.ckpt: %s", got)
 	}
-	if got := workflow.DefaultCheckpoint(prog, ""); got != filepath.Join("out", "tiny", "checkpoints", run.LastCheckpoint) {
-		t.Errorf("no folder given: %s", got)
+	t.Chdir(t.TempDir())
+	if got := workflow.DefaultCheckpoint(prog, ""); got != filepath.Join("out", "tiny", run.LatestName, run.LastCheckpoint) {
+		t.Errorf("no run yet: %s", got)
+	}
+}
+
+// TestDefaultCheckpointIsTheLatestRuns: given no folder, serve and export
+// load the latest run's best.ckpt, else its last.ckpt, never an earlier
+// run's; before run folders existed, out/PIPELINE/checkpoints is read
+// while there is no latest.
+func TestDefaultCheckpointIsTheLatestRuns(t *testing.T) {
+	prog := program(t, tinyPipe)
+	t.Chdir(t.TempDir())
+	root := filepath.Join("out", "tiny")
+	old := filepath.Join(root, "checkpoints")
+	touch := func(path string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(path, nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	touch(filepath.Join(old, run.LastCheckpoint))
+	if got := workflow.DefaultCheckpoint(prog, ""); got != filepath.Join(old, run.LastCheckpoint) {
+		t.Errorf("the old layout: %s", got)
+	}
+	first, err := workflow.PlaceRun(decode(t, prog), "", false, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	second, err := workflow.PlaceRun(decode(t, prog), "", false, "")
+	if err != nil || second.Dir == first.Dir {
+		t.Fatalf("two runs placed in %s and %s (%v)", first.Dir, second.Dir, err)
+	}
+	touch(filepath.Join(first.Dir, run.BestCheckpoint))
+	touch(filepath.Join(second.Dir, run.LastCheckpoint))
+	if err := os.Symlink(filepath.Join("runs", filepath.Base(second.Dir)), filepath.Join(root, run.LatestName)); err != nil {
+		t.Fatal(err)
+	}
+	if got := workflow.DefaultCheckpoint(prog, ""); got != filepath.Join(second.Dir, run.LastCheckpoint) {
+		t.Errorf("the latest run has last.ckpt alone, an earlier run best.ckpt: %s", got)
+	}
+	touch(filepath.Join(second.Dir, run.BestCheckpoint))
+	if got := workflow.DefaultCheckpoint(prog, ""); got != filepath.Join(second.Dir, run.BestCheckpoint) {
+		t.Errorf("the latest run's best.ckpt: %s", got)
+	}
+}
+
+// TestReportGoesIntoTheRunsFolder: runs in two folders write two reports;
+// --report still chooses the file.
+func TestReportGoesIntoTheRunsFolder(t *testing.T) {
+	prog := program(t, tinyPipe)
+	wf := workflow.New(workflow.WithHost(cpuHost(0)))
+	pl, _ := wf.Plan(context.Background(), prog, workflow.Request{Purpose: workflow.ForRun})
+	a, b := t.TempDir(), t.TempDir()
+	oa, err := workflow.PrepareOutputs(pl.Plan, run.Place{Dir: a}, "", true, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ob, err := workflow.PrepareOutputs(pl.Plan, run.Place{Dir: b}, "", false, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if oa.Report != filepath.Join(a, "report.json") || ob.Report != filepath.Join(b, "report.json") || oa.Trace != filepath.Join(a, "trace.json") {
+		t.Errorf("reports %s and %s, trace %s", oa.Report, ob.Report, oa.Trace)
+	}
+	mine := filepath.Join(t.TempDir(), "mine.json")
+	if o, err := workflow.PrepareOutputs(pl.Plan, run.Place{Dir: a}, mine, false, ""); err != nil || o.Report != mine {
+		t.Errorf("--report: %s (%v)", o.Report, err)
 	}
 }
 

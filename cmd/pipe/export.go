@@ -21,8 +21,8 @@ func init() {
 
 func runExport(a *app, args []string) int {
 	fs := a.newFlags("export")
-	ckpt := fs.String("checkpoint", "", "the checkpoint file or folder to export (a folder: its best.ckpt, else last.ckpt; default: the run's checkpoint folder)")
-	ckptDir := fs.String("checkpoint-dir", "", "the run's checkpoint folder (default: train's checkpoint_dir, else out/PIPELINE/checkpoints)")
+	ckpt := fs.String("checkpoint", "", "the checkpoint file or folder to export (a folder: its best.ckpt, else last.ckpt; default: the latest run's folder)")
+	ckptDir := fs.String("checkpoint-dir", "", "the run's folder (default: train's checkpoint_dir, else the latest run's, out/PIPELINE/latest)")
 	out := fs.String("onnx", "", "write the ONNX model here")
 	opset := fs.Int("opset", onnx.Opset, fmt.Sprintf("the ONNX opset to write (%d to %d)", onnx.MinOpset, onnx.MaxOpset))
 	files, err := a.parseFlags(fs, args)

@@ -19,7 +19,7 @@ type profileFlag struct {
 func profileFlags(fs *flag.FlagSet) *profileFlag {
 	return &profileFlag{
 		on:     fs.Bool("profile", false, "time every layer's forward and backward pass by the clock and print them beside the plan's roofline estimate; write a Chrome trace (--profile-out) and add the profile to the report"),
-		out:    fs.String("profile-out", "", "with --profile: the Chrome trace (Perfetto, chrome://tracing) goes here (default out/PIPELINE/trace.json)"),
+		out:    fs.String("profile-out", "", "with --profile: the Chrome trace (Perfetto, chrome://tracing) goes here (default trace.json in the run's folder)"),
 		warmup: fs.Int("profile-warmup", 5, "with --profile: the first training steps and evaluation batches run but not counted"),
 	}
 }

@@ -195,14 +195,19 @@ func (a *app) execute(f *runFlags, in *runInput, p *plan.Plan, engines []engine.
 	}
 	progress := report.NewProgress(a.env.Stderr, info, terminal)
 	progress.Every = *f.logEvery
-	out, err := workflow.PrepareOutputs(p, *f.reportPath, *f.profile.on, *f.profile.out)
+	place, err := workflow.PlaceRun(in.dec, *f.ckptDir, f.resume.set, f.resume.path)
+	if err != nil {
+		views.PlaceError(a.env.Stderr, err)
+		return exitErrors
+	}
+	out, err := workflow.PrepareOutputs(p, place, *f.reportPath, *f.profile.on, *f.profile.out)
 	var oerr *workflow.OutputError
 	if errors.As(err, &oerr) {
 		views.OutputError(a.env.Stderr, oerr)
 		return exitErrors
 	}
 	ctx, stop := runContext(a)
-	res, rds := run.Run(ctx, p, in.dec, progress.Hooks(), f.execOptions(runLog, engines)...)
+	res, rds := run.Run(ctx, p, in.dec, progress.Hooks(), f.execOptions(runLog, engines, place)...)
 	stop()
 	progress.Close()
 	a.printDiags(rds, in.sources)
@@ -240,7 +245,7 @@ func (a *app) progressLogger() hclog.Logger {
 	return hclog.New(&hclog.LoggerOptions{Name: "pipe", Level: lvl, Output: a.env.Stderr, Color: colorOption(a.color), DisableTime: true})
 }
 
-// resumeFlag is --resume: alone, the run's last checkpoint; --resume=PATH,
+// resumeFlag is --resume: alone, the latest run's last checkpoint, continued in its folder; --resume=PATH,
 // a checkpoint file or a folder holding last.ckpt.
 type resumeFlag struct {
 	set  bool

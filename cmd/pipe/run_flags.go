@@ -29,11 +29,11 @@ func newRunFlags(fs *flag.FlagSet) *runFlags {
 	f.device = fs.String("device", "", "plan for this device instead of the file's (pipe devices lists them)")
 	f.batch = fs.Int64("batch", 0, "plan with this batch, whatever the file says")
 	f.maxSteps = fs.Int64("max-steps", 0, "stop after this many optimizer steps in all (a short run; resumed steps count)")
-	fs.Var(&f.resume, "resume", "continue from the last checkpoint in the checkpoint folder; --resume=PATH (or --resume PATH.ckpt FILE) from a chosen checkpoint file or folder")
+	fs.Var(&f.resume, "resume", "continue the latest run (out/PIPELINE/latest) in its folder, or the run in --checkpoint-dir; --resume=PATH (or --resume PATH.ckpt FILE) start a new run from a chosen checkpoint file or folder")
 	f.skipTrain = fs.Bool("skip-train", false, "with --resume: evaluate and predict with the checkpoint's model, without training")
 	f.precision = fs.String("precision", "", "evaluate and predict in this precision: int8 (the native engine; calibrated on training batches) or fp32")
-	f.ckptDir = fs.String("checkpoint-dir", "", "the checkpoint folder (default: train's checkpoint_dir, else out/PIPELINE/checkpoints)")
-	f.reportPath = fs.String("report", "", "write the run report (JSON) here, and the loss curve beside it (default out/PIPELINE/report.json)")
+	f.ckptDir = fs.String("checkpoint-dir", "", "the run's folder, for its checkpoints and report (default: train's checkpoint_dir, else a new out/PIPELINE/runs/STAMP, which out/PIPELINE/latest names once it holds a checkpoint)")
+	f.reportPath = fs.String("report", "", "write the run report (JSON) here, and the loss curve beside it (default report.json in the run's folder)")
 	f.threads = fs.Int("threads", 0, "compute threads (0: all cores); a resumed run reproduces losses only with the same number")
 	f.logEvery = fs.Int64("log-every", 0, "without a terminal, log a line every this many steps (default: about ten an epoch)")
 	f.engine = engineFlags(fs)
@@ -86,8 +86,9 @@ func (f *runFlags) check(fs *flag.FlagSet, files []string) string {
 	return ""
 }
 
-// execOptions are the executor's options for the flags.
-func (f *runFlags) execOptions(log hclog.Logger, engines []engine.Backend) []run.Option {
+// execOptions are the executor's options for the flags; place is where
+// workflow.PlaceRun put the run.
+func (f *runFlags) execOptions(log hclog.Logger, engines []engine.Backend, place run.Place) []run.Option {
 	opts := []run.Option{run.WithLogger(log), run.WithThreads(*f.threads), run.WithNodeRank(*f.nodeRank)}
 	for _, b := range engines {
 		opts = append(opts, run.WithBackend(b))
@@ -95,9 +96,7 @@ func (f *runFlags) execOptions(log hclog.Logger, engines []engine.Backend) []run
 	if *f.maxSteps > 0 {
 		opts = append(opts, run.WithMaxSteps(*f.maxSteps))
 	}
-	if *f.ckptDir != "" {
-		opts = append(opts, run.WithCheckpointDir(*f.ckptDir))
-	}
+	opts = append(opts, run.WithPlace(place))
 	if f.resume.set {
 		opts = append(opts, run.WithResume(f.resume.path))
 	}

@@ -38,7 +38,7 @@ var serveListening = func(addr net.Addr) {}
 
 func runServe(a *app, args []string) int {
 	fs := a.newFlags("serve")
-	ckpt := fs.String("checkpoint", "", "the checkpoint file or folder to serve (a folder: its best.ckpt, else last.ckpt; default: the run's checkpoint folder)")
+	ckpt := fs.String("checkpoint", "", "the checkpoint file or folder to serve (a folder: its best.ckpt, else last.ckpt; default: the latest run's folder, out/PIPELINE/latest)")
 	addr := fs.String("addr", ":8080", "the address to listen on")
 	device := fs.String("device", "", "plan for this device instead of the file's (pipe devices lists them)")
 	noBatching := fs.Bool("no-batching", false, "run each request alone (dynamic batching off), for comparison")
@@ -84,6 +84,9 @@ func runServe(a *app, args []string) int {
 	case err != nil:
 		fmt.Fprintf(a.env.Stderr, "pipe serve: %v\n", err)
 		return exitErrors
+	}
+	if len(workers) > 0 {
+		views.Loaded(a.env.Stderr, "pipe serve: loaded ", workers[0])
 	}
 	// A worker whose process dies is rebuilt with the weights it had.
 	rebuild := func(old *run.Trained) (*run.Trained, error) { return wf.RebuildServeWorker(pl, old) }

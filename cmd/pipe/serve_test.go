@@ -146,7 +146,7 @@ func TestServeInt8(t *testing.T) {
 	}
 }
 
-// serveOne starts pipe serve on file, posts one sample, then ends it as
+// serveOne starts pipe serve on file (with --checkpoint ckpt unless ""), posts one sample, then ends it as
 // SIGTERM does and checks it exited 0; it returns the sample's outputs
 // and what pipe serve wrote to standard error.
 func serveOne(t *testing.T, file, ckpt string, x []float32) ([]float32, string) {
@@ -163,7 +163,11 @@ func serveOne(t *testing.T, file, ckpt string, x []float32) ([]float32, string) 
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		code, _, stderr = runPipe(t, "", "serve", "--checkpoint", ckpt, "--addr", "127.0.0.1:0", "--drain-grace", "10ms", file)
+		args := []string{"serve", "--addr", "127.0.0.1:0", "--drain-grace", "10ms", file}
+		if ckpt != "" {
+			args = append([]string{"serve", "--checkpoint", ckpt}, args[1:]...)
+		}
+		code, _, stderr = runPipe(t, "", args...)
 	}()
 	var addr net.Addr
 	select {

@@ -13,6 +13,7 @@ import (
 // checkpoint at path, as the exporter summed it up.
 func Export(w io.Writer, out string, t *run.Trained, sum onnx.Summary, path string) {
 	fmt.Fprintf(w, "Wrote %s: model %s of pipeline %s from %s\n", out, t.Info.ModelName, t.Info.Pipeline, path)
+	Loaded(w, "  from ", t)
 	fmt.Fprintf(w, "  ONNX opset %d (IR version %d), %d nodes, %d initializers\n", sum.Opset, sum.IRVersion, sum.Nodes, sum.Initializers)
 	fmt.Fprintf(w, "  input  %q [batch, %s] float32, normalised as training normalised it\n", sum.Input, dims(sum.InputShape))
 	fmt.Fprintf(w, "  output %q [batch, %s] float32", sum.Output, dims(sum.OutputShape))
