@@ -4,7 +4,7 @@
 # Go or GDAL needed): bin/pipe-static, bin/gpucheck, examples/, bench/gpu/.
 #   1. the environment: torch, CUDA, the GPU, a C compiler and Python.h
 #      (Triton builds its launcher with them), one compiled toy step;
-#   2. four examples x 20 steps through gpucheck (planned against measured
+#   2. four examples x 80 steps through gpucheck (planned against measured
 #      memory, pipe's samples/s against a plain loop in the same worker);
 #   3. a fresh run of bench/gpu/smoke.pipe, a --resume of it, and a run with
 #      `checkpoint all`; graph breaks and recompiles counted (TORCH_LOGS);
@@ -21,6 +21,10 @@ O=${1:-out/gpu-smoke}
 DEV=${SMOKE_DEVICE:-cuda:0}
 BUDGET=${SMOKE_SECONDS:-480}
 STEPS=${SMOKE_STEPS:-20}
+# gpucheck times its steps after 5 warm-up ones: the first H100 runs
+# showed 15 timed steps moving a plain loop's samples/s by 1.6x between
+# runs, so it takes more; a step is milliseconds beside the compile.
+CHECK_STEPS=${SMOKE_CHECK_STEPS:-80}
 RB=${SMOKE_RESNET_BATCH:-256}
 export PIPE_PYTHON=$PY
 for f in bin/pipe-static bin/gpucheck bench/gpu/smoke_json.py bench/gpu/resnet50_plain.py; do
@@ -77,7 +81,7 @@ print(json.dumps(e))
 PYEOF
 
 export TORCH_LOGS=graph_breaks,recompiles
-step gpucheck 240 bin/gpucheck -python "$PY" -device "$DEV" -steps "$STEPS" -json "$O/gpucheck.json" \
+step gpucheck 240 bin/gpucheck -python "$PY" -device "$DEV" -steps "$CHECK_STEPS" -json "$O/gpucheck.json" \
   examples/fashion_mlp.pipe examples/fashion.pipe examples/vit_fashion.pipe examples/volume_unet.pipe
 cat "$O/gpucheck.log"
 
@@ -90,7 +94,7 @@ step resume 90 $R --resume --max-steps $((2 * STEPS)) --checkpoint-dir "$O/ck" -
 step ckall 90 $R --max-steps "$STEPS" --checkpoint-dir "$O/ck2" --report "$O/ckall.json" "$O/smoke_ckall.pipe"
 unset TORCH_LOGS
 
-step resnet50_pipe 180 bin/gpucheck -python "$PY" -device "$DEV" -steps 30 -batch "$RB" -json "$O/resnet50_pipe.json" bench/gpu/resnet50.pipe
+step resnet50_pipe 180 bin/gpucheck -python "$PY" -device "$DEV" -steps 40 -batch "$RB" -json "$O/resnet50_pipe.json" bench/gpu/resnet50.pipe
 step resnet50_plain 120 sh -c "'$PY' bench/gpu/resnet50_plain.py --device '$DEV' --batch '$RB' --steps 25 --warmup 5 > '$O/resnet50_plain.json'"
 
 "$PY" bench/gpu/smoke_json.py "$O" bench/gpu
