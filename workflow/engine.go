@@ -15,6 +15,11 @@ type TorchSetup struct {
 	NodeRank   int
 	MasterAddr string
 	MasterPort int
+	// LocalRank is this process's first device on its machine, under a
+	// launcher that starts a pipe per device (torchrun's LOCAL_RANK);
+	// AgentStore says the launcher's agent holds the rendezvous store.
+	LocalRank  int
+	AgentStore bool
 }
 
 // RunEngines returns the engine a run's plan names, set up and checked
@@ -25,7 +30,7 @@ type TorchSetup struct {
 func (w *Workflow) RunEngines(pl *Planned, ts TorchSetup) ([]engine.Backend, error) {
 	p := pl.Plan
 	tb := torch.Backend{Python: w.python, NProcPerNode: p.Distributed.NProcPerNode, NNodes: p.Distributed.NNodes,
-		NodeRank: ts.NodeRank, MasterAddr: ts.MasterAddr, MasterPort: ts.MasterPort, Log: w.log}
+		NodeRank: ts.NodeRank, MasterAddr: ts.MasterAddr, MasterPort: ts.MasterPort, LocalRank: ts.LocalRank, AgentStore: ts.AgentStore, Log: w.log}
 	if p.EngineName() == plan.EngineTorch {
 		if err := w.checkTorch(pl); err != nil {
 			if p.Backend == plan.BackendGPU && p.Device.Origin == "profile" && pl.localGPUs == 0 {

@@ -82,6 +82,14 @@ func runRun(a *app, args []string) int {
 		fmt.Fprintln(a.env.Stderr, msg)
 		return exitErrors
 	}
+	l, err := launcherEnv(a.env.Getenv)
+	if err == nil && l != nil {
+		err = l.apply(fs, f)
+	}
+	if err != nil {
+		fmt.Fprintf(a.env.Stderr, "pipe run: %v\n", err)
+		return exitErrors
+	}
 	wf := a.workflow(*f.python)
 	in, code := a.loadRun(f, files)
 	if in == nil {
@@ -91,7 +99,11 @@ func runRun(a *app, args []string) int {
 	if pl == nil {
 		return code
 	}
-	engines, err := wf.RunEngines(pl, workflow.TorchSetup{NodeRank: *f.nodeRank, MasterAddr: *f.masterAddr, MasterPort: *f.masterPort})
+	ts := workflow.TorchSetup{NodeRank: *f.nodeRank, MasterAddr: *f.masterAddr, MasterPort: *f.masterPort}
+	if l != nil {
+		ts.LocalRank, ts.AgentStore = l.localRank, l.agentStore
+	}
+	engines, err := wf.RunEngines(pl, ts)
 	if err != nil {
 		fmt.Fprintf(a.env.Stderr, "pipe run: %v\n", err)
 		return exitErrors

@@ -33,6 +33,12 @@ type Backend struct {
 	NProcPerNode, NNodes, NodeRank int
 	MasterAddr                     string
 	MasterPort                     int
+	// LocalRank offsets this pipe's devices on its machine: under a
+	// launcher that starts a pipe per device, pipe k of a machine trains
+	// on cuda:LocalRank. AgentStore says the launcher's agent holds the
+	// rendezvous store at the master's port, so rank 0 joins it too.
+	LocalRank  int
+	AgentStore bool
 	// RendezvousTimeout bounds the wait for every rank to join (default
 	// DefaultRendezvousTimeout); CollectiveTimeout bounds each collective,
 	// an all-reduce a stalled peer never joins (DefaultCollectiveTimeout).
@@ -98,6 +104,8 @@ type model struct {
 	// cancel is Config.Cancel while the build waits for its replies (the
 	// ranks meeting); nil after, when the run loop stops between steps.
 	cancel <-chan struct{}
+	// localRank is Backend.LocalRank.
+	localRank int
 	// collective is the timeout each collective runs under.
 	collective time.Duration
 	dieOnce    sync.Once
@@ -260,8 +268,8 @@ func (m *model) deviceOf(k int) string {
 	switch {
 	case dev == "" || dev == "cpu":
 		return "cpu"
-	case len(m.workers) > 1 || dev == "cuda":
-		return fmt.Sprintf("cuda:%d", k)
+	case len(m.workers) > 1 || dev == "cuda" || m.localRank > 0:
+		return fmt.Sprintf("cuda:%d", m.localRank+k)
 	}
 	return dev
 }
@@ -270,6 +278,7 @@ func (m *model) deviceOf(k int) string {
 // pipe's initial state into it.
 func (m *model) build(b Backend, init engine.State) error {
 	m.cancel = m.cfg.Cancel
+	m.localRank = b.LocalRank
 	m.collective = time.Duration(seconds(b.CollectiveTimeout, DefaultCollectiveTimeout)) * time.Second
 	defer func() { m.cancel = nil }()
 	m.names = map[string]int{}
@@ -314,7 +323,8 @@ func (m *model) build(b Backend, init engine.State) error {
 			}
 			s.Engine.Distributed = &Distributed{Backend: m.cfg.Engine.Backend, Rank: m.base + k, WorldSize: m.world,
 				MasterAddr: addr, MasterPort: port, BucketMB: bucket,
-				TimeoutS: seconds(b.CollectiveTimeout, DefaultCollectiveTimeout), RendezvousTimeoutS: seconds(b.RendezvousTimeout, DefaultRendezvousTimeout)}
+				TimeoutS: seconds(b.CollectiveTimeout, DefaultCollectiveTimeout), RendezvousTimeoutS: seconds(b.RendezvousTimeout, DefaultRendezvousTimeout),
+				AgentStore: b.AgentStore}
 		}
 		if err := w.send(buildRequest{Spec: &s}, -1, 0); err != nil {
 			return err

@@ -149,6 +149,9 @@ type Distributed struct {
 	// every rank to check in at rank 0's store.
 	TimeoutS           int `json:"timeout_s"`
 	RendezvousTimeoutS int `json:"rendezvous_timeout_s"`
+	// AgentStore: the launcher's agent holds the store at the master's
+	// port; every rank, rank 0 too, joins it as a client.
+	AgentStore bool `json:"agent_store"`
 }
 
 // TensorRef is a named tensor in the benchmark's data file: Offset and

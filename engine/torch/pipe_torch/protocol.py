@@ -341,5 +341,6 @@ STRUCTS = {
         "bucket_mb": "float",
         "timeout_s": "int",
         "rendezvous_timeout_s": "int",
+        "agent_store": "bool",
     },
 }

@@ -46,7 +46,7 @@ def meet(dist, d):
     limit = int(d.get("rendezvous_timeout_s") or 300)
     where = f"{addr}:{port}"
     t0 = time.monotonic()
-    if rank == 0:
+    if rank == 0 and not d.get("agent_store"):
         try:
             store = dist.TCPStore(addr, port, world, True, datetime.timedelta(seconds=limit), wait_for_workers=False)
         except Exception as e:  # noqa: BLE001

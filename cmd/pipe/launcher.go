@@ -1,0 +1,114 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// launched is what a launcher told this process through its environment:
+// torchrun (and a Kubeflow PyTorchJob's pods, which set the same names)
+// or SLURM's srun. Under one, every pipe process is one rank: it starts
+// one worker and meets the others at the rendezvous the launcher gives.
+type launched struct {
+	by                     string // "torchrun" or "SLURM"
+	rank, world, localRank int
+	addr                   string
+	port                   int
+	// agentStore says torchrun's agent already holds the rendezvous store
+	// at the master's port (TORCHELASTIC_USE_AGENT_STORE, torch 2.x), so
+	// rank 0 joins it instead of opening its own.
+	agentStore bool
+}
+
+// launcherEnv reads the launcher's environment; nil when none launched
+// this process. A launcher's variables that cannot be read are an error.
+func launcherEnv(getenv func(string) string) (*launched, error) {
+	num := func(name string) (int, error) {
+		n, err := strconv.Atoi(strings.TrimSpace(getenv(name)))
+		if err != nil || n < 0 {
+			return 0, fmt.Errorf("%s=%q is not a rank or a count", name, getenv(name))
+		}
+		return n, nil
+	}
+	var l launched
+	var err error
+	switch {
+	case getenv("RANK") != "" && getenv("WORLD_SIZE") != "":
+		l.by = "torchrun"
+		if l.rank, err = num("RANK"); err != nil {
+			return nil, err
+		}
+		if l.world, err = num("WORLD_SIZE"); err != nil {
+			return nil, err
+		}
+		if getenv("LOCAL_RANK") != "" {
+			if l.localRank, err = num("LOCAL_RANK"); err != nil {
+				return nil, err
+			}
+		}
+		l.agentStore = strings.EqualFold(getenv("TORCHELASTIC_USE_AGENT_STORE"), "true")
+	case getenv("SLURM_PROCID") != "" && getenv("SLURM_NTASKS") != "":
+		l.by = "SLURM"
+		if l.rank, err = num("SLURM_PROCID"); err != nil {
+			return nil, err
+		}
+		if l.world, err = num("SLURM_NTASKS"); err != nil {
+			return nil, err
+		}
+		if getenv("SLURM_LOCALID") != "" {
+			if l.localRank, err = num("SLURM_LOCALID"); err != nil {
+				return nil, err
+			}
+		}
+		if getenv("MASTER_ADDR") == "" {
+			return nil, fmt.Errorf("under SLURM, set MASTER_ADDR to rank 0's host in the job script, as in export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_NODELIST\" | head -n 1)")
+		}
+	default:
+		return nil, nil
+	}
+	if l.world < 1 || l.rank >= l.world {
+		return nil, fmt.Errorf("%s says rank %d of %d", l.by, l.rank, l.world)
+	}
+	l.addr, l.port = getenv("MASTER_ADDR"), 29500
+	if l.addr == "" {
+		l.addr = "127.0.0.1"
+	}
+	if getenv("MASTER_PORT") != "" {
+		if l.port, err = num("MASTER_PORT"); err != nil {
+			return nil, err
+		}
+	}
+	return &l, nil
+}
+
+// apply makes f the launcher's rank: one worker, world ranks as nodes of
+// one device. A flag given by hand that disagrees is an error naming both.
+func (l *launched) apply(fs *flag.FlagSet, f *runFlags) error {
+	clash := func(flagName string, got, want any, env string) error {
+		return fmt.Errorf("--%s %v and %s's %s=%v disagree: under a launcher, leave the flag out", flagName, got, l.by, env, want)
+	}
+	rankEnv, worldEnv := "RANK", "WORLD_SIZE"
+	if l.by == "SLURM" {
+		rankEnv, worldEnv = "SLURM_PROCID", "SLURM_NTASKS"
+	}
+	if isSet(fs, "nproc-per-node") && *f.engine.nproc != 1 {
+		return fmt.Errorf("--nproc-per-node %d: under %s every pipe process is one rank; start more processes with %s instead", *f.engine.nproc, l.by, l.by)
+	}
+	if isSet(fs, "nnodes") && *f.engine.nnodes != l.world {
+		return clash("nnodes", *f.engine.nnodes, l.world, worldEnv)
+	}
+	if isSet(fs, "node-rank") && *f.nodeRank != l.rank {
+		return clash("node-rank", *f.nodeRank, l.rank, rankEnv)
+	}
+	if isSet(fs, "master-addr") && *f.masterAddr != l.addr {
+		return clash("master-addr", *f.masterAddr, l.addr, "MASTER_ADDR")
+	}
+	if isSet(fs, "master-port") && *f.masterPort != l.port {
+		return clash("master-port", *f.masterPort, l.port, "MASTER_PORT")
+	}
+	*f.engine.nproc, *f.engine.nnodes, *f.nodeRank = 1, l.world, l.rank
+	*f.masterAddr, *f.masterPort = l.addr, l.port
+	return nil
+}

@@ -1,0 +1,137 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+func envOf(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+
+// TestLauncherEnv: torchrun's and SLURM's variables make this process one
+// rank; none is no launcher; what cannot be read, or flags that disagree
+// with the launcher, are errors naming both.
+func TestLauncherEnv(t *testing.T) {
+	l, err := launcherEnv(envOf(map[string]string{"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "MASTER_ADDR": "10.0.0.1",
+		"MASTER_PORT": "29400", "TORCHELASTIC_USE_AGENT_STORE": "True"}))
+	if err != nil || l == nil || l.by != "torchrun" || l.rank != 3 || l.world != 4 || l.localRank != 1 || l.addr != "10.0.0.1" || l.port != 29400 || !l.agentStore {
+		t.Fatalf("torchrun: %+v, %v", l, err)
+	}
+	if l, err := launcherEnv(envOf(nil)); l != nil || err != nil {
+		t.Errorf("no launcher: %+v, %v", l, err)
+	}
+	if _, err := launcherEnv(envOf(map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2"})); err == nil || !strings.Contains(err.Error(), "MASTER_ADDR") {
+		t.Errorf("SLURM without MASTER_ADDR: %v", err)
+	}
+	s, err := launcherEnv(envOf(map[string]string{"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_LOCALID": "1", "MASTER_ADDR": "node1"}))
+	if err != nil || s.by != "SLURM" || s.rank != 1 || s.world != 2 || s.port != 29500 {
+		t.Errorf("SLURM: %+v, %v", s, err)
+	}
+	if _, err := launcherEnv(envOf(map[string]string{"RANK": "2", "WORLD_SIZE": "2"})); err == nil {
+		t.Error("rank 2 of 2 was taken")
+	}
+	fs := flag.NewFlagSet("run", flag.ContinueOnError)
+	f := newRunFlags(fs)
+	if err := fs.Parse([]string{"--nnodes", "2"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.apply(fs, f); err == nil || !strings.Contains(err.Error(), "--nnodes 2") || !strings.Contains(err.Error(), "WORLD_SIZE=4") {
+		t.Errorf("a disagreeing flag: %v", err)
+	}
+	fs = flag.NewFlagSet("run", flag.ContinueOnError)
+	f = newRunFlags(fs)
+	if err := l.apply(fs, f); err != nil || *f.nodeRank != 3 || *f.engine.nnodes != 4 || *f.engine.nproc != 1 || *f.masterPort != 29400 {
+		t.Errorf("applied: rank %d, nodes %d, nproc %d, port %d (%v)", *f.nodeRank, *f.engine.nnodes, *f.engine.nproc, *f.masterPort, err)
+	}
+}
+
+// TestTorchrunStartsOneRankAPipe: two torchrun agents on this machine
+// (two "nodes" of one process, c10d rendezvous, gloo) each start this
+// test binary as pipe, which reads its rank from torchrun's environment
+// and starts one worker; rank 0's model after 10 steps evaluates as one
+// process's with the two ranks' batches together does.
+func TestTorchrunStartsOneRankAPipe(t *testing.T) {
+	py := torchPython(t)
+	torchrun, err := exec.LookPath("torchrun")
+	if err != nil {
+		if os.Getenv("PIPE_REQUIRE_TORCH") != "" {
+			t.Fatal("torchrun is not on the PATH (Debian's python3-torch has it)")
+		}
+		t.Skip("no torchrun")
+	}
+	src := `pipeline tr
+seed 3
+source blobs synthetic { samples 640  shape [12]  classes 4  seed 5 }
+model net {
+  input [12]
+  dense 32 -> relu -> dense 4
+}
+train { epochs 1  batch 8  optimizer adam lr 0.01  loss cross_entropy }
+evaluate { source blobs }
+`
+	dir, file := tiny(t, src)
+	endpoint := "127.0.0.1:" + freePort(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	var wg sync.WaitGroup
+	outs := make([][]byte, 2)
+	errs := make([]error, 2)
+	for n := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			// Debian's torchrun 1.13 needs --redirects and --tee set.
+			cmd := exec.CommandContext(ctx, torchrun, "--nnodes", "2", "--nproc_per_node", "1", "--rdzv_backend", "c10d",
+				"--rdzv_endpoint", endpoint, "--redirects", "1", "--tee", "1", "--no_python", os.Args[0],
+				"run", "--engine", "torch", "--python", py, "--max-steps", "10",
+				"--checkpoint-dir", filepath.Join(dir, "ckpt", string(rune('0'+n))), "--report", filepath.Join(dir, "node"+string(rune('0'+n))+".json"), file)
+			cmd.Env = append(os.Environ(), "PIPE_TEST_MAIN=1")
+			outs[n], errs[n] = cmd.CombinedOutput()
+		}()
+	}
+	wg.Wait()
+	for n := range 2 {
+		if errs[n] != nil {
+			t.Fatalf("torchrun %d: %v\n%s", n, errs[n], outs[n])
+		}
+	}
+	// One report, rank 0's; it names the process group.
+	var rank0 map[string]any
+	for n := range 2 {
+		if b, err := os.ReadFile(filepath.Join(dir, "node"+string(rune('0'+n))+".json")); err == nil {
+			rank0 = readJSON(t, b)
+		}
+	}
+	if rank0 == nil {
+		t.Fatalf("no report\n%s\n%s", outs[0], outs[1])
+	}
+	if !strings.Contains(strings.Join([]string{string(outs[0]), string(outs[1])}, ""), "rank 1 of 2") {
+		t.Errorf("no rank 1 of 2 in the output:\n%s\n%s", outs[0], outs[1])
+	}
+	code, stdout, stderr := runPipe(t, "", runArgs(dir, "--engine", "torch", "--python", py, "--batch", "16", "--max-steps", "10", file)...)
+	if code != exitOK {
+		t.Fatalf("one process: exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	one := readReport(t, dir)
+	a, b := rank0["final_loss"].(float64), one["final_loss"].(float64)
+	if d := math.Abs(a-b) / b; d > 1e-5 {
+		t.Errorf("evaluation loss after 10 steps: %.7g over two torchrun ranks, %.7g in one process", a, b)
+	}
+}
+
+func readJSON(t *testing.T, b []byte) map[string]any {
+	t.Helper()
+	var v map[string]any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	return v
+}
