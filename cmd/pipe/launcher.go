@@ -3,8 +3,13 @@ package main
 import (
 	"flag"
 	"fmt"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
+
+	"pipe/run"
+	"pipe/workflow"
 )
 
 // launched is what a launcher told this process through its environment:
@@ -16,6 +21,10 @@ type launched struct {
 	rank, world, localRank int
 	addr                   string
 	port                   int
+	// restarts is how often the launcher started this rank again after a
+	// failure (TORCHELASTIC_RESTART_COUNT) or requeued the job
+	// (SLURM_RESTART_COUNT): then the run continues from its checkpoint.
+	restarts int
 	// agentStore says torchrun's agent already holds the rendezvous store
 	// at the master's port (TORCHELASTIC_USE_AGENT_STORE, torch 2.x), so
 	// rank 0 joins it instead of opening its own.
@@ -49,6 +58,7 @@ func launcherEnv(getenv func(string) string) (*launched, error) {
 			}
 		}
 		l.agentStore = strings.EqualFold(getenv("TORCHELASTIC_USE_AGENT_STORE"), "true")
+		l.restarts, _ = strconv.Atoi(getenv("TORCHELASTIC_RESTART_COUNT"))
 	case getenv("SLURM_PROCID") != "" && getenv("SLURM_NTASKS") != "":
 		l.by = "SLURM"
 		if l.rank, err = num("SLURM_PROCID"); err != nil {
@@ -62,6 +72,7 @@ func launcherEnv(getenv func(string) string) (*launched, error) {
 				return nil, err
 			}
 		}
+		l.restarts, _ = strconv.Atoi(getenv("SLURM_RESTART_COUNT"))
 		if getenv("MASTER_ADDR") == "" {
 			return nil, fmt.Errorf("under SLURM, set MASTER_ADDR to rank 0's host in the job script, as in export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_NODELIST\" | head -n 1)")
 		}
@@ -111,4 +122,20 @@ func (l *launched) apply(fs *flag.FlagSet, f *runFlags) error {
 	*f.engine.nproc, *f.engine.nnodes, *f.nodeRank = 1, l.world, l.rank
 	*f.masterAddr, *f.masterPort = l.addr, l.port
 	return nil
+}
+
+// resumeRestart makes a rank the launcher started again continue from
+// the run's checkpoint, as --resume would, when there is one to continue;
+// a restart before the first checkpoint starts afresh.
+func (a *app) resumeRestart(f *runFlags, in *runInput, l *launched) {
+	place, err := workflow.PlaceRun(in.dec, *f.ckptDir, true, "")
+	if err == nil {
+		_, err = os.Stat(filepath.Join(place.Dir, run.LastCheckpoint))
+	}
+	if err != nil {
+		fmt.Fprintf(a.env.Stderr, "pipe run: %s restarted this rank (%d), and there is no checkpoint to continue: starting afresh\n", l.by, l.restarts)
+		return
+	}
+	f.resume.set = true
+	fmt.Fprintf(a.env.Stderr, "pipe run: %s restarted this rank (%d): continuing from the run's last checkpoint\n", l.by, l.restarts)
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"flag"
@@ -134,4 +135,31 @@ func readJSON(t *testing.T, b []byte) map[string]any {
 		t.Fatal(err)
 	}
 	return v
+}
+
+// TestRestartContinuesTheRun: a rank that torchrun starts again after a
+// failure (TORCHELASTIC_RESTART_COUNT) continues from the run's last
+// checkpoint without --resume; before any checkpoint it starts afresh.
+func TestRestartContinuesTheRun(t *testing.T) {
+	fixedHost(t)
+	dir, file := tiny(t, tinyPipe)
+	env := map[string]string{"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "TORCHELASTIC_RESTART_COUNT": "1"}
+	runEnv := func(args ...string) (int, string) {
+		var out, errb bytes.Buffer
+		code := Main(args, &Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: envOf(env)})
+		return code, out.String() + errb.String()
+	}
+	code, out := runEnv(runArgs(dir, "--max-steps", "3", file)...)
+	if code != exitOK || !strings.Contains(out, "no checkpoint to continue: starting afresh") {
+		t.Fatalf("a restart before any checkpoint: exit %d\n%s", code, out)
+	}
+	code, out = runEnv(runArgs(dir, "--max-steps", "5", file)...)
+	if code != exitOK || !strings.Contains(out, "continuing from the run's last checkpoint") {
+		t.Fatalf("a restart after one: exit %d\n%s", code, out)
+	}
+	rep := readReport(t, dir)
+	from, _ := rep["resumed_from"].(map[string]any)
+	if from == nil || from["step"].(float64) != 3 || rep["steps"].(float64) != 5 {
+		t.Errorf("resumed from %v, %v steps", rep["resumed_from"], rep["steps"])
+	}
 }

@@ -40,7 +40,8 @@ var runContext = func(a *app) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sig := make(chan os.Signal, 2)
 	done := make(chan struct{})
-	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	// SIGUSR1 is what SLURM sends ahead of a preemption (--signal=USR1@T).
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGUSR1)
 	go watchInterrupts(sig, done, cancel, a.env.Stderr, os.Exit)
 	return ctx, func() {
 		signal.Stop(sig)
@@ -94,6 +95,9 @@ func runRun(a *app, args []string) int {
 	in, code := a.loadRun(f, files)
 	if in == nil {
 		return code
+	}
+	if l != nil && l.restarts > 0 && !f.resume.set {
+		a.resumeRestart(f, in, l)
 	}
 	pl, code := a.planRun(wf, f, in)
 	if pl == nil {
