@@ -122,6 +122,16 @@ evaluate { source blobs }
 		t.Fatalf("one process: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	one := readReport(t, dir)
+	// Rank 0 reports the job's losses, both ranks' samples, step by step.
+	lr, lo := rank0["step_losses"].([]any), one["step_losses"].([]any)
+	if len(lr) != 10 || len(lo) != 10 {
+		t.Fatalf("%d and %d step losses", len(lr), len(lo))
+	}
+	for i := range lo {
+		if d := math.Abs(lr[i].(float64)-lo[i].(float64)) / lo[i].(float64); d > 1e-5 {
+			t.Errorf("step %d: %.7g reported by rank 0, %.7g in one process", i+1, lr[i], lo[i])
+		}
+	}
 	a, b := rank0["final_loss"].(float64), one["final_loss"].(float64)
 	if d := math.Abs(a-b) / b; d > 1e-5 {
 		t.Errorf("evaluation loss after 10 steps: %.7g over two torchrun ranks, %.7g in one process", a, b)

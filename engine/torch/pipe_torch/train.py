@@ -83,6 +83,12 @@ class TrainMixin:
             loss, v = run(self.model)  # profiled: eager, node by node
         self.phase = None
         self.micro += 1
+        if self.dist and self.world > 1:
+            # The job's loss, every rank's samples weighted by their count,
+            # is what each rank reports (not its own shard's).
+            loss = self.job_loss(loss, n)
+            if v is not None:
+                v = loss.item()
         if self.lagged:
             self.current.append((self.readback.stash(loss), n))
             res = {}
@@ -97,6 +103,14 @@ class TrainMixin:
             # round trip a step.
             res.update(self.cmd_step(step))
         return res
+
+    def job_loss(self, loss, n):
+        """The mean loss over every rank's samples: one all-reduce of
+        (loss × n, n), queued behind the step's own collectives."""
+        import torch.distributed as dist
+        t = torch.stack([loss.detach().float() * n, torch.tensor(float(n), device=loss.device)])
+        dist.all_reduce(t)
+        return t[0] / t[1]
 
     def nonfinite(self, v, x):
         """A non-finite loss: which node's output first went bad."""
