@@ -13,7 +13,8 @@
 # It writes bench/gpu/<gpu>.json (bench/gpu/smoke_json.py) and keeps the
 # logs in the output folder (first argument, default out/gpu-smoke). With
 # no GPU it says so and exits 2. SMOKE_DEVICE=cpu runs the same steps on
-# the CPU, to check the script itself (with SMOKE_RESNET_BATCH=4, say). Every step has its own time limit,
+# the CPU, to check the script itself (with SMOKE_RESNET_BATCH=2,
+# SMOKE_RESNET_STEPS=8, SMOKE_CHECK_STEPS=8, say). Every step has its own time limit,
 # so one that hangs costs its limit and no more.
 set -u
 PY=${PY:-python3}
@@ -26,6 +27,7 @@ STEPS=${SMOKE_STEPS:-20}
 # runs, so it takes more; a step is milliseconds beside the compile.
 CHECK_STEPS=${SMOKE_CHECK_STEPS:-80}
 RB=${SMOKE_RESNET_BATCH:-256}
+RS=${SMOKE_RESNET_STEPS:-40}
 export PIPE_PYTHON=$PY
 for f in bin/pipe-static bin/gpucheck bench/gpu/smoke_json.py bench/gpu/resnet50_plain.py; do
   [ -e "$f" ] || { echo "gpu-smoke: $f is missing; run make gpu-bundle where Go is and bring bin/ along" >&2; exit 1; }
@@ -94,7 +96,7 @@ step resume 90 $R --resume --max-steps $((2 * STEPS)) --checkpoint-dir "$O/ck" -
 step ckall 90 $R --max-steps "$STEPS" --checkpoint-dir "$O/ck2" --report "$O/ckall.json" "$O/smoke_ckall.pipe"
 unset TORCH_LOGS
 
-step resnet50_pipe 180 bin/gpucheck -python "$PY" -device "$DEV" -steps 40 -batch "$RB" -json "$O/resnet50_pipe.json" bench/gpu/resnet50.pipe
+step resnet50_pipe 180 bin/gpucheck -python "$PY" -device "$DEV" -steps "$RS" -batch "$RB" -json "$O/resnet50_pipe.json" bench/gpu/resnet50.pipe
 step resnet50_plain 120 sh -c "'$PY' bench/gpu/resnet50_plain.py --device '$DEV' --batch '$RB' --steps 25 --warmup 5 > '$O/resnet50_plain.json'"
 
 "$PY" bench/gpu/smoke_json.py "$O" bench/gpu
