@@ -15,8 +15,8 @@ type QuantReport struct {
 	Calibration string
 	// CalibBatches and CalibSamples are what the scales were measured on.
 	CalibBatches, CalibSamples int
-	// Kernel is the int8 product's implementation ("AVX-512 VNNI" or
-	// "Go").
+	// Kernel is the int8 product's implementation ("AVX-512 VNNI",
+	// "AVX2" or "Go").
 	Kernel string
 	Layers []QuantLayer
 	// WeightBytesFP32 and WeightBytesInt8 are the quantised layers'

@@ -108,7 +108,7 @@ func (l *qlayer) requantT(s *qscratch, rows int, y []float32, P, p0 int) {
 	cop := l.w.cop
 	relu := l.act == actReLU
 	done := 0
-	if hasVNNI && (relu || l.act == actNone) && rows >= 16 {
+	if qpath == qVNNI && (relu || l.act == actNone) && rows >= 16 {
 		groups := rows / 16
 		if len(y) < (l.w.co-1)*P+p0+rows || len(s.c) < rows*cop {
 			panic("cpu: int8 requantisation operands too small")
@@ -381,12 +381,9 @@ func (m *model) QuantizeInt8(calib []*dataset.Batch, o engine.QuantOptions) (qm 
 		return nil, nil, err
 	}
 	want := map[int]bool{}
-	rep = &engine.QuantReport{Calibration: "minmax", Kernel: "Go"}
+	rep = &engine.QuantReport{Calibration: "minmax", Kernel: qpath.String()}
 	if o.Percentile > 0 {
 		rep.Calibration = fmt.Sprintf("percentile %g", o.Percentile)
-	}
-	if hasVNNI {
-		rep.Kernel = "AVX-512 VNNI"
 	}
 	for _, u := range nm.units {
 		if ok, _ := int8Plan(u); ok {

@@ -149,3 +149,106 @@ gdone:
 rdone:
 	VZEROUPPER
 	RET
+
+// AROW multiplies one row's four bytes (at mem) into that row's two
+// accumulators, channels 0-7 (acc0) and 8-15 (acc1) of the half block.
+// Y12 = the row's bytes 0 and 2 as words, Y13 = bytes 1 and 3, both
+// zero-extended; Y8/Y10 hold the weights' bytes 0 and 2 and Y9/Y11 bytes
+// 1 and 3, sign-extended, so one VPMADDWD of each pair sums all four.
+#define AROW(mem, acc0, acc1) \
+	VPBROADCASTD mem, Y13       \
+	VPAND        Y15, Y13, Y12  \
+	VPSRLW       $8, Y13, Y13   \
+	VPMADDWD     Y8, Y12, Y14   \
+	VPADDD       Y14, acc0, acc0 \
+	VPMADDWD     Y9, Y13, Y14   \
+	VPADDD       Y14, acc0, acc0 \
+	VPMADDWD     Y10, Y12, Y14  \
+	VPADDD       Y14, acc1, acc1 \
+	VPMADDWD     Y11, Y13, Y14  \
+	VPADDD       Y14, acc1, acc1
+
+// func dotAVX2(a *uint8, lda int, w *int8, k4 int, c *int32, ldc int, tiles int)
+// dotVNNI's sums on AVX2, over the same operands. A tile is 4 rows × 16
+// channels (eight ymm accumulators, one int32 lane per channel), each
+// 32-channel block done as two halves. Bytes are widened to 16 bits by
+// shifts within each word (a's zero-extended, w's sign-extended) and
+// VPMADDWD adds two products into int32: |Σ| ≤ 2·255·128, so nothing
+// saturates and the sums are dotGo's bit for bit (docs/design/int8-inference.md).
+TEXT ·dotAVX2(SB), NOSPLIT, $0-56
+	MOVQ a+0(FP), SI
+	MOVQ lda+8(FP), BX
+	MOVQ w+16(FP), DI
+	MOVQ k4+24(FP), CX
+	MOVQ c+32(FP), DX
+	MOVQ ldc+40(FP), R8
+	SHLQ $2, R8
+	MOVQ tiles+48(FP), R9
+	LEAQ (BX)(BX*2), R13 // 3·lda
+
+	VPCMPEQW Y15, Y15, Y15
+	VPSRLW   $8, Y15, Y15  // 0x00ff in every word
+
+atile:
+	TESTQ R9, R9
+	JZ    adone
+	XORQ  R11, R11 // the half's byte offset in a block: 0, then 64
+
+ahalf:
+	VPXOR Y0, Y0, Y0
+	VPXOR Y1, Y1, Y1
+	VPXOR Y2, Y2, Y2
+	VPXOR Y3, Y3, Y3
+	VPXOR Y4, Y4, Y4
+	VPXOR Y5, Y5, Y5
+	VPXOR Y6, Y6, Y6
+	VPXOR Y7, Y7, Y7
+	MOVQ  SI, R10
+	LEAQ  (DI)(R11*1), R14
+	MOVQ  CX, AX
+	TESTQ AX, AX
+	JZ    astore
+
+akloop:
+	VMOVDQU (R14), Y8
+	VMOVDQU 32(R14), Y10
+	VPSRAW  $8, Y8, Y9
+	VPSLLW  $8, Y8, Y8
+	VPSRAW  $8, Y8, Y8
+	VPSRAW  $8, Y10, Y11
+	VPSLLW  $8, Y10, Y10
+	VPSRAW  $8, Y10, Y10
+	AROW((R10), Y0, Y1)
+	AROW((R10)(BX*1), Y2, Y3)
+	AROW((R10)(BX*2), Y4, Y5)
+	AROW((R10)(R13*1), Y6, Y7)
+	ADDQ    $128, R14
+	ADDQ    $4, R10
+	DECQ    AX
+	JNZ     akloop
+
+astore:
+	LEAQ    (DX)(R11*1), R12 // the half's 16 int32 sums, 64 bytes in
+	VMOVDQU Y0, (R12)
+	VMOVDQU Y1, 32(R12)
+	ADDQ    R8, R12
+	VMOVDQU Y2, (R12)
+	VMOVDQU Y3, 32(R12)
+	ADDQ    R8, R12
+	VMOVDQU Y4, (R12)
+	VMOVDQU Y5, 32(R12)
+	ADDQ    R8, R12
+	VMOVDQU Y6, (R12)
+	VMOVDQU Y7, 32(R12)
+	ADDQ    $64, R11
+	CMPQ    R11, $128
+	JNE     ahalf
+
+	LEAQ (SI)(BX*4), SI
+	LEAQ (DX)(R8*4), DX
+	DECQ R9
+	JMP  atile
+
+adone:
+	VZEROUPPER
+	RET

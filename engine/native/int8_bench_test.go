@@ -1,6 +1,8 @@
 package native
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"testing"
 
 	"pipe/dataset"
@@ -8,8 +10,8 @@ import (
 )
 
 // BenchmarkEvalFashion times the Fashion-MNIST CNN's forward pass at
-// batch 64 in fp32 and in int8 (bench/cmd/int8 compares them on the
-// trained model, interleaved):
+// batch 64 in fp32 and in int8 on each int8 kernel this CPU runs
+// (bench/cmd/int8 compares them on the trained model, interleaved):
 //
 //	CGO_LDFLAGS=-lopenblas go test ./engine/native -run NONE -bench EvalFashion
 func BenchmarkEvalFashion(b *testing.B) {
@@ -32,17 +34,58 @@ func BenchmarkEvalFashion(b *testing.B) {
 	}
 	defer qm.Close()
 	out := make([]float32, 64*10)
-	for _, c := range []struct {
+	type side struct {
 		name string
 		m    engine.Model
-	}{{"fp32", m}, {"int8", qm}} {
+		k    qkernel
+	}
+	sides := []side{{"fp32", m, qpath}}
+	for _, k := range qkernels(b) {
+		sides = append(sides, side{"int8-" + k.String(), qm, k})
+	}
+	for _, c := range sides {
 		b.Run(c.name, func(b *testing.B) {
-			for b.Loop() {
-				if _, err := c.m.Eval(bt, out); err != nil {
-					b.Fatal(err)
+			withQPath(c.k, func() {
+				for b.Loop() {
+					if _, err := c.m.Eval(bt, out); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
+			})
 			b.ReportMetric(float64(64*b.N)/b.Elapsed().Seconds(), "samples/s")
 		})
+	}
+}
+
+// BenchmarkInt8Gemm times the packed int8 product alone, one core, on
+// each kernel this CPU runs, for a chunk of the fashion net's second conv
+// (K = 32·3·3, 64 channels, 256 rows) and of a ResNet-18 stage-4 conv
+// (K = 256·3·3, 256 channels, the 28 rows a 64 KiB chunk holds):
+//
+//	go test ./engine/native -run NONE -bench Int8Gemm
+func BenchmarkInt8Gemm(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 1))
+	for _, sh := range []struct{ rows, co, k int }{{256, 64, 288}, {28, 256, 2304}} {
+		q := make([]int8, sh.co*sh.k)
+		for i := range q {
+			q[i] = int8(r.IntN(255) - 127)
+		}
+		w := packWeights(q, make([]float32, sh.co), sh.co, sh.k)
+		lda := w.lda()
+		a := make([]uint8, sh.rows*lda)
+		for i := range a {
+			a[i] = uint8(r.IntN(256))
+		}
+		c := make([]int32, sh.rows*w.cop)
+		for _, k := range qkernels(b) {
+			b.Run(fmt.Sprintf("k%d-co%d/%v", sh.k, sh.co, k), func(b *testing.B) {
+				withQPath(k, func() {
+					for b.Loop() {
+						w.gemm(a, lda, sh.rows, c, w.cop)
+					}
+				})
+				b.ReportMetric(float64(sh.rows*sh.co*sh.k)*float64(b.N)/b.Elapsed().Seconds()/1e9, "GMAC/s")
+			})
+		}
 	}
 }

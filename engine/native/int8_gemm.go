@@ -16,8 +16,35 @@ package native
 // accumulators, enough to hide VPDPBUSD's latency) and loops over K
 // inside the assembly. Products of u8 and s8 summed four at a time into
 // int32 cannot saturate, so the sums are exact and equal the plain
-// integer loop's bit for bit (a test checks it); dotGo is that loop,
-// used where the CPU has no VNNI.
+// integer loop's bit for bit (a test checks it); dotGo is that loop.
+// Without VNNI, dotAVX2 computes the same sums from the same packing with
+// AVX2's 16-bit multiply-add (a tile of 4 rows × 16 channels, exact too);
+// dotGo runs where there is neither. qpath picks.
+
+// qkernel names a kernel of the int8 product.
+type qkernel uint8
+
+const (
+	qGo   qkernel = iota // dotGo, anywhere
+	qAVX2                // dotAVX2: AVX2, no AVX-512 (AMD Zen 2 and 3, Intel before Ice Lake)
+	qVNNI                // dotVNNI: AVX-512 VNNI
+)
+
+func (k qkernel) String() string { return [...]string{"Go", "AVX2", "AVX-512 VNNI"}[k] }
+
+// qpath is the kernel the int8 layers run: the fastest this CPU has.
+// Tests set it to run a slower one on the same CPU.
+var qpath = bestQKernel()
+
+func bestQKernel() qkernel {
+	switch {
+	case hasVNNI:
+		return qVNNI
+	case hasAVX2:
+		return qAVX2
+	}
+	return qGo
+}
 
 // qweights are a layer's weights quantised per output channel and packed
 // for dotVNNI.
@@ -110,15 +137,20 @@ func (w *qweights) gemm(a []uint8, lda, rows int, c []int32, ldc int) {
 	tiles := rows / 4
 	for blk := 0; blk < w.cop/32; blk++ {
 		pw := w.packed[blk*w.k4*128 : (blk+1)*w.k4*128]
-		if hasVNNI {
+		switch qpath {
+		case qVNNI:
 			dotVNNI(&a[0], lda, &pw[0], w.k4, &c[blk*32], ldc, tiles)
-		} else {
+		case qAVX2:
+			dotAVX2(&a[0], lda, &pw[0], w.k4, &c[blk*32], ldc, tiles)
+		default:
 			dotGo(a, lda, pw, w.k4, c[blk*32:], ldc, tiles)
 		}
 	}
 }
 
-// dotGo is dotVNNI in Go: the same sums over the same packing.
+// dotGo is dotVNNI in Go: the same sums over the same packing. It is the
+// reference the assembly kernels are tested against, and the kernel where
+// there is no AVX2.
 func dotGo(a []uint8, lda int, w []int8, k4 int, c []int32, ldc int, tiles int) {
 	var acc [32]int32
 	for r := 0; r < 4*tiles; r++ {

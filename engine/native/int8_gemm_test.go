@@ -12,7 +12,11 @@ import (
 // of the kernel's blocks, at the operands' extremes.
 func TestInt8GemmExact(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 2))
-	for _, sh := range []struct{ rows, co, k int }{{4, 32, 4}, {8, 10, 9}, {12, 64, 288}, {4, 70, 147}, {16, 33, 4608}} {
+	shapes := []struct{ rows, co, k int }{{4, 32, 4}, {8, 10, 9}, {12, 64, 288}, {4, 70, 147}, {16, 33, 4608}}
+	for range 40 {
+		shapes = append(shapes, struct{ rows, co, k int }{4 * (1 + r.IntN(6)), 1 + r.IntN(100), 1 + r.IntN(600)})
+	}
+	for _, sh := range shapes {
 		q := make([]int8, sh.co*sh.k)
 		for i := range q {
 			q[i] = int8(r.IntN(255) - 127)
@@ -37,25 +41,97 @@ func TestInt8GemmExact(t *testing.T) {
 				want[p*sh.co+o] = s
 			}
 		}
-		for _, vnni := range []bool{false, true} {
-			if vnni && !hasVNNI {
-				t.Logf("no AVX-512 VNNI here: the assembly is not tested")
-				continue
-			}
-			saved := hasVNNI
-			hasVNNI = vnni
+		for _, k := range qkernels(t) {
 			c := make([]int32, sh.rows*w.cop)
 			for i := range c {
 				c[i] = math.MinInt32 // the kernel writes, never adds
 			}
-			w.gemm(a, lda, sh.rows, c, w.cop)
-			hasVNNI = saved
+			withQPath(k, func() { w.gemm(a, lda, sh.rows, c, w.cop) })
 			for p := 0; p < sh.rows; p++ {
 				for o := 0; o < sh.co; o++ {
 					if got := c[p*w.cop+o]; got != want[p*sh.co+o] {
-						t.Fatalf("rows %d co %d k %d vnni %v: c[%d][%d] = %d, want %d", sh.rows, sh.co, sh.k, vnni, p, o, got, want[p*sh.co+o])
+						t.Fatalf("rows %d co %d k %d kernel %v: c[%d][%d] = %d, want %d", sh.rows, sh.co, sh.k, k, p, o, got, want[p*sh.co+o])
 					}
 				}
+			}
+		}
+	}
+}
+
+// qkernels are the int8 kernels this CPU runs, slowest first; it logs
+// those it cannot test.
+func qkernels(t testing.TB) []qkernel {
+	ks := []qkernel{qGo}
+	for _, k := range []struct {
+		k  qkernel
+		ok bool
+	}{{qAVX2, hasAVX2}, {qVNNI, hasVNNI}} {
+		if k.ok {
+			ks = append(ks, k.k)
+		} else {
+			t.Logf("this CPU cannot run the %v kernel: not tested", k.k)
+		}
+	}
+	return ks
+}
+
+// withQPath runs f with the int8 layers on kernel k.
+func withQPath(k qkernel, f func()) {
+	saved := qpath
+	qpath = k
+	defer func() { qpath = saved }()
+	f()
+}
+
+// TestDotAVX2Exact calls dotAVX2 itself, whatever kernel this CPU would
+// pick, on random shapes and operands (extremes included, -128 too,
+// which quantisation never makes) against dotGo: the int32 sums equal bit
+// for bit, and the channels beyond the block and rows beyond the tiles
+// untouched. Rows of a lie apart by more than K, as in a chunk.
+func TestDotAVX2Exact(t *testing.T) {
+	if !hasAVX2 {
+		t.Skip("no AVX2 here")
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	for trial := 0; trial < 300; trial++ {
+		k4 := 1 + r.IntN(80)
+		if trial%10 == 0 {
+			k4 = 1 + r.IntN(1200)
+		}
+		tiles := 1 + r.IntN(5)
+		lda := 4*k4 + 4*r.IntN(3)
+		ldc := 32 + r.IntN(40)
+		a := make([]uint8, 4*tiles*lda)
+		w := make([]int8, k4*128)
+		for i := range a {
+			a[i] = uint8(r.IntN(256))
+		}
+		for i := range w {
+			w[i] = int8(r.IntN(256) - 128)
+		}
+		switch trial % 4 { // the extremes: every product at its largest
+		case 1:
+			fillU8(a, 255)
+			for i := range w {
+				w[i] = -128
+			}
+		case 2:
+			fillU8(a, 255)
+			for i := range w {
+				w[i] = 127
+			}
+		}
+		want := make([]int32, 4*tiles*ldc)
+		got := make([]int32, 4*tiles*ldc)
+		for i := range got {
+			got[i] = math.MinInt32 + 7
+			want[i] = got[i]
+		}
+		dotGo(a, lda, w, k4, want, ldc, tiles)
+		dotAVX2(&a[0], lda, &w[0], k4, &got[0], ldc, tiles)
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("trial %d (k4 %d tiles %d lda %d ldc %d): c[%d][%d] = %d, dotGo's %d", trial, k4, tiles, lda, ldc, i/ldc, i%ldc, got[i], want[i])
 			}
 		}
 	}
@@ -128,10 +204,8 @@ func TestRequantVNNI(t *testing.T) {
 			s.c[i] = int32(r.IntN(1<<20) - 1<<19)
 		}
 		got, want := make([]float32, co*P), make([]float32, co*P)
-		l.requantT(s, rows, got, P, p0)
-		hasVNNI = false
-		l.requantT(s, rows, want, P, p0)
-		hasVNNI = true
+		withQPath(qVNNI, func() { l.requantT(s, rows, got, P, p0) })
+		withQPath(qGo, func() { l.requantT(s, rows, want, P, p0) })
 		for i := range got {
 			if d := math.Abs(float64(got[i] - want[i])); d > 1e-6*math.Abs(float64(want[i]))+1e-6 {
 				t.Fatalf("act %d: y[%d] = %g, the Go loop's %g", act, i, got[i], want[i])

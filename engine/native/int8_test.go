@@ -2,6 +2,7 @@ package native
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"testing"
 
@@ -66,57 +67,105 @@ func calibBatches(m *model, k int) []*dataset.Batch {
 // the calibration did not see: every output within 5% of the largest
 // output's magnitude of its fp32 value (int8 keeps about 2 significant
 // digits per layer over 5 layers) and the argmax the same on at least 90%
-// of the samples.
+// of the samples, on each int8 kernel this CPU runs.
 func TestInt8AgreesWithFP32(t *testing.T) {
-	for _, c := range []struct {
+	for i, c := range []struct {
 		net    string
 		layers int
 		pct    float64
 	}{{int8Net, 4, 0}, {int8Net, 4, 99.99}, {int8Net2, 4, 99.99}} {
 		pct := c.pct
 		m := trainedOf(t, c.net, 2)
-		qm, rep, err := m.QuantizeInt8(calibBatches(m, 4), engine.QuantOptions{Percentile: pct})
+		for _, k := range qkernels(t) {
+			t.Run(fmt.Sprintf("%d/%v", i, k), func(t *testing.T) {
+				withQPath(k, func() { agreesWithFP32(t, m, c.layers, pct) })
+			})
+		}
+	}
+}
+
+// agreesWithFP32 quantises m and compares it with m, on qpath.
+func agreesWithFP32(t *testing.T, m *model, layers int, pct float64) {
+	qm, rep, err := m.QuantizeInt8(calibBatches(m, 4), engine.QuantOptions{Percentile: pct})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qm.Close()
+	if rep.Kernel != qpath.String() {
+		t.Fatalf("the report says kernel %q, the layers run %v", rep.Kernel, qpath)
+	}
+	if got := rep.Int8Layers(); got != layers {
+		t.Fatalf("%d int8 layers, want %d (every conv with ci·k·k ≥ 32, every dense): %+v", got, layers, rep.Layers)
+	}
+	if rep.WeightBytesInt8*3 > rep.WeightBytesFP32 {
+		t.Fatalf("int8 weights %d bytes against fp32 %d: not under a third", rep.WeightBytesInt8, rep.WeightBytesFP32)
+	}
+	agree, n := 0, 0
+	var worst, scale float64
+	for i := 0; i < 16; i++ {
+		b := randomBatch(m, 16, uint64(1000+i))
+		b.Y = nil
+		want := make([]float32, 16*10)
+		got := make([]float32, 16*10)
+		if _, err := m.Eval(b, want); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := qm.Eval(b, got); err != nil {
+			t.Fatal(err)
+		}
+		for s := 0; s < 16; s++ {
+			w, g := want[s*10:(s+1)*10], got[s*10:(s+1)*10]
+			if argmax(w) == argmax(g) {
+				agree++
+			}
+			n++
+			for j := range w {
+				worst = max(worst, math.Abs(float64(w[j]-g[j])))
+				scale = max(scale, math.Abs(float64(w[j])))
+			}
+		}
+	}
+	t.Logf("percentile %g: worst |int8 − fp32| %.4g of max |fp32| %.4g (%.2f%%), argmax agreement %d/%d", pct, worst, scale, 100*worst/scale, agree, n)
+	if worst > 0.05*scale {
+		t.Errorf("percentile %g: worst error %.4g is above 5%% of %.4g", pct, worst, scale)
+	}
+	if agree*10 < n*9 {
+		t.Errorf("percentile %g: argmax agrees on %d of %d samples, under 90%%", pct, agree, n)
+	}
+}
+
+// TestInt8KernelsAgree runs one int8 model (signed and unsigned inputs,
+// relu, none and gelu after the products, channels and K off the
+// kernels' blocks) on each kernel this CPU runs: AVX2's outputs equal
+// Go's bit for bit (equal sums, the same requantisation), and VNNI's
+// within a few roundings (its requantisation fuses the multiply-add).
+func TestInt8KernelsAgree(t *testing.T) {
+	for _, net := range []string{int8Net, int8Net2} {
+		m := trainedOf(t, net, 2)
+		qm, _, err := m.QuantizeInt8(calibBatches(m, 2), engine.QuantOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer qm.Close()
-		if got := rep.Int8Layers(); got != c.layers {
-			t.Fatalf("%d int8 layers, want %d (every conv with ci·k·k ≥ 32, every dense): %+v", got, c.layers, rep.Layers)
-		}
-		if rep.WeightBytesInt8*3 > rep.WeightBytesFP32 {
-			t.Fatalf("int8 weights %d bytes against fp32 %d: not under a third", rep.WeightBytesInt8, rep.WeightBytesFP32)
-		}
-		agree, n := 0, 0
-		var worst, scale float64
-		for i := 0; i < 16; i++ {
-			b := randomBatch(m, 16, uint64(1000+i))
-			b.Y = nil
-			want := make([]float32, 16*10)
-			got := make([]float32, 16*10)
-			if _, err := m.Eval(b, want); err != nil {
+		b := randomBatch(m, 16, 11)
+		b.Y = nil
+		outs := map[qkernel][]float32{}
+		for _, k := range qkernels(t) {
+			out := make([]float32, 16*10)
+			withQPath(k, func() { _, err = qm.Eval(b, out) })
+			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := qm.Eval(b, got); err != nil {
-				t.Fatal(err)
-			}
-			for s := 0; s < 16; s++ {
-				w, g := want[s*10:(s+1)*10], got[s*10:(s+1)*10]
-				if argmax(w) == argmax(g) {
-					agree++
-				}
-				n++
-				for j := range w {
-					worst = max(worst, math.Abs(float64(w[j]-g[j])))
-					scale = max(scale, math.Abs(float64(w[j])))
+			outs[k] = out
+		}
+		qm.Close()
+		want := outs[qGo]
+		for k, got := range outs {
+			for i := range want {
+				d := math.Abs(float64(got[i] - want[i]))
+				if k == qAVX2 && d != 0 || d > 1e-4*(1+math.Abs(float64(want[i]))) {
+					t.Fatalf("%v: output %d is %g, Go's %g", k, i, got[i], want[i])
 				}
 			}
-		}
-		t.Logf("percentile %g: worst |int8 − fp32| %.4g of max |fp32| %.4g (%.2f%%), argmax agreement %d/%d", pct, worst, scale, 100*worst/scale, agree, n)
-		if worst > 0.05*scale {
-			t.Errorf("percentile %g: worst error %.4g is above 5%% of %.4g", pct, worst, scale)
-		}
-		if agree*10 < n*9 {
-			t.Errorf("percentile %g: argmax agrees on %d of %d samples, under 90%%", pct, agree, n)
 		}
 	}
 }
