@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"pipe/planner/cost"
 	"pipe/planner/plan"
 )
 
@@ -38,6 +39,9 @@ type HostInfo struct {
 	// (VmRSS), less its Go heap: pipe's runtime before any data or model
 	// (process.go); 0 when not measured.
 	RSS int64
+	// Int8 is the native engine's int8 kernel on this CPU, zero when not
+	// known: DetectHost does not import the engine, its callers fill it.
+	Int8 cost.Int8Kernel
 }
 
 // GPUInfo is one GPU as nvidia-smi reports it.

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"pipe/lang/diag"
 	"pipe/planner/plan"
 	"pipe/stdlib"
 )
@@ -51,6 +52,24 @@ func (pl *planner) inference() {
 		fp = "fp32 stays for " + strings.Join(kept, ", ")
 	}
 	pl.decide("inference precision", "int8", fmt.Sprintf(
-		"predict asks for int8: %d conv and dense layers with int8 weights per output channel, %s against %s in fp32, activations per tensor, calibrated on %d training batches; %s; layers without weights run in fp32.",
-		len(inf.Int8Layers), FormatBytes(inf.WeightsInt8), FormatBytes(inf.WeightsFP32), inf.CalibrateBatches, fp))
+		"predict asks for int8: %d conv and dense layers with int8 weights per output channel, %s against %s in fp32, activations per tensor, calibrated on %d training batches; %s; layers without weights run in fp32.%s",
+		len(inf.Int8Layers), FormatBytes(inf.WeightsInt8), FormatBytes(inf.WeightsFP32), inf.CalibrateBatches, fp, pl.int8Speed(rangeOf(f))))
+}
+
+// int8Speed says which kernel the host's int8 products run and what it
+// was measured to buy against fp32, as a sentence to append to a
+// decision ("" when the host's kernel is not known), and warns at at
+// where int8 is measured slower. int8 is only ever chosen as written: the
+// planner never picks it for speed.
+func (pl *planner) int8Speed(at *diag.Range) string {
+	k := pl.host.Int8
+	if k.Name == "" {
+		return ""
+	}
+	if k.Speedup < 1 {
+		pl.warnf(at, "int8-slow", "int8 is slower than fp32 on this CPU",
+			"int8 runs the %s kernel on this CPU, measured at %.2f× fp32's speed (%s). Predict in fp32 unless int8's smaller weights are the point.",
+			k.Name, k.Speedup, k.Measured)
+	}
+	return fmt.Sprintf(" This CPU runs the %s int8 kernel, measured at %.2f× fp32's speed (%s).", k.Name, k.Speedup, k.Measured)
 }

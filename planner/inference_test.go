@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"pipe/planner/cost"
 )
 
 const int8File = `pipeline q
@@ -57,5 +59,41 @@ func TestInferenceInt8(t *testing.T) {
 	}
 	if !warned {
 		t.Fatalf("no int8-engine warning: %v", ds)
+	}
+}
+
+// TestInferenceInt8Kernel: the decision names the host's int8 kernel and
+// its measured speed, and int8 slower than fp32 there is a warning; an
+// unknown kernel adds nothing (the golden plans' hosts).
+func TestInferenceInt8Kernel(t *testing.T) {
+	prog := check(t, "q.pipe", []byte(int8File))
+	for _, c := range []struct {
+		k    cost.Int8Kernel
+		warn bool
+	}{
+		{cost.Int8Kernel{}, false},
+		{cost.Int8Kernel{Name: "AVX-512 VNNI", Speedup: 1.4, Measured: "a bench"}, false},
+		{cost.Int8Kernel{Name: "Go", Speedup: 0.1, Measured: "a bench"}, true},
+	} {
+		h := testHost
+		h.Int8 = c.k
+		p, ds := Plan(prog, testCosts, WithHost(h), WithDevice("cpu"))
+		if ds.HasErrors() {
+			t.Fatal(ds)
+		}
+		d := decision(p, "inference precision")
+		if d == nil || d.Value != "int8" {
+			t.Fatalf("kernel %q: decision %+v, want int8 as written", c.k.Name, d)
+		}
+		if named := strings.Contains(d.Reason, "int8 kernel"); named != (c.k.Name != "") || !strings.Contains(d.Reason, c.k.Name) {
+			t.Errorf("kernel %q: the reason %q names the kernel: %v", c.k.Name, d.Reason, named)
+		}
+		warned := false
+		for _, x := range ds {
+			warned = warned || x.Code == "int8-slow"
+		}
+		if warned != c.warn {
+			t.Errorf("kernel %q (%.2f× fp32): int8-slow warning %v, want %v: %v", c.k.Name, c.k.Speedup, warned, c.warn, ds)
+		}
 	}
 }

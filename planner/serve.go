@@ -268,6 +268,9 @@ func (pl *planner) planServe() {
 		why := fmt.Sprintf("as written: dense and conv weights quantised per channel, activation scales calibrated on %d training batches.", s.CalibrateBatches)
 		if pl.plan.EngineName() != plan.EngineNative {
 			why += " int8 runs on the native engine only: pipe serve refuses it on this plan's engine."
+		} else {
+			_, f := field("precision")
+			why += pl.int8Speed(rangeOf(f))
 		}
 		decide("precision", "int8", why)
 	} else {

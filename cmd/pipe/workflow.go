@@ -2,6 +2,7 @@ package main
 
 import (
 	"pipe/engine"
+	"pipe/engine/native"
 	"pipe/engine/torch"
 	"pipe/planner"
 	"pipe/workflow"
@@ -11,7 +12,11 @@ import (
 // output depends on the machine that runs them.
 var (
 	// hostInfo measures the machine.
-	hostInfo = planner.DetectHost
+	hostInfo = func() planner.HostInfo {
+		h := planner.DetectHost()
+		h.Int8 = native.Int8Kernel()
+		return h
+	}
 	// probeTorch starts the torch engine's Python once, before any data
 	// is read, to say at once what is missing.
 	probeTorch = torch.Probe

@@ -1,5 +1,7 @@
 package native
 
+import "pipe/planner/cost"
+
 // The int8 product
 //
 // An int8 layer computes C[p][o] = Σ_k A[p][k]·W[o][k] over int32, with A
@@ -44,6 +46,24 @@ func bestQKernel() qkernel {
 		return qAVX2
 	}
 	return qGo
+}
+
+// Int8Kernel is the kernel int8 inference runs on this CPU and its speed
+// against fp32 as measured on the fashion net's forward pass at batch 64
+// (BenchmarkEvalFashion; the figures and the machine in the commit that
+// set them and in docs/design/int8-inference.md), for the planner.
+func Int8Kernel() cost.Int8Kernel {
+	k := cost.Int8Kernel{Name: qpath.String()}
+	switch qpath {
+	case qVNNI:
+		k.Speedup = 1.37
+	case qAVX2:
+		k.Speedup = 0.93
+	default:
+		k.Speedup = 0.11
+	}
+	k.Measured = "the fashion example's forward pass, batch 64, on an AMD EPYC (Zen 4)"
+	return k
 }
 
 // qweights are a layer's weights quantised per output channel and packed

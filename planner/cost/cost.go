@@ -112,3 +112,15 @@ type Allocator interface {
 	// (reserved).
 	Reserve(sizes []int64) (allocated, reserved int64)
 }
+
+// Int8Kernel is the kernel an engine's int8 products run on a host and
+// what it is known to buy there: the planner says it beside int8 and
+// warns where int8 is slower than fp32. The zero value is unknown.
+type Int8Kernel struct {
+	// Name is the kernel ("AVX-512 VNNI", "AVX2", "Go").
+	Name string
+	// Speedup is fp32's forward time over int8's with this kernel, as
+	// Measured says it was measured (above 1: int8 is faster).
+	Speedup  float64
+	Measured string
+}
