@@ -6,6 +6,7 @@ and never a traceback (pipe's engine/torch/worker.go reads the lines)."""
 
 import datetime
 import json
+import os
 import sys
 import time
 
@@ -54,21 +55,27 @@ def meet(dist, d):
                           "give another --master-port)") from e
     else:
         store = connect(dist, addr, port, world, rank, limit, t0)
-    store.add(f"pipe/in/{rank}", 1)
+    # Keys of this start of the job: a store torchrun's agent keeps across
+    # restarts still holds the last start's.
+    pre = f"pipe/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/"
+    store.add(f"{pre}in/{rank}", 1)
+    store.add(f"{pre}joined", 1)
     last = t0
     while True:
         # add(key, 0) reads a counter without waiting, where get would
-        # wait for a key that is not there yet.
-        present = [r for r in range(world) if store.add(f"pipe/in/{r}", 0) > 0]
-        if len(present) == world:
+        # wait for a key that is not there yet: one read a poll, and the
+        # ranks one by one only when they are to be named.
+        if store.add(f"{pre}joined", 0) >= world:
             return store
-        missing = [r for r in range(world) if r not in present]
         now = time.monotonic()
+        if now - t0 < limit and now - last < EVERY:
+            time.sleep(0.2)
+            continue
+        present = [r for r in range(world) if store.add(f"{pre}in/{r}", 0) > 0]
+        missing = [r for r in range(world) if r not in present]
         if now - t0 >= limit:
             raise Failure("error", f"ranks {', '.join(map(str, missing))} never joined the rendezvous at {where} within "
                           f"{limit} s (present: {', '.join(map(str, present))}): start them with the same --master-addr, "
                           "--master-port and --nnodes, each with its own --node-rank")
-        if now - last >= EVERY:
-            report(rank, where, present, missing, now - t0, limit)
-            last = now
-        time.sleep(0.2)
+        report(rank, where, present, missing, now - t0, limit)
+        last = now
