@@ -108,11 +108,13 @@ type model struct {
 	localRank int
 	// collective is the timeout each collective runs under.
 	collective time.Duration
-	dieOnce    sync.Once
-	err        error // sticky: the model is unusable after it
-	closed     bool
-	params     int64
-	state      struct{ params, buffers, optimizer int64 }
+	// stallTick paces the reports of a reply that takes long (queue.go).
+	stallTick *time.Ticker
+	dieOnce   sync.Once
+	err       error // sticky: the model is unusable after it
+	closed    bool
+	params    int64
+	state     struct{ params, buffers, optimizer int64 }
 	// gan: the worker trains a discriminator beside the model (gan.go);
 	// parts are the last micro-batch's terms.
 	gan   bool
@@ -463,6 +465,9 @@ func (m *model) Close() error {
 		return nil
 	}
 	m.closed = true
+	if m.stallTick != nil {
+		m.stallTick.Stop()
+	}
 	var wg sync.WaitGroup
 	for _, w := range m.workers {
 		if w == nil {

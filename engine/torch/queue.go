@@ -39,12 +39,14 @@ func (m *model) reply(k int) (response, error) {
 		return r, nil
 	}
 	// With other ranks, a reply that takes long may be a peer that
-	// stalled inside a collective: say so while waiting.
+	// stalled inside a collective: say so while waiting. One ticker for
+	// the model's life, not one a reply: this is every step's path.
 	var slow <-chan time.Time
 	if m.world > 1 && m.cancel == nil {
-		t := time.NewTicker(stallReport)
-		defer t.Stop()
-		slow = t.C
+		if m.stallTick == nil {
+			m.stallTick = time.NewTicker(stallReport)
+		}
+		slow = m.stallTick.C
 	}
 	start := time.Now()
 	for {
@@ -58,6 +60,9 @@ func (m *model) reply(k int) (response, error) {
 		case <-m.cancel:
 			return response{}, m.fail(engine.ErrInterrupted)
 		case <-slow:
+			if time.Since(start) < stallReport {
+				continue // a tick of an earlier wait, or too early
+			}
 			w.log.Warn(fmt.Sprintf("rank %d has not answered %s for %s: a peer rank may be stalled; each collective times out after %s",
 				w.rank, w.outstanding[0].cmd, time.Since(start).Round(time.Second), m.collective))
 		case <-m.died:
