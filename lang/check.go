@@ -6,8 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"pipe/diag"
 	"pipe/lang/ast"
-	"pipe/lang/diag"
 	"pipe/lang/syntax"
 )
 

@@ -11,8 +11,8 @@ import (
 	"strings"
 	"testing"
 
+	"pipe/diag"
 	"pipe/lang"
-	"pipe/lang/diag"
 	"pipe/lang/render"
 	"pipe/stdlib"
 )

@@ -5,7 +5,7 @@ import (
 	"reflect"
 	"strings"
 
-	"pipe/lang/diag"
+	"pipe/diag"
 )
 
 // Decode fills the struct v points to from the checked block b, in the

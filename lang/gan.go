@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"pipe/lang/diag"
+	"pipe/diag"
 )
 
 // GAN is a train block in gan mode: a generator and a discriminator

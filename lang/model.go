@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"pipe/diag"
 	"pipe/lang/ast"
-	"pipe/lang/diag"
 )
 
 // model checks a model block. Each statement of the body is one of:

@@ -3,8 +3,8 @@ package lang
 import (
 	"sort"
 
+	"pipe/diag"
 	"pipe/lang/ast"
-	"pipe/lang/diag"
 )
 
 // Program is a checked .pipe file: every field resolved against the schema

@@ -1,7 +1,7 @@
 package lang
 
 import (
-	"pipe/lang/diag"
+	"pipe/diag"
 )
 
 // Schema is what the checker needs to know about the standard library:

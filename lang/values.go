@@ -7,8 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"pipe/diag"
 	"pipe/lang/ast"
-	"pipe/lang/diag"
 )
 
 // byteUnits are the memory units a TBytes or TBandwidth value may carry.

@@ -7,9 +7,9 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"pipe/diag"
 	"pipe/lang"
 	"pipe/lang/ast"
-	"pipe/lang/diag"
 	"pipe/stdlib"
 )
 

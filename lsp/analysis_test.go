@@ -9,8 +9,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"pipe/diag"
 	"pipe/lang"
-	"pipe/lang/diag"
 	"pipe/stdlib"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	"go.lsp.dev/protocol"
 
+	"pipe/diag"
 	"pipe/lang"
-	"pipe/lang/diag"
 	"pipe/lang/syntax"
 )
 

@@ -5,9 +5,9 @@ import (
 	"strings"
 	"testing"
 
+	"pipe/diag"
 	"pipe/engine/costs"
 	"pipe/lang"
-	"pipe/lang/diag"
 	"pipe/planner"
 	"pipe/stdlib"
 )

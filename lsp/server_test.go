@@ -17,8 +17,8 @@ import (
 	"go.lsp.dev/jsonrpc2"
 	"go.lsp.dev/protocol"
 
+	"pipe/diag"
 	"pipe/lang"
-	"pipe/lang/diag"
 )
 
 // wait bounds every wait in these tests; it only turns a hang into a

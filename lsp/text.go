@@ -7,7 +7,7 @@ import (
 
 	"go.lsp.dev/protocol"
 
-	"pipe/lang/diag"
+	"pipe/diag"
 )
 
 // LSP positions count UTF-16 code units within a line; package diag counts

@@ -8,8 +8,8 @@ import (
 
 	"github.com/agnivade/levenshtein"
 
+	"pipe/diag"
 	"pipe/lang"
-	"pipe/lang/diag"
 	"pipe/planner/plan"
 	"pipe/stdlib"
 )

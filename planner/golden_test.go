@@ -10,9 +10,9 @@ import (
 	"strings"
 	"testing"
 
+	"pipe/diag"
 	"pipe/engine/costs"
 	"pipe/lang"
-	"pipe/lang/diag"
 	"pipe/planner/plan"
 	"pipe/stdlib"
 )

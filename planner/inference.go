@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"pipe/lang/diag"
+	"pipe/diag"
 	"pipe/planner/plan"
 	"pipe/stdlib"
 )

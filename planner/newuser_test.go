@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"pipe/lang/diag"
+	"pipe/diag"
 	"pipe/planner/plan"
 )
 

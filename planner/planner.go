@@ -6,8 +6,8 @@ import (
 	"math"
 	"strings"
 
+	"pipe/diag"
 	"pipe/lang"
-	"pipe/lang/diag"
 	"pipe/planner/cost"
 	"pipe/planner/plan"
 	"pipe/stdlib"

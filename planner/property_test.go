@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"pipe/lang/diag"
+	"pipe/diag"
 	"pipe/planner/plan"
 )
 

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"pipe/lang/diag"
+	"pipe/diag"
 )
 
 // deep is a model of many repeated blocks, for the planner's scaling:

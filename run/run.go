@@ -23,7 +23,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"pipe/dataset"
-	"pipe/lang/diag"
+	"pipe/diag"
 	"pipe/planner/plan"
 	"pipe/run/metric"
 	"pipe/stdlib"

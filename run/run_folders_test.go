@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"pipe/diag"
 	"pipe/engine/enginetest"
-	"pipe/lang/diag"
 	"pipe/run"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/airbusgeo/godal"
 
-	"pipe/lang/diag"
+	"pipe/diag"
 	"pipe/run"
 )
 

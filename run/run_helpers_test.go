@@ -9,9 +9,9 @@ import (
 
 	"pipe/engine/enginetest"
 
+	"pipe/diag"
 	"pipe/engine/costs"
 	"pipe/lang"
-	"pipe/lang/diag"
 	"pipe/planner"
 	"pipe/planner/plan"
 	"pipe/run"

@@ -7,7 +7,7 @@ import (
 	"pipe/engine"
 
 	"pipe/dataset"
-	"pipe/lang/diag"
+	"pipe/diag"
 )
 
 // int8 in a run. The plan's Inference says predict runs in int8

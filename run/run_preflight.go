@@ -7,7 +7,7 @@ import (
 	"path/filepath"
 	"syscall"
 
-	"pipe/lang/diag"
+	"pipe/diag"
 )
 
 // CheckWritable reports whether a file can be written at path, as

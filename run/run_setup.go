@@ -11,7 +11,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"pipe/lang/diag"
+	"pipe/diag"
 	"pipe/planner/plan"
 	"pipe/spec"
 	"pipe/stdlib"

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"pipe/lang/diag"
+	"pipe/diag"
 	"pipe/run"
 )
 

@@ -14,9 +14,9 @@ import (
 	"syscall"
 	"testing"
 
+	"pipe/diag"
 	"pipe/engine"
 	"pipe/engine/enginetest"
-	"pipe/lang/diag"
 	"pipe/run"
 )
 

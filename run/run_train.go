@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"pipe/dataset"
-	"pipe/lang/diag"
+	"pipe/diag"
 )
 
 // The training loop.

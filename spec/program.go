@@ -1,6 +1,6 @@
 package spec
 
-import "pipe/lang/diag"
+import "pipe/diag"
 
 // Program is a checked program as the stages after the planner read it:
 // the settings of its train, evaluate and predict blocks, its sources and

@@ -1,6 +1,6 @@
 package spec
 
-import "pipe/lang/diag"
+import "pipe/diag"
 
 // Where is where a decoded block was written: the block, its keyword, its
 // name and each field given, for the diagnostics raised after decoding.

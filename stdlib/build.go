@@ -4,8 +4,8 @@ import (
 	"fmt"
 	"strings"
 
+	"pipe/diag"
 	"pipe/lang"
-	"pipe/lang/diag"
 )
 
 // builder holds the state of one BuildGraph call.

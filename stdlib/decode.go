@@ -1,8 +1,8 @@
 package stdlib
 
 import (
+	"pipe/diag"
 	"pipe/lang"
-	"pipe/lang/diag"
 	"pipe/spec"
 )
 

@@ -7,6 +7,6 @@
 // lang.Schema), the planner (BuildGraph, Devices), the editor's completion
 // and the docs. Each primitive op is one descriptor (Op, ops.go); how it is
 // computed lives in the engines, so a new op is one descriptor here plus
-// its kernels there. stdlib imports only pipe/lang and pipe/lang/diag from
+// its kernels there. stdlib imports only pipe/lang and pipe/diag from
 // the project. The long form: docs/design/stdlib.md.
 package stdlib

@@ -1,8 +1,8 @@
 package stdlib
 
 import (
+	"pipe/diag"
 	"pipe/lang"
-	"pipe/lang/diag"
 )
 
 // Graph is a model expanded into primitive operations: a DAG whose nodes

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"pipe/diag"
 	"pipe/lang"
-	"pipe/lang/diag"
 )
 
 // checkSource parses and checks a file against the registry; the checker

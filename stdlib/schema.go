@@ -3,8 +3,8 @@ package stdlib
 import (
 	"sort"
 
+	"pipe/diag"
 	"pipe/lang"
-	"pipe/lang/diag"
 )
 
 // Registry is the standard library as the checker, the planner, the editor

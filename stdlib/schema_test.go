@@ -186,7 +186,7 @@ func TestDevices(t *testing.T) {
 	}
 }
 
-// TestImports keeps stdlib's imports to lang, lang/diag, spec (the typed
+// TestImports keeps stdlib's imports to lang, diag, spec (the typed
 // specs it decodes blocks into), the standard library and the edit
 // distance lang already uses.
 func TestImports(t *testing.T) {
@@ -196,7 +196,7 @@ func TestImports(t *testing.T) {
 	}
 	for _, imp := range strings.Fields(string(out)) {
 		switch {
-		case imp == "pipe/lang", imp == "pipe/lang/diag", imp == "pipe/spec", imp == "github.com/agnivade/levenshtein":
+		case imp == "pipe/lang", imp == "pipe/diag", imp == "pipe/spec", imp == "github.com/agnivade/levenshtein":
 		case strings.Contains(strings.SplitN(imp, "/", 2)[0], "."), strings.HasPrefix(imp, "pipe/"):
 			t.Errorf("stdlib imports %s", imp)
 		}

@@ -4,8 +4,8 @@ import (
 	"context"
 	"strings"
 
+	"pipe/diag"
 	"pipe/lang"
-	"pipe/lang/diag"
 	"pipe/planner/plan"
 )
 

@@ -3,8 +3,8 @@ package workflow
 import (
 	"context"
 
+	"pipe/diag"
 	"pipe/lang"
-	"pipe/lang/diag"
 	"pipe/planner"
 	"pipe/planner/plan"
 )

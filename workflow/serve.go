@@ -4,9 +4,9 @@ import (
 	"context"
 	"fmt"
 
+	"pipe/diag"
 	"pipe/engine"
 	"pipe/lang"
-	"pipe/lang/diag"
 	"pipe/run"
 	"pipe/stdlib"
 )

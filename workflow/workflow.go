@@ -7,12 +7,12 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"pipe/diag"
 	"pipe/engine"
 	"pipe/engine/costs"
 	"pipe/engine/native"
 	"pipe/engine/torch"
 	"pipe/lang"
-	"pipe/lang/diag"
 	"pipe/planner"
 	"pipe/planner/plan"
 )

@@ -3,7 +3,7 @@ package main
 import (
 	"fmt"
 
-	"pipe/lang/diag"
+	"pipe/diag"
 	"pipe/lang/render"
 	"pipe/planner"
 )

@@ -12,9 +12,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/mattn/go-isatty"
 
+	"pipe/diag"
 	"pipe/lang"
 	"pipe/lang/ast"
-	"pipe/lang/diag"
 	"pipe/lang/render"
 	"pipe/stdlib"
 )

@@ -7,7 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
-	"pipe/lang/diag"
+	"pipe/diag"
 	"pipe/lang/format"
 	"pipe/lang/render"
 	"pipe/stdlib"

@@ -8,8 +8,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"pipe/diag"
 	"pipe/lang"
-	"pipe/lang/diag"
 	"pipe/lsp"
 	"pipe/workflow"
 )

@@ -6,7 +6,7 @@ import (
 	"fmt"
 
 	"pipe/cmd/pipe/internal/views"
-	"pipe/lang/diag"
+	"pipe/diag"
 	"pipe/lang/render"
 	"pipe/planner/plan"
 	"pipe/workflow"

@@ -12,9 +12,9 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"pipe/cmd/pipe/internal/views"
+	"pipe/diag"
 	"pipe/engine"
 	"pipe/lang"
-	"pipe/lang/diag"
 	"pipe/lang/render"
 	"pipe/planner"
 	"pipe/planner/plan"

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"pipe/cmd/pipe/internal/views"
+	"pipe/diag"
 	"pipe/lang"
-	"pipe/lang/diag"
 	"pipe/lang/render"
 	"pipe/planner"
 	"pipe/planner/plan"

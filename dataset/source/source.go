@@ -6,7 +6,7 @@ import (
 	"io/fs"
 	"path/filepath"
 
-	"pipe/lang/diag"
+	"pipe/diag"
 	"pipe/spec"
 )
 

@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"pipe/dataset"
+	"pipe/diag"
 	"pipe/engine"
 	"pipe/engine/native"
-	"pipe/lang/diag"
 	"pipe/planner"
 	"pipe/run"
 )

@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"strings"
 
-	"pipe/lang/diag"
+	"pipe/diag"
 )
 
 // Reporter is the part of testing.T the runner needs.

@@ -6,7 +6,7 @@
 // Every node carries the range of source it came from.
 package ast
 
-import "pipe/lang/diag"
+import "pipe/diag"
 
 // Node is any syntax node.
 type Node interface {

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"testing"
 
+	"pipe/diag"
 	"pipe/internal/golden"
-	"pipe/lang/diag"
 	"pipe/lang/syntax"
 	"pipe/stdlib"
 )

@@ -4,7 +4,7 @@ import (
 	"bytes"
 	"testing"
 
-	"pipe/lang/diag"
+	"pipe/diag"
 )
 
 // A file saved with a byte order mark shows its first line without it, and

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
-	"pipe/lang/diag"
+	"pipe/diag"
 )
 
 // Sources maps file names to their contents, to quote source lines.

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"pipe/lang/diag"
+	"pipe/diag"
 )
 
 func TestTextQuotesLineAndCaret(t *testing.T) {

@@ -14,8 +14,8 @@ import (
 	"github.com/alecthomas/participle/v2"
 	"github.com/alecthomas/participle/v2/lexer"
 
+	"pipe/diag"
 	"pipe/lang/ast"
-	"pipe/lang/diag"
 )
 
 // Limits that keep hostile input from costing more than it should.
