@@ -211,14 +211,6 @@ type gpuTerms struct {
 	inX, inY int64
 }
 
-// autocastOps are the ops whose weights autocast copies to low precision
-// (convolutions, matrix products); the norms' parameters stay fp32.
-var autocastOps = map[string]bool{"conv": true, "convtranspose": true, "dense": true, "lowrank_dense": true, "attention": true,
-	"sketched_dense": true, "sketched_conv": true, "random_attention": true}
-
-// matmulOps run cuBLASLt matmuls with a fused bias.
-var matmulOps = map[string]bool{"dense": true, "lowrank_dense": true, "attention": true, "random_attention": true}
-
 // newGPUTerms reads g and the plan's choices for the terms.
 func newGPUTerms(g *stdlib.Graph, prec plan.Precision, s cost.GPUSetup) *gpuTerms {
 	gm := &gpuTerms{capability: s.Capability, mixed: prec.Mixed, buffers: s.StateBuffers, optimizer: s.Optimizer,
@@ -230,11 +222,11 @@ func newGPUTerms(g *stdlib.Graph, prec plan.Precision, s cost.GPUSetup) *gpuTerm
 	for _, nd := range g.Nodes {
 		if nd.Params > 0 {
 			gm.params = append(gm.params, nd.Params)
-			if autocastOps[nd.Op] {
+			if torchOps[nd.Op].lowp {
 				gm.lowp = append(gm.lowp, nd.Params)
 			}
 		}
-		gm.matmul = gm.matmul || matmulOps[nd.Op]
+		gm.matmul = gm.matmul || torchOps[nd.Op].matmul
 		if nd.Op == "input" {
 			gm.inX = cost.Add(gm.inX, cost.Mul(cost.Numel(nd.Out), 4))
 		}

@@ -33,218 +33,177 @@ type torchSaved struct {
 	attention string
 }
 
+// savedCtx is newTorchSaved's state as an op's rule (torchOp.saved)
+// sees it, at the node being priced.
+type savedCtx struct {
+	s       *torchSaved
+	gpu, ac bool  // on a CUDA GPU; under autocast
+	low     int64 // bytes per element of what autocast computes products in
+	dt      []int64
+	base    []int  // the node whose storage each output is
+	contig  []bool // whether each output is contiguous
+	in      func(j int) int64
+
+	// the node: its ID, its first input (-1: none), that input's bytes
+	// per element, and its output's elements.
+	i, x int
+	ex   int64
+	out  int64
+}
+
+// as sets the node's output dtype, in bytes per element.
+func (c *savedCtx) as(b int64) { c.dt[c.i] = b }
+
+// keep saves node j's output storage.
+func (c *savedCtx) keep(j int) { c.s.keep[c.i] = append(c.s.keep[c.i], c.base[j]) }
+
+// own adds b bytes the node keeps of its own.
+func (c *savedCtx) own(b int64) { c.s.priv[c.i] = cost.Add(c.s.priv[c.i], b) }
+
+// cast saves input j in dtype size to: the input itself, or a copy of
+// its elements.
+func (c *savedCtx) cast(j int, to int64) {
+	if c.dt[j] == to {
+		c.keep(j)
+	} else {
+		c.own(cost.Mul(c.in(j), to))
+	}
+}
+
 // newTorchSaved prices g's saved tensors on a CUDA GPU (gpu) or the CPU,
-// at precision prec, with the loss given.
+// at precision prec, with the loss given: each node by its op's rule in
+// torchOps.
 func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss string) *torchSaved {
 	n := len(g.Nodes)
 	s := &torchSaved{out: make([]int64, n), keep: make([][]int, n), priv: make([]int64, n)}
-	low := int64(4) // what autocast computes products in
+	low := int64(4)
 	if prec.Mixed && prec.ActivationBytes > 0 {
 		low = prec.ActivationBytes
 	}
-	ac := low != 4
-	dt := make([]int64, n)    // bytes per element of each node's output
-	base := make([]int, n)    // the node whose storage each output is
-	contig := make([]bool, n) // whether the output is contiguous
-	keepIn := func(i, j int) { s.keep[i] = append(s.keep[i], base[j]) }
-	// castIn saves input j of node i in dtype size to: the input itself,
-	// or a copy of its elements.
-	castIn := func(i, j int, to int64) {
-		if dt[j] == to {
-			keepIn(i, j)
-		} else {
-			s.priv[i] = cost.Add(s.priv[i], cost.Mul(cost.Numel(g.Nodes[j].Out), to))
-		}
-	}
+	c := &savedCtx{s: s, gpu: gpu, ac: low != 4, low: low,
+		dt: make([]int64, n), base: make([]int, n), contig: make([]bool, n),
+		in: func(j int) int64 { return cost.Numel(g.Nodes[j].Out) }}
 	for _, nd := range g.Nodes {
 		i := nd.ID
-		base[i], contig[i] = i, true
-		x := -1
+		c.base[i], c.contig[i] = i, true
+		c.i, c.x, c.ex, c.out = i, -1, 4, cost.Numel(nd.Out)
 		if len(nd.Inputs) > 0 {
-			x = nd.Inputs[0]
+			c.x = nd.Inputs[0]
+			c.ex = c.dt[c.x]
 		}
-		ex := int64(4)
-		if x >= 0 {
-			ex = dt[x]
-		}
-		out := cost.Numel(nd.Out)
-		switch nd.Op {
-		case "input":
-			dt[i] = 4
-		case "conv", "dense":
-			dt[i] = low
-			castIn(i, x, low)
-		case "convtranspose":
-			// CPU autocast in PyTorch 1.13 lists conv_transpose2d among
-			// its fp32 ops (later versions among the low-precision ones).
-			dt[i] = low
-			if !gpu {
-				dt[i] = 4
-			}
-			castIn(i, x, dt[i])
-		case "lowrank_dense":
-			dt[i] = low
-			castIn(i, x, low)
-			s.priv[i] = cost.Add(s.priv[i], cost.Mul(cost.Mul(nd.Args.Terms, nd.Args.Rank), low))
-		case "sketched_dense": // x for S1's gradient, x·U2_i for S2's
-			dt[i] = low
-			castIn(i, x, low)
-			s.priv[i] = cost.Add(s.priv[i], cost.Mul(cost.Mul(nd.Args.Terms, nd.Args.Rank), low))
-		case "sketched_conv": // x; the projection by the fixed U keeps no activation
-			dt[i] = low
-			castIn(i, x, low)
-		case "batchnorm", "avgpool", "gap", "gelu", "leakyrelu":
-			dt[i] = ex
-			keepIn(i, x)
-		case "instancenorm":
-			// A batch norm of [1, N·C, H, W]: its input (a view) and an
-			// fp32 mean and inverse deviation per channel of each sample.
-			dt[i] = ex
-			keepIn(i, x)
-			s.priv[i] = cost.Add(s.priv[i], cost.Mul(nd.Out[0], 8))
-		case "groupnorm":
-			// native_group_norm keeps its input and an fp32 mean and
-			// inverse deviation per group of each sample. Under autocast
-			// it runs in fp32 (CUDA's autocast casts it; the worker's
-			// GroupNorm32 does on the CPU), keeping the fp32 copy.
-			dt[i] = ex
-			if ac {
-				dt[i] = 4
-			}
-			castIn(i, x, dt[i])
-			s.priv[i] = cost.Add(s.priv[i], cost.Mul(nd.Args.Groups, 8))
-		case "pixelshuffle":
-			dt[i] = ex
-		case "layernorm":
-			dt[i] = ex
-			if gpu && ac {
-				dt[i] = 4
-			}
-			castIn(i, x, dt[i])
-			s.priv[i] = cost.Add(s.priv[i], cost.Mul(cost.Numel(nd.Out[:len(nd.Out)-1]), 8))
-		case "relu", "sigmoid", "tanh":
-			dt[i] = ex
-			s.keep[i] = append(s.keep[i], i)
-		case "softmax":
-			dt[i] = ex
-			if gpu && ac {
-				dt[i] = 4
-			}
-			s.keep[i] = append(s.keep[i], i)
-		case "maxpool":
-			dt[i] = ex
-			if len(nd.Out) == 4 && !gpu {
-				// CPU autocast in PyTorch 1.13 lists max_pool3d among
-				// its fp32 ops: it keeps an fp32 copy of a bf16 input.
-				dt[i] = 4
-				castIn(i, x, 4)
-			} else {
-				keepIn(i, x)
-			}
-			s.priv[i] = cost.Add(s.priv[i], cost.Mul(out, 8))
-		case "dropout":
-			dt[i] = ex
-			switch {
-			case nd.Args.P <= 0:
-				base[i], contig[i] = base[x], contig[x]
-			case gpu:
-				s.priv[i] = cost.Add(s.priv[i], out)
-			default:
-				s.priv[i] = cost.Add(s.priv[i], cost.Mul(out, ex))
-			}
-		case "flatten":
-			dt[i] = ex
-			if contig[x] {
-				base[i] = base[x]
-			}
-		case "tokens", "select_token":
-			dt[i] = ex
-			base[i], contig[i] = base[x], false
-		case "class_token", "pos_embed":
-			// A concat with, or a sum with, an fp32 parameter.
-			dt[i] = 4
-		case "upsample":
-			dt[i] = ex
-		case "mean_tokens":
-			// Measured: PyTorch 1.13's mean over the tokens keeps its
-			// input (what attention's output views, a whole [T, N, D]).
-			dt[i] = ex
-			keepIn(i, x)
-		case "concat", "add":
-			for _, j := range nd.Inputs {
-				dt[i] = max(dt[i], dt[j])
-			}
-		case "attention":
-			dt[i] = low
-			t, d, h := nd.In[0][0], nd.In[0][1], nd.Args.Heads
-			td := cost.Mul(t, d)
-			if gpu {
-				s.attention = "fused"
-				s.priv[i] = cost.Add(cost.Mul(cost.Mul(6, td), low), cost.Mul(cost.Mul(h, t), 4))
-			} else {
-				if s.attention == "" {
-					s.attention = "math"
-				}
-				sm := low
-				if gpu && ac {
-					sm = 4 + low
-				}
-				s.priv[i] = cost.Add(cost.Mul(cost.Mul(5, td), low), cost.Mul(cost.Mul(h, cost.Mul(t, t)), sm))
-				if nd.Args.P > 0 {
-					// Dropout on the probabilities: its scaled noise and
-					// the dropped probabilities the next product reads.
-					s.priv[i] = cost.Add(s.priv[i], cost.Mul(cost.Mul(h, cost.Mul(t, t)), 2*low))
-				}
-			}
-		case "random_attention":
-			// the worker's twin, op by op (measured with saved-tensor
-			// hooks): each projection keeps its input (under autocast a
-			// cast copy each) and autocast casts the features once; then
-			// q′, k′ (softmax), v, num and o (relu: three T·D); φ's exponentials or relus, φ(q) twice
-			// (a product's copy) and φ(k)'s copy (5·H·T·M); the
-			// denominators (H·T); S and Σφ(k) (causal: the prefix sums of
-			// φ(k)·vᵀ, H·T·M·d); the softmax maxima's int64 positions.
-			dt[i] = low
-			t, d, h, mf := nd.In[0][0], nd.In[0][1], nd.Args.Heads, nd.Args.Features
-			dh, relu := d/max(h, 1), nd.Args.Mode == "relu"
-			for range 3 {
-				castIn(i, x, low)
-			}
-			tds := int64(5)
-			if relu {
-				tds = 3
-			}
-			htm := cost.Mul(h, cost.Mul(t, mf))
-			el := cost.Add(cost.Add(cost.Mul(tds, cost.Mul(t, d)), cost.Mul(5, htm)), cost.Mul(h, t))
-			if nd.Args.Causal {
-				el = cost.Add(el, cost.Mul(htm, dh))
-			} else {
-				el = cost.Add(el, cost.Mul(cost.Mul(h, mf), dh+1))
-			}
-			if ac {
-				el = cost.Add(el, cost.Mul(mf, dh))
-			}
-			s.priv[i] = cost.Add(s.priv[i], cost.Mul(el, low))
-			if !relu {
-				s.priv[i] = cost.Add(s.priv[i], cost.Mul(cost.Add(cost.Mul(2, cost.Mul(h, t)), h), 8))
-			}
-		default:
-			// An op this file does not know: stdlib's rule at the
-			// activation precision.
-			dt[i] = prec.ActivationBytes
+		if op := torchOps[nd.Op]; op.saved != nil {
+			op.saved(c, nd)
+		} else {
+			// An op with no rule: stdlib's at the activation precision.
+			c.as(prec.ActivationBytes)
 			for _, k := range nd.Keep {
 				if k == i {
 					s.keep[i] = append(s.keep[i], i)
 				} else if k >= 0 && k < i {
-					keepIn(i, k)
+					c.keep(k)
 				}
 			}
 			s.priv[i] = cost.Add(cost.Mul(nd.Private, prec.ActivationBytes), nd.SavedAux)
 		}
-		s.out[i] = cost.Mul(out, dt[i])
+		s.out[i] = cost.Mul(c.out, c.dt[i])
 	}
-	s.loss = lossSaved(g, loss, dt, base, s)
+	s.loss = lossSaved(g, loss, c.dt, c.base, s)
 	return s
+}
+
+// The rules several ops share.
+
+// savedProduct: a convolution or matrix product, computed in autocast's
+// precision, keeps its input in it.
+func savedProduct(c *savedCtx, _ *stdlib.Node) {
+	c.as(c.low)
+	c.cast(c.x, c.low)
+}
+
+// savedSketched: a product and the sketch's terms·rank inner tensors.
+func savedSketched(c *savedCtx, nd *stdlib.Node) {
+	savedProduct(c, nd)
+	c.own(cost.Mul(cost.Mul(nd.Args.Terms, nd.Args.Rank), c.low))
+}
+
+func savedKeepsInput(c *savedCtx, _ *stdlib.Node) {
+	c.as(c.ex)
+	c.keep(c.x)
+}
+
+func savedKeepsOutput(c *savedCtx, _ *stdlib.Node) {
+	c.as(c.ex)
+	c.keep(c.i)
+}
+
+func savedNothing(c *savedCtx, _ *stdlib.Node) { c.as(c.ex) }
+
+// savedWidest: type promotion over the inputs, nothing kept.
+func savedWidest(c *savedCtx, nd *stdlib.Node) {
+	for _, j := range nd.Inputs {
+		c.as(max(c.dt[c.i], c.dt[j]))
+	}
+}
+
+// savedStridedView: a view of the input that is not contiguous.
+func savedStridedView(c *savedCtx, _ *stdlib.Node) {
+	c.as(c.ex)
+	c.base[c.i], c.contig[c.i] = c.base[c.x], false
+}
+
+func savedAttention(c *savedCtx, nd *stdlib.Node) {
+	low := c.low
+	c.as(low)
+	t, d, h := nd.In[0][0], nd.In[0][1], nd.Args.Heads
+	td := cost.Mul(t, d)
+	if c.gpu {
+		c.s.attention = "fused"
+		c.own(cost.Add(cost.Mul(cost.Mul(6, td), low), cost.Mul(cost.Mul(h, t), 4)))
+		return
+	}
+	if c.s.attention == "" {
+		c.s.attention = "math"
+	}
+	c.own(cost.Add(cost.Mul(cost.Mul(5, td), low), cost.Mul(cost.Mul(h, cost.Mul(t, t)), low)))
+	if nd.Args.P > 0 {
+		// Dropout on the probabilities: its scaled noise and the
+		// dropped probabilities the next product reads.
+		c.own(cost.Mul(cost.Mul(h, cost.Mul(t, t)), 2*low))
+	}
+}
+
+// savedRandomAttention follows the worker's twin op by op (measured with
+// saved-tensor hooks): each projection keeps its input (under autocast a
+// cast copy each) and autocast casts the features once; then q′, k′
+// (softmax), v, num and o (relu: three T·D); φ's exponentials or relus,
+// φ(q) twice (a product's copy) and φ(k)'s copy (5·H·T·M); the
+// denominators (H·T); S and Σφ(k) (causal: the prefix sums of φ(k)·vᵀ,
+// H·T·M·d); the softmax maxima's int64 positions.
+func savedRandomAttention(c *savedCtx, nd *stdlib.Node) {
+	c.as(c.low)
+	t, d, h, mf := nd.In[0][0], nd.In[0][1], nd.Args.Heads, nd.Args.Features
+	dh, relu := d/max(h, 1), nd.Args.Mode == "relu"
+	for range 3 {
+		c.cast(c.x, c.low)
+	}
+	tds := int64(5)
+	if relu {
+		tds = 3
+	}
+	htm := cost.Mul(h, cost.Mul(t, mf))
+	el := cost.Add(cost.Add(cost.Mul(tds, cost.Mul(t, d)), cost.Mul(5, htm)), cost.Mul(h, t))
+	if nd.Args.Causal {
+		el = cost.Add(el, cost.Mul(htm, dh))
+	} else {
+		el = cost.Add(el, cost.Mul(cost.Mul(h, mf), dh+1))
+	}
+	if c.ac {
+		el = cost.Add(el, cost.Mul(mf, dh))
+	}
+	c.own(cost.Mul(el, c.low))
+	if !relu {
+		c.own(cost.Mul(cost.Add(cost.Mul(2, cost.Mul(h, t)), h), 8))
+	}
 }
 
 // lossSaved is what the loss keeps per sample (the worker's compute_loss),
