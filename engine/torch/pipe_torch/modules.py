@@ -22,59 +22,129 @@ class GroupNorm32(nn.Module):
         return F.group_norm(x.float(), self.groups, self.weight, self.bias, self.eps)
 
 
+# MODULES maps an op to the function that builds a node's module,
+# f(a, ins, out): its settings (the Go engine's torchOps), its input
+# shapes and its output shape, without the batch. An op with no entry
+# has no parameters and no module (relu, add, flatten, ...).
+MODULES = {}
+
+
+def module(*ops):
+    """Registers the decorated function as the module builder of ops."""
+    def register(f):
+        for op in ops:
+            if op in MODULES:
+                raise ValueError(f"op {op} has two module builders")
+            MODULES[op] = f
+        return f
+    return register
+
+
 def make_module(n):
-    op, a, ins = n["op"], n["args"], n["in"]
-    vol = len(ins[0]) == 4 if ins else False  # [C, D, H, W]: the 3-D module
-    if op == "conv" and vol:
+    f = MODULES.get(n["op"])
+    return f(n["args"], n["in"], n["out"]) if f else None
+
+
+def _volume(ins):
+    return len(ins[0]) == 4 if ins else False  # [C, D, H, W]: the 3-D module
+
+
+@module("conv")
+def conv_module(a, ins, out):
+    if _volume(ins):
         return nn.Conv3d(ins[0][0], a["out_channels"], a["kernel_size"], stride=a["stride"],
                          padding=a["padding"], bias=a["bias"])
-    if op == "convtranspose" and vol:
+    return nn.Conv2d(ins[0][0], a["out_channels"], a["kernel_size"], stride=a["stride"],
+                     padding=a["padding"], dilation=a["dilation"], groups=a["groups"], bias=a["bias"])
+
+
+@module("convtranspose")
+def convtranspose_module(a, ins, out):
+    if _volume(ins):
         return nn.ConvTranspose3d(ins[0][0], a["out_channels"], a["kernel_size"], stride=a["stride"],
                                   padding=a["padding"], bias=a["bias"])
-    if op == "maxpool" and vol:
-        return nn.MaxPool3d(a["kernel_size"], stride=a["stride"], padding=a["padding"])
-    if op == "conv":
-        return nn.Conv2d(ins[0][0], a["out_channels"], a["kernel_size"], stride=a["stride"],
-                         padding=a["padding"], dilation=a["dilation"], groups=a["groups"], bias=a["bias"])
-    if op == "convtranspose":
-        return nn.ConvTranspose2d(ins[0][0], a["out_channels"], a["kernel_size"], stride=a["stride"],
-                                  padding=a["padding"], groups=a.get("groups", 1), bias=a["bias"])
-    if op == "dense":
-        return nn.Linear(ins[0][-1], a["out_features"], bias=a["bias"])
-    if op == "lowrank_dense":
-        return LowRank(ins[0][-1], a["out_features"], a["terms"], a["rank"], a["bias"])
-    if op == "sketched_dense":
-        return SKLinear(ins[0][-1], a["out_features"], a["terms"], a["rank"], a["bias"])
-    if op == "sketched_conv":
-        return SKConv2d(ins[0][0], a["out_channels"], a["kernel_size"], a["stride"], a["padding"],
-                        a["terms"], a["rank"], a["bias"])
-    if op == "batchnorm":
-        shape = ins[0]
-        cls = {4: nn.BatchNorm3d, 3: nn.BatchNorm2d}.get(len(shape), nn.BatchNorm1d)
-        return cls(shape[0], eps=a["eps"], momentum=a["momentum"])
-    if op == "layernorm":
-        return nn.LayerNorm(ins[0][-1], eps=a["eps"])
-    if op == "instancenorm":
-        return nn.InstanceNorm2d(ins[0][0], eps=a["eps"], affine=a["affine"])
-    if op == "groupnorm":
-        return GroupNorm32(a["groups"], ins[0][0], a["eps"])
-    if op == "maxpool":
-        return nn.MaxPool2d(a["kernel_size"], stride=a["stride"], padding=a["padding"])
-    if op == "avgpool":
-        return nn.AvgPool2d(a["kernel_size"], stride=a["stride"], padding=a["padding"])
-    if op == "dropout":
-        return nn.Dropout(a["p"])
-    if op == "class_token":
-        return ClassToken(n["out"][-1])
-    if op == "pos_embed":
-        return PosEmbed(n["out"])
-    if op == "attention":
-        # torchvision's EncoderBlock.self_attention: its parameters are
-        # in_proj_weight [3D, D], in_proj_bias, out_proj.weight, out_proj.bias.
-        return nn.MultiheadAttention(ins[0][-1], a["heads"], dropout=a.get("dropout", 0.0), batch_first=True)
-    if op == "random_attention":
-        return RandAttention(ins[0][-1], a["heads"], a["features"], a["causal"], a["kernel"])
-    return None
+    return nn.ConvTranspose2d(ins[0][0], a["out_channels"], a["kernel_size"], stride=a["stride"],
+                              padding=a["padding"], groups=a.get("groups", 1), bias=a["bias"])
+
+
+@module("maxpool")
+def maxpool_module(a, ins, out):
+    cls = nn.MaxPool3d if _volume(ins) else nn.MaxPool2d
+    return cls(a["kernel_size"], stride=a["stride"], padding=a["padding"])
+
+
+@module("avgpool")
+def avgpool_module(a, ins, out):
+    return nn.AvgPool2d(a["kernel_size"], stride=a["stride"], padding=a["padding"])
+
+
+@module("dense")
+def dense_module(a, ins, out):
+    return nn.Linear(ins[0][-1], a["out_features"], bias=a["bias"])
+
+
+@module("lowrank_dense")
+def lowrank_module(a, ins, out):
+    return LowRank(ins[0][-1], a["out_features"], a["terms"], a["rank"], a["bias"])
+
+
+@module("sketched_dense")
+def sketched_dense_module(a, ins, out):
+    return SKLinear(ins[0][-1], a["out_features"], a["terms"], a["rank"], a["bias"])
+
+
+@module("sketched_conv")
+def sketched_conv_module(a, ins, out):
+    return SKConv2d(ins[0][0], a["out_channels"], a["kernel_size"], a["stride"], a["padding"],
+                    a["terms"], a["rank"], a["bias"])
+
+
+@module("batchnorm")
+def batchnorm_module(a, ins, out):
+    cls = {4: nn.BatchNorm3d, 3: nn.BatchNorm2d}.get(len(ins[0]), nn.BatchNorm1d)
+    return cls(ins[0][0], eps=a["eps"], momentum=a["momentum"])
+
+
+@module("layernorm")
+def layernorm_module(a, ins, out):
+    return nn.LayerNorm(ins[0][-1], eps=a["eps"])
+
+
+@module("instancenorm")
+def instancenorm_module(a, ins, out):
+    return nn.InstanceNorm2d(ins[0][0], eps=a["eps"], affine=a["affine"])
+
+
+@module("groupnorm")
+def groupnorm_module(a, ins, out):
+    return GroupNorm32(a["groups"], ins[0][0], a["eps"])
+
+
+@module("dropout")
+def dropout_module(a, ins, out):
+    return nn.Dropout(a["p"])
+
+
+@module("class_token")
+def class_token_module(a, ins, out):
+    return ClassToken(out[-1])
+
+
+@module("pos_embed")
+def pos_embed_module(a, ins, out):
+    return PosEmbed(out)
+
+
+@module("attention")
+def attention_module(a, ins, out):
+    # torchvision's EncoderBlock.self_attention: its parameters are
+    # in_proj_weight [3D, D], in_proj_bias, out_proj.weight, out_proj.bias.
+    return nn.MultiheadAttention(ins[0][-1], a["heads"], dropout=a.get("dropout", 0.0), batch_first=True)
+
+
+@module("random_attention")
+def random_attention_module(a, ins, out):
+    return RandAttention(ins[0][-1], a["heads"], a["features"], a["causal"], a["kernel"])
 
 
 # FORWARDS maps an op to how a node of it runs, f(net, n, m, xs): net the
