@@ -31,7 +31,7 @@ type Source struct {
 	Synthetic *Synthetic `json:"synthetic,omitempty"`
 	Volume    *Volume    `json:"volume,omitempty"`
 
-	At Where `json:"at"`
+	At Where `json:"at,omitzero"`
 }
 
 // Split is a source's split field: the fraction of samples that trains,

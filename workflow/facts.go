@@ -2,13 +2,12 @@ package workflow
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"pipe/dataset"
-	"pipe/lang"
 	"pipe/planner"
 	"pipe/spec"
-	"pipe/stdlib"
 )
 
 // facts are what the planner is told beyond the file and the flags.
@@ -19,13 +18,14 @@ type facts struct {
 	data []planner.Option
 }
 
-// gather collects the facts for a purpose. The sources are counted
-// before the host is measured: a raster source loads GDAL's drivers,
-// which the process's runtime, measured with the host, then includes
-// (planner/process.go).
-func (w *Workflow) gather(prog *lang.Program, purpose Purpose) facts {
+// gather collects the facts for a purpose from the decoded program (nil:
+// it did not decode, and the plan goes without the data's facts). The
+// sources are counted before the host is measured: a raster source loads
+// GDAL's drivers, which the process's runtime, measured with the host,
+// then includes (planner/process.go).
+func (w *Workflow) gather(prog *spec.Program, purpose Purpose) facts {
 	var f facts
-	if purpose.readsData() {
+	if purpose.readsData() && prog != nil {
 		f.data = dataOptions(prog)
 	}
 	f.host = w.hostInfo()
@@ -37,94 +37,81 @@ func (w *Workflow) gather(prog *lang.Program, purpose Purpose) facts {
 // the data is an error, an auto batch leaves enough steps an epoch. A
 // source that cannot be counted (a missing file) plans without it; the
 // run reports the file.
-func dataOptions(prog *lang.Program) []planner.Option {
-	b := prog.TrainSource()
-	if b == nil {
+func dataOptions(prog *spec.Program) []planner.Option {
+	train := prog.TrainSource()
+	if train == nil {
 		return nil
 	}
 	opts := []planner.Option{dataMemoryOption(prog), predictMemoryOption(prog)}
-	if p := prog.Block("predict"); p != nil {
-		src := b
-		if v := p.Field("source").First(); v != nil {
-			src = prog.Named("source", v.Str)
-		}
-		if src != nil && src.Label("kind") == "geotiff" {
-			if w, h, err := dataset.RasterSize(sourceSpec(src)); err == nil {
-				opts = append(opts, planner.WithPredictRaster(w, h))
-			}
+	if src := predictSource(prog); src != nil && src.GeoTIFF != nil {
+		if w, h, err := dataset.RasterSize(src); err == nil {
+			opts = append(opts, planner.WithPredictRaster(w, h))
 		}
 	}
-	ct, err := dataset.CountSamples(sourceSpec(b), dataset.WithSeed(fileSeedOf(prog)))
+	var seed int64 // the file's, the seed of splits that give none
+	if prog.Seed != nil {
+		seed = *prog.Seed
+	}
+	ct, err := dataset.CountSamples(train, dataset.WithSeed(seed))
 	if err != nil || ct.Train <= 0 {
 		return opts
 	}
 	return append(opts, planner.WithTrainSamples(int64(ct.Train), ct.Exact))
 }
 
+// predictSource is the source the predict block reads; nil without one.
+func predictSource(prog *spec.Program) *spec.Source {
+	switch {
+	case prog.Predict == nil:
+		return nil
+	case prog.Predict.Source != "":
+		return prog.Source(prog.Predict.Source)
+	}
+	return prog.TrainSource()
+}
+
 // dataMemoryOption says what the sources a run opens (train's, and
 // evaluate's and predict's where they read others) hold in memory, for
 // the process's total (dataset.ResidentBytes). A source that cannot be read
 // counts nothing; the run reports it.
-func dataMemoryOption(prog *lang.Program) planner.Option {
-	var blocks []*lang.Block
-	seen := map[*lang.Block]bool{}
-	addSrc := func(b *lang.Block) {
-		if b != nil && !seen[b] {
-			seen[b] = true
-			blocks = append(blocks, b)
+func dataMemoryOption(prog *spec.Program) planner.Option {
+	var srcs []*spec.Source
+	add := func(s *spec.Source) {
+		if s != nil && !slices.Contains(srcs, s) {
+			srcs = append(srcs, s)
 		}
 	}
-	addSrc(prog.TrainSource())
-	for _, kind := range []string{"evaluate", "predict"} {
-		if v := prog.Block(kind).Field("source").First(); v != nil {
-			addSrc(prog.Named("source", v.Str))
-		}
+	add(prog.TrainSource())
+	if e := prog.Evaluate; e != nil && e.Source != "" {
+		add(prog.Source(e.Source))
+	}
+	if p := prog.Predict; p != nil && p.Source != "" {
+		add(prog.Source(p.Source))
 	}
 	return planner.WithDataMemory(func(inElems int64) (int64, string) {
 		var total int64
 		var what []string
-		for _, b := range blocks {
-			r, err := dataset.ResidentBytes(sourceSpec(b), inElems)
+		for _, s := range srcs {
+			r, err := dataset.ResidentBytes(s, inElems)
 			if err != nil {
 				continue
 			}
 			total += r.Bytes
-			what = append(what, fmt.Sprintf("source %s, %s", b.Name(), r.What))
+			what = append(what, fmt.Sprintf("source %s, %s", s.Name, r.What))
 		}
 		return total, strings.Join(what, "; ")
 	})
 }
 
-// sourceSpec decodes a checked source block for data (stdlib.DecodeSource).
-// Its diagnostics can only say that the schema and the spec disagree,
-// which the run reports; a count is a fact the plan may go without.
-func sourceSpec(b *lang.Block) *spec.Source {
-	s, _ := stdlib.DecodeSource(b)
-	return s
-}
-
-// fileSeedOf is the file's top-level seed, the seed of splits that give
-// none (as exec opens them).
-func fileSeedOf(prog *lang.Program) int64 {
-	if v := prog.Top.Field("seed").First(); v != nil {
-		return v.Int
-	}
-	return 0
-}
-
 // predictMemoryOption says what the predict block's prediction holds
 // (dataset.PredictBytes): the blended volume of a volume or zarr source.
-func predictMemoryOption(prog *lang.Program) planner.Option {
-	pb := prog.Block("predict")
-	src := prog.TrainSource()
-	if v := pb.Field("source").First(); v != nil {
-		src = prog.Named("source", v.Str)
-	}
+func predictMemoryOption(prog *spec.Program) planner.Option {
+	src := predictSource(prog)
 	return planner.WithPredictMemory(func(k int64) (int64, string) {
-		if pb == nil || src == nil {
+		if src == nil {
 			return 0, ""
 		}
-		r, err := dataset.PredictBytes(sourceSpec(src), k)
+		r, err := dataset.PredictBytes(src, k)
 		if err != nil {
 			return 0, ""
 		}

@@ -49,17 +49,18 @@ func (w *Workflow) Recheck(ctx context.Context, prog *lang.Program, src []byte, 
 	}
 	req := Request{Purpose: ForRun, Source: src, Device: p.Device.Name, Batch: p.BatchSize, Engine: p.EngineName(),
 		NProcPerNode: p.Distributed.NProcPerNode, NNodes: p.Distributed.NNodes}
-	again, ds := w.plan(ctx, prog, req, w.gather(prog, ForRun), req.Device, 0)
-	r := &Recheck{Again: again, Diags: ds}
+	dec, dds := decode(prog)
+	again, ds := w.plan(ctx, prog, req, w.gather(specOf(dec), ForRun), req.Device, 0)
+	r := &Recheck{Again: again, Diags: append(ds, dds...)}
 	switch {
-	case again == nil || HasOtherErrors(ds):
+	case again == nil || dec == nil || HasOtherErrors(r.Diags):
 		r.Verdict = Unplannable
 	case !again.Fits || again.AccumulationSteps != p.AccumulationSteps:
 		r.Verdict = Moved
 	case !p.Fits:
 		r.Verdict = NoFit
 	default:
-		r.Planned = &Planned{Plan: p, purpose: ForRun, localGPUs: -1}
+		r.Planned = &Planned{Plan: p, Program: dec, purpose: ForRun, localGPUs: -1}
 	}
 	return r
 }

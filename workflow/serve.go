@@ -6,9 +6,7 @@ import (
 
 	"pipe/diag"
 	"pipe/engine"
-	"pipe/lang"
 	"pipe/run"
-	"pipe/stdlib"
 )
 
 // ServeWorkers loads the model trained at path once for each of the
@@ -18,8 +16,11 @@ import (
 // what the first worker's quantisation did (nil in fp32). On an error
 // every worker loaded is closed; a checkpoint of another model wraps
 // run.ErrCheckpointMismatch.
-func (w *Workflow) ServeWorkers(pl *Planned, prog *lang.Program, path string) ([]*run.Trained, *engine.QuantReport, error) {
+func (w *Workflow) ServeWorkers(pl *Planned, path string) ([]*run.Trained, *engine.QuantReport, error) {
 	sp := pl.Plan.Serve
+	if pl.Program == nil {
+		return nil, nil, fmt.Errorf("the file did not decode into specs; pipe check %s says why", pl.Plan.File)
+	}
 	backend, err := w.Engine(pl)
 	if err != nil {
 		return nil, nil, err
@@ -30,12 +31,8 @@ func (w *Workflow) ServeWorkers(pl *Planned, prog *lang.Program, path string) ([
 			t.Close()
 		}
 	}
-	dec, ds := stdlib.Decode(prog)
-	if ds.HasErrors() {
-		return nil, nil, ds
-	}
 	for range sp.Workers {
-		t, err := run.LoadTrained(pl.Plan, dec, path, backend, int(sp.MaxBatch), sp.ThreadsPerWorker)
+		t, err := run.LoadTrained(pl.Plan, pl.Program, path, backend, int(sp.MaxBatch), sp.ThreadsPerWorker)
 		if err != nil {
 			closeAll()
 			return nil, nil, err

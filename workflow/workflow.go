@@ -15,6 +15,8 @@ import (
 	"pipe/lang"
 	"pipe/planner"
 	"pipe/planner/plan"
+	"pipe/spec"
+	"pipe/stdlib"
 )
 
 // Workflow plans and sets up engines with one set of fact sources. A
@@ -104,6 +106,9 @@ type Request struct {
 // Planned is a plan and what was learnt while making it.
 type Planned struct {
 	Plan *plan.Plan
+	// Program is the file decoded into specs, once, for everything that
+	// runs the plan; nil when it did not decode (the diagnostics say why).
+	Program *stdlib.Program
 	// Torch is what the torch engine's Python said, when it was asked.
 	Torch *torch.Info
 	// FellBack is set when device auto found a GPU that the torch engine
@@ -134,14 +139,46 @@ func (f *Fallback) Reason() string {
 // plan is nil, or partial, when the diagnostics have errors. ctx stops
 // the planning (the language server cancels it on a newer edit).
 func (w *Workflow) Plan(ctx context.Context, prog *lang.Program, req Request) (*Planned, diag.Diagnostics) {
-	f := w.gather(prog, req.Purpose)
-	out := &Planned{purpose: req.Purpose, localGPUs: len(f.host.GPUs)}
+	dec, dds := decode(prog)
+	f := w.gather(specOf(dec), req.Purpose)
+	out := &Planned{Program: dec, purpose: req.Purpose, localGPUs: len(f.host.GPUs)}
 	p, ds := w.plan(ctx, prog, req, f, req.Device, 0)
 	if req.Purpose.runs() {
 		p, ds = w.decideRun(ctx, prog, req, f, out, p, ds)
 	}
-	out.Plan = p
-	return out, ds
+	out.Plan = carrySources(p, dec)
+	return out, append(ds, dds...)
+}
+
+// decode decodes a checked program into its specs (stdlib.Decode); nil
+// when that fails, which only a schema and spec out of step can cause.
+func decode(prog *lang.Program) (*stdlib.Program, diag.Diagnostics) {
+	dec, ds := stdlib.Decode(prog)
+	if ds.HasErrors() {
+		return nil, ds
+	}
+	return dec, ds
+}
+
+func specOf(dec *stdlib.Program) *spec.Program {
+	if dec == nil {
+		return nil
+	}
+	return dec.Spec
+}
+
+// carrySources gives plan p the source specs it was planned with, as the
+// run will read them, without their positions in the file.
+func carrySources(p *plan.Plan, dec *stdlib.Program) *plan.Plan {
+	if p == nil || dec == nil {
+		return p
+	}
+	p.Sources = make([]spec.Source, len(dec.Spec.Sources))
+	for i, s := range dec.Spec.Sources {
+		p.Sources[i] = *s
+		p.Sources[i].At = spec.Where{}
+	}
+	return p
 }
 
 // plan calls the planner once: device overrides the request's device,

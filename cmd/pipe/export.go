@@ -10,7 +10,6 @@ import (
 	"pipe/export/onnx"
 	"pipe/lang/render"
 	"pipe/run"
-	"pipe/stdlib"
 	"pipe/workflow"
 )
 
@@ -61,13 +60,8 @@ func runExport(a *app, args []string) int {
 	if path == "" {
 		path = workflow.DefaultCheckpoint(prog, *ckptDir)
 	}
-	dec, dds := stdlib.Decode(prog)
-	if dds.HasErrors() {
-		a.printDiags(dds, sources)
-		return exitErrors
-	}
 	engine, _ := wf.Engine(pl) // the native engine, which starts nothing
-	t, err := run.LoadTrained(pl.Plan, dec, path, engine, 1, 1)
+	t, err := run.LoadTrained(pl.Plan, pl.Program, path, engine, 1, 1)
 	if err != nil {
 		fmt.Fprintf(a.env.Stderr, "pipe export: %v\n", err)
 		return exitErrors

@@ -127,8 +127,8 @@ func (l *launched) apply(fs *flag.FlagSet, f *runFlags) error {
 // resumeRestart makes a rank the launcher started again continue from
 // the run's checkpoint, as --resume would, when there is one to continue;
 // a restart before the first checkpoint starts afresh.
-func (a *app) resumeRestart(f *runFlags, in *runInput, l *launched) {
-	place, err := workflow.PlaceRun(in.dec, *f.ckptDir, true, "")
+func (a *app) resumeRestart(f *runFlags, pl *workflow.Planned, l *launched) {
+	place, err := workflow.PlaceRun(pl.Program, *f.ckptDir, true, "")
 	if err == nil {
 		_, err = os.Stat(filepath.Join(place.Dir, run.LastCheckpoint))
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"pipe/planner"
+	"pipe/spec"
 )
 
 // fixedHost replaces the machine for the plan and devices commands: 24 GiB
@@ -66,6 +67,22 @@ func TestPlanJSON(t *testing.T) {
 		if d["what"] == "" || d["value"] == "" || d["reason"] == "" {
 			t.Errorf("decision without what, value or reason: %v", d)
 		}
+	}
+	// The plan carries the sources as the run decodes them, without
+	// their positions in the file.
+	var p struct {
+		Sources []spec.Source `json:"sources"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &p); err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Sources) != 2 || p.Sources[0].Name != "train" || p.Sources[0].IDX == nil ||
+		p.Sources[0].IDX.Labels != "data/fashion-mnist/train-labels-idx1-ubyte.gz" ||
+		p.Sources[0].Split == nil || p.Sources[0].Split.Fraction != 0.95 || p.Sources[1].Name != "test" {
+		t.Errorf("sources: %+v", p.Sources)
+	}
+	if strings.Contains(stdout, `"at"`) {
+		t.Error("the plan's sources carry their positions in the file")
 	}
 }
 

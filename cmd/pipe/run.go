@@ -20,7 +20,6 @@ import (
 	"pipe/planner/plan"
 	"pipe/run"
 	"pipe/run/report"
-	"pipe/stdlib"
 	"pipe/workflow"
 )
 
@@ -96,12 +95,12 @@ func runRun(a *app, args []string) int {
 	if in == nil {
 		return code
 	}
-	if l != nil && l.restarts > 0 && !f.resume.set {
-		a.resumeRestart(f, in, l)
-	}
 	pl, code := a.planRun(wf, f, in)
 	if pl == nil {
 		return code
+	}
+	if l != nil && l.restarts > 0 && !f.resume.set {
+		a.resumeRestart(f, pl, l)
 	}
 	ts := workflow.TorchSetup{NodeRank: *f.nodeRank, MasterAddr: *f.masterAddr, MasterPort: *f.masterPort}
 	if l != nil {
@@ -112,14 +111,13 @@ func runRun(a *app, args []string) int {
 		fmt.Fprintf(a.env.Stderr, "pipe run: %v\n", err)
 		return exitErrors
 	}
-	return a.execute(f, in, pl.Plan, engines)
+	return a.execute(f, in, pl, engines)
 }
 
 // runInput is what pipe run runs: the checked program, and the plan file
 // when --plan gave one.
 type runInput struct {
 	prog     *lang.Program
-	dec      *stdlib.Program // prog decoded into specs, for the run
 	src      []byte
 	display  string
 	sources  render.Sources
@@ -152,9 +150,6 @@ func (a *app) loadRun(f *runFlags, files []string) (*runInput, int) {
 		return nil, exitErrors
 	}
 	in.prog, in.src, in.display, in.sources, in.ds = prog, src, display, render.Sources{display: src}, ds
-	if !ds.HasErrors() {
-		in.dec, ds = stdlib.Decode(prog)
-	}
 	if ds.HasErrors() {
 		a.printDiags(ds, in.sources)
 		return nil, exitErrors
@@ -202,7 +197,8 @@ func (a *app) planRun(wf *workflow.Workflow, f *runFlags, in *runInput) (*workfl
 }
 
 // execute runs the plan and shows how it went; it returns the exit code.
-func (a *app) execute(f *runFlags, in *runInput, p *plan.Plan, engines []engine.Backend) int {
+func (a *app) execute(f *runFlags, in *runInput, pl *workflow.Planned, engines []engine.Backend) int {
+	p := pl.Plan
 	terminal := isTerminal(a.env.Stderr)
 	info := a.progressLogger()
 	runLog := a.log
@@ -211,7 +207,7 @@ func (a *app) execute(f *runFlags, in *runInput, p *plan.Plan, engines []engine.
 	}
 	progress := report.NewProgress(a.env.Stderr, info, terminal)
 	progress.Every = *f.logEvery
-	place, err := workflow.PlaceRun(in.dec, *f.ckptDir, f.resume.set, f.resume.path)
+	place, err := workflow.PlaceRun(pl.Program, *f.ckptDir, f.resume.set, f.resume.path)
 	if err != nil {
 		views.PlaceError(a.env.Stderr, err)
 		return exitErrors
@@ -223,7 +219,7 @@ func (a *app) execute(f *runFlags, in *runInput, p *plan.Plan, engines []engine.
 		return exitErrors
 	}
 	ctx, stop := runContext(a)
-	res, rds := run.Run(ctx, p, in.dec, progress.Hooks(), f.execOptions(runLog, engines, place)...)
+	res, rds := run.Run(ctx, p, pl.Program, progress.Hooks(), f.execOptions(runLog, engines, place)...)
 	stop()
 	progress.Close()
 	a.printDiags(rds, in.sources)

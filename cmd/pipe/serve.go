@@ -73,7 +73,7 @@ func runServe(a *app, args []string) int {
 	if path == "" {
 		path = workflow.DefaultCheckpoint(prog, "")
 	}
-	workers, rep, err := wf.ServeWorkers(pl, prog, path)
+	workers, rep, err := wf.ServeWorkers(pl, path)
 	if rep != nil {
 		views.Int8(a.env.Stderr, rep)
 	}

@@ -1,8 +1,9 @@
 // Package plan is the plan as data: what planner.Plan decides and what
 // run.Run consumes, as plain structs that marshal to versioned JSON
 // (Terraform keeps its plans apart from its engine the same way). It
-// imports only the standard library, so the executor reads a plan without
-// importing the planner, and never re-decides anything in it.
+// imports only the standard library and the typed specs (package spec), so
+// the executor reads a plan without importing the planner, and never
+// re-decides anything in it.
 //
 // A plan carries the sha256 of the .pipe source it was made from; Load
 // reads a plan file and Verify refuses it when the source has changed.
@@ -18,6 +19,8 @@ import (
 	"io"
 	"math"
 	"os"
+
+	"pipe/spec"
 )
 
 // Version is the version of the plan format this package writes and
@@ -93,6 +96,9 @@ type Plan struct {
 	// Inference is how predict runs the trained model; nil when the file
 	// does not predict.
 	Inference *Inference `json:"inference,omitempty"`
+	// Sources are the file's source blocks as decoded specs, as the run
+	// reads them: the data the plan was made for.
+	Sources []spec.Source `json:"sources,omitempty"`
 }
 
 // Inference is the arithmetic predict runs the trained model in.
