@@ -2,26 +2,12 @@ package native
 
 import "pipe/planner/cost"
 
-// The int8 product
-//
-// An int8 layer computes C[p][o] = Σ_k A[p][k]·W[o][k] over int32, with A
-// the layer's input quantised to unsigned bytes (a row per output pixel,
-// im2row for a convolution, the input rows for dense) and W its weights
-// quantised to signed bytes, per output channel. The rows of A are the
-// vector operand's broadcast: four consecutive bytes of a row are
-// broadcast to every lane, and VPDPBUSD multiplies them with four bytes of
-// each of 16 output channels and adds the four products into that
-// channel's int32 lane (AVX-512 VNNI, int8_amd64.s). So W is packed once,
-// at quantisation, as blocks of 32 channels, [K/4][32][4] bytes each, and
-// A needs no packing at all: its rows are written straight from the
-// input. The kernel keeps a tile of 4 rows × 32 channels (eight zmm
-// accumulators, enough to hide VPDPBUSD's latency) and loops over K
-// inside the assembly. Products of u8 and s8 summed four at a time into
-// int32 cannot saturate, so the sums are exact and equal the plain
-// integer loop's bit for bit (a test checks it); dotGo is that loop.
-// Without VNNI, dotAVX2 computes the same sums from the same packing with
-// AVX2's 16-bit multiply-add (a tile of 4 rows × 16 channels, exact too);
-// dotGo runs where there is neither. qpath picks.
+// The int8 product: C[p][o] = Σ_k A[p][k]·W[o][k] over int32, A the input
+// quantised to unsigned bytes (unpacked rows: im2row or dense's input), W
+// the weights to signed bytes, packed once per 32 output channels as
+// [K/4][32][4]. dotVNNI (AVX-512 VNNI), dotAVX2 and dotGo (the plain loop)
+// give the same sums bit for bit; qpath picks. The packing, the tiles and
+// why the sums are exact: docs/design/int8-inference.md.
 
 // qkernel names a kernel of the int8 product.
 type qkernel uint8
