@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync"
 
 	"pipe/dataset"
 	"pipe/planner"
@@ -22,10 +23,15 @@ type facts struct {
 // it did not decode, and the plan goes without the data's facts). The
 // sources are counted before the host is measured: a raster source loads
 // GDAL's drivers, which the process's runtime, measured with the host,
-// then includes (planner/process.go).
+// then includes (planner/process.go). The language server's come from
+// the Workflow's cache (editorFacts), so that no edit waits on the data.
 func (w *Workflow) gather(prog *spec.Program, purpose Purpose) facts {
 	var f facts
-	if purpose.readsData() && prog != nil {
+	switch {
+	case prog == nil || purpose == ForExport:
+	case purpose == ForEditor:
+		f.data = w.editorFacts(prog)
+	default:
 		f.data = dataOptions(prog)
 	}
 	f.host = w.hostInfo()
@@ -36,7 +42,8 @@ func (w *Workflow) gather(prog *spec.Program, purpose Purpose) facts {
 // (dataset.CountSamples), for the planner: an explicit batch larger than
 // the data is an error, an auto batch leaves enough steps an epoch. A
 // source that cannot be counted (a missing file) plans without it; the
-// run reports the file.
+// run reports the file. What the sources hold in memory is measured when
+// the planner asks, once for each input size.
 func dataOptions(prog *spec.Program) []planner.Option {
 	train := prog.TrainSource()
 	if train == nil {
@@ -70,6 +77,27 @@ func predictSource(prog *spec.Program) *spec.Source {
 	return prog.TrainSource()
 }
 
+// memo remembers f's answer for each argument; it is safe for
+// concurrent use.
+func memo(f func(int64) (int64, string)) func(int64) (int64, string) {
+	type answer struct {
+		n    int64
+		what string
+	}
+	var mu sync.Mutex
+	seen := map[int64]answer{}
+	return func(k int64) (int64, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if a, ok := seen[k]; ok {
+			return a.n, a.what
+		}
+		n, what := f(k)
+		seen[k] = answer{n, what}
+		return n, what
+	}
+}
+
 // dataMemoryOption says what the sources a run opens (train's, and
 // evaluate's and predict's where they read others) hold in memory, for
 // the process's total (dataset.ResidentBytes). A source that cannot be read
@@ -88,7 +116,7 @@ func dataMemoryOption(prog *spec.Program) planner.Option {
 	if p := prog.Predict; p != nil && p.Source != "" {
 		add(prog.Source(p.Source))
 	}
-	return planner.WithDataMemory(func(inElems int64) (int64, string) {
+	return planner.WithDataMemory(memo(func(inElems int64) (int64, string) {
 		var total int64
 		var what []string
 		for _, s := range srcs {
@@ -100,14 +128,14 @@ func dataMemoryOption(prog *spec.Program) planner.Option {
 			what = append(what, fmt.Sprintf("source %s, %s", s.Name, r.What))
 		}
 		return total, strings.Join(what, "; ")
-	})
+	}))
 }
 
 // predictMemoryOption says what the predict block's prediction holds
 // (dataset.PredictBytes): the blended volume of a volume or zarr source.
 func predictMemoryOption(prog *spec.Program) planner.Option {
 	src := predictSource(prog)
-	return planner.WithPredictMemory(func(k int64) (int64, string) {
+	return planner.WithPredictMemory(memo(func(k int64) (int64, string) {
 		if src == nil {
 			return 0, ""
 		}
@@ -116,5 +144,5 @@ func predictMemoryOption(prog *spec.Program) planner.Option {
 			return 0, ""
 		}
 		return r.Bytes, r.What
-	})
+	}))
 }

@@ -20,15 +20,11 @@ const (
 	// is made for the CPU without reading the data.
 	ForExport
 	// ForEditor is the language server, which plans on every edit: the
-	// host is measured once a Workflow, and the data are not read
-	// (counting samples can take seconds), so an auto batch is sized by
-	// memory alone and a batch larger than the data is not flagged.
+	// host is measured once a Workflow, and the data's facts come from a
+	// cache filled in the background (editorfacts.go), so that no edit
+	// waits on counting a large data set.
 	ForEditor
 )
-
-// readsData says the purpose gives the planner the data's facts: the
-// training samples, the sources' resident bytes, the predicted raster.
-func (p Purpose) readsData() bool { return p != ForExport && p != ForEditor }
 
 // runs says the purpose runs the plan it makes, so that a run's choices
 // are made on top of the planner's (decideRun): every local GPU, and a

@@ -31,6 +31,8 @@ type Workflow struct {
 
 	hostOnce sync.Once
 	host     planner.HostInfo
+	// facts caches the data's facts for the language server.
+	facts factCache
 }
 
 // Option sets an optional knob of New.

@@ -3,6 +3,7 @@ package workflow_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -69,9 +70,9 @@ func probe(calls *int, gpus int, err error) workflow.Option {
 	})
 }
 
-// TestCommandsPlanWithTheSameFacts: pipe plan, run and serve give the
-// planner the training set's size; export and the editor skip the data,
-// as their purposes say.
+// TestCommandsPlanWithTheSameFacts: pipe plan, run, serve and the editor
+// give the planner the training set's size; export skips the data, as its
+// purpose says.
 func TestCommandsPlanWithTheSameFacts(t *testing.T) {
 	prog := program(t, tinyPipe)
 	var calls int
@@ -79,7 +80,7 @@ func TestCommandsPlanWithTheSameFacts(t *testing.T) {
 	for _, c := range []struct {
 		purpose workflow.Purpose
 		samples int64
-	}{{workflow.ForPlan, 240}, {workflow.ForRun, 240}, {workflow.ForServe, 240}, {workflow.ForExport, 0}, {workflow.ForEditor, 0}} {
+	}{{workflow.ForPlan, 240}, {workflow.ForRun, 240}, {workflow.ForServe, 240}, {workflow.ForExport, 0}, {workflow.ForEditor, 240}} {
 		pl, ds := wf.Plan(context.Background(), prog, workflow.Request{Purpose: c.purpose})
 		if pl.Plan == nil || ds.HasErrors() {
 			t.Fatalf("purpose %d: %v", c.purpose, ds)
@@ -96,6 +97,46 @@ func TestCommandsPlanWithTheSameFacts(t *testing.T) {
 	}
 	if calls != 0 {
 		t.Errorf("the torch engine was probed %d times for a CPU plan", calls)
+	}
+}
+
+// TestEditorCountsAfreshWhenTheDataChange: the language server's data
+// facts are cached, and counted again once the file they read changes.
+func TestEditorCountsAfreshWhenTheDataChange(t *testing.T) {
+	dir := t.TempDir()
+	csv := filepath.Join(dir, "rows.csv")
+	rows := func(n int) {
+		var b strings.Builder
+		b.WriteString("a,b,y\n")
+		for i := range n {
+			fmt.Fprintf(&b, "%d,%d,%d\n", i, i*2, i%2)
+		}
+		if err := os.WriteFile(csv, []byte(b.String()), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	src := strings.ReplaceAll(`pipeline rows
+source train csv { path "CSV"  label "y" }
+model net {
+  input [2]
+  dense 2
+}
+train { epochs 1  batch 4  optimizer sgd lr 0.1  loss cross_entropy }
+`, "CSV", csv)
+	prog := program(t, src)
+	wf := workflow.New(workflow.WithHost(cpuHost(0)))
+	for _, n := range []int64{40, 40, 64} {
+		rows(int(n))
+		var pl *workflow.Planned
+		for range 200 { // the count runs in the background
+			pl, _ = wf.Plan(context.Background(), prog, workflow.Request{Purpose: workflow.ForEditor})
+			if pl.Plan != nil && pl.Plan.TrainSamples != 0 {
+				break
+			}
+		}
+		if pl.Plan == nil || pl.Plan.TrainSamples != n {
+			t.Fatalf("%d rows: the editor planned with %v training samples", n, pl.Plan)
+		}
 	}
 }
 

@@ -80,10 +80,11 @@ func (s *stdio) Close() error {
 }
 
 // lspPlanner plans for the language server through the workflow every
-// command plans through, for the file's device, with the facts an editor
-// can afford (workflow.ForEditor: the host measured once per session, the
-// data not read). A newer change cancels ctx, which stops the planner
-// where it is; the server drops what it returns.
+// command plans through, for the file's device, with pipe plan's facts
+// (workflow.ForEditor: the host measured once per session, the data's
+// facts counted in the background and cached). A newer change cancels
+// ctx, which stops the planner where it is; the server drops what it
+// returns.
 func (a *app) lspPlanner() lsp.Planner {
 	wf := a.workflow("")
 	return func(ctx context.Context, prog *lang.Program) (*lsp.Costs, diag.Diagnostics) {
