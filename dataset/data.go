@@ -47,12 +47,25 @@ type Dataset interface {
 }
 
 // Batch is a group of samples laid out contiguously: X holds N inputs
-// one after another (NCHW), Y and Mask N targets.
+// one after another (NCHW), Y and Mask N targets. A loader given
+// LoaderOptions.Rows reads part of each batch: the N rows from Offset of
+// a batch of Global samples.
 type Batch struct {
 	N       int
 	X, Y    []float32
 	Mask    []float32
 	Indices []int
+
+	Offset, Global int
+}
+
+// Whole is the size of the batch this one is part of: Global when set,
+// else N.
+func (b *Batch) Whole() int {
+	if b.Global > 0 {
+		return b.Global
+	}
+	return b.N
 }
 
 // Iterator yields the batches of one epoch in order.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"pipe/dataset/source"
 )
@@ -39,6 +40,10 @@ type LoaderOptions struct {
 	// Augment lists augmentations (flip_h, flip_v, rot90, crop) applied to
 	// each sample; leave it empty for validation and prediction.
 	Augment []string
+	// Rows, when set, gives the rows [lo, hi) of a batch of n samples that
+	// this process reads (a node's share of a data-parallel batch,
+	// engine.Capabilities.Rows); the others are never read.
+	Rows func(n int) (lo, hi int)
 }
 
 // Loader reads a Dataset in batches. Its methods may be called from one
@@ -52,7 +57,14 @@ type Loader struct {
 	aug     *augmenter
 	err     error
 	free    chan *Batch
+	read    atomic.Int64 // samples handed out, every epoch
 }
+
+// SamplesRead is how many samples the loader has read and handed out in
+// batches (a run's training samples, or with Rows its share of them).
+// Batches read ahead and never handed out, at most Workers × Prefetch at
+// an epoch's end, are not counted: their number depends on timing.
+func (l *Loader) SamplesRead() int64 { return l.read.Load() }
 
 // NewLoader returns a loader of ds. Invalid options (an augmentation that
 // does not fit the samples' shape, a batch size below 1) are reported by
@@ -91,9 +103,13 @@ func (l *Loader) Epoch(e int) Iterator { return l.EpochContext(context.Backgroun
 
 // EpochContext is Epoch whose workers also stop when ctx is cancelled;
 // Next then returns ctx's error.
-func (l *Loader) EpochContext(ctx context.Context, e int) Iterator {
+func (l *Loader) EpochContext(ctx context.Context, e int) Iterator { return l.EpochFrom(ctx, e, 0) }
+
+// EpochFrom is EpochContext starting at batch first (a run resumed inside
+// the epoch): the batches before it are in the epoch's order, unread.
+func (l *Loader) EpochFrom(ctx context.Context, e, first int) Iterator {
 	ctx, cancel := context.WithCancel(ctx)
-	it := &iterator{l: l, epoch: e, ctx: ctx, cancel: cancel, nb: l.Batches(), err: l.err}
+	it := &iterator{l: l, epoch: e, ctx: ctx, cancel: cancel, nb: l.Batches(), next: max(first, 0), err: l.err}
 	n := l.ds.Len()
 	if l.opt.Shuffle {
 		it.order = source.NewRNG(source.SaltShuffle, uint64(l.opt.Seed), uint64(e)).Perm(n)
@@ -116,7 +132,7 @@ func (l *Loader) EpochContext(ctx context.Context, e int) Iterator {
 	jobs := make(chan int)
 	it.wg.Go(func() { // dispatcher
 		defer close(jobs)
-		for k := 0; k < it.nb; k++ {
+		for k := it.next; k < it.nb; k++ {
 			select {
 			case it.tokens <- struct{}{}:
 			case <-ctx.Done():
@@ -209,6 +225,7 @@ func (it *iterator) Next(ctx context.Context) (*Batch, error) {
 			return nil, err
 		}
 		it.next++
+		it.l.read.Add(int64(b.N))
 		return b, nil
 	}
 	select {
@@ -220,6 +237,7 @@ func (it *iterator) Next(ctx context.Context) (*Batch, error) {
 			return nil, r.err
 		}
 		it.next++
+		it.l.read.Add(int64(r.b.N))
 		return r.b, nil
 	case <-ctx.Done():
 		return nil, ctx.Err()
@@ -282,6 +300,15 @@ func (it *iterator) fill(k int, aug *augmenter) (b *Batch, err error) {
 	lo := k * l.opt.BatchSize
 	hi := min(lo+l.opt.BatchSize, len(it.order))
 	b = l.batch()
+	b.Offset, b.Global = 0, hi-lo
+	if l.opt.Rows != nil {
+		a, c := l.opt.Rows(hi - lo)
+		if a < 0 || a > c || c > hi-lo {
+			it.Release(b)
+			return nil, fmt.Errorf("loader: rows [%d, %d) of a batch of %d", a, c, hi-lo)
+		}
+		b.Offset, lo, hi = a, lo+a, lo+c
+	}
 	n := hi - lo
 	b.N = n
 	b.X, b.Y, b.Indices = b.X[:n*l.xs], b.Y[:n*l.ys], b.Indices[:n]

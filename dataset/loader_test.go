@@ -285,3 +285,50 @@ func TestLoaderCancel(t *testing.T) {
 		t.Fatalf("Next with a cancelled context: %v", err)
 	}
 }
+
+// TestLoaderReadsItsRowsOnly: with Rows, each batch holds only the rows
+// asked for, the same samples the whole batch has there, and the others
+// are never read; EpochFrom starts at its batch without reading the
+// batches before it.
+func TestLoaderReadsItsRowsOnly(t *testing.T) {
+	ds := newMem(50)
+	opt := LoaderOptions{BatchSize: 8, Shuffle: true, Seed: 7, Workers: 2}
+	whole := collect(t, NewLoader(ds, opt), 1)
+	half := func(n int) (int, int) { return n / 2, n } // the second half: rows 4–7, and 1 of a last batch of 2
+	for _, workers := range []int{0, 2} {
+		ds.reads = make(chan int, 100)
+		opt.Workers, opt.Rows = workers, half
+		l := NewLoader(ds, opt)
+		it := l.EpochFrom(context.Background(), 1, 2)
+		var got []int
+		for k := 2; ; k++ {
+			b, err := it.Next(context.Background())
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			w := whole[k]
+			if lo, _ := half(w.n); b.Offset != lo || b.Global != w.n || b.Whole() != w.n || !slices.Equal(b.Indices, w.idx[lo:]) {
+				t.Fatalf("workers %d, batch %d: rows from %d of %d, %v; want from %d of %d, %v", workers, k, b.Offset, b.Global, b.Indices, lo, w.n, w.idx[lo:])
+			}
+			got = append(got, b.Indices...)
+			it.Release(b)
+		}
+		it.Close()
+		close(ds.reads)
+		var read []int
+		for i := range ds.reads {
+			read = append(read, i)
+		}
+		slices.Sort(read)
+		slices.Sort(got)
+		if !slices.Equal(read, got) || int64(len(got)) != l.SamplesRead() {
+			t.Errorf("workers %d: read %v (counted %d), handed out %v", workers, read, l.SamplesRead(), got)
+		}
+		if want := 4*4 + 1; len(got) != want { // batches 2–5 of 8, and the last of 2
+			t.Errorf("workers %d: %d samples read, want %d", workers, len(got), want)
+		}
+	}
+}

@@ -122,6 +122,11 @@ type Capabilities struct {
 	// Liveness tells at once when a worker process the model computes in
 	// has died.
 	Liveness Liveness
+	// Rows, set on one node of several, gives the rows [lo, hi) of a
+	// training batch of n samples that this node's ranks train on, so that
+	// the run loop reads only those (dataset.LoaderOptions.Rows); the
+	// model is then given batches of those rows (Batch.Offset, Global).
+	Rows func(n int) (lo, hi int)
 }
 
 // Liveness is the Capabilities facet of a Model that computes in other

@@ -283,8 +283,11 @@ type Result struct {
 	Final *Evaluation
 	// Seconds of this invocation: training, evaluation and wall.
 	TrainSeconds, EvalSeconds, WallSeconds float64
-	// SamplesTrained and SamplesPerSecond are this invocation's.
+	// SamplesTrained and SamplesPerSecond are this invocation's;
+	// SamplesRead is how many training samples this process read (on one
+	// node of several, its share).
 	SamplesTrained   int64
+	SamplesRead      int64
 	SamplesPerSecond float64
 	Memory           Memory
 	// Checkpoint is the last checkpoint written or read; CheckpointDir

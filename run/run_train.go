@@ -45,11 +45,15 @@ func (r *runner) train(ctx context.Context) bool {
 	k := int(max(p.AccumulationSteps, 1))
 	bs := r.globalBatch()
 	n := r.data.train.Len()
+	// On one node of several, the loader reads only this node's rows of
+	// each global batch.
 	loader := dataset.NewLoader(r.data.train, dataset.LoaderOptions{
 		BatchSize: bs, Shuffle: true, Seed: r.set.seed,
 		Workers: p.Loader.Workers, Prefetch: p.Loader.Prefetch,
 		Augment: dataset.Augmentations(r.data.trainSrc),
+		Rows:    r.model.Capabilities().Rows,
 	})
+	defer func() { r.res.SamplesRead += loader.SamplesRead() }()
 	counter := r.newCounter(true)
 	valN := 0
 	if r.data.val != nil {
@@ -76,16 +80,7 @@ func (r *runner) train(ctx context.Context) bool {
 		t.epochTime, t.epochStall = 0, 0
 		stop := StatusCompleted
 		if r.pos.Batch < r.nb {
-			it := loader.EpochContext(loadCtx, e)
-			for i := 0; i < r.pos.Batch; i++ { // resuming inside the epoch
-				b, err := it.Next(loadCtx)
-				if err != nil {
-					it.Close()
-					r.sourceErr(r.data.trainSrc, err)
-					return false
-				}
-				it.Release(b)
-			}
+			it := loader.EpochFrom(loadCtx, e, r.pos.Batch) // resuming inside the epoch: from its next batch
 			for r.pos.Batch < r.nb {
 				if ctx.Err() != nil {
 					stop = StatusInterrupted
@@ -267,7 +262,7 @@ func (t *trainer) syncStep(it dataset.Iterator, counter *batchCounter, group int
 		if err != nil {
 			return nil, err
 		}
-		bn := b.N
+		bn := b.Whole()
 		loss, err := r.model.TrainStep(b, float64(bn)/float64(gs))
 		if r.prof != nil {
 			r.prof.micro(bn)
@@ -310,7 +305,7 @@ func (t *trainer) queueStep(it dataset.Iterator, counter *batchCounter, group in
 		if err != nil {
 			return nil, err
 		}
-		bn := b.N
+		bn := b.Whole()
 		err = t.q.QueueTrain(b, float64(bn)/float64(gs), j == 0, j == group-1)
 		it.Release(b) // the model copied it
 		if err != nil {

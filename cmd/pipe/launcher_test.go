@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"flag"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -116,6 +117,14 @@ evaluate { source blobs }
 	}
 	if !strings.Contains(strings.Join([]string{string(outs[0]), string(outs[1])}, ""), "rank 1 of 2") {
 		t.Errorf("no rank 1 of 2 in the output:\n%s\n%s", outs[0], outs[1])
+	}
+	// Each node read its share of the samples: 10 steps of a global batch
+	// of 16, 8 a node.
+	both := string(outs[0]) + string(outs[1])
+	for node := range 2 {
+		if want := fmt.Sprintf("node %d of 2 read 80 training samples; the job trained 160", node); !strings.Contains(both, want) {
+			t.Errorf("no %q in the output:\n%s\n%s", want, outs[0], outs[1])
+		}
 	}
 	code, stdout, stderr := runPipe(t, "", runArgs(dir, "--engine", "torch", "--python", py, "--batch", "16", "--max-steps", "10", file)...)
 	if code != exitOK {

@@ -226,6 +226,9 @@ func (a *app) execute(f *runFlags, in *runInput, pl *workflow.Planned, engines [
 
 	wr := workflow.Finish(res, p, out, *f.nodeRank)
 	views.RunEnd(a.env.Stdout, a.env.Stderr, res, wr)
+	if n := p.Distributed.NNodes; n > 1 {
+		views.NodeShare(a.env.Stderr, *f.nodeRank, n, res)
+	}
 	reportFailed := wr.Failed()
 	if !f.profile.write(a, res, out.Trace) {
 		reportFailed = true

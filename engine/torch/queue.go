@@ -246,6 +246,19 @@ func (m *model) drainAll() error {
 	return nil
 }
 
+// nodeRows are the rows of a batch of n that this node's ranks train on:
+// their shards, which are contiguous. A node whose ranks have no rows (a
+// batch smaller than the world) takes the first rows, which its ranks run
+// with scale 0 (QueueTrain).
+func (m *model) nodeRows(n int) (lo, hi int) {
+	lo, _ = m.shard(n, 0)
+	_, hi = m.shard(n, len(m.workers)-1)
+	if hi == lo {
+		return 0, min(2, n)
+	}
+	return lo, hi
+}
+
 // shard is local rank k's rows of a batch of n: the batch is cut into
 // world contiguous runs whose sizes differ by at most one.
 func (m *model) shard(n, k int) (lo, hi int) {
@@ -311,11 +324,15 @@ func (m *model) QueueTrain(b *dataset.Batch, scale float64, zero, last bool) err
 	if b == nil || b.N <= 0 {
 		return fmt.Errorf("%w: an empty batch", engine.ErrBadBatch)
 	}
+	whole := b.Whole() // the batch this node's part is of
 	for k, w := range m.workers {
-		lo, hi := m.shard(b.N, k)
-		s := scale * float64(hi-lo) * float64(m.world) / float64(b.N)
+		lo, hi := m.shard(whole, k)
+		s := scale * float64(hi-lo) * float64(m.world) / float64(whole)
 		if hi == lo {
 			lo, hi, s = 0, min(2, b.N), 0
+		} else if lo, hi = lo-b.Offset, hi-b.Offset; lo < 0 || hi > b.N {
+			return fmt.Errorf("%w: rank %d trains rows [%d, %d) of %d; the batch holds rows [%d, %d)",
+				engine.ErrBadBatch, m.base+k, lo+b.Offset, hi+b.Offset, whole, b.Offset, b.Offset+b.N)
 		}
 		ref, slot, n, err := m.fill(k, b, lo, hi)
 		if err != nil {

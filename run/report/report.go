@@ -43,7 +43,10 @@ type Report struct {
 	// SamplesTrained and SamplesPerSecond are this invocation's (a
 	// resumed run counts from where it resumed);
 	// EstimatedSamplesPerSecond is the plan's roofline estimate.
+	// SamplesRead is how many training samples this process read: on one
+	// node of a multi-node run its share, about SamplesTrained / nodes.
 	SamplesTrained            int64    `json:"samples_trained"`
+	SamplesRead               int64    `json:"samples_read"`
 	SamplesPerSecond          float64  `json:"samples_per_second"`
 	EstimatedSamplesPerSecond float64  `json:"estimated_samples_per_second"`
 	ResumedFrom               *Resumed `json:"resumed_from,omitempty"`
@@ -221,7 +224,7 @@ func New(res *run.Result, p *plan.Plan) *Report {
 		WallSeconds: res.WallSeconds, TrainSeconds: res.TrainSeconds, EvalSeconds: res.EvalSeconds,
 		EpochsPlanned: res.EpochsPlanned, Epochs: res.Epochs, StepsPerEpoch: res.StepsPerEpoch,
 		Steps: res.Position.Step, MicroSteps: res.Position.MicroStep,
-		SamplesTrained: res.SamplesTrained, SamplesPerSecond: res.SamplesPerSecond,
+		SamplesTrained: res.SamplesTrained, SamplesRead: res.SamplesRead, SamplesPerSecond: res.SamplesPerSecond,
 		EstimatedPeakBytes: res.Memory.Estimated, MeasuredPeakBytes: res.Memory.Measured, MeasuredBy: res.Memory.MeasuredBy,
 		Metrics: map[string]*float64{}, LossesPerEpoch: []Epoch{}, StepLosses: make([]*float64, len(res.StepLosses)),
 		Checkpoint: res.Checkpoint, Predictions: res.Predictions, Int8: res.Int8, Profile: res.Profile,

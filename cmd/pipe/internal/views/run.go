@@ -64,6 +64,12 @@ func RunEnd(stdout, stderr io.Writer, res *run.Result, wr *workflow.Written) {
 	}
 }
 
+// NodeShare says, on each node of a multi-node run, how many training
+// samples the node read: its share of those the job trained.
+func NodeShare(w io.Writer, node, nodes int, res *run.Result) {
+	fmt.Fprintf(w, "pipe run: node %d of %d read %d training samples; the job trained %d\n", node, nodes, res.SamplesRead, res.SamplesTrained)
+}
+
 // Interrupted says where an interrupted run stopped, what it saved and
 // how to go on (ckptDir is --checkpoint-dir, display the file).
 func Interrupted(w io.Writer, res *run.Result, ckptDir, display string) {
