@@ -33,8 +33,9 @@ EXAMPLES    = $(wildcard examples/*.pipe)
 GO_FILES    = $(wildcard $(shell git ls-files --cached --others --exclude-standard -- '*.go' 2>/dev/null))
 
 # System packages: BLAS for netlib, GDAL for godal, the Fashion-MNIST data set.
-# python3-torch (PyTorch 1.13, CPU) runs the torch engine's tests.
-APT_PACKAGES := libopenblas-dev libgdal-dev gdal-bin libdeflate-dev libzstd-dev dataset-fashion-mnist pkg-config g++ python3-torch python3-torchvision
+# python3-torch (PyTorch 1.13, CPU) runs the torch engine's tests; libtcmalloc-minimal4 is the
+# malloc the torch engine preloads into its CPU workers (docs/design/torch-cpu-allocator.md).
+APT_PACKAGES := libopenblas-dev libgdal-dev gdal-bin libdeflate-dev libzstd-dev dataset-fashion-mnist pkg-config g++ python3-torch python3-torchvision libtcmalloc-minimal4
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 FMNIST_SRC   := /usr/share/datasets/fashion-mnist

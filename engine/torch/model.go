@@ -210,6 +210,7 @@ func (m *model) start(b Backend, nproc int) error {
 			if m.cfg.Threads > 0 {
 				env = append(env, fmt.Sprintf("OMP_NUM_THREADS=%d", m.cfg.Threads))
 			}
+			env = allocatorEnv(env, m.cfg.Device)
 			m.workers[k], errs[k] = startWorker(b.Python, m.base+k, env, b.Log)
 		}()
 	}
