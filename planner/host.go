@@ -42,6 +42,10 @@ type HostInfo struct {
 	// Int8 is the native engine's int8 kernel on this CPU, zero when not
 	// known: DetectHost does not import the engine, its callers fill it.
 	Int8 cost.Int8Kernel
+	// TorchAllocator is the malloc the torch engine's workers on the CPU
+	// run with ("tcmalloc"), "" for the C library's: its callers fill it
+	// (torch.CPUAllocator), as they do Int8.
+	TorchAllocator string
 }
 
 // GPUInfo is one GPU as nvidia-smi reports it.

@@ -6,6 +6,8 @@ import (
 	"runtime/metrics"
 	"strconv"
 	"strings"
+
+	"pipe/stdlib"
 )
 
 // A native run's process
@@ -230,8 +232,33 @@ func (pl *planner) processDecision() {
 const TorchCPURuntime = 236 << 20
 
 // torchCPUTerms adds the torch worker's runtime to a torch plan on the
-// CPU.
+// CPU, and names the allocator whose peak the plan is: the step's with
+// tcmalloc; glibc's malloc keeps freed tensors, which the plan does not
+// price (docs/design/torch-cpu-allocator.md).
 func (pl *planner) torchCPUTerms() {
 	pl.cost.static.runtime = TorchCPURuntime
-	pl.processNote = fmt.Sprintf("the torch worker's runtime %s: PyTorch's libraries once imported and at work, a calibration of Debian's PyTorch 1.13 (CPU); the dataset stays in pipe's own process, which sends the worker its batches", FormatBytes(TorchCPURuntime))
+	alloc := "the worker allocates with tcmalloc, which reuses the pages of the tensors a step frees, so its peak is the step's"
+	if pl.host.TorchAllocator == "" {
+		alloc = "the worker allocates with the C library's malloc, priced as if it reused freed tensors' pages: glibc keeps them (its mmap threshold rises to the largest block freed), so the measured peak may pass the plan by up to a third; with tcmalloc's library installed (Debian's libtcmalloc-minimal4) the engine preloads it"
+	}
+	note := fmt.Sprintf("the torch worker's runtime %s: PyTorch's libraries once imported and at work, a calibration of Debian's PyTorch 1.13 (CPU); %s", FormatBytes(TorchCPURuntime), alloc)
+	if pl.savesCheckpoints() {
+		m := pl.cost
+		m.static.checkpoint = add(add(mul(m.params, 4), m.static.optimizer), torchBatchnormStats(pl.graph))
+		note += fmt.Sprintf("; checkpoint copy %s: the worker writes the model's state (fp32 parameters, batchnorm statistics, optimizer state) into memory it shares with pipe, whose pages stay resident in it", FormatBytes(m.static.checkpoint))
+	}
+	pl.processNote = note + "; the dataset stays in pipe's own process, which sends the worker its batches"
+}
+
+// torchBatchnormStats is the bytes of g's batchnorms' running means and
+// variances, fp32: the state a torch checkpoint holds beside the
+// parameters and the optimizer's buffers.
+func torchBatchnormStats(g *stdlib.Graph) int64 {
+	var n int64
+	for _, nd := range g.Nodes {
+		if nd.Op == "batchnorm" && len(nd.Out) > 0 {
+			n = add(n, mul(8, nd.Out[0]))
+		}
+	}
+	return n
 }

@@ -15,6 +15,7 @@ var (
 	hostInfo = func() planner.HostInfo {
 		h := planner.DetectHost()
 		h.Int8 = native.Int8Kernel()
+		h.TorchAllocator, _ = torch.CPUAllocator()
 		return h
 	}
 	// probeTorch starts the torch engine's Python once, before any data
