@@ -82,8 +82,9 @@ func Lowered(name string, src []byte, n int) ([]byte, bool) {
 }
 
 // Run runs example (a .pipe path) with pipe (a command and the
-// environment it needs) from dir, on the CPU for steps optimizer steps.
-func Run(pipe string, env []string, dir, example string, steps int) (Result, error) {
+// environment it needs) from dir, on the CPU for steps optimizer steps,
+// with pipe run's flags args besides (--engine torch).
+func Run(pipe string, env []string, dir, example string, steps int, args ...string) (Result, error) {
 	name := strings.TrimSuffix(filepath.Base(example), ".pipe")
 	res := Result{Example: name}
 	src, err := os.ReadFile(example)
@@ -97,8 +98,9 @@ func Run(pipe string, env []string, dir, example string, steps int) (Result, err
 		}
 	}
 	rep := filepath.Join(dir, name+".report.json")
-	cmd := exec.Command(pipe, "run", "--device", "cpu", "--max-steps", fmt.Sprint(steps),
-		"--report", rep, "--checkpoint-dir", filepath.Join(dir, "ckpt", name), example)
+	flags := append([]string{"run", "--device", "cpu", "--max-steps", fmt.Sprint(steps),
+		"--report", rep, "--checkpoint-dir", filepath.Join(dir, "ckpt", name)}, args...)
+	cmd := exec.Command(pipe, append(flags, example)...)
 	cmd.Dir = dir
 	cmd.Env = append(append(os.Environ(), env...), "GOMEMLIMIT=")
 	res.Output, err = cmd.CombinedOutput()
