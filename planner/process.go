@@ -34,9 +34,11 @@ const RuntimeBaseline = 60 << 20
 // as the rise of resident memory over the Go heap on the examples here.
 const LibrariesAtWork = 4 << 20
 
-// minHeadroom is the least headroom: the Go runtime's own least heap
-// goal, 4 MiB, which a small heap grows to whatever is live.
-const minHeadroom = 4 << 20
+// minHeadroom is the least headroom. The soft limit leaves the collector
+// it twice (processDecision); at 4 MiB, the Go runtime's least heap goal,
+// a long run collected without pause once the runtime's own memory filled
+// that room (docs/design/process-memory.md).
+const minHeadroom = 6 << 20
 
 // GDALAtWork is what reading rasters adds outside the Go heap while a
 // run trains: GDAL's block cache and the C heaps of the threads that
@@ -64,7 +66,8 @@ func (pl *planner) readsRasters() bool {
 	return false
 }
 
-// GCHeadroomDiv sets the garbage collector's headroom: 1/32 of the heap.
+// GCHeadroomDiv sets the garbage collector's headroom: 1/32 of the heap,
+// and at least minHeadroom.
 const GCHeadroomDiv = 32
 
 // processRuntime is this process's resident memory now (VmRSS) less
