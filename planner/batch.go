@@ -21,6 +21,34 @@ import (
 //
 // Derivation: docs/design/checkpoint-solver.md (the last section).
 
+// cpuMinBatch is the least batch an auto batch on the CPU is lowered to
+// (cpuSaturation) when auto(min N) does not say: batchnorm's batch
+// statistics degrade below 16 to 32 samples (Wu and He, "Group
+// Normalization", 2018, figure 1), and 32 is the common default.
+const cpuMinBatch = 32
+
+// cpuSaturation lowers an auto batch top on the CPU to the least batch,
+// from floor up by doubling, whose estimated samples a second (the
+// roofline, stepTime) are within 10% of top's: on the CPU a batch past
+// that buys little speed, and costs optimizer updates an epoch. It
+// returns top when the estimate says nothing, with the reason to add.
+func (pl *planner) cpuSaturation(prec plan.Precision, floor, top int64) (int64, string) {
+	sps := func(b int64) float64 {
+		return stepTime(pl.graph, pl.cost, pl.dev, prec, b, 1, nil, pl.group, pl.fused, nil).SamplesPerSecond
+	}
+	best := sps(top)
+	if best <= 0 || floor < 1 {
+		return top, ""
+	}
+	for c := floor; c < top; c *= 2 {
+		if v := sps(c); v >= 0.9*best {
+			return c, fmt.Sprintf("; then lowered to %d: on the CPU the step-time estimate reaches %.0f samples/s at %d against %.0f at %d, within 10%%, "+
+				"and a larger batch would buy little speed for fewer optimizer updates an epoch (the least batch tried is %d)", c, v, c, best, top, floor)
+		}
+	}
+	return top, ""
+}
+
 // defaultMaxBatch bounds an auto batch with neither a max nor an
 // effective_batch, so a tiny model does not get a batch of millions.
 const defaultMaxBatch = 4096
@@ -302,6 +330,16 @@ func (pl *planner) chooseBatch(budget, extra int64, prec plan.Precision) batchCh
 		why = fmt.Sprintf("the largest batch that fits is %d; the batch is limited by %s", fitMax, limit)
 		if fitMax > bNo && b > bNo {
 			why = fmt.Sprintf("the largest batch that fits is %d without checkpointing and %d with it; the batch is limited by %s", bNo, fitMax, limit)
+		}
+		if pl.dev.Kind == plan.BackendCPU && !pl.cfg.largest {
+			floor := int64(cpuMinBatch)
+			if s.min > 0 {
+				floor = s.min
+			}
+			if c, note := pl.cpuSaturation(prec, floor, b); c < b {
+				why += note
+				b = c
+			}
 		}
 		if tensor && b >= 8 && b%8 != 0 && b/8*8 >= lo {
 			why += fmt.Sprintf(", then rounded down from %d to a multiple of 8 for tensor cores", b)

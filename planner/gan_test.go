@@ -65,14 +65,14 @@ func TestGANBatchCountsTheDiscriminator(t *testing.T) {
 				return strings.NewReplacer("KIND ", kind, "BATCH", batch, "MODE", mode).Replace(ganBatchSrc)
 			}
 			gan := "mode gan  discriminator d  adversarial bce"
-			p, ds := planSrc(t, src("auto(max 100000)", gan))
+			p, ds := planSrc(t, src("auto(max 100000)", gan), fitOnly())
 			if ds.HasErrors() || p == nil {
 				t.Fatal(ds)
 			}
 			if !p.Fits || p.Memory.Total > p.Memory.Budget || p.GAN == nil {
 				t.Fatalf("batch %d: %d planned for a budget of %d", p.BatchSize, p.Memory.Total, p.Memory.Budget)
 			}
-			alone, ds := planSrc(t, src("auto(max 100000)", "model g  loss mae"))
+			alone, ds := planSrc(t, src("auto(max 100000)", "model g  loss mae"), fitOnly())
 			if ds.HasErrors() {
 				t.Fatal(ds)
 			}

@@ -31,6 +31,9 @@ type config struct {
 	serve bool
 	// costs are the engines' cost models (WithCosts).
 	costs []cost.Engine
+	// largest keeps an auto batch on the CPU at the largest that fits,
+	// without cpuSaturation: the planner's tests of the memory bounds.
+	largest bool
 }
 
 // WithCosts gives the engines' cost models, by which the planner prices

@@ -90,7 +90,7 @@ func TestChosenBatchIsLargest(t *testing.T) {
 		for _, s := range setups {
 			for _, ck := range []string{"none", "auto"} {
 				src := program(name, s.device, s.precision, "batch auto checkpoint "+ck)
-				p, ds := planSrc(t, src)
+				p, ds := planSrc(t, src, fitOnly())
 				if ds.HasErrors() || !p.Fits {
 					t.Fatalf("%s on %s: the chosen batch does not fit:\n%v", name, s.device, ds)
 				}
@@ -102,7 +102,7 @@ func TestChosenBatchIsLargest(t *testing.T) {
 				if p.Backend == plan.BackendGPU && p.Precision.Compute != "fp32" && b >= 8 {
 					step = 8
 				}
-				next, _ := planSrc(t, src, WithBatch(b+step))
+				next, _ := planSrc(t, src, WithBatch(b+step), fitOnly())
 				if next.Fits {
 					t.Errorf("%s on %s (checkpoint %s): batch %d was chosen but %d fits too (%s of %s)",
 						name, s.device, ck, b, b+step, FormatBytes(next.Memory.Total), FormatBytes(next.Memory.Budget))
@@ -413,3 +413,7 @@ func peakAllocated(m plan.Memory) int64 {
 	}
 	return a
 }
+
+// fitOnly keeps an auto batch on the CPU at the largest that fits
+// (no cpuSaturation), for the tests of the memory bounds.
+func fitOnly() Option { return func(c *config) { c.largest = true } }

@@ -82,7 +82,7 @@ func BenchmarkPlan2000Layers(b *testing.B) { benchmarkDeep(b, 2000) }
 func TestDeepModelsPlan(t *testing.T) {
 	for _, d := range deepModels {
 		src := d.source(200)
-		p, ds := planSrc(t, src)
+		p, ds := planSrc(t, src, fitOnly())
 		if ds.HasErrors() || p == nil || !p.Fits {
 			t.Fatalf("%s:\n%v", d.name, ds)
 		}
