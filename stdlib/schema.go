@@ -285,7 +285,7 @@ func trainFields() []*lang.FieldSpec {
 	return []*lang.FieldSpec{
 		requiredField("epochs", "Passes over the training set.",
 			arg("epochs", lang.TInt, "At least 1.", positional, required, atLeast(1))),
-		field("batch", "Samples per step on the device; auto picks the largest that fits.",
+		field("batch", "Samples per step on the device; auto picks the largest that fits on a GPU, and on the CPU the least from 32 whose estimated speed is within 10% of that.",
 			arg("batch", lang.TInt, "At least 1, or auto(min A max B).", positional, required, atLeast(1), auto, def("auto"))),
 		field("effective_batch", "Samples per optimizer update; gradient accumulation makes up the difference from batch.",
 			arg("effective_batch", lang.TInt, "At least 1; the batch when left out.", positional, required, atLeast(1))),
