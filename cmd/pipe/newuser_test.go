@@ -62,7 +62,9 @@ func TestRunRefusesABatchTheDataCannotForm(t *testing.T) {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
 	plan := readReport(t, dir)["plan"].(map[string]any)
-	if b := plan["batch_size"].(float64); b != 50 {
+	// At least 32 steps an epoch (the data bound it at 50; on the CPU the
+	// speed estimate may stop lower, at 32 or more).
+	if b := plan["batch_size"].(float64); b < 32 || b > 1600/32 {
 		t.Errorf("batch auto on 1600 rows: %v", b)
 	}
 }
