@@ -168,10 +168,8 @@ func (pl *planner) distributedDecision() {
 	if d.WorldSize <= 1 {
 		return
 	}
-	grads := mul(p.Parameters, 4)
-	d.BucketBytes = min(25<<20, max(grads, 1<<20))
-	w := int64(d.WorldSize)
-	d.AllReduceBytes = grads * 2 * (w - 1) / w
+	var grads int64
+	grads, d.BucketBytes, d.AllReduceBytes = ringAllReduce(p.Parameters, d.WorldSize)
 	pl.decide("data parallel", fmt.Sprintf("%d devices", d.WorldSize),
 		fmt.Sprintf("%d per node × %d nodes, DistributedDataParallel over %s: the batch of %d is per device, each optimizer step averages the gradients of %d samples; batchnorm keeps per-device statistics (DDP's default) and rank 0's are the ones saved.",
 			d.NProcPerNode, d.NNodes, d.Backend, p.BatchSize, p.EffectiveBatch))

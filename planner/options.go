@@ -17,6 +17,9 @@ type config struct {
 	src    []byte
 	nproc  int
 	nnodes int
+	// network is the bandwidth between machines (WithNetwork), 0 for
+	// DefaultNetwork.
+	network float64
 	// samples is the training set's size, 0 when unknown; samplesExact
 	// says it is exact (a raster's is an upper bound).
 	samples      int64

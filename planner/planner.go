@@ -562,6 +562,7 @@ func (pl *planner) sizeAll(prec plan.Precision, opt plan.Optimizer) {
 	}
 
 	p.StepTime = stepTime(g, m, pl.dev, prec, b, p.AccumulationSteps, recomputed, group, pl.fused, p.Layers)
+	pl.allReduceTime()
 	pl.stepDecision()
 	pl.engineDecisions()
 }
@@ -607,10 +608,29 @@ func (pl *planner) stepDecision() {
 		pl.decide("step time", "unknown", fmt.Sprintf("%s has no known peak FLOP/s or bandwidth, so no estimate.", pl.dev.Name))
 		return
 	}
-	pl.decide("step time", fmt.Sprintf("%s (estimate)", formatSeconds(st.StepSeconds)),
-		fmt.Sprintf("Roofline estimate, not a measurement: %s per micro-batch (%s FLOPs, %s moved; mostly %s-bound) × %d, plus %s for the optimizer update; about %.0f samples/s.",
-			formatSeconds(st.MicroBatchSeconds), FormatCount(int64(math.Min(st.FLOPs, float64(sat)))), FormatBytes(int64(math.Min(st.Bytes, float64(sat)))),
-			st.Bound, pl.plan.AccumulationSteps, formatSeconds(st.OptimizerSeconds), st.SamplesPerSecond))
+	why := fmt.Sprintf("Roofline estimate, not a measurement: %s per micro-batch (%s FLOPs, %s moved; mostly %s-bound) × %d, plus %s for the optimizer update; about %.0f samples/s.",
+		formatSeconds(st.MicroBatchSeconds), FormatCount(int64(math.Min(st.FLOPs, float64(sat)))), FormatBytes(int64(math.Min(st.Bytes, float64(sat)))),
+		st.Bound, pl.plan.AccumulationSteps, formatSeconds(st.OptimizerSeconds), st.SamplesPerSecond)
+	if st.AllReduceSeconds > 0 {
+		why = strings.TrimSuffix(why, "; about "+fmt.Sprintf("%.0f samples/s.", st.SamplesPerSecond)) + pl.allReduceReason()
+	}
+	pl.decide("step time", fmt.Sprintf("%s (estimate)", formatSeconds(st.StepSeconds)), why)
+}
+
+// allReduceReason is the step time's all-reduce part, in words.
+func (pl *planner) allReduceReason() string {
+	p := pl.plan
+	st, d := p.StepTime, p.Distributed
+	_, _, sent := ringAllReduce(p.Parameters, d.WorldSize)
+	link := fmt.Sprintf("NVLink between the GPUs of one machine (%s each way, an A100's)", FormatBandwidth(st.NetworkBandwidth))
+	if st.Network != "NVLink" {
+		link = fmt.Sprintf("a %s network (--network; pipe assumes 100 Gb/s)", FormatBandwidth(st.NetworkBandwidth))
+		if d.NNodes <= 1 {
+			link += ", which gloo's sockets go through even on one machine"
+		}
+	}
+	return fmt.Sprintf(", plus %s for the all-reduce: %s a device over %s, counted in full though DDP overlaps all but its last bucket with the backward pass; about %.0f samples/s a device, %.0f for the job of %d.",
+		formatSeconds(st.AllReduceSeconds), FormatBytes(sent), link, st.SamplesPerSecond, st.SamplesPerSecond*float64(d.WorldSize), d.WorldSize)
 }
 
 func formatSeconds(s float64) string {

@@ -49,6 +49,9 @@ func (w *Workflow) Recheck(ctx context.Context, prog *lang.Program, src []byte, 
 	}
 	req := Request{Purpose: ForRun, Source: src, Device: p.Device.Name, Batch: p.BatchSize, Engine: p.EngineName(),
 		NProcPerNode: p.Distributed.NProcPerNode, NNodes: p.Distributed.NNodes}
+	if p.StepTime.Network == "network" {
+		req.Network = p.StepTime.NetworkBandwidth
+	}
 	dec, dds := decode(prog)
 	again, ds := w.plan(ctx, prog, req, w.gather(specOf(dec), ForRun), req.Device, 0)
 	r := &Recheck{Again: again, Diags: append(ds, dds...)}

@@ -99,8 +99,11 @@ type Request struct {
 	Device string
 	Batch  int64
 	Engine string
-	// NProcPerNode and NNodes ask for data parallelism.
+	// NProcPerNode and NNodes ask for data parallelism; Network is the
+	// bandwidth between machines in bytes per second (planner.WithNetwork;
+	// 0: planner.DefaultNetwork).
 	NProcPerNode, NNodes int
+	Network              float64
 	// Serve plans serving when the file has no serve block.
 	Serve bool
 }
@@ -212,6 +215,9 @@ func (w *Workflow) plan(ctx context.Context, prog *lang.Program, req Request, f 
 	}
 	if n > 1 || req.NNodes > 1 {
 		opts = append(opts, planner.WithDevices(n, req.NNodes))
+	}
+	if req.Network > 0 {
+		opts = append(opts, planner.WithNetwork(req.Network))
 	}
 	if req.Serve || req.Purpose == ForServe {
 		opts = append(opts, planner.WithServe())

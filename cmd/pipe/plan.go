@@ -42,7 +42,7 @@ func newPlanFlags(fs *flag.FlagSet) *planFlags {
 func (f *planFlags) check(fs *flag.FlagSet, files []string) string {
 	switch {
 	case len(files) != 1:
-		return oneFile("plan", files) + "\nusage: pipe plan [--device NAME] [--engine auto|native|torch] [--nproc-per-node N] [--nnodes N] [--batch N] [--serve] [--json] [--out FILE] FILE"
+		return oneFile("plan", files) + "\nusage: pipe plan [--device NAME] [--engine auto|native|torch] [--nproc-per-node N] [--nnodes N] [--network 100Gb/s] [--batch N] [--serve] [--json] [--out FILE] FILE"
 	case f.engine.check() != "":
 		return "pipe plan: " + f.engine.check()
 	case *f.batch < 1 && isSet(fs, "batch"):

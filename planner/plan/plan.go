@@ -513,6 +513,14 @@ type StepTime struct {
 	// Bound is "compute" or "memory": which side of the roofline most of
 	// the time is on; "unknown" when the device's peaks are not known.
 	Bound string `json:"bound"`
+	// AllReduceSeconds is a data-parallel step's gradient all-reduce,
+	// Distributed.AllReduceBytes over NetworkBandwidth (bytes per second
+	// each way) of the link it crosses, Network: "network" between
+	// machines, "NVLink" on one machine of GPUs. StepSeconds counts it in
+	// full; DDP overlaps all but the last bucket with the backward pass.
+	AllReduceSeconds float64 `json:"allreduce_seconds,omitempty"`
+	Network          string  `json:"network,omitempty"`
+	NetworkBandwidth float64 `json:"network_bandwidth,omitempty"`
 }
 
 // Layer is one node of the model's graph.

@@ -1,0 +1,63 @@
+package planner
+
+import (
+	"math"
+	"strings"
+	"testing"
+)
+
+// TestAllReduceTime: a data-parallel plan's step time gains the
+// all-reduce, its bytes over the link it crosses: NVLink on one machine
+// of GPUs, the network between machines, ten times longer at a tenth of
+// the bandwidth; one device has none.
+func TestAllReduceTime(t *testing.T) {
+	one := gpuPlan(t, "../examples/pills.pipe", WithBatch(32))
+	if one.StepTime.AllReduceSeconds != 0 || one.StepTime.Network != "" {
+		t.Errorf("one device: %+v", one.StepTime)
+	}
+	local := gpuPlan(t, "../examples/pills.pipe", WithBatch(32), WithDevices(8, 1))
+	nodes := gpuPlan(t, "../examples/pills.pipe", WithBatch(32), WithDevices(8, 4))
+	slow := gpuPlan(t, "../examples/pills.pipe", WithBatch(32), WithDevices(8, 4), WithNetwork(DefaultNetwork/10))
+	if local.StepTime.Network != "NVLink" || local.StepTime.NetworkBandwidth != NVLinkBandwidth {
+		t.Errorf("one machine: %q at %g B/s", local.StepTime.Network, local.StepTime.NetworkBandwidth)
+	}
+	if nodes.StepTime.Network != "network" || nodes.StepTime.NetworkBandwidth != DefaultNetwork {
+		t.Errorf("four machines: %q at %g B/s", nodes.StepTime.Network, nodes.StepTime.NetworkBandwidth)
+	}
+	want := float64(nodes.Distributed.AllReduceBytes) / DefaultNetwork
+	if got := nodes.StepTime.AllReduceSeconds; math.Abs(got-want) > 1e-3*want {
+		t.Errorf("all-reduce %g s, want %g (%d bytes at 100 Gb/s)", got, want, nodes.Distributed.AllReduceBytes)
+	}
+	if r := slow.StepTime.AllReduceSeconds / nodes.StepTime.AllReduceSeconds; math.Abs(r-10) > 0.01 {
+		t.Errorf("a tenth of the bandwidth: %g times the all-reduce", r)
+	}
+	base := local.StepTime.StepSeconds - local.StepTime.AllReduceSeconds
+	if d := nodes.StepTime.StepSeconds - base; math.Abs(d-nodes.StepTime.AllReduceSeconds) > 1e-3*nodes.StepTime.StepSeconds {
+		t.Errorf("step %g s on 4 machines, %g s on one less its all-reduce: the difference is not the all-reduce's %g s", nodes.StepTime.StepSeconds, base, nodes.StepTime.AllReduceSeconds)
+	}
+	var why string
+	for _, d := range nodes.Decisions {
+		if d.What == "step time" {
+			why = d.Reason
+		}
+	}
+	if !strings.Contains(why, "all-reduce") || !strings.Contains(why, "100 Gb/s network") || !strings.Contains(why, "for the job of 32") {
+		t.Errorf("the step time's reason: %s", why)
+	}
+}
+
+func TestParseBandwidth(t *testing.T) {
+	for s, want := range map[string]float64{"100Gb/s": 12.5e9, "25 Gbit/s": 3.125e9, "12.5GB/s": 12.5e9, "800Mb/s": 1e8, "1.6Tb/s": 2e11} {
+		if got, err := ParseBandwidth(s); err != nil || math.Abs(got-want) > 1e-9*want {
+			t.Errorf("%s: %g, %v; want %g", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"", "fast", "100", "-1Gb/s", "100Gq/s"} {
+		if _, err := ParseBandwidth(s); err == nil {
+			t.Errorf("%q was read", s)
+		}
+	}
+	if got := FormatBandwidth(12.5e9); got != "100 Gb/s" {
+		t.Errorf("FormatBandwidth(12.5e9) = %q", got)
+	}
+}
