@@ -11,6 +11,7 @@ require (
 	github.com/mattn/go-isatty v0.0.20
 	github.com/prometheus/client_golang v1.23.2
 	github.com/prometheus/client_model v0.6.2
+	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3
 	github.com/schollz/progressbar/v3 v3.14.6
 	go.lsp.dev/jsonrpc2 v0.10.0
 	go.lsp.dev/protocol v0.12.0
@@ -22,6 +23,7 @@ require (
 	google.golang.org/protobuf v1.36.8
 	gorgonia.org/gorgonia v0.9.18
 	gorgonia.org/tensor v0.9.24
+	sigs.k8s.io/yaml v1.6.0
 )
 
 require (

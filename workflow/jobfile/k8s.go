@@ -1,0 +1,190 @@
+package jobfile
+
+import (
+	"bytes"
+	"fmt"
+	"path"
+	"strconv"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"pipe/planner/plan"
+)
+
+// K8s is what a PyTorchJob needs beyond the plan.
+type K8s struct {
+	// Name is the job's name, and its ConfigMap's with "-pipe" after it
+	// (default: the pipeline's); Namespace "" for the context's.
+	Name, Namespace string
+	// Image is the container image: pipe on its PATH, and the torch
+	// engine's Python with torchrun.
+	Image string
+	// WorkDir is the container's working directory, where the file's
+	// relative data paths resolve (default /workspace).
+	WorkDir string
+	// DataClaim and CheckpointClaim are PersistentVolumeClaims mounted at
+	// DataPath (read-only; default WORKDIR/data) and CheckpointPath
+	// (default WORKDIR/out, where pipe run writes its run folders), ""
+	// for none. Checkpoints need one so that a restarted pod resumes.
+	DataClaim, DataPath             string
+	CheckpointClaim, CheckpointPath string
+	// Elastic asks for an elastic job of MinNodes to MaxNodes pods
+	// (elasticPolicy, c10d rendezvous), restarted at most MaxRestarts
+	// times.
+	Elastic            bool
+	MinNodes, MaxNodes int
+	MaxRestarts        int
+	RunArgs            []string
+}
+
+// ConfigDir is where the pods see the ConfigMap: the .pipe file and
+// plan.json.
+const ConfigDir = "/etc/pipe"
+
+// Annotations on the job and its ConfigMap.
+const (
+	AnnotationPlan   = "pipe.dev/plan-sha256"
+	AnnotationSource = "pipe.dev/source-sha256"
+)
+
+type object = map[string]any
+
+// Manifest is a multi-document YAML: a ConfigMap holding the .pipe file
+// and its plan, and a Kubeflow PyTorchJob (kubeflow.org/v1) whose pods
+// mount it and run torchrun, which reads the PET_* variables the training
+// operator sets (nodes, node rank, master) and starts NProcPerNode pipe
+// processes a pod; each reads its rank from torchrun's variables. Master
+// 1 and Worker N−1 replicas, or with Elastic Worker replicas alone and
+// an elasticPolicy.
+func Manifest(j *Job, o K8s) ([]byte, error) {
+	p := j.Plan
+	name := o.Name
+	if name == "" {
+		name = Name(p.Pipeline)
+	}
+	src := path.Base(j.SourceName)
+	ann := object{AnnotationPlan: SHA256(j.PlanJSON), AnnotationSource: p.SourceSHA256}
+	meta := func(n string) object {
+		m := object{"name": n, "annotations": ann, "labels": object{"app.kubernetes.io/name": "pipe", "pipe.dev/pipeline": Name(p.Pipeline)}}
+		if o.Namespace != "" {
+			m["namespace"] = o.Namespace
+		}
+		return m
+	}
+	cm := object{"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta(name + "-pipe"),
+		"data": object{src: string(j.Source), "plan.json": string(j.PlanJSON)}}
+	job := object{"apiVersion": "kubeflow.org/v1", "kind": "PyTorchJob", "metadata": meta(name), "spec": jobSpec(p, o, name, src, ann)}
+	var b bytes.Buffer
+	b.WriteString("# Written by pipe launch; run it again rather than editing this file.\n")
+	for _, s := range j.Summary() {
+		fmt.Fprintf(&b, "# %s\n", s)
+	}
+	for i, doc := range []object{cm, job} {
+		y, err := yaml.Marshal(doc)
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			b.WriteString("---\n")
+		}
+		b.Write(y)
+	}
+	return b.Bytes(), nil
+}
+
+func jobSpec(p *plan.Plan, o K8s, name, src string, ann object) object {
+	d := p.Distributed
+	nodes, nproc := max(d.NNodes, 1), max(d.NProcPerNode, 1)
+	pod := podTemplate(p, o, name, src, nproc, ann)
+	replica := func(n int) object {
+		return object{"replicas": n, "restartPolicy": "OnFailure", "template": pod}
+	}
+	spec := object{"nprocPerNode": strconv.Itoa(nproc), "runPolicy": object{"cleanPodPolicy": "None"}}
+	if o.Elastic {
+		spec["elasticPolicy"] = object{"rdzvBackend": "c10d", "minReplicas": o.MinNodes, "maxReplicas": o.MaxNodes, "maxRestarts": o.MaxRestarts}
+		spec["pytorchReplicaSpecs"] = object{"Worker": replica(nodes)}
+		return spec
+	}
+	reps := object{"Master": replica(1)}
+	if nodes > 1 {
+		reps["Worker"] = replica(nodes - 1)
+	}
+	spec["pytorchReplicaSpecs"] = reps
+	return spec
+}
+
+func podTemplate(p *plan.Plan, o K8s, name, src string, nproc int, ann object) object {
+	wd := o.WorkDir
+	if wd == "" {
+		wd = "/workspace"
+	}
+	cmd := append([]any{"torchrun", "--no_python", "pipe", "run", "--plan", ConfigDir + "/plan.json"}, anys(o.RunArgs)...)
+	cmd = append(cmd, ConfigDir+"/"+src)
+	mounts := []any{object{"name": "pipe", "mountPath": ConfigDir, "readOnly": true}, object{"name": "shm", "mountPath": "/dev/shm"}}
+	volumes := []any{object{"name": "pipe", "configMap": object{"name": name + "-pipe"}}, object{"name": "shm", "emptyDir": object{"medium": "Memory"}}}
+	claim := func(vol, claim, at, def string, ro bool) {
+		if claim == "" {
+			return
+		}
+		if at == "" {
+			at = path.Join(wd, def)
+		}
+		mounts = append(mounts, object{"name": vol, "mountPath": at, "readOnly": ro})
+		volumes = append(volumes, object{"name": vol, "persistentVolumeClaim": object{"claimName": claim, "readOnly": ro}})
+	}
+	claim("data", o.DataClaim, o.DataPath, "data", true)
+	claim("checkpoints", o.CheckpointClaim, o.CheckpointPath, "out", false)
+	cpus := nproc * (p.Loader.Workers + 1)
+	res := object{"requests": object{"cpu": strconv.Itoa(cpus)}}
+	if p.Backend == plan.BackendGPU {
+		res["limits"] = object{"nvidia.com/gpu": nproc}
+	} else {
+		mem := strconv.FormatInt(int64(nproc)*p.Memory.Total, 10)
+		res["requests"] = object{"cpu": strconv.Itoa(cpus), "memory": mem}
+	}
+	c := object{"name": "pytorch", "image": o.Image, "workingDir": wd, "command": cmd, "resources": res, "volumeMounts": mounts}
+	return object{"metadata": object{"annotations": ann},
+		"spec": object{"containers": []any{c}, "volumes": volumes}}
+}
+
+func anys(s []string) []any {
+	out := make([]any, len(s))
+	for i, x := range s {
+		out[i] = x
+	}
+	return out
+}
+
+// ParseClaim reads --data-pvc's and --checkpoint-pvc's CLAIM[:PATH].
+func ParseClaim(s string) (claim, at string, err error) {
+	claim, at, _ = strings.Cut(s, ":")
+	if claim == "" || Name(claim) != claim || (at != "" && !path.IsAbs(at)) {
+		return "", "", fmt.Errorf("%q: give a claim's name, and after a colon an absolute path to mount it at (data:/workspace/data)", s)
+	}
+	return claim, at, nil
+}
+
+// ParseElastic reads --elastic's MIN:MAX nodes.
+func ParseElastic(s string) (lo, hi int, err error) {
+	a, b, ok := strings.Cut(s, ":")
+	lo, err1 := strconv.Atoi(a)
+	hi, err2 := strconv.Atoi(b)
+	if !ok || err1 != nil || err2 != nil || lo < 1 || hi < lo {
+		return 0, 0, fmt.Errorf("%q: give the least and the most nodes, as in 2:4", s)
+	}
+	return lo, hi, nil
+}
+
+// Check says what keeps o from running p, nil when nothing: an image is
+// needed, and an elastic range must hold the plan's nodes.
+func (o *K8s) Check(p *plan.Plan) error {
+	n := max(p.Distributed.NNodes, 1)
+	switch {
+	case o.Image == "":
+		return fmt.Errorf("--k8s needs --image: a container image with pipe on its PATH and the torch engine's Python (torchrun)")
+	case o.Elastic && (n < o.MinNodes || n > o.MaxNodes):
+		return fmt.Errorf("--elastic %d:%d does not hold the plan's %d nodes (--nnodes)", o.MinNodes, o.MaxNodes, n)
+	}
+	return nil
+}
