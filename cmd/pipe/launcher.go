@@ -3,11 +3,13 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
+	"pipe/planner/plan"
 	"pipe/run"
 	"pipe/workflow"
 )
@@ -79,6 +81,11 @@ func launcherEnv(getenv func(string) string) (*launched, error) {
 	default:
 		return nil, nil
 	}
+	if cvd := getenv("CUDA_VISIBLE_DEVICES"); cvd != "" && l.localRank >= len(strings.Split(cvd, ",")) {
+		// The launcher gave this rank GPUs of its own (sbatch
+		// --gpus-per-task binds each task to its GPU): they start at cuda:0.
+		l.localRank = 0
+	}
 	if l.world < 1 || l.rank >= l.world {
 		return nil, fmt.Errorf("%s says rank %d of %d", l.by, l.rank, l.world)
 	}
@@ -138,4 +145,24 @@ func (a *app) resumeRestart(f *runFlags, pl *workflow.Planned, l *launched) {
 	}
 	f.resume.set = true
 	fmt.Fprintf(a.env.Stderr, "pipe run: %s restarted this rank (%d): continuing from the run's last checkpoint\n", l.by, l.restarts)
+}
+
+// adopt runs a plan file (pipe run --plan) as the launcher's ranks: one
+// device a process, l.world of them. The plan's devices are one layout of
+// them (pipe launch plans G a node on N nodes); a launcher that started
+// another number (an elastic job) is said, as each device keeps the
+// plan's batch and the step's samples change with the world.
+func (l *launched) adopt(p *plan.Plan, stderr io.Writer) {
+	if w := p.WorldSize(); w != l.world {
+		fmt.Fprintf(stderr, "pipe run: the plan is for %d devices and %s started %d ranks: each keeps the plan's batch of %d, so a step trains %d samples, not %d\n",
+			w, l.by, l.world, p.BatchSize, p.BatchSize*p.AccumulationSteps*int64(l.world), p.EffectiveBatch)
+	}
+	d := &p.Distributed
+	d.NProcPerNode, d.NNodes, d.WorldSize = 1, l.world, l.world
+	if l.world > 1 && d.Backend == "" {
+		d.Backend = "gloo"
+		if p.Backend == plan.BackendGPU {
+			d.Backend = "nccl"
+		}
+	}
 }

@@ -99,6 +99,9 @@ func runRun(a *app, args []string) int {
 	if pl == nil {
 		return code
 	}
+	if l != nil && in.planFile != nil {
+		l.adopt(pl.Plan, a.env.Stderr)
+	}
 	if l != nil && l.restarts > 0 && !f.resume.set {
 		a.resumeRestart(f, pl, l)
 	}

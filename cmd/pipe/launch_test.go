@@ -1,0 +1,177 @@
+package main
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"pipe/planner/plan"
+)
+
+// fakeSlurm writes srun and scontrol as SLURM inside an allocation of
+// SLURM_NTASKS tasks on one node would run them, and pipe as this test
+// binary, into a folder for the PATH. srun starts every task with SLURM's
+// variables, waits for all and exits with the worst status; with
+// FAKE_SRUN_EXIT it starts none and exits with that. scontrol names the
+// node and notes a requeue in requeued.
+func fakeSlurm(t *testing.T, dir string) string {
+	t.Helper()
+	bin := filepath.Join(dir, "bin")
+	if err := os.Mkdir(bin, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	scripts := map[string]string{
+		"pipe": "#!/bin/sh\nPIPE_TEST_MAIN=1 exec " + os.Args[0] + ` "$@"` + "\n",
+		"srun": `#!/bin/bash
+[ -n "${FAKE_SRUN_EXIT:-}" ] && exit "$FAKE_SRUN_EXIT"
+while [ "${1#--}" != "$1" ]; do shift; done
+pids=()
+for ((i = 0; i < SLURM_NTASKS; i++)); do
+  SLURM_PROCID=$i SLURM_LOCALID=$i SLURM_NODEID=0 "$@" > "task$i.log" 2>&1 &
+  pids+=($!)
+done
+worst=0
+for p in "${pids[@]}"; do
+  wait "$p"; s=$?
+  [ "$s" -gt "$worst" ] && worst=$s
+done
+exit "$worst"
+`,
+		"scontrol": `#!/bin/sh
+case "$1 $2" in
+"show hostnames") echo "$3" | tr ',' '\n' ;;
+"requeue "*) echo "$2" >> requeued ;;
+*) echo "fake scontrol: $*" >&2; exit 1 ;;
+esac
+`,
+	}
+	for name, s := range scripts {
+		if err := os.WriteFile(filepath.Join(bin, name), []byte(s), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return bin
+}
+
+// TestSlurmScriptRuns: the sbatch script pipe launch writes runs, under
+// srun and scontrol as SLURM gives them, two ranks of pipe run --plan on
+// the CPU (torch engine, gloo) to the end of a short training; a run that
+// stops at a checkpoint (exit 130) has its job requeued.
+func TestSlurmScriptRuns(t *testing.T) {
+	py := torchPython(t)
+	dir, _ := tiny(t, `pipeline sl
+seed 3
+source blobs synthetic { samples 640  shape [12]  classes 4  seed 5 }
+model net {
+  input [12]
+  dense 32 -> relu -> dense 4
+}
+train { epochs 1  batch 8  optimizer adam lr 0.01  loss cross_entropy }
+evaluate { source blobs }
+`)
+	t.Chdir(dir)
+	code, stdout, stderr := runPipe(t, "", "launch", "--slurm", "job.sbatch", "--engine", "torch", "--nproc-per-node", "2", "--master-port", freePort(t),
+		"tiny.pipe", "--", "--max-steps", "6", "--checkpoint-dir", "ckpt", "--report", "run.json")
+	if code != exitOK {
+		t.Fatalf("pipe launch: exit %d\n%s%s", code, stdout, stderr)
+	}
+	script, err := os.ReadFile("job.sbatch")
+	if err != nil || !strings.Contains(string(script), "#SBATCH --ntasks-per-node=2\n") || !strings.Contains(stdout, "job.plan.json") {
+		t.Fatalf("the script (%v):\n%s\n%s", err, script, stdout)
+	}
+	bin := fakeSlurm(t, dir)
+	run := func(extra ...string) (string, error) {
+		cmd := exec.Command("bash", "job.sbatch")
+		cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "PIPE_PYTHON="+py, "SLURM_JOB_ID=41",
+			"SLURM_JOB_NODELIST=localhost", "SLURM_NTASKS=2", "SLURM_NNODES=1")
+		cmd.Env = append(cmd.Env, extra...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	start := time.Now()
+	out, err := run()
+	logs := out
+	for i := range 2 {
+		b, _ := os.ReadFile(filepath.Join(dir, "task"+string(rune('0'+i))+".log"))
+		logs += "\n--- task " + string(rune('0'+i)) + "\n" + string(b)
+	}
+	if err != nil {
+		t.Fatalf("the job: %v\n%s", err, logs)
+	}
+	t.Logf("the job ran in %s", time.Since(start).Round(time.Millisecond))
+	if !strings.Contains(logs, "rank 1 of 2") {
+		t.Errorf("no rank 1 of 2:\n%s", logs)
+	}
+	rep := readJSON(t, must(os.ReadFile(filepath.Join(dir, "run.json"))))
+	if rep["steps"] != 6.0 || rep["status"] != "max-steps" {
+		t.Errorf("report: %v steps, status %v\n%s", rep["steps"], rep["status"], logs)
+	}
+	if _, err := os.Stat("requeued"); err == nil {
+		t.Error("a finished job was requeued")
+	}
+	if out, err := run("FAKE_SRUN_EXIT=130"); err != nil || !strings.Contains(out, "requeueing job 41") {
+		t.Errorf("a run stopped at a checkpoint: %v\n%s", err, out)
+	}
+	if b, err := os.ReadFile("requeued"); err != nil || string(b) != "41\n" {
+		t.Errorf("requeued: %q, %v", b, err)
+	}
+}
+
+func must(b []byte, err error) []byte {
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
+
+// TestLauncherAdoptsThePlan: a plan file's devices run as the launcher's
+// ranks, one a process; a task SLURM gave a GPU of its own
+// (--gpus-per-task) uses cuda:0 whatever its local rank.
+func TestLauncherAdoptsThePlan(t *testing.T) {
+	l, err := launcherEnv(envOf(map[string]string{"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1", "MASTER_ADDR": "n1", "CUDA_VISIBLE_DEVICES": "5"}))
+	if err != nil || l.localRank != 0 {
+		t.Fatalf("a task with one GPU of its own: local rank %d, %v", l.localRank, err)
+	}
+	l, _ = launcherEnv(envOf(map[string]string{"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1", "MASTER_ADDR": "n1", "CUDA_VISIBLE_DEVICES": "0,1"}))
+	if l.localRank != 1 {
+		t.Errorf("a task seeing the node's GPUs: local rank %d", l.localRank)
+	}
+	p := &plan.Plan{BatchSize: 8, AccumulationSteps: 1, EffectiveBatch: 32, Backend: plan.BackendGPU,
+		Distributed: plan.Distributed{NProcPerNode: 2, NNodes: 2, WorldSize: 4, Backend: "nccl"}}
+	var msg strings.Builder
+	l.adopt(p, &msg)
+	if d := p.Distributed; d.NProcPerNode != 1 || d.NNodes != 4 || d.WorldSize != 4 || msg.Len() != 0 {
+		t.Errorf("adopted: %+v, %q", d, msg.String())
+	}
+	l.world = 3
+	l.adopt(p, &msg)
+	if !strings.Contains(msg.String(), "the plan is for 4 devices and SLURM started 3 ranks") {
+		t.Errorf("another world: %q", msg.String())
+	}
+}
+
+// TestLaunchRefuses: a plan that does not fit writes no job file (exit
+// 3, the diagnostic shown); --k8s without an image, or an elastic range
+// without the plan's nodes, is a mistake.
+func TestLaunchRefuses(t *testing.T) {
+	fixedHost(t)
+	out := filepath.Join(t.TempDir(), "job.sbatch")
+	code, _, stderr := runPipe(t, "", "launch", "--slurm", out, "--batch", "100000", "../../examples/fashion.pipe")
+	if code != exitNoFit || !strings.Contains(stderr, "does not fit on cpu") || !strings.Contains(stderr, "no job file written") {
+		t.Errorf("a plan that does not fit: exit %d\n%s", code, stderr)
+	}
+	if _, err := os.Stat(out); err == nil {
+		t.Error("the script was written")
+	}
+	if code, _, stderr := runPipe(t, "", "launch", "--k8s", out, "../../examples/fashion.pipe"); code != exitErrors || !strings.Contains(stderr, "--image") {
+		t.Errorf("no image: exit %d\n%s", code, stderr)
+	}
+	code, _, stderr = runPipe(t, "", "launch", "--k8s", out, "--image", "i", "--elastic", "2:3", "--engine", "torch", "../../examples/fashion.pipe")
+	if code != exitErrors || !strings.Contains(stderr, "does not hold the plan's 1 nodes") {
+		t.Errorf("an elastic range without the plan's nodes: exit %d\n%s", code, stderr)
+	}
+}
