@@ -624,7 +624,7 @@ func (pl *planner) allReduceReason() string {
 	_, _, sent := ringAllReduce(p.Parameters, d.WorldSize)
 	link := fmt.Sprintf("NVLink between the GPUs of one machine (%s each way, an A100's)", FormatBandwidth(st.NetworkBandwidth))
 	if st.Network != "NVLink" {
-		link = fmt.Sprintf("a %s network (--network; pipe assumes 100 Gb/s)", FormatBandwidth(st.NetworkBandwidth))
+		link = fmt.Sprintf("a %s network (--network, default 100 Gb/s)", FormatBandwidth(st.NetworkBandwidth))
 		if d.NNodes <= 1 {
 			link += ", which gloo's sockets go through even on one machine"
 		}
