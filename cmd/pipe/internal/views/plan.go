@@ -134,7 +134,11 @@ func memoryRows(p *plan.Plan) []memRow {
 		row("loader buffers", m.Loader, note)
 	}
 	if m.Runtime > 0 {
-		row("runtime", m.Runtime, "the process's code, libraries and Go runtime")
+		what := "the process's code, libraries and Go runtime"
+		if p.EngineName() == plan.EngineTorch {
+			what = "the torch worker: Python, PyTorch and its allocator"
+		}
+		row("runtime", m.Runtime, what)
 	}
 	if m.Data > 0 {
 		row("data", m.Data, "the sources' samples as they are held")
