@@ -3,6 +3,7 @@ package native
 import (
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"pipe/dataset"
@@ -10,7 +11,7 @@ import (
 )
 
 // BenchmarkEvalFashion times the Fashion-MNIST CNN's forward pass at
-// batch 64 in fp32 and in int8 on each int8 kernel this CPU runs
+// batch 64 and 1 in fp32 and in int8 on each int8 kernel this CPU runs
 // (bench/cmd/int8 compares them on the trained model, interleaved):
 //
 //	CGO_LDFLAGS=-lopenblas go test ./engine/native -run NONE -bench EvalFashion
@@ -41,19 +42,22 @@ func BenchmarkEvalFashion(b *testing.B) {
 	}
 	sides := []side{{"fp32", m, qpath}}
 	for _, k := range qkernels(b) {
-		sides = append(sides, side{"int8-" + k.String(), qm, k})
+		sides = append(sides, side{"int8-" + strings.ReplaceAll(k.String(), " ", "-"), qm, k})
 	}
-	for _, c := range sides {
-		b.Run(c.name, func(b *testing.B) {
-			withQPath(c.k, func() {
-				for b.Loop() {
-					if _, err := c.m.Eval(bt, out); err != nil {
-						b.Fatal(err)
+	for _, n := range []int{64, 1} {
+		x := &dataset.Batch{N: n, X: bt.X[:n*len(bt.X)/64]}
+		for _, c := range sides {
+			b.Run(fmt.Sprintf("b%d/%s", n, c.name), func(b *testing.B) {
+				withQPath(c.k, func() {
+					for b.Loop() {
+						if _, err := c.m.Eval(x, out[:n*10]); err != nil {
+							b.Fatal(err)
+						}
 					}
-				}
+				})
+				b.ReportMetric(float64(n*b.N)/b.Elapsed().Seconds(), "samples/s")
 			})
-			b.ReportMetric(float64(64*b.N)/b.Elapsed().Seconds(), "samples/s")
-		})
+		}
 	}
 }
 
