@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 
 	"pipe/engine/native/internal/cvec"
@@ -154,6 +155,95 @@ func TestBatchnormLoopsC(t *testing.T) {
 				}
 			}
 			_ = trial
+		}
+	}
+}
+
+// TestInt8LoopsC holds internal/cvec's int8 loops to their Go twins in
+// int8.go bit for bit: the quantisation (ties, the clamps, ±0, infinities
+// and NaN, signed and unsigned), pixel-major quantisation over ranges of
+// pixels, and the requantisations with and without a relu, sums that
+// wrap included.
+func TestInt8LoopsC(t *testing.T) {
+	if !cvec.Built {
+		t.Skip("built without cgo")
+	}
+	r := rand.New(rand.NewPCG(9, 10))
+	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), 1e30, -1e30}
+	input := func(n int, q *actQuant) []float32 {
+		x := make([]float32, n)
+		for i := range x {
+			switch r.IntN(4) {
+			case 0:
+				x[i] = special[r.IntN(len(special))]
+			case 1: // a tie, or next to one
+				x[i] = (float32(r.IntN(600)-300) + 0.5) * q.scale
+				x[i] = math.Float32frombits(math.Float32bits(x[i]) + uint32(r.IntN(3)) - 1)
+			default:
+				x[i] = float32(r.NormFloat64()) * 200 * q.scale
+			}
+		}
+		return x
+	}
+	for _, signed := range []bool{false, true} {
+		q := newActQuant(3.7, signed)
+		for _, n := range []int{1, 63, 64, 100, 1000} {
+			x := input(n, &q)
+			got, want := make([]uint8, n), make([]uint8, n)
+			cvec.QuantU8(got, x, q.inv, q.lo, q.hi, q.zero)
+			q.quantRowGo(want, x)
+			for i := range want {
+				if got[i] != want[i] {
+					t.Fatalf("signed %v: u8(%g) is %d in C, %d in Go", signed, x[i], got[i], want[i])
+				}
+			}
+		}
+		for _, sh := range [][4]int{{300, 3, 0, 300}, {1000, 32, 256, 700}, {17, 5, 3, 17}} {
+			pix, ci, p0, p1 := sh[0], sh[1], sh[2], sh[3]
+			k := &qconvKernel{qlayer: &qlayer{in: q}, g: convGeom{ci: ci}}
+			x := input(pix*ci, &q)
+			got, want := make([]uint8, pix*ci), make([]uint8, pix*ci)
+			cvec.QuantNHWC(got, x, pix, ci, p0, p1, q.inv, q.lo, q.hi, q.zero)
+			k.quantNHWCGo(want, x, pix, p0, p1)
+			if !slices.Equal(got, want) {
+				t.Fatalf("signed %v, %v: pixel-major quantisation differs", signed, sh)
+			}
+		}
+	}
+	co, k, rows, P, p0 := 40, 64, 37, 100, 13
+	ws, bias := make([]float32, co), make([]float32, co)
+	for o := range ws {
+		ws[o] = float32(r.Float64()) * 0.01
+		bias[o] = float32(r.NormFloat64())
+	}
+	for _, act := range []actKind{actNone, actReLU} {
+		l := newQLayer(nil, make([]int8, co*k), ws, bias, co, k, newActQuant(3, true), act, 1)
+		for o := range l.corr {
+			l.corr[o] = int32(r.IntN(1<<20) - 1<<19)
+		}
+		l.corr[0] = math.MinInt32
+		s := &l.ws[0]
+		s.c = make([]int32, rows*l.w.cop)
+		for i := range s.c {
+			s.c[i] = int32(r.IntN(1<<20) - 1<<19)
+		}
+		s.c[0] = math.MaxInt32
+		got, want := make([]float32, co*P), make([]float32, co*P)
+		cvec.RequantT(got[p0+5:], P, s.c[5*l.w.cop:], l.w.cop, rows-5, co, l.mul, l.bias, l.corr, act == actReLU)
+		l.requantGo(s, 5, rows, want, P, p0)
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("act %d: y[%d] is %g in C, %g in Go", act, i, got[i], want[i])
+			}
+		}
+		d := &qdenseKernel{qlayer: l, out: co}
+		gr, wr := make([]float32, co), make([]float32, co)
+		cvec.RequantRow(gr, s.c[:co], l.mul, l.bias, l.corr, act == actReLU)
+		d.requantRowGo(wr, s.c[:co])
+		for i := range wr {
+			if math.Float32bits(gr[i]) != math.Float32bits(wr[i]) {
+				t.Fatalf("act %d: dense y[%d] is %g in C, %g in Go", act, i, gr[i], wr[i])
+			}
 		}
 	}
 }

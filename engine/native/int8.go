@@ -20,6 +20,7 @@ import (
 
 	"pipe/dataset"
 	"pipe/engine"
+	"pipe/engine/native/internal/cvec"
 	"pipe/stdlib"
 )
 
@@ -47,6 +48,22 @@ func newActQuant(clip float32, signed bool) actQuant {
 
 func (q *actQuant) u8(v float32) uint8 {
 	return uint8(clampRound(v*q.inv, q.lo, q.hi) + q.zero)
+}
+
+// quantRow quantises src into dst as u8 does, in internal/cvec's
+// vectorised twin where it is built.
+func (q *actQuant) quantRow(dst []uint8, src []float32) {
+	if cvec.Built && len(src) >= cMin {
+		cvec.QuantU8(dst, src, q.inv, q.lo, q.hi, q.zero)
+		return
+	}
+	q.quantRowGo(dst, src)
+}
+
+func (q *actQuant) quantRowGo(dst []uint8, src []float32) {
+	for i, v := range src {
+		dst[i] = q.u8(v)
+	}
 }
 
 // qlayer is what the int8 conv and dense kernels share: the packed
@@ -123,18 +140,31 @@ func (l *qlayer) requantT(s *qscratch, rows int, y []float32, P, p0 int) {
 	if done == rows {
 		return
 	}
+	if cvec.Built && (relu || l.act == actNone) {
+		cvec.RequantT(y[p0+done:], P, s.c[done*cop:], cop, rows-done, l.w.co, l.mul, l.bias, l.corr, relu)
+		return
+	}
+	l.requantGo(s, done, rows, y, P, p0)
+}
+
+// requantGo is requantT's loop for rows [r0, r1) of the chunk: internal/cvec's
+// RequantT computes the same bits for a relu or no activation. The
+// conversions keep the multiply and the add two roundings (Go may fuse
+// them otherwise), as in C.
+func (l *qlayer) requantGo(s *qscratch, r0, r1 int, y []float32, P, p0 int) {
+	cop := l.w.cop
 	for o := 0; o < l.w.co; o++ {
 		m, b, cr := l.mul[o], l.bias[o], l.corr[o]
-		d := y[o*P+p0+done : o*P+p0+rows]
-		c := s.c[done*cop+o:]
-		if relu {
+		d := y[o*P+p0+r0 : o*P+p0+r1]
+		c := s.c[r0*cop+o:]
+		if l.act == actReLU {
 			for i := range d {
-				d[i] = max(float32(c[i*cop]-cr)*m+b, 0)
+				d[i] = relu32(float32(float32(c[i*cop]-cr)*m) + b)
 			}
 			continue
 		}
 		for i := range d {
-			d[i] = float32(c[i*cop]-cr)*m + b
+			d[i] = float32(float32(c[i*cop]-cr)*m) + b
 		}
 		if l.act != actNone {
 			applyAct(l.act, d, d)
@@ -158,16 +188,13 @@ func (k *qconvKernel) forward(e *env) {
 		k.xq = make([]uint8, pix*g.ci)
 	}
 	xq := k.xq[:pix*g.ci]
-	ci := g.ci
 	e.m.pool.forRange((pix+255)/256, 1, func(lo, hi int) {
-		for b := lo; b < hi; b++ {
-			p0, p1 := b*256, min(pix, (b+1)*256)
-			for c := 0; c < ci; c++ {
-				for i, v := range x[c*pix+p0 : c*pix+p1] {
-					xq[(p0+i)*ci+c] = k.in.u8(v)
-				}
-			}
+		p0, p1 := lo*256, min(pix, hi*256)
+		if cvec.Built {
+			cvec.QuantNHWC(xq, x, pix, g.ci, p0, p1, k.in.inv, k.in.lo, k.in.hi, k.in.zero)
+			return
 		}
+		k.quantNHWCGo(xq, x, pix, p0, p1)
 	})
 	P := n * g.ho * g.wo
 	rows := k.chunkRows(e.m.pool, P)
@@ -184,6 +211,21 @@ func (k *qconvKernel) forward(e *env) {
 			k.requantT(s, r, y, P, p0)
 		}
 	})
+}
+
+// quantNHWCGo quantises pixels [p0, p1) of the input x (channel-major,
+// pix pixels a plane) to xq pixel-major, as internal/cvec's QuantNHWC
+// does.
+func (k *qconvKernel) quantNHWCGo(xq []uint8, x []float32, pix, p0, p1 int) {
+	ci := k.g.ci
+	for b := p0; b < p1; b += 256 {
+		e := min(p1, b+256)
+		for c := 0; c < ci; c++ {
+			for i, v := range x[c*pix+b : c*pix+e] {
+				xq[(b+i)*ci+c] = k.in.u8(v)
+			}
+		}
+	}
 }
 
 // im2row writes the receptive fields of output pixels [p0, p0+rows) (over
@@ -258,27 +300,40 @@ func (k *qdenseKernel) forward(e *env) {
 			r := min(rows, n-p0)
 			for i := 0; i < r; i++ {
 				row := s.a[i*lda : (i+1)*lda]
-				for j, v := range x[(p0+i)*k.in : (p0+i+1)*k.in] {
-					row[j] = k.in8(v)
-				}
+				k.qlayer.in.quantRow(row, x[(p0+i)*k.in:(p0+i+1)*k.in])
 				clear(row[k.in:])
 			}
 			k.w.gemm(s.a, lda, (r+3)&^3, s.c, cop)
 			for i := 0; i < r; i++ {
-				dst := y[(p0+i)*k.out : (p0+i+1)*k.out]
-				ci := s.c[i*cop : i*cop+k.out]
-				for o := range dst {
-					dst[o] = float32(ci[o]-k.corr[o])*k.mul[o] + k.bias[o]
-				}
-				if k.act != actNone {
-					applyAct(k.act, dst, dst)
-				}
+				k.requantRow(y[(p0+i)*k.out:(p0+i+1)*k.out], s.c[i*cop:i*cop+k.out])
 			}
 		}
 	})
 }
 
-func (k *qdenseKernel) in8(v float32) uint8 { return k.qlayer.in.u8(v) }
+// requantRow writes one row's outputs from its int32 sums c, in
+// internal/cvec's twin of requantRowGo for a relu or no activation.
+func (k *qdenseKernel) requantRow(dst []float32, c []int32) {
+	relu := k.act == actReLU
+	if cvec.Built && (relu || k.act == actNone) && len(dst) >= cMin {
+		cvec.RequantRow(dst, c, k.mul, k.bias, k.corr, relu)
+		return
+	}
+	k.requantRowGo(dst, c)
+}
+
+func (k *qdenseKernel) requantRowGo(dst []float32, c []int32) {
+	for o := range dst {
+		v := float32(float32(c[o]-k.corr[o])*k.mul[o]) + k.bias[o]
+		if k.act == actReLU {
+			v = relu32(v)
+		}
+		dst[o] = v
+	}
+	if k.act != actNone && k.act != actReLU {
+		applyAct(k.act, dst, dst)
+	}
+}
 
 // qmodel is an int8 model: the fp32 model's units with the int8 kernels
 // in place. It evaluates; it does not train.

@@ -196,3 +196,88 @@ void sum_centered(const float *g, const float *x, const float *out, float mean, 
 	*sg = s[0] + s[1];
 	*sgx = t[0] + t[1];
 }
+
+// The int8 layers' loops (package cpu's int8.go). Sums are int32 that wrap
+// as Go's do: their differences are taken in uint32.
+
+// clamp_round_u8 is cpu.actQuant.u8: round(v·inv) (halves away from zero)
+// clamped to [lo, hi], plus zero. The value is clamped before it is
+// rounded, which gives cpu.clampRound's result for every float (NaN
+// included: lo) without a branch, so that the loop vectorises.
+static inline uint8_t clamp_round_u8(float v, float inv, float lo, float hi, int32_t zero)
+{
+	float t = v * inv;
+	t = t > lo ? t : lo;
+	t = t < hi ? t : hi;
+	// t − 0.5 is −(−t + 0.5) exactly: rounding is symmetric.
+	int32_t r = (int32_t)(t + (t < 0 ? -0.5f : 0.5f));
+	return (uint8_t)(r + zero);
+}
+
+// quant_u8 is cpu.actQuant.quantRow: dst[i] = u8(src[i]).
+CLONES
+void quant_u8(uint8_t *restrict dst, const float *restrict src, float inv, int lo, int hi, int zero, long n)
+{
+	float flo = (float)lo, fhi = (float)hi;
+	for (long i = 0; i < n; i++)
+		dst[i] = clamp_round_u8(src[i], inv, flo, fhi, zero);
+}
+
+// quant_nhwc is cpu.qconvKernel.quantNHWC: pixels [p0, p1) of ci planes
+// of pix floats (channel-major) quantised to bytes, pixel-major.
+CLONES
+void quant_nhwc(uint8_t *restrict xq, const float *restrict x, long pix, int ci, long p0, long p1, float inv, int lo, int hi, int zero)
+{
+	float flo = (float)lo, fhi = (float)hi;
+	uint8_t t[256];
+	for (long b = p0; b < p1; b += 256) {
+		long e = b + 256 < p1 ? b + 256 : p1;
+		for (int c = 0; c < ci; c++) {
+			const float *restrict s = x + (long)c * pix + b;
+			for (long i = 0; i < e - b; i++)
+				t[i] = clamp_round_u8(s[i], inv, flo, fhi, zero);
+			for (long i = 0; i < e - b; i++)
+				xq[(b + i) * ci + c] = t[i];
+		}
+	}
+}
+
+// requant is the float of an int32 sum: (c − corr)·mul + bias, a multiply
+// and an add (two roundings, as in Go).
+static inline float requant(int32_t c, int32_t corr, float mul, float bias)
+{
+	return (float)(int32_t)((uint32_t)c - (uint32_t)corr) * mul + bias;
+}
+
+// requant_t is cpu.qlayer.requantGo with no activation or a relu: rows
+// int32 sums of co channels (a row cop apart) to the channel-major y,
+// y[o·P + i] for i < rows.
+CLONES
+void requant_t(float *y, long P, const int32_t *c, long cop, long rows, long co, const float *mul, const float *bias, const int32_t *corr, int relu)
+{
+	for (long o = 0; o < co; o++) {
+		float m = mul[o], b = bias[o];
+		int32_t cr = corr[o];
+		float *restrict d = y + o * P;
+		const int32_t *restrict s = c + o;
+		if (relu)
+			for (long i = 0; i < rows; i++)
+				d[i] = relu32(requant(s[i * cop], cr, m, b));
+		else
+			for (long i = 0; i < rows; i++)
+				d[i] = requant(s[i * cop], cr, m, b);
+	}
+}
+
+// requant_row is cpu.qdenseKernel's requantisation of one row: dst[o] for
+// o < n, then a relu when asked.
+CLONES
+void requant_row(float *restrict dst, const int32_t *restrict c, const float *restrict mul, const float *restrict bias, const int32_t *restrict corr, int relu, long n)
+{
+	if (relu)
+		for (long o = 0; o < n; o++)
+			dst[o] = relu32(requant(c[o], corr[o], mul[o], bias[o]));
+	else
+		for (long o = 0; o < n; o++)
+			dst[o] = requant(c[o], corr[o], mul[o], bias[o]);
+}

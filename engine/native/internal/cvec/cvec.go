@@ -90,7 +90,61 @@ func SumCentered(g, x, out []float32, mean float32, relu bool) (sg, sgx float64)
 	return float64(a), float64(b)
 }
 
+// QuantU8 is cpu.actQuant.quantRow: dst[i] = clamp(round(src[i]·inv),
+// lo, hi) + zero.
+func QuantU8(dst []uint8, src []float32, inv float32, lo, hi, zero int32) {
+	if len(src) == 0 {
+		return
+	}
+	dst = dst[:len(src)]
+	C.quant_u8(u8p(dst), f32p(src), C.float(inv), C.int(lo), C.int(hi), C.int(zero), C.long(len(src)))
+}
+
+// QuantNHWC is cpu.qconvKernel.quantNHWC: pixels [p0, p1) of the ci
+// planes of pix floats in x, quantised as QuantU8 does, to xq pixel-major
+// (xq[p·ci + c]).
+func QuantNHWC(xq []uint8, x []float32, pix, ci, p0, p1 int, inv float32, lo, hi, zero int32) {
+	if p1 <= p0 || ci == 0 {
+		return
+	}
+	_, _ = x[(ci-1)*pix+p1-1], xq[p1*ci-1]
+	if p0 < 0 || p1 > pix {
+		panic("cvec: QuantNHWC: pixels out of range")
+	}
+	C.quant_nhwc(u8p(xq), f32p(x), C.long(pix), C.int(ci), C.long(p0), C.long(p1), C.float(inv), C.int(lo), C.int(hi), C.int(zero))
+}
+
+// RequantT is cpu.qlayer.requantGo with no activation or a relu:
+// y[o·P + i] = (c[i·cop + o] − corr[o])·mul[o] + bias[o] for o < co,
+// i < rows.
+func RequantT(y []float32, P int, c []int32, cop, rows, co int, mul, bias []float32, corr []int32, relu bool) {
+	if rows == 0 || co == 0 {
+		return
+	}
+	_, _ = y[(co-1)*P+rows-1], c[(rows-1)*cop+co-1]
+	_, _, _ = mul[co-1], bias[co-1], corr[co-1]
+	if co > cop || rows > P {
+		panic("cvec: RequantT: rows or channels out of range")
+	}
+	C.requant_t(f32p(y), C.long(P), i32p(c), C.long(cop), C.long(rows), C.long(co), f32p(mul), f32p(bias), i32p(corr), cbool(relu))
+}
+
+// RequantRow is one row of cpu.qdenseKernel's requantisation:
+// dst[o] = (c[o] − corr[o])·mul[o] + bias[o], then a relu when asked.
+func RequantRow(dst []float32, c []int32, mul, bias []float32, corr []int32, relu bool) {
+	n := len(dst)
+	if n == 0 {
+		return
+	}
+	_, _, _, _ = c[n-1], mul[n-1], bias[n-1], corr[n-1]
+	C.requant_row(f32p(dst), i32p(c), f32p(mul), f32p(bias), i32p(corr), cbool(relu), C.long(n))
+}
+
 func f32p(s []float32) *C.float { return (*C.float)(unsafe.Pointer(unsafe.SliceData(s))) }
+
+func i32p(s []int32) *C.int32_t { return (*C.int32_t)(unsafe.Pointer(unsafe.SliceData(s))) }
+
+func u8p(s []uint8) *C.uint8_t { return (*C.uint8_t)(unsafe.Pointer(unsafe.SliceData(s))) }
 
 func cbool(b bool) C.int {
 	if b {

@@ -1,3 +1,4 @@
+#include <stdint.h>
 void max2x2(const float *src, float *dst, int *ix, int w, int ho, int wo);
 void max2x2_planes(const float *src, float *dst, int *ix, int w, int h, int ho, int wo, int n);
 void affine_relu(float *dst, const float *src, float a, float b, long n);
@@ -5,3 +6,7 @@ void bn_dx(float *dx, const float *g, const float *x, const float *out, float me
 double sum64(const float *x, long n);
 double sum_sq_dev(const float *x, float m, long n);
 void sum_centered(const float *g, const float *x, const float *out, float mean, int relu, long n, double *sg, double *sgx);
+void quant_u8(uint8_t *dst, const float *src, float inv, int lo, int hi, int zero, long n);
+void quant_nhwc(uint8_t *xq, const float *x, long pix, int ci, long p0, long p1, float inv, int lo, int hi, int zero);
+void requant_t(float *y, long P, const int32_t *c, long cop, long rows, long co, const float *mul, const float *bias, const int32_t *corr, int relu);
+void requant_row(float *dst, const int32_t *c, const float *mul, const float *bias, const int32_t *corr, int relu, long n);

@@ -18,3 +18,15 @@ func SumSqDev(x []float32, m float32) float64 { panic("cvec: built without cgo")
 func SumCentered(g, x, out []float32, mean float32, relu bool) (sg, sgx float64) {
 	panic("cvec: built without cgo")
 }
+func QuantU8(dst []uint8, src []float32, inv float32, lo, hi, zero int32) {
+	panic("cvec: built without cgo")
+}
+func QuantNHWC(xq []uint8, x []float32, pix, ci, p0, p1 int, inv float32, lo, hi, zero int32) {
+	panic("cvec: built without cgo")
+}
+func RequantT(y []float32, P int, c []int32, cop, rows, co int, mul, bias []float32, corr []int32, relu bool) {
+	panic("cvec: built without cgo")
+}
+func RequantRow(dst []float32, c []int32, mul, bias []float32, corr []int32, relu bool) {
+	panic("cvec: built without cgo")
+}
