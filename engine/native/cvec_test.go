@@ -247,3 +247,38 @@ func TestInt8LoopsC(t *testing.T) {
 		}
 	}
 }
+
+// TestMax2x2PlanesEvalC holds the index-free C max-pool to max2x2's
+// maxima, NaNs and signed zeros included.
+func TestMax2x2PlanesEvalC(t *testing.T) {
+	if !cvec.Built {
+		t.Skip("built without cgo")
+	}
+	r := rand.New(rand.NewPCG(11, 12))
+	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
+	// Chunks of row pairs across planes, odd sides, and rows too long for
+	// a chunk.
+	for _, sz := range [][3]int{{28, 28, 64}, {5, 7, 3}, {14, 14, 9}, {4, 4200, 2}} {
+		h, w, n := sz[0], sz[1], sz[2]
+		ho, wo := h/2, w/2
+		src := make([]float32, n*h*w)
+		for i := range src {
+			if r.IntN(5) == 0 {
+				src[i] = special[r.IntN(len(special))]
+			} else {
+				src[i] = float32(r.IntN(7) - 3)
+			}
+		}
+		want, got := make([]float32, n*ho*wo), make([]float32, n*ho*wo)
+		wi := make([]int32, n*ho*wo)
+		for p := range n {
+			max2x2(src[p*h*w:(p+1)*h*w], want[p*ho*wo:(p+1)*ho*wo], wi[p*ho*wo:(p+1)*ho*wo], w, ho, wo)
+		}
+		cvec.Max2x2PlanesEval(src, got, w, h, ho, wo, n)
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%v: [%d] C %v, Go %v", sz, i, got[i], want[i])
+			}
+		}
+	}
+}

@@ -43,6 +43,11 @@ func (k *poolKernel) forward(e *env) {
 		idx = asInt32(e.aux[0])
 	}
 	e.m.pool.forRange(planes, 4, func(lo, hi int) {
+		if k.max && k.k == 2 && k.s == 2 && k.p == 0 && cvec.Built && !e.train {
+			// Inference: no backward pass reads the indices.
+			cvec.Max2x2PlanesEval(x[lo*hw:hi*hw], y[lo*howo:hi*howo], k.w, k.h, k.ho, k.wo, hi-lo)
+			return
+		}
 		if k.max && k.k == 2 && k.s == 2 && k.p == 0 && cvec.Built {
 			// One call for the range: a call per plane cost as much as
 			// the pooling of a 14×14 plane.

@@ -281,3 +281,52 @@ void requant_row(float *restrict dst, const int32_t *restrict c, const float *re
 		for (long o = 0; o < n; o++)
 			dst[o] = requant(c[o], corr[o], mul[o], bias[o]);
 }
+
+// max2x2_planes_eval is max2x2_planes without the indices, for
+// inference: the same maxima (the maximum of the four keys, whatever the
+// order). The planes' rows of 14 or 7 outputs are too short to vectorise
+// one by one, so it works on a chunk of row pairs at a time: each pair's
+// column maxima (2·wo of them) into t, then the maxima of t's adjacent
+// pairs, a single run over the whole chunk.
+CLONES
+void max2x2_planes_eval(const float *src, float *dst, int w, int h, int ho, int wo, int n)
+{
+	enum { T = 4096 };
+	int32_t t[T];
+	long w2 = 2L * wo;
+	long per = T / w2;
+	long R = (long)n * ho;
+	if (per < 1) {
+		for (int p = 0; p < n; p++)
+			for (int oh = 0; oh < ho; oh++) {
+				const float *r0 = src + (long)p * h * w + (long)2 * oh * w, *r1 = r0 + w;
+				float *d = dst + ((long)p * ho + oh) * wo;
+				for (int ow = 0; ow < wo; ow++) {
+					int32_t ka = key(r0[2 * ow]), kb = key(r0[2 * ow + 1]), kc = key(r1[2 * ow]), kd = key(r1[2 * ow + 1]);
+					ka = kb > ka ? kb : ka;
+					kc = kd > kc ? kd : kc;
+					d[ow] = unkey(kc > ka ? kc : ka);
+				}
+			}
+		return;
+	}
+	for (long q0 = 0; q0 < R; q0 += per) {
+		long q1 = q0 + per < R ? q0 + per : R;
+		for (long q = q0; q < q1; q++) {
+			long p = q / ho, oh = q - p * ho;
+			const float *restrict r0 = src + p * h * w + 2 * oh * w;
+			const float *restrict r1 = r0 + w;
+			int32_t *restrict tt = t + (q - q0) * w2;
+			for (long j = 0; j < w2; j++) {
+				int32_t a = key(r0[j]), b = key(r1[j]);
+				tt[j] = a > b ? a : b;
+			}
+		}
+		float *restrict d = dst + q0 * wo;
+		long m = (q1 - q0) * wo;
+		for (long k = 0; k < m; k++) {
+			int32_t a = t[2 * k], b = t[2 * k + 1];
+			d[k] = unkey(a > b ? a : b);
+		}
+	}
+}

@@ -90,6 +90,18 @@ func SumCentered(g, x, out []float32, mean float32, relu bool) (sg, sgx float64)
 	return float64(a), float64(b)
 }
 
+// Max2x2PlanesEval is Max2x2Planes without the indices, for inference.
+func Max2x2PlanesEval(src, dst []float32, w, h, ho, wo, n int) {
+	if ho == 0 || wo == 0 || n == 0 {
+		return
+	}
+	_, _ = src[n*h*w-1], dst[n*ho*wo-1]
+	if h < 2*ho || w < 2*wo {
+		panic("cvec: Max2x2PlanesEval: plane smaller than its output")
+	}
+	C.max2x2_planes_eval(f32p(src), f32p(dst), C.int(w), C.int(h), C.int(ho), C.int(wo), C.int(n))
+}
+
 // QuantU8 is cpu.actQuant.quantRow: dst[i] = clamp(round(src[i]·inv),
 // lo, hi) + zero.
 func QuantU8(dst []uint8, src []float32, inv float32, lo, hi, zero int32) {

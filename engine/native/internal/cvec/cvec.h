@@ -10,3 +10,4 @@ void quant_u8(uint8_t *dst, const float *src, float inv, int lo, int hi, int zer
 void quant_nhwc(uint8_t *xq, const float *x, long pix, int ci, long p0, long p1, float inv, int lo, int hi, int zero);
 void requant_t(float *y, long P, const int32_t *c, long cop, long rows, long co, const float *mul, const float *bias, const int32_t *corr, int relu);
 void requant_row(float *dst, const int32_t *c, const float *mul, const float *bias, const int32_t *corr, int relu, long n);
+void max2x2_planes_eval(const float *src, float *dst, int w, int h, int ho, int wo, int n);

@@ -18,6 +18,7 @@ func SumSqDev(x []float32, m float32) float64 { panic("cvec: built without cgo")
 func SumCentered(g, x, out []float32, mean float32, relu bool) (sg, sgx float64) {
 	panic("cvec: built without cgo")
 }
+func Max2x2PlanesEval(src, dst []float32, w, h, ho, wo, n int) { panic("cvec: built without cgo") }
 func QuantU8(dst []uint8, src []float32, inv float32, lo, hi, zero int32) {
 	panic("cvec: built without cgo")
 }
