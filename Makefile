@@ -161,16 +161,19 @@ lint: deps
 # pipe's training step against PyTorch's on this machine (go run ./bench/cmd/ratios: ratio
 # pipe/PyTorch per model and GFLOP/s as a share of an SGEMM's, targets beside them,
 # bench/results.json); int8 inference against fp32 (go run
-# ./bench/cmd/int8: accuracy and forward speed, bench/int8.json); GeoTIFF tiles/s of the geotiff
+# ./bench/cmd/int8: accuracy and forward speed, bench/int8.json); pipe's CPU inference (fp32,
+# int8) beside onnxruntime-node's on the same exported fashion model, batch 1 and 64, same threads
+# (go run ./bench/cmd/infer: bench/infer.json); GeoTIFF tiles/s of the geotiff
 # source against raw GDAL reads (go run ./bench/cmd/tiles: bench/tiles.json).
 # Debian's python3-torch is installed when $(TORCH_PYTHON) cannot import torch; when that
 # fails the comparison is skipped with a message. RATIOSFLAGS='-rounds 3' passes flags.
 RATIOSFLAGS  ?=
 TILESFLAGS   ?=
-bench: deps data build
+bench: deps data build $(ONNX_RT)
 	$(GO) test -run=NONE -bench=. $(BENCHFLAGS) ./bench/...
 	$(GO) run ./bench/cmd/memory -pipe $(BIN)
 	$(GO) run ./bench/cmd/int8
+	$(GO) run ./bench/cmd/infer
 	$(GO) run ./bench/cmd/load -pipe $(BIN)
 	$(GO) run ./bench/cmd/tiles $(TILESFLAGS)
 	@if ! $(TORCH_PYTHON) -c 'import torch' 2>/dev/null; then \

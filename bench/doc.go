@@ -12,5 +12,7 @@
 // Fashion-MNIST CNN, a small U-Net), and the torch engine's overhead
 // against a plain PyTorch loop in the engine's own worker; tiles, GeoTIFF
 // tiles per second against raw GDAL window reads (bench/tiles.json); int8,
-// int8 inference against fp32. Their methods: docs/design/bench-*.md.
+// int8 inference against fp32; infer, pipe's CPU inference beside
+// onnxruntime's on the same exported model (bench/infer.json). Their
+// methods: docs/design/bench-*.md and the commands' doc comments.
 package bench
