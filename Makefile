@@ -138,7 +138,7 @@ run: build data
 	set -x; \
 	$(BIN) check $(EXAMPLES); \
 	$(BIN) fmt --check $(EXAMPLES)
-	@# Train the Fashion-MNIST CNN on the CPU (5 epochs, about a minute and a half
+	@# Train the Fashion-MNIST CNN on the CPU (5 epochs, about a minute
 	@# on a quiet 2-core machine); the summary ends with the test accuracy, and
 	@# out/fashion/latest/ holds the run's report, loss curve and checkpoints.
 	$(BIN) run --device cpu examples/fashion.pipe
