@@ -114,7 +114,8 @@ func Export(w io.Writer, t *run.Trained, opts ...Option) (Summary, error) {
 		graph = graph.sub(graphNode, n)
 	}
 	graph = graph.str(graphName, modelName(t))
-	for _, in := range e.inits {
+	inits := e.readInits()
+	for _, in := range inits {
 		graph = graph.sub(graphInitializer, in)
 	}
 	inName := e.g.Nodes[0].Name
@@ -141,7 +142,7 @@ func Export(w io.Writer, t *run.Trained, opts ...Option) (Summary, error) {
 	if _, err := w.Write(model); err != nil {
 		return Summary{}, err
 	}
-	return Summary{Opset: o.opset, IRVersion: irVersion(o.opset), Nodes: len(e.nodes), Initializers: len(e.inits),
+	return Summary{Opset: o.opset, IRVersion: irVersion(o.opset), Nodes: len(e.nodes), Initializers: len(inits),
 		Folded: e.folded, Input: inName, Output: OutputName,
 		InputShape: append([]int64(nil), e.g.Input...), OutputShape: append([]int64(nil), outShape...)}, nil
 }

@@ -10,11 +10,15 @@ import (
 
 // exporter lowers a graph into ONNX nodes and initializers.
 type exporter struct {
-	g      *stdlib.Graph
-	opset  int
-	nodes  []msg
-	inits  []msg
-	used   map[string]bool // initializer names written
+	g     *stdlib.Graph
+	opset int
+	nodes []msg
+	inits []initializer
+	used  map[string]bool // initializer names written
+	// read are the values the nodes read: an initializer no node reads
+	// (a conv's raw weights once a batchnorm is folded into new ones) is
+	// left out of the file.
+	read   map[string]bool
 	params map[string]*engine.Tensor
 	// vals[i] is the ONNX value holding node i's output.
 	vals []string
@@ -25,9 +29,32 @@ type exporter struct {
 	foldedBN map[string]bool
 }
 
+// initializer is a constant tensor and its value's name.
+type initializer struct {
+	name string
+	m    msg
+}
+
 // node appends an ONNX node with one output.
 func (e *exporter) node(name, op string, in []string, out []string, attrs ...attr) {
+	if e.read == nil {
+		e.read = map[string]bool{}
+	}
+	for _, v := range in {
+		e.read[v] = true
+	}
 	e.nodes = append(e.nodes, nodeProto(name, op, in, out, attrs))
+}
+
+// readInits are the initializers some node reads, in the order written.
+func (e *exporter) readInits() []msg {
+	var out []msg
+	for _, in := range e.inits {
+		if e.read[in.name] {
+			out = append(out, in.m)
+		}
+	}
+	return out
 }
 
 // op appends a node named after its output value and returns that value.
@@ -45,7 +72,7 @@ func (e *exporter) param(n *stdlib.Node, name string) (string, error) {
 	}
 	if !e.used[full] {
 		e.used[full] = true
-		e.inits = append(e.inits, floatTensor(full, t.Shape, t.Data))
+		e.inits = append(e.inits, initializer{full, floatTensor(full, t.Shape, t.Data)})
 	}
 	return full, nil
 }
@@ -54,7 +81,7 @@ func (e *exporter) param(n *stdlib.Node, name string) (string, error) {
 func (e *exporter) floats(name string, dims []int64, v []float32) string {
 	if !e.used[name] {
 		e.used[name] = true
-		e.inits = append(e.inits, floatTensor(name, dims, v))
+		e.inits = append(e.inits, initializer{name, floatTensor(name, dims, v)})
 	}
 	return name
 }
@@ -63,7 +90,7 @@ func (e *exporter) floats(name string, dims []int64, v []float32) string {
 func (e *exporter) ints(name string, dims []int64, v ...int64) string {
 	if !e.used[name] {
 		e.used[name] = true
-		e.inits = append(e.inits, int64Tensor(name, dims, v))
+		e.inits = append(e.inits, initializer{name, int64Tensor(name, dims, v)})
 	}
 	return name
 }

@@ -31,3 +31,18 @@ func TestNoOpSwitchInLower(t *testing.T) {
 		t.Errorf("lower.go:%d: case %q; register the op's lowering beside it instead", c.Line, c.Op)
 	}
 }
+
+// TestUnreadInitializersAreLeftOut: an initializer no node reads (a
+// conv's raw weights once a batchnorm is folded into new ones, which
+// onnxruntime warned about) is not written.
+func TestUnreadInitializersAreLeftOut(t *testing.T) {
+	e := &exporter{used: map[string]bool{}}
+	e.floats("conv1.weight", []int64{1}, []float32{1})
+	e.floats("conv1.weight.folded", []int64{1}, []float32{2})
+	e.ints("shape", nil, 4)
+	e.node("conv1", "Conv", []string{"x", "conv1.weight.folded"}, []string{"y"})
+	e.node("reshape", "Reshape", []string{"y", "shape"}, []string{"z"})
+	if got := len(e.readInits()); got != 2 || len(e.inits) != 3 {
+		t.Errorf("%d of %d initializers written, want the 2 read", got, len(e.inits))
+	}
+}
