@@ -62,13 +62,7 @@ func TestLauncherEnv(t *testing.T) {
 // process's with the two ranks' batches together does.
 func TestTorchrunStartsOneRankAPipe(t *testing.T) {
 	py := torchPython(t)
-	torchrun, err := exec.LookPath("torchrun")
-	if err != nil {
-		if os.Getenv("PIPE_REQUIRE_TORCH") != "" {
-			t.Fatal("torchrun is not on the PATH (Debian's python3-torch has it)")
-		}
-		t.Skip("no torchrun")
-	}
+	torchrun := torchrunPath(t)
 	src := `pipeline tr
 seed 3
 source blobs synthetic { samples 640  shape [12]  classes 4  seed 5 }

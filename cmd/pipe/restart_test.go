@@ -22,13 +22,7 @@ import (
 // from the run's last checkpoint without --resume, and the run completes.
 func TestTorchrunRestartsAKilledRank(t *testing.T) {
 	py := torchPython(t)
-	torchrun, err := exec.LookPath("torchrun")
-	if err != nil {
-		if os.Getenv("PIPE_REQUIRE_TORCH") != "" {
-			t.Fatal("torchrun is not on the PATH (Debian's python3-torch has it)")
-		}
-		t.Skip("no torchrun")
-	}
+	torchrun := torchrunPath(t)
 	// 64 samples, 16 a step over the two ranks: 4 steps an epoch.
 	src := `pipeline tr
 seed 3
@@ -115,6 +109,20 @@ train { epochs 150  batch 8  optimizer adam lr 0.01  loss cross_entropy }
 		t.Errorf("resumed from %v; %v steps, %v", rep["resumed_from"], rep["steps"], rep["status"])
 	}
 	t.Logf("rank 1 killed after epoch 3; both ranks continued from step %v to step %v", from["step"], rep["steps"])
+}
+
+// torchrunPath is torchrun's path; the test is skipped without one,
+// unless PIPE_REQUIRE_TORCH says torch must be there.
+func torchrunPath(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("torchrun")
+	if err != nil {
+		if os.Getenv("PIPE_REQUIRE_TORCH") != "" {
+			t.Fatal("torchrun is not on the PATH (Debian's python3-torch has it)")
+		}
+		t.Skip("no torchrun")
+	}
+	return p
 }
 
 // childOf is the first child process of pid (torchrun's worker), 0 when
