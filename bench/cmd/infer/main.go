@@ -57,7 +57,8 @@ type table struct {
 	Date string `json:"date"`
 	Go   string `json:"go"`
 	CPU  string `json:"cpu"`
-	// Load is /proc/loadavg's 1-minute figure as the timing began.
+	// Load is /proc/loadavg's 1, 5 and 15-minute figures as the timing
+	// began (memrun.LoadAvg).
 	Load      string `json:"load_average,omitempty"`
 	Model     string `json:"model"`
 	Trained   string `json:"trained"`
@@ -192,7 +193,7 @@ func bench(rounds int, roundTime time.Duration, threads int, out string) error {
 		{engine: "onnxruntime", precision: "fp32", run: ort},
 	}
 	batches := []int{1, batch}
-	load := loadAverage()
+	load := memrun.LoadAvg()
 	for _, s := range sides { // warm-up
 		s.runs, s.took = map[int]int{}, map[int]time.Duration{}
 		for _, b := range batches {
@@ -240,18 +241,6 @@ func bench(rounds int, roundTime time.Duration, threads int, out string) error {
 		return err
 	}
 	return os.WriteFile(out, append(j, '\n'), 0o644)
-}
-
-func loadAverage() string {
-	b, err := os.ReadFile("/proc/loadavg")
-	if err != nil {
-		return ""
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return ""
-	}
-	return f[0]
 }
 
 func rate(s *side, b int) float64 {
