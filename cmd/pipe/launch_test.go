@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -62,16 +63,7 @@ esac
 // stops at a checkpoint (exit 130) has its job requeued.
 func TestSlurmScriptRuns(t *testing.T) {
 	py := torchPython(t)
-	dir, _ := tiny(t, `pipeline sl
-seed 3
-source blobs synthetic { samples 640  shape [12]  classes 4  seed 5 }
-model net {
-  input [12]
-  dense 32 -> relu -> dense 4
-}
-train { epochs 1  batch 8  optimizer adam lr 0.01  loss cross_entropy }
-evaluate { source blobs }
-`)
+	dir, _ := tiny(t, fmt.Sprintf(ranksPipe, "sl"))
 	t.Chdir(dir)
 	code, stdout, stderr := runPipe(t, "", "launch", "--slurm", "job.sbatch", "--engine", "torch", "--nproc-per-node", "2", "--master-port", freePort(t),
 		"tiny.pipe", "--", "--max-steps", "6", "--checkpoint-dir", "ckpt", "--report", "run.json")

@@ -55,15 +55,9 @@ func TestLauncherEnv(t *testing.T) {
 	}
 }
 
-// TestTorchrunStartsOneRankAPipe: two torchrun agents on this machine
-// (two "nodes" of one process, c10d rendezvous, gloo) each start this
-// test binary as pipe, which reads its rank from torchrun's environment
-// and starts one worker; rank 0's model after 10 steps evaluates as one
-// process's with the two ranks' batches together does.
-func TestTorchrunStartsOneRankAPipe(t *testing.T) {
-	py := torchPython(t)
-	torchrun := torchrunPath(t)
-	src := `pipeline tr
+// ranksPipe is the small pipeline the launcher tests train over two
+// ranks (%s: its name): 640 samples, 10 steps of 16 in a few seconds.
+const ranksPipe = `pipeline %s
 seed 3
 source blobs synthetic { samples 640  shape [12]  classes 4  seed 5 }
 model net {
@@ -73,6 +67,16 @@ model net {
 train { epochs 1  batch 8  optimizer adam lr 0.01  loss cross_entropy }
 evaluate { source blobs }
 `
+
+// TestTorchrunStartsOneRankAPipe: two torchrun agents on this machine
+// (two "nodes" of one process, c10d rendezvous, gloo) each start this
+// test binary as pipe, which reads its rank from torchrun's environment
+// and starts one worker; rank 0's model after 10 steps evaluates as one
+// process's with the two ranks' batches together does.
+func TestTorchrunStartsOneRankAPipe(t *testing.T) {
+	py := torchPython(t)
+	torchrun := torchrunPath(t)
+	src := fmt.Sprintf(ranksPipe, "tr")
 	dir, file := tiny(t, src)
 	endpoint := "127.0.0.1:" + freePort(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
