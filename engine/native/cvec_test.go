@@ -249,7 +249,8 @@ func TestInt8LoopsC(t *testing.T) {
 }
 
 // TestMax2x2PlanesEvalC holds the index-free C max-pool to max2x2's
-// maxima, NaNs and signed zeros included.
+// maxima, NaNs and signed zeros included, on each path this CPU runs
+// (AVX-512, AVX2, the compiler's loop).
 func TestMax2x2PlanesEvalC(t *testing.T) {
 	if !cvec.Built {
 		t.Skip("built without cgo")
@@ -258,7 +259,7 @@ func TestMax2x2PlanesEvalC(t *testing.T) {
 	special := []float32{0, float32(math.Copysign(0, -1)), float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}
 	// Chunks of row pairs across planes, odd sides, and rows too long for
 	// a chunk.
-	for _, sz := range [][3]int{{28, 28, 64}, {5, 7, 3}, {14, 14, 9}, {4, 4200, 2}} {
+	for _, sz := range [][3]int{{28, 28, 64}, {5, 7, 3}, {14, 14, 9}, {4, 4200, 2}, {6, 33, 4}, {2, 2, 5}, {8, 64, 3}, {4, 18, 2}} {
 		h, w, n := sz[0], sz[1], sz[2]
 		ho, wo := h/2, w/2
 		src := make([]float32, n*h*w)
@@ -274,11 +275,48 @@ func TestMax2x2PlanesEvalC(t *testing.T) {
 		for p := range n {
 			max2x2(src[p*h*w:(p+1)*h*w], want[p*ho*wo:(p+1)*ho*wo], wi[p*ho*wo:(p+1)*ho*wo], w, ho, wo)
 		}
-		cvec.Max2x2PlanesEval(src, got, w, h, ho, wo, n)
-		for i := range want {
-			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
-				t.Fatalf("%v: [%d] C %v, Go %v", sz, i, got[i], want[i])
+		for _, isa := range []int{2, 1, 0} {
+			if !cvec.UseMax2x2Eval(isa) {
+				continue
 			}
+			clear(got)
+			cvec.Max2x2PlanesEval(src, got, w, h, ho, wo, n)
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%v, path %d: [%d] C %v, Go %v", sz, isa, i, got[i], want[i])
+				}
+			}
+		}
+		cvec.UseMax2x2Eval(-2)
+	}
+}
+
+// BenchmarkMax2x2Eval times the index-free max-pool on each path this
+// CPU runs, on the fashion net's two pools at batch 64, one thread:
+//
+//	go test ./engine/native -run NONE -bench Max2x2Eval
+func BenchmarkMax2x2Eval(b *testing.B) {
+	if !cvec.Built {
+		b.Skip("built without cgo")
+	}
+	defer cvec.UseMax2x2Eval(-2)
+	for _, sz := range [][3]int{{28, 28, 64 * 32}, {14, 14, 64 * 64}} {
+		h, w, n := sz[0], sz[1], sz[2]
+		src := make([]float32, n*h*w)
+		for i := range src {
+			src[i] = float32(i%97) - 48
+		}
+		dst := make([]float32, n*(h/2)*(w/2))
+		for _, isa := range []int{2, 1, 0} {
+			if !cvec.UseMax2x2Eval(isa) {
+				continue
+			}
+			b.Run(fmt.Sprintf("%dx%d/path%d", h, w, isa), func(b *testing.B) {
+				for b.Loop() {
+					cvec.Max2x2PlanesEval(src, dst, w, h, h/2, w/2, n)
+				}
+				b.SetBytes(int64(4 * len(src)))
+			})
 		}
 	}
 }

@@ -102,6 +102,11 @@ func Max2x2PlanesEval(src, dst []float32, w, h, ho, wo, n int) {
 	C.max2x2_planes_eval(f32p(src), f32p(dst), C.int(w), C.int(h), C.int(ho), C.int(wo), C.int(n))
 }
 
+// UseMax2x2Eval makes Max2x2PlanesEval run one path: 2 AVX-512, 1 AVX2,
+// 0 the compiler's loop, -2 the CPU's best (the default). It reports
+// whether this CPU runs that path; tests compare them.
+func UseMax2x2Eval(isa int) bool { return C.max2x2_eval_use(C.int(isa)) != 0 }
+
 // QuantU8 is cpu.actQuant.quantRow: dst[i] = clamp(round(src[i]·inv),
 // lo, hi) + zero.
 func QuantU8(dst []uint8, src []float32, inv float32, lo, hi, zero int32) {

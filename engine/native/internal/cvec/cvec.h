@@ -11,3 +11,4 @@ void quant_nhwc(uint8_t *xq, const float *x, long pix, int ci, long p0, long p1,
 void requant_t(float *y, long P, const int32_t *c, long cop, long rows, long co, const float *mul, const float *bias, const int32_t *corr, int relu);
 void requant_row(float *dst, const int32_t *c, const float *mul, const float *bias, const int32_t *corr, int relu, long n);
 void max2x2_planes_eval(const float *src, float *dst, int w, int h, int ho, int wo, int n);
+int max2x2_eval_use(int isa);
