@@ -3,6 +3,8 @@
 package native
 
 import (
+	"os"
+
 	netlib "gonum.org/v1/netlib/blas/netlib"
 	G "gorgonia.org/gorgonia"
 
@@ -29,4 +31,16 @@ const blasThreadsSettable = true
 func blasThreads(n int) (restore func()) {
 	openblas.SetThreads(n)
 	return func() { openblas.SetThreads(1) }
+}
+
+// BLASKernels names the BLAS and the kernel family it runs on this CPU,
+// for benchmark tables: OpenBLAS picks it from the CPU unless
+// OPENBLAS_CORETYPE chooses (some machines set Haswell's AVX2 kernels
+// for every CPU, half the speed of the AVX-512 ones where those run).
+func BLASKernels() string {
+	s := "OpenBLAS, " + openblas.CoreName() + " kernels"
+	if v := os.Getenv("OPENBLAS_CORETYPE"); v != "" {
+		s += " (OPENBLAS_CORETYPE=" + v + ")"
+	}
+	return s
 }

@@ -18,3 +18,6 @@ func setupBLAS() {}
 const blasThreadsSettable = false
 
 func blasThreads(n int) (restore func()) { return func() {} }
+
+// BLASKernels names the BLAS: gonum's Go loops.
+func BLASKernels() string { return "gonum (pure Go)" }

@@ -59,11 +59,14 @@ type table struct {
 	CPU  string `json:"cpu"`
 	// Load is /proc/loadavg's 1, 5 and 15-minute figures as the timing
 	// began (memrun.LoadAvg).
-	Load      string `json:"load_average,omitempty"`
-	Model     string `json:"model"`
-	Trained   string `json:"trained"`
-	ORT       string `json:"onnxruntime"`
-	ORTInt8   string `json:"onnxruntime_int8"`
+	Load    string `json:"load_average,omitempty"`
+	Model   string `json:"model"`
+	Trained string `json:"trained"`
+	ORT     string `json:"onnxruntime"`
+	ORTInt8 string `json:"onnxruntime_int8"`
+	// BLAS is the kernels pipe's fp32 products ran on; onnxruntime picks
+	// its own from the CPU.
+	BLAS      string `json:"pipe_blas"`
 	Threads   int    `json:"threads"`
 	Rounds    int    `json:"rounds"`
 	RoundTime string `json:"round_time"`
@@ -223,6 +226,7 @@ func bench(rounds int, roundTime time.Duration, threads int, out string) error {
 		Trained: fmt.Sprintf("%d steps at batch %d (speed does not depend on it)", trainSteps, batch),
 		ORT:     "onnxruntime-node " + ortVersion + ", CPU execution provider, graph optimisation all, sequential",
 		ORTInt8: "not measured: onnxruntime's quantisation tooling is Python's (onnxruntime.quantization), not in the node package",
+		BLAS:    native.BLASKernels(),
 		Threads: threads, Rounds: rounds, RoundTime: roundTime.String(), Load: load,
 	}
 	for _, b := range batches {
@@ -325,5 +329,5 @@ func print(t table) {
 	for _, r := range t.Rows {
 		fmt.Printf("%-12s %-9s %-14s %6d %12.0f %9.2f×\n", r.Engine, r.Precision, r.Kernel, r.Batch, r.PerSec, r.VsORT)
 	}
-	fmt.Printf("\nonnxruntime int8: %s\n\n", t.ORTInt8)
+	fmt.Printf("\npipe's BLAS: %s\nonnxruntime int8: %s\n\n", t.BLAS, t.ORTInt8)
 }
