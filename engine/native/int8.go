@@ -177,6 +177,10 @@ type qconvKernel struct {
 	*qlayer
 	g  convGeom
 	xq []uint8 // the input, quantised, NHWC
+	// pool, when set, is the 2×2, stride-2 max-pool that alone reads this
+	// convolution: it is taken here, on the int32 sums of each window
+	// before requantising (see pooledConv), and the pool's unit copies.
+	pool *poolKernel
 }
 
 func (k *qconvKernel) forward(e *env) {
@@ -197,6 +201,10 @@ func (k *qconvKernel) forward(e *env) {
 		k.quantNHWCGo(xq, x, pix, p0, p1)
 	})
 	P := n * g.ho * g.wo
+	if k.pool != nil {
+		// A row per pixel of each window, the window's four together.
+		P = 4 * n * k.pool.ho * k.pool.wo
+	}
 	rows := k.chunkRows(e.m.pool, P)
 	chunks := (P + rows - 1) / rows
 	lda, cop := k.w.lda(), k.w.cop
@@ -208,9 +216,45 @@ func (k *qconvKernel) forward(e *env) {
 			r := min(rows, P-p0)
 			k.im2row(xq, p0, r, s.a, lda)
 			k.w.gemm(s.a, lda, (r+3)&^3, s.c, cop)
+			if k.pool != nil {
+				maxOf4Rows(s.c, r/4, k.w.co, cop)
+				k.requantT(s, r/4, y, P/4, p0/4)
+				continue
+			}
 			k.requantT(s, r, y, P, p0)
 		}
 	})
+}
+
+// pixel is the output pixel (image, row, column) that row p of the
+// product computes: p itself in row-major order, or with a pool the
+// (p mod 4)th pixel of pooled pixel p/4's window.
+func (k *qconvKernel) pixel(p int) (nn, oh, ow int) {
+	if q := k.pool; q != nil {
+		j, d := p>>2, p&3
+		phw := q.ho * q.wo
+		nn = j / phw
+		r := j - nn*phw
+		ph := r / q.wo
+		return nn, 2*ph + d>>1, 2*(r-ph*q.wo) + d&1
+	}
+	howo := k.g.ho * k.g.wo
+	nn = p / howo
+	r := p - nn*howo
+	oh = r / k.g.wo
+	return nn, oh, r - oh*k.g.wo
+}
+
+// maxOf4Rows replaces rows [0, m) of c (co sums each, ldc apart) by the
+// maxima of rows 4i..4i+3, channel by channel.
+func maxOf4Rows(c []int32, m, co, ldc int) {
+	for i := 0; i < m; i++ {
+		d := c[i*ldc : i*ldc+co]
+		r0, r1, r2, r3 := c[4*i*ldc:], c[(4*i+1)*ldc:], c[(4*i+2)*ldc:], c[(4*i+3)*ldc:]
+		for o := range d {
+			d[o] = max(r0[o], r1[o], r2[o], r3[o])
+		}
+	}
 }
 
 // quantNHWCGo quantises pixels [p0, p1) of the input x (channel-major,
@@ -233,16 +277,12 @@ func (k *qconvKernel) quantNHWCGo(xq []uint8, x []float32, pix, p0, p1 int) {
 // weights; padding reads as the zero point.
 func (k *qconvKernel) im2row(xq []uint8, p0, rows int, a []uint8, lda int) {
 	g := &k.g
-	ci, howo := g.ci, g.ho*g.wo
+	ci := g.ci
 	zp := uint8(k.in.zero)
 	K := g.k * g.k * ci
 	run := g.k * ci // a kernel row's bytes when its taps are adjacent
 	for i := 0; i < rows; i++ {
-		p := p0 + i
-		nn := p / howo
-		r := p - nn*howo
-		oh := r / g.wo
-		ow := r - oh*g.wo
+		nn, oh, ow := k.pixel(p0 + i)
 		row := a[i*lda : (i+1)*lda]
 		img := xq[nn*g.h*g.w*ci : (nn+1)*g.h*g.w*ci]
 		iw0 := ow*g.s - g.p
@@ -489,9 +529,68 @@ func (m *model) QuantizeInt8(calib []*dataset.Batch, o engine.QuantOptions) (qm 
 		}
 		rep.Layers = append(rep.Layers, l)
 	}
+	for _, u := range nm.units {
+		if p := poolAfter(nm, u); p != nil && int8PoolFusion {
+			u.k.(*qconvKernel).pool = p.k.(*poolKernel)
+			p.k = &pooledKernel{}
+			rep.Layers[u.idx-1].Why += "; the max-pool after it taken on its int32 sums"
+			rep.Layers[p.idx-1].Why = "max-pool taken by the int8 convolution before it"
+		}
+	}
 	nm.eval = nil
 	return &qmodel{nm}, rep, nil
 }
+
+// int8PoolFusion lets a test turn poolAfter's fusion off to compare.
+var int8PoolFusion = true
+
+// poolAfter returns the unit of the 2×2, stride-2 max-pool that alone
+// reads int8 convolution u, when u's activation is a relu or none, or
+// nil. Such a convolution takes the pool on its int32 sums: requantising
+// (x − corr)·mul + bias with mul > 0, then a relu, never decreases as the
+// sum grows (each rounding is monotone), so the maximum of four
+// requantised sums is the requantised maximum, bit for bit, and no NaN or
+// −0 can come out of it. A quarter of the requantisation and the pool's
+// pass over the convolution's output go.
+func poolAfter(m *model, u *unit) *unit {
+	k, ok := u.k.(*qconvKernel)
+	if !ok || u.idx == m.outUnit || (k.act != actReLU && k.act != actNone) || k.g.g != 1 {
+		return nil
+	}
+	var next *unit
+	for _, v := range m.units {
+		for _, j := range v.ins {
+			if j == u.idx {
+				if next != nil {
+					return nil
+				}
+				next = v
+			}
+		}
+	}
+	if next == nil {
+		return nil
+	}
+	p, ok := next.k.(*poolKernel)
+	if !ok || !p.max || p.k != 2 || p.s != 2 || p.p != 0 || p.h != k.g.ho || p.w != k.g.wo || p.ho < 1 || p.wo < 1 {
+		return nil
+	}
+	return next
+}
+
+// pooledKernel stands in for a max-pool that the int8 convolution before
+// it took (poolAfter): the convolution wrote the pooled maps at the start
+// of its output, which this copies on.
+type pooledKernel struct{}
+
+func (*pooledKernel) spec() kspec { return kspec{saveIn: []bool{false}} }
+
+func (*pooledKernel) forward(e *env) {
+	n := e.n * e.u.out.size()
+	copy(e.out[:n], e.in[0][:n])
+}
+
+func (*pooledKernel) backward(*env) { panic(engine.ErrInt8Training) }
 
 // quantize returns the convolution's evaluation weights (batchnorm
 // folded) quantised per output channel, in im2row's order (kh, kw, ci),

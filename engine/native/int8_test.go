@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"pipe/dataset"
@@ -261,5 +262,64 @@ func TestInt8InferenceOnly(t *testing.T) {
 	}
 	if _, err := qm.Eval(&dataset.Batch{N: 2, X: make([]float32, 5)}, nil); !errors.Is(err, engine.ErrBadBatch) {
 		t.Fatalf("a batch of the wrong size: %v, want ErrBadBatch", err)
+	}
+}
+
+// int8PoolNet has a max-pool over an odd map (its last row and column
+// dropped) after a fused conv+batchnorm+relu, and one after a conv whose
+// output a residual add reads too, which must not be taken.
+const int8PoolNet = `input [8, 11, 11]
+conv 16 k3 pad1 -> batchnorm -> relu -> maxpool 2
+c = conv 16 k3 pad1 -> relu
+maxpool 2 -> concat (c -> conv 16 k3 stride2 -> relu) -> flatten -> dense 10`
+
+// TestInt8PoolTakenOnSums holds an int8 convolution that takes the
+// max-pool after it on its int32 sums to the same bits as the separate
+// pool, on every int8 kernel this CPU runs, and checks which pools were
+// taken.
+func TestInt8PoolTakenOnSums(t *testing.T) {
+	defer func() { int8PoolFusion = true }()
+	for _, c := range []struct {
+		net   string
+		taken int
+	}{{int8Net, 1}, {int8PoolNet, 1}} {
+		m := trainedOf(t, c.net, 2)
+		b := randomBatch(m, 16, 11)
+		b.Y = nil
+		outs := [2]map[qkernel][]float32{}
+		for i, fuse := range []bool{false, true} {
+			int8PoolFusion = fuse
+			qm, rep, err := m.QuantizeInt8(calibBatches(m, 2), engine.QuantOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			taken := 0
+			for _, l := range rep.Layers {
+				if strings.HasPrefix(l.Why, "max-pool taken") {
+					taken++
+				}
+			}
+			if want := map[bool]int{true: c.taken}[fuse]; taken != want {
+				t.Errorf("fusion %v: %d pools taken, want %d: %+v", fuse, taken, want, rep.Layers)
+			}
+			outs[i] = map[qkernel][]float32{}
+			for _, k := range qkernels(t) {
+				out := make([]float32, 16*10)
+				withQPath(k, func() { _, err = qm.Eval(b, out) })
+				if err != nil {
+					t.Fatal(err)
+				}
+				outs[i][k] = out
+			}
+			qm.Close()
+		}
+		for k, want := range outs[0] {
+			got := outs[1][k]
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%v: output %d is %g with the pool taken, %g without", k, i, got[i], want[i])
+				}
+			}
+		}
 	}
 }
