@@ -24,9 +24,9 @@ import (
 // only output is folded into the conv's weights; those pairs are listed
 // apart, since training cannot fold them.
 
-var activationOps = map[string]bool{"relu": true, "gelu": true, "sigmoid": true, "tanh": true}
+var activationOps = map[string]bool{"relu": true, "gelu": true, "silu": true, "hardswish": true, "sigmoid": true, "tanh": true}
 
-var elementwiseOps = map[string]bool{"relu": true, "gelu": true, "sigmoid": true, "tanh": true, "dropout": true, "add": true}
+var elementwiseOps = map[string]bool{"relu": true, "gelu": true, "silu": true, "hardswish": true, "sigmoid": true, "tanh": true, "dropout": true, "add": true}
 
 // fuse finds the fusion groups of g. group[i] is node i's group ID (0 for
 // none).

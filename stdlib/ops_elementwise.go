@@ -21,6 +21,8 @@ func elementwiseOps() []*Op {
 					return b.leakyrelu(b.numbered("leakyrelu"), x, argFloat(c, "slope", 0.01))
 				}}}},
 		act("gelu", "Gaussian error linear unit, elementwise (the exact erf form).", "x·Φ(x).", "its input"),
+		withAlias(act("silu", "x·σ(x), elementwise: the sigmoid-weighted linear unit (EfficientNet's activation); swish is its other name.", "x·σ(x).", "its input"), "swish"),
+		act("hardswish", "x·min(max(x+3, 0), 6)/6, elementwise: MobileNetV3's piecewise swish.", "x·relu6(x+3)/6.", "its input"),
 		act("sigmoid", "1 / (1 + e^-x), elementwise.", "1/(1+e^-x).", "its output"),
 		act("tanh", "Hyperbolic tangent, elementwise.", "tanh(x).", "its output"),
 		act("softmax", "Softmax over the channel axis (the first; the only one for a vector).", "Softmax over axis 0.", "its output"),
@@ -35,17 +37,26 @@ func elementwiseOps() []*Op {
 	}
 }
 
+// withAlias gives an op's one layer other names.
+func withAlias(op *Op, names ...string) *Op {
+	op.Layers[0].Aliases = names
+	return op
+}
+
 // activation costs and what each keeps: its output (relu, sigmoid, tanh,
-// softmax) or its input (gelu).
+// softmax) or its input (gelu, silu, hardswish: autograd's silu_backward
+// and hardswish_backward read the input).
 var activations = map[string]struct {
 	flops    int64
 	keepsOut bool
 }{
-	"relu":    {1, true},
-	"sigmoid": {4, true}, // neg, exp, add, div
-	"tanh":    {1, true},
-	"gelu":    {5, false}, // div, erf, add, mul, mul
-	"softmax": {5, true},  // max, sub, exp, sum, div
+	"relu":      {1, true},
+	"sigmoid":   {4, true}, // neg, exp, add, div
+	"tanh":      {1, true},
+	"gelu":      {5, false}, // div, erf, add, mul, mul
+	"silu":      {5, false}, // sigmoid's 4, mul
+	"hardswish": {5, false}, // add, max, min, mul, mul by 1/6
+	"softmax":   {5, true},  // max, sub, exp, sum, div
 }
 
 func (b *builder) activation(name, op string, x int) int {

@@ -125,3 +125,23 @@ func TestGroupnormRules(t *testing.T) {
 		}
 	}
 }
+
+// TestSwishRules: silu, its alias swish and hardswish keep their shape and
+// their input (autograd's backward reads it), at 5 FLOPs an element;
+// swish builds a silu node.
+func TestSwishRules(t *testing.T) {
+	for _, layer := range []string{"silu", "swish", "hardswish"} {
+		g, ds := BuildGraph(oneCall([]int64{4, 3, 5}, layer, lang.Args{}))
+		if ds.HasErrors() {
+			t.Fatal(ds)
+		}
+		n := g.Nodes[1]
+		op := layer
+		if layer == "swish" {
+			op = "silu"
+		}
+		if n.Op != op || !equalShape(n.Out, []int64{4, 3, 5}) || n.FLOPs != 5*60 || len(n.Keep) != 1 || n.Keep[0] != 0 || n.Params != 0 {
+			t.Errorf("%s node %+v", layer, n)
+		}
+	}
+}

@@ -14,6 +14,8 @@ const (
 	actGELU
 	actSigmoid
 	actTanh
+	actSiLU
+	actHardswish
 )
 
 func actOf(op string) (actKind, bool) {
@@ -26,13 +28,19 @@ func actOf(op string) (actKind, bool) {
 		return actSigmoid, true
 	case "tanh":
 		return actTanh, true
+	case "silu":
+		return actSiLU, true
+	case "hardswish":
+		return actHardswish, true
 	}
 	return actNone, false
 }
 
 // fromOut says the derivative is a function of the output (relu,
-// sigmoid, tanh); gelu's needs its input.
+// sigmoid, tanh); fromIn that it needs the input (gelu, silu, hardswish).
 func (a actKind) fromOut() bool { return a == actReLU || a == actSigmoid || a == actTanh }
+
+func (a actKind) fromIn() bool { return a == actGELU || a == actSiLU || a == actHardswish }
 
 // grain is the smallest share of an elementwise loop worth a worker.
 const grain = 16 << 10
@@ -61,7 +69,20 @@ func applyAct(a actKind, dst, src []float32) {
 		for i, v := range src {
 			dst[i] = float32(math.Tanh(float64(v)))
 		}
+	case actSiLU:
+		for i, v := range src {
+			dst[i] = v * sigmoid32(v)
+		}
+	case actHardswish:
+		for i, v := range src {
+			dst[i] = hardswish32(v)
+		}
 	}
+}
+
+// hardswish32 is x·min(max(x+3, 0), 6)/6, as PyTorch's kernel.
+func hardswish32(v float32) float32 {
+	return v * min(max(v+3, 0), 6) / 6
 }
 
 func sigmoid32(v float32) float32 {
@@ -87,21 +108,34 @@ func actDeriv(a actKind, x, y float32) float32 {
 		return 1 - y*y
 	case actGELU:
 		return 0.5*(1+erf32(x*(1/math.Sqrt2))) + x*exp32(-0.5*x*x)*float32(1/math.Sqrt(2*math.Pi))
+	case actSiLU:
+		s := sigmoid32(x)
+		return s * (1 + x*(1-s))
+	case actHardswish:
+		// PyTorch's hardswish_backward: 0 below -3, x/3 + 1/2 up to 3
+		// (both ends included), 1 above.
+		switch {
+		case x < -3:
+			return 0
+		case x <= 3:
+			return x/3 + 0.5
+		}
+		return 1
 	}
 	return 1
 }
 
 // actBackward sets g[i] *= act'(·) in place; out is the activation's
-// output (relu, sigmoid, tanh) or in its input (gelu).
+// output (relu, sigmoid, tanh) or in its input (gelu, silu, hardswish).
 func actBackward(a actKind, g, in, out []float32) {
 	switch a {
 	case actNone:
 	case actReLU:
 		reluMask(g, out)
-	case actGELU:
+	case actGELU, actSiLU, actHardswish:
 		in = in[:len(g)]
 		for i, x := range in {
-			g[i] *= actDeriv(actGELU, x, 0)
+			g[i] *= actDeriv(a, x, 0)
 		}
 	default:
 		out = out[:len(g)]
@@ -149,7 +183,7 @@ func (k *actKernel) backward(e *env) {
 // init registers the activations alone (a fused kernel runs them as its
 // epilogue, tailOf).
 func init() {
-	for _, op := range []string{"relu", "gelu", "sigmoid", "tanh"} {
+	for _, op := range []string{"relu", "gelu", "silu", "hardswish", "sigmoid", "tanh"} {
 		registerKernel(op, opKernel{build: buildAct, tokens: true})
 	}
 }

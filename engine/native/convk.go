@@ -50,7 +50,7 @@ func (k *convKernel) spec() kspec {
 	per := k.geo.co * k.geo.ho * k.geo.wo
 	if k.bn != nil {
 		sp.aux = []bsize{{perSample: per}, {fixed: 2 * k.geo.co}}
-	} else if k.act == actGELU {
+	} else if k.act.fromIn() {
 		sp.aux = []bsize{{perSample: per}}
 	}
 	return sp
@@ -59,7 +59,7 @@ func (k *convKernel) spec() kspec {
 // preact returns the tensor before the fused batchnorm or activation when
 // the kernel keeps one, for the non-finite check.
 func (k *convKernel) preact(e *env) []float32 {
-	if k.bn != nil || k.act == actGELU {
+	if k.bn != nil || k.act.fromIn() {
 		return e.aux[0][:e.n*k.geo.co*k.geo.ho*k.geo.wo]
 	}
 	return nil
@@ -125,7 +125,7 @@ func (k *convKernel) forward(e *env) {
 		return
 	}
 	z := out
-	if k.act == actGELU {
+	if k.act.fromIn() {
 		z = e.aux[0]
 	}
 	k.fwd(e.m, k.w.data, x, z, n)
@@ -172,7 +172,7 @@ func (k *convKernel) backward(e *env) {
 			for c := lo; c < hi; c++ {
 				gc := dy[c*m : (c+1)*m]
 				switch {
-				case k.act == actGELU:
+				case k.act.fromIn():
 					actBackward(k.act, gc, e.aux[0][c*m:(c+1)*m], nil)
 				case k.act != actNone:
 					actBackward(k.act, gc, nil, e.out[c*m:(c+1)*m])

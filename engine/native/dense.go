@@ -84,7 +84,7 @@ type denseKernel struct {
 
 func (k *denseKernel) spec() kspec {
 	sp := kspec{saveIn: []bool{true}, saveOut: k.act.fromOut()}
-	if k.act == actGELU {
+	if k.act.fromIn() {
 		sp.aux = append(sp.aux, bsize{perSample: k.out * k.rows})
 	}
 	if k.lowrank {
@@ -96,7 +96,7 @@ func (k *denseKernel) spec() kspec {
 }
 
 func (k *denseKernel) preact(e *env) []float32 {
-	if k.act == actGELU {
+	if k.act.fromIn() {
 		return e.aux[0][:e.n*k.rows*k.out]
 	}
 	return nil
@@ -106,7 +106,7 @@ func (k *denseKernel) forward(e *env) {
 	n := e.n * k.rows
 	x, y := e.in[0], e.out
 	z := y
-	if k.act == actGELU {
+	if k.act.fromIn() {
 		z = e.aux[0]
 	}
 	var beta float32
@@ -139,7 +139,7 @@ func (k *denseKernel) backward(e *env) {
 	sz := n * k.out
 	if k.act != actNone {
 		e.m.pool.forRange(sz, grain, func(lo, hi int) {
-			if k.act == actGELU {
+			if k.act.fromIn() {
 				actBackward(k.act, g[lo:hi], e.aux[0][lo:hi], nil)
 			} else {
 				actBackward(k.act, g[lo:hi], nil, e.out[lo:hi])
@@ -239,7 +239,7 @@ func denseOnly(g *stdlib.Graph) bool {
 		switch n.Op {
 		case "dense", "lowrank_dense":
 			dense = true
-		case "input", "flatten", "dropout", "relu", "gelu", "sigmoid", "tanh", "leakyrelu", "softmax":
+		case "input", "flatten", "dropout", "relu", "gelu", "silu", "hardswish", "sigmoid", "tanh", "leakyrelu", "softmax":
 		default:
 			return false
 		}

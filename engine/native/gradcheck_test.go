@@ -193,8 +193,11 @@ func alignCorners(g *stdlib.Graph) {
 	}
 }
 
-func TestGradients(t *testing.T) {
-	for _, c := range gradCases {
+func TestGradients(t *testing.T) { checkGradCases(t, gradCases) }
+
+// checkGradCases checks each case's gradients with one and two threads.
+func checkGradCases(t *testing.T, cases []gcase) {
+	for _, c := range cases {
 		for _, threads := range []int{1, 2} {
 			t.Run(fmt.Sprintf("%s/threads%d", c.name, threads), func(t *testing.T) {
 				g := graphOf(t, c.model)

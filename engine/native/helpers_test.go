@@ -70,7 +70,7 @@ func fuseAll(g *stdlib.Graph) []engine.FusionGroup {
 		}
 		return -1
 	}
-	acts := []string{"relu", "gelu", "sigmoid", "tanh"}
+	acts := []string{"relu", "gelu", "silu", "hardswish", "sigmoid", "tanh"}
 	var out []engine.FusionGroup
 	add := func(kind string, ids ...int) {
 		fg := engine.FusionGroup{Kind: kind}

@@ -94,10 +94,10 @@ func bnBackwardBlock(act actKind, g, x, out, dx []float32, mean, invstd, gamma, 
 	relu := act == actReLU
 	switch act {
 	case actNone, actReLU:
-	case actGELU:
+	case actGELU, actSiLU, actHardswish:
 		// g·act'(pre) in place, then as without an activation.
 		for i := range g {
-			g[i] *= actDeriv(actGELU, gamma*(x[i]-mean)*invstd+beta, 0)
+			g[i] *= actDeriv(act, gamma*(x[i]-mean)*invstd+beta, 0)
 		}
 	default:
 		out = out[:n]

@@ -88,6 +88,8 @@ var torchOps = map[string]torchOp{
 	"sigmoid":   {args: noArgs, saved: savedKeepsOutput},
 	"tanh":      {args: noArgs, saved: savedKeepsOutput},
 	"gelu":      {args: noArgs, saved: savedKeepsInput},
+	"silu":      {args: noArgs, saved: savedKeepsInput},
+	"hardswish": {args: noArgs, saved: savedKeepsInput},
 	"leakyrelu": {args: func(a stdlib.OpArgs) Args { return Args{NegativeSlope: a.Slope} }, saved: savedKeepsInput},
 	"softmax": {args: noArgs, saved: func(c *savedCtx, _ *stdlib.Node) {
 		c.as(c.ex)

@@ -156,10 +156,10 @@ train { epochs 1  batch 4  optimizer adam lr 0.01  loss cross_entropy  metrics [
 			relu = n
 		}
 	}
-	relu.Op = "swish"
+	relu.Op = "mish"
 	var buf bytes.Buffer
 	_, err := onnx.Export(&buf, tr)
-	if !errors.Is(err, onnx.ErrUnsupported) || !strings.Contains(err.Error(), "layer relu (tiny.pipe:5)") || !strings.Contains(err.Error(), "no ONNX form for op swish") {
+	if !errors.Is(err, onnx.ErrUnsupported) || !strings.Contains(err.Error(), "layer relu (tiny.pipe:5)") || !strings.Contains(err.Error(), "no ONNX form for op mish") {
 		t.Fatalf("an op without an ONNX form: %v, want ErrUnsupported naming the layer, its line and the op", err)
 	}
 	if buf.Len() != 0 {
@@ -172,7 +172,8 @@ train { epochs 1  batch 4  optimizer adam lr 0.01  loss cross_entropy  metrics [
 // random features, dilated and grouped convs, a depthwise conv, a
 // standalone batchnorm (fusion off) on an image and on a vector,
 // instancenorm without affine, groupnorm, leakyrelu, padded avgpool, convtranspose,
-// bilinear upsampling, softmax over channels, pixelshuffle, tanh, sigmoid.
+// bilinear upsampling, softmax over channels, pixelshuffle, tanh, sigmoid,
+// silu (and swish), hardswish.
 func TestLayersMatchOnnxruntime(t *testing.T) {
 	ort := onnxtest.Runtime(t)
 	models := map[string]string{
@@ -185,6 +186,7 @@ func TestLayersMatchOnnxruntime(t *testing.T) {
 		"convs": `conv 8 k3 pad2 d2 groups 2 bias false -> batchnorm -> leakyrelu 0.1 -> conv 8 k3 pad1 groups 8
   instancenorm -> groupnorm 4 -> avgpool 3 s1 pad1 -> convtranspose 4 k2 s2 -> sigmoid -> upsample 2 mode bilinear
   conv 4 k1 -> softmax -> conv 8 k3 s2 pad1 -> pixelshuffle 2 -> maxpool 3 s2 pad1 -> gap -> batchnorm -> dense 3`,
+		"swish": `conv 8 k3 pad1 -> silu -> conv 8 k3 pad1 groups 8 -> hardswish -> conv 8 k1 -> batchnorm -> swish -> gap -> dense 3`,
 	}
 	for name, body := range models {
 		t.Run(name, func(t *testing.T) {

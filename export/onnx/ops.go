@@ -21,6 +21,8 @@ func init() {
 		"tanh":         unary("Tanh"),
 		"leakyrelu":    (*exporter).leakyrelu,
 		"gelu":         (*exporter).gelu,
+		"silu":         (*exporter).silu,
+		"hardswish":    unary("HardSwish"),
 		"softmax":      (*exporter).softmax,
 		"pixelshuffle": (*exporter).pixelshuffle,
 		"maxpool":      (*exporter).pool,
@@ -86,6 +88,12 @@ func (e *exporter) gelu(n *stdlib.Node) (string, error) {
 	p := e.op(out+"/add", "Add", []string{f, e.scalar(1)})
 	m := e.op(out+"/mul", "Mul", []string{x, p})
 	return e.op(out, "Mul", []string{m, e.scalar(0.5)}), nil
+}
+
+// silu is x·Sigmoid(x): ONNX has no Swish operator before opset 24.
+func (e *exporter) silu(n *stdlib.Node) (string, error) {
+	x := e.in(n, 0)
+	return e.op(n.Name, "Mul", []string{x, e.op(n.Name+"/sigmoid", "Sigmoid", []string{x})}), nil
 }
 
 func (e *exporter) softmax(n *stdlib.Node) (string, error) {

@@ -224,6 +224,16 @@ def gelu_forward(net, n, m, xs):
     return F.gelu(xs[0])
 
 
+@forward("silu")
+def silu_forward(net, n, m, xs):
+    return F.silu(xs[0])
+
+
+@forward("hardswish")
+def hardswish_forward(net, n, m, xs):
+    return F.hardswish(xs[0])
+
+
 @forward("sigmoid")
 def sigmoid_forward(net, n, m, xs):
     return torch.sigmoid(xs[0])
