@@ -78,7 +78,7 @@ type OpArgs struct {
 	// Units is the output width of dense, lowrank_dense and sketched_dense.
 	Units int64
 	// Channels is the output channels of conv, convtranspose and
-	// sketched_conv.
+	// sketched_conv, and se's squeeze channels.
 	Channels int64
 	// Kernel, Stride, Padding and Dilation are square: the same along
 	// height and width (conv, convtranspose, maxpool, avgpool).

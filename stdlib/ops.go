@@ -165,7 +165,7 @@ func last(shape []int64) int64 {
 
 // opTable is every op, family by family, in the order the docs list them.
 func opTable() []*Op {
-	return slices.Concat(linearOps(), normOps(), elementwiseOps(), spatialOps(), joinOps(), pantherOps(), tokenOps())
+	return slices.Concat(linearOps(), normOps(), elementwiseOps(), blockOps(), spatialOps(), joinOps(), pantherOps(), tokenOps())
 }
 
 var (

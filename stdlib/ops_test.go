@@ -13,7 +13,7 @@ pipeline ops
 model a {
   input [3, 16, 16]
   conv 8 k3 pad1 -> instancenorm affine true -> leakyrelu 0.2 -> conv 8 k3 groups 8 pad1 -> batchnorm
-  convtranspose 4 k2 s2 bias false -> instancenorm -> groupnorm 2 eps 1e-3 -> sketched_conv 6 k3 pad1 terms 2 rank 3
+  convtranspose 4 k2 s2 bias false -> instancenorm -> groupnorm 2 eps 1e-3 -> se ratio 2 -> sketched_conv 6 k3 pad1 terms 2 rank 3
   gap -> dense 12 -> lowrank_dense 5 terms 2 rank 3 -> sketched_dense 7 terms 2 rank 2 bias false -> layernorm
 }
 model b {
@@ -143,5 +143,35 @@ func TestSwishRules(t *testing.T) {
 		if n.Op != op || !equalShape(n.Out, []int64{4, 3, 5}) || n.FLOPs != 5*60 || len(n.Keep) != 1 || n.Keep[0] != 0 || n.Params != 0 {
 			t.Errorf("%s node %+v", layer, n)
 		}
+	}
+}
+
+// TestSERules: se keeps its shape and its input, holds torchvision's fc1
+// and fc2 (1x1 convs with bias) of max(1, C/ratio) or squeeze channels,
+// and keeps 2C + 2S values a sample of its own.
+func TestSERules(t *testing.T) {
+	for _, c := range []struct {
+		args lang.Args
+		s    int64
+	}{{lang.Args{}, 2}, {lang.Args{"ratio": iv(3)}, 2}, {lang.Args{"ratio": iv(16)}, 1}, {lang.Args{"squeeze": iv(5)}, 5}} {
+		g, ds := BuildGraph(oneCall([]int64{8, 3, 5}, "se", c.args))
+		if ds.HasErrors() {
+			t.Fatal(ds)
+		}
+		n := g.Nodes[1]
+		if n.Op != "se" || n.Args.Channels != c.s || !equalShape(n.Out, []int64{8, 3, 5}) || n.Params != 2*8*c.s+8+c.s ||
+			n.Private != 2*(8+c.s) || len(n.Keep) != 1 || n.Keep[0] != 0 || n.FLOPs != 2*120+4*8*c.s+6*c.s+5*8 {
+			t.Errorf("se %v: node %+v", c.args, n)
+		}
+		ts, _ := Tensors(n)
+		want := [][]int64{{c.s, 8, 1, 1}, {c.s}, {8, c.s, 1, 1}, {8}}
+		for i, name := range []string{"se1.fc1.weight", "se1.fc1.bias", "se1.fc2.weight", "se1.fc2.bias"} {
+			if len(ts) != 4 || ts[i].Name != name || !equalShape(ts[i].Shape, want[i]) {
+				t.Fatalf("se tensors %+v", ts)
+			}
+		}
+	}
+	if _, ds := BuildGraph(oneCall([]int64{8}, "se", lang.Args{})); len(ds) != 1 || ds[0].Code != "shape-mismatch" {
+		t.Errorf("se on a vector: %v", ds)
 	}
 }

@@ -84,6 +84,16 @@ var torchOps = map[string]torchOp{
 			c.own(cost.Mul(cost.Numel(nd.Out[:len(nd.Out)-1]), 8))
 		}},
 
+	"se": {args: func(a stdlib.OpArgs) Args { return Args{SqueezeChannels: a.Channels} },
+		saved: func(c *savedCtx, nd *stdlib.Node) {
+			// The product keeps the input and the gate; fc1 its pooled
+			// input, silu fc1's output, fc2 silu's output: 2C + 2S
+			// values a sample in the precision the 1x1 convs run in.
+			c.as(c.ex)
+			c.keep(c.x)
+			c.own(cost.Mul(2*(nd.Out[0]+nd.Args.Channels), c.low))
+		}, lowp: true},
+
 	"relu":      {args: noArgs, saved: savedKeepsOutput},
 	"sigmoid":   {args: noArgs, saved: savedKeepsOutput},
 	"tanh":      {args: noArgs, saved: savedKeepsOutput},

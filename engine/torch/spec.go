@@ -111,6 +111,8 @@ type Args struct {
 	Kernel   string  `json:"kernel,omitempty"`
 	// Scale is add's factor on its first input (0: 1).
 	Scale float64 `json:"scale,omitempty"`
+	// SqueezeChannels is se's (torchvision's SqueezeExcitation's name).
+	SqueezeChannels int64 `json:"squeeze_channels,omitempty"`
 }
 
 // Segment is a checkpoint segment of node IDs.

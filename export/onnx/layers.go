@@ -144,6 +144,7 @@ func init() {
 	registerLowering("attention", (*exporter).attention)
 	registerLowering("random_attention", (*exporter).randomAttention)
 	registerLowering("groupnorm", (*exporter).groupnorm)
+	registerLowering("se", (*exporter).se)
 }
 
 // batchnorm is BatchNormalization, or its input where the batchnorm is
@@ -480,4 +481,25 @@ func (e *exporter) groupnorm(n *stdlib.Node) (string, error) {
 	}
 	scaled := e.op(out+"/scale", "Mul", []string{back, e.op(out+"/weight", "Reshape", []string{w, e.shapeConst(per...)})})
 	return e.op(out, "Add", []string{scaled, e.op(out+"/bias", "Reshape", []string{b, e.shapeConst(per...)})}), nil
+}
+
+// se is torchvision's SqueezeExcitation: GlobalAveragePool, fc1 (a 1x1
+// Conv), x·Sigmoid(x), fc2, Sigmoid, and the input times the gate, which
+// Mul broadcasts over the positions.
+func (e *exporter) se(n *stdlib.Node) (string, error) {
+	x, out := e.in(n, 0), n.Name
+	var ps []string
+	for _, s := range []string{"fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"} {
+		p, err := e.param(n, s)
+		if err != nil {
+			return "", err
+		}
+		ps = append(ps, p)
+	}
+	k := intsAttr("kernel_shape", 1, 1)
+	p := e.op(out+"/squeeze", "GlobalAveragePool", []string{x})
+	z := e.op(out+"/fc1", "Conv", []string{p, ps[0], ps[1]}, k)
+	a := e.op(out+"/silu", "Mul", []string{z, e.op(out+"/fc1_sigmoid", "Sigmoid", []string{z})})
+	g := e.op(out+"/gate", "Sigmoid", []string{e.op(out+"/fc2", "Conv", []string{a, ps[2], ps[3]}, k)})
+	return e.op(out, "Mul", []string{x, g}), nil
 }

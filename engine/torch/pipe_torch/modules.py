@@ -22,6 +22,22 @@ class GroupNorm32(nn.Module):
         return F.group_norm(x.float(), self.groups, self.weight, self.bias, self.eps)
 
 
+class SqueezeExcitation(nn.Module):
+    """torchvision.ops.SqueezeExcitation with a SiLU, as EfficientNet's
+    blocks build it: x scaled per channel by
+    sigmoid(fc2(silu(fc1(mean of x over H and W)))), its state_dict keys
+    fc1.weight, fc1.bias, fc2.weight, fc2.bias."""
+
+    def __init__(self, channels, squeeze):
+        super().__init__()
+        self.fc1 = nn.Conv2d(channels, squeeze, 1)
+        self.fc2 = nn.Conv2d(squeeze, channels, 1)
+
+    def forward(self, x):
+        s = F.adaptive_avg_pool2d(x, 1)
+        return x * torch.sigmoid(self.fc2(F.silu(self.fc1(s))))
+
+
 # MODULES maps an op to the function that builds a node's module,
 # f(a, ins, out): its settings (the Go engine's torchOps), its input
 # shapes and its output shape, without the batch. An op with no entry
@@ -118,6 +134,11 @@ def instancenorm_module(a, ins, out):
 @module("groupnorm")
 def groupnorm_module(a, ins, out):
     return GroupNorm32(a["groups"], ins[0][0], a["eps"])
+
+
+@module("se")
+def se_module(a, ins, out):
+    return SqueezeExcitation(ins[0][0], a["squeeze_channels"])
 
 
 @module("dropout")

@@ -331,6 +331,7 @@ STRUCTS = {
         "features": "int",
         "kernel": "str",
         "scale": "float",
+        "squeeze_channels": "int",
     },
     "Distributed": {
         "backend": "str",
