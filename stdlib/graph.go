@@ -93,7 +93,8 @@ type OpArgs struct {
 	// U_i of in×Rank and V_i of Rank×Units), and sketched_dense and
 	// sketched_conv (Panther's num_terms and low_rank).
 	Terms, Rank int64
-	// P is dropout's probability of zeroing an element.
+	// P is dropout's probability of zeroing an element, drop_path's of
+	// zeroing a sample.
 	P float64
 	// Eps and Momentum are batchnorm's and layernorm's settings.
 	Eps, Momentum float64

@@ -2,10 +2,11 @@ package stdlib
 
 import "pipe/lang"
 
-// The ops of EfficientNet's blocks that are not one elementwise pass:
-// squeeze-and-excitation, a channel-wise gate of a feature map by its own
-// pooled summary, which the language cannot write from primitives (it has
-// no channel-wise product); their rules follow the descriptors.
+// The ops of EfficientNet's blocks: squeeze-and-excitation, a channel-wise
+// gate of a feature map by its own pooled summary, which the language
+// cannot write from primitives (it has no channel-wise product), and
+// stochastic depth (drop_path), which drops whole samples of a residual
+// branch; their rules follow the descriptors.
 
 func blockOps() []*Op {
 	return []*Op{
@@ -32,7 +33,32 @@ func blockOps() []*Op {
 				return append(withBias(n.Name+".fc1", []int64{s, c, 1, 1}, s, c, true),
 					withBias(n.Name+".fc2", []int64{c, s, 1, 1}, c, s, true)...)
 			}},
+		{Name: "drop_path", Doc: "Stochastic depth (P): each sample kept whole with probability 1-P and scaled by 1/(1-P), or zeroed; the identity in evaluation.",
+			Shape: "unchanged", Saved: "a 4-byte factor per sample (SavedAux); nothing when P is 0",
+			Layers: []*Layer{{
+				Spec: layer("drop_path", "Stochastic depth, torchvision's StochasticDepth (mode row): during training each sample of a residual branch is zeroed whole with probability p and kept, scaled by 1/(1-p), otherwise; the identity in evaluation. Write it before the add that joins the shortcut. The engines draw from different generators, so they agree only in evaluation or at p 0.",
+					arg("p", lang.TFloat, "The probability of dropping a sample, in [0, 1).", positional, atLeast(0), below(1), def("0.2"))),
+				build: func(b *builder, c *lang.LayerCall, x int) int {
+					return b.dropPath(b.numbered("drop_path"), x, argFloat(c, "p", 0.2))
+				}}}},
 	}
+}
+
+// dropPath keeps a factor per sample, as autograd's product with
+// torchvision's noise [N, 1, 1, 1] keeps the noise; one multiply per
+// element.
+func (b *builder) dropPath(name string, x int, p float64) int {
+	in, ok := b.shape(x)
+	if !ok {
+		return -1
+	}
+	var cc calc
+	n := b.newNode(name, "drop_path", cloneShape(in), OpArgs{P: p}, x)
+	if p > 0 {
+		n.FLOPs = cc.numel(in)
+		n.SavedAux = 4
+	}
+	return b.push(n, &cc)
 }
 
 // se keeps its input (the gate's product and the pooling read it) and

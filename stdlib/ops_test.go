@@ -175,3 +175,19 @@ func TestSERules(t *testing.T) {
 		t.Errorf("se on a vector: %v", ds)
 	}
 }
+
+// TestDropPathRules: drop_path keeps its shape and a 4-byte factor per
+// sample, nothing at p 0.
+func TestDropPathRules(t *testing.T) {
+	g, ds := BuildGraph(oneCall([]int64{4, 3, 5}, "drop_path", lang.Args{"p": fv(0.25)}))
+	if ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	if n := g.Nodes[1]; n.Op != "drop_path" || n.Args.P != 0.25 || !equalShape(n.Out, []int64{4, 3, 5}) || n.SavedAux != 4 || n.FLOPs != 60 || len(n.Keep) != 0 {
+		t.Errorf("drop_path node %+v", n)
+	}
+	g, _ = BuildGraph(oneCall([]int64{6}, "drop_path", lang.Args{"p": fv(0)}))
+	if n := g.Nodes[1]; n.SavedAux != 0 || n.FLOPs != 0 {
+		t.Errorf("drop_path 0 node %+v", n)
+	}
+}

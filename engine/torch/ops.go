@@ -121,6 +121,16 @@ var torchOps = map[string]torchOp{
 			}
 		}},
 
+	"drop_path": {args: func(a stdlib.OpArgs) Args { return Args{P: a.P} },
+		saved: func(c *savedCtx, nd *stdlib.Node) {
+			c.as(c.ex)
+			if nd.Args.P <= 0 {
+				c.base[c.i], c.contig[c.i] = c.base[c.x], c.contig[c.x]
+				return
+			}
+			c.own(c.ex) // the noise [N, 1, 1, 1]
+		}},
+
 	"maxpool": {args: poolArgs, saved: func(c *savedCtx, nd *stdlib.Node) {
 		c.as(c.ex)
 		if len(nd.Out) == 4 && !c.gpu {

@@ -173,7 +173,7 @@ train { epochs 1  batch 4  optimizer adam lr 0.01  loss cross_entropy  metrics [
 // standalone batchnorm (fusion off) on an image and on a vector,
 // instancenorm without affine, groupnorm, leakyrelu, padded avgpool, convtranspose,
 // bilinear upsampling, softmax over channels, pixelshuffle, tanh, sigmoid,
-// silu (and swish), hardswish, se.
+// silu (and swish), hardswish, se, drop_path.
 func TestLayersMatchOnnxruntime(t *testing.T) {
 	ort := onnxtest.Runtime(t)
 	models := map[string]string{
@@ -186,7 +186,7 @@ func TestLayersMatchOnnxruntime(t *testing.T) {
 		"convs": `conv 8 k3 pad2 d2 groups 2 bias false -> batchnorm -> leakyrelu 0.1 -> conv 8 k3 pad1 groups 8
   instancenorm -> groupnorm 4 -> avgpool 3 s1 pad1 -> convtranspose 4 k2 s2 -> sigmoid -> upsample 2 mode bilinear
   conv 4 k1 -> softmax -> conv 8 k3 s2 pad1 -> pixelshuffle 2 -> maxpool 3 s2 pad1 -> gap -> batchnorm -> dense 3`,
-		"swish": `conv 8 k3 pad1 -> silu -> conv 8 k3 pad1 groups 8 -> hardswish -> se squeeze 3 -> conv 8 k1 -> batchnorm -> swish -> se -> gap -> dense 3`,
+		"swish": `conv 8 k3 pad1 -> silu -> conv 8 k3 pad1 groups 8 -> hardswish -> se squeeze 3 -> drop_path 0.3 -> conv 8 k1 -> batchnorm -> swish -> se -> gap -> dense 3`,
 	}
 	for name, body := range models {
 		t.Run(name, func(t *testing.T) {

@@ -29,6 +29,7 @@ func init() {
 		"avgpool":      (*exporter).pool,
 		"gap":          (*exporter).gap,
 		"dropout":      func(e *exporter, n *stdlib.Node) (string, error) { return e.in(n, 0), nil },
+		"drop_path":    func(e *exporter, n *stdlib.Node) (string, error) { return e.in(n, 0), nil },
 		"flatten":      (*exporter).flatten,
 		"concat":       (*exporter).concat,
 		"add":          (*exporter).add,

@@ -38,6 +38,23 @@ class SqueezeExcitation(nn.Module):
         return x * torch.sigmoid(self.fc2(F.silu(self.fc1(s))))
 
 
+class DropPath(nn.Module):
+    """torchvision.ops.StochasticDepth(p, "row"): in training each sample
+    is zeroed whole with probability p, else scaled by 1/(1-p); the
+    identity in evaluation or at p 0."""
+
+    def __init__(self, p):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x):
+        if not self.training or self.p == 0.0:
+            return x
+        keep = 1.0 - self.p
+        noise = torch.empty([x.shape[0]] + [1] * (x.dim() - 1), dtype=x.dtype, device=x.device)
+        return x * noise.bernoulli_(keep).div_(keep)
+
+
 # MODULES maps an op to the function that builds a node's module,
 # f(a, ins, out): its settings (the Go engine's torchOps), its input
 # shapes and its output shape, without the batch. An op with no entry
@@ -144,6 +161,11 @@ def se_module(a, ins, out):
 @module("dropout")
 def dropout_module(a, ins, out):
     return nn.Dropout(a["p"])
+
+
+@module("drop_path")
+def drop_path_module(a, ins, out):
+    return DropPath(a.get("p", 0.0))
 
 
 @module("class_token")
