@@ -3,7 +3,7 @@ package stdlib
 // Families expand into their whole networks here. Each follows a reference
 // implementation closely enough that its parameter count matches and its
 // node names are that implementation's module names: resnet18/34/50/101
-// torchvision's (v1.5), a plain unet milesial/Pytorch-UNet's, a unet with a
+// torchvision's (v1.5), efficientnet_b0 to b4 torchvision's, a plain unet milesial/Pytorch-UNet's, a unet with a
 // resnet encoder and deeplabv3plus segmentation_models_pytorch's, vit
 // torchvision's VisionTransformer; mlp and cnn are pipe's own.
 //
@@ -44,6 +44,8 @@ func (b *builder) family(c *lang.LayerCall, name string, x int) int {
 		return f.vit(x)
 	case "deeplabv3plus":
 		return f.deeplab(x)
+	case "efficientnet_b0", "efficientnet_b1", "efficientnet_b2", "efficientnet_b3", "efficientnet_b4":
+		return f.efficientnet(x, effnets[name])
 	}
 	return b.shapeErr("unknown family", "pipe has no expansion for family '%s'.", name)
 }

@@ -361,3 +361,20 @@ func TestLowrankDenseParams(t *testing.T) {
 		t.Errorf("lowrank_dense keeps %d private, costs %d FLOPs", n.Private, n.FLOPs)
 	}
 }
+
+// TestEfficientNetParams: efficientnet_b0 to b4 have torchvision's
+// parameter counts (torchvision.models.efficientnet_bN(), counted with
+// sum(p.numel() for p in m.parameters()) under torchvision 0.14).
+func TestEfficientNetParams(t *testing.T) {
+	for name, want := range map[string]int64{
+		"efficientnet_b0": 5_288_548,
+		"efficientnet_b1": 7_794_184,
+		"efficientnet_b2": 9_109_994,
+		"efficientnet_b3": 12_233_232,
+		"efficientnet_b4": 19_341_616,
+	} {
+		if got := paramsOf(t, oneCall(nil, name, lang.Args{})); got != want {
+			t.Errorf("%s: %d parameters, torchvision's has %d", name, got, want)
+		}
+	}
+}

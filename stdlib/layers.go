@@ -36,6 +36,12 @@ func familySpecs() []*lang.LayerSpec {
 		return family(name, doc+" Input [C, H, W], default [3, 224, 224]; torchvision's layout.",
 			arg("classes", lang.TInt, "Outputs of the final dense layer.", atLeast(1), def("1000")))
 	}
+	effnet := func(name, doc, dropout string) *lang.LayerSpec {
+		return family(name, doc+" MBConv blocks with squeeze-and-excitation, silu and stochastic depth. Input [C, H, W], default [3, 224, 224]; torchvision's layout.",
+			arg("classes", lang.TInt, "Outputs of the final dense layer.", atLeast(1), def("1000")),
+			arg("dropout", lang.TFloat, "Dropout before the final dense layer, in [0, 1).", atLeast(0), below(1), def(dropout)),
+			arg("drop_path", lang.TFloat, "Stochastic depth of the last block, in [0, 1); block i of n drops with drop_path·i/n.", atLeast(0), below(1), def("0.2")))
+	}
 	return []*lang.LayerSpec{
 		family("mlp", "A stack of dense layers on a vector: for each hidden width, dense -> [batchnorm] -> activation -> [dropout]; then dense out.",
 			arg("hidden", lang.TList, "The hidden widths, such as [256, 128].", elem(lang.TInt), required),
@@ -51,6 +57,11 @@ func familySpecs() []*lang.LayerSpec {
 		resnet("resnet34", "ResNet-34 (basic blocks [3, 4, 6, 3])."),
 		resnet("resnet50", "ResNet-50 (bottlenecks [3, 4, 6, 3])."),
 		resnet("resnet101", "ResNet-101 (bottlenecks [3, 4, 23, 3])."),
+		effnet("efficientnet_b0", "EfficientNet-B0 (width 1.0, depth 1.0).", "0.2"),
+		effnet("efficientnet_b1", "EfficientNet-B1 (width 1.0, depth 1.1).", "0.2"),
+		effnet("efficientnet_b2", "EfficientNet-B2 (width 1.1, depth 1.2).", "0.3"),
+		effnet("efficientnet_b3", "EfficientNet-B3 (width 1.2, depth 1.4).", "0.3"),
+		effnet("efficientnet_b4", "EfficientNet-B4 (width 1.4, depth 1.8).", "0.4"),
 		family("unet", "U-Net for dense prediction: [C, H, W] to [out, H, W] (or, with dims 3, [C, D, H, W] to [out, D, H, W]); H and W must divide by 2^depth.",
 			arg("depth", lang.TInt, "Downsamplings (plain: 1 to 8; resnet encoders: 1 to 5).", atLeast(1), atMost(8), def("4")),
 			arg("width", lang.TInt, "Channels at the top level (plain), or of the last decoder block (resnet encoders); doubled per level.", atLeast(1), def("64")),
@@ -76,4 +87,6 @@ func familySpecs() []*lang.LayerSpec {
 var familyInput = map[string][]int64{
 	"resnet18": {3, 224, 224}, "resnet34": {3, 224, 224}, "resnet50": {3, 224, 224}, "resnet101": {3, 224, 224},
 	"vit": {3, 224, 224}, "deeplabv3plus": {3, 512, 512},
+	"efficientnet_b0": {3, 224, 224}, "efficientnet_b1": {3, 224, 224}, "efficientnet_b2": {3, 224, 224},
+	"efficientnet_b3": {3, 224, 224}, "efficientnet_b4": {3, 224, 224},
 }
