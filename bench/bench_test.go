@@ -26,6 +26,8 @@ var seeds = []struct {
 	{"unet_resnet50.pipe", "U-Net ResNet-50, 512x512x12, batch 16", 12.4},
 	{"deeplabv3plus_resnet101.pipe", "DeepLabV3+ ResNet-101, 512x512x12, batch 12", 16.8},
 	{"vit_l16.pipe", "ViT-L/16, 224x224x12, batch 32", 18.1},
+	// No published figure is recorded here: it plans and is printed.
+	{"unet_efficientnet_b4.pipe", "U-Net EfficientNet-B4, 512x512x12, batch 16", 0},
 }
 
 // host is a fixed machine, so no figure depends on the one running this.
@@ -73,7 +75,7 @@ func TestSeedFigures(t *testing.T) {
 		fmt.Fprintf(&b, "%-46s %8.1f GB %8.1f GB %7.2f   weights+grads+Adam %.1f GB, activations %.1f GB, workspace %.1f GB, batch %.1f GB\n",
 			s.what, est, s.published, ratio, float64(m.Parameters+m.Master+m.Gradients+m.Optimizer)/1e9,
 			float64(m.Activations)/1e9, float64(m.Workspace)/1e9, float64(m.Input)/1e9)
-		if ratio < 1.0/3 || ratio > 3 {
+		if s.published > 0 && (ratio < 1.0/3 || ratio > 3) {
 			t.Errorf("%s: estimate %.1f GB is not within a factor of 3 of the published %.1f GB", s.file, est, s.published)
 		}
 	}

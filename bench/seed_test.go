@@ -28,6 +28,8 @@ var seedSteps = []struct {
 }{
 	// 512x512 to 128x128: depth 5 halves five times, 128 divides by 32.
 	{"unet_resnet50.pipe", "512, 512", "128, 128", 1, ""},
+	// 512x512 to 64x64: depth 5 halves five times, 64 divides by 32.
+	{"unet_efficientnet_b4.pipe", "512, 512", "64, 64", 2, ""},
 	// 512x512 to 128x128: output stride 16 leaves 8x8 features, where the
 	// ASPP's rate-12 taps still fall outside; batch 2, as the ASPP's
 	// pooled branch normalises one value per channel and sample (PyTorch

@@ -47,7 +47,8 @@ func divisible8(v float64) int64 {
 // (the last stage) under pre, and returns the outputs at strides 2, 4, 8,
 // 16 and 32: the stem's and stages 2, 3, 5 and 7's (smp's skips), then
 // the last stage's channels. sd is the stochastic depth of the last block.
-func (f *fam) effnetEncoder(x int, cfg effnetCfg, pre string, sd float64) []int {
+// It stops once it has levels outputs (a shallower unet's).
+func (f *fam) effnetEncoder(x int, cfg effnetCfg, pre string, sd float64, levels int) []int {
 	ch := func(c int64) int64 { return divisible8(float64(c) * cfg.width) }
 	blocks := func(n int64) int64 { return int64(math.Ceil(float64(n) * cfg.depth)) }
 	cba := func(name string, x int, out, k, s, g int64, act bool) int {
@@ -60,6 +61,9 @@ func (f *fam) effnetEncoder(x int, cfg effnetCfg, pre string, sd float64) []int 
 	}
 	x = cba(pre+"features.0.", x, ch(32), 3, 2, 1, true)
 	feats := []int{x}
+	if levels <= 1 {
+		return feats
+	}
 	var total, id int64
 	for _, st := range effnetStages {
 		total += blocks(st[5])
@@ -90,6 +94,9 @@ func (f *fam) effnetEncoder(x int, cfg effnetCfg, pre string, sd float64) []int 
 		if si == 1 || si == 2 || si == 4 || si == 6 {
 			feats = append(feats, x)
 		}
+		if len(feats) >= levels {
+			break
+		}
 	}
 	return feats
 }
@@ -102,7 +109,7 @@ func (f *fam) efficientnet(x int, cfg effnetCfg) int {
 	if !f.b.spatial(f.c.Name, in) {
 		return -1
 	}
-	feats := f.effnetEncoder(x, cfg, "", argFloat(f.c, "drop_path", 0.2))
+	feats := f.effnetEncoder(x, cfg, "", argFloat(f.c, "drop_path", 0.2), 5)
 	x = feats[len(feats)-1]
 	last := 4 * divisible8(320*cfg.width)
 	x = f.conv("features.8.0", x, last, 1, 1, 0, 1, 1, false)

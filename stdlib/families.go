@@ -278,7 +278,7 @@ func (f *fam) unet(x int) int {
 		return b.badArg(f.c.Args["width"], "unet width too large", "width·2^depth overflows.")
 	}
 	if enc != "plain" {
-		return f.smpUnet(x, resnets[enc], int(depth), width, out)
+		return f.smpUnet(x, enc, int(depth), width, out)
 	}
 	ch := func(level int64) int64 { return width << level }
 	doubleConv := func(base string, x int, c int64) int {
@@ -301,10 +301,18 @@ func (f *fam) unet(x int) int {
 	return f.conv("outc.conv", x, out, 1, 1, 0, 1, 1, true)
 }
 
-// smpUnet is segmentation_models_pytorch's Unet on a resnet encoder.
-func (f *fam) smpUnet(x int, cfg resnetCfg, depth int, width, out int64) int {
+// smpUnet is segmentation_models_pytorch's Unet on a resnet encoder, or
+// on torchvision's efficientnet features (strides 2 to 32: the stem's and
+// stages 2, 3, 5 and 7's outputs, as smp's efficientnet encoders take;
+// without stochastic depth).
+func (f *fam) smpUnet(x int, enc string, depth int, width, out int64) int {
 	b := f.b
-	feats := f.resnetEncoder(x, cfg, "encoder.", depth-1, [4]int64{})
+	var feats []int
+	if cfg, ok := effnets[enc]; ok {
+		feats = f.effnetEncoder(x, cfg, "encoder.", 0, depth)
+	} else {
+		feats = f.resnetEncoder(x, resnets[enc], "encoder.", depth-1, [4]int64{})
+	}
 	x = feats[depth-1]
 	for j := 0; j < depth; j++ {
 		base := fmt.Sprintf("decoder.blocks.%d.", j)
