@@ -226,27 +226,48 @@ func (pl *planner) processDecision() {
 
 // TorchCPURuntime is the torch worker's resident memory once PyTorch is
 // imported, before any model: a calibration, Debian 12's PyTorch 1.13
-// (CPU) measured at 226 MiB (ru_maxrss after import torch) and the first
-// step's kernels and thread pool at 9 MiB more, rounded up. The torch
-// engine on the CPU counts it, so that the plan's total is the worker's
-// peak resident memory, which the run reports beside it; other PyTorch
-// builds differ (a CUDA build maps far more), which the report's error
-// shows.
-const TorchCPURuntime = 236 << 20
+// (CPU), the worker at its hello measured at 228 MiB with the C library's
+// malloc (VmRSS; a bare import torch takes 226, the worker's own modules
+// 2 more) and the first step's kernels and thread pool at 9 MiB more,
+// rounded up. The torch engine on the CPU counts it, so that the plan's
+// total is the worker's peak resident memory, which the run reports
+// beside it; other PyTorch builds differ (a CUDA build maps far more),
+// which the report's error shows.
+const TorchCPURuntime = 238 << 20
+
+// TorchTCMalloc is what tcmalloc adds to the worker's runtime: the same
+// worker at its hello measured at 235 MiB against 228 with the C
+// library's malloc (VmRSS). tcmalloc keeps what import churns through in
+// its page heap and per-size caches and never gives it back (its heap
+// then holds 70 MiB, 4 to 5 more than is allocated, by its
+// MallocExtension counters), and it adds its own metadata.
+const TorchTCMalloc = 7 << 20
+
+// torchInputSlots is how many batches the worker's input region holds
+// (engine/torch's slots): pipe fills one while the worker reads another,
+// and the worker reads each in turn from the shared memory, so all three
+// stay resident in it.
+const torchInputSlots = 3
 
 // torchCPUTerms adds the torch worker's runtime to a torch plan on the
 // CPU, and names the allocator whose peak the plan is: the step's with
 // tcmalloc; glibc's malloc keeps freed tensors, which the plan does not
 // price (docs/design/torch-cpu-allocator.md).
 func (pl *planner) torchCPUTerms() {
-	pl.cost.static.runtime = TorchCPURuntime
+	m := pl.cost
+	m.static.runtime = TorchCPURuntime
+	m.input = mul(m.input, torchInputSlots)
 	alloc := "the worker allocates with tcmalloc, which reuses the pages of the tensors a step frees, so its peak is the step's"
 	if pl.host.TorchAllocator == "" {
 		alloc = "the worker allocates with the C library's malloc, priced as if it reused freed tensors' pages: glibc keeps them (its mmap threshold rises to the largest block freed), so the measured peak may pass the plan by up to a third; with tcmalloc's library installed (Debian's libtcmalloc-minimal4) the engine preloads it"
 	}
-	note := fmt.Sprintf("the torch worker's runtime %s: PyTorch's libraries once imported and at work, a calibration of Debian's PyTorch 1.13 (CPU); %s", FormatBytes(TorchCPURuntime), alloc)
+	if pl.host.TorchAllocator == "tcmalloc" {
+		m.static.runtime = add(m.static.runtime, TorchTCMalloc)
+		alloc += fmt.Sprintf(", and holds %s of its own (its caches and metadata, measured)", FormatBytes(TorchTCMalloc))
+	}
+	note := fmt.Sprintf("the torch worker's runtime %s: PyTorch's libraries once imported and at work, a calibration of Debian's PyTorch 1.13 (CPU); %s", FormatBytes(m.static.runtime), alloc)
+	note += fmt.Sprintf("; input batches: the worker reads %d of them in turn from memory it shares with pipe, whose pages stay resident in it", torchInputSlots)
 	if pl.savesCheckpoints() {
-		m := pl.cost
 		m.static.checkpoint = add(add(mul(m.params, 4), m.static.optimizer), torchBatchnormStats(pl.graph))
 		note += fmt.Sprintf("; checkpoint copy %s: the worker writes the model's state (fp32 parameters, batchnorm statistics, optimizer state) into memory it shares with pipe, whose pages stay resident in it", FormatBytes(m.static.checkpoint))
 	}

@@ -6,9 +6,10 @@ import (
 )
 
 // TestTorchCPUPlanNamesItsAllocator: a torch plan on the CPU says which
-// malloc its worker's peak is priced for, and counts the state the worker
-// writes each checkpoint into, fp32 whatever the precision, unless the
-// run saves none.
+// malloc its worker's peak is priced for, counts tcmalloc's own memory
+// where it is the worker's, the worker's three input slots, and the state
+// the worker writes each checkpoint into, fp32 whatever the precision,
+// unless the run saves none.
 func TestTorchCPUPlanNamesItsAllocator(t *testing.T) {
 	src := func(save string) string {
 		return `pipeline p
@@ -21,12 +22,14 @@ model m {
 train { epochs 1  batch 8  optimizer adam lr 1e-3  loss cross_entropy  ` + save + ` }
 `
 	}
+	var runtime, input int64
 	process := func(h HostInfo, save string) (string, int64, int64) {
 		t.Helper()
 		p, ds := planSrc(t, src(save), WithHost(h), WithEngine("torch"))
 		if ds.HasErrors() {
 			t.Fatal(ds)
 		}
+		runtime, input = p.Memory.Runtime, p.Memory.Input
 		for _, d := range p.Decisions {
 			if d.What == "process" {
 				return d.Reason, p.Memory.Checkpoint, p.Parameters
@@ -41,6 +44,13 @@ train { epochs 1  batch 8  optimizer adam lr 1e-3  loss cross_entropy  ` + save 
 	if !strings.Contains(why, "allocates with tcmalloc") {
 		t.Errorf("with tcmalloc: %s", why)
 	}
+	if runtime != TorchCPURuntime+TorchTCMalloc {
+		t.Errorf("with tcmalloc: runtime %d bytes, want %d", runtime, TorchCPURuntime+TorchTCMalloc)
+	}
+	// Three slots of 8 samples: the fp32 image and an int64 label each.
+	if want := int64(3 * 8 * (4*3*32*32 + 8)); input != want {
+		t.Errorf("input batches %d bytes, want %d", input, want)
+	}
 	// Parameters and adam's two buffers, fp32, and the batchnorm's
 	// running mean and variance.
 	if want := 4*3*params + 8*16; ckpt != want {
@@ -49,6 +59,9 @@ train { epochs 1  batch 8  optimizer adam lr 1e-3  loss cross_entropy  ` + save 
 	why, _, _ = process(testHost, "")
 	if !strings.Contains(why, "C library's malloc") || !strings.Contains(why, "libtcmalloc-minimal4") {
 		t.Errorf("without tcmalloc: %s", why)
+	}
+	if runtime != TorchCPURuntime {
+		t.Errorf("without tcmalloc: runtime %d bytes, want %d", runtime, TorchCPURuntime)
 	}
 	if _, ckpt, _ := process(tc, "save none"); ckpt != 0 {
 		t.Errorf("save none: checkpoint copy %d bytes", ckpt)

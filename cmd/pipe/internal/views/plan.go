@@ -121,9 +121,13 @@ func memoryRows(p *plan.Plan) []memRow {
 	if m.Eval > 0 {
 		row("evaluation", m.Eval, "the evaluation forward pass")
 	}
-	if cpu {
+	switch {
+	case cpu:
 		row("input batch", m.Input, "the model's copy of the inputs")
-	} else {
+	case m.Runtime > 0:
+		// The torch worker on the CPU: its input slots in shared memory.
+		row("input batch", m.Input, "inputs and targets, the worker's 3 slots")
+	default:
 		row("input batch", m.Input, "inputs and targets")
 	}
 	if m.Loader > 0 {
