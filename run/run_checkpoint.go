@@ -50,6 +50,8 @@ const (
 // checkpointMeta is a checkpoint's metadata.
 type checkpointMeta struct {
 	Pipeline, Model, File, SourceSHA256, Backend string
+	// Overrides are the --set flags the file was run with (plan.Plan's).
+	Overrides []string
 	// FileAbs is the source file's absolute path ("" in checkpoints
 	// written before it was kept, and for standard input). Only a
 	// checkpoint without Structure is matched to its pipeline by it.
@@ -282,7 +284,7 @@ func (r *runner) meta(reason string) *checkpointMeta {
 		BatchSize: p.BatchSize, AccumulationSteps: max(p.AccumulationSteps, 1), WorldSize: p.WorldSize(), Seed: r.set.seed, Threads: effectiveThreads(r.rc.threads),
 		Epochs: r.set.epochs, Position: r.pos, StepLosses: r.res.StepLosses, EpochResults: r.res.EpochResults,
 		BestLoss: r.bestLoss, HasBest: r.hasBest, TrainSeconds: r.res.TrainSeconds, Reason: reason, Written: time.Now().UTC(),
-		TargetNormalize: r.data.targetMode,
+		TargetNormalize: r.data.targetMode, Overrides: p.Overrides,
 	}
 	if s := r.data.scaling; s != nil {
 		m.TargetMean, m.TargetStd = s.Mean, s.Std

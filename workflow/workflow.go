@@ -106,6 +106,9 @@ type Request struct {
 	Network              float64
 	// Serve plans serving when the file has no serve block.
 	Serve bool
+	// Overrides are the --set flags the program was read with, which the
+	// plan records (plan.Plan.Overrides).
+	Overrides []string
 }
 
 // Planned is a plan and what was learnt while making it.
@@ -152,6 +155,9 @@ func (w *Workflow) Plan(ctx context.Context, prog *lang.Program, req Request) (*
 		p, ds = w.decideRun(ctx, prog, req, f, out, p, ds)
 	}
 	out.Plan = carrySources(p, dec)
+	if out.Plan != nil {
+		out.Plan.Overrides = req.Overrides
+	}
 	return out, append(ds, dds...)
 }
 

@@ -11,12 +11,14 @@ import (
 func runCheck(a *app, args []string) int {
 	fs := a.newFlags("check")
 	asJSON := fs.Bool("json", false, "write diagnostics as JSON on standard output")
+	over := newOverrideFlags(fs)
 	files, err := a.parseFlags(fs, args)
 	if err != nil {
 		return flagExit(err)
 	}
+	over.use(a)
 	if len(files) == 0 {
-		fmt.Fprintln(a.env.Stderr, "usage: pipe check [--json] FILE...")
+		fmt.Fprintln(a.env.Stderr, "usage: pipe check [--json] [--set PATH=VALUE]... [--print-config] FILE...")
 		return exitErrors
 	}
 	var all diag.Diagnostics
@@ -31,6 +33,12 @@ func runCheck(a *app, args []string) int {
 			ds = append(ds, planner.CheckStatic(prog)...)
 		}
 		sources[display] = src
+		if *over.printConfig && err == nil && !ds.HasErrors() {
+			if code := a.printConfig(src, display); code != exitOK {
+				return code
+			}
+			continue
+		}
 		a.log.Debug("checked", "file", display, "diagnostics", len(ds))
 		if ds.HasErrors() {
 			failed = true

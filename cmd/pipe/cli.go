@@ -55,6 +55,10 @@ type app struct {
 	log    hclog.Logger
 	color  bool
 	schema lang.Schema
+	// sets are the --set flags every load applies (override.go);
+	// parsedSets the same, parsed.
+	sets       []string
+	parsedSets []lang.Set
 }
 
 // Main runs the pipe command line and returns the exit code.
@@ -269,6 +273,17 @@ func (a *app) load(name string) (*lang.Program, *ast.File, []byte, string, diag.
 	if err != nil {
 		return nil, nil, nil, display, nil, err
 	}
+	if len(a.sets) > 0 {
+		sets, sds := lang.ParseSets(a.sets)
+		a.parsedSets = sets
+		if sds.HasErrors() {
+			return nil, nil, src, display, sds, nil
+		}
+		var ods diag.Diagnostics
+		if src, ods = lang.Override(display, src, sets, a.schema); ods.HasErrors() {
+			return nil, nil, src, display, ods, nil
+		}
+	}
 	f, ds := lang.Parse(display, src)
 	p, cds := lang.Check(f, a.schema)
 	ds = append(ds, cds...)
@@ -276,9 +291,25 @@ func (a *app) load(name string) (*lang.Program, *ast.File, []byte, string, diag.
 	return p, f, src, display, ds, nil
 }
 
+// overrides are the --set flags as the plan records them.
+func (a *app) overrides() []string {
+	var out []string
+	for _, s := range a.parsedSets {
+		out = append(out, s.String())
+	}
+	return out
+}
+
 func (a *app) printDiags(ds diag.Diagnostics, sources render.Sources) {
 	if len(ds) == 0 {
 		return
+	}
+	if len(a.parsedSets) > 0 {
+		withFlags := render.Sources{lang.CommandLine: []byte(lang.OverrideText(a.parsedSets))}
+		for k, v := range sources {
+			withFlags[k] = v
+		}
+		sources = withFlags
 	}
 	_ = render.Text(a.env.Stderr, ds, sources, render.Options{Color: a.color})
 }

@@ -25,6 +25,7 @@ type planFlags struct {
 	asJSON  *bool
 	out     *string
 	serving *bool
+	over    *overrideFlags
 }
 
 func newPlanFlags(fs *flag.FlagSet) *planFlags {
@@ -35,6 +36,7 @@ func newPlanFlags(fs *flag.FlagSet) *planFlags {
 		asJSON:  fs.Bool("json", false, "write the plan as JSON on standard output instead of the table"),
 		out:     fs.String("out", "", "also write the plan's JSON to this file, for pipe run"),
 		serving: fs.Bool("serve", false, "also plan pipe serve when the file has no serve block (every choice auto)"),
+		over:    newOverrideFlags(fs),
 	}
 }
 
@@ -42,7 +44,7 @@ func newPlanFlags(fs *flag.FlagSet) *planFlags {
 func (f *planFlags) check(fs *flag.FlagSet, files []string) string {
 	switch {
 	case len(files) != 1:
-		return oneFile("plan", files) + "\nusage: pipe plan [--device NAME] [--engine auto|native|torch] [--nproc-per-node N] [--nnodes N] [--network 100Gb/s] [--batch N] [--serve] [--json] [--out FILE] FILE"
+		return oneFile("plan", files) + "\nusage: pipe plan [--device NAME] [--engine auto|native|torch] [--nproc-per-node N] [--nnodes N] [--network 100Gb/s] [--batch N] [--serve] [--set PATH=VALUE]... [--print-config] [--json] [--out FILE] FILE"
 	case f.engine.check() != "":
 		return "pipe plan: " + f.engine.check()
 	case *f.batch < 1 && isSet(fs, "batch"):
@@ -62,6 +64,7 @@ func runPlan(a *app, args []string) int {
 		fmt.Fprintln(a.env.Stderr, msg)
 		return exitErrors
 	}
+	f.over.use(a)
 	prog, _, src, display, ds, err := a.load(files[0])
 	if err != nil {
 		fmt.Fprintf(a.env.Stderr, "pipe plan: %v\n", err)
@@ -72,7 +75,10 @@ func runPlan(a *app, args []string) int {
 		report(ds, true)
 		return exitErrors
 	}
-	req := workflow.Request{Purpose: workflow.ForPlan, Source: src, Device: *f.device, Batch: *f.batch, Serve: *f.serving}
+	if *f.over.printConfig {
+		return a.printConfig(src, display)
+	}
+	req := workflow.Request{Purpose: workflow.ForPlan, Source: src, Device: *f.device, Batch: *f.batch, Serve: *f.serving, Overrides: a.overrides()}
 	f.engine.request(&req)
 	pl, pds := a.workflow("").Plan(context.Background(), prog, req)
 	all := append(ds, pds...)

@@ -146,6 +146,10 @@ func (a *app) loadRun(f *runFlags, files []string) (*runInput, int) {
 			files = []string{p.File}
 		}
 		in.planFile = p
+		// The plan was made from the file with its overrides.
+		a.sets = p.Overrides
+	} else {
+		f.over.use(a)
 	}
 	prog, _, src, display, ds, err := a.load(files[0])
 	if err != nil {
@@ -156,6 +160,9 @@ func (a *app) loadRun(f *runFlags, files []string) (*runInput, int) {
 	if ds.HasErrors() {
 		a.printDiags(ds, in.sources)
 		return nil, exitErrors
+	}
+	if *f.over.printConfig {
+		return nil, a.printConfig(src, display)
 	}
 	return in, exitOK
 }
@@ -182,7 +189,7 @@ func (a *app) planRun(wf *workflow.Workflow, f *runFlags, in *runInput) (*workfl
 		a.printDiags(in.ds, in.sources) // warnings
 		return r.Planned, exitOK
 	}
-	req := workflow.Request{Purpose: workflow.ForRun, Source: in.src, Device: *f.device, Batch: *f.batch}
+	req := workflow.Request{Purpose: workflow.ForRun, Source: in.src, Device: *f.device, Batch: *f.batch, Overrides: a.overrides()}
 	f.engine.request(&req)
 	pl, pds := wf.Plan(context.Background(), in.prog, req)
 	if pl.FellBack != nil {

@@ -21,6 +21,7 @@ type runFlags struct {
 	python, masterAddr                               *string
 	engine                                           *engineFlagSet
 	profile                                          *profileFlag
+	over                                             *overrideFlags
 }
 
 func newRunFlags(fs *flag.FlagSet) *runFlags {
@@ -42,6 +43,7 @@ func newRunFlags(fs *flag.FlagSet) *runFlags {
 	f.masterAddr = fs.String("master-addr", "127.0.0.1", "data parallelism: the address of the machine of rank 0")
 	f.masterPort = fs.Int("master-port", 0, "data parallelism: the port rank 0 listens on (default: a free port on one machine, 29500 across machines)")
 	f.profile = profileFlags(fs)
+	f.over = newOverrideFlags(fs)
 	return f
 }
 
@@ -64,6 +66,8 @@ func (f *runFlags) check(fs *flag.FlagSet, files []string) string {
 		return oneFile("run", files) + "\n" + runUsage
 	case *f.planPath != "" && (*f.device != "" || *f.batch != 0):
 		return "pipe run: --device and --batch plan again; they cannot change a --plan file (run pipe plan with them instead)"
+	case *f.planPath != "" && len(f.over.sets) > 0:
+		return "pipe run: --set plans again; it cannot change a --plan file (run pipe plan --set ... --out PLAN instead)"
 	case *f.skipTrain && !f.resume.set:
 		return "pipe run: --skip-train needs --resume: a model that was not trained has nothing to predict with"
 	case *f.precision != "" && *f.precision != "int8" && *f.precision != "fp32":

@@ -49,8 +49,12 @@ type Plan struct {
 	// and Model the model trained.
 	File     string `json:"file"`
 	Pipeline string `json:"pipeline"`
-	Model    string `json:"model"`
-	Device   Device `json:"device"`
+	// Overrides are the --set flags the file was read with (PATH=VALUE,
+	// in order); SourceSHA256 is of the file with them applied, and a
+	// run of the plan applies them again.
+	Overrides []string `json:"overrides,omitempty"`
+	Model     string   `json:"model"`
+	Device    Device   `json:"device"`
 	// Backend is BackendCPU or BackendGPU: the kind of device.
 	Backend string `json:"backend"`
 	// Engine is what computes and how it applies the plan; Distributed

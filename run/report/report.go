@@ -18,9 +18,11 @@ type Report struct {
 	Pipeline     string `json:"pipeline"`
 	File         string `json:"file"`
 	SourceSHA256 string `json:"source_sha256"`
-	Model        string `json:"model"`
-	Device       string `json:"device"`
-	Backend      string `json:"backend"`
+	// Overrides are the --set flags the file was run with.
+	Overrides []string `json:"overrides,omitempty"`
+	Model     string   `json:"model"`
+	Device    string   `json:"device"`
+	Backend   string   `json:"backend"`
 	// Engine is the engine that ran (native, torch) and EngineApplied how
 	// it applied the plan where that depends on the machine
 	// (torch.compile or eager, the fused optimizer or not).
@@ -273,7 +275,7 @@ func New(res *run.Result, p *plan.Plan) *Report {
 			AdversarialWeight: p.GAN.AdvWeight, L1Weight: p.GAN.L1, StepParts: res.GANParts}
 	}
 	if p != nil {
-		r.File, r.SourceSHA256, r.Device = p.File, p.SourceSHA256, p.Device.Name
+		r.File, r.SourceSHA256, r.Device, r.Overrides = p.File, p.SourceSHA256, p.Device.Name, p.Overrides
 		r.EstimatedSamplesPerSecond = p.StepTime.SamplesPerSecond
 		r.Plan = Plan{BatchSize: p.BatchSize, AccumulationSteps: p.AccumulationSteps, EffectiveBatch: p.EffectiveBatch,
 			LR: p.Optimizer.LR, LRWritten: p.Optimizer.LRWritten, LRScale: p.Optimizer.LRScale, WarmupEpochs: p.Optimizer.WarmupEpochs,

@@ -23,7 +23,11 @@ func Plan(w io.Writer, p *plan.Plan) {
 	if p.AccumulationSteps > 1 || p.WorldSize() > 1 {
 		fmt.Fprintf(w, " = %d", p.EffectiveBatch)
 	}
-	fmt.Fprintf(w, "\n%s parameters, %s FLOPs per sample forward\n\n", planner.FormatCount(p.Parameters), planner.FormatCount(p.FLOPsPerSample))
+	fmt.Fprintf(w, "\n%s parameters, %s FLOPs per sample forward\n", planner.FormatCount(p.Parameters), planner.FormatCount(p.FLOPsPerSample))
+	if len(p.Overrides) > 0 {
+		fmt.Fprintf(w, "with --set %s\n", strings.Join(p.Overrides, " --set "))
+	}
+	fmt.Fprintln(w)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "LINE\tNAME\tOP\tOUTPUT\tPARAMS\tACTIVATIONS\tRECOMPUTED\tFUSED WITH")
