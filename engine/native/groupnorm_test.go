@@ -22,16 +22,22 @@ var groupnormGradCases = []gcase{
 }
 
 func TestGradientsGroupnorm(t *testing.T) {
-	for _, c := range groupnormGradCases {
+	// γ starts at 1 and β at 0; other values exercise the scale's place
+	// in the input gradient.
+	gradCasesPrepared(t, groupnormGradCases, func(m *model) { randomAffine(m, 5) })
+}
+
+// gradCasesPrepared checks each case's gradients at 1 and 2 threads, a
+// batch of 4, after prep sets the layer's parameters.
+func gradCasesPrepared(t *testing.T, cases []gcase, prep func(m *model)) {
+	for _, c := range cases {
 		for _, threads := range []int{1, 2} {
 			t.Run(fmt.Sprintf("%s/threads%d", c.name, threads), func(t *testing.T) {
 				g := graphOf(t, c.model)
 				cfg := cfgOf(4, c.loss, "sgd")
 				cfg.Threads = threads
 				m := mustBuild(t, g, cfg)
-				// γ starts at 1 and β at 0; other values exercise the
-				// scale's place in the input gradient.
-				randomAffine(m, 5)
+				prep(m)
 				b := randomBatch(m, 4, 9)
 				for i := range b.Y {
 					b.Y[i] *= 3

@@ -1,7 +1,6 @@
 package native
 
 import (
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -22,24 +21,9 @@ var seGradCases = []gcase{
 }
 
 func TestGradientsSE(t *testing.T) {
-	for _, c := range seGradCases {
-		for _, threads := range []int{1, 2} {
-			t.Run(fmt.Sprintf("%s/threads%d", c.name, threads), func(t *testing.T) {
-				g := graphOf(t, c.model)
-				cfg := cfgOf(4, c.loss, "sgd")
-				cfg.Threads = threads
-				m := mustBuild(t, g, cfg)
-				// PyTorch's initial fc weights leave gradients too small
-				// for the finite differences' absolute tolerance.
-				randomSE(m, 5)
-				b := randomBatch(m, 4, 9)
-				for i := range b.Y {
-					b.Y[i] *= 3
-				}
-				gradCheck(t, m, b)
-			})
-		}
-	}
+	// PyTorch's initial fc weights leave gradients too small for the
+	// finite differences' absolute tolerance.
+	gradCasesPrepared(t, seGradCases, func(m *model) { randomSE(m, 5) })
 }
 
 // randomSE draws every se's fc weights and biases from U(-1.5, 1.5).

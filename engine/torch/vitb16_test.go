@@ -1,12 +1,7 @@
 package torch
 
 import (
-	"encoding/binary"
-	"encoding/json"
 	"math"
-	"os"
-	osexec "os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -52,35 +47,7 @@ func TestViTB16MatchesTorchvision(t *testing.T) {
 		t.Skip("builds ViT-B/16 (86M parameters)")
 	}
 	py := torchtest.Python(t, "torchvision")
-	dir := t.TempDir()
-	if out, err := osexec.Command(py, "-c", torchvisionViT, dir).CombinedOutput(); err != nil {
-		t.Fatalf("torchvision: %v\n%s", err, out)
-	}
-	var index []struct {
-		Name   string
-		Shape  []int64
-		Offset int64
-	}
-	js, err := os.ReadFile(filepath.Join(dir, "index.json"))
-	if err != nil || json.Unmarshal(js, &index) != nil {
-		t.Fatalf("index: %v", err)
-	}
-	blob, err := os.ReadFile(filepath.Join(dir, "tensors.bin"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tv := map[string][]float32{}
-	for _, e := range index {
-		n := int64(1)
-		for _, d := range e.Shape {
-			n *= d
-		}
-		v := make([]float32, n)
-		for i := range v {
-			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(blob[4*(e.Offset+int64(i)):]))
-		}
-		tv[e.Name] = v
-	}
+	tv := torchvisionTensors(t, py, torchvisionViT)
 
 	src := "pipeline v\nsource d synthetic { samples 4  shape [3, 224, 224]  classes 1000 }\nmodel m {\n  input [3, 224, 224]\n  vit patch 16 depth 12 heads 12 dim 768 mlp_dim 3072 classes 1000\n}\ntrain { epochs 1  batch 1  optimizer sgd lr 0.1  loss cross_entropy }\n"
 	prog, p, g := loadSrc(t, "vit_b_16.pipe", []byte(src))
@@ -113,8 +80,9 @@ func TestViTB16MatchesTorchvision(t *testing.T) {
 		copy(x.Data, v)
 		copied++
 	}
-	if copied != len(index)-2 {
-		t.Errorf("copied %d tensors; torchvision's state_dict has %d", copied, len(index)-2)
+	// tv holds the state_dict, the input x and the output y.
+	if copied != len(tv)-2 {
+		t.Errorf("copied %d tensors; torchvision's state_dict has %d", copied, len(tv)-2)
 	}
 	if err := m.SetState(st); err != nil {
 		t.Fatal(err)
