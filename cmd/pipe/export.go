@@ -7,16 +7,22 @@ import (
 	"io"
 
 	"pipe/cmd/pipe/internal/views"
+	"pipe/engine/torch"
 	"pipe/export/onnx"
+	"pipe/export/torchscript"
 	"pipe/lang/render"
+	"pipe/planner/plan"
 	"pipe/run"
+	"pipe/stdlib"
 	"pipe/workflow"
 )
 
 func init() {
-	register(&command{name: "export", usage: "pipe export FILE [--checkpoint PATH] --onnx OUT.onnx [--opset N]",
-		summary: "write the trained model as an ONNX file (batchnorm folded, dynamic batch)", run: runExport})
+	register(&command{name: "export", usage: exportUsage,
+		summary: "write the trained model as an ONNX file (batchnorm folded, dynamic batch) or as TorchScript", run: runExport})
 }
+
+const exportUsage = "pipe export FILE [--checkpoint PATH] [--onnx OUT.onnx [--opset N]] [--torchscript OUT.pt [--python PY]]"
 
 func runExport(a *app, args []string) int {
 	fs := a.newFlags("export")
@@ -24,16 +30,18 @@ func runExport(a *app, args []string) int {
 	ckptDir := fs.String("checkpoint-dir", "", "the run's folder (default: train's checkpoint_dir, else the latest run's, out/PIPELINE/latest)")
 	out := fs.String("onnx", "", "write the ONNX model here")
 	opset := fs.Int("opset", onnx.Opset, fmt.Sprintf("the ONNX opset to write (%d to %d)", onnx.MinOpset, onnx.MaxOpset))
+	ts := fs.String("torchscript", "", "write the model as TorchScript here, traced through the torch engine")
+	python := fs.String("python", "", "the torch engine's Python, for --torchscript (default: $PIPE_PYTHON, else python3)")
 	files, err := a.parseFlags(fs, args)
 	if err != nil {
 		return flagExit(err)
 	}
-	if msg := oneFile("export", files); msg != "" || *out == "" {
+	if msg := oneFile("export", files); msg != "" || *out == "" && *ts == "" {
 		if msg == "" {
-			msg = "pipe export: give --onnx OUT.onnx, the file to write"
+			msg = "pipe export: give --onnx OUT.onnx or --torchscript OUT.pt, the file to write"
 		}
 		fmt.Fprintln(a.env.Stderr, msg)
-		fmt.Fprintln(a.env.Stderr, "usage: pipe export FILE [--checkpoint PATH] --onnx OUT.onnx [--opset N]")
+		fmt.Fprintln(a.env.Stderr, "usage: "+exportUsage)
 		return exitErrors
 	}
 	if *opset < onnx.MinOpset || *opset > onnx.MaxOpset {
@@ -60,14 +68,44 @@ func runExport(a *app, args []string) int {
 	if path == "" {
 		path = workflow.DefaultCheckpoint(prog, *ckptDir)
 	}
-	engine, _ := wf.Engine(pl) // the native engine, which starts nothing
-	t, err := run.LoadTrained(pl.Plan, pl.Program, path, engine, 1, 1)
+	if *out != "" {
+		engine, _ := wf.Engine(pl) // the native engine, which starts nothing
+		t, err := run.LoadTrained(pl.Plan, pl.Program, path, engine, 1, 1)
+		if err != nil {
+			fmt.Fprintf(a.env.Stderr, "pipe export: %v\n", err)
+			return exitErrors
+		}
+		code := a.writeONNX(t, *out, *opset, path)
+		t.Close()
+		if code != exitOK {
+			return code
+		}
+	}
+	if *ts != "" {
+		return a.writeTorchScript(pl.Plan, pl.Program, path, *ts, torch.PythonFor(*python, a.env.Getenv))
+	}
+	return exitOK
+}
+
+// writeTorchScript loads the checkpoint at path into the torch engine's
+// model of p, writes it as TorchScript at out and says what it wrote.
+func (a *app) writeTorchScript(p *plan.Plan, prog *stdlib.Program, path, out, python string) int {
+	t, err := run.LoadTrained(p, prog, path, torch.Backend{Python: python, Log: a.log}, 1, 0)
 	if err != nil {
 		fmt.Fprintf(a.env.Stderr, "pipe export: %v\n", err)
 		return exitErrors
 	}
 	defer t.Close()
-	return a.writeONNX(t, *out, *opset, path)
+	sum, err := torchscript.Export(t, out, pipeVersion())
+	if err != nil {
+		fmt.Fprintf(a.env.Stderr, "pipe export: %v\n", err)
+		if errors.Is(err, torchscript.ErrUnsupported) {
+			fmt.Fprintln(a.env.Stderr, "pipe export: nothing was written; TorchScript needs every op traced, or the model scripted")
+		}
+		return exitErrors
+	}
+	views.ExportTorchScript(a.env.Stdout, out, t, sum, path)
+	return exitOK
 }
 
 // writeONNX writes t as an ONNX file at out and says what it wrote.

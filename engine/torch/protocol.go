@@ -23,7 +23,7 @@ import (
 
 // protocolVersion is the wire's version, said in the hello; pipe refuses
 // a worker with another.
-const protocolVersion = 2
+const protocolVersion = 3
 
 // envelope is one line to the worker.
 type envelope struct {
@@ -57,6 +57,7 @@ var commands = []struct {
 	{memoryRequest{}, memoryReply{}},
 	{savedRequest{}, savedReply{}},
 	{timePlainRequest{}, timePlainReply{}},
+	{torchscriptRequest{}, torchscriptReply{}},
 }
 
 // helloRequest asks again for the hello (Info).
@@ -193,6 +194,20 @@ type timePlainRequest struct {
 	Warmup int     `json:"warmup"`
 	Steps  int     `json:"steps"`
 }
+
+// torchscriptRequest saves the model, in evaluation mode, as TorchScript
+// at Path: traced (checked on a second input), else scripted. Extra are
+// the file's extra files, by name. With TargetMean and TargetStd the
+// output is restored to the target's units (y·std + mean per output
+// channel, or one value for all).
+type torchscriptRequest struct {
+	Path       string            `json:"path"`
+	Extra      map[string]string `json:"extra"`
+	TargetMean []float64         `json:"target_mean,omitempty"`
+	TargetStd  []float64         `json:"target_std,omitempty"`
+}
+
+func (torchscriptRequest) command() string { return "torchscript" }
 
 func (helloRequest) command() string     { return "hello" }
 func (quitRequest) command() string      { return "quit" }
@@ -392,6 +407,14 @@ type SavedPart struct {
 // timePlainReply is the plain loop's timed steps, in milliseconds.
 type timePlainReply struct {
 	MS []float64 `json:"ms"`
+}
+
+// torchscriptReply is how the model became TorchScript ("trace" or
+// "script"), the saved graph's node count and the torch that wrote it.
+type torchscriptReply struct {
+	Method string `json:"method"`
+	Nodes  int    `json:"nodes"`
+	Torch  string `json:"torch"`
 }
 
 // jfloat reads a JSON number, or the strings NaN, Infinity and -Infinity

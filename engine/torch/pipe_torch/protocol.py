@@ -6,7 +6,7 @@ syntax ("*T" may be null, "[]T" a list, "map[string]T" an object; int,
 float, bool and str are the scalars); REQUESTS and REPLIES name each
 command's argument and reply structs, FAILURE a failed reply's."""
 
-PROTOCOL = 2
+PROTOCOL = 3
 SPEC_VERSION = 2
 GAN_PREFIX = "discriminator."
 KINDS = ("error", "no-torch", "oom", "nonfinite", "unsupported", "bad-batch")
@@ -29,6 +29,7 @@ REQUESTS = {
     "memory": "memoryRequest",
     "saved": "savedRequest",
     "time_plain": "timePlainRequest",
+    "torchscript": "torchscriptRequest",
 }
 
 REPLIES = {
@@ -49,6 +50,7 @@ REPLIES = {
     "memory": "memoryReply",
     "saved": "savedReply",
     "time_plain": "timePlainReply",
+    "torchscript": "torchscriptReply",
 }
 
 FAILURE = "failure"
@@ -123,6 +125,12 @@ STRUCTS = {
         "warmup": "int",
         "steps": "int",
     },
+    "torchscriptRequest": {
+        "path": "str",
+        "extra": "map[string]str",
+        "target_mean": "[]float",
+        "target_std": "[]float",
+    },
     "Info": {
         "protocol": "int",
         "python": "str",
@@ -191,6 +199,11 @@ STRUCTS = {
     },
     "timePlainReply": {
         "ms": "[]float",
+    },
+    "torchscriptReply": {
+        "method": "str",
+        "nodes": "int",
+        "torch": "str",
     },
     "failure": {
         "ok": "bool",

@@ -9,6 +9,7 @@ import traceback
 import torch
 
 from .compiled import CompileMixin, version_tuple
+from .export import ExportMixin
 from .gan import GANMixin
 from .measure import MeasureMixin, is_oom
 from .net import Net, make_optimizer, module_key, state_names
@@ -21,9 +22,10 @@ from . import protocol, wire
 from .wire import Failure
 
 
-class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin):
+class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, ExportMixin):
     """One device's model and its commands: cmd_NAME answers the command
-    NAME (the mixins hold the state, training, gan and measuring ones)."""
+    NAME (the mixins hold the state, training, gan, measuring and export
+    ones)."""
 
     def __init__(self, out):
         self.out = out

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"pipe/export/onnx"
+	"pipe/export/torchscript"
 	"pipe/run"
 )
 
@@ -27,6 +28,27 @@ func Export(w io.Writer, out string, t *run.Trained, sum onnx.Summary, path stri
 	if nm := t.Info.InputNorm; len(nm.Mean) > 0 {
 		fmt.Fprintf(w, "  feed it (x - mean) / std per channel: mean %s, std %s (also in the file's metadata)\n", floats(nm.Mean), floats(nm.Std))
 	}
+}
+
+// ExportTorchScript says what pipe export --torchscript wrote.
+func ExportTorchScript(w io.Writer, out string, t *run.Trained, sum torchscript.Summary, path string) {
+	fmt.Fprintf(w, "Wrote %s: model %s of pipeline %s from %s\n", out, t.Info.ModelName, t.Info.Pipeline, path)
+	Loaded(w, "  from ", t)
+	how := "traced in evaluation mode, checked on a second input of another batch size"
+	if sum.Method == "script" {
+		how = "scripted (it cannot be traced)"
+	}
+	fmt.Fprintf(w, "  TorchScript by torch %s: %s, %d graph nodes; torch.jit.load runs it without pipe\n", sum.Torch, how, sum.Nodes)
+	fmt.Fprintf(w, "  input  [batch, %s] float32, normalised as training normalised it\n", dims(sum.Meta.InputShape))
+	fmt.Fprintf(w, "  output [batch, %s] float32", dims(sum.Meta.OutputShape))
+	if sum.Meta.TargetRestored {
+		fmt.Fprint(w, ", restored to the target's units")
+	}
+	fmt.Fprintln(w)
+	if nm := t.Info.InputNorm; len(nm.Mean) > 0 {
+		fmt.Fprintf(w, "  feed it (x - mean) / std per channel: mean %s, std %s\n", floats(nm.Mean), floats(nm.Std))
+	}
+	fmt.Fprintf(w, "  metadata in the extra file %s (torch.jit.load's _extra_files)\n", torchscript.MetadataFile)
 }
 
 func dims(s []int64) string {
