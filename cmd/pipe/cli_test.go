@@ -205,7 +205,7 @@ func TestOneFileSaysWhy(t *testing.T) {
 		t.Errorf("plan alone: exit %d\n%s", code, stderr)
 	}
 	code, _, stderr = runPipe(t, "", "export", "a.pipe")
-	if code != exitErrors || !strings.Contains(stderr, "give --onnx OUT.onnx") {
+	if code != exitErrors || !strings.Contains(stderr, "give --onnx OUT.onnx or --torchscript OUT.pt") {
 		t.Errorf("export without --onnx: exit %d\n%s", code, stderr)
 	}
 }
