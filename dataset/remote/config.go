@@ -1,0 +1,103 @@
+package remote
+
+import (
+	"net"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The environment remote reads. Credentials and endpoints are the names
+// the AWS tools and GDAL read, so a shell set up for one works for pipe:
+//
+//	AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN  s3:// keys
+//	AWS_SHARED_CREDENTIALS_FILE, AWS_PROFILE   the shared credentials file, when no keys are set
+//	AWS_NO_SIGN_REQUEST=YES                    anonymous requests (public buckets)
+//	AWS_REGION, AWS_DEFAULT_REGION             the region (us-east-1 when neither)
+//	AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL      an S3-compatible store's endpoint, a URL
+//	AWS_S3_ENDPOINT, AWS_HTTPS=NO              the same as GDAL takes it: host[:port]
+//	AWS_VIRTUAL_HOSTING=TRUE                   bucket.host addressing at an endpoint (path style otherwise)
+//	GS_ACCESS_KEY_ID, GS_SECRET_ACCESS_KEY     gs:// HMAC keys (anonymous without)
+//
+// and pipe's own knobs:
+//
+//	PIPE_REMOTE_CACHE_MB   the block cache every object shares (default 256)
+//	PIPE_REMOTE_BLOCK_KB   the cache's block, the smallest range read (default 256)
+//	PIPE_REMOTE_RETRIES    retries of a failed request (default 5)
+//	PIPE_REMOTE_TIMEOUT    seconds one request may take, body included (default 30)
+
+// Settings are pipe's own knobs, as the environment gives them.
+type Settings struct {
+	CacheBytes int64         // the shared block cache's budget
+	BlockBytes int64         // the cache's block
+	Retries    int           // retries after a failed request
+	Timeout    time.Duration // one request, from sending it to its body's last byte
+	Backoff    time.Duration // the first retry's wait; each next one doubles, up to 16×
+}
+
+// Defaults are the settings without environment variables.
+var Defaults = Settings{CacheBytes: 256 << 20, BlockBytes: 256 << 10, Retries: 5, Timeout: 30 * time.Second, Backoff: 100 * time.Millisecond}
+
+// FromEnv is Defaults with the PIPE_REMOTE_* variables that are set and
+// valid applied.
+func FromEnv() Settings {
+	s := Defaults
+	num := func(name string) (int64, bool) {
+		v, err := strconv.ParseInt(strings.TrimSpace(os.Getenv(name)), 10, 64)
+		return v, err == nil && v >= 0
+	}
+	if v, ok := num("PIPE_REMOTE_CACHE_MB"); ok {
+		s.CacheBytes = v << 20
+	}
+	if v, ok := num("PIPE_REMOTE_BLOCK_KB"); ok && v > 0 {
+		s.BlockBytes = v << 10
+	}
+	if v, ok := num("PIPE_REMOTE_RETRIES"); ok {
+		s.Retries = int(v)
+	}
+	if v, ok := num("PIPE_REMOTE_TIMEOUT"); ok && v > 0 {
+		s.Timeout = time.Duration(v) * time.Second
+	}
+	return s
+}
+
+func envTrue(name string) bool {
+	switch strings.ToUpper(strings.TrimSpace(os.Getenv(name))) {
+	case "YES", "TRUE", "ON", "1":
+		return true
+	}
+	return false
+}
+
+func envFalse(name string) bool {
+	switch strings.ToUpper(strings.TrimSpace(os.Getenv(name))) {
+	case "NO", "FALSE", "OFF", "0":
+		return true
+	}
+	return false
+}
+
+// firstEnv is the first of names that is set and not empty.
+func firstEnv(names ...string) string {
+	for _, n := range names {
+		if v := strings.TrimSpace(os.Getenv(n)); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// transport is the HTTP transport every store shares: connections kept
+// open for the loader's concurrent readers.
+var transport = &http.Transport{
+	Proxy:                 http.ProxyFromEnvironment,
+	DialContext:           (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+	MaxIdleConns:          256,
+	MaxIdleConnsPerHost:   64,
+	IdleConnTimeout:       90 * time.Second,
+	TLSHandshakeTimeout:   10 * time.Second,
+	ExpectContinueTimeout: time.Second,
+	DisableCompression:    true, // byte ranges of the object as stored
+}
