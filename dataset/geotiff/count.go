@@ -5,8 +5,7 @@ package geotiff
 import (
 	"fmt"
 
-	"github.com/airbusgeo/godal"
-
+	"pipe/dataset/remote"
 	"pipe/spec"
 )
 
@@ -16,10 +15,9 @@ import (
 // valid target pixel).
 func Tiles(b *spec.Source, c *Options) (int, error) {
 	gdalInit()
-	p := b.GeoTIFF.Path
-	ds, err := godal.Open(c.path(p), godal.RasterOnly(), godal.SkipWarnings)
+	_, ds, err := open(c, b.GeoTIFF.Path)
 	if err != nil {
-		return 0, fileErr(c, p, err)
+		return 0, err
 	}
 	defer ds.Close()
 	st := ds.Structure()
@@ -46,14 +44,18 @@ func Tiles(b *spec.Source, c *Options) (int, error) {
 // blockcache.go, or GDAL's), bounded by the bytes of the rasters it reads.
 func Resident(b *spec.Source, c *Options) (int64, string, error) {
 	gdalInit()
+	var remoteBytes int64 // the remote cache's share, for sources read from URLs
 	size := func(p string) (w, h, bytes int64, err error) {
-		ds, err := godal.Open(c.path(p), godal.RasterOnly(), godal.SkipWarnings)
+		r, ds, err := open(c, p)
 		if err != nil {
-			return 0, 0, 0, fileErr(c, p, err)
+			return 0, 0, 0, err
 		}
 		defer ds.Close()
 		st := ds.Structure()
 		w, h = int64(st.SizeX), int64(st.SizeY)
+		if r.obj != nil {
+			remoteBytes += r.obj.Size()
+		}
 		return w, h, w * h * int64(st.NBands) * int64(st.DataType.Size()), nil
 	}
 	w, h, raster, err := size(b.GeoTIFF.Path)
@@ -70,6 +72,11 @@ func Resident(b *spec.Source, c *Options) (int64, string, error) {
 		bytes += w*h*4 + traster
 		what += fmt.Sprintf(", the target warped onto it (float32) and up to its %d bytes cached", traster)
 	}
+	if remoteBytes > 0 {
+		remoteBytes = min(remoteBytes, remote.CacheBytes()) // one cache for all objects
+		bytes += remoteBytes
+		what += fmt.Sprintf(", and up to %d bytes of the objects' blocks in the remote cache (PIPE_REMOTE_CACHE_MB)", remoteBytes)
+	}
 	return bytes, what, nil
 }
 
@@ -77,10 +84,9 @@ func Resident(b *spec.Source, c *Options) (int64, string, error) {
 // read from its header.
 func Size(b *spec.Source, c *Options) (w, h int64, err error) {
 	gdalInit()
-	p := b.GeoTIFF.Path
-	ds, err := godal.Open(c.path(p), godal.RasterOnly(), godal.SkipWarnings)
+	_, ds, err := open(c, b.GeoTIFF.Path)
 	if err != nil {
-		return 0, 0, fileErr(c, p, err)
+		return 0, 0, err
 	}
 	defer ds.Close()
 	st := ds.Structure()

@@ -145,7 +145,7 @@ var directChunkBytes = 256 << 10
 
 // tiffDirect is one dataset's direct reader.
 type tiffDirect struct {
-	f     *os.File
+	f     blockFile
 	size  int64
 	lay   *tiffLayout
 	bytes int     // per sample
@@ -179,9 +179,15 @@ func (d *Dataset) prepareDirect(h *godal.Dataset) {
 	if !directTIFF || d.lut == nil || !littleEndianHost() || h.Driver().ShortName() != "GTiff" {
 		return
 	}
-	f, err := os.Open(d.pool.path)
-	if err != nil {
-		return
+	var f blockFile
+	if d.obj != nil {
+		f = d.obj
+	} else {
+		lf, err := os.Open(d.pool.path)
+		if err != nil {
+			return
+		}
+		f = localFile{lf}
 	}
 	t, err := newTIFFDirect(f, h, d.bands, d.th)
 	if err != nil || t == nil {
@@ -201,13 +207,31 @@ func littleEndianHost() bool {
 	return *(*byte)(unsafe.Pointer(&v)) == 1
 }
 
-// newTIFFDirect returns nil when the layout is not one it reads.
-func newTIFFDirect(f *os.File, h *godal.Dataset, bands []int, th int) (*tiffDirect, error) {
+// blockFile is what the direct reader reads blocks from: a local file, or
+// a remote object (remote.Object, through its block cache).
+type blockFile interface {
+	io.ReaderAt
+	io.Closer
+	Size() int64
+}
+
+type localFile struct{ *os.File }
+
+func (f localFile) Size() int64 {
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, err
+		return -1
 	}
-	lay, err := readTIFFLayout(f, fi.Size())
+	return fi.Size()
+}
+
+// newTIFFDirect returns nil when the layout is not one it reads.
+func newTIFFDirect(f blockFile, h *godal.Dataset, bands []int, th int) (*tiffDirect, error) {
+	size := f.Size()
+	if size < 0 {
+		return nil, nil
+	}
+	lay, err := readTIFFLayout(f, size)
 	if err != nil {
 		return nil, err
 	}
@@ -248,7 +272,7 @@ func newTIFFDirect(f *os.File, h *godal.Dataset, bands []int, th int) (*tiffDire
 			return nil, nil
 		}
 	}
-	t := &tiffDirect{f: f, size: fi.Size(), lay: lay, bytes: lay.bits / 8, zero: []int32{0}}
+	t := &tiffDirect{f: f, size: size, lay: lay, bytes: lay.bits / 8, zero: []int32{0}}
 	t.pix = t.bytes
 	for _, bn := range bands {
 		if lay.planar == 1 {

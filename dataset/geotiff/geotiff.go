@@ -6,12 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"os"
 	"slices"
 	"sync"
 
 	"github.com/airbusgeo/godal"
 
+	"pipe/dataset/remote"
 	"pipe/dataset/source"
 	"pipe/spec"
 )
@@ -114,7 +114,8 @@ func (p *handlePool) close() error {
 }
 
 type Dataset struct {
-	path     string // as written
+	path     string // as written; a URL as remote.Redact shows it
+	obj      *remote.Object // the object of a URL; nil for a local file
 	grid     GeoGrid
 	bands    []int     // 1-based, as written
 	bands0   []int     // 0-based, as godal.Bands takes them
@@ -158,16 +159,12 @@ func Open(b *spec.Source, c *Options) (*Dataset, error) {
 		c = &Options{}
 	}
 	gdalInit()
-	d := &Dataset{path: b.GeoTIFF.Path}
-	abs := c.path(d.path)
-	if _, err := os.Stat(abs); err != nil {
-		return nil, blockErr(b, "path", fileErr(c, d.path, err))
-	}
-	h, err := godal.Open(abs, godal.RasterOnly(), godal.SkipWarnings)
+	r, h, err := open(c, b.GeoTIFF.Path)
 	if err != nil {
-		return nil, blockErr(b, "path", fmt.Errorf("%s: GDAL cannot open it as a raster: %v", d.path, err))
+		return nil, blockErr(b, "path", err)
 	}
-	d.pool = &handlePool{path: abs, all: []*godal.Dataset{h}, free: []*godal.Dataset{h}}
+	d := &Dataset{path: r.shown, obj: r.obj}
+	d.pool = &handlePool{path: r.gdal, all: []*godal.Dataset{h}, free: []*godal.Dataset{h}}
 	ok := false
 	defer func() {
 		if !ok {
@@ -270,7 +267,7 @@ func Open(b *spec.Source, c *Options) (*Dataset, error) {
 		}
 		if n == 0 {
 			return nil, blockErr(b, "target", fmt.Errorf("%s and %s do not overlap: after warping the target onto the scene's grid no pixel is valid in both (scene %s; target %s)",
-				d.path, tp, describeExtent(d.grid), describeTargetExtent(c, tp)))
+				d.path, shownPath(tp), describeExtent(d.grid), describeTargetExtent(c, tp)))
 		}
 	}
 	nValid := 0
@@ -496,15 +493,12 @@ func (d *Dataset) isNodata(k int, v float32) bool {
 // into memory. Pixels the target does not cover, or covers with its own
 // nodata, are NaN.
 func warpTarget(c *Options, p string, grid GeoGrid) ([]float32, error) {
-	abs := c.path(p)
-	if _, err := os.Stat(abs); err != nil {
-		return nil, fileErr(c, p, err)
-	}
-	t, err := godal.Open(abs, godal.RasterOnly(), godal.SkipWarnings)
+	r, t, err := open(c, p)
 	if err != nil {
-		return nil, fmt.Errorf("%s: GDAL cannot open it as a raster: %v", p, err)
+		return nil, err
 	}
 	defer t.Close()
+	p = r.shown
 	if t.Projection() == "" {
 		return nil, fmt.Errorf("%s: the target has no CRS, so it cannot be placed on the scene's grid", p)
 	}
@@ -557,7 +551,7 @@ func describeExtent(g GeoGrid) string {
 }
 
 func describeTargetExtent(c *Options, p string) string {
-	t, err := godal.Open(c.path(p), godal.RasterOnly(), godal.SkipWarnings)
+	_, t, err := open(c, p)
 	if err != nil {
 		return "unknown extent"
 	}

@@ -27,6 +27,7 @@ import (
 //	PIPE_REMOTE_BLOCK_KB   the cache's block, the smallest range read (default 256)
 //	PIPE_REMOTE_RETRIES    retries of a failed request (default 5)
 //	PIPE_REMOTE_TIMEOUT    seconds one request may take, body included (default 30)
+//	PIPE_REMOTE_BACKOFF_MS the first retry's wait, doubled for each next one up to 16× (default 100)
 
 // Settings are pipe's own knobs, as the environment gives them.
 type Settings struct {
@@ -59,6 +60,9 @@ func FromEnv() Settings {
 	}
 	if v, ok := num("PIPE_REMOTE_TIMEOUT"); ok && v > 0 {
 		s.Timeout = time.Duration(v) * time.Second
+	}
+	if v, ok := num("PIPE_REMOTE_BACKOFF_MS"); ok {
+		s.Backoff = time.Duration(v) * time.Millisecond
 	}
 	return s
 }

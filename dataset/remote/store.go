@@ -83,6 +83,13 @@ type s3Store struct {
 	endpoint string
 }
 
+func init() {
+	// With MaxRetries 1 minio-go sends a request once, but still sleeps
+	// its retry unit (200 ms) after a retryable failure before giving up;
+	// Object.retry does the waiting.
+	minio.DefaultRetryUnit = 0
+}
+
 // newS3 is the client of s3:// or gs:// URLs, as the environment sets
 // it up (config.go lists the variables).
 func newS3(scheme string) (*s3Store, error) {
