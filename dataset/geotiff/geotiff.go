@@ -114,7 +114,7 @@ func (p *handlePool) close() error {
 }
 
 type Dataset struct {
-	path     string // as written; a URL as remote.Redact shows it
+	path     string         // as written; a URL as remote.Redact shows it
 	obj      *remote.Object // the object of a URL; nil for a local file
 	grid     GeoGrid
 	bands    []int     // 1-based, as written
