@@ -21,6 +21,17 @@ import (
 // Next; Close or a cancelled context stops the workers.
 // Details: docs/design/loader.md.
 
+// Prefetcher is implemented by datasets whose reads wait on a network (a
+// geotiff source read from a URL). The loader calls Prefetch with a
+// batch's samples when it schedules the batch, up to Workers × Prefetch
+// batches ahead of training; the dataset starts fetching their bytes
+// concurrently and returns at once, so that a batch costs about one round
+// trip rather than one per sample. It only warms a cache: the batches
+// are the same with it or without.
+type Prefetcher interface {
+	Prefetch(indices []int)
+}
+
 // LoaderOptions configure a Loader.
 type LoaderOptions struct {
 	// BatchSize is the number of samples per batch (at least 1).
@@ -110,6 +121,8 @@ func (l *Loader) EpochContext(ctx context.Context, e int) Iterator { return l.Ep
 func (l *Loader) EpochFrom(ctx context.Context, e, first int) Iterator {
 	ctx, cancel := context.WithCancel(ctx)
 	it := &iterator{l: l, epoch: e, ctx: ctx, cancel: cancel, nb: l.Batches(), next: max(first, 0), err: l.err}
+	it.pf, _ = l.ds.(Prefetcher)
+	it.prefetched = it.next
 	n := l.ds.Len()
 	if l.opt.Shuffle {
 		it.order = source.NewRNG(source.SaltShuffle, uint64(l.opt.Seed), uint64(e)).Perm(n)
@@ -138,6 +151,7 @@ func (l *Loader) EpochFrom(ctx context.Context, e, first int) Iterator {
 			case <-ctx.Done():
 				return
 			}
+			it.prefetch(k)
 			select {
 			case jobs <- k:
 			case <-ctx.Done():
@@ -188,6 +202,28 @@ type iterator struct {
 	aug    *augmenter // for Workers = 0
 	err    error      // sticky
 	closed bool
+
+	pf         Prefetcher // the dataset's, or nil
+	prefetched int        // Workers = 0: the first batch not yet prefetched
+}
+
+// prefetch hands batch k's samples (this process's rows of it) to the
+// dataset's Prefetcher.
+func (it *iterator) prefetch(k int) {
+	if it.pf == nil || k >= it.nb {
+		return
+	}
+	l := it.l
+	lo := k * l.opt.BatchSize
+	hi := min(lo+l.opt.BatchSize, len(it.order))
+	if l.opt.Rows != nil {
+		a, c := l.opt.Rows(hi - lo)
+		if a < 0 || a > c || c > hi-lo {
+			return
+		}
+		lo, hi = lo+a, lo+c
+	}
+	it.pf.Prefetch(it.order[lo:hi])
 }
 
 func (a *augmenter) clone() *augmenter {
@@ -219,6 +255,11 @@ func (it *iterator) Next(ctx context.Context) (*Batch, error) {
 	}
 	k := it.next
 	if it.slots == nil {
+		if k == it.prefetched {
+			it.prefetch(k)
+		}
+		it.prefetch(k + 1)
+		it.prefetched = k + 2
 		b, err := it.fill(k, it.aug)
 		if err != nil {
 			it.err = err

@@ -71,3 +71,19 @@ func Root(ds Dataset, i int) (Dataset, int) {
 		ds, i = s.Parent, s.Indices[i]
 	}
 }
+
+// Prefetch implements Prefetcher when the parent does, mapping the
+// samples to the parent's.
+func (s *Subset) Prefetch(indices []int) {
+	pf, ok := s.Parent.(Prefetcher)
+	if !ok {
+		return
+	}
+	p := make([]int, 0, len(indices))
+	for _, i := range indices {
+		if i >= 0 && i < len(s.Indices) {
+			p = append(p, s.Indices[i])
+		}
+	}
+	pf.Prefetch(p)
+}

@@ -108,3 +108,46 @@ func shownPath(p string) string {
 	}
 	return p
 }
+
+// Prefetch implements dataset.Prefetcher: for a source read from a URL
+// through the direct reader, it starts fetching the blocks of the tiles
+// i into the remote cache (a strip's rows of the window, a tile's whole
+// block) and returns. Other sources ignore it: a local file needs none,
+// and GDAL's path has no block map to ask.
+func (d *Dataset) Prefetch(indices []int) {
+	t := d.direct
+	if d.obj == nil || t == nil {
+		return
+	}
+	lay := t.lay
+	planes := []int{0}
+	if lay.planar == 2 {
+		planes = t.plane
+	}
+	for _, i := range indices {
+		if i < 0 || i >= len(d.tiles) {
+			continue
+		}
+		win := d.tiles[i]
+		bx0, bx1 := win.X/lay.bw, (win.X+win.W-1)/lay.bw
+		by0, by1 := win.Y/lay.bh, (win.Y+win.H-1)/lay.bh
+		for _, p := range planes {
+			for by := by0; by <= by1; by++ {
+				for bx := bx0; bx <= bx1; bx++ {
+					b := t.index(p, bx, by)
+					off, n := int64(lay.offsets[b]), int64(lay.counts[b])
+					if !lay.tiled && lay.compression == 1 {
+						// Only the window's rows of an uncompressed strip.
+						rb := int64(t.rowBytes())
+						r0 := int64(max(win.Y, by*lay.bh) - by*lay.bh)
+						r1 := int64(min(win.Y+win.H, (by+1)*lay.bh) - by*lay.bh)
+						off, n = off+r0*rb, (r1-r0)*rb
+					}
+					if n > 0 {
+						d.obj.Prefetch(off, n)
+					}
+				}
+			}
+		}
+	}
+}
