@@ -164,7 +164,9 @@ lint: deps
 # ./bench/cmd/int8: accuracy and forward speed, bench/int8.json); pipe's CPU inference (fp32,
 # int8) beside onnxruntime-node's on the same exported fashion model, batch 1 and 64, same threads
 # (go run ./bench/cmd/infer: bench/infer.json); GeoTIFF tiles/s of the geotiff
-# source against raw GDAL reads (go run ./bench/cmd/tiles: bench/tiles.json).
+# source against raw GDAL reads (go run ./bench/cmd/tiles: bench/tiles.json); the same source
+# from s3:// on a local S3 server at 0, 20 and 50 ms of added latency against the local file and
+# raw GDAL /vsis3/ reads (go run ./bench/cmd/s3tiles: bench/s3tiles.json).
 # Debian's python3-torch is installed when $(TORCH_PYTHON) cannot import torch; when that
 # fails the comparison is skipped with a message. RATIOSFLAGS='-rounds 3' passes flags.
 RATIOSFLAGS  ?=
@@ -176,6 +178,7 @@ bench: deps data build $(ONNX_RT)
 	$(GO) run ./bench/cmd/infer
 	$(GO) run ./bench/cmd/load -pipe $(BIN)
 	$(GO) run ./bench/cmd/tiles $(TILESFLAGS)
+	$(GO) run ./bench/cmd/s3tiles
 	@if ! $(TORCH_PYTHON) -c 'import torch' 2>/dev/null; then \
 	  echo "bench: installing python3-torch for the PyTorch comparison"; \
 	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-torch || \

@@ -422,6 +422,20 @@ func CacheBytes() int64 {
 	return FromEnv().CacheBytes
 }
 
+// Flush empties the block cache, keeping the objects (a benchmark's cold
+// pass).
+func Flush() {
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	for k, e := range shared.m {
+		if e.elem != nil { // done and kept; fetches in flight finish
+			shared.lru.Remove(e.elem)
+			delete(shared.m, k)
+		}
+	}
+	shared.used = 0
+}
+
 // Reset empties the block cache, forgets every object and sets the cache's
 // budget (negative: the next object's setting): for tests and benchmarks
 // that run several servers or settings in one process.
