@@ -153,6 +153,9 @@ func newCostModel(e cost.Engine, g *stdlib.Graph, backend string, prec plan.Prec
 		for _, j := range nd.Inputs {
 			w = add(w, c.out[j])
 		}
+		if nd.ID < len(mem.Work) {
+			w = add(w, mem.Work[nd.ID])
+		}
 		if w > m.workspace {
 			m.workspace = w
 		}

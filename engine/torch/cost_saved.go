@@ -257,10 +257,18 @@ var _ cost.Engine = Cost{}
 func (Cost) Name() string { return plan.EngineTorch }
 
 // Memory implements cost.Engine: what autograd saves per node on the
-// device, and PyTorch's caching allocator on a GPU.
+// device, oneDNN's copies on the CPU, and PyTorch's caching allocator on
+// a GPU.
 func (Cost) Memory(g *stdlib.Graph, s cost.Setup) cost.Memory {
 	ts := newTorchSaved(g, s.Device == plan.BackendGPU, s.Precision, s.Loss)
 	m := cost.Memory{Out: ts.out, Keep: ts.keep, Own: ts.priv, Loss: ts.loss, Attention: ts.attention}
+	if s.Device != plan.BackendGPU {
+		low := int64(4)
+		if s.Precision.Mixed && s.Precision.ActivationBytes > 0 {
+			low = s.Precision.ActivationBytes
+		}
+		m.Work = onednnWork(g, low)
+	}
 	if s.Device == plan.BackendGPU {
 		m.Allocator = CachingAllocator{}
 		if s.GPU != nil && s.GPU.Capability != "" {

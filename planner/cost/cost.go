@@ -59,6 +59,10 @@ type Memory struct {
 	// Loss is what the loss keeps, counted with the input node (never
 	// recomputed).
 	Loss int64
+	// Work is what each node's kernels hold while it runs, forward or
+	// backward, beyond its output, its own and its inputs (a library's
+	// copies of them in a layout of its own); nil where none is priced.
+	Work []int64
 	// Attention names the attention implementation that was priced
 	// ("math" or "fused"), "" when the graph has none.
 	Attention string
