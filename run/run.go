@@ -86,6 +86,38 @@ type Hooks struct {
 	Checkpoint func(path, reason string)
 }
 
+// Join returns hooks that call h's, then o's.
+func (h Hooks) Join(o Hooks) Hooks {
+	return Hooks{
+		Start:      join1(h.Start, o.Start),
+		Step:       join1(h.Step, o.Step),
+		Evaluating: join2(h.Evaluating, o.Evaluating),
+		Evaluated:  join1(h.Evaluated, o.Evaluated),
+		Epoch:      join1(h.Epoch, o.Epoch),
+		Checkpoint: join2(h.Checkpoint, o.Checkpoint),
+	}
+}
+
+func join1[T any](a, b func(T)) func(T) {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return func(v T) { a(v); b(v) }
+}
+
+func join2[T, U any](a, b func(T, U)) func(T, U) {
+	switch {
+	case a == nil:
+		return b
+	case b == nil:
+		return a
+	}
+	return func(t T, u U) { a(t, u); b(t, u) }
+}
+
 // StartInfo describes the run about to train.
 type StartInfo struct {
 	Pipeline, Model, Backend, Precision string
