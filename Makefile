@@ -35,7 +35,9 @@ GO_FILES    = $(wildcard $(shell git ls-files --cached --others --exclude-standa
 # System packages: BLAS for netlib, GDAL for godal, the Fashion-MNIST data set.
 # python3-torch (PyTorch 1.13, CPU) runs the torch engine's tests; libtcmalloc-minimal4 is the
 # malloc the torch engine preloads into its CPU workers (docs/design/torch-cpu-allocator.md).
-APT_PACKAGES := libopenblas-dev libgdal-dev gdal-bin libdeflate-dev libzstd-dev dataset-fashion-mnist pkg-config g++ python3-torch python3-torchvision libtcmalloc-minimal4
+# protobuf-compiler's protoc decodes the TensorBoard event files in the tests (and regenerates
+# run/tensorboard/tbpb with go generate).
+APT_PACKAGES := libopenblas-dev libgdal-dev gdal-bin libdeflate-dev libzstd-dev dataset-fashion-mnist pkg-config g++ python3-torch python3-torchvision libtcmalloc-minimal4 protobuf-compiler
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 FMNIST_SRC   := /usr/share/datasets/fashion-mnist
@@ -122,11 +124,11 @@ build:
 # when it cannot be imported.
 TORCH_PYTHON ?= /usr/bin/python3
 # The ONNX export's tests run onnxruntime-node (bench/onnx), and fail rather than skip
-# when it is missing.
+# when it is missing; the TensorBoard tests likewise fail without protoc.
 test: deps data $(ONNX_RT)
 	@$(MAKE) --no-print-directory editor-test
 	$(GO) vet ./...
-	PIPE_PYTHON=$(TORCH_PYTHON) PIPE_REQUIRE_TORCH=1 PIPE_REQUIRE_ONNX=1 PIPE_REQUIRE_K8S_SCHEMA=1 $(GO) test -timeout 30m $(TESTFLAGS) ./...
+	PIPE_PYTHON=$(TORCH_PYTHON) PIPE_REQUIRE_TORCH=1 PIPE_REQUIRE_ONNX=1 PIPE_REQUIRE_K8S_SCHEMA=1 PIPE_REQUIRE_PROTOC=1 $(GO) test -timeout 30m $(TESTFLAGS) ./...
 
 # onnxruntime-node, pinned in bench/onnx/package-lock.json, with its CPU binaries only
 # (the package's GPU download is skipped).

@@ -20,6 +20,8 @@ import (
 	"pipe/planner/plan"
 	"pipe/run"
 	"pipe/run/report"
+	"pipe/run/tensorboard"
+	"pipe/spec"
 	"pipe/workflow"
 )
 
@@ -228,10 +230,21 @@ func (a *app) execute(f *runFlags, in *runInput, pl *workflow.Planned, engines [
 		views.OutputError(a.env.Stderr, oerr)
 		return exitErrors
 	}
+	hooks := progress.Hooks()
+	// Rank 0 alone writes the TensorBoard events, as it alone writes the report.
+	var tb *tensorboard.Logger
+	if *f.nodeRank == 0 {
+		epochM, finalM := runMetrics(pl.Program.Spec)
+		tb = tensorboard.New(tensorboard.Config{Dir: place.Dir, Plan: p, Metrics: epochM, FinalMetrics: finalM, Log: info})
+		hooks = hooks.Join(tb.Hooks())
+	}
 	ctx, stop := runContext(a)
-	res, rds := run.Run(ctx, p, pl.Program, progress.Hooks(), f.execOptions(runLog, engines, place)...)
+	res, rds := run.Run(ctx, p, pl.Program, hooks, f.execOptions(runLog, engines, place)...)
 	stop()
 	progress.Close()
+	if tb != nil {
+		tb.Finish(res)
+	}
 	a.printDiags(rds, in.sources)
 
 	wr := workflow.Finish(res, p, out, *f.nodeRank)
@@ -258,6 +271,19 @@ func (a *app) execute(f *runFlags, in *runInput, pl *workflow.Planned, engines [
 		return exitErrors // the run is done, but a file asked for is missing or stale
 	}
 	return exitOK
+}
+
+// runMetrics are the metrics a run of prog evaluates after each epoch
+// (train's) and at its end (evaluate's, else train's).
+func runMetrics(prog *spec.Program) (epoch, final []string) {
+	if prog.Train != nil {
+		epoch = prog.Train.Metrics
+	}
+	final = epoch
+	if ev := prog.Evaluate; ev != nil && ev.At.Has("metrics") {
+		final = ev.Metrics
+	}
+	return epoch, final
 }
 
 // progressLogger logs a run's progress at info level, unless the user asked
