@@ -231,11 +231,8 @@ func (a *app) execute(f *runFlags, in *runInput, pl *workflow.Planned, engines [
 		return exitErrors
 	}
 	hooks := progress.Hooks()
-	// Rank 0 alone writes the TensorBoard events, as it alone writes the report.
-	var tb *tensorboard.Logger
-	if *f.nodeRank == 0 {
-		epochM, finalM := runMetrics(pl.Program.Spec)
-		tb = tensorboard.New(tensorboard.Config{Dir: place.Dir, Plan: p, Metrics: epochM, FinalMetrics: finalM, Log: info})
+	tb := tensorBoard(*f.nodeRank, place.Dir, pl, info)
+	if tb != nil {
 		hooks = hooks.Join(tb.Hooks())
 	}
 	ctx, stop := runContext(a)
@@ -271,6 +268,16 @@ func (a *app) execute(f *runFlags, in *runInput, pl *workflow.Planned, engines [
 		return exitErrors // the run is done, but a file asked for is missing or stale
 	}
 	return exitOK
+}
+
+// tensorBoard is the logger of a run's TensorBoard events into dir; nil on
+// a node of rank above 0, as rank 0 alone writes the report.
+func tensorBoard(nodeRank int, dir string, pl *workflow.Planned, log hclog.Logger) *tensorboard.Logger {
+	if nodeRank != 0 {
+		return nil
+	}
+	epoch, final := runMetrics(pl.Program.Spec)
+	return tensorboard.New(tensorboard.Config{Dir: dir, Plan: pl.Plan, Metrics: epoch, FinalMetrics: final, Log: log})
 }
 
 // runMetrics are the metrics a run of prog evaluates after each epoch

@@ -17,6 +17,9 @@ import (
 
 	"pipe/run/tensorboard"
 	"pipe/run/tensorboard/tbpb"
+	"pipe/spec"
+	"pipe/stdlib"
+	"pipe/workflow"
 )
 
 // protocPath is Debian's protoc, which the TensorBoard tests decode the
@@ -285,5 +288,16 @@ func TestTensorBoardResumeAppendsAFile(t *testing.T) {
 		if got, want := losses[int64(i+1)], float32(l.(float64)); got != want {
 			t.Errorf("step %d: %v, the report's %v", i+1, got, want)
 		}
+	}
+}
+
+// Rank 0 alone writes TensorBoard events, as it alone writes the report.
+func TestTensorBoardRankZeroOnly(t *testing.T) {
+	pl := &workflow.Planned{Program: &stdlib.Program{Spec: &spec.Program{}}}
+	if tensorBoard(1, t.TempDir(), pl, nil) != nil {
+		t.Error("rank 1 has a TensorBoard logger")
+	}
+	if tensorBoard(0, t.TempDir(), pl, nil) == nil {
+		t.Error("rank 0 has no TensorBoard logger")
 	}
 }
