@@ -52,6 +52,8 @@ LANDSAT      := data/L7_ETMs.tif data/olinda_dem_utm25s.tif
 VOLUME       := data/landsat_volume.zarr/.zgroup
 # onnxruntime-node for the ONNX export's tests (bench/onnx).
 ONNX_RT      := bench/onnx/node_modules/.package-lock.json
+# @roboflow/tfrecords, a TFRecord CRC apart from pipe's, for the TensorBoard tests (bench/tfrecords).
+TFRECORDS    := bench/tfrecords/node_modules/.package-lock.json
 
 .PHONY: all deps data build test run fmt lint bench clean distclean editor editor-test gpu-check gpu-bundle gpu-smoke
 
@@ -124,16 +126,20 @@ build:
 # when it cannot be imported.
 TORCH_PYTHON ?= /usr/bin/python3
 # The ONNX export's tests run onnxruntime-node (bench/onnx), and fail rather than skip
-# when it is missing; the TensorBoard tests likewise fail without protoc.
-test: deps data $(ONNX_RT)
+# when it is missing; the TensorBoard tests likewise fail without protoc or bench/tfrecords.
+test: deps data $(ONNX_RT) $(TFRECORDS)
 	@$(MAKE) --no-print-directory editor-test
 	$(GO) vet ./...
-	PIPE_PYTHON=$(TORCH_PYTHON) PIPE_REQUIRE_TORCH=1 PIPE_REQUIRE_ONNX=1 PIPE_REQUIRE_K8S_SCHEMA=1 PIPE_REQUIRE_PROTOC=1 $(GO) test -timeout 30m $(TESTFLAGS) ./...
+	PIPE_PYTHON=$(TORCH_PYTHON) PIPE_REQUIRE_TORCH=1 PIPE_REQUIRE_ONNX=1 PIPE_REQUIRE_K8S_SCHEMA=1 PIPE_REQUIRE_PROTOC=1 PIPE_REQUIRE_TFRECORDS=1 $(GO) test -timeout 30m $(TESTFLAGS) ./...
 
 # onnxruntime-node, pinned in bench/onnx/package-lock.json, with its CPU binaries only
 # (the package's GPU download is skipped).
 $(ONNX_RT): bench/onnx/package-lock.json bench/onnx/package.json | deps
 	cd bench/onnx && ONNXRUNTIME_NODE_INSTALL_CUDA=skip $(NPM) ci --no-audit --no-fund
+
+# @roboflow/tfrecords and its 6 small dependencies, pinned in bench/tfrecords/package-lock.json.
+$(TFRECORDS): bench/tfrecords/package-lock.json bench/tfrecords/package.json | deps
+	cd bench/tfrecords && $(NPM) ci --no-audit --no-fund
 
 run: build data
 	@if [ -z "$(EXAMPLES)" ]; then echo "run: no examples/*.pipe yet"; exit 0; fi; \

@@ -225,6 +225,59 @@ func TestTensorBoardEventsMatchTheReport(t *testing.T) {
 	if len(torn) != len(recs)-1 || !errors.Is(err, tensorboard.ErrCorrupt) {
 		t.Errorf("torn file: %d of %d records, %v", len(torn), len(recs), err)
 	}
+
+	// Another TFRecord implementation verifies the same records, and
+	// stops at the torn one too.
+	tornFile := filepath.Join(t.TempDir(), "torn")
+	if err := os.WriteFile(tornFile, whole[:len(whole)-3], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	node, script := tfrecordsChecker(t)
+	for _, c := range []struct {
+		file    string
+		n       int
+		stopped string
+	}{{files[0], len(recs), ""}, {tornFile, len(recs) - 1, "data cut short"}} {
+		out, err := exec.Command(node, script, c.file).Output()
+		if err != nil {
+			t.Fatalf("node %s: %v", script, err)
+		}
+		var got struct {
+			Records int
+			Lengths []int
+			Stopped string
+		}
+		if err := json.Unmarshal(out, &got); err != nil {
+			t.Fatalf("%v: %s", err, out)
+		}
+		if got.Records != c.n || got.Stopped != c.stopped {
+			t.Errorf("%s: the other reader read %d records and stopped at %q; want %d, %q", filepath.Base(c.file), got.Records, got.Stopped, c.n, c.stopped)
+			continue
+		}
+		for i, l := range got.Lengths {
+			if l != len(recs[i]) {
+				t.Errorf("record %d: %d bytes to the other reader, %d to ours", i, l, len(recs[i]))
+			}
+		}
+	}
+}
+
+// tfrecordsChecker is node and bench/tfrecords/check.js, a TFRecord reader
+// on @roboflow/tfrecords's CRC-32C; without them the test is skipped, or
+// fails under PIPE_REQUIRE_TFRECORDS (make test installs them).
+func tfrecordsChecker(t *testing.T) (node, script string) {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err == nil {
+		_, err = os.Stat("bench/tfrecords/node_modules/@roboflow/tfrecords/package.json")
+	}
+	if err != nil {
+		if os.Getenv("PIPE_REQUIRE_TFRECORDS") != "" {
+			t.Fatalf("no TFRecord checker (make test installs node and bench/tfrecords/node_modules): %v", err)
+		}
+		t.Skipf("no TFRecord checker (cd bench/tfrecords && npm ci): %v", err)
+	}
+	return node, "bench/tfrecords/check.js"
 }
 
 // decodeEvents are an event file's events.
