@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"pipe/dataset/remote"
 	"pipe/spec"
 )
 
@@ -200,7 +201,7 @@ func (v *volumeDataset) cut(a []float32, c int, o [3]int, dst []float32) {
 // folder holding .zarray, a Zarr v2 array, as float32 in C order with its
 // shape: [C, D, H, W] for a stack, the array's own for Zarr.
 func ReadVolume(path string) ([]float32, []int, error) {
-	if _, err := os.Stat(filepath.Join(path, ".zarray")); err == nil {
+	if _, err := os.Stat(filepath.Join(path, ".zarray")); err == nil || remote.IsURL(path) {
 		a, err := ReadZarr(path)
 		if err != nil {
 			return nil, nil, err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"compress/zlib"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -15,8 +16,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/klauspost/compress/zstd"
+
+	"pipe/dataset/remote"
 )
 
 // Zarr v2 arrays (zarr-specification v2): a folder holding .zarray, a
@@ -61,9 +65,53 @@ type ZarrArray struct {
 	Data  []float32
 }
 
-// ReadZarr reads the Zarr v2 array in the folder dir.
+// zarrStore reads a Zarr array's keys (.zarray, chunk names): a missing
+// key is an error errors.Is(err, fs.ErrNotExist) tells apart.
+type zarrStore interface {
+	read(key string) ([]byte, error)
+	// parallel is how many keys are read at once: 1 from a folder, more
+	// from an object store, where each read is a round trip.
+	parallel() int
+}
+
+type folderStore string
+
+func (d folderStore) read(key string) ([]byte, error) {
+	return os.ReadFile(filepath.Join(string(d), filepath.FromSlash(key)))
+}
+
+func (folderStore) parallel() int { return 1 }
+
+// remoteStore reads the keys under a URL (s3://bucket/array.zarr) through
+// package remote: its credentials, retries and errors naming the URL.
+type remoteStore struct{ o *remote.Object }
+
+func (r remoteStore) read(key string) ([]byte, error) {
+	b, err := r.o.Child(key).ReadAll(context.Background())
+	if errors.Is(err, remote.ErrNotFound) {
+		return nil, fmt.Errorf("%w: %w", fs.ErrNotExist, err)
+	}
+	return b, err
+}
+
+// remoteChunksInFlight bounds the chunk requests of one array: enough
+// that a round trip of tens of milliseconds is paid once per 16 chunks.
+const remoteChunksInFlight = 16
+
+func (remoteStore) parallel() int { return remoteChunksInFlight }
+
+// ReadZarr reads the Zarr v2 array in the folder dir, or under the URL
+// dir (s3://, gs://, https://), chunk by chunk by key.
 func ReadZarr(dir string) (*ZarrArray, error) {
-	raw, err := os.ReadFile(filepath.Join(dir, ".zarray"))
+	var st zarrStore = folderStore(dir)
+	if remote.IsURL(dir) {
+		o, err := remote.OpenFolder(dir)
+		if err != nil {
+			return nil, err
+		}
+		st, dir = remoteStore{o}, o.URL()
+	}
+	raw, err := st.read(".zarray")
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
 			return nil, fmt.Errorf("%s is not a Zarr v2 array: it has no .zarray (a Zarr group's arrays are its sub-folders; Zarr v3's zarr.json is not read)", dir)
@@ -107,31 +155,62 @@ func ReadZarr(dir string) (*ZarrArray, error) {
 		chunkLen *= c
 	}
 	size := dtypeSize(h.Dtype)
+	// Chunks are read par at a time (in order, a window of them) and
+	// placed in order, so a failure is the first chunk's that failed.
+	par := st.parallel()
+	type got struct {
+		body []byte
+		err  error
+	}
+	bodies := make([]got, par)
 	idx := make([]int, nd)
 	vals := make([]float32, chunkLen)
-	for ci := 0; ci < total; ci++ {
-		r := ci
+	keyOf := func(ci int) string {
+		k := make([]int, nd)
 		for i := nd - 1; i >= 0; i-- {
-			idx[i] = r % grid[i]
-			r /= grid[i]
+			k[i] = ci % grid[i]
+			ci /= grid[i]
 		}
-		name := h.key(idx)
-		body, err := os.ReadFile(filepath.Join(dir, filepath.FromSlash(name)))
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
+		return h.key(k)
+	}
+	for c0 := 0; c0 < total; c0 += par {
+		n := min(par, total-c0)
+		var wg sync.WaitGroup
+		for j := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				b, err := st.read(keyOf(c0 + j))
+				bodies[j] = got{b, err}
+			}()
 		}
-		if err != nil {
-			return nil, err
+		wg.Wait()
+		for j := range n {
+			ci := c0 + j
+			r := ci
+			for i := nd - 1; i >= 0; i-- {
+				idx[i] = r % grid[i]
+				r /= grid[i]
+			}
+			name := h.key(idx)
+			body, err := bodies[j].body, bodies[j].err
+			bodies[j] = got{}
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // a chunk never written holds the fill value
+			}
+			if err != nil {
+				return nil, err
+			}
+			b, err := dec(body)
+			if err != nil {
+				return nil, fmt.Errorf("%s: chunk %s: %w", dir, name, err)
+			}
+			if len(b) != chunkLen*size {
+				return nil, fmt.Errorf("%s: chunk %s holds %d bytes after decompression; a %v chunk of %s is %d", dir, name, len(b), h.Chunks, h.Dtype, chunkLen*size)
+			}
+			decodeValues(h.Dtype, b, vals)
+			h.place(a, idx, vals)
 		}
-		b, err := dec(body)
-		if err != nil {
-			return nil, fmt.Errorf("%s: chunk %s: %w", dir, name, err)
-		}
-		if len(b) != chunkLen*size {
-			return nil, fmt.Errorf("%s: chunk %s holds %d bytes after decompression; a %v chunk of %s is %d", dir, name, len(b), h.Chunks, h.Dtype, chunkLen*size)
-		}
-		decodeValues(h.Dtype, b, vals)
-		h.place(a, idx, vals)
 	}
 	return a, nil
 }

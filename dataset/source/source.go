@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"path/filepath"
 
+	"pipe/dataset/remote"
 	"pipe/diag"
 	"pipe/spec"
 )
@@ -44,9 +45,10 @@ func FieldErr(s *spec.Source, field string, err error) error {
 }
 
 // Resolve resolves a path written in a source against base (the .pipe
-// file's folder; "" for the working directory).
+// file's folder; "" for the working directory). A URL (s3://, gs://,
+// https://) is its own.
 func Resolve(base, p string) string {
-	if p == "" || filepath.IsAbs(p) || base == "" {
+	if p == "" || filepath.IsAbs(p) || base == "" || remote.IsURL(p) {
 		return p
 	}
 	return filepath.Join(base, p)
