@@ -29,7 +29,8 @@ var vimChecks = []struct {
 	before, word string
 	group        string
 }{
-	{1, "pipeline ", "min", "pipeName"},
+	// min is a value (a sweep's goal), never an auto bound outside auto(...).
+	{1, "pipeline ", "min", "pipeValue"},
 	{2, "", "cuda:0", "pipeValue"},
 	{3, "", "a100-80gb", "pipeValue"},
 	{4, "", "sgd", "pipeValue"},

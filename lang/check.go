@@ -266,7 +266,7 @@ func (c *checker) fields(b *Block, specs []*FieldSpec, words []ast.Expr, owner s
 		c.siblings = specs
 		f.Args = c.args(fs.Args, words[i+1:end], fs.Name, owner, id.Range)
 		c.siblings = nil
-		if prev := b.Field(fs.Name); prev != nil {
+		if prev := b.Field(fs.Name); prev != nil && !fs.Repeatable {
 			c.errorf(id.Range, "duplicate-field", fmt.Sprintf("%s is set twice", fs.Name),
 				"%s already sets %s at line %d; remove one of them.", owner, fs.Name, prev.NameRange.Start.Line)
 		} else {

@@ -127,6 +127,21 @@ func (b *Block) Field(name string) *Field {
 	return nil
 }
 
+// FieldsNamed returns every field with the given name, in source order:
+// more than one only for a repeatable field.
+func (b *Block) FieldsNamed(name string) []*Field {
+	if b == nil {
+		return nil
+	}
+	var out []*Field
+	for _, f := range b.Fields {
+		if f.Name == name {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
 // Arg returns the named argument of the named field, or nil: the short way
 // to read a setting such as train.Arg("optimizer", "lr").
 func (b *Block) Arg(field, arg string) *Value {
@@ -168,7 +183,8 @@ type Value struct {
 	// TDuration (seconds, with Int its nanoseconds); for TInt it holds the
 	// same number as Int.
 	Float float64
-	// Str holds TString, TEnum and TName.
+	// Str holds TString, TEnum and TName, and a TWord as written (a
+	// string with its quotes).
 	Str  string
 	Bool bool
 	// Dims holds TSize and TShape.

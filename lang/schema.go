@@ -48,6 +48,7 @@ const (
 	TList                      // [a, b]: a list of ArgSpec.Elem
 	TTensor                    // a named tensor (x) or a branch from one: (x -> conv 64 k1)
 	TDuration                  // 5ms, 30s
+	TWord                      // one word of any kind: 64, 1e-3, adam, "text" (a sweep's choices)
 )
 
 var typeNames = map[Type]string{
@@ -56,6 +57,7 @@ var typeNames = map[Type]string{
 	TShape: "a shape such as [3, 224, 224]", TBytes: "a memory size such as 24GiB",
 	TBandwidth: "a bandwidth such as 2TB/s", TFlops: "a rate such as 312TFLOPS",
 	TList: "a list", TDuration: "a duration such as 5ms", TTensor: "a named tensor or a branch such as (x -> conv 64 k1)",
+	TWord: "a number, a name or a string",
 }
 
 // String describes the type for diagnostics.
@@ -136,7 +138,10 @@ type FieldSpec struct {
 	Name     string
 	Args     []*ArgSpec
 	Required bool
-	Doc      string
+	// Repeatable fields may be written more than once in a block, each
+	// a field of its own (a sweep's uniform and choice lines).
+	Repeatable bool
+	Doc        string
 }
 
 // Arg finds an argument by name or alias.

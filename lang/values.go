@@ -354,6 +354,17 @@ func (c *checker) parseOne(a *ArgSpec, t Type, w ast.Expr, owner string) *Value 
 			v.List = append(v.List, ev)
 		}
 		return v
+	case TWord:
+		switch w := w.(type) {
+		case *ast.Ident:
+			return &Value{Type: TWord, Str: w.Name, Range: r}
+		case *ast.Number:
+			return &Value{Type: TWord, Str: w.Text, Float: w.Value, Int: w.Int, Range: r}
+		case *ast.String:
+			return &Value{Type: TWord, Str: strconv.Quote(w.Value), Range: r}
+		case *ast.Size:
+			return &Value{Type: TWord, Str: w.Text, Range: r}
+		}
 	case TTensor:
 		switch w := w.(type) {
 		case *ast.Ident:

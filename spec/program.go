@@ -16,6 +16,25 @@ type Program struct {
 	Train    *Train    `json:"train,omitempty"`
 	Evaluate *Evaluate `json:"evaluate,omitempty"`
 	Predict  *Predict  `json:"predict,omitempty"`
+	Sweep    *Sweep    `json:"sweep,omitempty"`
+}
+
+// Sweep is the sweep block's settings; its parameters are read with the
+// file's text (lang.SweepParams), which resolving their paths needs.
+type Sweep struct {
+	Trials    int64   `json:"trials" pipe:"trials"`
+	Parallel  int64   `json:"parallel" pipe:"parallel"`
+	Metric    string  `json:"metric" pipe:"metric"`
+	Goal      string  `json:"goal,omitempty" pipe:"metric.goal"`
+	Sampler   string  `json:"sampler" pipe:"sampler"`
+	Startup   int64   `json:"startup,omitempty" pipe:"sampler.startup"`
+	Gamma     float64 `json:"gamma" pipe:"sampler.gamma"`
+	EarlyStop string  `json:"early_stop" pipe:"early_stop"`
+	Rung      int64   `json:"rung" pipe:"early_stop.rung"`
+	Eta       int64   `json:"eta" pipe:"early_stop.eta"`
+	// Seed is the sampler's; nil for the file's.
+	Seed *int64 `json:"seed,omitempty" pipe:"seed"`
+	At   Where  `json:"at"`
 }
 
 // Model is where a model block was written, for diagnostics about it.
@@ -29,9 +48,12 @@ type Model struct {
 // Train is the train block's settings that a run reads (the planner's
 // decisions, such as the batch, are in the plan).
 type Train struct {
-	Epochs   int64   `json:"epochs" pipe:"epochs"`
-	MaxSteps int64   `json:"max_steps,omitempty" pipe:"max_steps"`
-	GradClip float64 `json:"grad_clip,omitempty" pipe:"grad_clip"`
+	Epochs   int64 `json:"epochs" pipe:"epochs"`
+	MaxSteps int64 `json:"max_steps,omitempty" pipe:"max_steps"`
+	// StepsPerEpoch cuts each epoch to this many optimizer steps; 0 for
+	// every batch of the training data.
+	StepsPerEpoch int64   `json:"steps_per_epoch,omitempty" pipe:"steps_per_epoch"`
+	GradClip      float64 `json:"grad_clip,omitempty" pipe:"grad_clip"`
 	// Seed is train's own seed; nil for the file's.
 	Seed    *int64   `json:"seed,omitempty" pipe:"seed"`
 	Metrics []string `json:"metrics,omitempty" pipe:"metrics"`

@@ -90,6 +90,18 @@ func Decode(prog *lang.Program) (*Program, diag.Diagnostics) {
 		ds = append(ds, lang.Decode(b, p)...)
 		out.Spec.Predict = p
 	}
+	if b := prog.Block("sweep"); b != nil {
+		sw := &spec.Sweep{Parallel: 1, Metric: "loss", Sampler: "tpe", Gamma: 0.25, EarlyStop: "none", Rung: 1, Eta: 3, At: WhereOf(b)}
+		ds = append(ds, lang.Decode(b, sw)...)
+		if sw.Goal == "" {
+			sw.Goal = "max"
+			switch sw.Metric {
+			case "loss", "mae", "rmse":
+				sw.Goal = "min"
+			}
+		}
+		out.Spec.Sweep = sw
+	}
 	return out, ds
 }
 

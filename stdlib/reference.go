@@ -95,6 +95,9 @@ func writeFields(b *strings.Builder, fields []*lang.FieldSpec) {
 		if f.Required {
 			name += " (required)"
 		}
+		if f.Repeatable {
+			name += " (repeatable)"
+		}
 		fmt.Fprintf(b, "| %s | %s | %s |\n", name, argsText(f.Args, f.Name), cell(f.Doc))
 	}
 	b.WriteString("\n")

@@ -323,6 +323,8 @@ func trainFields() []*lang.FieldSpec {
 			arg("source", lang.TName, "A source's name.", positional, required)),
 		field("model", "The model to train; the only one when left out.",
 			arg("model", lang.TName, "A model's name.", positional, required)),
+		field("steps_per_epoch", "Cut each epoch to this many optimizer steps, a fresh shuffled part of the training data each epoch: short epochs for a sweep's trials or a quick look.",
+			arg("steps_per_epoch", lang.TInt, "At least 1; every batch of the training data when left out.", positional, required, atLeast(1))),
 		field("max_steps", "Stop after this many optimizer steps even if epochs remain.",
 			arg("max_steps", lang.TInt, "At least 1.", positional, required, atLeast(1))),
 		field("grad_clip", "Clip the global gradient norm to this value.",
@@ -377,6 +379,7 @@ func blockSpecs() []*lang.BlockSpec {
 					arg("calibrate", lang.TInt, "At least 1.", positional, required, atLeast(1), def("8"))),
 			}},
 		serveBlock(),
+		sweepBlock(),
 		{Name: "device", Doc: "A device described by hand, for hardware without a built-in profile.",
 			Labels: []*lang.LabelSpec{{Name: "name", Doc: "The device's name, for the device field to refer to."}},
 			Fields: []*lang.FieldSpec{
