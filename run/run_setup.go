@@ -179,6 +179,10 @@ func (r *runner) setup(ctx context.Context) bool {
 	bs := r.globalBatch()
 	r.nb = (r.data.train.Len() + bs - 1) / bs
 	k := int(max(p.AccumulationSteps, 1))
+	if t := r.spec.Train; t != nil && t.StepsPerEpoch > 0 {
+		// steps_per_epoch: the epoch's first batches of its shuffled order.
+		r.nb = int(min(int64(r.nb), t.StepsPerEpoch*int64(k)))
+	}
 	r.spe = int64((r.nb + k - 1) / k)
 	total := int64(r.set.epochs) * r.spe
 	if r.set.maxSteps > 0 {
