@@ -1,0 +1,162 @@
+package sweep
+
+import (
+	"fmt"
+	"image/color"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+
+	"pipe/run"
+)
+
+// Table writes the trials, best first: their values, status, batch,
+// epochs trained, last metric, time and why a trial was skipped, stopped
+// or failed.
+func Table(w io.Writer, s *State) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	head := []string{"TRIAL"}
+	for i := range s.Params {
+		head = append(head, strings.ToUpper(ShortName(s.Params, i)))
+	}
+	head = append(head, "STATUS", "BATCH", "EPOCHS", strings.ToUpper(s.Metric), "TIME", "NOTE")
+	fmt.Fprintln(tw, strings.Join(head, "\t"))
+	for _, t := range s.Sorted() {
+		row := []string{strconv.Itoa(t.ID)}
+		if t.ID == s.Best {
+			row[0] += " *"
+		}
+		row = append(row, t.Values...)
+		v, _ := t.Last()
+		batch := "-"
+		if t.Batch > 0 {
+			batch = strconv.FormatInt(t.Batch, 10)
+		}
+		secs := "-"
+		if t.Seconds > 0 {
+			secs = fmt.Sprintf("%.0fs", t.Seconds)
+		}
+		row = append(row, t.Status, batch, strconv.Itoa(len(t.Metrics)), fmtMetric(v), secs, t.Reason)
+		fmt.Fprintln(tw, strings.Join(row, "\t"))
+	}
+	return tw.Flush()
+}
+
+var (
+	doneColor    = color.RGBA{R: 31, G: 92, B: 170, A: 255}
+	stoppedColor = color.RGBA{R: 214, G: 95, B: 30, A: 255}
+)
+
+// Plot draws the metric against each parameter, one panel a parameter
+// side by side, as a PNG written atomically to path: completed trials as
+// dots, trials stopped early as crosses at their last metric. A
+// loguniform (or int log) parameter gets a logarithmic axis; a choice's
+// values are spread over its axis in the order written. It draws nothing
+// and returns nil when no trial has a metric.
+func Plot(s *State, path string) error {
+	some := false
+	for _, t := range s.Runs {
+		if v, ok := t.Last(); ok && !math.IsNaN(v) && (t.Status == Done || t.Status == Stopped) {
+			some = true
+		}
+	}
+	if !some || len(s.Params) == 0 {
+		return nil
+	}
+	n := len(s.Params)
+	plots := make([][]*plot.Plot, 1)
+	for i, p := range s.Params {
+		pl := plot.New()
+		pl.Title.Text = ShortName(s.Params, i)
+		pl.X.Label.Text = p.Path
+		if i == 0 {
+			pl.Y.Label.Text = fmt.Sprintf("%s (%s)", s.Metric, s.Goal)
+		}
+		pl.Add(plotter.NewGrid())
+		logX := p.Kind == "loguniform" || p.Log
+		if logX {
+			pl.X.Scale = plot.LogScale{}
+			pl.X.Tick.Marker = plot.LogTicks{Prec: -1}
+		}
+		if p.Kind == "choice" {
+			var ticks []plot.Tick
+			for k, c := range p.Choices {
+				ticks = append(ticks, plot.Tick{Value: float64(k), Label: c})
+			}
+			pl.X.Tick.Marker = plot.ConstantTicks(ticks)
+			pl.X.Min, pl.X.Max = -0.5, float64(len(p.Choices))-0.5
+		}
+		var done, stopped plotter.XYs
+		for _, t := range s.Runs {
+			v, ok := t.Last()
+			if !ok || math.IsNaN(v) || (t.Status != Done && t.Status != Stopped) {
+				continue
+			}
+			x, ok := paramX(p, t.Values[i])
+			if !ok || (logX && x <= 0) {
+				continue
+			}
+			if t.Status == Done {
+				done = append(done, plotter.XY{X: x, Y: v})
+			} else {
+				stopped = append(stopped, plotter.XY{X: x, Y: v})
+			}
+		}
+		for _, g := range []struct {
+			xys   plotter.XYs
+			c     color.Color
+			shape draw.GlyphDrawer
+			name  string
+		}{{done, doneColor, draw.CircleGlyph{}, "completed"}, {stopped, stoppedColor, draw.CrossGlyph{}, "stopped early"}} {
+			if len(g.xys) == 0 {
+				continue
+			}
+			sc, err := plotter.NewScatter(g.xys)
+			if err != nil {
+				return fmt.Errorf("sweep plot: %w", err)
+			}
+			sc.GlyphStyle.Color, sc.GlyphStyle.Shape, sc.GlyphStyle.Radius = g.c, g.shape, vg.Points(3.5)
+			pl.Add(sc)
+			if i == 0 {
+				pl.Legend.Add(g.name, sc)
+			}
+		}
+		pl.Legend.Top = true
+		plots[0] = append(plots[0], pl)
+	}
+	width := vg.Length(n) * 4 * vg.Inch
+	height := 4 * vg.Inch
+	img := vgimg.New(width, height)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: 1, Cols: n, PadX: vg.Millimeter * 4, PadY: vg.Millimeter * 2,
+		PadTop: vg.Millimeter * 2, PadBottom: vg.Millimeter * 2, PadLeft: vg.Millimeter * 2, PadRight: vg.Millimeter * 2}
+	canvases := plot.Align(plots, tiles, dc)
+	for j := range plots[0] {
+		plots[0][j].Draw(canvases[0][j])
+	}
+	return run.WriteFileAtomic(path, func(w io.Writer) error {
+		_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
+		return err
+	})
+}
+
+func paramX(p Param, v string) (float64, bool) {
+	if p.Kind == "choice" {
+		for k, c := range p.Choices {
+			if c == v {
+				return float64(k), true
+			}
+		}
+		return 0, false
+	}
+	x, err := strconv.ParseFloat(v, 64)
+	return x, err == nil
+}

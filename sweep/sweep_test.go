@@ -1,0 +1,254 @@
+package sweep
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"strconv"
+	"sync"
+	"testing"
+
+	"pipe/lang"
+)
+
+var testParams = []lang.SweepParam{
+	{Path: "train.lr", Kind: "loguniform", Low: 1e-5, High: 1},
+	{Path: "model.m.dropout.p", Kind: "uniform", Low: 0, High: 0.5},
+	{Path: "model.m.dense[0].units", Kind: "int", Low: 8, High: 512, Log: true},
+	{Path: "train.optimizer", Kind: "choice", Choices: []string{"adam", "sgd", "adamw"}},
+}
+
+// TestRandomStaysInRange: every value drawn is in its range, an int is
+// an integer, a choice one of its values.
+func TestRandomStaysInRange(t *testing.T) {
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 500 {
+		v := Random{}.Suggest(testParams, nil, rng)
+		for i, p := range testParams {
+			if p.Kind == "choice" {
+				if _, ok := unformat(p, v[i]); !ok {
+					t.Fatalf("%s: %q is no choice", p.Path, v[i])
+				}
+				continue
+			}
+			x, err := strconv.ParseFloat(v[i], 64)
+			if err != nil || x < p.Low || x > p.High || (p.Kind == "int" && x != math.Trunc(x)) {
+				t.Fatalf("%s: %q outside [%g, %g]", p.Path, v[i], p.Low, p.High)
+			}
+		}
+	}
+}
+
+// objective is a made-up loss: best at lr 1e-2, dropout 0.1, 64 units
+// and adamw.
+func objective(v []string) float64 {
+	lr, _ := strconv.ParseFloat(v[0], 64)
+	p, _ := strconv.ParseFloat(v[1], 64)
+	u, _ := strconv.ParseFloat(v[2], 64)
+	d, w := math.Log10(lr)+2, math.Log2(u)-6
+	s := d*d + 40*(p-0.1)*(p-0.1) + w*w/4
+	if v[3] != "adamw" {
+		s += 1
+	}
+	return s
+}
+
+// TestTPEFindsBetterThanRandom: over the same number of trials and seeds,
+// TPE's best and its later trials score better than random's on a
+// smooth objective (an average over seeds, so no one seed decides).
+func TestTPEFindsBetterThanRandom(t *testing.T) {
+	mean := func(s Sampler) (best, late float64) {
+		const seeds, trials = 20, 40
+		for seed := range seeds {
+			var hist []Observation
+			b := math.Inf(1)
+			for id := range trials {
+				rng := rand.New(rand.NewPCG(uint64(seed), uint64(id)))
+				v := s.Suggest(testParams, hist, rng)
+				sc := objective(v)
+				hist = append(hist, Observation{Values: v, Score: sc})
+				b = math.Min(b, sc)
+				if id >= trials-10 {
+					late += sc / (10 * seeds)
+				}
+			}
+			best += b / seeds
+		}
+		return best, late
+	}
+	rb, rl := mean(Random{})
+	tb, tl := mean(TPE{Startup: 8, Gamma: 0.25})
+	t.Logf("random: best %.3f, last ten %.3f; tpe: best %.3f, last ten %.3f", rb, rl, tb, tl)
+	if !(tb < rb) || !(tl < rl/2) {
+		t.Errorf("tpe best %.3f, last ten %.3f; random %.3f, %.3f", tb, tl, rb, rl)
+	}
+}
+
+// TestASHA: at a rung a trial goes on only in the top 1/eta of those
+// that reached it; the first always goes on; epochs between rungs never
+// stop.
+func TestASHA(t *testing.T) {
+	a := ASHA{Rung: 1, Eta: 3}
+	for e, want := range map[int]bool{1: true, 2: false, 3: true, 4: false, 9: true} {
+		if a.IsRung(e) != want {
+			t.Errorf("IsRung(%d) = %v", e, !want)
+		}
+	}
+	seen := map[int][]float64{}
+	if stop, _ := a.Stop(1, 1, 5, seen); stop {
+		t.Error("the first at a rung was stopped")
+	}
+	seen[1] = []float64{5}
+	if stop, _ := a.Stop(2, 1, 4, seen); stop {
+		t.Error("a better second was stopped")
+	}
+	seen[2] = []float64{4}
+	if stop, _ := a.Stop(3, 1, 6, seen); !stop {
+		t.Error("the worst of three went on (top 1 of 3)")
+	}
+	seen[3] = []float64{6}
+	// Four at the rung: the top 2 go on.
+	if stop, _ := a.Stop(4, 1, 4.5, seen); stop {
+		t.Error("the second best of four was stopped")
+	}
+	if stop, _ := a.Stop(4, 2, 100, map[int][]float64{1: {1, 1}}); stop {
+		t.Error("stopped between rungs")
+	}
+}
+
+// fakeLauncher runs trials in goroutines: each epoch's metric is the
+// objective's, the trial waits for the controller's answer as pipe run
+// --sweep-gate does, and a trial named in noFit is refused by the plan.
+type fakeLauncher struct {
+	mu       sync.Mutex
+	epochs   int
+	starts   map[int]int
+	cancelAt int // cancel the sweep after this many trials ended (0: never)
+	ended    int
+	cancel   func()
+}
+
+type fakeProc struct {
+	t       *Trial
+	from    int
+	epochs  int
+	score   float64
+	answers chan bool
+	next    int
+	stopped bool
+	// awaiting is set while an epoch's answer is due.
+	awaiting bool
+	intr     chan struct{}
+	l        *fakeLauncher
+}
+
+func (l *fakeLauncher) Plan(t *Trial, _ []string) (int64, string, error) {
+	if t.Values[3] == "sgd" {
+		return 0, "does not fit (sgd, for the test)", nil
+	}
+	return 32, "", nil
+}
+
+func (l *fakeLauncher) Start(t *Trial, _ []string) (Proc, error) {
+	l.mu.Lock()
+	l.starts[t.ID]++
+	l.mu.Unlock()
+	return &fakeProc{t: t, from: len(t.Metrics), next: len(t.Metrics) + 1, epochs: l.epochs, score: objective(t.Values),
+		answers: make(chan bool, 1), intr: make(chan struct{}, 1), l: l}, nil
+}
+
+func (p *fakeProc) Next() (Epoch, bool) {
+	if p.awaiting {
+		// As pipe run --sweep-gate does: no further epoch before the
+		// answer to the last.
+		select {
+		case stop := <-p.answers:
+			p.stopped = p.stopped || stop
+		case <-p.intr:
+			p.stopped = true
+		}
+		p.awaiting = false
+	}
+	if p.stopped || p.next > p.epochs {
+		return Epoch{}, false
+	}
+	select {
+	case <-p.intr:
+		p.stopped = true
+		return Epoch{}, false
+	default:
+	}
+	e := p.next
+	p.next++
+	loss := p.score / float64(e)
+	p.awaiting = e != p.epochs
+	return Epoch{Epoch: e, Last: e == p.epochs, Loss: &loss}, true
+}
+
+func (p *fakeProc) Answer(stop bool) error {
+	p.answers <- stop
+	return nil
+}
+
+func (p *fakeProc) Interrupt() { p.intr <- struct{}{} }
+
+func (p *fakeProc) Wait() (int, string) {
+	p.l.mu.Lock()
+	p.l.ended++
+	if p.l.cancelAt > 0 && p.l.ended == p.l.cancelAt {
+		p.l.cancel()
+	}
+	p.l.mu.Unlock()
+	if p.stopped {
+		return 130, ""
+	}
+	return 0, ""
+}
+
+func newController(l *fakeLauncher, st *State) *Controller {
+	return &Controller{State: st, Params: testParams, Sampler: Random{}, Stopper: ASHA{Rung: 1, Eta: 3}, Launcher: l,
+		Save: func(*State) error { return nil }, TrialDir: func(id int) string { return fmt.Sprint("trial-", id) }}
+}
+
+// TestControllerResumes: a sweep cancelled after a few trials ended and
+// run again finishes every trial, launching only those left; trials not
+// fitting are skipped without a launch, and ASHA stops some.
+func TestControllerResumes(t *testing.T) {
+	st := &State{Metric: "loss", Goal: "min", Trials: 16, Parallel: 2, Seed: 7, Params: ParamsOf(testParams)}
+	ctx, cancel := context.WithCancel(context.Background())
+	l := &fakeLauncher{epochs: 4, starts: map[int]int{}, cancelAt: 5, cancel: cancel}
+	if err := newController(l, st).Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if st.Done {
+		t.Fatal("done after a cancel")
+	}
+	finished := map[int]bool{}
+	for _, tr := range st.Runs {
+		finished[tr.ID] = tr.Finished()
+	}
+	l2 := &fakeLauncher{epochs: 4, starts: map[int]int{}}
+	if err := newController(l2, st).Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if !st.Done || len(st.Runs) != 16 {
+		t.Fatalf("done %v with %d trials", st.Done, len(st.Runs))
+	}
+	counts := map[string]int{}
+	for _, tr := range st.Runs {
+		counts[tr.Status]++
+		if finished[tr.ID] && l2.starts[tr.ID] > 0 {
+			t.Errorf("trial %d finished before and was launched again", tr.ID)
+		}
+		if tr.Status == Skipped && l.starts[tr.ID]+l2.starts[tr.ID] > 0 {
+			t.Errorf("skipped trial %d was launched", tr.ID)
+		}
+	}
+	if counts[Skipped] == 0 || counts[Stopped] == 0 || counts[Done] == 0 {
+		t.Errorf("statuses %v: want some skipped, stopped and done", counts)
+	}
+	if b := st.BestTrial(); b == nil || b.Status != Done {
+		t.Errorf("best %+v", b)
+	}
+}
