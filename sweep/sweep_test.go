@@ -64,7 +64,7 @@ func TestTPEFindsBetterThanRandom(t *testing.T) {
 			var hist []Observation
 			b := math.Inf(1)
 			for id := range trials {
-				rng := rand.New(rand.NewPCG(uint64(seed), uint64(id)))
+				rng := TrialRand(uint64(seed), id)
 				v := s.Suggest(testParams, hist, rng)
 				sc := objective(v)
 				hist = append(hist, Observation{Values: v, Score: sc})

@@ -59,6 +59,9 @@ type app struct {
 	// parsedSets the same, parsed.
 	sets       []string
 	parsedSets []lang.Set
+	// sweepPath is the file pipe sweep was given, which each trial's
+	// plan loads again.
+	sweepPath string
 }
 
 // Main runs the pipe command line and returns the exit code.
@@ -287,6 +290,12 @@ func (a *app) load(name string) (*lang.Program, *ast.File, []byte, string, diag.
 	f, ds := lang.Parse(display, src)
 	p, cds := lang.Check(f, a.schema)
 	ds = append(ds, cds...)
+	if p != nil && !ds.HasErrors() {
+		// A sweep's parameters name values of the file: each is resolved
+		// as --set would be, its values checked there.
+		_, sds := lang.SweepParams(p, src, a.schema)
+		ds = append(ds, sds...)
+	}
 	ds.Sort()
 	return p, f, src, display, ds, nil
 }

@@ -236,6 +236,16 @@ func (a *app) execute(f *runFlags, in *runInput, pl *workflow.Planned, engines [
 		hooks = hooks.Join(tb.Hooks())
 	}
 	ctx, stop := runContext(a)
+	if *f.sweepGate {
+		gctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		ctx = gctx
+		epochs := 1
+		if t := pl.Program.Spec.Train; t != nil {
+			epochs = int(t.Epochs)
+		}
+		hooks.Epoch = sweepGate(hooks.Epoch, a.env.Stdout, a.env.Stdin, epochs, cancel)
+	}
 	res, rds := run.Run(ctx, p, pl.Program, hooks, f.execOptions(runLog, engines, place)...)
 	stop()
 	progress.Close()

@@ -16,7 +16,7 @@ type runFlags struct {
 	planPath, device, precision, ckptDir, reportPath *string
 	batch, maxSteps, logEvery                        *int64
 	resume                                           resumeFlag
-	skipTrain                                        *bool
+	skipTrain, sweepGate                             *bool
 	threads, nodeRank, masterPort                    *int
 	python, masterAddr                               *string
 	engine                                           *engineFlagSet
@@ -44,6 +44,7 @@ func newRunFlags(fs *flag.FlagSet) *runFlags {
 	f.masterPort = fs.Int("master-port", 0, "data parallelism: the port rank 0 listens on (default: a free port on one machine, 29500 across machines)")
 	f.profile = profileFlags(fs)
 	f.over = newOverrideFlags(fs)
+	f.sweepGate = fs.Bool("sweep-gate", false, "for pipe sweep: after each epoch but the last, write its validation results on standard output (pipe-sweep-epoch JSON) and wait for go or stop on standard input")
 	return f
 }
 

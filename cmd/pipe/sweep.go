@@ -1,0 +1,542 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"pipe/diag"
+	"pipe/lang"
+	"pipe/lang/format"
+	"pipe/lang/render"
+	"pipe/planner"
+	"pipe/run"
+	"pipe/spec"
+	"pipe/stdlib"
+	"pipe/sweep"
+	"pipe/workflow"
+)
+
+func init() {
+	register(&command{name: "sweep", usage: "pipe sweep [flags] FILE",
+		summary: "search the sweep block's parameters: trials planned, run P at a time, stopped early; a table, best.pipe and a plot", run: runSweep})
+}
+
+// Hooks that tests replace: the executable a trial runs (this one), and
+// the context a sweep is interrupted through (SIGINT, SIGTERM).
+var (
+	sweepExecutable = os.Executable
+	sweepContext    = func(a *app) (context.Context, func()) {
+		ctx, cancel := context.WithCancel(context.Background())
+		sig := make(chan os.Signal, 2)
+		done := make(chan struct{})
+		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+		go func() {
+			select {
+			case <-sig:
+				fmt.Fprintln(a.env.Stderr, "\npipe sweep: interrupted; the running trials write a checkpoint and stop (Ctrl-C again to quit at once)")
+				cancel()
+			case <-done:
+				return
+			}
+			select {
+			case <-sig:
+				os.Exit(exitInterrupted)
+			case <-done:
+			}
+		}()
+		return ctx, func() { signal.Stop(sig); close(done); cancel() }
+	}
+)
+
+type sweepFlags struct {
+	dir, device *string
+	threads     *int
+	parallel    *int
+	fresh       *bool
+	asJSON      *bool
+	sets        setList
+}
+
+func newSweepFlags(fs *flag.FlagSet) *sweepFlags {
+	f := &sweepFlags{}
+	f.dir = fs.String("dir", "", "the sweep's folder (default: the newest unfinished sweep of the file under out/PIPELINE/sweeps, else a new out/PIPELINE/sweeps/STAMP)")
+	f.device = fs.String("device", "", "plan and run the trials for this device instead of the file's")
+	f.threads = fs.Int("threads", 0, "compute threads of the whole sweep, shared evenly by the parallel trials (0: all cores)")
+	f.parallel = fs.Int("parallel", 0, "trials at once, whatever the sweep block says")
+	f.fresh = fs.Bool("new", false, "start a new sweep even when an unfinished one of the file could continue")
+	f.asJSON = fs.Bool("json", false, "write the sweep's state (sweep.json) on standard output instead of the table")
+	fs.Var(&f.sets, "set", "override a value of the file for every trial: PATH=VALUE (repeatable); a swept path cannot be set")
+	return f
+}
+
+func runSweep(a *app, args []string) int {
+	fs := a.newFlags("sweep")
+	f := newSweepFlags(fs)
+	files, err := a.parseFlags(fs, args)
+	if err != nil {
+		return flagExit(err)
+	}
+	if msg := oneFile("sweep", files); msg != "" {
+		fmt.Fprintln(a.env.Stderr, msg+"\nusage: pipe sweep [--dir DIR] [--new] [--parallel P] [--threads T] [--device NAME] [--set PATH=VALUE]... [--json] FILE")
+		return exitErrors
+	}
+	if files[0] == "-" {
+		fmt.Fprintln(a.env.Stderr, "pipe sweep: give a file, not standard input: every trial reads it again")
+		return exitErrors
+	}
+	if *f.threads < 0 || *f.parallel < 0 {
+		fmt.Fprintln(a.env.Stderr, "pipe sweep: --threads and --parallel must not be negative")
+		return exitErrors
+	}
+	a.sets, a.sweepPath = f.sets, files[0]
+	prog, _, src, display, ds, err := a.load(files[0])
+	if err != nil {
+		fmt.Fprintf(a.env.Stderr, "pipe sweep: %v\n", err)
+		return exitErrors
+	}
+	sources := render.Sources{display: src}
+	if ds.HasErrors() {
+		a.printDiags(ds, sources)
+		return exitErrors
+	}
+	dec, dds := stdlib.Decode(prog)
+	if ds = append(ds, dds...); ds.HasErrors() || dec.Spec.Sweep == nil {
+		a.printDiags(ds, sources)
+		if !ds.HasErrors() {
+			fmt.Fprintf(a.env.Stderr, "pipe sweep: %s has no sweep block; add one: sweep { trials 12  loguniform \"train.lr\" 1e-4 1e-2 }\n", display)
+		}
+		return exitErrors
+	}
+	a.printDiags(ds, sources) // warnings
+	params, _ := lang.SweepParams(prog, src, a.schema)
+	if len(params) == 0 {
+		fmt.Fprintf(a.env.Stderr, "pipe sweep: the sweep block of %s sweeps nothing; add a parameter: loguniform \"train.lr\" 1e-4 1e-2\n", display)
+		return exitErrors
+	}
+	for _, s := range a.parsedSets {
+		for _, p := range params {
+			if s.Path == p.Path {
+				fmt.Fprintf(a.env.Stderr, "pipe sweep: --set %s: the sweep varies %s; leave it to the sweep, or take it out of the sweep block\n", s, p.Path)
+				return exitErrors
+			}
+		}
+	}
+	st, dir, code := a.sweepState(f, prog, dec.Spec, params, src, display)
+	if st == nil {
+		return code
+	}
+	fmt.Fprintf(a.env.Stderr, "pipe sweep: %s in %s: %d trials (%d finished), %d at a time, %d thread(s) each; %s sampler, early stop %s, %s %s\n",
+		display, dir, st.Trials, countFinished(st), st.Parallel, st.Threads, st.Sampler, st.EarlyStop, st.Goal, st.Metric)
+	l := &trialLauncher{a: a, f: f, base: a.sets, threads: st.Threads, wf: a.workflow("")}
+	c := &sweep.Controller{State: st, Params: params, Launcher: l, Log: a.env.Stderr,
+		Save:     func(s *sweep.State) error { return saveSweep(filepath.Join(dir, "sweep.json"), s) },
+		TrialDir: func(id int) string { return filepath.Join(dir, fmt.Sprintf("trial-%03d", id)) }}
+	sw := dec.Spec.Sweep
+	c.Sampler = sweep.Random{}
+	if sw.Sampler == "tpe" {
+		startup := int(sw.Startup)
+		if startup == 0 {
+			startup = max(3, int(sw.Trials)/4)
+		}
+		c.Sampler = sweep.TPE{Startup: startup, Gamma: sw.Gamma}
+	}
+	c.Stopper = sweep.NoStop{}
+	switch sw.EarlyStop {
+	case "asha":
+		c.Stopper = sweep.ASHA{Rung: int(sw.Rung), Eta: int(sw.Eta)}
+	case "median":
+		c.Stopper = sweep.Median{Rung: int(sw.Rung)}
+	}
+	ctx, stop := sweepContext(a)
+	err = c.Run(ctx)
+	interrupted := ctx.Err() != nil
+	stop()
+	if err != nil {
+		fmt.Fprintf(a.env.Stderr, "pipe sweep: %v\n", err)
+		return exitErrors
+	}
+	return a.sweepOutputs(f, st, dir, src, display, interrupted)
+}
+
+func countFinished(s *sweep.State) int {
+	n := 0
+	for _, t := range s.Runs {
+		if t.Finished() {
+			n++
+		}
+	}
+	return n
+}
+
+// sweepOutputs shows the table (or the state as JSON) and writes the
+// best trial's file and the plot.
+func (a *app) sweepOutputs(f *sweepFlags, st *sweep.State, dir string, src []byte, display string, interrupted bool) int {
+	if *f.asJSON {
+		b, _ := json.MarshalIndent(st, "", "  ")
+		fmt.Fprintln(a.env.Stdout, string(b))
+	} else {
+		_ = sweep.Table(a.env.Stdout, st)
+	}
+	code := exitOK
+	if best := st.BestTrial(); best != nil {
+		out, err := bestPipe(src, display, st, best, a.schema)
+		if err == nil {
+			err = writeFileAtomic(filepath.Join(dir, "best.pipe"), out)
+		}
+		if err != nil {
+			fmt.Fprintf(a.env.Stderr, "pipe sweep: best.pipe: %v\n", err)
+			code = exitErrors
+		}
+	}
+	if err := sweep.Plot(st, filepath.Join(dir, "sweep.png")); err != nil {
+		fmt.Fprintf(a.env.Stderr, "pipe sweep: %v\n", err)
+		code = exitErrors
+	}
+	what := "done"
+	if !st.Done {
+		what = "not finished: run pipe sweep again to continue"
+	}
+	fmt.Fprintf(a.env.Stderr, "pipe sweep: %s; %s holds sweep.json, best.pipe and sweep.png\n", what, dir)
+	if interrupted {
+		return exitInterrupted
+	}
+	return code
+}
+
+// bestPipe is the swept file with the best trial's values written in,
+// the sweep block left out, formatted, under a comment saying whence.
+func bestPipe(src []byte, display string, st *sweep.State, best *sweep.Trial, schema lang.Schema) ([]byte, error) {
+	sets, ds := lang.ParseSets(st.Overrides(best))
+	if ds.HasErrors() {
+		return nil, errors.New(ds.Error())
+	}
+	out, ds := lang.Override(display, src, sets, schema)
+	if ds.HasErrors() {
+		return nil, errors.New(ds.Error())
+	}
+	f, _ := lang.Parse(display, out)
+	if p, _ := lang.Check(f, schema); p != nil {
+		if b := p.Block("sweep"); b != nil {
+			from, to := b.Range.Start.Byte, b.Range.End.Byte
+			for to < len(out) && (out[to] == '\n' || out[to] == '\r') {
+				to++
+			}
+			out = append(append([]byte(nil), out[:from]...), out[to:]...)
+		}
+	}
+	v, _ := best.Last()
+	head := fmt.Sprintf("// The best trial of pipe sweep %s: trial %d, %s %.4g after %d epoch(s), with --set %s\n",
+		display, best.ID, st.Metric, v, len(best.Metrics), strings.Join(st.Overrides(best), " --set "))
+	return format.Source(append([]byte(head), out...), format.WithLayers(stdlib.IsLayer))
+}
+
+func saveSweep(path string, s *sweep.State) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	return writeFileAtomic(path, append(b, '\n'))
+}
+
+// sweepState is the sweep to run: the one in --dir, else the newest
+// unfinished one of the file, else a new one; nil and the exit code
+// when it cannot go on.
+func (a *app) sweepState(f *sweepFlags, prog *lang.Program, sp *spec.Program, params []lang.SweepParam, src []byte, display string) (*sweep.State, string, int) {
+	sw := sp.Sweep
+	sum := sha256.Sum256(src)
+	hash := hex.EncodeToString(sum[:])
+	root := filepath.Join(run.PipelineFolder("", prog.Name), "sweeps")
+	dir := *f.dir
+	if dir == "" && !*f.fresh {
+		names, _ := filepath.Glob(filepath.Join(root, "*", "sweep.json"))
+		sort.Strings(names)
+		for i := len(names) - 1; i >= 0; i-- {
+			s, err := sweep.Load(names[i])
+			if err != nil || s.Done {
+				continue
+			}
+			if s.SourceSHA256 != hash {
+				fmt.Fprintf(a.env.Stderr, "pipe sweep: %s is an unfinished sweep of another version of %s (the file or its --set changed); continue it with the file as it was, or start a new sweep with --new\n", filepath.Dir(names[i]), display)
+				return nil, "", exitErrors
+			}
+			dir = filepath.Dir(names[i])
+			break
+		}
+	}
+	if dir != "" {
+		if s, err := sweep.Load(filepath.Join(dir, "sweep.json")); err == nil {
+			if s.SourceSHA256 != hash {
+				fmt.Fprintf(a.env.Stderr, "pipe sweep: %s swept another version of %s (the file or its --set changed); give another --dir, or --new\n", dir, display)
+				return nil, "", exitErrors
+			}
+			if *f.parallel > 0 {
+				s.Parallel = *f.parallel
+				s.Threads = threadsEach(*f.threads, s.Parallel)
+			}
+			return s, dir, exitOK
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(a.env.Stderr, "pipe sweep: %v\n", err)
+			return nil, "", exitErrors
+		}
+	} else {
+		d, err := newStampFolder(root, time.Now())
+		if err != nil {
+			fmt.Fprintf(a.env.Stderr, "pipe sweep: %v\n", err)
+			return nil, "", exitErrors
+		}
+		dir = d
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		fmt.Fprintf(a.env.Stderr, "pipe sweep: %v\n", err)
+		return nil, "", exitErrors
+	}
+	seed := int64(0)
+	if sp.Seed != nil {
+		seed = *sp.Seed
+	}
+	if sw.Seed != nil {
+		seed = *sw.Seed
+	}
+	parallel := int(sw.Parallel)
+	if *f.parallel > 0 {
+		parallel = *f.parallel
+	}
+	epochs := 1
+	if sp.Train != nil {
+		epochs = int(sp.Train.Epochs)
+	}
+	st := &sweep.State{Version: 1, File: display, Pipeline: prog.Name, SourceSHA256: hash, Sets: f.sets,
+		Metric: sw.Metric, Goal: sw.Goal, Sampler: sw.Sampler, EarlyStop: sw.EarlyStop, Trials: int(sw.Trials),
+		Parallel: parallel, Threads: threadsEach(*f.threads, parallel), Epochs: epochs, Seed: uint64(seed),
+		Params: sweep.ParamsOf(params), Started: time.Now().Format(time.RFC3339), Runs: []*sweep.Trial{}}
+	if err := saveSweep(filepath.Join(dir, "sweep.json"), st); err != nil {
+		fmt.Fprintf(a.env.Stderr, "pipe sweep: %v\n", err)
+		return nil, "", exitErrors
+	}
+	return st, dir, exitOK
+}
+
+// threadsEach shares total threads (0: every core) among parallel trials.
+func threadsEach(total, parallel int) int {
+	if total <= 0 {
+		total = runtime.NumCPU()
+	}
+	return max(1, total/max(parallel, 1))
+}
+
+// newStampFolder makes root/STAMP, STAMP the local time to the second,
+// with -2, -3, ... when taken.
+func newStampFolder(root string, now time.Time) (string, error) {
+	if err := os.MkdirAll(root, 0o755); err != nil {
+		return "", err
+	}
+	stamp := now.Format("20060102-150405")
+	for i := 1; i < 1000; i++ {
+		name := stamp
+		if i > 1 {
+			name += "-" + strconv.Itoa(i)
+		}
+		d := filepath.Join(root, name)
+		err := os.Mkdir(d, 0o755)
+		if err == nil {
+			return d, nil
+		}
+		if !errors.Is(err, fs.ErrExist) {
+			return "", err
+		}
+	}
+	return "", fmt.Errorf("%s: a thousand sweeps started in the second %s", root, stamp)
+}
+
+// trialLauncher plans a trial in this process and runs it as pipe run
+// --plan in a process of its own.
+type trialLauncher struct {
+	a       *app
+	f       *sweepFlags
+	base    []string
+	threads int
+	wf      *workflow.Workflow
+}
+
+// Plan implements sweep.Launcher: the file with the sweep's --set and
+// the trial's, planned for a run; a plan that does not fit is the
+// trial's reason to be skipped. The plan goes to the trial's folder,
+// which pipe run --plan then follows.
+func (l *trialLauncher) Plan(t *sweep.Trial, overrides []string) (int64, string, error) {
+	a := l.a
+	a.sets = append(append([]string(nil), l.base...), overrides...)
+	prog, _, src, display, ds, err := a.load(a.sweepFile())
+	if err != nil {
+		return 0, "", err
+	}
+	if ds.HasErrors() {
+		return 0, firstError(ds), nil
+	}
+	req := workflow.Request{Purpose: workflow.ForRun, Source: src, Device: *l.f.device, Overrides: a.overrides()}
+	pl, pds := l.wf.Plan(context.Background(), prog, req)
+	if pl.Plan == nil || pds.HasErrors() || !pl.Plan.Fits {
+		why := firstError(pds)
+		if why == "" {
+			why = "the plan does not fit"
+		}
+		return 0, why, nil
+	}
+	if err := os.MkdirAll(t.Dir, 0o755); err != nil {
+		return 0, "", err
+	}
+	pl.Plan.File = display
+	b, err := pl.Plan.MarshalIndent()
+	if err == nil {
+		err = writeFileAtomic(filepath.Join(t.Dir, "plan.json"), b)
+	}
+	return pl.Plan.BatchSize, "", err
+}
+
+// sweepFile is the file pipe sweep was given (a.load's last).
+func (a *app) sweepFile() string { return a.sweepPath }
+
+// firstError is the first error's summary and the first sentence of its
+// detail.
+func firstError(ds diag.Diagnostics) string {
+	for _, d := range ds.Errs() {
+		s := d.Summary
+		if d.Code == planner.CodeNoFit || d.Code == "sweep" {
+			if first, _, _ := strings.Cut(d.Detail, ". "); first != "" {
+				s += ": " + strings.TrimSuffix(first, ".")
+			}
+		}
+		return s
+	}
+	return ""
+}
+
+// Start implements sweep.Launcher: pipe run --plan in the trial's
+// folder, --resume when it holds a checkpoint, with its share of the
+// threads and --sweep-gate, in a process group of its own so that a
+// Ctrl-C reaches the sweep alone, which passes it on once.
+func (l *trialLauncher) Start(t *sweep.Trial, _ []string) (sweep.Proc, error) {
+	exe, err := sweepExecutable()
+	if err != nil {
+		return nil, err
+	}
+	args := []string{"--no-color", "run", "--plan", filepath.Join(t.Dir, "plan.json"), "--checkpoint-dir", t.Dir,
+		"--threads", strconv.Itoa(l.threads), "--sweep-gate"}
+	if _, err := os.Stat(filepath.Join(t.Dir, "last.ckpt")); err == nil {
+		args = append(args, "--resume")
+	}
+	logf, err := os.OpenFile(filepath.Join(t.Dir, "trial.log"), os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(logf, "$ pipe %s\n", strings.Join(args, " "))
+	cmd := exec.Command(exe, args...)
+	cmd.Env = append(os.Environ(), "NO_COLOR=1")
+	cmd.Stderr = logf
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		logf.Close()
+		return nil, err
+	}
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		logf.Close()
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		logf.Close()
+		return nil, err
+	}
+	return &trialProc{cmd: cmd, in: stdin, out: bufio.NewScanner(stdout), log: logf, path: filepath.Join(t.Dir, "trial.log")}, nil
+}
+
+// trialProc is a trial's pipe run process.
+type trialProc struct {
+	cmd  *exec.Cmd
+	in   io.WriteCloser
+	out  *bufio.Scanner
+	log  *os.File
+	path string
+	mu   sync.Mutex
+}
+
+func (p *trialProc) Next() (sweep.Epoch, bool) {
+	for p.out.Scan() {
+		line := p.out.Text()
+		rest, ok := strings.CutPrefix(line, sweepEpochPrefix)
+		if !ok {
+			p.mu.Lock()
+			fmt.Fprintln(p.log, line)
+			p.mu.Unlock()
+			continue
+		}
+		var e sweep.Epoch
+		if json.Unmarshal([]byte(rest), &e) == nil {
+			return e, true
+		}
+	}
+	return sweep.Epoch{}, false
+}
+
+func (p *trialProc) Answer(stop bool) error {
+	word := "go\n"
+	if stop {
+		word = "stop\n"
+	}
+	_, err := io.WriteString(p.in, word)
+	return err
+}
+
+func (p *trialProc) Interrupt() { _ = p.cmd.Process.Signal(os.Interrupt) }
+
+func (p *trialProc) Wait() (int, string) {
+	err := p.cmd.Wait()
+	p.in.Close()
+	p.log.Close()
+	code := 0
+	var ee *exec.ExitError
+	if errors.As(err, &ee) {
+		code = ee.ExitCode()
+		if code < 0 {
+			code = 128 + int(ee.Sys().(syscall.WaitStatus).Signal())
+		}
+	} else if err != nil {
+		code = -1
+	}
+	tail := ""
+	if code != 0 {
+		tail = logTail(p.path, 3)
+	}
+	return code, tail
+}
+
+// logTail is the last n non-empty lines of a file, joined.
+func logTail(path string, n int) string {
+	b, _ := os.ReadFile(path)
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return strings.Join(lines[max(0, len(lines)-n):], " | ")
+}
