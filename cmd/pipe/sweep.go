@@ -150,22 +150,7 @@ func runSweep(a *app, args []string) int {
 	c := &sweep.Controller{State: st, Params: params, Launcher: l, Log: a.env.Stderr,
 		Save:     func(s *sweep.State) error { return saveSweep(filepath.Join(dir, "sweep.json"), s) },
 		TrialDir: func(id int) string { return filepath.Join(dir, fmt.Sprintf("trial-%03d", id)) }}
-	sw := dec.Spec.Sweep
-	c.Sampler = sweep.Random{}
-	if sw.Sampler == "tpe" {
-		startup := int(sw.Startup)
-		if startup == 0 {
-			startup = max(3, int(sw.Trials)/4)
-		}
-		c.Sampler = sweep.TPE{Startup: startup, Gamma: sw.Gamma}
-	}
-	c.Stopper = sweep.NoStop{}
-	switch sw.EarlyStop {
-	case "asha":
-		c.Stopper = sweep.ASHA{Rung: int(sw.Rung), Eta: int(sw.Eta)}
-	case "median":
-		c.Stopper = sweep.Median{Rung: int(sw.Rung)}
-	}
+	c.Sampler, c.Stopper = sweepPolicy(dec.Spec.Sweep)
 	ctx, stop := sweepContext(a)
 	err = c.Run(ctx)
 	interrupted := ctx.Err() != nil
@@ -175,6 +160,26 @@ func runSweep(a *app, args []string) int {
 		return exitErrors
 	}
 	return a.sweepOutputs(f, st, dir, src, display, interrupted)
+}
+
+// sweepPolicy is the sampler and the early stopping the block asks for.
+func sweepPolicy(sw *spec.Sweep) (sweep.Sampler, sweep.Stopper) {
+	var sampler sweep.Sampler = sweep.Random{}
+	if sw.Sampler == "tpe" {
+		startup := int(sw.Startup)
+		if startup == 0 {
+			startup = max(3, int(sw.Trials)/4)
+		}
+		sampler = sweep.TPE{Startup: startup, Gamma: sw.Gamma}
+	}
+	var stopper sweep.Stopper = sweep.NoStop{}
+	switch sw.EarlyStop {
+	case "asha":
+		stopper = sweep.ASHA{Rung: int(sw.Rung), Eta: int(sw.Eta)}
+	case "median":
+		stopper = sweep.Median{Rung: int(sw.Rung)}
+	}
+	return sampler, stopper
 }
 
 func countFinished(s *sweep.State) int {
