@@ -130,6 +130,13 @@ func Plot(s *State, path string) error {
 			}
 		}
 		pl.Legend.Top = true
+		// Room above the points for the legend, which gonum draws inside
+		// the axes (the same on every panel, so their scales match).
+		span := pl.Y.Max - pl.Y.Min
+		if span <= 0 {
+			span = math.Max(math.Abs(pl.Y.Max), 1)
+		}
+		pl.Y.Max += 0.3 * span
 		plots[0] = append(plots[0], pl)
 	}
 	width := vg.Length(n) * 4 * vg.Inch
