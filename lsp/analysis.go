@@ -95,6 +95,11 @@ func (a *analyzer) check(name string, version int32, text string) *analysis {
 		p, ds := lang.Check(an.file, a.schema)
 		an.prog = p
 		an.diags = append(an.diags, ds...)
+		if p != nil && !ds.HasErrors() {
+			// A sweep's parameter paths, resolved as pipe check does.
+			_, sds := lang.SweepParams(p, src, a.schema)
+			an.diags = append(an.diags, sds...)
+		}
 	})
 	if an.prog != nil {
 		a.guard("graph", nil, func() { an.costs = GraphCosts(an.prog) })

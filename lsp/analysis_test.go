@@ -129,3 +129,21 @@ func indexOf(t *testing.T, s, sub string) int {
 	}
 	return i
 }
+
+// TestSweepPathsInTheEditor: a sweep parameter whose path names nothing
+// is an error at its line in the editor, as pipe check says.
+func TestSweepPathsInTheEditor(t *testing.T) {
+	src := examples(t)["fashion_mlp.pipe"] + "\nsweep { trials 2  metric accuracy max\n  loguniform \"train.lrr\" 1e-4 1e-2 }\n"
+	a := testAnalyzer(t)
+	an := a.check("fashion_mlp.pipe", 1, src)
+	var found bool
+	for _, d := range an.diags {
+		if d.Severity == diag.Error && strings.Contains(d.Summary+d.Detail, "lrr") && d.Subject != nil &&
+			d.Subject.Start.Line == strings.Count(src[:strings.Index(src, "train.lrr")], "\n")+1 {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("no error at the sweep's train.lrr: %v", an.diags)
+	}
+}
