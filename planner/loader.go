@@ -41,6 +41,14 @@ func (pl *planner) loaderFor(g *stdlib.Graph) plan.Loader {
 	if pl.dev.Kind == plan.BackendCPU {
 		cores = max(pl.dev.Cores, 1)
 	}
+	// Ranks sharing a node share its cores: each plans its loader for
+	// its own share, so that a node's ranks and their workers fit its
+	// cores (an sbatch script asks for Workers+1 CPUs a task).
+	share := ""
+	if n := pl.plan.Distributed.NProcPerNode; n > 1 {
+		share = fmt.Sprintf("; %d of the node's %d cores a rank, as %d ranks share it", max(cores/n, 1), cores, n)
+		cores = max(cores/n, 1)
+	}
 	pl.lc = loaderChoice{workersAuto: true, prefetchAuto: true}
 	if v := pl.train.Field("workers").First(); v != nil && !v.Auto {
 		ld.Workers, pl.lc.workersAuto = int(v.Int), false
@@ -63,6 +71,9 @@ func (pl *planner) loaderFor(g *stdlib.Graph) plan.Loader {
 			}
 			pl.lc.why = what + " is held in memory: one worker copies batches out while the step runs"
 		}
+	}
+	if pl.lc.workersAuto {
+		pl.lc.why += share
 	}
 	if v := pl.train.Field("prefetch").First(); v != nil && !v.Auto {
 		ld.Prefetch, pl.lc.prefetchAuto = int(v.Int), false

@@ -61,3 +61,31 @@ func TestParseBandwidth(t *testing.T) {
 		t.Errorf("FormatBandwidth(12.5e9) = %q", got)
 	}
 }
+
+// TestRanksShareTheNodesCores: ranks on one node plan their loaders for
+// their share of its cores, so that the node's ranks and their workers
+// fit it (an sbatch script asks for workers + 1 CPUs a task); on the CPU
+// of 2 cores, 2 ranks have one core each and no worker.
+func TestRanksShareTheNodesCores(t *testing.T) {
+	host := testHost
+	host.Cores = 16
+	one := gpuPlan(t, "../examples/pills.pipe", WithHost(host), WithBatch(32))
+	eight := gpuPlan(t, "../examples/pills.pipe", WithHost(host), WithBatch(32), WithDevices(8, 1))
+	if one.Loader.Workers != 8 || eight.Loader.Workers != 1 {
+		t.Errorf("16 cores: %d workers for one GPU, %d for each of 8; want 8 and 1", one.Loader.Workers, eight.Loader.Workers)
+	}
+	prog, _ := load(t, "../examples/fashion_mlp.pipe", "fashion_mlp.pipe")
+	cpu, ds := Plan(prog, testCosts, WithHost(testHost), WithDevice("cpu"), WithEngine("torch"), WithDevices(2, 1))
+	if cpu == nil {
+		t.Fatal(ds)
+	}
+	why := ""
+	for _, d := range cpu.Decisions {
+		if d.What == "workers" {
+			why = d.Reason
+		}
+	}
+	if cpu.Loader.Workers != 0 || !strings.Contains(why, "1 of the node's 2 cores a rank, as 2 ranks share it") {
+		t.Errorf("2 ranks on 2 cores: %d workers: %s", cpu.Loader.Workers, why)
+	}
+}
