@@ -15,7 +15,12 @@ def main():
     out = os.fdopen(out_fd, "w", buffering=1)
     sys.stdout = sys.stderr
     # Ctrl-C goes to pipe, which finishes the step and asks for a checkpoint.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    # So do SLURM's signals, which reach every process of a job step, this
+    # one too: SIGUSR1 ahead of the time limit (sbatch --signal) and SIGTERM
+    # on a preemption. pipe stops the worker itself, and the kernel kills it
+    # when pipe dies (Pdeathsig).
+    for sig in (signal.SIGINT, signal.SIGUSR1, signal.SIGTERM):
+        signal.signal(sig, signal.SIG_IGN)
     try:
         import torch  # noqa: F401
         import torch.nn  # noqa: F401
