@@ -122,6 +122,10 @@ type Capabilities struct {
 	// Liveness tells at once when a worker process the model computes in
 	// has died.
 	Liveness Liveness
+	// Stop, set when the model's ranks span processes (data parallelism
+	// over nodes, or ranks a launcher started one a process), makes the
+	// ranks stop after the same step.
+	Stop Stopper
 	// Rows, set on one node of several, gives the rows [lo, hi) of a
 	// training batch of n samples that this node's ranks train on, so that
 	// the run loop reads only those (dataset.LoaderOptions.Rows); the
@@ -157,6 +161,22 @@ type Queuer interface {
 	// failed worker is returned as the error, with the steps that
 	// finished before it.
 	Results(wait bool) ([]StepResult, error)
+}
+
+// Stopper is the Capabilities facet of a Model whose ranks train in
+// several processes. A rank asked to stop (Ctrl-C, SLURM's SIGUSR1) cannot
+// stop alone: its peers would wait in their next all-reduce for a step it
+// never takes, and the checkpoint would never be written. RequestStop has
+// the next optimizer step carry the request; every rank's worker
+// all-reduces it with that step, and Stopping then reports true on every
+// rank, asked or not, after the same step.
+// Once stopped, every rank calls StopTogether after rank 0 has written
+// its checkpoint: it returns when all have, so that no rank exits first
+// and has its launcher (srun --kill-on-bad-exit) kill rank 0 mid-write.
+type Stopper interface {
+	RequestStop()
+	Stopping() bool
+	StopTogether() error
 }
 
 // StepResult is the outcome of one queued optimizer step.

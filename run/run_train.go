@@ -74,6 +74,9 @@ func (r *runner) train(ctx context.Context) bool {
 		t.q = q // a profile times each step as a whole: one at a time
 	}
 	lr := r.sched.lr(r.pos.Step)
+	// Ranks in several processes stop together: a rank asked to stop
+	// says so with its next step, and all stop after that one.
+	stopper := r.model.Capabilities().Stop
 
 	for r.pos.Epoch < r.set.epochs {
 		e := r.pos.Epoch
@@ -82,9 +85,16 @@ func (r *runner) train(ctx context.Context) bool {
 		if r.pos.Batch < r.nb {
 			it := loader.EpochFrom(loadCtx, e, r.pos.Batch) // resuming inside the epoch: from its next batch
 			for r.pos.Batch < r.nb {
-				if ctx.Err() != nil {
+				if stopper != nil && stopper.Stopping() {
 					stop = StatusInterrupted
 					break
+				}
+				if ctx.Err() != nil {
+					if stopper == nil {
+						stop = StatusInterrupted
+						break
+					}
+					stopper.RequestStop()
 				}
 				if r.pos.Step >= r.stopAt {
 					stop = StatusMaxSteps
@@ -141,7 +151,13 @@ func (r *runner) train(ctx context.Context) bool {
 				r.log.Info("nothing trained in this run; no checkpoint written")
 				return true
 			}
-			return r.checkpoint("interrupt", false)
+			ok := r.checkpoint("interrupt", false)
+			if stopper != nil {
+				if err := stopper.StopTogether(); err != nil {
+					r.log.Warn("the ranks did not stop together", "error", err.Error())
+				}
+			}
+			return ok
 		case StatusMaxSteps:
 			r.res.Status = StatusMaxSteps
 			r.log.Info("step limit reached", "step", r.pos.Step)

@@ -9,9 +9,43 @@ func (m *model) Capabilities() engine.Capabilities {
 	c := engine.Capabilities{Queue: m, Devices: m, Applied: m, GAN: m, GANParts: m, Profile: m, Liveness: m}
 	if len(m.workers) < m.world {
 		c.Rows = m.nodeRows
+		c.Stop = m
 	}
 	return c
 }
 
+// RequestStop implements engine.Stopper: the next step carries it.
+func (m *model) RequestStop() { m.stopAsked = true }
+
+// Stopping implements engine.Stopper: a step's reply said some rank asked.
+func (m *model) Stopping() bool { return m.stopping }
+
 // Lost implements engine.Liveness: died closes when any worker exits.
 func (m *model) Lost() <-chan struct{} { return m.died }
+
+// StopTogether implements engine.Stopper: every local rank waits at the
+// stop group's barrier (sent to all before any reply is read, as local
+// ranks meet there too).
+func (m *model) StopTogether() error {
+	if err := m.usable(); err != nil {
+		return err
+	}
+	if err := m.drainAll(); err != nil {
+		return err
+	}
+	for _, w := range m.workers {
+		if err := w.send(barrierRequest{}, -1, 0); err != nil {
+			return m.fail(err)
+		}
+	}
+	for k := range m.workers {
+		r, err := m.reply(k)
+		if err != nil {
+			return err
+		}
+		if err := m.replyErr(r, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}

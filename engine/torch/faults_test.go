@@ -231,6 +231,64 @@ func TestTwoNodes(t *testing.T) {
 	}
 }
 
+// TestOneNodeStoppedStopsBoth: of two nodes (two run.Run calls, as
+// pipe processes under srun), only node 1 is interrupted (SLURM's SIGUSR1
+// may reach one task first, or one alone). Both stop after the same step,
+// node 0 writes the checkpoint, and neither waits for a step the other
+// never takes.
+func TestOneNodeStoppedStopsBoth(t *testing.T) {
+	py := testPython(t)
+	port := freePort(t)
+	src := strings.Replace(resumable, "dense 32 bias false -> batchnorm -> relu", "dense 32 -> relu", 1)
+	prog, p, _ := loadSrc(t, "nodes.pipe", []byte(src), planner.WithEngine("torch"), planner.WithDevices(1, 2), planner.WithBatch(10))
+	dirs := []string{t.TempDir(), t.TempDir()}
+	res := make([]*run.Result, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for node := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			hooks := run.Hooks{}
+			if node == 1 {
+				hooks.Step = func(s run.StepInfo) {
+					if s.Step == 5 {
+						cancel()
+					}
+				}
+			}
+			b := Backend{Python: py, NProcPerNode: 1, NNodes: 2, NodeRank: node, MasterPort: port}
+			r, ds := run.Run(ctx, p, decoded(t, prog), hooks,
+				run.WithBackend(native.Backend{}), run.WithBackend(b), run.WithNodeRank(node), run.WithMaxSteps(40),
+				run.WithBase(dirs[node]), run.WithCheckpointDir(filepath.Join(dirs[node], "ckpt")), run.WithThreads(1))
+			res[node] = r
+			if ds.HasErrors() {
+				errs[node] = ds
+			}
+		}()
+	}
+	wg.Wait()
+	for node, err := range errs {
+		if err != nil {
+			t.Fatalf("node %d: %v", node, err)
+		}
+	}
+	for node, r := range res {
+		if r.Status != run.StatusInterrupted {
+			t.Errorf("node %d: %s after %d steps", node, r.Status, r.Position.Step)
+		}
+	}
+	// Node 1 asks with step 6, the first after its cancel; all stop after it.
+	if a, b := res[0].Position.Step, res[1].Position.Step; a != b || a != 6 {
+		t.Errorf("node 0 stopped after step %d, node 1 after step %d; want both 6", a, b)
+	}
+	if res[0].Checkpoint == "" {
+		t.Error("node 0 wrote no checkpoint")
+	}
+}
+
 // lockedBuffer is a log's output written from several goroutines.
 type lockedBuffer struct {
 	mu sync.Mutex

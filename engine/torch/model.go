@@ -104,6 +104,9 @@ type model struct {
 	// cancel is Config.Cancel while the build waits for its replies (the
 	// ranks meeting); nil after, when the run loop stops between steps.
 	cancel <-chan struct{}
+	// stopAsked: this process was asked to stop, and its next step says
+	// so; stopping: a step's reply said some rank was (engine.Stopper).
+	stopAsked, stopping bool
 	// localRank is Backend.LocalRank.
 	localRank int
 	// collective is the timeout each collective runs under.
@@ -327,7 +330,7 @@ func (m *model) build(b Backend, init engine.State) error {
 			s.Engine.Distributed = &Distributed{Backend: m.cfg.Engine.Backend, Rank: m.base + k, WorldSize: m.world,
 				MasterAddr: addr, MasterPort: port, BucketMB: bucket,
 				TimeoutS: seconds(b.CollectiveTimeout, DefaultCollectiveTimeout), RendezvousTimeoutS: seconds(b.RendezvousTimeout, DefaultRendezvousTimeout),
-				AgentStore: b.AgentStore}
+				AgentStore: b.AgentStore, AgreeStop: len(m.workers) < m.world}
 		}
 		if err := w.send(buildRequest{Spec: &s}, -1, 0); err != nil {
 			return err

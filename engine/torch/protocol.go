@@ -58,6 +58,7 @@ var commands = []struct {
 	{savedRequest{}, savedReply{}},
 	{timePlainRequest{}, timePlainReply{}},
 	{torchscriptRequest{}, torchscriptReply{}},
+	{barrierRequest{}, emptyReply{}},
 }
 
 // helloRequest asks again for the hello (Info).
@@ -148,11 +149,20 @@ type trainRequest struct {
 }
 
 // stepRequest clips the gradients' norm to Clip (0: no clipping), then
-// takes one optimizer step at LR.
+// takes one optimizer step at LR. Stop says this rank was asked to stop:
+// with data parallelism every rank all-reduces it with the step, and the
+// reply's Stop says whether any rank was.
 type stepRequest struct {
 	LR   float64 `json:"lr"`
 	Clip float64 `json:"clip"`
+	Stop bool    `json:"stop,omitempty"`
 }
+
+// barrierRequest waits until every rank has sent it (the ranks' stop
+// group): ranks that stopped together leave together, so that no
+// launcher takes one's early exit for a failure while rank 0 still
+// writes the checkpoint.
+type barrierRequest struct{}
 
 // flushRequest waits for the device and returns the losses still held
 // (lagged readback).
@@ -226,6 +236,7 @@ func (evalRequest) command() string      { return "eval" }
 func (memoryRequest) command() string    { return "memory" }
 func (savedRequest) command() string     { return "saved" }
 func (timePlainRequest) command() string { return "time_plain" }
+func (barrierRequest) command() string   { return "barrier" }
 
 // The failure kinds.
 const (
@@ -340,6 +351,9 @@ type stateReply struct {
 type stepReply struct {
 	Norm *jfloat    `json:"norm,omitempty"`
 	Done []doneStep `json:"done,omitempty"`
+	// Stop: some rank was asked to stop, and every rank stops after this
+	// step (data parallelism only).
+	Stop bool `json:"stop,omitempty"`
 }
 
 // doneStep is an optimizer step whose losses came back late.

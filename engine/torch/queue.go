@@ -193,6 +193,7 @@ func (m *model) handle(k int) error {
 			ws.losses, ws.ns = nil, nil
 		}
 		ws.done = append(ws.done, doneOf(tr.Done)...)
+		m.stopping = m.stopping || tr.Stop
 	case "flush":
 		ws.done = append(ws.done, doneOf(tr.Done)...)
 	}
@@ -359,7 +360,7 @@ func (m *model) QueueStep(clip, lr float64) error {
 		return err
 	}
 	for k, w := range m.workers {
-		step := stepRequest{LR: lr, Clip: clip}
+		step := stepRequest{LR: lr, Clip: clip, Stop: m.stopAsked}
 		if h := m.ws[k].held; h != nil {
 			m.ws[k].held = nil
 			h.req.Step = &step

@@ -154,6 +154,10 @@ type Distributed struct {
 	// AgentStore: the launcher's agent holds the store at the master's
 	// port; every rank, rank 0 too, joins it as a client.
 	AgentStore bool `json:"agent_store"`
+	// AgreeStop: ranks run in several processes, each of which may be
+	// asked to stop alone (a signal), so every optimizer step all-reduces
+	// the ranks' stop requests (stepRequest.Stop) over a gloo group.
+	AgreeStop bool `json:"agree_stop,omitempty"`
 }
 
 // TensorRef is a named tensor in the benchmark's data file: Offset and

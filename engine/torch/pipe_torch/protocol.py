@@ -30,6 +30,7 @@ REQUESTS = {
     "saved": "savedRequest",
     "time_plain": "timePlainRequest",
     "torchscript": "torchscriptRequest",
+    "barrier": "barrierRequest",
 }
 
 REPLIES = {
@@ -51,6 +52,7 @@ REPLIES = {
     "saved": "savedReply",
     "time_plain": "timePlainReply",
     "torchscript": "torchscriptReply",
+    "barrier": "emptyReply",
 }
 
 FAILURE = "failure"
@@ -92,6 +94,7 @@ STRUCTS = {
     "stepRequest": {
         "lr": "float",
         "clip": "float",
+        "stop": "bool",
     },
     "flushRequest": {},
     "zeroRequest": {},
@@ -131,6 +134,7 @@ STRUCTS = {
         "target_mean": "[]float",
         "target_std": "[]float",
     },
+    "barrierRequest": {},
     "Info": {
         "protocol": "int",
         "python": "str",
@@ -166,6 +170,7 @@ STRUCTS = {
     "trainReply": {
         "norm": "*float",
         "done": "[]doneStep",
+        "stop": "bool",
         "loss": "*float",
         "applied": "map[string]str",
         "gan": "[]float",
@@ -174,6 +179,7 @@ STRUCTS = {
     "stepReply": {
         "norm": "*float",
         "done": "[]doneStep",
+        "stop": "bool",
     },
     "normReply": {
         "norm": "*float",
@@ -356,5 +362,6 @@ STRUCTS = {
         "timeout_s": "int",
         "rendezvous_timeout_s": "int",
         "agent_store": "bool",
+        "agree_stop": "bool",
     },
 }

@@ -158,6 +158,31 @@ class TrainMixin:
         return found[0]
 
     def cmd_step(self, msg):
+        stop = self.agree_stop(msg)
+        res = self.optimizer_step(msg)
+        if stop:
+            res["stop"] = True
+        return res
+
+    def agree_stop(self, msg):
+        """Whether any rank was asked to stop, all-reduced with every step
+        when the ranks run in several processes (Distributed.agree_stop): a
+        rank that stopped alone would leave the others waiting in their
+        next all-reduce. A gloo group of its own keeps it off the device."""
+        if self.stop_group is None:
+            return False
+        import torch.distributed as dist
+        flag = torch.tensor([1 if msg.get("stop") else 0], dtype=torch.int32)
+        dist.all_reduce(flag, op=dist.ReduceOp.MAX, group=self.stop_group)
+        return bool(flag.item())
+
+    def cmd_barrier(self, msg):
+        """Waits for every rank at the stop group's barrier."""
+        if self.stop_group is not None:
+            import torch.distributed as dist
+            dist.barrier(group=self.stop_group)
+
+    def optimizer_step(self, msg):
         if self.gan is not None and not self.gan_step(msg):
             return self.skip_step()
         lr = msg["lr"]

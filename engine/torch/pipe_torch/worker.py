@@ -38,6 +38,7 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
         self.current = []  # this step's micro-batch losses
         self.applied = {}
         self.gan = None  # gan mode: the discriminator and its settings (cmd_build_gan)
+        self.stop_group = None  # the group agree_stop all-reduces over
 
     # -- protocol --------------------------------------------------------
     def reply(self, obj, cmd):
@@ -180,6 +181,10 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
                                 timeout=timeout, **kw)
         self.rank = d["rank"]
         self.world = d["world_size"]
+        if d.get("agree_stop"):
+            # Every rank makes the group, in the same order (new_group is
+            # collective); NCCL's would sync the device each step.
+            self.stop_group = dist.group.WORLD if backend == "gloo" else dist.new_group(backend="gloo")
         self.applied["process_group"] = f"{backend}, rank {d['rank']} of {d['world_size']}"
         return dev
 
