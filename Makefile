@@ -3,7 +3,8 @@
 #   make deps    install missing system packages (apt-get; no network when all present)
 #   make data    fetch the real data sets into data/ (skips what is already there)
 #   make build   build bin/pipe
-#   make test    go vet + go test (TESTFLAGS='-run Foo -v' to narrow); installs onnxruntime-node for the ONNX checks
+#   make test    go vet + go test (TESTFLAGS='-run Foo -v' to narrow); installs onnxruntime-node for the ONNX checks; then test-dist
+#   make test-dist  a real single-machine SLURM (slurm-wlm, munge) runs pipe launch --slurm's job, signalled and requeued
 #   make run     build, fetch data, check the examples, train the Fashion-MNIST CNN on the CPU
 #   make fmt     gofmt -w the Go files, pipe fmt -w the examples
 #   make lint    gofmt -l must be empty, go vet
@@ -55,7 +56,7 @@ ONNX_RT      := bench/onnx/node_modules/.package-lock.json
 # @roboflow/tfrecords, a TFRecord CRC apart from pipe's, for the TensorBoard tests (bench/tfrecords).
 TFRECORDS    := bench/tfrecords/node_modules/.package-lock.json
 
-.PHONY: all deps data build test run fmt lint bench clean distclean editor editor-test gpu-check gpu-bundle gpu-smoke
+.PHONY: all deps deps-dist test-dist data build test run fmt lint bench clean distclean editor editor-test gpu-check gpu-bundle gpu-smoke
 
 all: build test
 
@@ -131,6 +132,26 @@ test: deps data $(ONNX_RT) $(TFRECORDS)
 	@$(MAKE) --no-print-directory editor-test
 	$(GO) vet ./...
 	PIPE_PYTHON=$(TORCH_PYTHON) PIPE_REQUIRE_TORCH=1 PIPE_REQUIRE_ONNX=1 PIPE_REQUIRE_K8S_SCHEMA=1 PIPE_REQUIRE_PROTOC=1 PIPE_REQUIRE_TFRECORDS=1 $(GO) test -timeout 30m $(TESTFLAGS) ./...
+	@$(MAKE) --no-print-directory test-dist
+
+# test-dist starts munged, slurmctld and slurmd on this machine (as root, config and state in a
+# temporary folder, all stopped on exit), and has them run the sbatch script pipe launch --slurm
+# writes: 2 tasks to completion, then a job signalled with USR1 mid-run that requeues itself and
+# must end with the same losses (test/dist/slurm.sh). About 30 s on 2 cores.
+DIST_PACKAGES := slurm-wlm munge
+deps-dist:
+	@missing=(); \
+	for p in $(DIST_PACKAGES); do \
+	  [[ "$$(dpkg -s "$$p" 2>/dev/null)" == *"Status: install ok installed"* ]] || missing+=("$$p"); \
+	done; \
+	if (( $${#missing[@]} )); then \
+	  echo "deps-dist: installing $${missing[*]}"; \
+	  $(SUDO) apt-get update -qq; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "$${missing[@]}"; \
+	fi
+
+test-dist: deps-dist build
+	$(SUDO) env PIPE=$(BIN) PY=$(TORCH_PYTHON) bash test/dist/slurm.sh
 
 # onnxruntime-node, pinned in bench/onnx/package-lock.json, with its CPU binaries only
 # (the package's GPU download is skipped).
