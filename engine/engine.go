@@ -301,6 +301,9 @@ type EngineSettings struct {
 	WorldSize   int
 	Backend     string
 	BucketBytes int64
+	// SyncBatchnorm computes batchnorm's batch statistics over all the
+	// ranks' samples.
+	SyncBatchnorm bool
 }
 
 // Loss names the loss and its settings.

@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -87,5 +88,54 @@ func TestRanksShareTheNodesCores(t *testing.T) {
 	}
 	if cpu.Loader.Workers != 0 || !strings.Contains(why, "1 of the node's 2 cores a rank, as 2 ranks share it") {
 		t.Errorf("2 ranks on 2 cores: %d workers: %s", cpu.Loader.Workers, why)
+	}
+}
+
+// TestSyncBatchnormDecision: sync_batchnorm auto is on for a model with
+// batchnorm on several devices below 32 samples a device, off at 32 and
+// above, and not decided on one device; as written it is kept; true on a
+// model without batchnorm is a warning. The reason says which.
+func TestSyncBatchnormDecision(t *testing.T) {
+	const src = `pipeline s
+source blobs synthetic { samples 640  shape [12]  classes 4  seed 5 }
+model net {
+  input [12]
+  dense 32 bias false -> %s -> relu -> dense 4
+}
+train { epochs 1  batch %d  optimizer adam lr 0.01  loss cross_entropy %s }
+`
+	cases := []struct {
+		norm, extra string
+		batch       int
+		nproc       int
+		value, why  string // "" value: no decision
+	}{
+		{"batchnorm", "", 8, 2, "on", "the batch a device is 8, below 32, so each device's batchnorm statistics would come from 8 samples; they come from the 2 devices' 16 instead (Wu and He"},
+		{"batchnorm", "", 32, 2, "off", "the batch a device is 32, at least 32"},
+		{"batchnorm", "", 8, 1, "", ""},
+		{"batchnorm", "sync_batchnorm false", 8, 2, "off", "as written"},
+		{"batchnorm", "sync_batchnorm true", 64, 2, "on", "as written"},
+		{"batchnorm", "sync_batchnorm true", 8, 1, "off", "one device"},
+		{"layernorm", "sync_batchnorm true", 8, 2, "", ""},
+	}
+	for _, c := range cases {
+		p, ds := planSrc(t, fmt.Sprintf(src, c.norm, c.batch, c.extra), WithDevice("cpu"), WithEngine("torch"), WithDevices(c.nproc, 1))
+		if p == nil {
+			t.Fatal(ds)
+		}
+		name := fmt.Sprintf("%s batch %d × %d %q", c.norm, c.batch, c.nproc, c.extra)
+		d := decision(p, "sync_batchnorm")
+		switch {
+		case c.value == "" && d != nil:
+			t.Errorf("%s: decided %s: %s", name, d.Value, d.Reason)
+		case c.value != "" && (d == nil || d.Value != c.value || !strings.Contains(d.Reason, c.why)):
+			t.Errorf("%s: %+v, want %s with %q", name, d, c.value, c.why)
+		}
+		if p.Distributed.SyncBatchnorm != (c.value == "on") {
+			t.Errorf("%s: plan's sync_batchnorm %v", name, p.Distributed.SyncBatchnorm)
+		}
+		if warned := strings.Contains(fmt.Sprint(ds), "the model has no batchnorm"); warned != (c.norm == "layernorm") {
+			t.Errorf("%s: warned %v: %v", name, warned, ds)
+		}
 	}
 }

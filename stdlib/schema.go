@@ -315,6 +315,8 @@ func trainFields() []*lang.FieldSpec {
 			arg("checkpoint_dir", lang.TString, "A folder path.", positional, required, def(`"out/PIPELINE/runs/STAMP"`))),
 		field("fuse", "Whether adjacent ops are fused into one kernel; auto lets the planner decide.",
 			arg("fuse", lang.TBool, "true, false or auto.", positional, required, auto, def("auto"))),
+		field("sync_batchnorm", "With data parallelism, whether batchnorm's batch statistics are computed over every device's samples (all-reduced each step) instead of each device's own; auto does so when the batch a device is below 32.",
+			arg("sync_batchnorm", lang.TBool, "true, false or auto.", positional, required, auto, def("auto"))),
 		field("workers", "Data-loading threads; auto sizes them to the host.",
 			arg("workers", lang.TInt, "At least 0 (0 loads on the training thread).", positional, required, atLeast(0), auto, def("auto"))),
 		field("prefetch", "Batches loaded ahead of the one being trained on.",

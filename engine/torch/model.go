@@ -330,7 +330,8 @@ func (m *model) build(b Backend, init engine.State) error {
 			s.Engine.Distributed = &Distributed{Backend: m.cfg.Engine.Backend, Rank: m.base + k, WorldSize: m.world,
 				MasterAddr: addr, MasterPort: port, BucketMB: bucket,
 				TimeoutS: seconds(b.CollectiveTimeout, DefaultCollectiveTimeout), RendezvousTimeoutS: seconds(b.RendezvousTimeout, DefaultRendezvousTimeout),
-				AgentStore: b.AgentStore, AgreeStop: len(m.workers) < m.world}
+				AgentStore: b.AgentStore, AgreeStop: len(m.workers) < m.world,
+				SyncBatchnorm: m.cfg.Engine.SyncBatchnorm}
 		}
 		if err := w.send(buildRequest{Spec: &s}, -1, 0); err != nil {
 			return err

@@ -158,6 +158,10 @@ type Distributed struct {
 	// asked to stop alone (a signal), so every optimizer step all-reduces
 	// the ranks' stop requests (stepRequest.Stop) over a gloo group.
 	AgreeStop bool `json:"agree_stop,omitempty"`
+	// SyncBatchnorm: batchnorm's batch statistics over every rank's
+	// samples (SyncBatchNorm on CUDA, the worker's own over gloo on the
+	// CPU, whose tensors torch's refuses).
+	SyncBatchnorm bool `json:"sync_batchnorm,omitempty"`
 }
 
 // TensorRef is a named tensor in the benchmark's data file: Offset and

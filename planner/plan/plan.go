@@ -222,6 +222,9 @@ type Distributed struct {
 	// in a ring all-reduce, 2(W-1)/W of the gradients.
 	BucketBytes    int64 `json:"bucket_bytes,omitempty"`
 	AllReduceBytes int64 `json:"allreduce_bytes,omitempty"`
+	// SyncBatchnorm computes batchnorm's batch statistics over every
+	// rank's samples (SyncBatchNorm) instead of each device's own.
+	SyncBatchnorm bool `json:"sync_batchnorm,omitempty"`
 }
 
 // EngineName is the plan's engine, native for plans that name none.

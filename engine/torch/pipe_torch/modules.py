@@ -241,6 +241,11 @@ def mean_tokens_forward(net, n, m, xs):
 
 @forward("batchnorm")
 def batchnorm_forward(net, n, m, xs):
+    sync = getattr(m, "sync_forward", None)
+    if sync is not None:
+        # sync_batchnorm: statistics over every rank's samples; a
+        # recomputed segment's pass leaves the running ones alone.
+        return sync(xs[0], not net.recomputing)
     if net.recomputing:
         # A recomputed segment normalises with the batch's own
         # statistics, exactly as the first pass did, without

@@ -363,5 +363,6 @@ STRUCTS = {
         "rendezvous_timeout_s": "int",
         "agent_store": "bool",
         "agree_stop": "bool",
+        "sync_batchnorm": "bool",
     },
 }

@@ -17,6 +17,7 @@ from .readback import Readback
 from .rendezvous import meet
 from .shm import Region
 from .state import StateMixin
+from .syncbn import sync_batchnorm
 from .train import TrainMixin
 from . import protocol, wire
 from .wire import Failure
@@ -130,6 +131,13 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
         net = Net(spec)
         self.check_params(net)
         net = net.to(self.device)
+        if self.dist and self.dist.get("sync_batchnorm"):
+            # Before DDP wraps the net, and before its state's names are
+            # read: the replacements keep BatchNorm's parameter names.
+            n = sync_batchnorm(net, self.device.type == "cuda", module_key)
+            if n:
+                how = "SyncBatchNorm" if self.device.type == "cuda" else "gloo all-reduce of per-channel sums"
+                self.applied["sync_batchnorm"] = f"{n} layers, {how}"
         if self.cfg.get("channels_last"):
             net = net.to(memory_format=torch.channels_last)
             net.channels_last = True
