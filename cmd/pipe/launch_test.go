@@ -1,7 +1,9 @@
 package main
 
 import (
+	"bytes"
 	"fmt"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,10 +141,30 @@ func TestLauncherAdoptsThePlan(t *testing.T) {
 	if d := p.Distributed; d.NProcPerNode != 1 || d.NNodes != 4 || d.WorldSize != 4 || msg.Len() != 0 {
 		t.Errorf("adopted: %+v, %q", d, msg.String())
 	}
-	l.world = 3
-	l.adopt(p, &msg)
-	if !strings.Contains(msg.String(), "the plan is for 4 devices and SLURM started 3 ranks") {
-		t.Errorf("another world: %q", msg.String())
+	// An elastic job's other world keeps the plan's 32 samples a step,
+	// each device's batch at most the plan's 8.
+	for _, c := range []struct {
+		world        int
+		batch, accum int64
+		effective    int64
+		lr           float64
+		say          string
+	}{
+		{2, 8, 2, 32, 0.01, "each trains 8 a micro-batch × 2 accumulation (the plan's 8 × 1), so a step still trains the plan's 32 samples"},
+		{8, 4, 1, 32, 0.01, "each trains 4 a micro-batch × 1 accumulation"},
+		{3, 5, 2, 30, 0.01 * 30 / 32, "cannot share its step of 32 samples evenly: each trains 5 a micro-batch × 2 accumulation (the plan's 8 × 1), 30 samples a step; the learning rate is 0.009375"},
+	} {
+		p := &plan.Plan{BatchSize: 8, AccumulationSteps: 1, EffectiveBatch: 32, Optimizer: plan.Optimizer{LR: 0.01, LRScale: 1, ReferenceBatch: 32},
+			Distributed: plan.Distributed{NProcPerNode: 4, NNodes: 1, WorldSize: 4, Backend: "gloo"}}
+		msg.Reset()
+		l.world = c.world
+		l.adopt(p, &msg)
+		if p.BatchSize != c.batch || p.AccumulationSteps != c.accum || p.EffectiveBatch != c.effective || math.Abs(p.Optimizer.LR-c.lr) > 1e-12 || p.WorldSize() != c.world {
+			t.Errorf("%d ranks: batch %d × %d accumulation, %d a step, lr %g, world %d", c.world, p.BatchSize, p.AccumulationSteps, p.EffectiveBatch, p.Optimizer.LR, p.WorldSize())
+		}
+		if !strings.Contains(msg.String(), fmt.Sprintf("the plan is for 4 devices and SLURM started %d ranks", c.world)) || !strings.Contains(msg.String(), c.say) {
+			t.Errorf("%d ranks: %q", c.world, msg.String())
+		}
 	}
 }
 
@@ -165,5 +187,40 @@ func TestLaunchRefuses(t *testing.T) {
 	code, _, stderr = runPipe(t, "", "launch", "--k8s", out, "--image", "i", "--elastic", "2:3", "--engine", "torch", "../../examples/fashion.pipe")
 	if code != exitErrors || !strings.Contains(stderr, "does not hold the plan's 1 nodes") {
 		t.Errorf("an elastic range without the plan's nodes: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestElasticWorldKeepsTheStep: a plan for 2 devices that a launcher
+// runs as 1 rank (an elastic job that lost one) trains 8 a micro-batch
+// × 2 accumulation, the plan's 16 samples a step, and its losses are
+// those of the 2 devices, step for step (the same global batches).
+func TestElasticWorldKeepsTheStep(t *testing.T) {
+	py := torchPython(t)
+	dir, file := tiny(t, fmt.Sprintf(ranksPipe, "el"))
+	planFile := filepath.Join(dir, "plan.json")
+	if code, _, stderr := runPipe(t, "", "plan", "--engine", "torch", "--nproc-per-node", "2", "--out", planFile, file); code != exitOK {
+		t.Fatalf("pipe plan: exit %d\n%s", code, stderr)
+	}
+	code, stdout, stderr := runPipe(t, "", runArgs(dir, "--engine", "torch", "--python", py, "--nproc-per-node", "2", "--max-steps", "10", file)...)
+	if code != exitOK {
+		t.Fatalf("2 devices: exit %d\n%s%s", code, stdout, stderr)
+	}
+	two := readReport(t, dir)
+	var out, errb bytes.Buffer
+	env := map[string]string{"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": freePort(t)}
+	code = Main(runArgs(dir, "--plan", planFile, "--python", py, "--max-steps", "10", file),
+		&Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: envOf(env)})
+	if code != exitOK || !strings.Contains(errb.String(), "each trains 8 a micro-batch × 2 accumulation (the plan's 8 × 1), so a step still trains the plan's 16 samples") {
+		t.Fatalf("1 rank: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	one := readReport(t, dir)
+	a, b := two["step_losses"].([]any), one["step_losses"].([]any)
+	if len(a) != 10 || len(b) != 10 {
+		t.Fatalf("%d and %d step losses", len(a), len(b))
+	}
+	for i := range a {
+		if d := math.Abs(a[i].(float64)-b[i].(float64)) / a[i].(float64); d > 1e-5 {
+			t.Errorf("step %d: %.7g on 2 devices, %.7g on 1 rank of the 2-device plan", i+1, a[i], b[i])
+		}
 	}
 }

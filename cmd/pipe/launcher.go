@@ -150,12 +150,11 @@ func (a *app) resumeRestart(f *runFlags, pl *workflow.Planned, l *launched) {
 // adopt runs a plan file (pipe run --plan) as the launcher's ranks: one
 // device a process, l.world of them. The plan's devices are one layout of
 // them (pipe launch plans G a node on N nodes); a launcher that started
-// another number (an elastic job) is said, as each device keeps the
-// plan's batch and the step's samples change with the world.
+// another number (an elastic job) has the step planned again for them
+// (rebatch), and that is said.
 func (l *launched) adopt(p *plan.Plan, stderr io.Writer) {
 	if w := p.WorldSize(); w != l.world {
-		fmt.Fprintf(stderr, "pipe run: the plan is for %d devices and %s started %d ranks: each keeps the plan's batch of %d, so a step trains %d samples, not %d\n",
-			w, l.by, l.world, p.BatchSize, p.BatchSize*p.AccumulationSteps*int64(l.world), p.EffectiveBatch)
+		l.rebatch(p, w, stderr)
 	}
 	d := &p.Distributed
 	d.NProcPerNode, d.NNodes, d.WorldSize = 1, l.world, l.world
@@ -165,4 +164,48 @@ func (l *launched) adopt(p *plan.Plan, stderr io.Writer) {
 			d.Backend = "nccl"
 		}
 	}
+}
+
+// rebatch plans the batch a device and the accumulation again for the
+// launcher's l.world ranks in place of the plan's w devices, so that an
+// optimizer step trains the plan's samples (EffectiveBatch, which its
+// learning rate was scaled for), each device's batch at most the plan's,
+// which is what fits. Where the ranks cannot share that step exactly, it
+// takes the nearest below, and the learning rate follows it as the plan
+// scales it (linearly).
+func (l *launched) rebatch(p *plan.Plan, w int, stderr io.Writer) {
+	global, n := p.EffectiveBatch, int64(l.world)
+	b0, k0 := p.BatchSize, max(p.AccumulationSteps, 1)
+	b, k, exact := splitStep(global, n, b0)
+	p.BatchSize, p.AccumulationSteps = b, k
+	if exact {
+		fmt.Fprintf(stderr, "pipe run: the plan is for %d devices and %s started %d ranks: each trains %d a micro-batch × %d accumulation (the plan's %d × %d), so a step still trains the plan's %d samples\n",
+			w, l.by, l.world, b, k, b0, k0, global)
+		return
+	}
+	got := b * k * n
+	lr := p.Optimizer.LR
+	if p.Optimizer.ReferenceBatch > 0 {
+		// The plan scaled the written rate linearly to its step's samples.
+		p.Optimizer.LR *= float64(got) / float64(global)
+		p.Optimizer.LRScale *= float64(got) / float64(global)
+	}
+	p.EffectiveBatch = got
+	fmt.Fprintf(stderr, "pipe run: the plan is for %d devices and %s started %d ranks, which cannot share its step of %d samples evenly: each trains %d a micro-batch × %d accumulation (the plan's %d × %d), %d samples a step; the learning rate is %.6g (the plan's %.6g)\n",
+		w, l.by, l.world, global, b, k, b0, k0, got, p.Optimizer.LR, lr)
+}
+
+// splitStep is the batch a device b, at most most, and the accumulation
+// steps k that make global samples a step over n ranks: the fewest
+// accumulation steps from those the memory needs, up to twice as many,
+// that share it exactly; else, with exact false, those the memory needs
+// and the largest batch that keeps the step within global.
+func splitStep(global, n, most int64) (b, k int64, exact bool) {
+	need := max((global+n*most-1)/(n*most), 1)
+	for k = need; k <= 2*need && n*k <= global; k++ {
+		if global%(n*k) == 0 {
+			return global / (n * k), k, true
+		}
+	}
+	return max(global/(n*need), 1), need, false
 }
