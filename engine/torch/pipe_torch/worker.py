@@ -17,7 +17,6 @@ from .readback import Readback
 from .rendezvous import meet
 from .shm import Region
 from .state import StateMixin
-from .syncbn import sync_batchnorm
 from .train import TrainMixin
 from . import protocol, wire
 from .wire import Failure
@@ -134,6 +133,8 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
         if self.dist and self.dist.get("sync_batchnorm"):
             # Before DDP wraps the net, and before its state's names are
             # read: the replacements keep BatchNorm's parameter names.
+            # Imported here: the hello's torch version check comes first.
+            from .syncbn import sync_batchnorm
             n = sync_batchnorm(net, self.device.type == "cuda", module_key)
             if n:
                 how = "SyncBatchNorm" if self.device.type == "cuda" else "gloo all-reduce of per-channel sums"
