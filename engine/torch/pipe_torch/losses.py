@@ -62,6 +62,17 @@ def compute_loss(kind, logits, out, y, mask, n, out_shape, ends_sigmoid=False):
     return torch.where(den > 0, (per * w).sum() / den.clamp_min(1e-30), per.sum() * 0)
 
 
+def masked_count(kind, y, mask, n, out_shape):
+    """The count a masked loss divides its sum by (compute_loss's den), as
+    an fp32 tensor; None for an unmasked loss (a plain mean, whose count is
+    the batch's) and for dice, which is no mean over positions."""
+    if mask is None or kind == "dice":
+        return None
+    if kind == "cross_entropy" and not ce_targets(y, n, out_shape):
+        return mask.reshape([n] + list(out_shape)).select(1, 0).float().sum()
+    return mask.float().sum()
+
+
 def gan_loss(kind, role, z):
     """exec's advLoss: a gan's adversarial loss of role (real, fake or gen)
     on a discriminator's logits z, the mean over every value."""

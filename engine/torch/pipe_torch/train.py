@@ -6,7 +6,7 @@ import math
 import torch
 import torch.nn as nn
 
-from .losses import compute_loss
+from .losses import compute_loss, masked_count
 from .timer import Timer
 from .wire import Failure
 
@@ -46,6 +46,8 @@ class TrainMixin:
         # Accumulating micro-batches skip DDP's all-reduce but the last.
         ctx = self.model.no_sync() if (self.dist and not sync) else contextlib.nullcontext()
 
+        weight = [None]  # (this rank's masked count, its gradient factor)
+
         def run(model):
             self.phase = "forward"
             with ctx:
@@ -56,6 +58,7 @@ class TrainMixin:
                 loss = compute_loss(self.loss_kind, logits, out, y, mask, n, self.out_shape, self.ends_sigmoid)
                 if timer is not None:
                     timer.add(-1, 3, tl, timer.now())
+                weight[0] = self.rank_weight(y, mask, n)
                 v = None
                 if not self.lagged:
                     v = loss.item()
@@ -67,6 +70,8 @@ class TrainMixin:
                         raise self.nonfinite(v, x)
                 self.phase = "backward"
                 scaled = loss * msg["scale"]
+                if weight[0] is not None:
+                    scaled = scaled * weight[0][1]
                 if timer is not None:
                     tb = timer.now()
                 if self.scaler is not None:
@@ -86,7 +91,7 @@ class TrainMixin:
         if self.dist and self.world > 1:
             # The job's loss, every rank's samples weighted by their count,
             # is what each rank reports (not its own shard's).
-            loss = self.job_loss(loss, n)
+            loss = self.job_loss(loss, n if weight[0] is None else weight[0][0])
             if v is not None:
                 v = loss.item()
         if self.lagged:
@@ -104,11 +109,30 @@ class TrainMixin:
             res.update(self.cmd_step(step))
         return res
 
+    def rank_weight(self, y, mask, n):
+        """Over several ranks, a masked loss's (count, factor): the count of
+        valid positions the rank's mean is over, and world × count ÷ the
+        job's count, which makes DDP's mean of the ranks' gradients the
+        gradient of the job's mean over all valid positions. None for one
+        rank, an unmasked loss or dice (docs/design/scale-out.md)."""
+        if not (self.dist and self.world > 1):
+            return None
+        c = masked_count(self.loss_kind, y, mask, n, self.out_shape)
+        if c is None:
+            return None
+        import torch.distributed as dist
+        total = c.detach().clone()
+        dist.all_reduce(total)
+        factor = torch.where(total > 0, self.world * c.detach() / total.clamp_min(1e-30), torch.ones_like(total))
+        return c.detach(), factor
+
     def job_loss(self, loss, n):
-        """The mean loss over every rank's samples: one all-reduce of
+        """The mean loss over every rank's samples (n, a count) or valid
+        positions (n, a tensor: a masked loss's): one all-reduce of
         (loss × n, n), queued behind the step's own collectives."""
         import torch.distributed as dist
-        t = torch.stack([loss.detach().float() * n, torch.tensor(float(n), device=loss.device)])
+        w = n.to(loss.device) if torch.is_tensor(n) else torch.tensor(float(n), device=loss.device)
+        t = torch.stack([loss.detach().float() * w, w])
         dist.all_reduce(t)
         return t[0] / t[1]
 
