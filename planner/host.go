@@ -46,6 +46,25 @@ type HostInfo struct {
 	// run with ("tcmalloc"), "" for the C library's: its callers fill it
 	// (torch.CPUAllocator), as they do Int8.
 	TorchAllocator string
+	// CPU is the host's vector extensions, which PyTorch chooses a
+	// conv's kernels by (DetectHost reads them).
+	CPU CPUFeatures
+	// TorchOneDNNOff says the torch engine's workers on the CPU run with
+	// oneDNN turned off (a test hook, torch.OneDNNOff): its callers fill
+	// it, as they do TorchAllocator.
+	TorchOneDNNOff bool
+	// TorchVersion is the torch engine's PyTorch where its callers know
+	// it, "" where not.
+	TorchVersion string
+}
+
+// CPUFeatures is what CPUID says of the host's vector extensions; the
+// zero value is unknown (a host not measured, or not x86-64).
+type CPUFeatures struct {
+	Known                                 bool
+	AVX2                                  bool
+	AVX512F, AVX512BW, AVX512VL, AVX512DQ bool
+	AVXVNNI, AVXVNNIInt8                  bool
 }
 
 // GPUInfo is one GPU as nvidia-smi reports it.
@@ -71,7 +90,7 @@ const (
 // back to 8 GiB where there is none), cores from the Go runtime, and GPUs
 // from nvidia-smi when it is on PATH.
 func DetectHost() HostInfo {
-	h := HostInfo{Cores: runtime.NumCPU(), RSS: processRuntime()}
+	h := HostInfo{Cores: runtime.NumCPU(), RSS: processRuntime(), CPU: detectCPU()}
 	if f, err := os.Open("/proc/meminfo"); err == nil {
 		h.MemTotal, h.MemAvailable = parseMeminfo(f)
 		f.Close()

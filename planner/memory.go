@@ -140,10 +140,11 @@ func newChain(g *stdlib.Graph, mem cost.Memory) *chain {
 // with the engine's cost model e (autograd's saving rules; a caching
 // allocator on a GPU).
 // targetBytes is one sample's target on the device, loss the loss; gs
-// what the GPU terms depend on (nil: none priced).
-func newCostModel(e cost.Engine, g *stdlib.Graph, backend string, prec plan.Precision, buffers int64, targetBytes int64, loss string, gs *cost.GPUSetup) *costModel {
+// what the GPU terms depend on (nil: none priced), cs what the CPU
+// kernels are chosen by (nil: not known).
+func newCostModel(e cost.Engine, g *stdlib.Graph, backend string, prec plan.Precision, buffers int64, targetBytes int64, loss string, gs *cost.GPUSetup, cs *cost.CPUSetup) *costModel {
 	m := &costModel{backend: backend, elem: prec.ActivationBytes, mixed: prec.Mixed, buffers: buffers, params: g.Params()}
-	mem := e.Memory(g, cost.Setup{Device: backend, Precision: prec, Loss: loss, GPU: gs})
+	mem := e.Memory(g, cost.Setup{Device: backend, Precision: prec, Loss: loss, GPU: gs, CPU: cs})
 	m.attention, m.lossSaved, m.alloc, m.gpuTerms = mem.Attention, mem.Loss, mem.Allocator, mem.GPU
 	c := newChain(g, mem)
 	// The workspace is computed from the true sizes before the input's own

@@ -37,6 +37,10 @@ type Setup struct {
 	// GPU is what the GPU terms depend on; nil where the device is not a
 	// GPU with a known compute capability.
 	GPU *GPUSetup
+	// CPU is what the torch engine's CPU kernels are chosen by; nil where
+	// the device is not the CPU or the host is not known (then oneDNN
+	// runs every conv, as on a CPU with AVX-512).
+	CPU *CPUSetup
 }
 
 // Group is a fusion group: its kind (plan.FusionGroup.Kind) and its
