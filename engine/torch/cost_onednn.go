@@ -1,9 +1,70 @@
 package torch
 
 import (
+	"strconv"
+	"strings"
+
 	"pipe/planner/cost"
 	"pipe/stdlib"
 )
+
+// A conv's kernels on the CPU. PyTorch picks them in
+// ConvParams::use_mkldnn (aten/src/ATen/native/Convolution.cpp, 1.13 and
+// 2.x): oneDNN (mkldnn_convolution) when oneDNN is on and
+//   - fp32: always for the plan's convs (not transposed; a 1×1, stride-1
+//     conv with a batch under 16 goes slow only on one thread, and the
+//     worker runs one per core);
+//   - bf16: only where mkldnn_bf16_device_check() passes. In 1.13 that is
+//     cpuinfo's avx512bw, avx512vl and avx512dq (native/mkldnn/Utils.h);
+//     in 2.x ideep::has_bf16_type_support(), oneDNN's ISA at least
+//     avx512_core (the same four AVX-512 sets) or avx2_vnni_2.
+// Otherwise select_conv_backend takes the slow path: Slow2d (im2col and
+// a GEMM, ConvolutionMM2d.cpp), Slow3d (vol2col, ConvolutionMM3d.cpp) or
+// SlowDilated2d/3d. The two paths hold different memory (onednnWork and
+// slowWork); a plan that knows nothing of the host prices oneDNN.
+
+// convOneDNN says whether oneDNN runs a conv computed in low bytes per
+// element on the CPU setup s (nil: not known, oneDNN).
+func convOneDNN(s *cost.CPUSetup, low int64) bool {
+	switch {
+	case s == nil:
+		return true
+	case s.OneDNNOff:
+		return false
+	case low == 4:
+		return true
+	}
+	return s.AVX512 || (s.AVX2VNNI2 && torchMajor(s.TorchVersion) >= 2)
+}
+
+// torchMajor is a PyTorch version's major number, 1 where not known.
+func torchMajor(v string) int {
+	m, _, _ := strings.Cut(v, ".")
+	if n, err := strconv.Atoi(m); err == nil && n > 0 {
+		return n
+	}
+	return 1
+}
+
+// convWork is each conv's memory beyond its output and inputs per sample
+// on the CPU, on the path PyTorch takes there: oneDNN's copies or the
+// slow path's columns, at the precision of the product (low bytes per
+// element); 0 for every other node.
+func convWork(g *stdlib.Graph, low int64, s *cost.CPUSetup) []int64 {
+	w := make([]int64, len(g.Nodes))
+	onednn := convOneDNN(s, low)
+	for _, nd := range g.Nodes {
+		if nd.Op != "conv" || len(nd.In) == 0 {
+			continue
+		}
+		if onednn {
+			w[nd.ID] = onednnWork(nd, low)
+		} else {
+			w[nd.ID] = slowWork(nd, low)
+		}
+	}
+	return w
+}
 
 // oneDNN's copies on the CPU. PyTorch runs a convolution on the CPU with
 // oneDNN (mkldnn_convolution and its backward, 2-D and 3-D, on NCHW
@@ -24,16 +85,52 @@ import (
 // AVX2), and the scratchpad of the bf16 weight-gradient kernel (0.8 to 2
 // times the output's gradient, by its blocking) is not priced.
 
-// onednnWork is each conv's copies per sample on the CPU: its input and
-// its output's gradient at the precision of the product (low bytes per
-// element); 0 for every other node.
-func onednnWork(g *stdlib.Graph, low int64) []int64 {
-	w := make([]int64, len(g.Nodes))
-	for _, nd := range g.Nodes {
-		if nd.Op != "conv" || len(nd.In) == 0 {
-			continue
-		}
-		w[nd.ID] = cost.Mul(cost.Add(cost.Numel(nd.In[0]), cost.Numel(nd.Out)), low)
+// onednnWork is a conv's copies per sample on oneDNN's path: its input
+// and its output's gradient at low bytes per element.
+func onednnWork(nd *stdlib.Node, low int64) int64 {
+	return cost.Mul(cost.Add(cost.Numel(nd.In[0]), cost.Numel(nd.Out)), low)
+}
+
+// The slow path's columns. Slow2d and Slow3d unfold the input into
+// columns of (C/groups)·k^d rows by the output's positions, for the whole
+// batch at once, in the conv's dtype: the forward allocates them before
+// the output and frees them when it returns (input, columns and output
+// live together), and the backward unfolds the saved input again for the
+// weights' gradient once the input's gradient is allocated (the output's
+// gradient, the input's gradient and the columns live together; 3-D
+// also unfolds for the input's gradient, the same size). A grouped conv
+// runs group by group, each with its share of the columns. A 2-D 1×1
+// conv of stride 1 and no padding reads the input as its columns, and
+// allocates none; a 3-D one allocates them in the backward only. The
+// dilated kernels (SlowDilated2d/3d) unfold one sample at a time, a
+// buffer that does not grow with the batch: not priced.
+// Measured with a posix_memalign and malloc probe on PyTorch 1.13 with
+// oneDNN off (batch 4, 32 channels, 128×128, bf16 and fp32): a 3×3 conv
+// to 16 channels allocates 36 MiB of bf16 columns in the forward and
+// again in the backward (per-thread frames of 9 MiB for the input's
+// gradient freed before them); a 3-D 3×3×3 one 432 MiB twice in its
+// backward; a 1×1 none; 4 groups a quarter each; docs/design/
+// torch-cpu-allocator.md.
+
+// slowWork is a conv's columns per sample on the slow path, at low bytes
+// per element.
+func slowWork(nd *stdlib.Node, low int64) int64 {
+	a := nd.Args
+	k := max(a.Kernel, 1)
+	if a.Dilation > 1 && k > 1 {
+		return 0
 	}
-	return w
+	d := len(nd.Out) - 1 // spatial dimensions
+	if d < 1 || len(nd.In[0]) < 1 {
+		return 0
+	}
+	if d == 2 && k == 1 && max(a.Stride, 1) == 1 && a.Padding == 0 {
+		return 0
+	}
+	rows := nd.In[0][0] / max(a.Groups, 1)
+	for range d {
+		rows = cost.Mul(rows, k)
+	}
+	positions := cost.Numel(nd.Out[1:])
+	return cost.Mul(cost.Mul(rows, positions), low)
 }

@@ -267,7 +267,7 @@ func (Cost) Memory(g *stdlib.Graph, s cost.Setup) cost.Memory {
 		if s.Precision.Mixed && s.Precision.ActivationBytes > 0 {
 			low = s.Precision.ActivationBytes
 		}
-		m.Work = onednnWork(g, low)
+		m.Work = convWork(g, low, s.CPU)
 	}
 	if s.Device == plan.BackendGPU {
 		m.Allocator = CachingAllocator{}
