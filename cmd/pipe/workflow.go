@@ -16,6 +16,7 @@ var (
 		h := planner.DetectHost()
 		h.Int8 = native.Int8Kernel()
 		h.TorchAllocator, _ = torch.CPUAllocator()
+		h.TorchOneDNNOff = torch.OneDNNOff()
 		return h
 	}
 	// probeTorch starts the torch engine's Python once, before any data

@@ -48,3 +48,14 @@ func allocatorEnv(env []string, dev string) []string {
 	}
 	return env
 }
+
+// FakeNoOneDNN is the test hook that turns oneDNN off in the workers on
+// the CPU ("1"): every conv then takes PyTorch's slow path, as a bf16
+// conv does on a CPU without AVX-512, and the planner prices that path
+// (OneDNNOff). It lets an AVX-512 machine check the price of the path an
+// AVX2-only one takes.
+const FakeNoOneDNN = "PIPE_TORCH_FAKE_NO_ONEDNN"
+
+// OneDNNOff says the workers this process starts on the CPU run with
+// oneDNN turned off (FakeNoOneDNN).
+func OneDNNOff() bool { return os.Getenv(FakeNoOneDNN) == "1" }

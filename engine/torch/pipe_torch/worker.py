@@ -221,6 +221,13 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
                 self.applied["cudnn_workspace"] = f"at most {cap} MiB"
         if cfg.get("autocast"):
             self.applied["autocast"] = cfg["autocast"]
+        if not self.cuda and os.environ.get("PIPE_TORCH_FAKE_NO_ONEDNN") == "1":
+            # A test hook: every CPU conv takes PyTorch's slow path (im2col
+            # columns and a GEMM), as a bf16 conv does on a CPU without
+            # AVX-512; the planner reads the same variable
+            # (torch.OneDNNOff) and prices that path.
+            torch.backends.mkldnn.enabled = False
+            self.applied["onednn"] = "off"
 
     def check_params(self, net):
         for n in self.spec["nodes"]:
