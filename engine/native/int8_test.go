@@ -4,11 +4,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
 	"pipe/dataset"
 	"pipe/engine"
+	"pipe/engine/native/internal/cvec"
 )
 
 // int8Net is a small conv net with what int8 meets in the examples: a
@@ -318,6 +320,31 @@ func TestInt8PoolTakenOnSums(t *testing.T) {
 			for i := range want {
 				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 					t.Fatalf("%v: output %d is %g with the pool taken, %g without", k, i, got[i], want[i])
+				}
+			}
+		}
+	}
+}
+
+// TestMaxOf4RowsC holds the C window maximum to the Go loop's.
+func TestMaxOf4RowsC(t *testing.T) {
+	if !cvec.Built {
+		t.Skip("built without cgo")
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	for _, sh := range [][3]int{{1, 3, 4}, {5, 64, 64}, {16, 70, 80}, {3, 1, 16}} {
+		m, co, ldc := sh[0], sh[1], sh[2]
+		c := make([]int32, 4*m*ldc)
+		for i := range c {
+			c[i] = int32(r.Uint32())
+		}
+		want := append([]int32(nil), c...)
+		maxOf4RowsGo(want, m, co, ldc)
+		cvec.MaxOf4Rows(c, m, co, ldc)
+		for i := 0; i < m; i++ {
+			for o := 0; o < co; o++ {
+				if c[i*ldc+o] != want[i*ldc+o] {
+					t.Fatalf("%v: row %d channel %d: C %d, Go %d", sh, i, o, c[i*ldc+o], want[i*ldc+o])
 				}
 			}
 		}

@@ -450,3 +450,32 @@ static void max2x2_planes_eval_c(const float *src, float *dst, int w, int h, int
 	}
 }
 
+
+// max_of_4_rows is cpu.maxOf4Rows: rows [0, m) of c (co int32 each, ldc
+// apart) become the maxima of rows 4i..4i+3. Row i is written after rows
+// 4i..4i+3 are read, and i < 4i for i > 0, so those rows never overlap
+// the one written (restrict); row 0 is its own first input.
+static inline void max4_row(int32_t *restrict d, const int32_t *restrict r0, const int32_t *restrict r1,
+			    const int32_t *restrict r2, const int32_t *restrict r3, int co)
+{
+	for (int o = 0; o < co; o++) {
+		int32_t a = r0[o] > r1[o] ? r0[o] : r1[o], b = r2[o] > r3[o] ? r2[o] : r3[o];
+		d[o] = a > b ? a : b;
+	}
+}
+
+CLONES
+void max_of_4_rows(int32_t *c, int m, int co, int ldc)
+{
+	if (m <= 0)
+		return;
+	for (int o = 0; o < co; o++) {
+		int32_t a = c[o] > c[ldc + o] ? c[o] : c[ldc + o];
+		int32_t b = c[2 * (long)ldc + o] > c[3 * (long)ldc + o] ? c[2 * (long)ldc + o] : c[3 * (long)ldc + o];
+		c[o] = a > b ? a : b;
+	}
+	for (long i = 1; i < m; i++) {
+		const int32_t *r0 = c + 4 * i * (long)ldc;
+		max4_row(c + i * (long)ldc, r0, r0 + ldc, r0 + 2 * (long)ldc, r0 + 3 * (long)ldc, co);
+	}
+}

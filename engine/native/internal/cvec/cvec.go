@@ -107,6 +107,18 @@ func Max2x2PlanesEval(src, dst []float32, w, h, ho, wo, n int) {
 // whether this CPU runs that path; tests compare them.
 func UseMax2x2Eval(isa int) bool { return C.max2x2_eval_use(C.int(isa)) != 0 }
 
+// MaxOf4Rows is cpu.maxOf4Rows.
+func MaxOf4Rows(c []int32, m, co, ldc int) {
+	if m == 0 || co == 0 {
+		return
+	}
+	if co > ldc {
+		panic("cvec: MaxOf4Rows: more channels than the row holds")
+	}
+	_ = c[(4*m-1)*ldc+co-1]
+	C.max_of_4_rows((*C.int32_t)(unsafe.Pointer(&c[0])), C.int(m), C.int(co), C.int(ldc))
+}
+
 // QuantU8 is cpu.actQuant.quantRow: dst[i] = clamp(round(src[i]·inv),
 // lo, hi) + zero.
 func QuantU8(dst []uint8, src []float32, inv float32, lo, hi, zero int32) {

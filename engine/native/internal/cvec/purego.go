@@ -32,3 +32,4 @@ func RequantT(y []float32, P int, c []int32, cop, rows, co int, mul, bias []floa
 func RequantRow(dst []float32, c []int32, mul, bias []float32, corr []int32, relu bool) {
 	panic("cvec: built without cgo")
 }
+func MaxOf4Rows(c []int32, m, co, ldc int) { panic("cvec: built without cgo") }
