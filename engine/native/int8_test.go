@@ -350,3 +350,53 @@ func TestMaxOf4RowsC(t *testing.T) {
 		}
 	}
 }
+
+// TestSmallEvalOnOneWorker: a batch below evalSerialFLOPs runs on one
+// worker, and its outputs are what a large batch split over two workers
+// gives its first samples, within float32 rounding in fp32 (OpenBLAS's
+// blocking follows the product's size, so a sum's order may differ) and
+// within one 8-bit step of the output's range in int8 (whose first conv
+// is fp32: a value on a rounding edge may quantise one step apart).
+func TestSmallEvalOnOneWorker(t *testing.T) {
+	g := exampleGraph(t, "fashion.pipe")
+	cfg := cfgOf(64, "cross_entropy", "adam")
+	cfg.Fusion = fuseAll(g)
+	cfg.Folds = foldsOf(g)
+	cfg.Threads = 2
+	m := mustBuild(t, g, cfg)
+	if n := 4; int64(n)*g.FLOPs() >= evalSerialFLOPs || int64(64)*g.FLOPs() < evalSerialFLOPs {
+		t.Fatalf("the fashion net's %d FLOPs a sample: batch 4 must run serial, 64 split", g.FLOPs())
+	}
+	bt := randomBatch(m, 64, 1)
+	bt.Y = nil
+	c := randomBatch(m, 64, 2)
+	c.Y = nil
+	qm, _, err := m.QuantizeInt8([]*dataset.Batch{c}, engine.QuantOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer qm.Close()
+	for name, mm := range map[string]engine.Model{"fp32": m, "int8": qm} {
+		big := make([]float32, 64*10)
+		if _, err := mm.Eval(bt, big); err != nil {
+			t.Fatal(err)
+		}
+		small := make([]float32, 4*10)
+		if _, err := mm.Eval(&dataset.Batch{N: 4, X: bt.X[:4*len(bt.X)/64]}, small); err != nil {
+			t.Fatal(err)
+		}
+		var scale float64
+		for _, v := range big[:len(small)] {
+			scale = math.Max(scale, math.Abs(float64(v)))
+		}
+		for i, v := range small {
+			d := math.Abs(float64(v - big[i]))
+			if tol := map[string]float64{"fp32": 1e-5, "int8": 1.0 / 255}[name]; d > tol*scale {
+				t.Fatalf("%s: output %d is %g alone on one worker, %g in the batch of 64", name, i, v, big[i])
+			}
+		}
+	}
+	if m.serial == nil {
+		t.Error("the small batch did not run on the serial pool")
+	}
+}

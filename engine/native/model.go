@@ -129,6 +129,7 @@ type model struct {
 	units   []*unit
 	outUnit int
 	pool    *pool
+	serial  *pool // one worker, for small evaluations (Eval)
 	// gemmThreads, when more than 1, is how many of OpenBLAS's threads
 	// model.gemm runs a product on; the pool then has one worker
 	// (denseOnly).
@@ -569,6 +570,12 @@ func (m *model) Eval(b *dataset.Batch, out []float32) (loss float64, err error) 
 	s := m.eval
 	m.batch = b
 	defer func() { m.batch = nil }()
+	if m.pool.n > 1 && int64(b.N)*m.g.FLOPs() < evalSerialFLOPs {
+		// Too little work to share: one worker, the caller.
+		p := m.pool
+		m.pool = m.serialPool()
+		defer func() { m.pool = p }()
+	}
 	m.runForward(s, b.N, false, nil)
 	if out != nil {
 		toNCHW(out, s.predS, m.units[m.outUnit].out, b.N)
@@ -577,6 +584,22 @@ func (m *model) Eval(b *dataset.Batch, out []float32) (loss float64, err error) 
 		loss = m.timedLoss(s, b, 1, false)
 	}
 	return loss, nil
+}
+
+// evalSerialFLOPs is the forward work below which Eval runs on one worker.
+// Splitting a small batch's layers costs more than it gains: the fashion
+// net's forward (17 MFLOP a sample) at 2 workers against 1, AMD EPYC,
+// BenchmarkEvalFashion-style: int8 batch 1 23.8k against 31.6k samples/s,
+// batch 8 24.1k against 36.2k, batch 16 36.0k against 36.4k, batch 32 46k
+// against 37k; fp32 crosses between batch 16 and 32 too.
+const evalSerialFLOPs = 256e6
+
+// serialPool is the one-worker pool small evaluations run on.
+func (m *model) serialPool() *pool {
+	if m.serial == nil {
+		m.serial = newPool(1)
+	}
+	return m.serial
 }
 
 // checkBatch rejects batches whose sizes do not fit the model.
