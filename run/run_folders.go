@@ -78,19 +78,19 @@ func PlaceRun(prog *spec.Program, base, dir string, resume bool, resumeAt string
 		}
 		return Place{Dir: d, Root: root}, nil
 	}
-	d, err := newRunFolder(root, time.Now())
+	d, err := NewStampFolder(filepath.Join(root, RunsFolder), time.Now(), "runs")
 	if err != nil {
 		return Place{Root: root}, err
 	}
 	return Place{Dir: d, Root: root, Fresh: true}, nil
 }
 
-// newRunFolder makes root/runs/STAMP, STAMP the local time to the second,
-// with -2, -3, ... when a run of the same second has it: Mkdir fails on
-// a folder that exists, so two runs never get the same one.
-func newRunFolder(root string, now time.Time) (string, error) {
-	runs := filepath.Join(root, RunsFolder)
-	if err := os.MkdirAll(runs, 0o755); err != nil {
+// NewStampFolder makes parent/STAMP, STAMP the local time to the
+// second, with -2, -3, ... when another of the same second has it: Mkdir
+// fails on a folder that exists, so two never get the same one. what
+// names them in the error ("runs", "sweeps").
+func NewStampFolder(parent string, now time.Time, what string) (string, error) {
+	if err := os.MkdirAll(parent, 0o755); err != nil {
 		return "", err
 	}
 	stamp := now.Format("20060102-150405")
@@ -99,7 +99,7 @@ func newRunFolder(root string, now time.Time) (string, error) {
 		if i > 1 {
 			name += "-" + strconv.Itoa(i)
 		}
-		d := filepath.Join(runs, name)
+		d := filepath.Join(parent, name)
 		err := os.Mkdir(d, 0o755)
 		if err == nil {
 			return d, nil
@@ -108,7 +108,7 @@ func newRunFolder(root string, now time.Time) (string, error) {
 			return "", err
 		}
 	}
-	return "", fmt.Errorf("%s: a thousand runs started in the second %s", runs, stamp)
+	return "", fmt.Errorf("%s: a thousand %s started in the second %s", parent, what, stamp)
 }
 
 // LatestRun is the folder of root's latest run: what root/latest names,

@@ -303,7 +303,7 @@ func (a *app) sweepState(f *sweepFlags, prog *lang.Program, sp *spec.Program, pa
 			return nil, "", exitErrors
 		}
 	} else {
-		d, err := newStampFolder(root, time.Now())
+		d, err := run.NewStampFolder(root, time.Now(), "sweeps")
 		if err != nil {
 			fmt.Fprintf(a.env.Stderr, "pipe sweep: %v\n", err)
 			return nil, "", exitErrors
@@ -346,30 +346,6 @@ func threadsEach(total, parallel int) int {
 		total = runtime.NumCPU()
 	}
 	return max(1, total/max(parallel, 1))
-}
-
-// newStampFolder makes root/STAMP, STAMP the local time to the second,
-// with -2, -3, ... when taken.
-func newStampFolder(root string, now time.Time) (string, error) {
-	if err := os.MkdirAll(root, 0o755); err != nil {
-		return "", err
-	}
-	stamp := now.Format("20060102-150405")
-	for i := 1; i < 1000; i++ {
-		name := stamp
-		if i > 1 {
-			name += "-" + strconv.Itoa(i)
-		}
-		d := filepath.Join(root, name)
-		err := os.Mkdir(d, 0o755)
-		if err == nil {
-			return d, nil
-		}
-		if !errors.Is(err, fs.ErrExist) {
-			return "", err
-		}
-	}
-	return "", fmt.Errorf("%s: a thousand sweeps started in the second %s", root, stamp)
 }
 
 // trialLauncher plans a trial in this process and runs it as pipe run
