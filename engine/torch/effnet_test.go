@@ -34,17 +34,7 @@ with torch.no_grad():
             mod.bias.normal_(std=0.1)
     x = torch.randn(2, 3, 96, 96, generator=torch.Generator().manual_seed(1))
     y = m(x)
-index, blobs, off = [], [], 0
-for name, t in list(m.state_dict().items()) + [("x", x), ("y", y)]:
-    if name.endswith("num_batches_tracked"):
-        continue
-    t = t.detach().float().contiguous()
-    index.append({"name": name, "shape": list(t.shape), "offset": off})
-    blobs.append(t.numpy().tobytes())
-    off += t.numel()
-open(out + "/tensors.bin", "wb").write(b"".join(blobs))
-json.dump(index, open(out + "/index.json", "w"))
-`
+` + tensorDump
 
 // TestEfficientNetMatchesTorchvision: pipe's efficientnet_b0 and b4 on the
 // native engine, given torchvision's weights by name, compute its outputs
@@ -98,6 +88,21 @@ func TestEfficientNetMatchesTorchvision(t *testing.T) {
 		})
 	}
 }
+
+// tensorDump ends a torchvision script: it writes m's state_dict (less
+// batchnorm's step counters), the input x and the output y to the folder
+// out as torchvisionTensors reads them.
+const tensorDump = `index, blobs, off = [], [], 0
+for name, t in list(m.state_dict().items()) + [("x", x), ("y", y)]:
+    if name.endswith("num_batches_tracked"):
+        continue
+    t = t.detach().float().contiguous()
+    index.append({"name": name, "shape": list(t.shape), "offset": off})
+    blobs.append(t.numpy().tobytes())
+    off += t.numel()
+open(out + "/tensors.bin", "wb").write(b"".join(blobs))
+json.dump(index, open(out + "/index.json", "w"))
+`
 
 // torchvisionTensors runs script (which writes index.json and
 // tensors.bin into argv[1]) with args and reads the tensors by name.

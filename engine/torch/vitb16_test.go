@@ -28,15 +28,7 @@ with torch.no_grad():
     m.class_token.normal_(std=0.02)
     x = torch.randn(1, 3, 224, 224, generator=torch.Generator().manual_seed(1))
     y = m(x)
-index, blobs, off = [], [], 0
-for name, t in list(m.state_dict().items()) + [("x", x), ("y", y)]:
-    t = t.detach().float().contiguous()
-    index.append({"name": name, "shape": list(t.shape), "offset": off})
-    blobs.append(t.numpy().tobytes())
-    off += t.numel()
-open(out + "/tensors.bin", "wb").write(b"".join(blobs))
-json.dump(index, open(out + "/index.json", "w"))
-`
+` + tensorDump
 
 // TestViTB16MatchesTorchvision: pipe's vit family on the native engine,
 // given torchvision's vit_b_16 weights under the torch engine's names,
