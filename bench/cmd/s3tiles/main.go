@@ -17,7 +17,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -35,11 +34,11 @@ import (
 
 	"github.com/airbusgeo/godal"
 
+	"pipe/bench/internal/tileread"
 	"pipe/dataset"
 	"pipe/dataset/remote"
 	"pipe/internal/memrun"
 	"pipe/internal/s3test"
-	"pipe/spec"
 )
 
 const (
@@ -145,13 +144,13 @@ func bench(size, rounds, threads int, latencies []int, scene, jsonOut string, w 
 		Raster: fmt.Sprintf("%dx%d, %d bands of bytes, DEFLATE COG of %dx%d blocks; %d tiles of %dx%d", size, size, bands, tile, tile, len(wins), tile, tile)}
 	fmt.Fprintf(w, "s3tiles: %s (%d bytes), %d threads, %s\n", res.Raster, len(body), threads, cpu)
 
-	localDS, err := openSource(local)
+	localDS, err := tileread.Open(local, tile)
 	if err != nil {
 		return err
 	}
 	defer localDS.Close()
 	remote.Reset(-1)
-	s3DS, err := openSource(srv.URL(key))
+	s3DS, err := tileread.Open(srv.URL(key), tile)
 	if err != nil {
 		return err
 	}
@@ -171,7 +170,7 @@ func bench(size, rounds, threads int, latencies []int, scene, jsonOut string, w 
 		for r := range rounds {
 			sides := []func() error{
 				func() error {
-					v, err := pass(ll, r, len(wins))
+					v, err := tileread.Pass(ll, r, len(wins))
 					loc = append(loc, v)
 					return err
 				},
@@ -179,7 +178,7 @@ func bench(size, rounds, threads int, latencies []int, scene, jsonOut string, w 
 					remote.Flush() // a cold pass, as the other sides' small caches make theirs
 					st0 := remote.ReadStats()
 					t0 := time.Now()
-					v, err := pass(sl, r, len(wins))
+					v, err := tileread.Pass(sl, r, len(wins))
 					el := time.Since(t0)
 					st := remote.ReadStats().Sub(st0)
 					pip = append(pip, v)
@@ -190,7 +189,7 @@ func bench(size, rounds, threads int, latencies []int, scene, jsonOut string, w 
 				},
 				func() error {
 					n0 := srv.Requests.Load()
-					v, err := timed(len(wins), func() error { return gdal.pass(wins) })
+					v, err := tileread.Timed(len(wins), func() error { return gdal.pass(wins) })
 					gd = append(gd, v)
 					greq = append(greq, float64(srv.Requests.Load()-n0))
 					return err
@@ -268,39 +267,6 @@ func makeRaster(scene, out string, size int) error {
 		return err
 	}
 	return o.Close()
-}
-
-func openSource(path string) (dataset.Dataset, error) {
-	s := spec.NewSource("s", spec.KindGeoTIFF)
-	s.GeoTIFF.Path, s.GeoTIFF.Tile, s.GeoTIFF.Normalize = path, []int64{tile, tile}, "per_band"
-	return dataset.Open(s)
-}
-
-// pass reads every tile once through the loader as epoch e, as training
-// reads it; it returns tiles per second.
-func pass(l *dataset.Loader, e, n int) (float64, error) {
-	return timed(n, func() error {
-		it := l.Epoch(e)
-		defer it.Close()
-		for {
-			b, err := it.Next(context.Background())
-			if err == io.EOF {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			it.Release(b)
-		}
-	})
-}
-
-func timed(n int, f func() error) (float64, error) {
-	t0 := time.Now()
-	if err := f(); err != nil {
-		return 0, err
-	}
-	return float64(n) / time.Since(t0).Seconds(), nil
 }
 
 // raw reads windows with GDAL alone: one handle and one buffer per thread.

@@ -15,7 +15,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -34,9 +33,9 @@ import (
 
 	"github.com/airbusgeo/godal"
 
+	"pipe/bench/internal/tileread"
 	"pipe/dataset"
 	"pipe/internal/memrun"
-	"pipe/spec"
 )
 
 const (
@@ -166,7 +165,7 @@ func bench(o options, w io.Writer) error {
 		if !strings.Contains(f.Name, o.only) {
 			continue
 		}
-		ds, err := openSource(f.path)
+		ds, err := tileread.Open(f.path, 512)
 		if err != nil {
 			return err
 		}
@@ -182,15 +181,19 @@ func bench(o options, w io.Writer) error {
 			// One loader for all rounds, as training keeps one for all
 			// epochs; a first pass opens its handles and fills its buffers.
 			l := dataset.NewLoader(ds, dataset.LoaderOptions{BatchSize: 8, Workers: nw})
-			if _, err := pipePass(l, 0, len(wins)); err != nil {
+			if _, err := tileread.Pass(l, 0, len(wins)); err != nil {
 				return err
 			}
 			var ps, gs, fs, rs, rf []float64
 			for r := range o.rounds {
 				measure := []func() (float64, error){
-					func() (float64, error) { return pipePass(l, r+1, len(wins)) },
-					func() (float64, error) { return timed(len(wins), func() error { return raw.pass(wins, false) }) },
-					func() (float64, error) { return timed(len(wins), func() error { return raw.pass(wins, true) }) },
+					func() (float64, error) { return tileread.Pass(l, r+1, len(wins)) },
+					func() (float64, error) {
+						return tileread.Timed(len(wins), func() error { return raw.pass(wins, false) })
+					},
+					func() (float64, error) {
+						return tileread.Timed(len(wins), func() error { return raw.pass(wins, true) })
+					},
 				}
 				out := make([]float64, 3)
 				for i := range 3 {
@@ -376,40 +379,6 @@ func mirror(i, n int) int {
 	return i
 }
 
-// openSource opens the file as a pipeline's geotiff source does.
-func openSource(path string) (dataset.Dataset, error) {
-	s := spec.NewSource("s", spec.KindGeoTIFF)
-	s.GeoTIFF.Path, s.GeoTIFF.Tile, s.GeoTIFF.Normalize = path, []int64{512, 512}, "per_band"
-	return dataset.Open(s)
-}
-
-// pipePass reads every tile once through the loader as epoch e; it
-// returns tiles per second.
-func pipePass(l *dataset.Loader, e, n int) (float64, error) {
-	return timed(n, func() error {
-		it := l.Epoch(e)
-		defer it.Close()
-		for {
-			b, err := it.Next(context.Background())
-			if err == io.EOF {
-				return nil
-			}
-			if err != nil {
-				return err
-			}
-			it.Release(b)
-		}
-	})
-}
-
-func timed(n int, f func() error) (float64, error) {
-	t0 := time.Now()
-	if err := f(); err != nil {
-		return 0, err
-	}
-	return float64(n) / time.Since(t0).Seconds(), nil
-}
-
 // raw reads windows with GDAL alone: one handle and one buffer per worker.
 type raw struct {
 	hs   []*godal.Dataset
@@ -476,7 +445,7 @@ func (r *raw) close() {
 func translatePass(f File, wins []dataset.Window, dir string) (Translate, error) {
 	out := filepath.Join(dir, "translate-out.tif")
 	defer os.Remove(out)
-	rate, err := timed(len(wins), func() error {
+	rate, err := tileread.Timed(len(wins), func() error {
 		for _, w := range wins {
 			cmd := osexec.Command("gdal_translate", "-q", "-srcwin", fmt.Sprint(w.X), fmt.Sprint(w.Y), fmt.Sprint(w.W), fmt.Sprint(w.H), f.path, out)
 			cmd.Env = append(os.Environ(), "GDAL_CACHEMAX="+os.Getenv("GDAL_CACHEMAX"))
