@@ -15,8 +15,19 @@ import (
 // the same way progress does (from 1), and the result counts the steps
 // trained before it.
 func TestNonFiniteStepNumbersAgree(t *testing.T) {
+	for _, ahead := range []bool{false, true} {
+		t.Run(map[bool]string{false: "waited", true: "queued ahead"}[ahead], func(t *testing.T) {
+			nonFiniteStepNumbersAgree(t, &enginetest.Backend{NaNAt: 25, Ahead: ahead})
+		})
+	}
+}
+
+// nonFiniteStepNumbersAgree runs blobs on be, whose 25th micro-batch is
+// NaN. An engine that queues ahead (Backend.Ahead) has step 26 queued
+// when the NaN comes back: it was not trained, and not counted.
+func nonFiniteStepNumbersAgree(t *testing.T, be *enginetest.Backend) {
 	j := newJob(t, blobs)
-	res, ds := j.run(t, context.Background(), &enginetest.Backend{NaNAt: 25}, run.Hooks{})
+	res, ds := j.run(t, context.Background(), be, run.Hooks{})
 	d := findDiag(t, ds, run.CodeNonFinite)
 	if !strings.Contains(d.Summary, "at step 25") || !strings.Contains(d.Detail, "at step 25 (micro-batch 25)") {
 		t.Errorf("diagnostic: %s: %s", d.Summary, d.Detail)

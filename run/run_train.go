@@ -123,6 +123,7 @@ func (r *runner) train(ctx context.Context) bool {
 					err = ferr
 				}
 				if err != nil {
+					t.unwind()
 					it.Close()
 					if se := (*sourceError)(nil); errors.As(err, &se) {
 						r.sourceErr(r.data.trainSrc, se.err)
@@ -137,6 +138,7 @@ func (r *runner) train(ctx context.Context) bool {
 		// Every step queued is finished before the epoch ends, is
 		// evaluated or is saved.
 		if err := t.flush(); err != nil {
+			t.unwind()
 			r.trainErr(err)
 			return false
 		}
@@ -353,6 +355,28 @@ func (t *trainer) advance(e int, ns []int, lr float64) {
 	t.pending = append(t.pending, pendingStep{epoch: e, step: r.pos.Step, ns: ns, lr: lr})
 }
 
+// unwind takes the steps queued but not finished back out of the
+// position when training fails: an engine that queues ahead (the torch
+// engine sends a step before the one before it replied) has counted steps
+// that the failure left untrained, and the report counts the steps
+// trained before it.
+func (t *trainer) unwind() {
+	r := t.r
+	for _, ps := range t.pending {
+		var gs int64
+		for _, n := range ps.ns {
+			gs += int64(n)
+		}
+		r.pos.Step--
+		r.pos.MicroStep -= int64(len(ps.ns))
+		r.pos.Batch -= len(ps.ns)
+		r.pos.Samples -= gs
+		r.res.SamplesTrained -= gs
+		t.stepsRun--
+	}
+	t.pending = nil
+}
+
 // account adds a step's wall time.
 func (t *trainer) account(dt time.Duration) {
 	t.trainTime += dt
@@ -370,13 +394,12 @@ func (t *trainer) finish(res []engine.StepResult) error {
 			return fmt.Errorf("%w: the engine returned the losses of a step that was not queued", engine.ErrInternal)
 		}
 		ps := t.pending[0]
-		t.pending = t.pending[1:]
 		var lsum float64
 		var gs int64
 		for i, l := range sr.Losses {
 			if math.IsNaN(l) || math.IsInf(l, 0) {
-				micro := r.pos.MicroStep - int64(len(ps.ns)) + int64(i)
-				for _, q := range t.pending {
+				micro := r.pos.MicroStep + int64(i)
+				for _, q := range t.pending { // ps among them: it is not trained
 					micro -= int64(len(q.ns))
 				}
 				return &engine.NonFiniteError{Step: ps.step - 1, MicroStep: micro, Loss: l}
@@ -386,6 +409,7 @@ func (t *trainer) finish(res []engine.StepResult) error {
 				gs += int64(ps.ns[i])
 			}
 		}
+		t.pending = t.pending[1:]
 		loss := lsum / float64(max(gs, 1))
 		if ps.epoch == r.pos.Epoch {
 			r.pos.LossSum += lsum

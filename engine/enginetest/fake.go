@@ -33,6 +33,11 @@ type Backend struct {
 	// never does.
 	FailAt int64
 	Fail   error
+	// Ahead makes the model an engine.Queuer that runs a step ahead, as
+	// the torch engine does: Results(false) reports a step only once the
+	// next is queued, so a failure comes back after the step behind it
+	// was queued, and that step is not trained (queue.go).
+	Ahead bool
 }
 
 // Name implements engine.Backend.
@@ -62,7 +67,7 @@ func (b *Backend) Build(g *stdlib.Graph, cfg engine.Config) (engine.Model, error
 		return nil, fmt.Errorf("exectest: optimizer %q: %w", cfg.Optimizer.Kind, engine.ErrUnsupported)
 	}
 	out := g.OutShape()
-	m := &Model{cfg: cfg, g: g, nanAt: b.NaNAt, oomAt: b.OOMAt, failAt: b.FailAt, fail: b.Fail, noise: b.Noise, delay: b.StepDelay, outShape: append([]int64(nil), out...)}
+	m := &Model{cfg: cfg, g: g, nanAt: b.NaNAt, oomAt: b.OOMAt, failAt: b.FailAt, fail: b.Fail, noise: b.Noise, delay: b.StepDelay, ahead: b.Ahead, outShape: append([]int64(nil), out...)}
 	m.f = numel(g.Input)
 	m.o = numel(out)
 	m.k = 1
@@ -116,6 +121,14 @@ type Model struct {
 	delay      time.Duration
 	xbuf, zbuf []float32
 	closed     bool
+	// ahead: the queue of queue.go, its steps queued, the current step's
+	// losses, and a failure not yet reported (failing).
+	ahead   bool
+	queued  []outcome
+	cur     []float64
+	curErr  error
+	curSkip bool
+	failing bool
 	// TrainSteps counts TrainStep calls that trained (for tests).
 	TrainSteps int64
 }
@@ -424,7 +437,12 @@ func (m *Model) Precision() string { return "fp32" }
 
 // Capabilities implements engine.Model: the fake model has none beyond
 // the Model interface.
-func (m *Model) Capabilities() engine.Capabilities { return engine.Capabilities{} }
+func (m *Model) Capabilities() engine.Capabilities {
+	if m.ahead {
+		return engine.Capabilities{Queue: m}
+	}
+	return engine.Capabilities{}
+}
 
 func (m *Model) named() []struct {
 	name string

@@ -23,7 +23,7 @@ import (
 
 // protocolVersion is the wire's version, said in the hello; pipe refuses
 // a worker with another.
-const protocolVersion = 3
+const protocolVersion = 4
 
 // envelope is one line to the worker.
 type envelope struct {
@@ -59,6 +59,7 @@ var commands = []struct {
 	{timePlainRequest{}, timePlainReply{}},
 	{torchscriptRequest{}, torchscriptReply{}},
 	{barrierRequest{}, emptyReply{}},
+	{resumeRequest{}, emptyReply{}},
 }
 
 // helloRequest asks again for the hello (Info).
@@ -171,6 +172,11 @@ type flushRequest struct{}
 // zeroRequest clears the gradients.
 type zeroRequest struct{}
 
+// resumeRequest follows a training command's failure once pipe has read
+// it: the training commands sent before it were refused (kindSkipped),
+// and those after it run again.
+type resumeRequest struct{}
+
 // clipRequest clips the gradients' norm to Max now.
 type clipRequest struct {
 	Max float64 `json:"max"`
@@ -237,6 +243,7 @@ func (memoryRequest) command() string    { return "memory" }
 func (savedRequest) command() string     { return "saved" }
 func (timePlainRequest) command() string { return "time_plain" }
 func (barrierRequest) command() string   { return "barrier" }
+func (resumeRequest) command() string    { return "resume" }
 
 // The failure kinds.
 const (
@@ -246,9 +253,10 @@ const (
 	kindNonFinite   = "nonfinite"   // a NaN or an infinity
 	kindUnsupported = "unsupported" // a model or setting this worker does not build
 	kindBadBatch    = "bad-batch"   // a batch that does not fit the model
+	kindSkipped     = "skipped"     // a training command sent behind one that failed, not run
 )
 
-var failureKinds = []string{kindError, kindNoTorch, kindOOM, kindNonFinite, kindUnsupported, kindBadBatch}
+var failureKinds = []string{kindError, kindNoTorch, kindOOM, kindNonFinite, kindUnsupported, kindBadBatch, kindSkipped}
 
 // failure is what every reply carries: OK, and when it is false what went
 // wrong. A non-finite value says where (Step to Input), an out-of-memory

@@ -151,12 +151,27 @@ func (m *model) handle(k int) error {
 	if err != nil {
 		return err
 	}
-	if err := m.replyErr(r, k); err != nil {
-		return err
-	}
+	training := false
 	switch s.cmd {
 	case "train", "train+step", "step", "flush":
-	default:
+		training = true
+	}
+	if !r.OK && r.Kind == kindSkipped {
+		// Sent behind a training command that failed, whose error was
+		// returned when its reply was read.
+		return nil
+	}
+	if err := m.replyErr(r, k); err != nil {
+		if training && m.err == nil {
+			// The worker refuses what was sent behind the failed command
+			// (queued ahead) until this, which follows all of it.
+			if serr := w.send(resumeRequest{}, -1, 0); serr != nil {
+				return m.fail(serr)
+			}
+		}
+		return err
+	}
+	if !training {
 		return nil
 	}
 	// A step's and a flush's reply are a train reply's step part.
@@ -388,8 +403,39 @@ func (m *model) Results(wait bool) ([]engine.StepResult, error) {
 			}
 		}
 	}
-	err := m.drainAll()
+	var err error
+	if wait || !m.aheadOK() {
+		err = m.drainAll()
+	} else {
+		err = m.drainBefore()
+	}
 	return m.collect(), err
+}
+
+// aheadOK says the workers may be sent a step before the one before it
+// has replied: every rank is this process's, so each is sent the same
+// commands. Ranks in other processes each run ahead by what their own
+// host allows, and a stop agreed at one step would find some already
+// queued past it.
+func (m *model) aheadOK() bool { return len(m.workers) == m.world }
+
+// drainBefore reads the replies of every step but the last one queued:
+// that one stays in flight, and the worker has the next step's command
+// waiting in its pipe when it finishes it, so neither pipe's turnaround
+// (the next batch copied in, the command encoded and read) nor a reply's
+// wake-up is between two steps (docs/design/torch-protocol.md).
+func (m *model) drainBefore() error {
+	if err := m.sendHeld(); err != nil {
+		return err
+	}
+	for k, w := range m.workers {
+		for len(w.outstanding) > 0 && w.outstanding[0].step < w.steps {
+			if err := m.handle(k); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // collect combines the ranks' finished steps: a micro-batch's loss is

@@ -66,10 +66,13 @@ type worker struct {
 	// outstanding are the commands sent whose replies are not read yet,
 	// oldest first.
 	outstanding []sent
-	hello       Info
-	dead        error
-	cleanOnce   sync.Once
-	mu          sync.Mutex // guards stdin writes against kill
+	// steps counts the optimizer steps sent; a command belongs to step
+	// steps+1 when it is sent (queue.go's Results waits by it).
+	steps     int64
+	hello     Info
+	dead      error
+	cleanOnce sync.Once
+	mu        sync.Mutex // guards stdin writes against kill
 	// stamp makes send note when each command left (profile.go).
 	stamp bool
 }
@@ -79,6 +82,7 @@ type sent struct {
 	cmd  string
 	slot int       // the input slot it reads, -1 for none
 	n    int       // its samples, for a train command
+	step int64     // the optimizer step it is part of, from 1
 	at   time.Time // when it was sent, while profiling
 }
 
@@ -263,7 +267,10 @@ func (w *worker) sendAs(req request, name string, slot, n int) error {
 	if err != nil {
 		return w.died()
 	}
-	s := sent{cmd: name, slot: slot, n: n}
+	s := sent{cmd: name, slot: slot, n: n, step: w.steps + 1}
+	if name == "step" || name == "train+step" {
+		w.steps++
+	}
 	if w.stamp {
 		s.at = time.Now()
 	}

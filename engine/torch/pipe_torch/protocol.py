@@ -6,10 +6,10 @@ syntax ("*T" may be null, "[]T" a list, "map[string]T" an object; int,
 float, bool and str are the scalars); REQUESTS and REPLIES name each
 command's argument and reply structs, FAILURE a failed reply's."""
 
-PROTOCOL = 3
+PROTOCOL = 4
 SPEC_VERSION = 2
 GAN_PREFIX = "discriminator."
-KINDS = ("error", "no-torch", "oom", "nonfinite", "unsupported", "bad-batch")
+KINDS = ("error", "no-torch", "oom", "nonfinite", "unsupported", "bad-batch", "skipped")
 
 REQUESTS = {
     "hello": "helloRequest",
@@ -31,6 +31,7 @@ REQUESTS = {
     "time_plain": "timePlainRequest",
     "torchscript": "torchscriptRequest",
     "barrier": "barrierRequest",
+    "resume": "resumeRequest",
 }
 
 REPLIES = {
@@ -53,6 +54,7 @@ REPLIES = {
     "time_plain": "timePlainReply",
     "torchscript": "torchscriptReply",
     "barrier": "emptyReply",
+    "resume": "emptyReply",
 }
 
 FAILURE = "failure"
@@ -135,6 +137,7 @@ STRUCTS = {
         "target_std": "[]float",
     },
     "barrierRequest": {},
+    "resumeRequest": {},
     "Info": {
         "protocol": "int",
         "python": "str",

@@ -23,11 +23,16 @@ class StateMixin:
         return t if isinstance(t, nn.Parameter) else None
 
     def bns(self):
-        for n in self.spec["nodes"]:
-            if n["op"] == "batchnorm":
-                yield n["name"], self.net.layers[module_key(n["name"])]
+        """The model's batchnorm layers as (name, module), listed once per
+        network (every step of a sync readback snapshots them)."""
+        c = getattr(self, "_bns", None)
+        if c is None or c[0] is not self.net:
+            c = self._bns = (self.net, [(n["name"], self.net.layers[module_key(n["name"])])
+                                        for n in self.spec["nodes"] if n["op"] == "batchnorm"])
+        return c[1]
 
     def cmd_set_state(self, msg):
+        self.failed = None  # a state set again trains on from there
         if self.gan is not None:
             return self.gan_set_state(msg)
         self.set_state(msg["layout"], msg["counters"])

@@ -39,6 +39,7 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
         self.applied = {}
         self.gan = None  # gan mode: the discriminator and its settings (cmd_build_gan)
         self.stop_group = None  # the group agree_stop all-reduces over
+        self.failed = None  # why a training command failed (training_failed)
 
     # -- protocol --------------------------------------------------------
     def reply(self, obj, cmd):
@@ -66,12 +67,16 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
                 fn = getattr(self, "cmd_" + cmd, None)
                 if fn is None:
                     raise Failure("error", f"unknown command {cmd!r}")
+                if self.failed is not None and cmd in _TRAINING:
+                    raise Failure("skipped", f"not run: a training command before it failed ({self.failed})")
                 res = fn(args) or {}
                 res["ok"] = True
                 self.reply(res, cmd)
             except Failure as e:
+                self.training_failed(cmd, e)
                 self.reply({"ok": False, "kind": e.kind, "error": str(e), **e.extra}, cmd)
             except Exception as e:  # noqa: BLE001 - every failure goes back to pipe
+                self.training_failed(cmd, e)
                 if is_oom(e):
                     self.reply(self.oom_reply(e), cmd)
                 else:
@@ -79,6 +84,18 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
                                 "trace": traceback.format_exc(limit=8)}, cmd)
         for r in self.regions.values():
             r.close()
+
+    def training_failed(self, cmd, e):
+        """After a training command fails, the ones pipe queued behind it
+        are refused (kind "skipped") until pipe, having read the failure,
+        sends resume (or sets the state or builds again): pipe sends the
+        next step before the last one replied (engine/torch/queue.go), and
+        that step must not train on from a failed one."""
+        if cmd in _TRAINING and self.failed is None and not (isinstance(e, Failure) and e.kind == "skipped"):
+            self.failed = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+
+    def cmd_resume(self, msg):
+        self.failed = None
 
     # -- commands --------------------------------------------------------
     def cmd_hello(self, msg):
@@ -91,6 +108,7 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
         self.regions[msg["region"]] = Region(msg["path"], msg["size"])
 
     def cmd_build(self, msg):
+        self.failed = None
         spec = msg["spec"]
         if spec.get("version") != protocol.SPEC_VERSION:
             raise Failure("error", f"spec version {spec.get('version')}; this worker reads {protocol.SPEC_VERSION}")
@@ -345,6 +363,10 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
     def sync_device(self):
         if self.cuda:
             torch.cuda.synchronize(self.device)
+
+
+# The commands of a training step, which pipe queues ahead of replies.
+_TRAINING = frozenset(("train", "step", "flush"))
 
 
 def hello():

@@ -1,0 +1,129 @@
+package torch
+
+import (
+	"errors"
+	"math"
+	"reflect"
+	"testing"
+
+	"pipe/dataset"
+	"pipe/engine"
+	"pipe/planner"
+	"pipe/run"
+)
+
+// queueStep queues one optimizer step of b as pipe run does, without
+// waiting for it (Results(false)).
+func queueStep(t *testing.T, m *model, b *dataset.Batch, lr float64) ([]engine.StepResult, error) {
+	t.Helper()
+	if err := m.QueueTrain(b, 1, true, true); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.QueueStep(0, lr); err != nil {
+		t.Fatal(err)
+	}
+	return m.Results(false)
+}
+
+// TestQueueRunsAhead: pipe run sends a step before the one before it has
+// replied, so the worker finds its next command waiting; the losses and
+// the state are those of steps waited for one by one.
+func TestQueueRunsAhead(t *testing.T) {
+	py := testPython(t)
+	prog, p, g := loadSrc(t, "smallconv.pipe", []byte(smallConv), planner.WithEngine("torch"))
+	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	ahead := buildTorch(t, g, cfg, Backend{Python: py})
+	waited := buildTorch(t, g, cfg, Backend{Python: py})
+	var got, want []float64
+	for s := uint64(1); s <= 6; s++ {
+		b := randomBatch(g, cfg.Loss.Kind, 8, s)
+		res, err := queueStep(t, ahead, b, p.Optimizer.LR)
+		if err != nil {
+			t.Fatalf("step %d: %v", s, err)
+		}
+		if s > 1 && len(ahead.workers[0].outstanding) == 0 {
+			t.Fatalf("step %d: Results(false) waited for the step just queued", s)
+		}
+		for _, r := range res {
+			got = append(got, r.Losses...)
+		}
+		if err := waited.QueueTrain(b, 1, true, true); err != nil {
+			t.Fatal(err)
+		}
+		if err := waited.QueueStep(0, p.Optimizer.LR); err != nil {
+			t.Fatal(err)
+		}
+		res, err = waited.Results(true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range res {
+			want = append(want, r.Losses...)
+		}
+	}
+	res, err := ahead.Results(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		got = append(got, r.Losses...)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("losses queued ahead %v, waited for %v", got, want)
+	}
+	if a, w := ahead.State(), waited.State(); !reflect.DeepEqual(a, w) {
+		t.Error("the states differ after the same six steps")
+	}
+}
+
+// TestStepQueuedBehindAFailureIsNotRun: a step fails (a NaN input) while
+// the next is already in the worker's pipe; that one is not run, so the
+// state is the one before the failure, and training goes on from there
+// once pipe has read the failure.
+func TestStepQueuedBehindAFailureIsNotRun(t *testing.T) {
+	py := testPython(t)
+	prog, p, g := loadSrc(t, "smallconv.pipe", []byte(smallConv), planner.WithEngine("torch"))
+	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	m := buildTorch(t, g, cfg, Backend{Python: py})
+	ref := buildTorch(t, g, cfg, Backend{Python: py})
+	lr := p.Optimizer.LR
+	b1, b3 := randomBatch(g, cfg.Loss.Kind, 8, 1), randomBatch(g, cfg.Loss.Kind, 8, 3)
+	bad := randomBatch(g, cfg.Loss.Kind, 8, 2)
+	bad.X[5] = float32(math.NaN())
+
+	if _, err := queueStep(t, m, b1, lr); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := queueStep(t, m, bad, lr); err != nil {
+		t.Fatalf("the failure came back before the step behind it was queued: %v", err)
+	}
+	_, err := queueStep(t, m, b3, lr) // b3 waits in the pipe behind the failure
+	var nf *engine.NonFiniteError
+	if !errors.As(err, &nf) {
+		t.Fatalf("got %v, want the NaN input's failure", err)
+	}
+	if _, err := queueStep(t, ref, b1, lr); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ref.Results(true); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := m.State(), ref.State(); !reflect.DeepEqual(got.Tensors, want.Tensors) {
+		t.Fatal("the step queued behind the failure changed the state")
+	}
+	// Training goes on: b3 again, on both, gives the same loss.
+	var losses [2]float64
+	for i, x := range []*model{m, ref} {
+		if _, err := queueStep(t, x, b3, lr); err != nil {
+			t.Fatal(err)
+		}
+		res, err := x.Results(true)
+		if err != nil || len(res) != 1 {
+			t.Fatalf("after the failure: %v (%d steps)", err, len(res))
+		}
+		losses[i] = res[0].Losses[0]
+	}
+	if losses[0] != losses[1] {
+		t.Errorf("the step after the failure: loss %.8g, want %.8g", losses[0], losses[1])
+	}
+}
