@@ -38,6 +38,7 @@ class TrainMixin:
             self.opt.zero_grad(set_to_none=True)
             self.current = []
         sync = msg.get("sync", True)
+        scale = msg["scale"]
         if not self.lagged:
             snap = [(m.running_mean.clone(), m.running_var.clone(), m.num_batches_tracked.clone())
                     for _, m in self.bns()]
@@ -69,7 +70,9 @@ class TrainMixin:
                             m.num_batches_tracked.copy_(nt)
                         raise self.nonfinite(v, x)
                 self.phase = "backward"
-                scaled = loss * msg["scale"]
+                scaled = loss
+                if scale != 1.0:  # a product by 1 would add a node to the backward pass
+                    scaled = scaled * scale
                 if weight[0] is not None:
                     scaled = scaled * weight[0][1]
                 if timer is not None:
@@ -260,12 +263,17 @@ class TrainMixin:
         return {"done": self.read_losses(done)}
 
     def first_bad_grad(self):
-        grads = [p.grad for p in self.net.parameters() if p.grad is not None]
+        # The optimizer's list of the parameters: a module walk costs more.
+        grads = [p.grad for g in self.opt.param_groups for p in g["params"] if p.grad is not None]
         if not grads:
             return None
-        # A sum is finite only when every term is: one reduction a tensor
-        # and one read back, where an isfinite per element would allocate.
-        total = float(torch.stack([g.sum(dtype=torch.float32) for g in grads]).sum())
+        # A sum is finite only when every term is: one reduction a tensor,
+        # where an isfinite per element would allocate. On the CPU each is
+        # read at once (cheaper than a stack); on a device, one read back.
+        if self.cuda:
+            total = float(torch.stack([g.sum(dtype=torch.float32) for g in grads]).sum())
+        else:
+            total = sum(g.sum(dtype=torch.float32).item() for g in grads)
         if math.isfinite(total):
             return None
         for name, t in self.names.items():

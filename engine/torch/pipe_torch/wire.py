@@ -97,14 +97,43 @@ def decode(struct, obj):
         return obj
     if not isinstance(obj, dict):
         raise ProtocolError(f"{struct} is an object, not {type(obj).__name__}")
+    conv, structs = _plan(struct)
     m = Message()
     m.struct = struct
     for k, v in obj.items():
-        dict.__setitem__(m, k, _value(field(struct, k), v))
-    for k, t in protocol.STRUCTS[struct].items():
-        if k not in m and parse(t)[0] == "struct":
+        try:
+            t = conv[k]
+        except KeyError:
+            raise ProtocolError(f"{struct} has no field {k!r}") from None
+        dict.__setitem__(m, k, v if t is None or v is None else _value(t, v))
+    for k, t in structs:
+        if k not in m:
             dict.__setitem__(m, k, zero(t))
     return m
+
+
+_plans = {}
+
+
+def _plan(struct):
+    """How decode reads struct, worked out once (it is on every step's
+    path): each field's type where its value holds a struct to decode,
+    None where the JSON value is kept as it is; and the struct-typed
+    fields, which a missing key reads as their zero value."""
+    p = _plans.get(struct)
+    if p is None:
+        fields = protocol.STRUCTS[struct]
+        conv = {k: (t if _holds_struct(t) else None) for k, t in fields.items()}
+        structs = tuple((k, t) for k, t in fields.items() if parse(t)[0] == "struct")
+        p = _plans[struct] = (conv, structs)
+    return p
+
+
+def _holds_struct(t):
+    kind, elem, _ = parse(t)
+    if kind == "struct":
+        return True
+    return kind in ("list", "map") and _holds_struct(elem)
 
 
 def _value(t, v):
@@ -120,10 +149,13 @@ def _value(t, v):
     return v
 
 
+_ENVELOPE = frozenset(("cmd", "args"))
+
+
 def read_request(line):
     """A request line's command and its arguments (a Message)."""
     msg = json.loads(line)
-    if not isinstance(msg, dict) or set(msg) - {"cmd", "args"}:
+    if not isinstance(msg, dict) or not _ENVELOPE.issuperset(msg):
         raise ProtocolError(f"a request is {{cmd, args}}, not {line[:80]!r}")
     cmd = msg.get("cmd")
     struct = protocol.REQUESTS.get(cmd)
@@ -134,57 +166,108 @@ def read_request(line):
 
 def check(t, v, where):
     """Raises ProtocolError where v is not a value of type t."""
+    try:
+        _check(t, v)
+    except _Misfit as e:
+        raise ProtocolError(where + "".join(reversed(e.path)) + e.what) from None
+
+
+def check_reply(struct, obj, cmd):
+    """check of a reply's fields, its "ok" aside."""
+    fields = protocol.STRUCTS[struct]
+    for k, x in obj.items():
+        if k == "ok":
+            continue
+        ft = fields.get(k)
+        if ft is None:
+            raise ProtocolError(f"{struct} has no field {k!r}")
+        try:
+            _check(ft, x)
+        except _Misfit as e:
+            raise ProtocolError(f"{cmd}.{k}" + "".join(reversed(e.path)) + e.what) from None
+
+
+class _Misfit(Exception):
+    """A value that does not fit its type: what is wrong, and the path to
+    it, innermost first (built only on the way out of a failure: check
+    runs on every reply)."""
+
+    def __init__(self, what):
+        super().__init__(what)
+        self.what = what
+        self.path = []
+
+
+def _check(t, v):
     kind, elem, nullable = parse(t)
     if v is None:
         if nullable:
             return
-        raise ProtocolError(f"{where} is null")
+        raise _Misfit(" is null")
     if kind == "struct":
         if not isinstance(v, dict):
-            raise ProtocolError(f"{where} is not an object")
+            raise _Misfit(" is not an object")
+        fields = protocol.STRUCTS[elem]
         for k, x in v.items():
-            check(field(elem, k), x, f"{where}.{k}")
+            ft = fields.get(k)
+            if ft is None:
+                raise ProtocolError(f"{elem} has no field {k!r}")
+            try:
+                _check(ft, x)
+            except _Misfit as e:
+                e.path.append(f".{k}")
+                raise
     elif kind == "list":
         if not isinstance(v, (list, tuple)):
-            raise ProtocolError(f"{where} is not a list")
+            raise _Misfit(" is not a list")
         for i, x in enumerate(v):
-            check(elem, x, f"{where}[{i}]")
+            try:
+                _check(elem, x)
+            except _Misfit as e:
+                e.path.append(f"[{i}]")
+                raise
     elif kind == "map":
         if not isinstance(v, dict):
-            raise ProtocolError(f"{where} is not an object")
+            raise _Misfit(" is not an object")
         for k, x in v.items():
-            check(elem, x, f"{where}[{k!r}]")
+            try:
+                _check(elem, x)
+            except _Misfit as e:
+                e.path.append(f"[{k!r}]")
+                raise
     elif kind == "int":
         if not isinstance(v, int) or isinstance(v, bool):
-            raise ProtocolError(f"{where} is {v!r}, not an int")
+            raise _Misfit(f" is {v!r}, not an int")
     elif kind == "float":
         if not (isinstance(v, (int, float)) and not isinstance(v, bool)) and v not in _NONFINITE:
-            raise ProtocolError(f"{where} is {v!r}, not a number")
+            raise _Misfit(f" is {v!r}, not a number")
     elif kind == "bool":
         if not isinstance(v, bool):
-            raise ProtocolError(f"{where} is {v!r}, not a bool")
+            raise _Misfit(f" is {v!r}, not a bool")
     elif not isinstance(v, str):
-        raise ProtocolError(f"{where} is {v!r}, not a string")
+        raise _Misfit(f" is {v!r}, not a string")
 
 
 def encode_reply(obj, cmd):
     """The JSON line of the reply obj to the command cmd (None for the
     hello's failure), non-finite floats as strings. A reply that does not
     fit its struct becomes a failure that says why."""
-    obj = finite_json(obj)
     try:
         if obj.get("ok"):
             struct = protocol.REPLIES.get(cmd)
             if struct is None:
                 raise ProtocolError(f"no reply to the command {cmd!r}")
-            check(struct, {k: v for k, v in obj.items() if k != "ok"}, cmd)
+            check_reply(struct, obj, cmd)
         else:
             check(protocol.FAILURE, obj, "failure")
             if obj.get("kind") not in protocol.KINDS:
                 raise ProtocolError(f"failure kind {obj.get('kind')!r}")
     except ProtocolError as e:
         obj = {"ok": False, "kind": "error", "error": f"{e} (in the reply to {cmd})"}
-    return json.dumps(obj, allow_nan=False)
+    try:
+        return json.dumps(obj, allow_nan=False)
+    except ValueError:  # a non-finite float: the rare case gets the walk
+        return json.dumps(finite_json(obj), allow_nan=False)
 
 
 def finite_json(v):
