@@ -152,7 +152,11 @@ func (pl *planner) engineDecisions() {
 	}
 	if k := p.Optimizer.Kind; fusedOptimizer(k) {
 		e.FusedOptimizer = true
-		pl.decide("fused optimizer", "on", fmt.Sprintf("fused %s: one kernel updates every parameter, where the foreach version launches several and keeps temporaries (used where the worker's torch has it).", k))
+		why := fmt.Sprintf("fused %s: one kernel updates every parameter, where the foreach version launches several and keeps temporaries (used where the worker's torch has it: Adam and AdamW from 2.0, SGD from 2.3).", k)
+		if e.GradScaler {
+			why += " Under loss scaling it also takes the GradScaler's found_inf on the device, where a non-fused step reads it back, a host sync every step."
+		}
+		pl.decide("fused optimizer", "on", why)
 	}
 	e.PinnedMemory = true
 	pl.decide("host to device", "pinned, non-blocking", "the shared memory pipe writes each batch into is registered as page-locked, so the batch goes to the device from there on a copy stream (one host copy) while the step before runs; where CUDA refuses the registration, through a pinned buffer.")

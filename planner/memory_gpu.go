@@ -107,7 +107,7 @@ func sizesOf(m map[int]int64) []int64 {
 
 // fusedOptimizer says whether the torch engine uses the fused kernel for
 // an optimizer (engineDecisions says so with its reason).
-func fusedOptimizer(kind string) bool { return kind == "adam" || kind == "adamw" }
+func fusedOptimizer(kind string) bool { return kind == "adam" || kind == "adamw" || kind == "sgd" }
 
 // hasConv says whether g has convolutions (channels_last, cudnn.benchmark).
 func hasConv(g *stdlib.Graph) bool {

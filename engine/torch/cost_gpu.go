@@ -107,8 +107,10 @@ func (gm *gpuTerms) Terms(s cost.GPUStep) []cost.Term {
 	}
 	put("optimizer state", state, cost.InAll, plan.SourceFormula, say("P × 4 × %d buffers (%s)", gm.buffers, gm.optimizer))
 	switch {
-	case gm.fused && gm.buffers > 0:
+	case gm.fused && gm.buffers == 2:
 		put("optimizer temporaries", nil, cost.InOptimizer, plan.SourceFormula, say("0: the fused %s kernel updates in place (the foreach version would take P × 4 for sqrt(v) + eps)", gm.optimizer))
+	case gm.fused && gm.buffers > 0:
+		put("optimizer temporaries", nil, cost.InOptimizer, plan.SourceFormula, say("0: the fused %s kernel updates in place", gm.optimizer))
 	case gm.buffers == 2:
 		put("optimizer temporaries", w, cost.InOptimizer, plan.SourceFormula, say("P × 4: foreach %s's sqrt(v) + eps list (torch/optim: _multi_tensor_adam)", gm.optimizer))
 	default:

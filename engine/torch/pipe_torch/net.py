@@ -179,8 +179,13 @@ def make_optimizer(o, params, fused=False):
                 return cls(params, **kw), f"{kind} (foreach: fused is not available: {e})", False
         return cls(params, **kw), kind, False
     if kind == "sgd":
-        return torch.optim.SGD(params, lr=o["lr"], momentum=o["momentum"], nesterov=o["nesterov"],
-                               weight_decay=o["weight_decay"]), "sgd", False
+        kw = dict(lr=o["lr"], momentum=o["momentum"], nesterov=o["nesterov"], weight_decay=o["weight_decay"])
+        if fused:
+            try:  # torch 2.3 and later
+                return torch.optim.SGD(params, fused=True, **kw), "sgd (fused)", True
+            except (TypeError, RuntimeError) as e:
+                return torch.optim.SGD(params, **kw), f"sgd (fused is not available: {e})", False
+        return torch.optim.SGD(params, **kw), "sgd", False
     raise Failure("unsupported", f"optimizer {kind} is not built here")
 
 

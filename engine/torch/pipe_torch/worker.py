@@ -15,6 +15,7 @@ from .measure import MeasureMixin, is_oom
 from .net import Net, make_optimizer, module_key, state_names
 from .readback import Readback
 from .rendezvous import meet
+from .scaler import make_scaler
 from .shm import Region
 from .state import StateMixin
 from .train import TrainMixin
@@ -174,18 +175,19 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
         self.autocast_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(cfg.get("autocast") or "")
         self.scaler = None
         if cfg.get("grad_scaler"):
-            if not self.cuda:
+            self.scaler = make_scaler(self.cuda)
+            if self.scaler is None:
                 raise Failure("unsupported", "fp16 with loss scaling needs a CUDA device; plan bf16 or fp32 for the CPU")
-            amp = getattr(torch, "amp", None)
-            if hasattr(amp, "GradScaler"):  # torch 2.3 and later
-                self.scaler = amp.GradScaler("cuda")
-            else:
-                self.scaler = torch.cuda.amp.GradScaler()
         self.compiled = None
         self.applied["compile"] = "eager"
         if cfg.get("compile"):
             self.try_compile()
         self.opt = self.make_optimizer(spec["optimizer"])
+        if self.scaler is not None:
+            # A fused optimizer takes the scaler's found_inf on the device;
+            # any other makes scaler.step read it back, a sync a step.
+            self.applied["grad_scaler"] = ("on; the fused optimizer reads found_inf on the device" if self.fused else
+                                           "on; scaler.step reads found_inf back each step (a host sync): the optimizer is not fused")
         self.copy_stream = torch.cuda.Stream(self.device) if self.cuda and cfg.get("pinned") else None
         self.staged = {}
         self.events = {}
