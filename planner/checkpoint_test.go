@@ -402,7 +402,7 @@ func TestSolveOnModels(t *testing.T) {
 		if ds.HasErrors() {
 			t.Fatal(ds)
 		}
-		m := newCostModel(torch.Cost{}, g, plan.BackendGPU, plan.Precision{ActivationBytes: 2, Mixed: true}, 2, 8, "cross_entropy", nil, nil)
+		m := newCostModel(torch.Cost{}, g, plan.BackendGPU, plan.Precision{ActivationBytes: 2, Mixed: true}, 2, 8, "cross_entropy", nil, nil, "")
 		c := m.ch
 		base, low := c.baseline(), c.minPeak()
 		if low >= base {

@@ -115,13 +115,9 @@ func (pl *planner) engineDecisions() {
 			pl.decide("tf32", "off", "precision fp32: TF32 is turned off (matmul and cuDNN flags), so every product is full fp32.")
 		}
 	}
-	switch pl.cost.attention {
-	case "fused":
-		pl.decide("attention", "fused scaled-dot-product",
-			"on a CUDA GPU with PyTorch 2.x, nn.MultiheadAttention runs the fused scaled_dot_product_attention kernel, which keeps no heads×tokens² attention matrix for the backward pass (the memory above is priced so; PyTorch 1.13 runs the math path, which does).")
-	case "math":
-		pl.decide("attention", "math path",
-			"on the CPU, nn.MultiheadAttention computes softmax(q·kᵀ/√d)·v op by op and keeps the heads×tokens² attention probabilities for the backward pass (the memory above is priced so).")
+	if a := pl.cost.attention; a != "" {
+		what := map[bool]string{true: " keeps the heads×tokens² attention probabilities for the backward pass", false: " keeps each row's softmax statistics, no heads×tokens² matrix, for the backward pass"}[a == "math"]
+		pl.decide("attention", a, "nn.MultiheadAttention's training forward runs the "+a+" path ("+pl.cost.attentionWhy+"), which"+what+"; the memory above is priced so.")
 	}
 	conv := hasConv(pl.graph)
 	segs := len(p.Checkpoint.Segments)

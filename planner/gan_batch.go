@@ -85,7 +85,7 @@ func (pl *planner) ganCost(gan *lang.GAN) *ganModel {
 	if pl.native() {
 		m = newCPUCostModel(eng, g, nil, loss, int64(opt.StateBuffers), pl.dev.Cores)
 	} else {
-		m = newCostModel(eng, g, pl.dev.Kind, p.Precision, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()), loss, nil, pl.cpuSetup())
+		m = newCostModel(eng, g, pl.dev.Kind, p.Precision, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()), loss, nil, pl.cpuSetup(), pl.host.Torch)
 	}
 	if m == nil {
 		return nil

@@ -53,6 +53,11 @@ type HostInfo struct {
 	// oneDNN turned off (a test hook, torch.OneDNNOff): its callers fill
 	// it, as they do TorchAllocator.
 	TorchOneDNNOff bool
+	// Torch is the torch engine worker's torch version, "" when not
+	// known: pipe plan starts no Python, and pipe run fills it from its
+	// worker's hello when the model has attention, whose kernels depend
+	// on it (workflow.Plan).
+	Torch string
 	// TorchVersion is the torch engine's PyTorch where its callers know
 	// it, "" where not.
 	TorchVersion string

@@ -42,8 +42,8 @@ type costModel struct {
 	// activations (the input node's in the chain, never recomputed), and
 	// attention the implementation that prices attention (cost.Memory);
 	// both the torch engine's.
-	lossSaved int64
-	attention string
+	lossSaved               int64
+	attention, attentionWhy string
 	// gpuTerms is the engine's GPU terms (cost.Memory.GPU), nil when it
 	// prices none.
 	gpuTerms cost.GPU
@@ -141,10 +141,12 @@ func newChain(g *stdlib.Graph, mem cost.Memory) *chain {
 // allocator on a GPU).
 // targetBytes is one sample's target on the device, loss the loss; gs
 // what the GPU terms depend on (nil: none priced), cs what the CPU
-// kernels are chosen by (nil: not known).
-func newCostModel(e cost.Engine, g *stdlib.Graph, backend string, prec plan.Precision, buffers int64, targetBytes int64, loss string, gs *cost.GPUSetup, cs *cost.CPUSetup) *costModel {
+// kernels are chosen by (nil: not known), torch the torch engine worker's
+// version ("" when not known; HostInfo.Torch).
+func newCostModel(e cost.Engine, g *stdlib.Graph, backend string, prec plan.Precision, buffers int64, targetBytes int64, loss string, gs *cost.GPUSetup, cs *cost.CPUSetup, torch string) *costModel {
 	m := &costModel{backend: backend, elem: prec.ActivationBytes, mixed: prec.Mixed, buffers: buffers, params: g.Params()}
-	mem := e.Memory(g, cost.Setup{Device: backend, Precision: prec, Loss: loss, GPU: gs, CPU: cs})
+	mem := e.Memory(g, cost.Setup{Device: backend, Precision: prec, Loss: loss, GPU: gs, CPU: cs, Torch: torch})
+	m.attentionWhy = mem.AttentionWhy
 	m.attention, m.lossSaved, m.alloc, m.gpuTerms = mem.Attention, mem.Loss, mem.Allocator, mem.GPU
 	c := newChain(g, mem)
 	// The workspace is computed from the true sizes before the input's own

@@ -179,7 +179,7 @@ func (pl *planner) run() {
 				FusedOptimizer: fusedOptimizer(opt.Kind), World: pl.plan.Distributed.WorldSize,
 				TargetBytes: targetBytes(loss, g.OutShape()), CudnnWorkspaceLimit: CudnnWorkspaceLimit}
 		}
-		pl.cost = newCostModel(eng, g, pl.dev.Kind, prec, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()), loss, gs, pl.cpuSetup())
+		pl.cost = newCostModel(eng, g, pl.dev.Kind, prec, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()), loss, gs, pl.cpuSetup(), pl.host.Torch)
 		newGPUModel(pl.cost, pl.cost.gpuTerms)
 		if pl.dev.Kind == plan.BackendCPU {
 			pl.torchCPUTerms()

@@ -22,12 +22,14 @@ func (w *Workflow) decideRun(ctx context.Context, prog *lang.Program, req Reques
 	}
 	if p != nil && p.Backend == plan.BackendGPU && p.Device.Origin == "local" && p.Engine.Requested == "auto" &&
 		req.Device == "" && deviceAuto(prog) {
-		info, err := w.probe(w.python)
-		if err != nil {
-			out.FellBack = &Fallback{Device: p.Device.Name, Err: err}
-			return w.plan(ctx, prog, req, f, "cpu", 0)
+		if out.Torch == nil { // not asked yet (Plan may plan twice)
+			info, err := w.probe(w.python)
+			if err != nil {
+				out.FellBack = &Fallback{Device: p.Device.Name, Err: err}
+				return w.plan(ctx, prog, req, f, "cpu", 0)
+			}
+			out.Torch = &info
 		}
-		out.Torch = &info
 	}
 	return p, ds
 }

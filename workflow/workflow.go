@@ -2,6 +2,7 @@ package workflow
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 
@@ -153,12 +154,38 @@ func (w *Workflow) Plan(ctx context.Context, prog *lang.Program, req Request) (*
 	p, ds := w.plan(ctx, prog, req, f, req.Device, 0)
 	if req.Purpose.runs() {
 		p, ds = w.decideRun(ctx, prog, req, f, out, p, ds)
+		if v := w.torchForAttention(out, p); v != "" {
+			// Attention's kernels, and so its memory, depend on the
+			// worker's torch: plan again with it.
+			f.host.Torch = v
+			p, ds = w.plan(ctx, prog, req, f, req.Device, 0)
+			p, ds = w.decideRun(ctx, prog, req, f, out, p, ds)
+		}
 	}
 	out.Plan = carrySources(p, dec)
 	if out.Plan != nil {
 		out.Plan.Overrides = req.Overrides
 	}
 	return out, append(ds, dds...)
+}
+
+// torchForAttention is the worker's torch version when a run's plan is
+// for the torch engine and prices attention, whose kernels depend on it
+// (the torch probe, made here rather than when the engine starts); ""
+// when not needed, or when the probe fails (the engine's set-up says
+// why). The probe's answer is kept for the engine's check.
+func (w *Workflow) torchForAttention(out *Planned, p *plan.Plan) string {
+	if p == nil || p.EngineName() != plan.EngineTorch || !slices.ContainsFunc(p.Decisions, func(d plan.Decision) bool { return d.What == "attention" }) {
+		return ""
+	}
+	if out.Torch == nil {
+		info, err := w.probe(w.python)
+		if err != nil {
+			return ""
+		}
+		out.Torch = &info
+	}
+	return out.Torch.Torch
 }
 
 // decode decodes a checked program into its specs (stdlib.Decode); nil

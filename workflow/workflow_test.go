@@ -373,3 +373,53 @@ func TestServability(t *testing.T) {
 		t.Errorf("no serving planned: %d", got)
 	}
 }
+
+// TestRunPricesAttentionByItsTorch: attention's kernels, and so its
+// memory, depend on the worker's torch. pipe plan starts no Python and
+// takes a GPU's torch as 2.x; pipe run asks its worker's and plans with
+// it: torch 1.13 runs the math path, which keeps heads × tokens² (64
+// tokens here, where it keeps more than flash's per-row statistics).
+func TestRunPricesAttentionByItsTorch(t *testing.T) {
+	prog := program(t, `pipeline attn
+source blobs synthetic { samples 64  shape [1, 32, 32]  classes 3  seed 9 }
+model net {
+  input [1, 32, 32]
+  x0 = patches 4 dim 32
+  layernorm -> attention heads 2 -> add x0 -> select_token -> dense 3
+}
+train { epochs 1  batch 8  optimizer adam lr 0.01  loss cross_entropy }
+`)
+	attention := func(p *plan.Plan) string {
+		for _, d := range p.Decisions {
+			if d.What == "attention" {
+				return d.Value
+			}
+		}
+		return ""
+	}
+	var kept []int64
+	for _, c := range []struct {
+		purpose workflow.Purpose
+		torch   string
+		want    string
+	}{{workflow.ForPlan, "1.13.1", "flash"}, {workflow.ForRun, "1.13.1", "math"}, {workflow.ForRun, "2.11.0+cu130", "flash"}} {
+		wf := workflow.New(workflow.WithHost(cpuHost(1)), workflow.WithTorchProbe(func(python string) (torch.Info, error) {
+			return torch.Info{Executable: python, Torch: c.torch, CUDA: true, CUDADevices: 1}, nil
+		}))
+		pl, ds := wf.Plan(context.Background(), prog, workflow.Request{Purpose: c.purpose, Device: "a100-80gb"})
+		if pl.Plan == nil || ds.HasErrors() {
+			t.Fatal(ds)
+		}
+		if got := attention(pl.Plan); got != c.want {
+			t.Errorf("purpose %d, torch %s: attention %q, want %q", c.purpose, c.torch, got, c.want)
+		}
+		for _, l := range pl.Plan.Layers {
+			if l.Op == "attention" {
+				kept = append(kept, l.ActivationBytes/pl.Plan.BatchSize)
+			}
+		}
+	}
+	if len(kept) != 3 || kept[1] <= kept[2] {
+		t.Errorf("attention keeps %v bytes a sample (plan, 1.13, 2.11): the math path keeps more", kept)
+	}
+}

@@ -28,21 +28,24 @@ type torchSaved struct {
 	priv []int64
 	// loss is what the loss keeps, per sample.
 	loss int64
-	// attention says which implementation prices attention: "math" or
-	// "fused"; "" when the model has none.
-	attention string
+	// attention names the implementation attention is priced by
+	// (attnPath), and attentionWhy says why; "" when the model has none.
+	attention, attentionWhy string
 }
 
 // savedCtx is newTorchSaved's state as an op's rule (torchOp.saved)
 // sees it, at the node being priced.
 type savedCtx struct {
 	s       *torchSaved
-	gpu, ac bool  // on a CUDA GPU; under autocast
-	low     int64 // bytes per element of what autocast computes products in
-	dt      []int64
-	base    []int  // the node whose storage each output is
-	contig  []bool // whether each output is contiguous
-	in      func(j int) int64
+	gpu, ac bool // on a CUDA GPU; under autocast
+	// torch is the worker's torch version ("" when not known), capability
+	// the GPU's compute capability: attention's path depends on both.
+	torch, capability string
+	low               int64 // bytes per element of what autocast computes products in
+	dt                []int64
+	base              []int  // the node whose storage each output is
+	contig            []bool // whether each output is contiguous
+	in                func(j int) int64
 
 	// the node: its ID, its first input (-1: none), that input's bytes
 	// per element, and its output's elements.
@@ -73,14 +76,14 @@ func (c *savedCtx) cast(j int, to int64) {
 // newTorchSaved prices g's saved tensors on a CUDA GPU (gpu) or the CPU,
 // at precision prec, with the loss given: each node by its op's rule in
 // torchOps.
-func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss string) *torchSaved {
+func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss, torch, capability string) *torchSaved {
 	n := len(g.Nodes)
 	s := &torchSaved{out: make([]int64, n), keep: make([][]int, n), priv: make([]int64, n)}
 	low := int64(4)
 	if prec.Mixed && prec.ActivationBytes > 0 {
 		low = prec.ActivationBytes
 	}
-	c := &savedCtx{s: s, gpu: gpu, ac: low != 4, low: low,
+	c := &savedCtx{s: s, gpu: gpu, ac: low != 4, low: low, torch: torch, capability: capability,
 		dt: make([]int64, n), base: make([]int, n), contig: make([]bool, n),
 		in: func(j int) int64 { return cost.Numel(g.Nodes[j].Out) }}
 	for _, nd := range g.Nodes {
@@ -156,13 +159,15 @@ func savedAttention(c *savedCtx, nd *stdlib.Node) {
 	c.as(low)
 	t, d, h := nd.In[0][0], nd.In[0][1], nd.Args.Heads
 	td := cost.Mul(t, d)
-	if c.gpu {
-		c.s.attention = "fused"
+	path := attentionPath(c.torch, c.gpu, c.capability, low < 4, nd.Args.Causal, nd.Args.P > 0)
+	if c.s.attention == "" || path.name == "math" {
+		c.s.attention, c.s.attentionWhy = path.name, path.why
+	}
+	if path.fused {
+		// q, k, v, the heads' output and the projections' inputs, and
+		// each row's logsumexp (fp32).
 		c.own(cost.Add(cost.Mul(cost.Mul(6, td), low), cost.Mul(cost.Mul(h, t), 4)))
 		return
-	}
-	if c.s.attention == "" {
-		c.s.attention = "math"
 	}
 	c.own(cost.Add(cost.Mul(cost.Mul(5, td), low), cost.Mul(cost.Mul(h, cost.Mul(t, t)), low)))
 	if nd.Args.P > 0 {
@@ -260,8 +265,12 @@ func (Cost) Name() string { return plan.EngineTorch }
 // device, oneDNN's copies on the CPU, and PyTorch's caching allocator on
 // a GPU.
 func (Cost) Memory(g *stdlib.Graph, s cost.Setup) cost.Memory {
-	ts := newTorchSaved(g, s.Device == plan.BackendGPU, s.Precision, s.Loss)
-	m := cost.Memory{Out: ts.out, Keep: ts.keep, Own: ts.priv, Loss: ts.loss, Attention: ts.attention}
+	capability := ""
+	if s.GPU != nil {
+		capability = s.GPU.Capability
+	}
+	ts := newTorchSaved(g, s.Device == plan.BackendGPU, s.Precision, s.Loss, s.Torch, capability)
+	m := cost.Memory{Out: ts.out, Keep: ts.keep, Own: ts.priv, Loss: ts.loss, Attention: ts.attention, AttentionWhy: ts.attentionWhy}
 	if s.Device != plan.BackendGPU {
 		low := int64(4)
 		if s.Precision.Mixed && s.Precision.ActivationBytes > 0 {

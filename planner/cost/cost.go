@@ -41,6 +41,9 @@ type Setup struct {
 	// the device is not the CPU or the host is not known (then oneDNN
 	// runs every conv, as on a CPU with AVX-512).
 	CPU *CPUSetup
+	// Torch is the torch engine worker's torch version ("2.11.0+cu130"),
+	// "" when not known when planning: attention's kernels depend on it.
+	Torch string
 }
 
 // Group is a fusion group: its kind (plan.FusionGroup.Kind) and its
@@ -68,8 +71,9 @@ type Memory struct {
 	// copies of them in a layout of its own); nil where none is priced.
 	Work []int64
 	// Attention names the attention implementation that was priced
-	// ("math" or "fused"), "" when the graph has none.
-	Attention string
+	// ("math", or a fused kernel's name), "" when the graph has none;
+	// AttentionWhy says why that one, with its source.
+	Attention, AttentionWhy string
 	// Arena is set by an engine that lays a whole step out before the
 	// first step (the native engine); nil for one whose allocator frees
 	// tensors as autograd drops them.
