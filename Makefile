@@ -195,7 +195,9 @@ lint: deps
 # (go run ./bench/cmd/infer: bench/infer.json); GeoTIFF tiles/s of the geotiff
 # source against raw GDAL reads (go run ./bench/cmd/tiles: bench/tiles.json); the same source
 # from s3:// on a local S3 server at 0, 20 and 50 ms of added latency against the local file and
-# raw GDAL /vsis3/ reads (go run ./bench/cmd/s3tiles: bench/s3tiles.json).
+# raw GDAL /vsis3/ reads (go run ./bench/cmd/s3tiles: bench/s3tiles.json); and the torch engine's
+# overhead per step over a plain PyTorch loop in its worker, queued ahead as pipe run drives it
+# (go run ./bench/cmd/protocol: bench/protocol.json).
 # Debian's python3-torch is installed when $(TORCH_PYTHON) cannot import torch; when that
 # fails the comparison is skipped with a message. RATIOSFLAGS='-rounds 3' passes flags.
 RATIOSFLAGS  ?=
@@ -217,7 +219,8 @@ bench: deps data build $(ONNX_RT)
 	  echo "bench: skipping the PyTorch comparison: $(TORCH_PYTHON) cannot import torch, and installing python3-torch did not help (set TORCH_PYTHON to a Python that can)"; \
 	  exit 0; \
 	fi; \
-	set -x; $(GO) run ./bench/cmd/ratios -python $(TORCH_PYTHON) $(RATIOSFLAGS)
+	set -x; $(GO) run ./bench/cmd/ratios -python $(TORCH_PYTHON) $(RATIOSFLAGS) && \
+	$(GO) run ./bench/cmd/protocol -python $(TORCH_PYTHON)
 
 # ---- GPU machines --------------------------------------------------------------
 # gpu-check trains every example for 50 steps on cuda:0 with the torch engine and prints

@@ -165,3 +165,12 @@ func PIDs(mod engine.Model) []int {
 	}
 	return out
 }
+
+// TorchVersion is the torch version of a torch engine model's worker
+// ("" for another model).
+func TorchVersion(mod engine.Model) string {
+	if m, ok := mod.(*model); ok && len(m.workers) > 0 {
+		return m.workers[0].hello.Torch
+	}
+	return ""
+}

@@ -488,8 +488,9 @@ func (b *bench) round(py *torch, warm, r int, roundTime time.Duration) (pipeMS, 
 	return pipeMS, torchMS, engineMS, plainMS, nil
 }
 
-// engineSteps runs n training steps of the torch engine's model as pipe
-// run drives it, each waited for, and returns each one's milliseconds.
+// engineSteps runs n training steps of the torch engine's model, each
+// waited for, and returns each one's milliseconds (bench/cmd/protocol
+// times them queued ahead, as pipe run drives the engine).
 func (b *bench) engineSteps(n int) ([]float64, error) {
 	q := b.engine.Capabilities().Queue
 	ms := make([]float64, 0, n)

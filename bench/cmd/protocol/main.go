@@ -1,0 +1,229 @@
+// Command protocol measures the torch engine's own overhead per training
+// step: pipe driving its worker against a plain PyTorch loop on the same
+// network, optimizer and batch in the same worker process.
+//
+//	go run ./bench/cmd/protocol [-model bench/models/mlp.pipe] [-threads 1] [-rounds 5]
+//	                            [-steps 1000] [-json bench/protocol.json]
+//
+// (make bench runs it.) Each round times three sides in turns: the engine
+// as pipe run drives it (each step queued before the one before it has
+// replied), the engine waited for step by step (a round trip a step), and
+// the plain loop; the figures are each round's mean per step, and their
+// medians over the rounds. The overhead is the engine's mean less the
+// plain loop's. Nothing here asserts a time.
+//
+// -threads 1 gives the worker one compute thread and leaves the host's
+// other cores to pipe's side, as a GPU machine's host does; -threads 0
+// gives it every core, where on a small host pipe's own work then takes
+// time from the worker's threads. Method: docs/design/torch-protocol.md.
+package main
+
+import (
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"runtime"
+	"slices"
+	"time"
+
+	"pipe/bench/torchspec"
+	"pipe/dataset"
+	"pipe/engine"
+	enginetorch "pipe/engine/torch"
+	"pipe/internal/memrun"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// Result is what -json writes.
+type Result struct {
+	Date    string `json:"date"`
+	Host    Host   `json:"host"`
+	Torch   string `json:"torch"`
+	Model   string `json:"model"`
+	Batch   int    `json:"batch"`
+	Params  int64  `json:"params"`
+	Threads int    `json:"worker_threads"`
+	Rounds  int    `json:"rounds"`
+	Steps   int    `json:"steps_per_round"`
+	// Each side's mean ms per step, per round, and their median.
+	Ahead  Side `json:"engine_queued_ahead"`
+	Waited Side `json:"engine_waited_each_step"`
+	Plain  Side `json:"plain_loop_in_worker"`
+	// OverheadMS is Ahead's median less Plain's (as pipe run drives the
+	// engine); WaitedOverheadMS Waited's less Plain's.
+	OverheadMS       float64 `json:"overhead_ms"`
+	WaitedOverheadMS float64 `json:"waited_overhead_ms"`
+	LoadBefore       string  `json:"load_before"`
+	LoadAfter        string  `json:"load_after"`
+}
+
+// Host is the machine the figures were measured on.
+type Host struct {
+	CPU  string `json:"cpu"`
+	CPUs int    `json:"cpus"`
+	Go   string `json:"go"`
+}
+
+// Side is one side's mean ms per step in each round, and their median.
+type Side struct {
+	Rounds []float64 `json:"round_means_ms"`
+	Median float64   `json:"median_ms"`
+}
+
+func (s *Side) add(ms float64) {
+	s.Rounds = append(s.Rounds, ms)
+	s.Median = memrun.Median(s.Rounds)
+}
+
+type options struct {
+	model, python, jsonOut string
+	threads, rounds, steps int
+	warmup                 int
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("protocol", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var o options
+	fs.StringVar(&o.model, "model", "bench/models/mlp.pipe", "the model, a tiny one: the overhead is per step")
+	fs.StringVar(&o.python, "python", defaultPython(), "the Python that imports torch")
+	fs.StringVar(&o.jsonOut, "json", "bench/protocol.json", "write the result here (empty: do not)")
+	fs.IntVar(&o.threads, "threads", 1, "the worker's compute threads (0: every core)")
+	fs.IntVar(&o.rounds, "rounds", 5, "rounds, each side once a round, in turns")
+	fs.IntVar(&o.steps, "steps", 1000, "timed steps per side and round")
+	fs.IntVar(&o.warmup, "warmup", 50, "untimed steps of each side before its first round")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if o.threads == 0 {
+		o.threads = runtime.NumCPU()
+	}
+	if o.rounds < 1 || o.steps < 1 || o.warmup < 1 || o.threads < 0 {
+		fmt.Fprintln(stderr, "protocol: -rounds, -steps and -warmup must be at least 1")
+		return 2
+	}
+	res, err := measure(o, stderr)
+	if err != nil {
+		fmt.Fprintln(stderr, "protocol:", err)
+		return 1
+	}
+	res.print(stdout)
+	if o.jsonOut != "" {
+		js, err := json.MarshalIndent(res, "", "  ")
+		if err == nil {
+			err = os.WriteFile(o.jsonOut, append(js, '\n'), 0o644)
+		}
+		if err != nil {
+			fmt.Fprintln(stderr, "protocol:", err)
+			return 1
+		}
+		fmt.Fprintf(stdout, "\nwrote %s\n", o.jsonOut)
+	}
+	return 0
+}
+
+// defaultPython is Debian's Python, which has python3-torch.
+func defaultPython() string {
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		return "/usr/bin/python3"
+	}
+	return "python3"
+}
+
+func measure(o options, log io.Writer) (*Result, error) {
+	m, err := torchspec.Load(o.model, o.threads)
+	if err != nil {
+		return nil, err
+	}
+	eng, err := (enginetorch.Backend{Python: o.python}).Build(m.Graph, m.Config)
+	if err != nil {
+		return nil, fmt.Errorf("the torch engine: %w", err)
+	}
+	defer eng.Close()
+	q := eng.Capabilities().Queue
+	b := torchspec.RandomBatch(m.Graph, m.Config.Loss.Kind, m.Config.Batch, 1)
+	res := &Result{Date: time.Now().UTC().Format(time.RFC3339), Host: Host{CPU: memrun.CPUName(), CPUs: runtime.NumCPU(), Go: runtime.Version()},
+		Torch: enginetorch.TorchVersion(eng), Model: m.Name(), Batch: m.Config.Batch, Params: m.Graph.Params(),
+		Threads: o.threads, Rounds: o.rounds, Steps: o.steps, LoadBefore: memrun.LoadAvg()}
+
+	ahead := func(n int) (float64, error) { return steps(q, b, m.LR, n, false) }
+	waited := func(n int) (float64, error) { return steps(q, b, m.LR, n, true) }
+	plain := func(n int) (float64, error) {
+		ms, err := enginetorch.TimePlain(eng, b, m.LR, 1, n)
+		if err != nil {
+			return 0, err
+		}
+		var sum float64
+		for _, v := range ms {
+			sum += v
+		}
+		return sum / float64(len(ms)), nil
+	}
+	sides := []struct {
+		name string
+		time func(int) (float64, error)
+		into *Side
+	}{{"queued ahead", ahead, &res.Ahead}, {"waited", waited, &res.Waited}, {"plain loop", plain, &res.Plain}}
+	for _, s := range sides {
+		if _, err := s.time(o.warmup); err != nil {
+			return nil, fmt.Errorf("%s: %w", s.name, err)
+		}
+	}
+	for r := range o.rounds {
+		order := slices.Clone(sides)
+		k := r % len(order) // each side takes each place in turn
+		order = append(order[k:], order[:k]...)
+		for _, s := range order {
+			ms, err := s.time(o.steps)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", s.name, err)
+			}
+			s.into.add(ms)
+		}
+		fmt.Fprintf(log, "protocol: round %d/%d: queued ahead %.3f ms, waited %.3f ms, plain loop %.3f ms a step\n",
+			r+1, o.rounds, res.Ahead.Rounds[r], res.Waited.Rounds[r], res.Plain.Rounds[r])
+	}
+	res.OverheadMS = res.Ahead.Median - res.Plain.Median
+	res.WaitedOverheadMS = res.Waited.Median - res.Plain.Median
+	res.LoadAfter = memrun.LoadAvg()
+	return res, nil
+}
+
+// steps trains n steps of b as pipe run drives the engine (wait false:
+// Results(false) after each, which leaves the step just queued in
+// flight) or waiting for each, and returns the mean ms a step by the
+// clock, the last step's wait included.
+func steps(q engine.Queuer, b *dataset.Batch, lr float64, n int, wait bool) (float64, error) {
+	t0 := time.Now()
+	for range n {
+		if err := q.QueueTrain(b, 1, true, true); err != nil {
+			return 0, err
+		}
+		if err := q.QueueStep(0, lr); err != nil {
+			return 0, err
+		}
+		if _, err := q.Results(wait); err != nil {
+			return 0, err
+		}
+	}
+	if _, err := q.Results(true); err != nil {
+		return 0, err
+	}
+	return float64(time.Since(t0)) / float64(time.Millisecond) / float64(n), nil
+}
+
+func (r *Result) print(w io.Writer) {
+	fmt.Fprintf(w, "\nthe torch engine's overhead per training step on %s, torch %s, %s batch %d, %d worker thread(s)\n",
+		r.Host.CPU, r.Torch, r.Model, r.Batch, r.Threads)
+	fmt.Fprintf(w, "(%d rounds of %d steps a side; load average %s before, %s after; medians of the rounds' means)\n\n",
+		r.Rounds, r.Steps, r.LoadBefore, r.LoadAfter)
+	fmt.Fprintf(w, "%-34s %10s %12s\n", "side", "ms a step", "overhead ms")
+	fmt.Fprintf(w, "%-34s %10.3f %12s\n", "plain PyTorch loop in the worker", r.Plain.Median, "-")
+	fmt.Fprintf(w, "%-34s %10.3f %12.3f\n", "engine, queued ahead (pipe run)", r.Ahead.Median, r.OverheadMS)
+	fmt.Fprintf(w, "%-34s %10.3f %12.3f\n", "engine, waited for each step", r.Waited.Median, r.WaitedOverheadMS)
+}
