@@ -44,6 +44,9 @@ type costModel struct {
 	// both the torch engine's.
 	lossSaved               int64
 	attention, attentionWhy string
+	// workspaces is the engine's per-node scratch (cost.Memory), for
+	// the plan's layers.
+	workspaces []cost.Workspace
 	// gpuTerms is the engine's GPU terms (cost.Memory.GPU), nil when it
 	// prices none.
 	gpuTerms cost.GPU
@@ -146,7 +149,7 @@ func newChain(g *stdlib.Graph, mem cost.Memory) *chain {
 func newCostModel(e cost.Engine, g *stdlib.Graph, backend string, prec plan.Precision, buffers int64, targetBytes int64, loss string, gs *cost.GPUSetup, cs *cost.CPUSetup, torch string) *costModel {
 	m := &costModel{backend: backend, elem: prec.ActivationBytes, mixed: prec.Mixed, buffers: buffers, params: g.Params()}
 	mem := e.Memory(g, cost.Setup{Device: backend, Precision: prec, Loss: loss, GPU: gs, CPU: cs, Torch: torch})
-	m.attentionWhy = mem.AttentionWhy
+	m.attentionWhy, m.workspaces = mem.AttentionWhy, mem.Workspaces
 	m.attention, m.lossSaved, m.alloc, m.gpuTerms = mem.Attention, mem.Loss, mem.Allocator, mem.GPU
 	c := newChain(g, mem)
 	// The workspace is computed from the true sizes before the input's own

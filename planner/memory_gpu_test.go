@@ -181,3 +181,28 @@ train { epochs 1  batch 4  optimizer sgd lr 0.1  loss mse }
 		t.Errorf("the skip connection's gradient is not carried: %d bytes live with it, %d without", skip.maxLive, chain.maxLive)
 	}
 }
+
+// TestGPUConvWorkspacePerLayer: a GPU plan gives every convolution its
+// cuDNN workspace at the chosen batch, and the memory's workspace term is
+// the largest of them (one runs at a time).
+func TestGPUConvWorkspacePerLayer(t *testing.T) {
+	for _, path := range examples(t) {
+		p := gpuPlan(t, path)
+		var most int64
+		convs := 0
+		for _, l := range p.Layers {
+			conv := l.Op == "conv" || l.Op == "convtranspose"
+			if conv != (l.Workspace != "") {
+				t.Errorf("%s: %s (%s) has workspace %q", path, l.Name, l.Op, l.Workspace)
+			}
+			if conv {
+				convs++
+				most = max(most, l.WorkspaceBytes)
+			}
+		}
+		w, ok := term(p.Memory, "cuDNN workspace")
+		if ok != (convs > 0) || w.Bytes != most {
+			t.Errorf("%s: the cuDNN term %d (present %v), the layers' largest %d over %d convs", path, w.Bytes, ok, most, convs)
+		}
+	}
+}

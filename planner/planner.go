@@ -558,6 +558,10 @@ func (pl *planner) sizeAll(prec plan.Precision, opt plan.Optimizer) {
 		if recomputed != nil {
 			l.Recomputed = recomputed[nd.ID]
 		}
+		if nd.ID < len(m.workspaces) && m.workspaces[nd.ID].Basis != "" {
+			w := m.workspaces[nd.ID]
+			l.WorkspaceBytes, l.Workspace = w.At(b), w.Basis
+		}
 		p.Layers = append(p.Layers, l)
 	}
 

@@ -20,6 +20,7 @@ const fftTile = 32
 // convWorkspace is one convolution's largest workspace: fixed bytes and
 // bytes per sample, and which algorithm family needs them.
 type convWorkspace struct {
+	id        int
 	name      string
 	fixed     int64
 	perSample int64
@@ -53,7 +54,7 @@ func convWorkspaces(g *stdlib.Graph, elem int64) []convWorkspace {
 		for range len(spatial) {
 			taps = cost.Mul(taps, k)
 		}
-		w := convWorkspace{name: n.Name, algo: "no workspace (a 1×1 stride-1 conv is a plain GEMM)"}
+		w := convWorkspace{id: n.ID, name: n.Name, algo: "no workspace (a 1×1 stride-1 conv is a plain GEMM)"}
 		if k > 1 || stride > 1 {
 			cols := cost.Mul(cost.Mul(cin, taps), cost.Numel(spatial))
 			if n.Op == "convtranspose" {
@@ -77,6 +78,19 @@ func convWorkspaces(g *stdlib.Graph, elem int64) []convWorkspace {
 }
 
 func ceilDiv(a, b int64) int64 { return (a + b - 1) / b }
+
+// layerWorkspaces is each conv's workspace by node ID, for the plan's
+// layers: the term (cudnnTerm) holds the largest of them.
+func (gm *gpuTerms) layerWorkspaces(g *stdlib.Graph) []cost.Workspace {
+	if len(gm.convWS) == 0 {
+		return nil
+	}
+	out := make([]cost.Workspace, len(g.Nodes))
+	for _, c := range gm.convWS {
+		out[c.id] = cost.Workspace{Fixed: c.fixed, PerSample: c.perSample, Cap: gm.cudnnCap, Basis: "cuDNN: " + c.algo}
+	}
+	return out
+}
 
 // cudnnTerm is the workspace term at batch b: the largest convolution's,
 // since one runs at a time and the caching allocator reuses the block.

@@ -281,7 +281,9 @@ func (Cost) Memory(g *stdlib.Graph, s cost.Setup) cost.Memory {
 	if s.Device == plan.BackendGPU {
 		m.Allocator = CachingAllocator{}
 		if s.GPU != nil && s.GPU.Capability != "" {
-			m.GPU = newGPUTerms(g, s.Precision, *s.GPU)
+			gt := newGPUTerms(g, s.Precision, *s.GPU)
+			m.GPU = gt
+			m.Workspaces = gt.layerWorkspaces(g)
 		}
 	}
 	return m

@@ -70,6 +70,10 @@ type Memory struct {
 	// backward, beyond its output, its own and its inputs (a library's
 	// copies of them in a layout of its own); nil where none is priced.
 	Work []int64
+	// Workspaces is, by node ID, the scratch each node's kernels may take
+	// while it runs (cuDNN's per convolution on a GPU), which the device
+	// term of the largest already counts; nil where none is priced.
+	Workspaces []Workspace
 	// Attention names the attention implementation that was priced
 	// ("math", or a fused kernel's name), "" when the graph has none;
 	// AttentionWhy says why that one, with its source.
@@ -135,4 +139,21 @@ type Int8Kernel struct {
 	// Measured says it was measured (above 1: int8 is faster).
 	Speedup  float64
 	Measured string
+}
+
+// Workspace is the scratch one node's kernels may take while it runs:
+// Fixed bytes and PerSample a sample, held to Cap (0: no cap); Basis
+// says which algorithm needs it. The zero Workspace is none.
+type Workspace struct {
+	Fixed, PerSample, Cap int64
+	Basis                 string
+}
+
+// At is the workspace at batch b.
+func (w Workspace) At(b int64) int64 {
+	v := Add(w.Fixed, Mul(b, w.PerSample))
+	if w.Cap > 0 {
+		v = min(v, w.Cap)
+	}
+	return v
 }

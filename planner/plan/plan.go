@@ -547,6 +547,13 @@ type Layer struct {
 	ActivationBytes int64 `json:"activation_bytes"`
 	// Recomputed says a checkpoint segment holds the node.
 	Recomputed bool `json:"recomputed,omitempty"`
+	// WorkspaceBytes is the scratch the node's kernels may take while it
+	// runs at the chosen batch (a convolution's cuDNN workspace on a GPU:
+	// the largest algorithm family cuDNN offers for its shape, held to the
+	// plan's cap), Workspace what needs it. The memory's workspace term
+	// is the largest of them: one runs at a time.
+	WorkspaceBytes int64  `json:"workspace_bytes,omitempty"`
+	Workspace      string `json:"workspace,omitempty"`
 	// FusionGroup is the ID of the node's fusion group, 0 when none.
 	FusionGroup int `json:"fusion_group,omitempty"`
 	// Line is the source line of the layer that made the node.

@@ -3,6 +3,7 @@ package views
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 
@@ -30,7 +31,13 @@ func Plan(w io.Writer, p *plan.Plan) {
 	fmt.Fprintln(w)
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "LINE\tNAME\tOP\tOUTPUT\tPARAMS\tACTIVATIONS\tRECOMPUTED\tFUSED WITH")
+	// A GPU plan prices each convolution's cuDNN workspace: a column.
+	ws := slices.ContainsFunc(p.Layers, func(l plan.Layer) bool { return l.Workspace != "" })
+	head := "LINE\tNAME\tOP\tOUTPUT\tPARAMS\tACTIVATIONS\tRECOMPUTED\tFUSED WITH"
+	if ws {
+		head = "LINE\tNAME\tOP\tOUTPUT\tPARAMS\tACTIVATIONS\tWORKSPACE\tRECOMPUTED\tFUSED WITH"
+	}
+	fmt.Fprintln(tw, head)
 	kinds := map[int]string{}
 	for _, g := range p.Fusion.Groups {
 		kinds[g.ID] = fmt.Sprintf("#%d %s", g.ID, g.Kind)
@@ -40,8 +47,16 @@ func Plan(w io.Writer, p *plan.Plan) {
 		if l.Recomputed {
 			rc = "yes"
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", l.Line, l.Name, l.Op, shape(l.Out), planner.FormatCount(l.Params),
-			planner.FormatBytes(l.ActivationBytes), rc, kinds[l.FusionGroup])
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t", l.Line, l.Name, l.Op, shape(l.Out), planner.FormatCount(l.Params),
+			planner.FormatBytes(l.ActivationBytes))
+		if ws {
+			if l.Workspace != "" {
+				fmt.Fprintf(tw, "%s\t", planner.FormatBytes(l.WorkspaceBytes))
+			} else {
+				fmt.Fprint(tw, "\t")
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\n", rc, kinds[l.FusionGroup])
 	}
 	tw.Flush()
 
