@@ -221,3 +221,12 @@ func (m *Model) Write(dir string) (string, *Spec, error) {
 	}
 	return path, s, nil
 }
+
+// DefaultPython is Debian's interpreter, which sees python3-torch even
+// when another python3 comes first on the PATH.
+func DefaultPython() string {
+	if _, err := os.Stat("/usr/bin/python3"); err == nil {
+		return "/usr/bin/python3"
+	}
+	return "python3"
+}

@@ -9,12 +9,19 @@ import (
 	"pipe/dataset"
 	"pipe/engine"
 	"pipe/planner"
+	"pipe/planner/plan"
 	"pipe/run"
+	"pipe/stdlib"
 )
 
 // queueStep queues one optimizer step of b as pipe run does, without
 // waiting for it (Results(false)).
 func queueStep(t *testing.T, m *model, b *dataset.Batch, lr float64) ([]engine.StepResult, error) {
+	return trainStep(t, m, b, lr, false)
+}
+
+// trainStep queues one optimizer step of b and takes Results(wait).
+func trainStep(t *testing.T, m *model, b *dataset.Batch, lr float64, wait bool) ([]engine.StepResult, error) {
 	t.Helper()
 	if err := m.QueueTrain(b, 1, true, true); err != nil {
 		t.Fatal(err)
@@ -22,18 +29,24 @@ func queueStep(t *testing.T, m *model, b *dataset.Batch, lr float64) ([]engine.S
 	if err := m.QueueStep(0, lr); err != nil {
 		t.Fatal(err)
 	}
-	return m.Results(false)
+	return m.Results(wait)
+}
+
+// smallConvTwice builds smallConv twice on the torch engine, the two
+// models alike.
+func smallConvTwice(t *testing.T) (a, b *model, p *plan.Plan, g *stdlib.Graph, cfg engine.Config) {
+	t.Helper()
+	py := testPython(t)
+	prog, p, g := loadSrc(t, "smallconv.pipe", []byte(smallConv), planner.WithEngine("torch"))
+	cfg = run.ConfigFromPlan(p, decoded(t, prog))
+	return buildTorch(t, g, cfg, Backend{Python: py}), buildTorch(t, g, cfg, Backend{Python: py}), p, g, cfg
 }
 
 // TestQueueRunsAhead: pipe run sends a step before the one before it has
 // replied, so the worker finds its next command waiting; the losses and
 // the state are those of steps waited for one by one.
 func TestQueueRunsAhead(t *testing.T) {
-	py := testPython(t)
-	prog, p, g := loadSrc(t, "smallconv.pipe", []byte(smallConv), planner.WithEngine("torch"))
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
-	ahead := buildTorch(t, g, cfg, Backend{Python: py})
-	waited := buildTorch(t, g, cfg, Backend{Python: py})
+	ahead, waited, p, g, cfg := smallConvTwice(t)
 	var got, want []float64
 	for s := uint64(1); s <= 6; s++ {
 		b := randomBatch(g, cfg.Loss.Kind, 8, s)
@@ -47,13 +60,7 @@ func TestQueueRunsAhead(t *testing.T) {
 		for _, r := range res {
 			got = append(got, r.Losses...)
 		}
-		if err := waited.QueueTrain(b, 1, true, true); err != nil {
-			t.Fatal(err)
-		}
-		if err := waited.QueueStep(0, p.Optimizer.LR); err != nil {
-			t.Fatal(err)
-		}
-		res, err = waited.Results(true)
+		res, err = trainStep(t, waited, b, p.Optimizer.LR, true)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -81,11 +88,7 @@ func TestQueueRunsAhead(t *testing.T) {
 // state is the one before the failure, and training goes on from there
 // once pipe has read the failure.
 func TestStepQueuedBehindAFailureIsNotRun(t *testing.T) {
-	py := testPython(t)
-	prog, p, g := loadSrc(t, "smallconv.pipe", []byte(smallConv), planner.WithEngine("torch"))
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
-	m := buildTorch(t, g, cfg, Backend{Python: py})
-	ref := buildTorch(t, g, cfg, Backend{Python: py})
+	m, ref, p, g, cfg := smallConvTwice(t)
 	lr := p.Optimizer.LR
 	b1, b3 := randomBatch(g, cfg.Loss.Kind, 8, 1), randomBatch(g, cfg.Loss.Kind, 8, 3)
 	bad := randomBatch(g, cfg.Loss.Kind, 8, 2)
@@ -114,10 +117,7 @@ func TestStepQueuedBehindAFailureIsNotRun(t *testing.T) {
 	// Training goes on: b3 again, on both, gives the same loss.
 	var losses [2]float64
 	for i, x := range []*model{m, ref} {
-		if _, err := queueStep(t, x, b3, lr); err != nil {
-			t.Fatal(err)
-		}
-		res, err := x.Results(true)
+		res, err := trainStep(t, x, b3, lr, true)
 		if err != nil || len(res) != 1 {
 			t.Fatalf("after the failure: %v (%d steps)", err, len(res))
 		}

@@ -202,3 +202,13 @@ func CPUName() string {
 	}
 	return fmt.Sprintf("%s/%s (%d CPUs)", runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
 }
+
+// WriteJSON writes v to path as indented JSON, the benchmarks' result
+// files.
+func WriteJSON(path string, v any) error {
+	js, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(js, '\n'), 0o644)
+}

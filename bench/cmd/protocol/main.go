@@ -19,7 +19,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -91,7 +90,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	var o options
 	fs.StringVar(&o.model, "model", "bench/models/mlp.pipe", "the model, a tiny one: the overhead is per step")
-	fs.StringVar(&o.python, "python", defaultPython(), "the Python that imports torch")
+	fs.StringVar(&o.python, "python", torchspec.DefaultPython(), "the Python that imports torch")
 	fs.StringVar(&o.jsonOut, "json", "bench/protocol.json", "write the result here (empty: do not)")
 	fs.IntVar(&o.threads, "threads", 1, "the worker's compute threads (0: every core)")
 	fs.IntVar(&o.rounds, "rounds", 5, "rounds, each side once a round, in turns")
@@ -114,25 +113,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	res.print(stdout)
 	if o.jsonOut != "" {
-		js, err := json.MarshalIndent(res, "", "  ")
-		if err == nil {
-			err = os.WriteFile(o.jsonOut, append(js, '\n'), 0o644)
-		}
-		if err != nil {
+		if err := memrun.WriteJSON(o.jsonOut, res); err != nil {
 			fmt.Fprintln(stderr, "protocol:", err)
 			return 1
 		}
 		fmt.Fprintf(stdout, "\nwrote %s\n", o.jsonOut)
 	}
 	return 0
-}
-
-// defaultPython is Debian's Python, which has python3-torch.
-func defaultPython() string {
-	if _, err := os.Stat("/usr/bin/python3"); err == nil {
-		return "/usr/bin/python3"
-	}
-	return "python3"
 }
 
 func measure(o options, log io.Writer) (*Result, error) {

@@ -66,7 +66,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.sgemmN, "sgemm-n", 2048, "each round, time an n×n SGEMM through pipe's BLAS on the same threads, the reference for the models' GFLOP/s (0: do not)")
 	fs.Float64Var(&o.quiet, "quiet", 0.2, "run a model's round again (at most 3 times) when other processes kept more than this share of the CPUs busy during it; 0: keep every round")
 	fs.DurationVar(&o.quietWait, "quiet-wait", time.Minute, "with -quiet, before each model's round, wait up to this long for a second in which other processes stay under -quiet")
-	fs.StringVar(&o.python, "python", defaultPython(), "the Python that imports torch (Debian's python3-torch)")
+	fs.StringVar(&o.python, "python", torchspec.DefaultPython(), "the Python that imports torch (Debian's python3-torch)")
 	fs.StringVar(&o.script, "script", "bench/torch_step.py", "PyTorch's side")
 	fs.StringVar(&o.jsonOut, "json", "bench/results.json", "write the results here as JSON (empty: do not)")
 	fs.Usage = func() {
@@ -98,11 +98,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	res.print(stdout)
 	if o.jsonOut != "" {
-		js, err := json.MarshalIndent(res, "", "  ")
-		if err == nil {
-			err = os.WriteFile(o.jsonOut, append(js, '\n'), 0o644)
-		}
-		if err != nil {
+		if err := memrun.WriteJSON(o.jsonOut, res); err != nil {
 			fmt.Fprintln(stderr, "ratios:", err)
 			return 1
 		}
@@ -129,15 +125,6 @@ func defaultFiles() []string {
 		}
 	}
 	return out
-}
-
-// defaultPython is Debian's interpreter, which sees python3-torch even
-// when another python3 comes first on the PATH.
-func defaultPython() string {
-	if _, err := os.Stat("/usr/bin/python3"); err == nil {
-		return "/usr/bin/python3"
-	}
-	return "python3"
 }
 
 // Results is what one run measured; it is also the JSON written.

@@ -174,9 +174,17 @@ def check(t, v, where):
 
 def check_reply(struct, obj, cmd):
     """check of a reply's fields, its "ok" aside."""
+    try:
+        _check_fields(struct, obj, "ok")
+    except _Misfit as e:
+        raise ProtocolError(cmd + "".join(reversed(e.path)) + e.what) from None
+
+
+def _check_fields(struct, v, skip=None):
+    """_check of the object v's fields against struct's, key skip aside."""
     fields = protocol.STRUCTS[struct]
-    for k, x in obj.items():
-        if k == "ok":
+    for k, x in v.items():
+        if k == skip:
             continue
         ft = fields.get(k)
         if ft is None:
@@ -184,7 +192,8 @@ def check_reply(struct, obj, cmd):
         try:
             _check(ft, x)
         except _Misfit as e:
-            raise ProtocolError(f"{cmd}.{k}" + "".join(reversed(e.path)) + e.what) from None
+            e.path.append(f".{k}")
+            raise
 
 
 class _Misfit(Exception):
@@ -207,16 +216,7 @@ def _check(t, v):
     if kind == "struct":
         if not isinstance(v, dict):
             raise _Misfit(" is not an object")
-        fields = protocol.STRUCTS[elem]
-        for k, x in v.items():
-            ft = fields.get(k)
-            if ft is None:
-                raise ProtocolError(f"{elem} has no field {k!r}")
-            try:
-                _check(ft, x)
-            except _Misfit as e:
-                e.path.append(f".{k}")
-                raise
+        _check_fields(elem, v)
     elif kind == "list":
         if not isinstance(v, (list, tuple)):
             raise _Misfit(" is not a list")
