@@ -41,10 +41,17 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
         self.gan = None  # gan mode: the discriminator and its settings (cmd_build_gan)
         self.stop_group = None  # the group agree_stop all-reduces over
         self.failed = None  # why a training command failed (training_failed)
+        self.copying = None  # the event of a batch's copy to the device not yet waited for
 
     # -- protocol --------------------------------------------------------
     def reply(self, obj, cmd):
-        """Writes the reply obj to the command cmd (wire.encode_reply)."""
+        """Writes the reply obj to the command cmd (wire.encode_reply),
+        once the batch the command copied from the shared memory is on the
+        device (to_device_registered): the reply frees its slot for pipe
+        to overwrite."""
+        if self.copying is not None:
+            self.copying.synchronize()
+            self.copying = None
         self.out.write(wire.encode_reply(obj, cmd) + "\n")
         self.out.flush()
 
@@ -295,8 +302,10 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
         """The batch copied straight from the shared memory, which is
         registered as page-locked: one host copy a batch (pipe's into the
         shared memory). The copy runs on the copy stream while the device
-        computes the step before; it is waited for before the reply, which
-        frees the slot for pipe to overwrite."""
+        computes the step before, and while this command queues its own
+        kernels (which wait for it on the device); the host waits for it
+        only before the reply, which frees the slot for pipe to
+        overwrite."""
         cur = torch.cuda.current_stream(self.device)
         out = []
         with torch.cuda.stream(self.copy_stream):
@@ -308,7 +317,7 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
         for d in out:
             if d is not None:
                 d.record_stream(cur)
-        e.synchronize()
+        self.copying = e
         return out
 
     def to_device_pinned(self, parts, train):
