@@ -1,11 +1,5 @@
 package torch
 
-import (
-	"fmt"
-	"strconv"
-	"strings"
-)
-
 // attnPath is the implementation nn.MultiheadAttention's training forward
 // takes in the worker's torch (F.multi_head_attention_forward, need_weights
 // False, as the worker calls it), and why. A fused path (flash, memory-
@@ -27,72 +21,39 @@ type attnPath struct {
 // PyTorch's sdp_utils.cpp (CUDA) and sdp_utils_cpp.cpp (CPU) of each
 // version.
 func attentionPath(ver string, gpu bool, capability string, low, masked, dropout bool) attnPath {
-	major, minor, known := torchVersion(ver)
 	src := "torch " + ver
-	if !known {
-		if gpu {
-			// The GPU machines run PyTorch 2.x; a run prices it by the
-			// worker's own torch once it has started.
-			major, minor, src = 2, 11, "torch not known when planning, taken as 2.x, the GPU machines' (pipe run prices it by its worker's torch)"
-		} else {
+	if ver == "" {
+		if !gpu {
 			return attnPath{name: "math", why: "torch not known when planning: the math path, the larger price (pipe run prices it by its worker's torch)"}
 		}
+		// The GPU machines run PyTorch 2.x; a run prices it by the
+		// worker's own torch once it has started.
+		ver, src = "2.11", "torch not known when planning, taken as 2.x, the GPU machines' (pipe run prices it by its worker's torch)"
 	}
-	v := major*100 + minor
+	from := func(major, minor int) bool { return versionAtLeast(ver, [3]int{major, minor, 0}) }
 	math := func(why string) attnPath { return attnPath{name: "math", why: src + "; " + why} }
 	fused := func(name, why string) attnPath { return attnPath{name: name, fused: true, why: src + "; " + why} }
 	if !gpu {
 		switch {
-		case v < 202:
+		case !from(2, 2):
 			return math("scaled_dot_product_attention has no fused CPU kernel before 2.2")
 		case dropout:
 			return math("the CPU's flash kernel takes no dropout")
-		case masked && v < 203:
+		case masked && !from(2, 3):
 			return math("2.2's CPU flash kernel takes no attention mask")
 		}
 		return fused("flash (CPU)", "the CPU's flash kernel, from 2.2 (no dropout; masks from 2.3)")
 	}
-	sm80 := capabilityAtLeast(capability, 8, 0)
+	sm80 := versionAtLeast(capability, [3]int{8, 0, 0}) // a compute capability reads as a version
 	switch {
-	case v < 200:
+	case !from(2, 0):
 		return math("before 2.0, F.multi_head_attention_forward runs softmax(q·kᵀ)·v op by op")
-	case v < 201 && masked:
+	case !from(2, 1) && masked:
 		return math("2.0's fused kernels take no attention mask")
-	case v < 201 && dropout && !(low && sm80):
+	case !from(2, 1) && dropout && !(low && sm80):
 		return math("2.0's memory-efficient kernel takes no dropout, and flash needs fp16 or bf16 on sm80 or later")
 	case low && sm80 && !masked:
 		return fused("flash", "flash takes fp16 or bf16 on sm80 or later without a mask (cuDNN's kernel, which 2.5 and later may pick, keeps the same per-row statistics)")
 	}
 	return fused("memory-efficient", "the memory-efficient kernel takes any dtype, and masks and dropout from 2.1")
-}
-
-// torchVersion reads "2.11.0+cu130" or "1.13.0a0" as (2, 11) or (1, 13).
-func torchVersion(v string) (major, minor int, ok bool) {
-	parts := strings.SplitN(v, ".", 3)
-	if len(parts) < 2 {
-		return 0, 0, false
-	}
-	major, err1 := strconv.Atoi(parts[0])
-	minor, err2 := strconv.Atoi(leadingDigits(parts[1]))
-	if err1 != nil || err2 != nil {
-		return 0, 0, false
-	}
-	return major, minor, true
-}
-
-func leadingDigits(s string) string {
-	i := 0
-	for i < len(s) && s[i] >= '0' && s[i] <= '9' {
-		i++
-	}
-	return s[:i]
-}
-
-// capabilityAtLeast compares a compute capability "9.0" with major.minor.
-func capabilityAtLeast(c string, major, minor int) bool {
-	var a, b int
-	if _, err := fmt.Sscanf(c, "%d.%d", &a, &b); err != nil {
-		return false
-	}
-	return a > major || a == major && b >= minor
 }
