@@ -63,6 +63,9 @@ func (pl *planner) pickEngine() bool {
 		pl.errorf(at, "unknown-engine", fmt.Sprintf("unknown engine %q", req), "The engines are auto, native and torch.")
 		return false
 	}
+	if e.Name == plan.EngineNative && pl.dev.Origin == "local" && pl.host.BLAS != "" {
+		why += " Its products run on " + pl.host.BLAS + "."
+	}
 	pl.plan.Engine = e
 	pl.decide("engine", e.Name, why)
 	return pl.pickDistributed()

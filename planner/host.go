@@ -42,6 +42,10 @@ type HostInfo struct {
 	// Int8 is the native engine's int8 kernel on this CPU, zero when not
 	// known: DetectHost does not import the engine, its callers fill it.
 	Int8 cost.Int8Kernel
+	// BLAS names the kernels the native engine's products run on this
+	// CPU and who chose them, "" when not known: its callers fill it
+	// (native.BLASKernels), as they do Int8.
+	BLAS string
 	// TorchAllocator is the malloc the torch engine's workers on the CPU
 	// run with ("tcmalloc"), "" for the C library's: its callers fill it
 	// (torch.CPUAllocator), as they do Int8.
@@ -218,5 +222,5 @@ func (h HostInfo) cpuDevice() plan.Device {
 		bw = float64(max(h.Cores, 1)) * CoreBandwidth
 	}
 	return plan.Device{Name: "cpu", Kind: plan.BackendCPU, Origin: "local", Doc: doc,
-		Memory: h.MemAvailable, Bandwidth: bw, FP32: flops, Cores: h.Cores, HostMemory: h.MemTotal}
+		Memory: h.MemAvailable, Bandwidth: bw, FP32: flops, Cores: h.Cores, HostMemory: h.MemTotal, Kernels: h.BLAS}
 }

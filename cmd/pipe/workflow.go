@@ -15,6 +15,7 @@ var (
 	hostInfo = func() planner.HostInfo {
 		h := planner.DetectHost()
 		h.Int8 = native.Int8Kernel()
+		h.BLAS = native.BLASKernels()
 		h.TorchAllocator, _ = torch.CPUAllocator()
 		h.TorchOneDNNOff = torch.OneDNNOff()
 		return h

@@ -3,8 +3,6 @@
 package native
 
 import (
-	"os"
-
 	netlib "gonum.org/v1/netlib/blas/netlib"
 	G "gorgonia.org/gorgonia"
 
@@ -14,11 +12,13 @@ import (
 // blasImpl is OpenBLAS through gonum's cgo binding.
 var blasImpl netlib.Implementation
 
-// setupBLAS routes gorgonia's and gorgonia/tensor's BLAS to OpenBLAS and
-// turns OpenBLAS's own threads off: the backend's workers split every
-// product themselves (see conv.go), and OpenBLAS threads spinning next to
-// them would only compete for the same cores.
+// setupBLAS settles OpenBLAS's kernels for this CPU (openblas.Choose),
+// routes gorgonia's and gorgonia/tensor's BLAS to OpenBLAS and turns
+// OpenBLAS's own threads off: the backend's workers split every product
+// themselves (see conv.go), and OpenBLAS threads spinning next to them
+// would only compete for the same cores.
 func setupBLAS() {
+	openblas.Choose()
 	G.Use(netlib.Implementation{})
 	openblas.SetThreads(1)
 }
@@ -33,14 +33,9 @@ func blasThreads(n int) (restore func()) {
 	return func() { openblas.SetThreads(1) }
 }
 
-// BLASKernels names the BLAS and the kernel family it runs on this CPU,
-// for benchmark tables: OpenBLAS picks it from the CPU unless
-// OPENBLAS_CORETYPE chooses (some machines set Haswell's AVX2 kernels
-// for every CPU, half the speed of the AVX-512 ones where those run).
-func BLASKernels() string {
-	s := "OpenBLAS, " + openblas.CoreName() + " kernels"
-	if v := os.Getenv("OPENBLAS_CORETYPE"); v != "" {
-		s += " (OPENBLAS_CORETYPE=" + v + ")"
-	}
-	return s
-}
+// BLASKernels names the BLAS, the kernels it runs on this CPU and their
+// vector extension, and who chose them (openblas.Choose: the library, a
+// user's OPENBLAS_CORETYPE, or pipe over the library's fallback), for
+// the plan, the report, pipe devices and benchmark tables. The first
+// call settles the kernels.
+func BLASKernels() string { return openblas.Choose().String() }

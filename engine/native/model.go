@@ -774,5 +774,11 @@ func fromNCHW(dst, src []float32, l layout, n int) {
 // Capabilities implements engine.Model: the run loop's GAN trainer, the
 // kernels' clock and int8 inference.
 func (m *model) Capabilities() engine.Capabilities {
-	return engine.Capabilities{Adversarial: m, Profile: m, Int8: m}
+	return engine.Capabilities{Adversarial: m, Profile: m, Int8: m, Applied: m}
+}
+
+// Applied says which BLAS kernels the model's products ran on: the
+// machine decides them (BLASKernels).
+func (m *model) Applied() map[string]string {
+	return map[string]string{"blas": BLASKernels()}
 }

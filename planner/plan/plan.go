@@ -152,6 +152,10 @@ type Device struct {
 	// machine a GPU sits in).
 	Cores      int   `json:"cores,omitempty"`
 	HostMemory int64 `json:"host_memory,omitempty"`
+	// Kernels names the BLAS kernels the native engine runs on this
+	// machine's CPU ("OpenBLAS 0.3.21, SkylakeX kernels (AVX-512), ..."),
+	// empty for other devices or where not known.
+	Kernels string `json:"kernels,omitempty"`
 }
 
 // Peak returns the device's peak FLOP/s in a precision, 0 when unsupported.

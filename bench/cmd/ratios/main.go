@@ -165,6 +165,11 @@ type Host struct {
 	CPUs int    `json:"cpus"`
 	CPU  string `json:"cpu"`
 	Go   string `json:"go"`
+	// BLAS is the kernels pipe's products ran on, and who chose them;
+	// TorchCore the OPENBLAS_CORETYPE PyTorch's workers inherited ("":
+	// the library's own choice, where PyTorch links OpenBLAS).
+	BLAS      string `json:"blas"`
+	TorchCore string `json:"torch_openblas_coretype,omitempty"`
 }
 
 // Model is one model's comparison.
@@ -240,7 +245,8 @@ func measure(o options, log io.Writer) (res *Results, err error) {
 	defer os.RemoveAll(dir)
 
 	res = &Results{Date: time.Now().UTC().Format(time.RFC3339), Threads: o.threads, Rounds: o.rounds, Warmup: o.warmup, Quiet: o.quiet,
-		Host: Host{CPUs: runtime.NumCPU(), CPU: memrun.CPUName(), Go: runtime.Version()}, LoadBefore: memrun.LoadAvg()}
+		Host: Host{CPUs: runtime.NumCPU(), CPU: memrun.CPUName(), Go: runtime.Version(),
+			BLAS: native.BLASKernels(), TorchCore: os.Getenv("OPENBLAS_CORETYPE")}, LoadBefore: memrun.LoadAvg()}
 	var benches []*bench
 	defer func() {
 		for _, b := range benches {
@@ -522,6 +528,11 @@ func (r *Results) print(w io.Writer) {
 		r.Torch, r.Host.CPU, r.Threads, r.Rounds)
 	fmt.Fprintf(w, "(load average %s before, %s after; others: the share of the CPUs other processes kept busy in a kept round, at most)\n\n",
 		r.LoadBefore, r.LoadAfter)
+	fmt.Fprintf(w, "pipe's BLAS: %s\n", r.Host.BLAS)
+	if r.Host.TorchCore != "" {
+		fmt.Fprintf(w, "PyTorch's workers ran with OPENBLAS_CORETYPE=%s\n", r.Host.TorchCore)
+	}
+	fmt.Fprintln(w)
 	if r.SGEMM.GFLOPS > 0 {
 		fmt.Fprintf(w, "SGEMM %d×%d through pipe's BLAS on %d threads: %.1f GFLOP/s (median over the rounds of each round's best call)\n\n",
 			r.SGEMM.N, r.SGEMM.N, r.Threads, r.SGEMM.GFLOPS)

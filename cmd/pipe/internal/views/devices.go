@@ -27,6 +27,11 @@ func Devices(w io.Writer, devs []plan.Device) {
 			yes(d.HasBF16), yes(d.HasTF32), d.Origin)
 	}
 	tw.Flush()
+	for _, d := range devs {
+		if d.Kernels != "" {
+			fmt.Fprintf(w, "\n%s runs the native engine's products on %s.\n", d.Name, d.Kernels)
+		}
+	}
 	fmt.Fprintln(w, "\nRates are peak dense figures (tensor cores for TF32, FP16 and BF16); - means unsupported.")
 	fmt.Fprintln(w, "Local memory is what is free now; a profile's is its capacity.")
 }
