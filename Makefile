@@ -184,7 +184,9 @@ lint: deps
 	$(GO) vet ./...
 
 # bench: the Go benchmarks of bench/, each example's planned memory against the peak resident
-# memory the OS measured for its run (go run ./bench/cmd/memory: bench/memory.json), pipe serve
+# memory the OS measured for its run (go run ./bench/cmd/memory: bench/memory.json), each
+# example's forecast step time against its run's on both engines (go run ./bench/cmd/steptime:
+# bench/steptime.json), pipe serve
 # under 1 to 256 concurrent clients with batching on and off (go run ./bench/cmd/load:
 # bench/serve.json), then
 # pipe's training step against PyTorch's on this machine (go run ./bench/cmd/ratios: ratio
@@ -205,6 +207,7 @@ TILESFLAGS   ?=
 bench: deps data build $(ONNX_RT)
 	$(GO) test -run=NONE -bench=. $(BENCHFLAGS) ./bench/...
 	$(GO) run ./bench/cmd/memory -pipe $(BIN)
+	$(GO) run ./bench/cmd/steptime -pipe $(BIN)
 	$(GO) run ./bench/cmd/int8
 	$(GO) run ./bench/cmd/infer
 	$(GO) run ./bench/cmd/load -pipe $(BIN)

@@ -613,12 +613,12 @@ func (pl *planner) stepDecision() {
 		return
 	}
 	why := fmt.Sprintf("Roofline estimate, not a measurement: %s per micro-batch (%s FLOPs, %s moved; mostly %s-bound) × %d, plus %s for the optimizer update; about %.0f samples/s.",
-		formatSeconds(st.MicroBatchSeconds), FormatCount(int64(math.Min(st.FLOPs, float64(sat)))), FormatBytes(int64(math.Min(st.Bytes, float64(sat)))),
-		st.Bound, pl.plan.AccumulationSteps, formatSeconds(st.OptimizerSeconds), st.SamplesPerSecond)
+		FormatSeconds(st.MicroBatchSeconds), FormatCount(int64(math.Min(st.FLOPs, float64(sat)))), FormatBytes(int64(math.Min(st.Bytes, float64(sat)))),
+		st.Bound, pl.plan.AccumulationSteps, FormatSeconds(st.OptimizerSeconds), st.SamplesPerSecond)
 	if st.AllReduceSeconds > 0 {
 		why = strings.TrimSuffix(why, "; about "+fmt.Sprintf("%.0f samples/s.", st.SamplesPerSecond)) + pl.allReduceReason()
 	}
-	pl.decide("step time", fmt.Sprintf("%s (estimate)", formatSeconds(st.StepSeconds)), why)
+	pl.decide("step time", fmt.Sprintf("%s (estimate)", FormatSeconds(st.StepSeconds)), why)
 }
 
 // allReduceReason is the step time's all-reduce part, in words.
@@ -634,10 +634,12 @@ func (pl *planner) allReduceReason() string {
 		}
 	}
 	return fmt.Sprintf(", plus %s for the all-reduce: %s a device over %s, counted in full though DDP overlaps all but its last bucket with the backward pass; about %.0f samples/s a device, %.0f for the job of %d.",
-		formatSeconds(st.AllReduceSeconds), FormatBytes(sent), link, st.SamplesPerSecond, st.SamplesPerSecond*float64(d.WorldSize), d.WorldSize)
+		FormatSeconds(st.AllReduceSeconds), FormatBytes(sent), link, st.SamplesPerSecond, st.SamplesPerSecond*float64(d.WorldSize), d.WorldSize)
 }
 
-func formatSeconds(s float64) string {
+// FormatSeconds renders a duration for people: "52.9 ms", "1.32 s",
+// "4.1 min".
+func FormatSeconds(s float64) string {
 	switch {
 	case s >= 3600*24*365:
 		return fmt.Sprintf("%.3g years", s/(3600*24*365))

@@ -72,9 +72,9 @@ func (pl *planner) planServe() {
 	s.TimeoutSeconds = ServeTimeout
 	if v, _ := field("timeout"); v != nil {
 		s.TimeoutSeconds = v.Float
-		decide("timeout", formatSeconds(v.Float), "as written: reading, answering and writing one request.")
+		decide("timeout", FormatSeconds(v.Float), "as written: reading, answering and writing one request.")
 	} else {
-		decide("timeout", formatSeconds(ServeTimeout), "no timeout written: pipe's default for reading, answering and writing one request.")
+		decide("timeout", FormatSeconds(ServeTimeout), "no timeout written: pipe's default for reading, answering and writing one request.")
 	}
 	s.LatencyTargetSeconds = ServeLatencyTarget
 	if v, _ := field("latency_target"); v != nil {
@@ -159,7 +159,7 @@ func (pl *planner) planServe() {
 	maxWaitV, _ := field("max_wait")
 	s.MaxWaitSeconds = min(ServeMaxWait, s.LatencyTargetSeconds/10)
 	waitWhy := fmt.Sprintf("max_wait auto: %s, or a tenth of the %s latency target when that is less, so waiting for company costs little of it.",
-		formatSeconds(ServeMaxWait), formatSeconds(s.LatencyTargetSeconds))
+		FormatSeconds(ServeMaxWait), FormatSeconds(s.LatencyTargetSeconds))
 	if maxWaitV != nil && !maxWaitV.Auto {
 		s.MaxWaitSeconds = maxWaitV.Float
 		waitWhy = "as written."
@@ -199,7 +199,7 @@ func (pl *planner) planServe() {
 			latBatch, memBatch, FormatBytes(room), FormatBytes(s.SampleBytes), ServeMaxBatchCap)
 		if known {
 			why += fmt.Sprintf(" Latency: the largest batch whose roofline forward time on one worker of %d (%s at %d) plus max_wait %s is within the latency target %s.",
-				s.Workers, formatSeconds(fwd(s.MaxBatch)), s.MaxBatch, formatSeconds(s.MaxWaitSeconds), formatSeconds(s.LatencyTargetSeconds))
+				s.Workers, FormatSeconds(fwd(s.MaxBatch)), s.MaxBatch, FormatSeconds(s.MaxWaitSeconds), FormatSeconds(s.LatencyTargetSeconds))
 		} else {
 			why += fmt.Sprintf(" %s has no known peaks, so the latency gives no bound.", pl.dev.Name)
 		}
@@ -209,13 +209,13 @@ func (pl *planner) planServe() {
 		_, at := field("latency_target")
 		pl.warnf(rangeOf(at), CodeServeLatency, "no batch meets the latency target",
 			"One sample's estimated forward time on one worker of %d is %s; with max_wait %s that is over the %s target, so batching is off (max_batch 1). Give a larger latency_target, fewer workers, or a faster device.",
-			s.Workers, formatSeconds(fwd(1)), formatSeconds(s.MaxWaitSeconds), formatSeconds(s.LatencyTargetSeconds))
+			s.Workers, FormatSeconds(fwd(1)), FormatSeconds(s.MaxWaitSeconds), FormatSeconds(s.LatencyTargetSeconds))
 	}
 	if s.MaxBatch == 1 && (maxWaitV == nil || maxWaitV.Auto) {
 		s.MaxWaitSeconds = 0
 		waitWhy = "max_wait auto: batching is off (max_batch 1), so a request never waits for another."
 	}
-	decide("max_wait", formatSeconds(s.MaxWaitSeconds), waitWhy)
+	decide("max_wait", FormatSeconds(s.MaxWaitSeconds), waitWhy)
 	if known {
 		s.ForwardSeconds = significant(fwd(s.MaxBatch), 4)
 	}
@@ -253,7 +253,7 @@ func (pl *planner) planServe() {
 		if known {
 			rate := float64(w) * float64(s.MaxBatch) / (fwd(s.MaxBatch) + s.MaxWaitSeconds)
 			byTime := int64(math.Min(rate*s.TimeoutSeconds, ServeMaxQueue))
-			why += fmt.Sprintf("; the workers answer about %.0f samples/s (estimate), %d within the %s timeout, and a request waiting longer fails anyway", rate, byTime, formatSeconds(s.TimeoutSeconds))
+			why += fmt.Sprintf("; the workers answer about %.0f samples/s (estimate), %d within the %s timeout, and a request waiting longer fails anyway", rate, byTime, FormatSeconds(s.TimeoutSeconds))
 			q = min(q, max(byTime, mul(w, s.MaxBatch)))
 		}
 		s.Queue = max(q, 1)

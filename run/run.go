@@ -338,6 +338,25 @@ type Result struct {
 	Int8 *engine.QuantReport `json:",omitempty"`
 	// Profile is the time per layer (WithProfile); nil without it.
 	Profile *Profile
+	// Forecast is the plan's forecast of the step's time, which the
+	// summary holds against TrainSeconds over the steps trained; nil
+	// when the plan has none.
+	Forecast *plan.Forecast
+	// RooflineStepSeconds is the plan's roofline step, its lower bound.
+	RooflineStepSeconds float64
+}
+
+// StepSeconds is this invocation's training time over the optimizer
+// steps it trained, 0 when it trained none.
+func (r *Result) StepSeconds() float64 {
+	n := r.Position.Step
+	if r.ResumedFrom != nil {
+		n -= r.ResumedFrom.Step
+	}
+	if n <= 0 || r.TrainSeconds <= 0 {
+		return 0
+	}
+	return r.TrainSeconds / float64(n)
 }
 
 // Option sets an optional knob of Run.
@@ -445,6 +464,7 @@ func Run(ctx context.Context, p *plan.Plan, prog *stdlib.Program, hooks Hooks, o
 	if p != nil {
 		r.res.Pipeline, r.res.Model, r.res.Backend, r.res.Engine = p.Pipeline, p.Model, p.Backend, p.EngineName()
 		r.res.Memory.Estimated = p.Memory.Total
+		r.res.Forecast, r.res.RooflineStepSeconds = p.Forecast, p.StepTime.StepSeconds
 	}
 	if p != nil && p.Memory.GCLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		// The plan's total is the process's peak: the collector is told

@@ -16,6 +16,7 @@ import (
 	"pipe/lang"
 	"pipe/planner"
 	"pipe/planner/plan"
+	"pipe/run/forecast"
 	"pipe/spec"
 	"pipe/stdlib"
 )
@@ -34,6 +35,10 @@ type Workflow struct {
 	host     planner.HostInfo
 	// facts caches the data's facts for the language server.
 	facts factCache
+	// forecasts says plans may carry forecasts (WithForecasts), cached in
+	// forecastCache.
+	forecasts     bool
+	forecastCache string
 }
 
 // Option sets an optional knob of New.
@@ -110,6 +115,10 @@ type Request struct {
 	// Overrides are the --set flags the program was read with, which the
 	// plan records (plan.Plan.Overrides).
 	Overrides []string
+	// Forecast asks for the plan's forecast (WithForecasts), timed with
+	// the engine's Threads as the run will set them.
+	Forecast bool
+	Threads  int
 }
 
 // Planned is a plan and what was learnt while making it.
@@ -124,6 +133,9 @@ type Planned struct {
 	// cannot use, and the plan is for the CPU instead.
 	FellBack *Fallback
 	purpose  Purpose
+	// forecastOpts are the options its forecast was made with (nil:
+	// none was), for RecordStep.
+	forecastOpts *forecast.Options
 	// localGPUs is the GPUs this machine showed when it was planned, -1
 	// when not asked.
 	localGPUs int
@@ -165,6 +177,7 @@ func (w *Workflow) Plan(ctx context.Context, prog *lang.Program, req Request) (*
 	out.Plan = carrySources(p, dec)
 	if out.Plan != nil {
 		out.Plan.Overrides = req.Overrides
+		w.forecast(out, req)
 	}
 	return out, append(ds, dds...)
 }

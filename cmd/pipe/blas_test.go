@@ -62,3 +62,42 @@ func TestFallbackBLASCoreIsLeft(t *testing.T) {
 		t.Errorf("a user's OPENBLAS_CORETYPE was not kept:\n%s", out)
 	}
 }
+
+// TestForecastPlannedAndHeld: pipe plan times the plan's steps on the
+// native engine and shows the epoch's time; pipe run finds it in the
+// cache and holds it against the step time it measured, in the summary
+// and the report.
+func TestForecastPlannedAndHeld(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "tiny.pipe")
+	if err := os.WriteFile(file, []byte(exportSrc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pipe := func(args ...string) string {
+		t.Helper()
+		cmd := exec.Command(os.Args[0], args...)
+		cmd.Env = append(os.Environ(), "PIPE_TEST_MAIN=1", "XDG_CACHE_HOME="+filepath.Join(dir, "cache"))
+		out, err := cmd.CombinedOutput()
+		if err != nil {
+			t.Fatalf("pipe %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		return string(out)
+	}
+	out := pipe("plan", file)
+	for _, want := range []string{"Time (native engine on cpu)", "timed on the native engine with synthetic batches here", "estimated epoch time", "6 steps", "roofline"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("pipe plan does not say %q:\n%s", want, out)
+		}
+	}
+	out = pipe(runArgs(dir, file)...)
+	if !strings.Contains(out, "step time: ") || !strings.Contains(out, "forecast (this plan's steps timed on the native engine with synthetic batches here, ") || !strings.Contains(out, "(cached)") {
+		t.Errorf("the summary does not hold the cached forecast against the step:\n%s", out)
+	}
+	rep := readReport(t, dir)
+	est, _ := rep["estimated_step_seconds"].(float64)
+	meas, _ := rep["measured_step_seconds"].(float64)
+	_, hasErr := rep["step_time_error_percent"].(float64)
+	if est <= 0 || meas <= 0 || !hasErr || rep["estimated_epoch_seconds"] == nil {
+		t.Errorf("the report's step times: estimated %v, measured %v, error %v, epoch %v", est, meas, rep["step_time_error_percent"], rep["estimated_epoch_seconds"])
+	}
+}

@@ -15,11 +15,12 @@ import (
 // and 2 cores, no GPU.
 func fixedHost(t *testing.T) {
 	t.Helper()
-	old := hostInfo
+	old, oldCache := hostInfo, forecastCache
 	hostInfo = func() planner.HostInfo {
 		return planner.HostInfo{MemTotal: 24 << 30, MemAvailable: 24 << 30, Cores: 2}
 	}
-	t.Cleanup(func() { hostInfo = old })
+	forecastCache = nil
+	t.Cleanup(func() { hostInfo, forecastCache = old, oldCache })
 }
 
 func TestPlanExamples(t *testing.T) {

@@ -24,7 +24,16 @@ func TestMain(m *testing.M) {
 	if os.Getenv("PIPE_TEST_MAIN") == "1" {
 		os.Exit(Main(os.Args[1:], &Env{Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}))
 	}
-	os.Exit(m.Run())
+	// The forecasts and the BLAS choice are cached in a folder of the
+	// tests' own, so that no test reads what another run left.
+	cache, err := os.MkdirTemp("", "pipe-test-cache-")
+	if err != nil {
+		panic(err)
+	}
+	os.Setenv("XDG_CACHE_HOME", cache)
+	code := m.Run()
+	os.RemoveAll(cache)
+	os.Exit(code)
 }
 
 // rssTolerance is how far the plan's total may be from the process's

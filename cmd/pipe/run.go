@@ -191,7 +191,8 @@ func (a *app) planRun(wf *workflow.Workflow, f *runFlags, in *runInput) (*workfl
 		a.printDiags(in.ds, in.sources) // warnings
 		return r.Planned, exitOK
 	}
-	req := workflow.Request{Purpose: workflow.ForRun, Source: in.src, Device: *f.device, Batch: *f.batch, Overrides: a.overrides()}
+	req := workflow.Request{Purpose: workflow.ForRun, Source: in.src, Device: *f.device, Batch: *f.batch, Overrides: a.overrides(),
+		Forecast: true, Threads: *f.threads}
 	f.engine.request(&req)
 	pl, pds := wf.Plan(context.Background(), in.prog, req)
 	if pl.FellBack != nil {
@@ -254,6 +255,9 @@ func (a *app) execute(f *runFlags, in *runInput, pl *workflow.Planned, engines [
 	}
 	a.printDiags(rds, in.sources)
 
+	if res.ResumedFrom == nil && *f.nodeRank == 0 {
+		pl.RecordStep(res.StepSeconds(), res.Position.Step)
+	}
 	wr := workflow.Finish(res, p, out, *f.nodeRank)
 	views.RunEnd(a.env.Stdout, a.env.Stderr, res, wr)
 	if n := p.Distributed.NNodes; n > 1 {

@@ -5,6 +5,7 @@ import (
 	"pipe/engine/native"
 	"pipe/engine/torch"
 	"pipe/planner"
+	"pipe/run/forecast"
 	"pipe/workflow"
 )
 
@@ -26,6 +27,10 @@ var (
 	// backends, when set, are the engines pipe run offers in place of the
 	// native and torch engines, the torch one set up as the flags say.
 	backends func(t torch.Backend) []engine.Backend
+	// forecastCache is the file plans' forecasts are cached in; nil makes
+	// plans without forecasts (tests whose output must not depend on this
+	// machine's speed).
+	forecastCache = forecast.CacheFile
 )
 
 // workflow is the orchestration the command plans and runs through, with
@@ -36,6 +41,9 @@ func (a *app) workflow(python string) *workflow.Workflow {
 		workflow.WithPython(torch.PythonFor(python, a.env.Getenv)), workflow.WithLogger(a.log)}
 	if backends != nil {
 		opts = append(opts, workflow.WithEngines(backends))
+	}
+	if forecastCache != nil {
+		opts = append(opts, workflow.WithForecasts(forecastCache()))
 	}
 	return workflow.New(opts...)
 }

@@ -30,7 +30,13 @@ type Result struct {
 	// peak and the peak of the address space the child was started from
 	// (this process's, shared by vfork until exec), an upper bound.
 	Planned, Measured, Bound int64
-	Output                   []byte
+	// PlannedStep is the plan's forecast of a step in seconds (0: none;
+	// ForecastSource says where it came from, ForecastMissing why there
+	// is none), MeasuredStep the run's training seconds over its steps,
+	// RooflineStep the plan's roofline, all from the run's report.
+	PlannedStep, MeasuredStep, RooflineStep float64
+	ForecastSource, ForecastMissing         string
+	Output                                  []byte
 }
 
 // Error is (planned − measured) / measured.
@@ -113,8 +119,11 @@ func Run(pipe string, env []string, dir, example string, steps int, args ...stri
 	}
 	res.Bound = ru.Maxrss * 1024
 	var r struct {
-		Estimated int64 `json:"estimated_peak_bytes"`
-		Measured  int64 `json:"measured_peak_bytes"`
+		Estimated int64   `json:"estimated_peak_bytes"`
+		Measured  int64   `json:"measured_peak_bytes"`
+		EstStep   float64 `json:"estimated_step_seconds"`
+		MeasStep  float64 `json:"measured_step_seconds"`
+		RoofStep  float64 `json:"roofline_step_seconds"`
 	}
 	b, err := os.ReadFile(rep)
 	if err != nil {
@@ -124,6 +133,13 @@ func Run(pipe string, env []string, dir, example string, steps int, args ...stri
 		return res, fmt.Errorf("%s: %w", rep, err)
 	}
 	res.Planned, res.Measured = r.Estimated, r.Measured
+	res.PlannedStep, res.MeasuredStep, res.RooflineStep = r.EstStep, r.MeasStep, r.RoofStep
+	var why struct {
+		Source  string `json:"step_time_source"`
+		Missing string `json:"forecast_missing"`
+	}
+	_ = json.Unmarshal(b, &why)
+	res.ForecastSource, res.ForecastMissing = why.Source, why.Missing
 	// The kernel updates the two figures at different moments (ru_maxrss
 	// from the address space's high-water mark when it is torn down,
 	// VmHWM from it and the pages resident when /proc is read), so they

@@ -84,11 +84,15 @@ type Plan struct {
 	Fusion     Fusion     `json:"fusion"`
 	// Loss is the loss minimised: as written, or the one the data implies
 	// (mse for rasters and unlabelled synthetic data, else cross_entropy).
-	Loss      string     `json:"loss"`
-	Optimizer Optimizer  `json:"optimizer"`
-	Schedule  Schedule   `json:"schedule"`
-	Loader    Loader     `json:"loader"`
-	StepTime  StepTime   `json:"step_time"`
+	Loss      string    `json:"loss"`
+	Optimizer Optimizer `json:"optimizer"`
+	Schedule  Schedule  `json:"schedule"`
+	Loader    Loader    `json:"loader"`
+	StepTime  StepTime  `json:"step_time"`
+	// Forecast is the step and epoch time measured for this plan on this
+	// machine, beside StepTime's roofline, its lower bound; nil where
+	// the plan was made without asking (tests, the language server).
+	Forecast  *Forecast  `json:"forecast,omitempty"`
 	Layers    []Layer    `json:"layers"`
 	Decisions []Decision `json:"decisions"`
 	// GAN is set in gan mode: Model is then the generator, and this the
@@ -532,6 +536,28 @@ type StepTime struct {
 	AllReduceSeconds float64 `json:"allreduce_seconds,omitempty"`
 	Network          string  `json:"network,omitempty"`
 	NetworkBandwidth float64 `json:"network_bandwidth,omitempty"`
+}
+
+// Forecast is how long a step and an epoch of the plan take on this
+// machine, from the plan's own steps timed on its engine (synthetic
+// batches, the loader left out) or from a previous run of the same plan
+// here: Source says which. Without a measurement, StepSeconds is 0 and
+// Missing says why.
+type Forecast struct {
+	StepSeconds float64 `json:"step_seconds,omitempty"`
+	// EvalBatchSeconds is one evaluation batch of BatchSize samples.
+	EvalBatchSeconds float64 `json:"eval_batch_seconds,omitempty"`
+	// StepsPerEpoch and ValidationBatches are an epoch's optimizer steps
+	// and validation batches; EpochSeconds both, timed.
+	StepsPerEpoch     int64   `json:"steps_per_epoch,omitempty"`
+	ValidationBatches int64   `json:"validation_batches,omitempty"`
+	EpochSeconds      float64 `json:"epoch_seconds,omitempty"`
+	// Epochs is the training's epochs, TotalSeconds all of them.
+	Epochs           int64   `json:"epochs,omitempty"`
+	TotalSeconds     float64 `json:"total_seconds,omitempty"`
+	SamplesPerSecond float64 `json:"samples_per_second,omitempty"`
+	Source           string  `json:"source,omitempty"`
+	Missing          string  `json:"missing,omitempty"`
 }
 
 // Layer is one node of the model's graph.

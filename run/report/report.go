@@ -47,11 +47,23 @@ type Report struct {
 	// EstimatedSamplesPerSecond is the plan's roofline estimate.
 	// SamplesRead is how many training samples this process read: on one
 	// node of a multi-node run its share, about SamplesTrained / nodes.
-	SamplesTrained            int64    `json:"samples_trained"`
-	SamplesRead               int64    `json:"samples_read"`
-	SamplesPerSecond          float64  `json:"samples_per_second"`
-	EstimatedSamplesPerSecond float64  `json:"estimated_samples_per_second"`
-	ResumedFrom               *Resumed `json:"resumed_from,omitempty"`
+	SamplesTrained            int64   `json:"samples_trained"`
+	SamplesRead               int64   `json:"samples_read"`
+	SamplesPerSecond          float64 `json:"samples_per_second"`
+	EstimatedSamplesPerSecond float64 `json:"estimated_samples_per_second"`
+	// Step time: the plan's forecast (EstimatedStepSeconds, from
+	// StepTimeSource; ForecastMissing says why there is none), this
+	// invocation's training seconds over its steps, their error
+	// (estimated − measured) / measured, the forecast's epoch, and the
+	// roofline, the lower bound.
+	EstimatedStepSeconds  float64  `json:"estimated_step_seconds,omitempty"`
+	EstimatedEpochSeconds float64  `json:"estimated_epoch_seconds,omitempty"`
+	StepTimeSource        string   `json:"step_time_source,omitempty"`
+	ForecastMissing       string   `json:"forecast_missing,omitempty"`
+	MeasuredStepSeconds   float64  `json:"measured_step_seconds,omitempty"`
+	StepTimeErrorPercent  *float64 `json:"step_time_error_percent,omitempty"`
+	RooflineStepSeconds   float64  `json:"roofline_step_seconds,omitempty"`
+	ResumedFrom           *Resumed `json:"resumed_from,omitempty"`
 
 	// EstimatedPeakBytes is the plan's Memory.Total; MeasuredPeakBytes
 	// what the OS or the device measured (MeasuredBy names it): with the
@@ -239,6 +251,13 @@ func New(res *run.Result, p *plan.Plan) *Report {
 		r.EstimateErrorPercent = num(100 * float64(res.Memory.Estimated-m) / float64(m))
 	}
 	r.Engine, r.EngineApplied = res.Engine, res.Applied
+	r.MeasuredStepSeconds, r.RooflineStepSeconds = res.StepSeconds(), res.RooflineStepSeconds
+	if f := res.Forecast; f != nil {
+		r.EstimatedStepSeconds, r.EstimatedEpochSeconds, r.StepTimeSource, r.ForecastMissing = f.StepSeconds, f.EpochSeconds, f.Source, f.Missing
+		if m := r.MeasuredStepSeconds; m > 0 && f.StepSeconds > 0 {
+			r.StepTimeErrorPercent = num(100 * (f.StepSeconds - m) / m)
+		}
+	}
 	for _, d := range res.Memory.Device {
 		dr := DeviceReport{Rank: d.Rank, Device: d.Device, MaxAllocatedBytes: d.MaxAllocated, MaxReservedBytes: d.MaxReserved,
 			DeviceUsedBytes: d.Used, DeviceTotalBytes: d.Total, WorkerMaxRSSBytes: d.MaxRSS, EstimatedBytes: res.Memory.Estimated}

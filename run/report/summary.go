@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"pipe/planner"
 	"pipe/run"
 )
 
@@ -65,6 +66,7 @@ func Summary(w io.Writer, res *run.Result, reportPath, curvePath string) {
 		}
 		fmt.Fprintln(w)
 	}
+	stepTime(w, res)
 	if d := res.Memory.Device; len(d) > 0 {
 		for _, dm := range d {
 			est := Bytes(res.Memory.Estimated)
@@ -103,6 +105,26 @@ func Summary(w io.Writer, res *run.Result, reportPath, curvePath string) {
 func speed(w io.Writer, res *run.Result, wall string) {
 	if res.SamplesTrained > 0 {
 		fmt.Fprintf(w, " in %s (%.0f samples/s)", wall, res.SamplesPerSecond)
+	}
+	fmt.Fprintln(w)
+}
+
+// stepTime prints the step's time as measured against the plan's
+// forecast and its roofline, the lower bound.
+func stepTime(w io.Writer, res *run.Result) {
+	m := res.StepSeconds()
+	if m <= 0 {
+		return
+	}
+	fmt.Fprintf(w, "  step time: %s measured", planner.FormatSeconds(m))
+	switch f := res.Forecast; {
+	case f != nil && f.StepSeconds > 0:
+		fmt.Fprintf(w, ", %s forecast (%s): %+.1f%%", planner.FormatSeconds(f.StepSeconds), f.Source, 100*(f.StepSeconds-m)/m)
+	case f != nil && f.Missing != "":
+		fmt.Fprintf(w, ", no forecast (%s)", f.Missing)
+	}
+	if r := res.RooflineStepSeconds; r > 0 {
+		fmt.Fprintf(w, "; roofline %s", planner.FormatSeconds(r))
 	}
 	fmt.Fprintln(w)
 }

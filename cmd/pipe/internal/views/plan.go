@@ -74,6 +74,7 @@ func Plan(w io.Writer, p *plan.Plan) {
 
 	gan(w, p)
 	serving(w, p)
+	forecast(w, p)
 
 	if len(p.Checkpoint.Segments) > 0 {
 		fmt.Fprintf(w, "\nRecomputed segments (+%.1f%% FLOPs)\n", p.Checkpoint.ExtraPercent)
@@ -88,6 +89,41 @@ func Plan(w io.Writer, p *plan.Plan) {
 		fmt.Fprintf(tw, "  %s\t%s\t%s\n", d.What, d.Value, d.Reason)
 	}
 	tw.Flush()
+}
+
+// forecast prints the plan's time on this machine: the forecast's step,
+// epoch and training, beside the roofline's lower bound.
+func forecast(w io.Writer, p *plan.Plan) {
+	f, roof := p.Forecast, p.StepTime.StepSeconds
+	if f == nil {
+		return
+	}
+	fmt.Fprintf(w, "\nTime (%s engine on %s)\n", p.EngineName(), p.Device.Name)
+	if f.StepSeconds <= 0 {
+		fmt.Fprintf(w, "  not forecast: %s\n", f.Missing)
+		if roof > 0 {
+			fmt.Fprintf(w, "  roofline      %s a step, the lower bound\n", planner.FormatSeconds(roof))
+		}
+		return
+	}
+	fmt.Fprintf(w, "  step          %s  (%s)\n", planner.FormatSeconds(f.StepSeconds), f.Source)
+	if f.EpochSeconds > 0 {
+		fmt.Fprintf(w, "  estimated epoch time %s: %d steps", planner.FormatSeconds(f.EpochSeconds), f.StepsPerEpoch)
+		if f.ValidationBatches > 0 {
+			fmt.Fprintf(w, " and %d validation batches of %s", f.ValidationBatches, planner.FormatSeconds(f.EvalBatchSeconds))
+		}
+		if f.EvalBatchSeconds > 0 {
+			fmt.Fprintln(w, ", the loader and checkpoints left out")
+		} else {
+			fmt.Fprintln(w, ", validation and checkpoints left out")
+		}
+	}
+	if f.TotalSeconds > 0 {
+		fmt.Fprintf(w, "  %d epochs      %s\n", f.Epochs, planner.FormatSeconds(f.TotalSeconds))
+	}
+	if roof > 0 {
+		fmt.Fprintf(w, "  roofline      %s a step, the lower bound (%.1f× below the forecast)\n", planner.FormatSeconds(roof), f.StepSeconds/roof)
+	}
 }
 
 // memRow is a line of the memory's table: a component, its size and

@@ -1,0 +1,71 @@
+package workflow
+
+import (
+	"pipe/dataset"
+	"pipe/engine"
+	"pipe/engine/torch"
+	"pipe/planner/plan"
+	"pipe/run/forecast"
+)
+
+// WithForecasts makes plans asked for with Request.Forecast carry their
+// forecast (plan.Forecast), cached in the file cache names ("" keeps
+// none). Without it no plan has one, so that nothing a test plans
+// depends on this machine's speed.
+func WithForecasts(cache string) Option {
+	return func(w *Workflow) { w.forecasts, w.forecastCache = true, cache }
+}
+
+// forecast fills pl's forecast: the plan's steps timed on an engine that
+// computes in this process (the native one), else the cache or the
+// reason there is none (forecast.For). Only a plan that fits is timed.
+func (w *Workflow) forecast(pl *Planned, req Request) {
+	p := pl.Plan
+	if !w.forecasts || !req.Forecast || p == nil || pl.Program == nil {
+		return
+	}
+	if !p.Fits {
+		p.Forecast = &plan.Forecast{Missing: "the plan does not fit its device"}
+		return
+	}
+	g, ds := pl.Program.Graph(p.Model)
+	if ds.HasErrors() {
+		return
+	}
+	var b engine.Backend
+	if p.EngineName() == plan.EngineNative {
+		for _, e := range w.engines(torch.Backend{Python: w.python, Log: w.log}) {
+			if e.Name() == plan.EngineNative {
+				b = e
+			}
+		}
+	}
+	o := w.forecastOptions(pl, req)
+	f := forecast.For(b, g, p, pl.Program, o)
+	p.Forecast, pl.forecastOpts = &f, &o
+}
+
+// forecastOptions are the facts a forecast of pl is keyed and counted by.
+func (w *Workflow) forecastOptions(pl *Planned, req Request) forecast.Options {
+	h := w.hostInfo()
+	o := forecast.Options{Threads: req.Threads, Facts: h.BLAS + "; torch " + h.TorchVersion, Cache: w.forecastCache}
+	if train := pl.Program.Spec.TrainSource(); train != nil {
+		var seed int64
+		if s := pl.Program.Spec.Seed; s != nil {
+			seed = *s
+		}
+		if ct, err := dataset.CountSamples(train, dataset.WithSeed(seed)); err == nil && ct.All > ct.Train {
+			o.ValidationSamples = int64(ct.All - ct.Train)
+		}
+	}
+	return o
+}
+
+// RecordStep keeps a run's measured step time for its plan, for the next
+// forecast of an engine that is not timed before a run (forecast.Record);
+// a plan made without a forecast keeps nothing.
+func (pl *Planned) RecordStep(stepSeconds float64, steps int64) {
+	if pl != nil && pl.forecastOpts != nil {
+		forecast.Record(pl.Plan, *pl.forecastOpts, stepSeconds, steps)
+	}
+}
