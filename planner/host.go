@@ -65,6 +65,11 @@ type HostInfo struct {
 	// TorchVersion is the torch engine's PyTorch where its callers know
 	// it, "" where not.
 	TorchVersion string
+	// TorchOneDNNMaxISA is the ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA)
+	// the torch engine's workers run with, lowercased as oneDNN reads it,
+	// "" where not set: its callers fill it (torch.OneDNNMaxISA). It caps
+	// the kernels oneDNN may take, AMX's among them.
+	TorchOneDNNMaxISA string
 }
 
 // CPUFeatures is what CPUID says of the host's vector extensions; the
@@ -74,6 +79,10 @@ type CPUFeatures struct {
 	AVX2                                  bool
 	AVX512F, AVX512BW, AVX512VL, AVX512DQ bool
 	AVXVNNI, AVXVNNIInt8                  bool
+	// AMXTile, AMXBF16 and AMXInt8 are the AMX sets where the OS lets a
+	// process use the tile registers too (Linux 5.16 and later, on
+	// request, which oneDNN makes); false elsewhere.
+	AMXTile, AMXBF16, AMXInt8 bool
 }
 
 // GPUInfo is one GPU as nvidia-smi reports it.

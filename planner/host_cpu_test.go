@@ -34,3 +34,38 @@ func TestCPUSetupFromTheHost(t *testing.T) {
 		t.Errorf("a GPU plan: %+v", s)
 	}
 }
+
+// TestCPUSetupAMX: AMX reaches the torch engine where the CPU has AVX-512
+// and AMX's tile and bf16 sets and the worker's ONEDNN_MAX_CPU_ISA leaves
+// oneDNN its AMX kernels (unset, "all", an AMX one, or a value oneDNN
+// does not know); a cap below them, or a missing set, turns it off.
+func TestCPUSetupAMX(t *testing.T) {
+	cpu := plan.Device{Kind: plan.BackendCPU, Cores: 2}
+	spr := CPUFeatures{Known: true, AVX2: true, AVX512F: true, AVX512BW: true, AVX512VL: true, AVX512DQ: true,
+		AVXVNNI: true, AMXTile: true, AMXBF16: true, AMXInt8: true}
+	for _, c := range []struct {
+		name string
+		f    func(*CPUFeatures)
+		isa  string
+		want bool
+	}{
+		{"unset", nil, "", true},
+		{"all", nil, "all", true},
+		{"avx512_core_amx", nil, "avx512_core_amx", true},
+		{"unknown value", nil, "avx512_core_amx_fp16", true},
+		{"avx512_core_bf16", nil, "avx512_core_bf16", false},
+		{"avx512_core", nil, "avx512_core", false},
+		{"avx2", nil, "avx2", false},
+		{"no amx_bf16", func(f *CPUFeatures) { f.AMXBF16 = false }, "", false},
+		{"no tiles", func(f *CPUFeatures) { f.AMXTile = false }, "", false},
+	} {
+		f := spr
+		if c.f != nil {
+			c.f(&f)
+		}
+		s := (&planner{host: HostInfo{CPU: f, TorchOneDNNMaxISA: c.isa}, dev: cpu}).cpuSetup()
+		if s == nil || s.AMX != c.want || s.MaxISA != c.isa || s.Threads != 2 {
+			t.Errorf("%s: %+v, want AMX %v", c.name, s, c.want)
+		}
+	}
+}

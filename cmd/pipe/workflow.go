@@ -19,6 +19,7 @@ var (
 		h.BLAS = native.BLASKernels()
 		h.TorchAllocator, _ = torch.CPUAllocator()
 		h.TorchOneDNNOff = torch.OneDNNOff()
+		h.TorchOneDNNMaxISA = torch.OneDNNMaxISA()
 		return h
 	}
 	// probeTorch starts the torch engine's Python once, before any data

@@ -56,6 +56,19 @@ func allocatorEnv(env []string, dev string) []string {
 // AVX2-only one takes.
 const FakeNoOneDNN = "PIPE_TORCH_FAKE_NO_ONEDNN"
 
+// OneDNNMaxISA is the cap on oneDNN's kernels the workers this process
+// starts run with: ONEDNN_MAX_CPU_ISA, else DNNL_MAX_CPU_ISA, lowercased
+// as oneDNN reads them (getenv_string_user, src/common/utils.cpp), ""
+// where neither is set. The workers inherit this process's environment.
+func OneDNNMaxISA() string {
+	for _, k := range []string{"ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA"} {
+		if v := os.Getenv(k); v != "" {
+			return strings.ToLower(v)
+		}
+	}
+	return ""
+}
+
 // OneDNNOff says the workers this process starts on the CPU run with
 // oneDNN turned off (FakeNoOneDNN).
 func OneDNNOff() bool { return os.Getenv(FakeNoOneDNN) == "1" }

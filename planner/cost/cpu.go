@@ -18,4 +18,15 @@ type CPUSetup struct {
 	// TorchVersion is the worker's PyTorch ("1.13.1", "2.11.0"), ""
 	// where not known: then 1.13's rules, the CPU workers' version.
 	TorchVersion string
+	// AMX is AMX-BF16 with its tiles usable (the OS lets a process have
+	// them) and oneDNN's ISA cap (ONEDNN_MAX_CPU_ISA) permitting them:
+	// oneDNN then runs bf16 convs on its AMX kernels, whose weight
+	// gradient holds transposed copies the other paths do not.
+	AMX bool
+	// MaxISA is the worker's ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA),
+	// lowercased, "" where not set.
+	MaxISA string
+	// Threads is the worker's compute threads (oneDNN's), which its AMX
+	// weight-gradient kernel splits the batch over; 0 where not known.
+	Threads int
 }
