@@ -122,6 +122,9 @@ func (pl *planner) engineDecisions() {
 		what := map[bool]string{true: " keeps the heads×tokens² attention probabilities for the backward pass", false: " keeps each row's softmax statistics, no heads×tokens² matrix, for the backward pass"}[a == "math"]
 		pl.decide("attention", a, "nn.MultiheadAttention's training forward runs the "+a+" path ("+pl.cost.attentionWhy+"), which"+what+"; the memory above is priced so.")
 	}
+	if c := pl.cost.convPath; c != "" {
+		pl.decide("conv path", c, "on this host "+pl.cost.convPathWhy+"; the memory above is priced so.")
+	}
 	conv := hasConv(pl.graph)
 	segs := len(p.Checkpoint.Segments)
 	if segs > 0 {

@@ -44,6 +44,9 @@ type costModel struct {
 	// both the torch engine's.
 	lossSaved               int64
 	attention, attentionWhy string
+	// convPath names the kernels the CPU's convs were priced on, and
+	// convPathWhy why (cost.Memory).
+	convPath, convPathWhy string
 	// workspaces is the engine's per-node scratch (cost.Memory), for
 	// the plan's layers.
 	workspaces []cost.Workspace
@@ -69,7 +72,9 @@ type costModel struct {
 type staticMem struct {
 	parameters, master, gradients, optimizer int64
 	// scratch and fixed are the CPU executor's: per-thread scratch, and
-	// the per-channel buffers whose size does not depend on the batch.
+	// the per-channel buffers whose size does not depend on the batch;
+	// for the torch engine scratch is its CPU kernels' largest scratch
+	// that does not grow with the batch (oneDNN's AMX weight gradient).
 	scratch, fixed int64
 	// The rest of a native run's process (process.go): runtime is what
 	// the process holds before any data or model (its code, its
@@ -151,6 +156,15 @@ func newCostModel(e cost.Engine, g *stdlib.Graph, backend string, prec plan.Prec
 	mem := e.Memory(g, cost.Setup{Device: backend, Precision: prec, Loss: loss, GPU: gs, CPU: cs, Torch: torch})
 	m.attentionWhy, m.workspaces = mem.AttentionWhy, mem.Workspaces
 	m.attention, m.lossSaved, m.alloc, m.gpuTerms = mem.Attention, mem.Loss, mem.Allocator, mem.GPU
+	m.convPath, m.convPathWhy = mem.ConvPath, mem.ConvPathWhy
+	if backend == plan.BackendCPU {
+		// The CPU kernels' scratch that does not grow with the batch
+		// (oneDNN's AMX weight gradient), the largest conv's: the step
+		// holds one conv's at a time.
+		for _, w := range mem.Workspaces {
+			m.static.scratch = max(m.static.scratch, w.Fixed)
+		}
+	}
 	c := newChain(g, mem)
 	// The workspace is computed from the true sizes before the input's own
 	// bytes are moved out of the chain below.
@@ -360,7 +374,7 @@ func (m *costModel) memory(mem *plan.Memory, b, act, extra int64, segs []segment
 		mem.LossSaved = mul(m.lossSaved, b)
 		mem.Activations = mul(act, b)
 		mem.ActivationsBefore = mul(m.baseline, b)
-		mem.Workspace = mul(m.workspace, b)
+		mem.Workspace = add(mul(m.workspace, b), m.static.scratch)
 		mem.Input = mul(m.input, b)
 		if m.gpu != nil {
 			m.gpu.memory(m, mem, b, act)

@@ -1,6 +1,8 @@
 package torch
 
 import (
+	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -35,6 +37,38 @@ func convOneDNN(s *cost.CPUSetup, low int64) bool {
 		return true
 	}
 	return s.AVX512 || (s.AVX2VNNI2 && torchMajor(s.TorchVersion) >= 2)
+}
+
+// convPath names the kernels g's convs run on on the CPU setup s, and
+// why; "" where s is not known or g has no conv.
+func convPath(g *stdlib.Graph, low int64, s *cost.CPUSetup) (string, string) {
+	if s == nil || !slices.ContainsFunc(g.Nodes, func(nd *stdlib.Node) bool { return nd.Op == "conv" }) {
+		return "", ""
+	}
+	prec := map[bool]string{true: "bf16", false: "fp32"}[low == 2]
+	switch {
+	case convAMX(s, low):
+		return "oneDNN AMX", "the CPU has AMX-BF16 with its tiles enabled and " + isaCap(s) +
+			", so oneDNN runs bf16 convs on its AMX kernels; each conv's weight gradient holds transposed copies of its input and output gradient for the " +
+			fmt.Sprint(max(s.Threads, 1)) + " threads' samples (jit_avx512_core_amx_convolution_bwd_weights_t, oneDNN v2.6)"
+	case convOneDNN(s, low):
+		why := prec + " convs run on oneDNN (mkldnn_convolution), with copies of the input and the output's gradient in its layout"
+		if low == 2 && s.AMX {
+			why += "; the CPU has AMX but " + isaCap(s) + ", so not its AMX kernels"
+		}
+		return "oneDNN", why
+	case s.OneDNNOff:
+		return "slow", "oneDNN is off in the workers, so convs run PyTorch's slow path, im2col columns and a GEMM"
+	}
+	return "slow", "the CPU fails PyTorch's bf16 oneDNN check (AVX-512 BW, VL and DQ), so bf16 convs run its slow path, im2col columns and a GEMM"
+}
+
+// isaCap says what the worker's ONEDNN_MAX_CPU_ISA allows.
+func isaCap(s *cost.CPUSetup) string {
+	if s.MaxISA == "" {
+		return "ONEDNN_MAX_CPU_ISA is not set"
+	}
+	return "ONEDNN_MAX_CPU_ISA is " + s.MaxISA
 }
 
 // torchMajor is a PyTorch version's major number, 1 where not known.

@@ -277,6 +277,8 @@ func (Cost) Memory(g *stdlib.Graph, s cost.Setup) cost.Memory {
 			low = s.Precision.ActivationBytes
 		}
 		m.Work = convWork(g, low, s.CPU)
+		m.Workspaces = convScratch(g, low, s.CPU)
+		m.ConvPath, m.ConvPathWhy = convPath(g, low, s.CPU)
 	}
 	if s.Device == plan.BackendGPU {
 		m.Allocator = CachingAllocator{}

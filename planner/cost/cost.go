@@ -74,6 +74,10 @@ type Memory struct {
 	// while it runs (cuDNN's per convolution on a GPU), which the device
 	// term of the largest already counts; nil where none is priced.
 	Workspaces []Workspace
+	// ConvPath names the kernels the CPU's convs were priced on ("oneDNN
+	// AMX", "oneDNN", "slow"), "" where the host is not known or the
+	// graph has no conv; ConvPathWhy says why, with its source.
+	ConvPath, ConvPathWhy string
 	// Attention names the attention implementation that was priced
 	// ("math", or a fused kernel's name), "" when the graph has none;
 	// AttentionWhy says why that one, with its source.
