@@ -3,7 +3,6 @@ package torch
 import (
 	"testing"
 
-	"pipe/lang"
 	"pipe/planner/cost"
 	"pipe/planner/plan"
 	"pipe/stdlib"
@@ -27,16 +26,7 @@ model cellseg {
 source s synthetic { samples 8  shape [1, 256, 256] }
 train { epochs 1  batch 4  optimizer sgd lr 0.1  loss mse }
 `
-	f, ds := lang.Parse("cells.pipe", []byte(src))
-	prog, cds := lang.Check(f, stdlib.Schema())
-	if ds = append(ds, cds...); ds.HasErrors() {
-		t.Fatal(ds)
-	}
-	g, gds := stdlib.BuildGraph(prog.Models[0])
-	if gds.HasErrors() {
-		t.Fatal(gds)
-	}
-	return g
+	return graphOf(t, src)
 }
 
 // TestAMXWeightScratchOfCells: on an AMX host with two threads, cells'

@@ -10,7 +10,13 @@ import (
 func convGraph(t *testing.T, body string) *stdlib.Graph {
 	t.Helper()
 	src := "pipeline c\nmodel m {\n  input [16, 28, 28]\n  " + body + "\n}\nsource s synthetic { samples 8  shape [16, 28, 28] }\ntrain { epochs 1  batch 4  optimizer sgd lr 0.1  loss mse }\n"
-	f, ds := lang.Parse("c.pipe", []byte(src))
+	return graphOf(t, src)
+}
+
+// graphOf is the graph of src's first model, which must check.
+func graphOf(t *testing.T, src string) *stdlib.Graph {
+	t.Helper()
+	f, ds := lang.Parse("t.pipe", []byte(src))
 	prog, cds := lang.Check(f, stdlib.Schema())
 	if ds = append(ds, cds...); ds.HasErrors() {
 		t.Fatal(ds)

@@ -156,6 +156,11 @@ func epoch(f *plan.Forecast, p *plan.Plan, prog *stdlib.Program, o Options) {
 // batches. It returns the median step and evaluation batch in seconds and
 // the steps timed, and hands the model's memory back to the OS after.
 func Measure(b engine.Backend, g *stdlib.Graph, p *plan.Plan, prog *stdlib.Program, o Options) (step, eval float64, n int, err error) {
+	defer func() {
+		if rec := recover(); rec != nil {
+			err = fmt.Errorf("%w: %v", engine.ErrInternal, rec)
+		}
+	}()
 	cfg := run.ConfigFromPlan(p, prog)
 	cfg.Threads = o.Threads
 	m, err := build(b, g, cfg)
