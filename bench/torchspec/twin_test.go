@@ -21,7 +21,9 @@ import (
 // twinTol bounds pipe's native numbers against the torch engine's network
 // on the same weights and batch, in float64 and in PyTorch's float32: the
 // evaluation output, as its largest difference over its largest
-// magnitude, and the training loss, relatively. Gradients are held to
+// magnitude, and the training loss, relatively; or twinSlack times
+// PyTorch's own float32 error on this machine where that is larger (a
+// CPU whose kernels round more moves both engines). Gradients are held to
 // float32's own accuracy instead (with batch statistics float32 does not
 // determine them better than that): pipe's difference from float64 may be
 // at most gradSlack times PyTorch's float32 difference (or twinTol), and
@@ -30,12 +32,18 @@ import (
 // Measurements: docs/design/native-torch-twin.md.
 const (
 	twinTol     = 1e-4
+	twinSlack   = 2
 	gradSlack   = 20
 	medianSlack = 2
 )
 
-// exampleGradTol bounds TestDeepLabExampleTwin's gradients: see there.
-const exampleGradTol = 2e-2
+// twinBound is what pipe's difference from float64 may be where PyTorch's
+// float32 is torch32 from it: twinSlack times that, or floor.
+func twinBound(floor, torch32 float64) float64 { return max(floor, twinSlack*torch32) }
+
+// exampleGradFloor is the least bound of TestDeepLabExampleTwin's
+// gradients: see there.
+const exampleGradFloor = 2e-2
 
 // twinGrads are the parameters whose gradients are compared: the stem, a
 // bottleneck's dilated 3×3 conv and its batchnorm, each ASPP branch
@@ -105,17 +113,7 @@ train { epochs 1  batch 2  optimizer sgd lr 0.1 momentum 0.9  loss cross_entropy
 	if len(r.Native.Grads) != len(twinGrads) {
 		t.Fatalf("torch_twin.py compared %d gradients; the test gave %d", len(r.Native.Grads), len(twinGrads))
 	}
-	for _, c := range []struct {
-		what string
-		d    sideDiffs
-	}{{"the torch network in float64", r.Native}, {"the torch network in float32", r.NativeTorch32}} {
-		if c.d.Out > twinTol {
-			t.Errorf("evaluation outputs differ from %s by %.2e of their largest value (> %.0e)", c.what, c.d.Out, twinTol)
-		}
-		if c.d.TrainLoss > twinTol {
-			t.Errorf("the training loss differs from %s by %.2e (> %.0e)", c.what, c.d.TrainLoss, twinTol)
-		}
-	}
+	checkOutLoss(t, r)
 	var b strings.Builder
 	var ratios []float64
 	for _, name := range twinGrads {
@@ -247,19 +245,41 @@ type twinResult struct {
 // is set.
 func twinPython(t *testing.T) string { t.Helper(); return torchtest.Python(t) }
 
+// checkOutLoss holds pipe's evaluation output and training loss to the
+// network in float64 and in PyTorch's float32, each within twinBound of
+// twinTol and PyTorch's own float32 error on this machine.
+func checkOutLoss(t *testing.T, r twinResult) {
+	t.Helper()
+	out, loss := twinBound(twinTol, r.Torch32.Out), twinBound(twinTol, r.Torch32.TrainLoss)
+	for _, c := range []struct {
+		what string
+		d    sideDiffs
+	}{{"the torch network in float64", r.Native}, {"the torch network in float32", r.NativeTorch32}} {
+		if c.d.Out > out {
+			t.Errorf("evaluation outputs differ from %s by %.2e of their largest value (> %.2e)", c.what, c.d.Out, out)
+		}
+		if c.d.TrainLoss > loss {
+			t.Errorf("the training loss differs from %s by %.2e (> %.2e)", c.what, c.d.TrainLoss, loss)
+		}
+	}
+}
+
 // TestDeepLabExampleTwin runs examples/deeplab_olinda.pipe's network (a
 // ResNet-18 DeepLabV3+, six bands to one elevation channel, mse) as
 // TestDeepLabTwin does, at batch 8, and compares the gradients of the
 // batchnorm biases of layer4 and the ASPP, the tensors on which the lockstep
 // comparison of the two engines (engine/torch's TestExamplesOnBothEngines)
-// finds them furthest apart. Each must be within exampleGradTol of its
-// largest value from float64. The bound is fixed, not PyTorch's own
-// float32 error on the machine at hand, which depends on the CPU's
-// kernels: PyTorch's measured 2.7e-2 to 8.2e-2 on an AMD EPYC with
-// AVX-512 and 2e-4 to 4e-4 on one without; pipe's 2.4e-4 to 5.7e-4 on the
-// first, 4e-4 to 1e-3 on an earlier machine. The bound is twenty times
-// the largest of pipe's; a wrong gradient is wrong by its whole size,
-// fifty times the bound.
+// finds them furthest apart. Each must be within twinBound of its largest
+// value from float64: twice PyTorch's own float32 error on the same machine
+// and inputs, or exampleGradFloor. That error depends on the CPU's kernels:
+// PyTorch's 2.7e-2 to 8.2e-2 on an AMD EPYC with AVX-512, 2e-4 to 4e-4 on
+// one without; pipe's 4e-6 to 8e-6 on the EPYC, but 2.7e-2 to 8.2e-2 on a
+// 5th-generation Xeon (AVX-512, AMX), as far as PyTorch's there, which
+// failed the fixed 2e-2 this bound once was (OpenBLAS's Prescott kernels
+// give those figures on the EPYC too). The floor is that constant: twenty
+// times pipe's largest where PyTorch's is small, and a wrong gradient is
+// wrong by its whole size, fifty times it. Figures per CPU personality:
+// docs/design/native-torch-twin.md.
 func TestDeepLabExampleTwin(t *testing.T) {
 	py := twinPython(t)
 	if testing.Short() {
@@ -276,15 +296,14 @@ func TestDeepLabExampleTwin(t *testing.T) {
 		}
 	}
 	r := twinDiffs(t, py, m, grads)
-	if r.Native.Out > twinTol || r.Native.TrainLoss > twinTol {
-		t.Errorf("against float64: output %.2e, training loss %.2e (> %.0e)", r.Native.Out, r.Native.TrainLoss, twinTol)
-	}
+	checkOutLoss(t, r)
 	var b strings.Builder
 	for _, g := range grads {
 		nat, t32 := r.Native.Grads[g], r.Torch32.Grads[g]
-		fmt.Fprintf(&b, "  %-36s native %.2e  torch float32 %.2e\n", g, nat, t32)
-		if nat > exampleGradTol {
-			t.Errorf("the gradient of %s is %.2e of its largest value from float64 (> %.0e); PyTorch's float32 %.2e", g, nat, exampleGradTol, t32)
+		bound := twinBound(exampleGradFloor, t32)
+		fmt.Fprintf(&b, "  %-36s native %.2e  torch float32 %.2e  bound %.2e\n", g, nat, t32, bound)
+		if nat > bound {
+			t.Errorf("the gradient of %s is %.2e of its largest value from float64 (> %.2e); PyTorch's float32 %.2e", g, nat, bound, t32)
 		}
 	}
 	t.Logf("gradients against the torch network in float64:\n%s", b.String())
