@@ -100,3 +100,44 @@ func TestKilledWorkerLeavesNoFolder(t *testing.T) {
 		}
 	}
 }
+
+// cpuPersonality is the environment that chooses the worker's CPU kernels:
+// oneDNN's instruction sets and OpenBLAS's kernel family. make test-cpus
+// sets each; it means nothing unless the worker sees it.
+var cpuPersonality = []string{"ONEDNN_MAX_CPU_ISA", "OPENBLAS_CORETYPE"}
+
+// TestWorkerSeesTheCPUPersonality: the worker's environment, as the OS
+// keeps it (/proc/PID/environ), holds pipe's own ONEDNN_MAX_CPU_ISA and
+// OPENBLAS_CORETYPE, as set for the test or, unset, set here.
+func TestWorkerSeesTheCPUPersonality(t *testing.T) {
+	py := testPython(t)
+	want := map[string]string{}
+	for _, k := range cpuPersonality {
+		v, ok := os.LookupEnv(k)
+		if !ok {
+			v = map[string]string{"ONEDNN_MAX_CPU_ISA": "AVX2", "OPENBLAS_CORETYPE": "Haswell"}[k]
+			t.Setenv(k, v)
+		}
+		want[k] = v
+	}
+	w, err := startWorker(py, 0, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.close()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", w.cmd.Process.Pid))
+	if err != nil {
+		t.Skipf("no /proc environ: %v", err)
+	}
+	got := map[string]string{}
+	for _, kv := range strings.Split(string(b), "\x00") {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			got[k] = v
+		}
+	}
+	for k, v := range want {
+		if got[k] != v {
+			t.Errorf("the worker's %s is %q, pipe's %q", k, got[k], v)
+		}
+	}
+}
