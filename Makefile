@@ -3,7 +3,8 @@
 #   make deps    install missing system packages (apt-get; no network when all present)
 #   make data    fetch the real data sets into data/ (skips what is already there)
 #   make build   build bin/pipe
-#   make test    go vet + go test (TESTFLAGS='-run Foo -v' to narrow); installs onnxruntime-node for the ONNX checks; then test-dist
+#   make test    go vet + go test (TESTFLAGS='-run Foo -v' to narrow); installs onnxruntime-node for the ONNX checks; then test-cpus-fast, test-dist
+#   make test-cpus  the numerics and memory-plan tests under emulated CPUs (OpenBLAS cores, oneDNN ISAs, Go without AVX-512)
 #   make test-dist  a real single-machine SLURM (slurm-wlm, munge) runs pipe launch --slurm's job, signalled and requeued
 #   make run     build, fetch data, check the examples, train the Fashion-MNIST CNN on the CPU
 #   make fmt     gofmt -w the Go files, pipe fmt -w the examples
@@ -56,7 +57,7 @@ ONNX_RT      := bench/onnx/node_modules/.package-lock.json
 # @roboflow/tfrecords, a TFRecord CRC apart from pipe's, for the TensorBoard tests (bench/tfrecords).
 TFRECORDS    := bench/tfrecords/node_modules/.package-lock.json
 
-.PHONY: all deps deps-dist test-dist data build test run fmt lint bench clean distclean editor editor-test gpu-check gpu-bundle gpu-smoke
+.PHONY: all deps deps-dist test-dist test-cpus test-cpus-fast data build test run fmt lint bench clean distclean editor editor-test gpu-check gpu-bundle gpu-smoke
 
 all: build test
 
@@ -132,7 +133,21 @@ test: deps data $(ONNX_RT) $(TFRECORDS)
 	@$(MAKE) --no-print-directory editor-test
 	$(GO) vet ./...
 	PIPE_PYTHON=$(TORCH_PYTHON) PIPE_REQUIRE_TORCH=1 PIPE_REQUIRE_ONNX=1 PIPE_REQUIRE_K8S_SCHEMA=1 PIPE_REQUIRE_PROTOC=1 PIPE_REQUIRE_TFRECORDS=1 $(GO) test -timeout 30m $(TESTFLAGS) ./...
+	@$(MAKE) --no-print-directory test-cpus-fast
 	@$(MAKE) --no-print-directory test-dist
+
+# test-cpus runs the numerics and memory-plan tests under the CPU personalities this machine
+# can emulate, one variable at a time: OPENBLAS_CORETYPE Haswell, SkylakeX and Prescott (the
+# native engine's BLAS), ONEDNN_MAX_CPU_ISA AVX2, AVX512_CORE and AVX512_CORE_BF16 (the torch
+# worker's convs), GODEBUG=cpu.avx512f=off (the native engine's Go assembly), and nothing set
+# (test/cpus/cpus.sh lists the tests). About 30 minutes on 2 cores, most of it the memory tests.
+# test-cpus-fast, part of make test, is two of its runs: the DeepLab example twin on OpenBLAS's
+# Prescott kernels and the native numerics without AVX-512 in Go (about 30 s on 2 cores).
+test-cpus: deps data
+	PIPE_PYTHON=$(TORCH_PYTHON) GO=$(GO) bash test/cpus/cpus.sh all
+
+test-cpus-fast: deps data
+	PIPE_PYTHON=$(TORCH_PYTHON) GO=$(GO) bash test/cpus/cpus.sh fast
 
 # test-dist starts munged, slurmctld and slurmd on this machine (as root, config and state in a
 # temporary folder, all stopped on exit), and has them run the sbatch script pipe launch --slurm
