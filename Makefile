@@ -140,9 +140,9 @@ test: deps data $(ONNX_RT) $(TFRECORDS)
 # can emulate, one variable at a time: OPENBLAS_CORETYPE Haswell, SkylakeX and Prescott (the
 # native engine's BLAS), ONEDNN_MAX_CPU_ISA AVX2, AVX512_CORE and AVX512_CORE_BF16 (the torch
 # worker's convs), GODEBUG=cpu.avx512f=off (the native engine's Go assembly), and nothing set
-# (test/cpus/cpus.sh lists the tests). About 30 minutes on 2 cores, most of it the memory tests.
+# (test/cpus/cpus.sh lists the tests). About 15 minutes on 2 cores, 10 of them the memory tests.
 # test-cpus-fast, part of make test, is two of its runs: the DeepLab example twin on OpenBLAS's
-# Prescott kernels and the native numerics without AVX-512 in Go (about 30 s on 2 cores).
+# Prescott kernels and the native numerics without AVX-512 in Go (about 45 s on 2 cores).
 test-cpus: deps data
 	PIPE_PYTHON=$(TORCH_PYTHON) GO=$(GO) bash test/cpus/cpus.sh all
 
