@@ -72,6 +72,20 @@ func exampleMaxTol(name string) float64 {
 	return maxTol
 }
 
+// exampleMedianTol is medianTol but for cells, whose dice loss over
+// 262,144 pixels float32 itself computes 6e-4 to 3e-3 from float64 on
+// both engines (docs/design/native-torch-twin.md): the engines may be
+// that far apart at the median without either being wrong. Measured
+// here (AMD EPYC, PyTorch 1.13 on oneDNN's AVX-512 kernels), the median
+// was 7.2e-4 with the native engine on OpenBLAS's Haswell kernels,
+// 7.5e-4 on SkylakeX's and 1.1e-3 on Cooperlake's.
+func exampleMedianTol(name string) float64 {
+	if name == "cells" {
+		return 3e-3
+	}
+	return medianTol
+}
+
 // TestExamplesOnBothEngines trains every example for 20 steps (fewer for
 // the biggest, exampleSteps) on the
 // native engine and on the torch engine (CPU), from pipe's initial
@@ -156,8 +170,8 @@ func TestExamplesOnBothEngines(t *testing.T) {
 			}
 			slices.Sort(medians)
 			typical := medians[len(medians)/2]
-			if typical > medianTol {
-				t.Errorf("the engines' updates differ by %.2e of the update at the median tensor of the median step (> %.0e)", typical, medianTol)
+			if typical > exampleMedianTol(name) {
+				t.Errorf("the engines' updates differ by %.2e of the update at the median tensor of the median step (> %.0e)", typical, exampleMedianTol(name))
 			}
 			fmt.Fprintf(&table, "%-12s batch %3d  first loss %.2e  worst loss %.2e  update: median %.2e, worst step's median %.2e, worst tensor %.2e\n",
 				name, cfg.Batch, first, worstLoss, typical, worstMedian, worstMax)
