@@ -49,9 +49,12 @@ const (
 	// CodeOtherFolder refuses a fresh run into a folder whose checkpoints
 	// are another pipeline's.
 	CodeOtherFolder = "another-pipelines-folder"
-	CodeDiverging   = "diverging"
-	CodeEvalLeak    = "test-selects-model"
-	CodeProfile     = "profile"
+	// CodeOtherJob refuses a run into a folder that records another
+	// job's run (run_job.go).
+	CodeOtherJob  = "another-jobs-folder"
+	CodeDiverging = "diverging"
+	CodeEvalLeak  = "test-selects-model"
+	CodeProfile   = "profile"
 )
 
 // Status says how a run ended.
@@ -326,7 +329,10 @@ type Result struct {
 	// where checkpoints go.
 	Checkpoint    string
 	CheckpointDir string
-	Predictions   []Prediction
+	// Job is the id of the job the run belongs to (Place.Job), "" for a
+	// run started by hand.
+	Job         string
+	Predictions []Prediction
 	// TargetScaling is how the regression targets were standardised for
 	// training (run_target.go); nil when they were not.
 	TargetScaling *TargetScaling
@@ -461,6 +467,9 @@ func Run(ctx context.Context, p *plan.Plan, prog *stdlib.Program, hooks Hooks, o
 		r.spec = prog.Spec
 	}
 	r.res = &Result{Status: StatusFailed}
+	if rc.place != nil {
+		r.res.Job = rc.place.Job.ID
+	}
 	if p != nil {
 		r.res.Pipeline, r.res.Model, r.res.Backend, r.res.Engine = p.Pipeline, p.Model, p.Backend, p.EngineName()
 		r.res.Memory.Estimated = p.Memory.Total

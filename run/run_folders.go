@@ -48,6 +48,20 @@ type Place struct {
 	Fresh bool
 	// Legacy says Dir is out/PIPELINE/checkpoints of the old layout.
 	Legacy bool
+	// Job is the job the run belongs to (run_job.go); none for a run
+	// started by hand.
+	Job Job
+}
+
+// Where is what places a run besides its program: the folder given
+// (--checkpoint-dir), --resume and its path, the job the run belongs to,
+// and the run's node rank (rank 0 alone makes folders).
+type Where struct {
+	Dir      string
+	Resume   bool
+	ResumeAt string
+	Job      Job
+	Rank     int
 }
 
 // PipelineFolder is out/NAME, resolved against base as the file's paths are.
@@ -55,20 +69,47 @@ func PipelineFolder(base, name string) string {
 	return resolve(base, filepath.Join("out", name))
 }
 
-// PlaceRun decides where a run of prog writes its checkpoints: dir when
-// given (--checkpoint-dir), else train's checkpoint_dir, else for a
-// --resume without a path (resume && resumeAt == "") the latest run's
-// folder, else a new folder under out/NAME/runs, made now. A resume with
-// nothing to resume returns an error wrapping ErrNoRun.
-func PlaceRun(prog *spec.Program, base, dir string, resume bool, resumeAt string) (Place, error) {
-	if dir != "" {
-		return Place{Dir: dir}, nil
+// PlaceRun decides where a run of prog writes its checkpoints: w.Dir when
+// given (--checkpoint-dir), else train's checkpoint_dir, else for a run
+// of a job the job's folder out/NAME/runs/ID, else for a --resume
+// without a path the latest run's folder, else a new folder under
+// out/NAME/runs. Rank 0 makes the folder now; another rank makes none
+// (it writes nothing), and is given the job's folder or, with no job, one
+// that is never made. A folder that records another job is refused
+// (ErrOtherJob), and a resume with nothing to resume returns an error
+// wrapping ErrNoRun.
+func PlaceRun(prog *spec.Program, base string, w Where) (Place, error) {
+	var pl Place
+	switch {
+	case w.Dir != "":
+		pl = Place{Dir: w.Dir, Job: w.Job}
+	case prog.Train != nil && prog.Train.At.Has("checkpoint_dir"):
+		pl = Place{Dir: resolve(base, prog.Train.CheckpointDir), Job: w.Job}
+	default:
+		return placeDefault(prog, base, w)
 	}
-	if t := prog.Train; t != nil && t.At.Has("checkpoint_dir") {
-		return Place{Dir: resolve(base, t.CheckpointDir)}, nil
-	}
+	return pl, checkJob(pl.Dir, w.Job)
+}
+
+// placeDefault is PlaceRun's folder under out/NAME.
+func placeDefault(prog *spec.Program, base string, w Where) (Place, error) {
 	root := PipelineFolder(base, prog.Name)
-	if resume && resumeAt == "" {
+	if w.Job.ID != "" {
+		d := JobFolder(root, w.Job)
+		_, err := os.Stat(d)
+		pl := Place{Dir: d, Root: root, Job: w.Job, Fresh: errors.Is(err, fs.ErrNotExist) && w.Rank == 0}
+		if w.Resume && w.ResumeAt == "" && !fileExists(filepath.Join(d, LastCheckpoint)) {
+			return pl, fmt.Errorf("%s holds no run of job %s (%s) to resume; --resume=%s continues the latest run instead: %w",
+				d, w.Job.ID, w.Job.From, filepath.Join(root, LatestName), ErrNoRun)
+		}
+		if pl.Fresh {
+			if err := os.MkdirAll(d, 0o755); err != nil {
+				return pl, err
+			}
+		}
+		return pl, checkJob(d, w.Job)
+	}
+	if w.Resume && w.ResumeAt == "" {
 		d, legacy, err := LatestRun(root)
 		if err != nil {
 			return Place{Root: root}, err
@@ -77,6 +118,10 @@ func PlaceRun(prog *spec.Program, base, dir string, resume bool, resumeAt string
 			return Place{Dir: d, Legacy: true}, nil
 		}
 		return Place{Dir: d, Root: root}, nil
+	}
+	if w.Rank > 0 {
+		// Rank 0 makes the run's folder; this rank writes into none.
+		return Place{Dir: filepath.Join(root, RunsFolder, fmt.Sprintf(".rank-%d-writes-nothing", w.Rank))}, nil
 	}
 	d, err := NewStampFolder(filepath.Join(root, RunsFolder), time.Now(), "runs")
 	if err != nil {
@@ -252,6 +297,10 @@ func (r *runner) clearStale() bool {
 	r.stale = false
 	old, _ := filepath.Glob(filepath.Join(r.set.ckptDir, "epoch-*.ckpt"))
 	old = append(old, filepath.Join(r.set.ckptDir, BestCheckpoint))
+	if r.rc.place == nil || r.rc.place.Job.ID == "" {
+		// The job that recorded the folder no longer has its run here.
+		old = append(old, filepath.Join(r.set.ckptDir, JobFile))
+	}
 	for _, path := range old {
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			r.res.Status = StatusFailed

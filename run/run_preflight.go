@@ -49,7 +49,8 @@ func diskFull(err error) string {
 // can be written: the checkpoints and the predictions.
 func (r *runner) preflight() bool {
 	ok := true
-	if !r.rc.skipTrain && r.set.ckptMode != "none" {
+	// Rank 0 alone writes checkpoints; another rank makes no folder.
+	if !r.rc.skipTrain && r.set.ckptMode != "none" && r.rc.nodeRank == 0 {
 		path := filepath.Join(r.set.ckptDir, LastCheckpoint)
 		if err := CheckWritable(path); err != nil {
 			var at *diag.Range // --checkpoint-dir or the default folder: no line says it
@@ -59,7 +60,7 @@ func (r *runner) preflight() bool {
 			r.errorf(at, CodeCheckpoint, "cannot write checkpoints to "+r.set.ckptDir,
 				"%s. Nothing was trained. Give a folder that can be written with --checkpoint-dir, or write save none in train.", diskFull(err))
 			ok = false
-		} else if r.rc.nodeRank == 0 {
+		} else {
 			lock, err := lockFolder(r.set.ckptDir, r.p.File)
 			switch {
 			case errors.Is(err, ErrLocked):
@@ -71,7 +72,7 @@ func (r *runner) preflight() bool {
 				ok = false
 			default:
 				r.lock = lock
-				ok = r.claim() && ok
+				ok = r.ownJob() && r.claim() && ok
 			}
 		}
 	}

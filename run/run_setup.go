@@ -70,6 +70,7 @@ func (r *runner) close() {
 		// A run folder made for a run that wrote nothing goes again
 		// (Remove leaves a folder that is not empty).
 		os.Remove(filepath.Join(pl.Dir, LockFile))
+		os.Remove(filepath.Join(pl.Dir, JobFile))
 		os.Remove(pl.Dir)
 	}
 }
@@ -257,7 +258,7 @@ func (r *runner) place() bool {
 	if t := r.prog.Spec.Train; t != nil && t.At.Has("checkpoint_dir") {
 		return true // settingsOf takes it
 	}
-	pl, err := PlaceRun(r.prog.Spec, rc.base, "", rc.resume, rc.resumeAt)
+	pl, err := PlaceRun(r.prog.Spec, rc.base, Where{Resume: rc.resume, ResumeAt: rc.resumeAt, Rank: rc.nodeRank})
 	switch {
 	case errors.Is(err, ErrNoRun):
 		r.errorf(nil, CodeResume, "no run to resume", "%v. Run without --resume to start one, or give the checkpoint with --resume=PATH.", err)

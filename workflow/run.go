@@ -29,22 +29,28 @@ type OutputError struct {
 func (e *OutputError) Error() string { return "cannot write the " + e.What + ": " + e.Err.Error() }
 func (e *OutputError) Unwrap() error { return e.Err }
 
-// PlaceRun decides where a run of prog writes (run.PlaceRun): dir when
-// given (--checkpoint-dir), else train's checkpoint_dir, else for a
-// --resume without a path the latest run's folder, else a new folder
-// under out/PIPELINE/runs.
-func PlaceRun(prog *stdlib.Program, dir string, resume bool, resumeAt string) (run.Place, error) {
-	return run.PlaceRun(prog.Spec, "", dir, resume, resumeAt)
+// PlaceRun decides where a run of prog writes (run.PlaceRun): w.Dir when
+// given (--checkpoint-dir), else train's checkpoint_dir, else a job's
+// folder out/PIPELINE/runs/ID, else for a --resume without a path the
+// latest run's folder, else a new folder under out/PIPELINE/runs.
+func PlaceRun(prog *stdlib.Program, w run.Where) (run.Place, error) {
+	return run.PlaceRun(prog.Spec, "", w)
 }
 
 // PrepareOutputs decides where a run of p placed at place writes its
 // report (report, else report.json in the run's folder, so that runs in
 // two folders never share one) and, when profiling, its trace (trace,
-// else trace.json there too), and checks that both can be written.
-func PrepareOutputs(p *plan.Plan, place run.Place, reportPath string, profile bool, trace string) (Outputs, error) {
+// else trace.json there too), and checks that both can be written;
+// on a rank above 0, which writes neither, it checks nothing.
+func PrepareOutputs(p *plan.Plan, place run.Place, reportPath string, profile bool, trace string, nodeRank int) (Outputs, error) {
 	o := Outputs{Report: reportPath}
 	if o.Report == "" {
 		o.Report = filepath.Join(place.Dir, "report.json")
+	}
+	if nodeRank > 0 {
+		// Rank 0 writes the report; this rank's checks would make folders.
+		o.Trace = trace
+		return o, nil
 	}
 	if err := run.CheckWritable(o.Report); err != nil {
 		return o, &OutputError{What: "report", Err: err}

@@ -288,11 +288,11 @@ func TestDefaultCheckpointIsTheLatestRuns(t *testing.T) {
 	if got := workflow.DefaultCheckpoint(prog, ""); got != filepath.Join(old, run.LastCheckpoint) {
 		t.Errorf("the old layout: %s", got)
 	}
-	first, err := workflow.PlaceRun(decode(t, prog), "", false, "")
+	first, err := workflow.PlaceRun(decode(t, prog), run.Where{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := workflow.PlaceRun(decode(t, prog), "", false, "")
+	second, err := workflow.PlaceRun(decode(t, prog), run.Where{})
 	if err != nil || second.Dir == first.Dir {
 		t.Fatalf("two runs placed in %s and %s (%v)", first.Dir, second.Dir, err)
 	}
@@ -317,11 +317,11 @@ func TestReportGoesIntoTheRunsFolder(t *testing.T) {
 	wf := workflow.New(workflow.WithHost(cpuHost(0)))
 	pl, _ := wf.Plan(context.Background(), prog, workflow.Request{Purpose: workflow.ForRun})
 	a, b := t.TempDir(), t.TempDir()
-	oa, err := workflow.PrepareOutputs(pl.Plan, run.Place{Dir: a}, "", true, "")
+	oa, err := workflow.PrepareOutputs(pl.Plan, run.Place{Dir: a}, "", true, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ob, err := workflow.PrepareOutputs(pl.Plan, run.Place{Dir: b}, "", false, "")
+	ob, err := workflow.PrepareOutputs(pl.Plan, run.Place{Dir: b}, "", false, "", 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -329,7 +329,7 @@ func TestReportGoesIntoTheRunsFolder(t *testing.T) {
 		t.Errorf("reports %s and %s, trace %s", oa.Report, ob.Report, oa.Trace)
 	}
 	mine := filepath.Join(t.TempDir(), "mine.json")
-	if o, err := workflow.PrepareOutputs(pl.Plan, run.Place{Dir: a}, mine, false, ""); err != nil || o.Report != mine {
+	if o, err := workflow.PrepareOutputs(pl.Plan, run.Place{Dir: a}, mine, false, "", 0); err != nil || o.Report != mine {
 		t.Errorf("--report: %s (%v)", o.Report, err)
 	}
 }

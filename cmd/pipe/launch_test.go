@@ -33,7 +33,7 @@ func fakeSlurm(t *testing.T, dir string) string {
 while [ "${1#--}" != "$1" ]; do shift; done
 pids=()
 for ((i = 0; i < SLURM_NTASKS; i++)); do
-  SLURM_PROCID=$i SLURM_LOCALID=$i SLURM_NODEID=0 "$@" > "task$i.log" 2>&1 &
+  SLURM_STEP_ID=0 SLURM_PROCID=$i SLURM_LOCALID=$i SLURM_NODEID=0 "$@" > "task$i.log" 2>&1 &
   pids+=($!)
 done
 worst=0
@@ -126,11 +126,11 @@ func must(b []byte, err error) []byte {
 // ranks, one a process; a task SLURM gave a GPU of its own
 // (--gpus-per-task) uses cuda:0 whatever its local rank.
 func TestLauncherAdoptsThePlan(t *testing.T) {
-	l, err := launcherEnv(envOf(map[string]string{"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1", "MASTER_ADDR": "n1", "CUDA_VISIBLE_DEVICES": "5"}))
+	l, err := launcherEnv(envOf(map[string]string{"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_STEP_ID": "0", "SLURM_LOCALID": "1", "MASTER_ADDR": "n1", "CUDA_VISIBLE_DEVICES": "5"}))
 	if err != nil || l.localRank != 0 {
 		t.Fatalf("a task with one GPU of its own: local rank %d, %v", l.localRank, err)
 	}
-	l, _ = launcherEnv(envOf(map[string]string{"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_LOCALID": "1", "MASTER_ADDR": "n1", "CUDA_VISIBLE_DEVICES": "0,1"}))
+	l, _ = launcherEnv(envOf(map[string]string{"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_STEP_ID": "0", "SLURM_LOCALID": "1", "MASTER_ADDR": "n1", "CUDA_VISIBLE_DEVICES": "0,1"}))
 	if l.localRank != 1 {
 		t.Errorf("a task seeing the node's GPUs: local rank %d", l.localRank)
 	}

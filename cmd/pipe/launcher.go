@@ -11,7 +11,6 @@ import (
 
 	"pipe/planner/plan"
 	"pipe/run"
-	"pipe/workflow"
 )
 
 // launched is what a launcher told this process through its environment:
@@ -25,7 +24,8 @@ type launched struct {
 	port                   int
 	// restarts is how often the launcher started this rank again after a
 	// failure (TORCHELASTIC_RESTART_COUNT) or requeued the job
-	// (SLURM_RESTART_COUNT): then the run continues from its checkpoint.
+	// (SLURM_RESTART_COUNT). A run of a job continues its checkpoint
+	// without it (continueRun); one of no job, in a folder given, with it.
 	restarts int
 	// agentStore says torchrun's agent already holds the rendezvous store
 	// at the master's port (TORCHELASTIC_USE_AGENT_STORE, torch 2.x), so
@@ -61,7 +61,7 @@ func launcherEnv(getenv func(string) string) (*launched, error) {
 		}
 		l.agentStore = strings.EqualFold(getenv("TORCHELASTIC_USE_AGENT_STORE"), "true")
 		l.restarts, _ = strconv.Atoi(getenv("TORCHELASTIC_RESTART_COUNT"))
-	case getenv("SLURM_PROCID") != "" && getenv("SLURM_NTASKS") != "":
+	case srunStep(getenv):
 		l.by = "SLURM"
 		if l.rank, err = num("SLURM_PROCID"); err != nil {
 			return nil, err
@@ -131,20 +131,53 @@ func (l *launched) apply(fs *flag.FlagSet, f *runFlags) error {
 	return nil
 }
 
-// resumeRestart makes a rank the launcher started again continue from
-// the run's checkpoint, as --resume would, when there is one to continue;
-// a restart before the first checkpoint starts afresh.
-func (a *app) resumeRestart(f *runFlags, pl *workflow.Planned, l *launched) {
-	place, err := workflow.PlaceRun(pl.Program, *f.ckptDir, true, "")
-	if err == nil {
-		_, err = os.Stat(filepath.Join(place.Dir, run.LastCheckpoint))
+// srunStep says this process is one task of an srun step of several
+// tasks, the ranks of one run. A job's batch script (sbatch runs it with
+// SLURM_PROCID 0 and SLURM_NTASKS the allocation's, but no step id) and a
+// step of one task are no launcher's ranks: pipe starts its own workers
+// there, --nproc-per-node of them.
+func srunStep(getenv func(string) string) bool {
+	if getenv("SLURM_PROCID") == "" || getenv("SLURM_NTASKS") == "" {
+		return false
 	}
-	if err != nil {
-		fmt.Fprintf(a.env.Stderr, "pipe run: %s restarted this rank (%d), and there is no checkpoint to continue: starting afresh\n", l.by, l.restarts)
+	if getenv("SLURM_STEP_ID") == "" && getenv("SLURM_STEPID") == "" {
+		return false
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(getenv("SLURM_NTASKS")))
+	return err != nil || n != 1 // an unreadable count is launcherEnv's error
+}
+
+// continueRun makes a run continue its own run's last checkpoint, as
+// --resume would: a run of a job whose folder holds one, at any start
+// of the job, whether or not a restart count says it is one (a
+// container restarted in its pod has none); and a rank that a launcher
+// restarted (l.restarts), in a folder given to it. The latest run is
+// never a restart's: it may be another job's.
+func (a *app) continueRun(f *runFlags, place run.Place, l *launched) {
+	restarted := l != nil && l.restarts > 0
+	if f.resume.set || (place.Job.ID == "" && !restarted) {
 		return
 	}
-	f.resume.set = true
-	fmt.Fprintf(a.env.Stderr, "pipe run: %s restarted this rank (%d): continuing from the run's last checkpoint\n", l.by, l.restarts)
+	last := filepath.Join(place.Dir, run.LastCheckpoint)
+	_, err := os.Stat(last)
+	switch {
+	case place.Job.ID == "" && place.Root != "":
+		fmt.Fprintf(a.env.Stderr, "pipe run: %s restarted this rank (%d), but the run has no id to find its folder by: starting afresh in %s (give pipe run --run-id ID, or torchrun --rdzv-id, and a restart continues its run)\n",
+			l.by, l.restarts, place.Dir)
+	case err == nil:
+		f.resume.set = true
+		fmt.Fprintf(a.env.Stderr, "pipe run: continuing from the run's last checkpoint, %s%s\n", last, jobSaid(place.Job))
+	case restarted:
+		fmt.Fprintf(a.env.Stderr, "pipe run: %s restarted this rank (%d), and there is no checkpoint to continue: starting afresh%s\n", l.by, l.restarts, jobSaid(place.Job))
+	}
+}
+
+// jobSaid is ", of job ID (FROM)" for a run of a job, else "".
+func jobSaid(j run.Job) string {
+	if j.ID == "" {
+		return ""
+	}
+	return fmt.Sprintf(", of job %s (%s)", j.ID, j.From)
 }
 
 // adopt runs a plan file (pipe run --plan) as the launcher's ranks: one

@@ -30,10 +30,10 @@ func TestLauncherEnv(t *testing.T) {
 	if l, err := launcherEnv(envOf(nil)); l != nil || err != nil {
 		t.Errorf("no launcher: %+v, %v", l, err)
 	}
-	if _, err := launcherEnv(envOf(map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2"})); err == nil || !strings.Contains(err.Error(), "MASTER_ADDR") {
+	if _, err := launcherEnv(envOf(map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_STEP_ID": "0"})); err == nil || !strings.Contains(err.Error(), "MASTER_ADDR") {
 		t.Errorf("SLURM without MASTER_ADDR: %v", err)
 	}
-	s, err := launcherEnv(envOf(map[string]string{"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_LOCALID": "1", "MASTER_ADDR": "node1"}))
+	s, err := launcherEnv(envOf(map[string]string{"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_STEP_ID": "0", "SLURM_LOCALID": "1", "MASTER_ADDR": "node1"}))
 	if err != nil || s.by != "SLURM" || s.rank != 1 || s.world != 2 || s.port != 29500 {
 		t.Errorf("SLURM: %+v, %v", s, err)
 	}

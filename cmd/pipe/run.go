@@ -36,7 +36,12 @@ func init() {
 
 // runContext is the context a run is cancelled through: the first SIGINT
 // or SIGTERM cancels it (the run finishes its step and writes a
-// checkpoint); a second one ends the process at once. Tests replace it.
+// checkpoint); a second one ends the process at once. After the run
+// (stop) the signals stay caught, and go unheeded, while the report is
+// written: when a rank of an interrupted srun step exits first, srun
+// --kill-on-bad-exit sends SIGTERM to rank 0, which then died writing
+// its report and exited 143, and the job was not requeued. Tests replace
+// it.
 var runContext = func(a *app) (context.Context, func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	sig := make(chan os.Signal, 2)
@@ -45,7 +50,6 @@ var runContext = func(a *app) (context.Context, func()) {
 	signal.Notify(sig, os.Interrupt, syscall.SIGTERM, syscall.SIGUSR1)
 	go watchInterrupts(sig, done, cancel, a.env.Stderr, os.Exit)
 	return ctx, func() {
-		signal.Stop(sig)
 		close(done)
 		cancel()
 	}
@@ -88,6 +92,10 @@ func runRun(a *app, args []string) int {
 	if err == nil && l != nil {
 		err = l.apply(fs, f)
 	}
+	var job run.Job
+	if err == nil {
+		job, err = workflow.JobOf(a.env.Getenv, *f.runID)
+	}
 	if err != nil {
 		fmt.Fprintf(a.env.Stderr, "pipe run: %v\n", err)
 		return exitErrors
@@ -104,9 +112,13 @@ func runRun(a *app, args []string) int {
 	if l != nil && in.planFile != nil {
 		l.adopt(pl.Plan, a.env.Stderr)
 	}
-	if l != nil && l.restarts > 0 && !f.resume.set {
-		a.resumeRestart(f, pl, l)
+	where := run.Where{Dir: *f.ckptDir, Resume: f.resume.set, ResumeAt: f.resume.path, Job: job, Rank: *f.nodeRank}
+	place, err := workflow.PlaceRun(pl.Program, where)
+	if err != nil {
+		views.PlaceError(a.env.Stderr, err)
+		return exitErrors
 	}
+	a.continueRun(f, place, l)
 	ts := workflow.TorchSetup{NodeRank: *f.nodeRank, MasterAddr: *f.masterAddr, MasterPort: *f.masterPort}
 	if l != nil {
 		ts.LocalRank, ts.AgentStore = l.localRank, l.agentStore
@@ -116,7 +128,7 @@ func runRun(a *app, args []string) int {
 		fmt.Fprintf(a.env.Stderr, "pipe run: %v\n", err)
 		return exitErrors
 	}
-	return a.execute(f, in, pl, engines)
+	return a.execute(f, in, pl, engines, place)
 }
 
 // runInput is what pipe run runs: the checked program, and the plan file
@@ -210,7 +222,7 @@ func (a *app) planRun(wf *workflow.Workflow, f *runFlags, in *runInput) (*workfl
 }
 
 // execute runs the plan and shows how it went; it returns the exit code.
-func (a *app) execute(f *runFlags, in *runInput, pl *workflow.Planned, engines []engine.Backend) int {
+func (a *app) execute(f *runFlags, in *runInput, pl *workflow.Planned, engines []engine.Backend, place run.Place) int {
 	p := pl.Plan
 	terminal := isTerminal(a.env.Stderr)
 	info := a.progressLogger()
@@ -220,12 +232,7 @@ func (a *app) execute(f *runFlags, in *runInput, pl *workflow.Planned, engines [
 	}
 	progress := report.NewProgress(a.env.Stderr, info, terminal)
 	progress.Every = *f.logEvery
-	place, err := workflow.PlaceRun(pl.Program, *f.ckptDir, f.resume.set, f.resume.path)
-	if err != nil {
-		views.PlaceError(a.env.Stderr, err)
-		return exitErrors
-	}
-	out, err := workflow.PrepareOutputs(p, place, *f.reportPath, *f.profile.on, *f.profile.out)
+	out, err := workflow.PrepareOutputs(p, place, *f.reportPath, *f.profile.on, *f.profile.out, *f.nodeRank)
 	var oerr *workflow.OutputError
 	if errors.As(err, &oerr) {
 		views.OutputError(a.env.Stderr, oerr)

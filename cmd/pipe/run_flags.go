@@ -14,6 +14,7 @@ import (
 // runFlags are pipe run's flags.
 type runFlags struct {
 	planPath, device, precision, ckptDir, reportPath *string
+	runID                                            *string
 	batch, maxSteps, logEvery                        *int64
 	resume                                           resumeFlag
 	skipTrain, sweepGate                             *bool
@@ -34,6 +35,7 @@ func newRunFlags(fs *flag.FlagSet) *runFlags {
 	f.skipTrain = fs.Bool("skip-train", false, "with --resume: evaluate and predict with the checkpoint's model, without training")
 	f.precision = fs.String("precision", "", "evaluate and predict in this precision: int8 (the native engine; calibrated on training batches) or fp32")
 	f.ckptDir = fs.String("checkpoint-dir", "", "the run's folder, for its checkpoints and report (default: train's checkpoint_dir, else a new out/PIPELINE/runs/STAMP, which out/PIPELINE/latest names once it holds a checkpoint)")
+	f.runID = fs.String("run-id", "", "the job this run belongs to (default: $PIPE_RUN_ID, the PyTorchJob's, SLURM's job, torchrun's --rdzv-id): its folder is out/PIPELINE/runs/ID, and every start of the job continues that run's last checkpoint")
 	f.reportPath = fs.String("report", "", "write the run report (JSON) here, and the loss curve beside it (default report.json in the run's folder)")
 	f.threads = fs.Int("threads", 0, "compute threads (0: all cores); a resumed run reproduces losses only with the same number")
 	f.logEvery = fs.Int64("log-every", 0, "without a terminal, log a line every this many steps (default: about ten an epoch)")

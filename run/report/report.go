@@ -96,7 +96,10 @@ type Report struct {
 	// GAN is gan mode's account of the training loss, nil otherwise.
 	GAN *GAN `json:"gan,omitempty"`
 
-	Checkpoint  string           `json:"checkpoint,omitempty"`
+	Checkpoint string `json:"checkpoint,omitempty"`
+	// RunID is the job the run belongs to (its folder's job file), absent
+	// for a run started by hand.
+	RunID       string           `json:"run_id,omitempty"`
 	LossCurve   string           `json:"loss_curve,omitempty"`
 	Predictions []run.Prediction `json:"predictions,omitempty"`
 	// Int8 is what int8 quantisation did for evaluation or predict.
@@ -241,7 +244,7 @@ func New(res *run.Result, p *plan.Plan) *Report {
 		SamplesTrained: res.SamplesTrained, SamplesRead: res.SamplesRead, SamplesPerSecond: res.SamplesPerSecond,
 		EstimatedPeakBytes: res.Memory.Estimated, MeasuredPeakBytes: res.Memory.Measured, MeasuredBy: res.Memory.MeasuredBy,
 		Metrics: map[string]*float64{}, LossesPerEpoch: []Epoch{}, StepLosses: make([]*float64, len(res.StepLosses)),
-		Checkpoint: res.Checkpoint, Predictions: res.Predictions, Int8: res.Int8, Profile: res.Profile,
+		Checkpoint: res.Checkpoint, RunID: res.Job, Predictions: res.Predictions, Int8: res.Int8, Profile: res.Profile,
 	}
 	mm := res.Memory.Model
 	r.Memory = Memory{Parameters: mm.Parameters, Gradients: mm.Gradients, Optimizer: mm.Optimizer, Arena: mm.Arena,

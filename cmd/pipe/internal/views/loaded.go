@@ -35,5 +35,9 @@ func PlaceError(w io.Writer, err error) {
 		fmt.Fprintf(w, "pipe run: --resume: %v; run without --resume to start one, or give the checkpoint with --resume=PATH or the run's folder with --checkpoint-dir\n", err)
 		return
 	}
+	if errors.Is(err, run.ErrOtherJob) {
+		fmt.Fprintf(w, "pipe run: %v; nothing was trained: a job continues its own run and no other's (leave --checkpoint-dir out and each job gets out/PIPELINE/runs/ID)\n", err)
+		return
+	}
 	fmt.Fprintf(w, "pipe run: cannot make the run's folder: %v; give one that can be written with --checkpoint-dir\n", err)
 }

@@ -78,6 +78,10 @@ func Interrupted(w io.Writer, res *run.Result, ckptDir, display string) {
 		again += "--checkpoint-dir " + ckptDir + " "
 	}
 	again += display
+	if res.Job != "" {
+		// A start of the job continues its run by itself.
+		again = "the same command in job " + res.Job + " (pipe run --run-id " + res.Job + " " + display + " elsewhere)"
+	}
 	var where string
 	switch {
 	case res.SamplesTrained == 0 && res.ResumedFrom == nil:
