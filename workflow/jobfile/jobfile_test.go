@@ -94,6 +94,15 @@ func TestManifest(t *testing.T) {
 		dig(c, "resources", "limits", "nvidia.com/gpu") != 4.0 {
 		t.Errorf("container: %v", c)
 	}
+	// The job's name and namespace reach the container, which names its
+	// run by them (a restarted container continues it).
+	env := map[string]any{}
+	for _, e := range dig(c, "env").([]any) {
+		env[dig(e, "name").(string)] = dig(e, "valueFrom", "fieldRef", "fieldPath")
+	}
+	if env["PIPE_JOB_NAME"] != "metadata.labels['training.kubeflow.org/job-name']" || env["PIPE_JOB_NAMESPACE"] != "metadata.namespace" {
+		t.Errorf("env: %v", env)
+	}
 	mounts := map[string]any{}
 	for _, m := range dig(c, "volumeMounts").([]any) {
 		mounts[dig(m, "mountPath").(string)] = dig(m, "readOnly")

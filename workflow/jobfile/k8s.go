@@ -143,9 +143,26 @@ func podTemplate(p *plan.Plan, o K8s, name, src string, nproc int, ann object) o
 		mem := strconv.FormatInt(int64(nproc)*p.Memory.Total, 10)
 		res["requests"] = object{"cpu": strconv.Itoa(cpus), "memory": mem}
 	}
-	c := object{"name": "pytorch", "image": o.Image, "workingDir": wd, "command": cmd, "resources": res, "volumeMounts": mounts}
+	c := object{"name": "pytorch", "image": o.Image, "workingDir": wd, "command": cmd, "resources": res, "volumeMounts": mounts, "env": jobEnv()}
 	return object{"metadata": object{"annotations": ann},
 		"spec": object{"containers": []any{c}, "volumes": volumes}}
+}
+
+// JobNameLabel is the label the training operator puts on a
+// PyTorchJob's pods, holding the job's name (kubeflow/common's
+// JobNameLabel).
+const JobNameLabel = "training.kubeflow.org/job-name"
+
+// jobEnv passes the job's name and namespace to the container from the
+// pod's label and metadata (the downward API), as PIPE_JOB_NAME and
+// PIPE_JOB_NAMESPACE: pipe run names the run pytorchjob-NAMESPACE-NAME
+// by them, so that a restarted container, whose torchrun counts no
+// restart, continues the job's run (workflow.JobOf).
+func jobEnv() []any {
+	field := func(name, path string) object {
+		return object{"name": name, "valueFrom": object{"fieldRef": object{"fieldPath": path}}}
+	}
+	return []any{field("PIPE_JOB_NAME", "metadata.labels['"+JobNameLabel+"']"), field("PIPE_JOB_NAMESPACE", "metadata.namespace")}
 }
 
 func anys(s []string) []any {
