@@ -151,8 +151,9 @@ test-cpus-fast: deps data
 
 # test-dist starts munged, slurmctld and slurmd on this machine (as root, config and state in a
 # temporary folder, all stopped on exit), and has them run the sbatch script pipe launch --slurm
-# writes: 2 tasks to completion, then a job signalled with USR1 mid-run that requeues itself and
-# must end with the same losses (test/dist/slurm.sh). About 30 s on 2 cores.
+# writes: two jobs side by side in the default run folder, one signalled with USR1 mid-run that
+# requeues itself and must resume its own run with the other's losses, and a one-task job that
+# starts its own two workers (test/dist/slurm.sh). About 30 s on 2 cores.
 DIST_PACKAGES := slurm-wlm munge
 deps-dist:
 	@missing=(); \

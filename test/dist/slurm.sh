@@ -2,11 +2,16 @@
 # A real single-machine SLURM runs the sbatch script `pipe launch --slurm`
 # writes: munged, slurmctld and slurmd are started here (no systemd) with a
 # configuration written to a temporary folder, the node is this host. Two
-# jobs of 2 tasks each train a small pipeline on the CPU (torch engine,
-# gloo): the first runs to completion; the second is sent SIGUSR1 mid-run
-# (scancel --signal=USR1, as --signal=USR1@T does ahead of a time limit),
-# stops at a checkpoint, requeues itself, resumes from the checkpoint and
-# must end with the first job's losses, step for step.
+# jobs of that one script (2 tasks each, the default run folder) train a
+# small pipeline on the CPU (torch engine, gloo) side by side: the first
+# is sent SIGUSR1 mid-run (scancel --signal=USR1, as --signal=USR1@T does
+# ahead of a time limit) while the second starts, stops at a checkpoint,
+# requeues itself, is held until the second has checkpointed (and so is
+# the pipeline's latest run), and must resume its own run, not the
+# second's, and end with the second's
+# uninterrupted losses, step for step, each in out/PIPELINE/runs/slurm-ID.
+# Meanwhile a one-task job (sbatch -n 1) runs pipe run --nproc-per-node 2,
+# which starts its own two workers.
 #
 # It installs nothing: make test-dist installs slurm-wlm and munge first.
 # Run it as root (the daemons' SlurmUser). Every daemon it started is
@@ -38,13 +43,23 @@ cleanup() {
   set +e
   export SLURM_CONF="$tmp/slurm.conf"
   for j in "${jobs_submitted[@]}"; do scancel "$j" 2>/dev/null; done
-  # The daemons in reverse order of starting, each by the pid it got.
+  # The jobs' steps end (KillWait) before their slurmd is asked to.
+  for _ in $(seq 60); do
+    [ "${#jobs_submitted[@]}" = 0 ] || squeue -h 2>/dev/null | grep -q . || break
+    sleep 0.5
+  done
+  # The daemons in reverse order of starting, each by the pid it got;
+  # one that has not ended 10 s later is killed.
   for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[i]}" 2>/dev/null; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null; done
+  for p in "${pids[@]}"; do
+    for _ in $(seq 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.1; done
+    kill -9 "$p" 2>/dev/null
+    wait "$p" 2>/dev/null
+  done
   if [ "$rc" != 0 ]; then
     echo "slurm.sh: failed; the daemons' logs:" >&2
     tail -n 20 "$tmp"/log/*.log >&2 2>/dev/null
-    for f in "$tmp"/job/*/slurm-*.out; do [ -f "$f" ] && { echo "==> $f"; grep -v "step:" "$f"; } >&2; done
+    for f in "$tmp"/job/slurm-*.out; do [ -f "$f" ] && { echo "==> $f"; grep -v "step:" "$f"; } >&2; done
   fi
   rm -rf "$tmp"
   exit "$rc"
@@ -72,6 +87,9 @@ pids+=($!)
 for _ in $(seq 50); do [ -S "$tmp/sock/munge.socket" ] && break; sleep 0.1; done
 [ -S "$tmp/sock/munge.socket" ] || fail "munged did not start: $(cat "$tmp/log/munged.out")"
 
+# The jobs run side by side: the node says it has CPUs enough for the
+# three (config_overrides has slurmd take the configuration's word).
+cpus=$(( $(nproc) > 6 ? $(nproc) : 6 ))
 # cred_expire is also how long SLURM holds a requeued job back (120 s by
 # default); the scheduler, which starts it then, runs each second here.
 cat > "$tmp/slurm.conf" <<EOF
@@ -103,7 +121,8 @@ MailProg=/bin/true
 ReturnToService=2
 InactiveLimit=0
 KillWait=10
-NodeName=$host CPUs=$(nproc) State=UNKNOWN
+SlurmdParameters=config_overrides
+NodeName=$host CPUs=$cpus State=UNKNOWN
 PartitionName=test Nodes=$host Default=YES MaxTime=INFINITE State=UP
 EOF
 export SLURM_CONF="$tmp/slurm.conf"
@@ -132,14 +151,11 @@ model net {
 train { epochs $EPOCHS  batch 8  optimizer adam lr 0.01  loss cross_entropy }
 EOF
 
-# launch DIR: pipe launch --slurm writes DIR/job.sbatch (2 tasks on this
-# node), its runs checkpointing and reporting in DIR.
+# launch: pipe launch --slurm writes job.sbatch (2 tasks on this node);
+# its runs go to the default folder, out/slurm_test/runs/slurm-JOBID.
 launch() {
-  mkdir -p "$1"
-  cp tiny.pipe "$1/"
-  (cd "$1" && "$PIPE" launch --slurm job.sbatch --engine torch --nproc-per-node 2 --pipe "$PIPE" --master-port "$(freeport)" \
-    tiny.pipe -- --python "$PY" --checkpoint-dir ckpt --report report.json > launch.out)
-  grep -q -- "--ntasks-per-node=2" "$1/job.sbatch" || fail "the script asks for no 2 tasks"
+  "$PIPE" launch --slurm job.sbatch --engine torch --nproc-per-node 2 --pipe "$PIPE" tiny.pipe -- --python "$PY" > launch.out
+  grep -q -- "--ntasks-per-node=2" job.sbatch || fail "the script asks for no 2 tasks"
 }
 
 # finish J: waits until job J has left the queue, and prints its state.
@@ -152,51 +168,88 @@ finish() {
   scontrol show job "$j" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'
 }
 
-launch whole
-launch stopped
+# reach J TEXT: waits until job J's output says TEXT.
+reach() {
+  for _ in $(seq 1200); do
+    grep -q "$2" "slurm-$1.out" 2>/dev/null && return
+    sleep 0.1
+  done
+  fail "job $1 never said $2"
+}
 
+launch
+runs=out/slurm_test/runs
 t0=$SECONDS
-j1=$(cd whole && sbatch --parsable job.sbatch)
-jobs_submitted+=("$j1")
-st=$(finish "$j1")
-[ "$st" = COMPLETED ] || fail "job $j1 (uninterrupted) ended $st"
-echo "slurm.sh: job $j1 (2 tasks, $EPOCHS epochs) completed in $((SECONDS - t0)) s"
-
-t0=$SECONDS
-j2=$(cd stopped && sbatch --parsable job.sbatch)
-jobs_submitted+=("$j2")
-# Signal once the run is two epochs in (its checkpoint of epoch 2 written).
+ja=$(sbatch --parsable job.sbatch)
+jobs_submitted+=("$ja")
+reach "$ja" "epoch done: epoch=1/"
+jb=$(sbatch --parsable job.sbatch)
+jobs_submitted+=("$jb")
+# A is signalled while B starts; once requeued, A is held until B's first
+# checkpoint has made B's run the pipeline's latest, then let go, so that
+# it starts again while B runs, whatever the machine's speed.
+scancel --signal=USR1 "$ja"
 for _ in $(seq 600); do
-  grep -q "epoch done: epoch=2/" stopped/slurm-"$j2".out 2>/dev/null && break
+  [ "$(squeue -h -j "$ja" -o %T 2>/dev/null)" = PENDING ] && break
   sleep 0.1
 done
-grep -q "epoch done: epoch=2/" stopped/slurm-"$j2".out || fail "job $j2 never reached its second epoch"
-scancel --signal=USR1 "$j2"
-st=$(finish "$j2")
-out=$(cat stopped/slurm-"$j2".out)
-restarts=$(scontrol show job "$j2" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
-[ "$st" = COMPLETED ] || fail "job $j2 (signalled) ended $st"
-[ "$restarts" = 1 ] || fail "job $j2 was requeued ${restarts:-0} times, want 1"
-grep -q "requeueing job $j2" <<<"$out" || fail "job $j2 did not requeue itself"
-n=$(grep -c "continuing from the run's last checkpoint" <<<"$out" || true)
-[ "$n" = 2 ] || fail "$n ranks continued from the checkpoint, want 2"
-at=$(sed -n 's/.*interrupted at epoch [0-9]*, step \([0-9]*\); checkpoint written.*/\1/p' <<<"$out")
-[ -n "$at" ] || fail "no checkpoint written when job $j2 was signalled"
-echo "slurm.sh: job $j2 signalled (USR1), stopped at a checkpoint at step $at, requeued, resumed, completed in $((SECONDS - t0)) s"
+scontrol hold "$ja"
+reach "$jb" "epoch done: epoch=1/"
+scontrol release "$ja"
+# A one-task job meanwhile: pipe starts its own workers.
+jc=$(sbatch --parsable -n 1 --cpus-per-task=1 --wrap "$PIPE run --engine torch --nproc-per-node 2 --python $PY --max-steps 40 tiny.pipe")
+jobs_submitted+=("$jc")
+sa=$(finish "$ja")
+sb=$(finish "$jb")
+sc=$(finish "$jc")
+out=$(cat slurm-"$ja".out)
+restarts=$(scontrol show job "$ja" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
+[ "$sb" = COMPLETED ] || fail "job $jb (uninterrupted) ended $sb"
+[ "$sa" = COMPLETED ] || fail "job $ja (signalled) ended $sa"
+[ "$restarts" = 1 ] || fail "job $ja was requeued ${restarts:-0} times, want 1"
+grep -q "requeueing job $ja" <<<"$out" || fail "job $ja did not requeue itself"
+n=$(grep -c "continuing from the run's last checkpoint, $runs/slurm-$ja/" <<<"$out" || true)
+[ "$n" = 2 ] || fail "$n ranks of job $ja continued from its own run's checkpoint, want 2"
+# Rank 0's log (its closing words may be cut short by srun's SIGTERM
+# once rank 1 has exited: the checkpoint is written by then).
+at=$(sed -n 's/.*pipe: interrupted: epoch=[0-9]* step=\([0-9]*\).*/\1/p' <<<"$out" | head -n 1)
+grep -q "checkpoint: path=$runs/slurm-$ja/last.ckpt reason=interrupt" <<<"$out" && [ -n "$at" ] ||
+  fail "no checkpoint written when job $ja was signalled"
+echo "slurm.sh: jobs $ja and $jb side by side; $ja signalled (USR1), stopped at step $at, requeued, held until $jb was the latest run, resumed its own; both completed in $((SECONDS - t0)) s"
+[ "$sc" = COMPLETED ] || fail "job $jc (one task, --nproc-per-node 2) ended $sc"
+grep -q "process_group gloo, rank 0 of 2" slurm-"$jc".out || fail "job $jc did not start two workers"
 
-# The resumed run's report against the uninterrupted one's.
-"$PY" - whole/report.json stopped/report.json <<'EOF'
+# Each job's run folder holds its own run, recorded as its; nothing else.
+for j in "$ja" "$jb" "$jc"; do
+  [ "$(cat "$runs/slurm-$j/job" 2>/dev/null)" = "slurm-$j" ] || fail "$runs/slurm-$j records job $(cat "$runs/slurm-$j/job" 2>/dev/null)"
+done
+folders=$(ls -A "$runs" | sort | tr '\n' ' ')
+[ "$folders" = "$(printf '%s\n' "slurm-$ja" "slurm-$jb" "slurm-$jc" | sort | tr '\n' ' ')" ] || fail "run folders: $folders"
+
+# The resumed run's report against the uninterrupted one's, and the
+# one-task job's 40 steps against both.
+"$PY" - "$runs/slurm-$jb/report.json" "$runs/slurm-$ja/report.json" "$runs/slurm-$jc/report.json" "$at" <<'EOF'
 import json, sys
-a, b = (json.load(open(p)) for p in sys.argv[1:3])
-la, lb = a["step_losses"], b["step_losses"]
-if b.get("status") != "completed" or a.get("status") != "completed":
-    sys.exit(f"status: {a.get('status')} and {b.get('status')}")
-if len(la) != len(lb) or not la:
-    sys.exit(f"{len(la)} step losses uninterrupted, {len(lb)} resumed")
-worst = max(abs(x - y) / max(abs(x), 1e-12) for x, y in zip(la, lb))
-print(f"slurm.sh: {len(la)} step losses, largest relative difference {worst:.2g}; "
-      f"last step's loss {la[-1]:.7g} uninterrupted, {lb[-1]:.7g} resumed from step {b['resumed_from']['step']}")
+b, a, c = (json.load(open(p)) for p in sys.argv[1:4])
+at = int(sys.argv[4])
+lb, la, lc = b["step_losses"], a["step_losses"], c["step_losses"]
+if a.get("status") != "completed" or b.get("status") != "completed":
+    sys.exit(f"status: {a.get('status')} resumed, {b.get('status')} uninterrupted")
+if b.get("resumed_from") or (a.get("resumed_from") or {}).get("step") != at:
+    sys.exit(f"resumed from {a.get('resumed_from')} (stopped at {at}); the uninterrupted from {b.get('resumed_from')}")
+if not a.get("run_id") or a.get("run_id") == b.get("run_id"):
+    sys.exit(f"run ids {a.get('run_id')} and {b.get('run_id')}")
+if len(la) != len(lb) or not lb or len(lc) != 40:
+    sys.exit(f"{len(lb)} step losses uninterrupted, {len(la)} resumed, {len(lc)} in one task")
+rel = lambda x, y: abs(x - y) / max(abs(x), 1e-12)
+worst = max(rel(x, y) for x, y in zip(lb, la))
+worst_c = max(rel(x, y) for x, y in zip(lb, lc))
+print(f"slurm.sh: {len(lb)} step losses, largest relative difference {worst:.2g}; "
+      f"last step's loss {lb[-1]:.7g} uninterrupted, {la[-1]:.7g} resumed from step {at}; "
+      f"one task of two workers: 40 steps, largest relative difference {worst_c:.2g}")
 if worst > 1e-5:
     sys.exit("the resumed run's losses differ from the uninterrupted run's")
+if worst_c > 1e-5:
+    sys.exit("the one-task job's losses differ from the two-task job's")
 EOF
 echo "slurm.sh: ok in $((SECONDS - start)) s"
