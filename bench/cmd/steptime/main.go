@@ -13,7 +13,6 @@
 package main
 
 import (
-	"encoding/json"
 	"flag"
 	"fmt"
 	"math"
@@ -106,11 +105,7 @@ func run(pipe string, steps int, engines []string, only, out string) error {
 	if out == "" {
 		return nil
 	}
-	b, err := json.MarshalIndent(t, "", "  ")
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(out, append(b, '\n'), 0o644)
+	return memrun.WriteJSON(out, t)
 }
 
 // measure runs one example on one engine with a fresh forecast cache;
