@@ -90,7 +90,7 @@ type Plan struct {
 	Loader    Loader    `json:"loader"`
 	StepTime  StepTime  `json:"step_time"`
 	// Forecast is the step and epoch time measured for this plan on this
-	// machine, beside StepTime's roofline, its lower bound; nil where
+	// machine, beside StepTime's roofline; nil where
 	// the plan was made without asking (tests, the language server).
 	Forecast  *Forecast  `json:"forecast,omitempty"`
 	Layers    []Layer    `json:"layers"`

@@ -4,7 +4,7 @@
 // time, and caches either under the user's cache folder, so that pipe
 // plan answers "how long will this take?" from this machine's own rates
 // and the run's report holds the answer against what it measured. The
-// planner's roofline (plan.StepTime) stays beside it as the lower bound.
+// planner's roofline (plan.StepTime) stays beside it.
 // Its neighbours: workflow asks it after planning; run's report reads
 // plan.Forecast. docs/design/forecast.md says why it measures the whole
 // step rather than summing per-kernel rates.

@@ -110,7 +110,8 @@ func speed(w io.Writer, res *run.Result, wall string) {
 }
 
 // stepTime prints the step's time as measured against the plan's
-// forecast and its roofline, the lower bound.
+// forecast and its roofline (at the device's peak rates, assumed for a
+// local CPU).
 func stepTime(w io.Writer, res *run.Result) {
 	m := res.StepSeconds()
 	if m <= 0 {

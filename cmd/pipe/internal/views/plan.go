@@ -92,7 +92,8 @@ func Plan(w io.Writer, p *plan.Plan) {
 }
 
 // forecast prints the plan's time on this machine: the forecast's step,
-// epoch and training, beside the roofline's lower bound.
+// epoch and training, beside the roofline, which is a lower bound only
+// where the device's peak rates are its own (a local CPU's are assumed).
 func forecast(w io.Writer, p *plan.Plan) {
 	f, roof := p.Forecast, p.StepTime.StepSeconds
 	if f == nil {
@@ -102,7 +103,7 @@ func forecast(w io.Writer, p *plan.Plan) {
 	if f.StepSeconds <= 0 {
 		fmt.Fprintf(w, "  not forecast: %s\n", f.Missing)
 		if roof > 0 {
-			fmt.Fprintf(w, "  roofline      %s a step, the lower bound\n", planner.FormatSeconds(roof))
+			fmt.Fprintf(w, "  roofline      %s a step at the device's peak rates (pipe devices says where they are assumed)\n", planner.FormatSeconds(roof))
 		}
 		return
 	}
@@ -122,7 +123,7 @@ func forecast(w io.Writer, p *plan.Plan) {
 		fmt.Fprintf(w, "  %d epochs      %s\n", f.Epochs, planner.FormatSeconds(f.TotalSeconds))
 	}
 	if roof > 0 {
-		fmt.Fprintf(w, "  roofline      %s a step, the lower bound (%.1f× below the forecast)\n", planner.FormatSeconds(roof), f.StepSeconds/roof)
+		fmt.Fprintf(w, "  roofline      %s a step at the device's peak rates (pipe devices says where they are assumed): %.2f× the forecast\n", planner.FormatSeconds(roof), roof/f.StepSeconds)
 	}
 }
 
