@@ -11,12 +11,12 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"runtime"
 	"slices"
 	"strings"
 	"syscall"
 
 	"pipe/internal/fixtures"
+	"pipe/internal/hostcpu"
 )
 
 // Result is one example's run.
@@ -205,19 +205,8 @@ func LoadAvg() string {
 	return strings.Join(f[:3], " ")
 }
 
-// CPUName is the processor's model name as /proc/cpuinfo gives it, with the
-// number of CPUs ("GOOS/GOARCH (N CPUs)" where it cannot be read):
-// benchmarks name the machine their figures come from.
-func CPUName() string {
-	if b, err := os.ReadFile("/proc/cpuinfo"); err == nil {
-		for _, l := range strings.Split(string(b), "\n") {
-			if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
-				return fmt.Sprintf("%s (%d CPUs)", strings.TrimSpace(v), runtime.NumCPU())
-			}
-		}
-	}
-	return fmt.Sprintf("%s/%s (%d CPUs)", runtime.GOOS, runtime.GOARCH, runtime.NumCPU())
-}
+// CPUName is the processor's model name and CPU count (hostcpu.Name).
+func CPUName() string { return hostcpu.Name() }
 
 // WriteJSON writes v to path as indented JSON, the benchmarks' result
 // files.

@@ -11,7 +11,6 @@
 package forecast
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -24,11 +23,11 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
-	"strings"
 	"time"
 
 	"pipe/dataset"
 	"pipe/engine"
+	"pipe/internal/hostcpu"
 	"pipe/planner/plan"
 	"pipe/run"
 	"pipe/stdlib"
@@ -263,26 +262,9 @@ func Key(p *plan.Plan, o Options) string {
 		Threads                        int
 		Facts, CPU                     string
 	}{p.EngineName(), p.Model, p.Loss, p.Optimizer.Kind, ls, p.BatchSize, p.AccumulationSteps, p.Precision,
-		p.Checkpoint.Segments, p.Fusion.Groups, o.Threads, o.Facts, cpuModel()})
+		p.Checkpoint.Segments, p.Fusion.Groups, o.Threads, o.Facts, hostcpu.Identity()})
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:10])
-}
-
-// cpuModel is /proc/cpuinfo's first model name line and the CPU count.
-func cpuModel() string {
-	s := fmt.Sprintf("%d cpus", runtime.NumCPU())
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return s
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if l := sc.Text(); strings.HasPrefix(l, "model name") {
-			return s + ", " + l
-		}
-	}
-	return s
 }
 
 func read(path, key string) (entry, bool) {

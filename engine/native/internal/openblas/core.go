@@ -1,7 +1,6 @@
 package openblas
 
 import (
-	"bufio"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -16,6 +15,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/cpu"
+
+	"pipe/internal/hostcpu"
 )
 
 // Environment variables the choice reads. CoreEnv is OpenBLAS's own: a
@@ -323,28 +324,8 @@ func cacheFile() string {
 // vector extensions as Go reads them, the library's configuration and
 // its own choice.
 func cacheKey(cfg, own string, host int) string {
-	h := sha256.Sum256([]byte(strings.Join([]string{cpuModel(), isaNames[host], cfg, own}, "\n")))
+	h := sha256.Sum256([]byte(strings.Join([]string{hostcpu.Identity(), isaNames[host], cfg, own}, "\n")))
 	return hex.EncodeToString(h[:8])
-}
-
-// cpuModel is /proc/cpuinfo's first vendor, family, model and name lines.
-func cpuModel() string {
-	f, err := os.Open("/proc/cpuinfo")
-	if err != nil {
-		return ""
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() && len(out) < 4 {
-		l := sc.Text()
-		for _, p := range []string{"vendor_id", "cpu family", "model\t", "model name"} {
-			if strings.HasPrefix(l, p) {
-				out = append(out, l)
-			}
-		}
-	}
-	return strings.Join(out, "\n")
 }
 
 func readCache(path, key string) (Kernels, bool) {
