@@ -15,8 +15,11 @@ import (
 type facts struct {
 	host planner.HostInfo
 	// data are the data's facts as planner options, nil when the
-	// purpose does not read the data.
-	data []planner.Option
+	// purpose does not read the data; validation is the samples the
+	// training source holds out for validation, which the forecast's
+	// epoch counts (0: none, or not counted).
+	data       []planner.Option
+	validation int64
 }
 
 // gather collects the facts for a purpose from the decoded program (nil:
@@ -32,22 +35,23 @@ func (w *Workflow) gather(prog *spec.Program, purpose Purpose) facts {
 	case purpose == ForEditor:
 		f.data = w.editorFacts(prog)
 	default:
-		f.data = dataOptions(prog)
+		f.data, f.validation = dataOptions(prog)
 	}
 	f.host = w.hostInfo()
 	return f
 }
 
 // dataOptions counts the training source's samples without loading them
+// (and returns those held out for validation)
 // (dataset.CountSamples), for the planner: an explicit batch larger than
 // the data is an error, an auto batch leaves enough steps an epoch. A
 // source that cannot be counted (a missing file) plans without it; the
 // run reports the file. What the sources hold in memory is measured when
 // the planner asks, once for each input size.
-func dataOptions(prog *spec.Program) []planner.Option {
+func dataOptions(prog *spec.Program) ([]planner.Option, int64) {
 	train := prog.TrainSource()
 	if train == nil {
-		return nil
+		return nil, 0
 	}
 	opts := []planner.Option{dataMemoryOption(prog), predictMemoryOption(prog)}
 	if src := predictSource(prog); src != nil && src.GeoTIFF != nil {
@@ -61,9 +65,9 @@ func dataOptions(prog *spec.Program) []planner.Option {
 	}
 	ct, err := dataset.CountSamples(train, dataset.WithSeed(seed))
 	if err != nil || ct.Train <= 0 {
-		return opts
+		return opts, 0
 	}
-	return append(opts, planner.WithTrainSamples(int64(ct.Train), ct.Exact))
+	return append(opts, planner.WithTrainSamples(int64(ct.Train), ct.Exact)), int64(max(ct.All-ct.Train, 0))
 }
 
 // predictSource is the source the predict block reads; nil without one.

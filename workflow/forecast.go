@@ -1,7 +1,6 @@
 package workflow
 
 import (
-	"pipe/dataset"
 	"pipe/engine"
 	"pipe/engine/torch"
 	"pipe/planner/plan"
@@ -19,7 +18,7 @@ func WithForecasts(cache string) Option {
 // forecast fills pl's forecast: the plan's steps timed on an engine that
 // computes in this process (the native one), else the cache or the
 // reason there is none (forecast.For). Only a plan that fits is timed.
-func (w *Workflow) forecast(pl *Planned, req Request) {
+func (w *Workflow) forecast(pl *Planned, req Request, validation int64) {
 	p := pl.Plan
 	if !w.forecasts || !req.Forecast || p == nil || pl.Program == nil {
 		return
@@ -40,25 +39,18 @@ func (w *Workflow) forecast(pl *Planned, req Request) {
 			}
 		}
 	}
-	o := w.forecastOptions(pl, req)
+	o := w.forecastOptions(req, validation)
 	f := forecast.For(b, g, p, pl.Program, o)
 	p.Forecast, pl.forecastOpts = &f, &o
 }
 
-// forecastOptions are the facts a forecast of pl is keyed and counted by.
-func (w *Workflow) forecastOptions(pl *Planned, req Request) forecast.Options {
+// forecastOptions are the facts a forecast is keyed and counted by: the
+// threads, the kernels and torch of this host, and the validation
+// samples gather counted.
+func (w *Workflow) forecastOptions(req Request, validation int64) forecast.Options {
 	h := w.hostInfo()
-	o := forecast.Options{Threads: req.Threads, Facts: h.BLAS + "; torch " + h.TorchVersion, Cache: w.forecastCache}
-	if train := pl.Program.Spec.TrainSource(); train != nil {
-		var seed int64
-		if s := pl.Program.Spec.Seed; s != nil {
-			seed = *s
-		}
-		if ct, err := dataset.CountSamples(train, dataset.WithSeed(seed)); err == nil && ct.All > ct.Train {
-			o.ValidationSamples = int64(ct.All - ct.Train)
-		}
-	}
-	return o
+	return forecast.Options{Threads: req.Threads, Facts: h.BLAS + "; torch " + h.TorchVersion, Cache: w.forecastCache,
+		ValidationSamples: validation}
 }
 
 // RecordStep keeps a run's measured step time for its plan, for the next

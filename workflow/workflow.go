@@ -177,7 +177,7 @@ func (w *Workflow) Plan(ctx context.Context, prog *lang.Program, req Request) (*
 	out.Plan = carrySources(p, dec)
 	if out.Plan != nil {
 		out.Plan.Overrides = req.Overrides
-		w.forecast(out, req)
+		w.forecast(out, req, f.validation)
 	}
 	return out, append(ds, dds...)
 }
