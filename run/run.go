@@ -166,13 +166,17 @@ type StepInfo struct {
 // progress and Batch the number of its micro-batches already trained;
 // Batch equal to the epoch's batch count means the epoch is trained but
 // not yet evaluated. Step, MicroStep and Samples count everything trained
-// since the start.
+// since the start; EpochSamples the samples of the epoch in progress,
+// which is where the epoch stands whatever the batch, the accumulation
+// and the number of devices (0 in checkpoints written before it was
+// kept, which give it as Batch batches of their own size).
 type Position struct {
-	Epoch     int
-	Batch     int
-	Step      int64
-	MicroStep int64
-	Samples   int64
+	Epoch        int
+	Batch        int
+	Step         int64
+	MicroStep    int64
+	Samples      int64
+	EpochSamples int64
 	// LossSum and LossSamples accumulate the epoch in progress's
 	// sample-weighted training loss.
 	LossSum     float64
@@ -525,6 +529,11 @@ func (r *runner) errorf(at *diag.Range, code, summary, format string, args ...an
 
 func (r *runner) warnf(at *diag.Range, code, summary, format string, args ...any) {
 	r.diags = append(r.diags, &diag.Diagnostic{Severity: diag.Warning, Code: code, Summary: summary,
+		Detail: fmt.Sprintf(format, args...), Subject: at})
+}
+
+func (r *runner) notef(at *diag.Range, code, summary, format string, args ...any) {
+	r.diags = append(r.diags, &diag.Diagnostic{Severity: diag.Note, Code: code, Summary: summary,
 		Detail: fmt.Sprintf(format, args...), Subject: at})
 }
 

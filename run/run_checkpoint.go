@@ -388,20 +388,8 @@ func (r *runner) resume() bool {
 	if !r.samePipeline(path, meta) {
 		return false
 	}
-	switch {
-	case meta.BatchSize != p.BatchSize || meta.AccumulationSteps != max(p.AccumulationSteps, 1):
-		r.errorf(nil, CodeResume, "the checkpoint was trained with another batch",
-			"%s was written by a run with batch %d × %d accumulation steps; this plan has %d × %d, which would put the run at another place in the epoch. Plan with --batch %d, or start afresh without --resume.",
-			path, meta.BatchSize, meta.AccumulationSteps, p.BatchSize, max(p.AccumulationSteps, 1), meta.BatchSize)
-		return false
-	case max(meta.WorldSize, 1) != p.WorldSize():
-		r.errorf(nil, CodeResume, "the checkpoint was trained on another number of devices",
-			"%s was written by a run on %d devices; this plan has %d, which would put the run at another place in the epoch. Run with the same --nproc-per-node and --nnodes, or start afresh without --resume.",
-			path, max(meta.WorldSize, 1), p.WorldSize())
-		return false
-	case meta.Position.Batch > r.nb:
-		r.errorf(nil, CodeResume, "the checkpoint does not fit the data",
-			"%s stopped after %d batches of epoch %d, but the training data now has %d batches an epoch.", path, meta.Position.Batch, meta.Position.Epoch+1, r.nb)
+	batch, ok := r.resumeBatch(path, meta)
+	if !ok {
 		return false
 	}
 	if err := r.model.SetState(st); err != nil {
@@ -428,6 +416,7 @@ func (r *runner) resume() bool {
 			"%s was written with seed %d and this run has seed %d: the batches from here on differ from the first run's.", path, meta.Seed, r.set.seed)
 	}
 	r.pos = meta.Position
+	r.pos.Batch, r.pos.EpochSamples = batch, epochSamples(meta, r.data.train.Len())
 	r.res.StepLosses = meta.StepLosses
 	r.res.EpochResults = meta.EpochResults
 	r.res.Epochs = len(meta.EpochResults)
@@ -438,11 +427,75 @@ func (r *runner) resume() bool {
 		// best.ckpt is the first it writes, never the other folder's.
 		r.hasBest = false
 	}
-	pos := meta.Position
+	pos := r.pos
 	r.res.ResumedFrom = &pos
 	r.res.Checkpoint = path
-	r.log.Info("resumed", "checkpoint", path, "epoch", pos.Epoch+1, "batch", pos.Batch, "step", pos.Step)
+	r.log.Info("resumed", "checkpoint", path, "epoch", pos.Epoch+1, "batch", pos.Batch, "step", pos.Step, "samples", pos.Samples)
 	return true
+}
+
+// resumeBatch is the micro-batch of the checkpoint's epoch at which this
+// run continues it: the samples of the epoch the checkpoint trained, in
+// this run's micro-batches. A checkpoint of another batch, accumulation
+// or number of devices continues, with a note, when its optimizer step
+// trained as many samples as this run's: the epoch's samples are visited
+// in the same order whatever the batch (the loader shuffles samples by
+// seed and epoch), an epoch has the same number of steps, and the
+// learning-rate schedule, which counts steps, gives every step the same
+// rate. One whose step trained other samples is refused.
+// Details: docs/design/scale-out.md.
+func (r *runner) resumeBatch(path string, meta *checkpointMeta) (int, bool) {
+	p := r.p
+	k, w := max(p.AccumulationSteps, 1), int64(p.WorldSize())
+	mk, mw := max(meta.AccumulationSteps, 1), int64(max(meta.WorldSize, 1))
+	step, mstep := p.BatchSize*k*w, meta.BatchSize*mk*mw
+	if step != mstep {
+		fix := fmt.Sprintf("Continue on %d devices as the checkpoint's run did", mw)
+		if mstep%(w*k) == 0 {
+			fix = fmt.Sprintf("Plan a step of %d samples (--batch %d with %d accumulation steps on %d devices)", mstep, mstep/(w*k), k, w)
+		}
+		r.errorf(nil, CodeResume, "the checkpoint was trained with another step",
+			"%s was written by a run of %d samples an optimizer step (%d a device × %d accumulation steps × %d devices); this plan's step is %d samples (%d × %d × %d). The step count and the learning-rate schedule would not line up with the samples trained. %s, or start afresh without --resume.",
+			path, mstep, meta.BatchSize, mk, mw, step, p.BatchSize, k, w, fix)
+		return 0, false
+	}
+	bs := int64(r.globalBatch())
+	n := r.data.train.Len()
+	done, epoch := epochSamples(meta, n), min(int64(n), int64(r.nb)*bs)
+	pos := meta.Position
+	var batch int
+	switch {
+	case done > epoch:
+		r.errorf(nil, CodeResume, "the checkpoint does not fit the data",
+			"%s stopped after %d samples of epoch %d, but an epoch of the training data now has %d samples.", path, done, pos.Epoch+1, epoch)
+		return 0, false
+	case done == epoch:
+		batch = r.nb // trained, not yet evaluated
+	case done%bs != 0:
+		r.errorf(nil, CodeResume, "the checkpoint stopped inside a batch of this run",
+			"%s stopped after %d samples of epoch %d, which is no whole number of this run's batches of %d samples (%d a device × %d devices). Continue with the checkpoint's batch, %d a device on %d devices, or start afresh without --resume.",
+			path, done, pos.Epoch+1, bs, p.BatchSize, w, meta.BatchSize, mw)
+		return 0, false
+	default:
+		batch = int(done / bs)
+	}
+	if meta.BatchSize != p.BatchSize || mk != k || mw != w {
+		r.notef(nil, CodeResume, "the checkpoint's step is split differently",
+			"%s was written by a run of %d a device × %d accumulation steps × %d devices, and this one is %d × %d × %d: both train %d samples an optimizer step, so the run continues at sample %d of epoch %d, step %d, with the same learning-rate schedule. Sums are split differently, so the losses may differ from an uninterrupted run's in their last bits.",
+			path, meta.BatchSize, mk, mw, p.BatchSize, k, w, step, done, pos.Epoch+1, pos.Step)
+	}
+	return batch, true
+}
+
+// epochSamples is the samples of its epoch that a checkpoint trained: as
+// it says, or in a checkpoint written before they were kept, its batches
+// of its own size (all whole but an epoch's last).
+func epochSamples(meta *checkpointMeta, n int) int64 {
+	pos := meta.Position
+	if pos.EpochSamples > 0 || pos.Batch == 0 {
+		return pos.EpochSamples
+	}
+	return min(int64(pos.Batch)*meta.BatchSize*int64(max(meta.WorldSize, 1)), int64(n))
 }
 
 // absSource is a source file's absolute path, "" for standard input.

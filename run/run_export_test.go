@@ -7,3 +7,14 @@ import "io"
 func WithCheckpointWriter(wrap func(io.Writer) io.Writer) Option {
 	return func(c *runConfig) { c.wrapCheckpoint = wrap }
 }
+
+// AsOldCheckpoint rewrites the checkpoint at path as pipe wrote it before
+// positions were kept in samples: without the epoch's samples.
+func AsOldCheckpoint(path string) error {
+	meta, st, err := readCheckpoint(path)
+	if err != nil {
+		return err
+	}
+	meta.Position.EpochSamples = 0
+	return writeFileAtomic(path, func(w io.Writer) error { return encodeCheckpoint(w, meta, st) }, nil)
+}

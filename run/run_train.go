@@ -350,6 +350,7 @@ func (t *trainer) advance(e int, ns []int, lr float64) {
 	r.pos.MicroStep += int64(len(ns))
 	r.pos.Batch += len(ns)
 	r.pos.Samples += gs
+	r.pos.EpochSamples += gs
 	r.res.SamplesTrained += gs
 	t.stepsRun++
 	t.pending = append(t.pending, pendingStep{epoch: e, step: r.pos.Step, ns: ns, lr: lr})
@@ -371,6 +372,7 @@ func (t *trainer) unwind() {
 		r.pos.MicroStep -= int64(len(ps.ns))
 		r.pos.Batch -= len(ps.ns)
 		r.pos.Samples -= gs
+		r.pos.EpochSamples -= gs
 		r.res.SamplesTrained -= gs
 		t.stepsRun--
 	}

@@ -193,7 +193,9 @@ func TestLaunchRefuses(t *testing.T) {
 // TestElasticWorldKeepsTheStep: a plan for 2 devices that a launcher
 // runs as 1 rank (an elastic job that lost one) trains 8 a micro-batch
 // × 2 accumulation, the plan's 16 samples a step, and its losses are
-// those of the 2 devices, step for step (the same global batches).
+// those of the 2 devices, step for step (the same global batches). A
+// checkpoint the 2 devices wrote at step 5 continues at 1 rank at the
+// same sample, with the losses of the uninterrupted 2-device run.
 func TestElasticWorldKeepsTheStep(t *testing.T) {
 	py := torchPython(t)
 	dir, file := tiny(t, fmt.Sprintf(ranksPipe, "el"))
@@ -221,6 +223,33 @@ func TestElasticWorldKeepsTheStep(t *testing.T) {
 	for i := range a {
 		if d := math.Abs(a[i].(float64)-b[i].(float64)) / a[i].(float64); d > 1e-5 {
 			t.Errorf("step %d: %.7g on 2 devices, %.7g on 1 rank of the 2-device plan", i+1, a[i], b[i])
+		}
+	}
+
+	// 5 steps on 2 devices, then a launcher of 1 rank continues them.
+	code, stdout, stderr = runPipe(t, "", runArgs(dir, "--engine", "torch", "--python", py, "--nproc-per-node", "2", "--max-steps", "5", file)...)
+	if code != exitOK {
+		t.Fatalf("2 devices, 5 steps: exit %d\n%s%s", code, stdout, stderr)
+	}
+	out.Reset()
+	errb.Reset()
+	code = Main(runArgs(dir, "--plan", planFile, "--python", py, "--max-steps", "10", "--resume", file),
+		&Env{Stdin: strings.NewReader(""), Stdout: &out, Stderr: &errb, Getenv: envOf(env)})
+	if code != exitOK || !strings.Contains(errb.String(), "the checkpoint's step is split differently") {
+		t.Fatalf("1 rank resuming 2: exit %d\n%s%s", code, out.String(), errb.String())
+	}
+	resumed := readReport(t, dir)
+	from, _ := resumed["resumed_from"].(map[string]any)
+	if from == nil || from["step"].(float64) != 5 || from["samples"].(float64) != 80 || from["batch"].(float64) != 10 {
+		t.Fatalf("resumed from %v", resumed["resumed_from"])
+	}
+	c := resumed["step_losses"].([]any)
+	if len(c) != 10 {
+		t.Fatalf("%d step losses resumed", len(c))
+	}
+	for i := 5; i < 10; i++ {
+		if d := math.Abs(a[i].(float64)-c[i].(float64)) / a[i].(float64); d > 1e-5 {
+			t.Errorf("step %d: %.7g on 2 devices, %.7g resumed at 1 rank from step 5", i+1, a[i], c[i])
 		}
 	}
 }

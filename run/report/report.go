@@ -127,6 +127,8 @@ type Resumed struct {
 	Epoch int   `json:"epoch"`
 	Batch int   `json:"batch"`
 	Step  int64 `json:"step"`
+	// Samples are the samples trained before, every epoch's.
+	Samples int64 `json:"samples"`
 }
 
 // Memory details the measured memory.
@@ -270,7 +272,7 @@ func New(res *run.Result, p *plan.Plan) *Report {
 		r.Devices = append(r.Devices, dr)
 	}
 	if res.ResumedFrom != nil {
-		r.ResumedFrom = &Resumed{Epoch: res.ResumedFrom.Epoch, Batch: res.ResumedFrom.Batch, Step: res.ResumedFrom.Step}
+		r.ResumedFrom = &Resumed{Epoch: res.ResumedFrom.Epoch, Batch: res.ResumedFrom.Batch, Step: res.ResumedFrom.Step, Samples: res.ResumedFrom.Samples}
 	}
 	if res.Final != nil {
 		r.Metrics = metrics(res.Final)

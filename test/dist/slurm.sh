@@ -11,7 +11,9 @@
 # second's, and end with the second's
 # uninterrupted losses, step for step, each in out/PIPELINE/runs/slurm-ID.
 # Meanwhile a one-task job (sbatch -n 1) runs pipe run --nproc-per-node 2,
-# which starts its own two workers.
+# which starts its own two workers, for 40 steps; a job of one rank then
+# continues that 2-rank checkpoint (16 × 1 × 1 for 8 × 1 × 2, the same 16
+# samples a step) at the same sample, with the uninterrupted job's losses.
 #
 # It installs nothing: make test-dist installs slurm-wlm and munge first.
 # Run it as root (the daemons' SlurmUser). Every daemon it started is
@@ -202,6 +204,10 @@ jobs_submitted+=("$jc")
 sa=$(finish "$ja")
 sb=$(finish "$jb")
 sc=$(finish "$jc")
+# The one-rank job continues the two-rank job's run by its id.
+jd=$(sbatch --parsable -n 1 --cpus-per-task=1 --wrap "$PIPE run --engine torch --nproc-per-node 1 --batch 16 --python $PY --run-id slurm-$jc --max-steps 80 tiny.pipe")
+jobs_submitted+=("$jd")
+sd=$(finish "$jd")
 out=$(cat slurm-"$ja".out)
 restarts=$(scontrol show job "$ja" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
 [ "$sb" = COMPLETED ] || fail "job $jb (uninterrupted) ended $sb"
@@ -218,6 +224,8 @@ grep -q "checkpoint: path=$runs/slurm-$ja/last.ckpt reason=interrupt" <<<"$out" 
 echo "slurm.sh: jobs $ja and $jb side by side; $ja signalled (USR1), stopped at step $at, requeued, held until $jb was the latest run, resumed its own; both completed in $((SECONDS - t0)) s"
 [ "$sc" = COMPLETED ] || fail "job $jc (one task, --nproc-per-node 2) ended $sc"
 grep -q "process_group gloo, rank 0 of 2" slurm-"$jc".out || fail "job $jc did not start two workers"
+[ "$sd" = COMPLETED ] || fail "job $jd (one rank continuing $jc's two) ended $sd"
+grep -q "the checkpoint's step is split differently" slurm-"$jd".out || fail "job $jd did not say its step is split otherwise"
 
 # Each job's run folder holds its own run, recorded as its; nothing else.
 for j in "$ja" "$jb" "$jc"; do
@@ -228,10 +236,15 @@ folders=$(ls -A "$runs" | sort | tr '\n' ' ')
 
 # The resumed run's report against the uninterrupted one's, and the
 # one-task job's 40 steps against both.
+# The run of job C, continued by job D, holds D's report.
 "$PY" - "$runs/slurm-$jb/report.json" "$runs/slurm-$ja/report.json" "$runs/slurm-$jc/report.json" "$at" <<'EOF'
 import json, sys
 b, a, c = (json.load(open(p)) for p in sys.argv[1:4])
 at = int(sys.argv[4])
+# D continued C's 40 steps of 16 samples at 1 rank, to 80.
+d, c = c, dict(c, step_losses=c["step_losses"][:40])
+if (d.get("resumed_from") or {}).get("samples") != 640 or d.get("steps") != 80 or len(d["step_losses"]) != 80:
+    sys.exit(f"one rank resumed from {d.get('resumed_from')}, {d.get('steps')} steps")
 lb, la, lc = b["step_losses"], a["step_losses"], c["step_losses"]
 if a.get("status") != "completed" or b.get("status") != "completed":
     sys.exit(f"status: {a.get('status')} resumed, {b.get('status')} uninterrupted")
@@ -244,12 +257,16 @@ if len(la) != len(lb) or not lb or len(lc) != 40:
 rel = lambda x, y: abs(x - y) / max(abs(x), 1e-12)
 worst = max(rel(x, y) for x, y in zip(lb, la))
 worst_c = max(rel(x, y) for x, y in zip(lb, lc))
+worst_d = max(rel(x, y) for x, y in zip(lb[40:80], d["step_losses"][40:80]))
 print(f"slurm.sh: {len(lb)} step losses, largest relative difference {worst:.2g}; "
       f"last step's loss {lb[-1]:.7g} uninterrupted, {la[-1]:.7g} resumed from step {at}; "
-      f"one task of two workers: 40 steps, largest relative difference {worst_c:.2g}")
+      f"one task of two workers: 40 steps, largest relative difference {worst_c:.2g}; "
+      f"continued by one rank from sample 640 to step 80: largest relative difference {worst_d:.2g}")
 if worst > 1e-5:
     sys.exit("the resumed run's losses differ from the uninterrupted run's")
 if worst_c > 1e-5:
     sys.exit("the one-task job's losses differ from the two-task job's")
+if worst_d > 1e-5:
+    sys.exit("the one rank's losses, continuing two ranks' checkpoint, differ from the uninterrupted job's")
 EOF
 echo "slurm.sh: ok in $((SECONDS - start)) s"
