@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -375,4 +376,68 @@ func TestStalledRankIsReported(t *testing.T) {
 		t.Errorf("the error does not name the stalled rank plainly: %v", err)
 	}
 	t.Logf("after %v: %v", time.Since(start).Round(time.Second), err)
+}
+
+// TestDeadRankOfAnotherNodeIsNamed: of two nodes of one worker each (two
+// models, as two pipe processes under a launcher), node 1's worker is
+// killed. Node 0's error names rank 1 once, without gloo's traceback, and
+// is a lost worker (resumed as is); before, it was gloo's "Connection
+// reset by peer" with eight lines of traceback and no rank.
+func TestDeadRankOfAnotherNodeIsNamed(t *testing.T) {
+	py := testPython(t)
+	prog, p, g := loadFile(t, "../../examples/fashion_mlp.pipe")
+	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg.Batch, cfg.Threads, cfg.Engine.WorldSize = 8, 1, 2
+	port := freePort(t)
+	ms := make([]engine.Model, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for node := range 2 {
+		wg.Go(func() {
+			ms[node], errs[node] = Backend{Python: py, NProcPerNode: 1, NNodes: 2, NodeRank: node, MasterPort: port}.Build(g, cfg)
+		})
+	}
+	wg.Wait()
+	for node, m := range ms {
+		if m != nil {
+			t.Cleanup(func() { m.Close() })
+		}
+		if errs[node] != nil {
+			t.Fatalf("node %d: %v", node, errs[node])
+		}
+	}
+	b := randomBatch(g, "cross_entropy", 8, 1)
+	for node, m := range ms {
+		wg.Go(func() { _, errs[node] = m.TrainStep(b, 1) })
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	killProcess(PIDs(ms[1].(*model))[0])
+	var err error
+	for i := 0; i < 50 && err == nil; i++ {
+		_, err = ms[0].TrainStep(b, 1)
+	}
+	if err == nil || !errors.Is(err, engine.ErrWorkerLost) {
+		t.Fatalf("node 0 after rank 1 died: %v", err)
+	}
+	msg := err.Error()
+	if !strings.Contains(msg, "rank 1 went away") || strings.Contains(msg, "Traceback") || strings.Count(msg, "\n") > 0 {
+		t.Errorf("node 0's error does not name rank 1 on one line:\n%s", msg)
+	}
+}
+
+// TestPeerLostSignsAreTheWorkers: the worker names the rank that went
+// away on the same errors that errors.go takes for a peer's loss.
+func TestPeerLostSignsAreTheWorkers(t *testing.T) {
+	b, err := Package.ReadFile("pipe_torch/rendezvous.py")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range peerLostSigns {
+		if !strings.Contains(string(b), strconv.Quote(s)) {
+			t.Errorf("rendezvous.py's PEER_LOST lacks %q", s)
+		}
+	}
 }

@@ -79,3 +79,39 @@ def meet(dist, d):
                           "--master-port and --nnodes, each with its own --node-rank")
         report(rank, where, present, missing, now - t0, limit)
         last = now
+
+
+# What gloo and NCCL say on a rank whose peer went away (errors.go's
+# peerLostSigns, which the tests hold to this list).
+PEER_LOST = ("Connection reset by peer", "Connection closed by peer", "Broken pipe",
+             "remote process exited", "NCCL communicator was aborted", "Socket Timeout")
+
+
+def peer_lost(msg):
+    return any(s in msg for s in PEER_LOST)
+
+
+def who_left(store, rank, world, wait=5.0):
+    """After a collective failed because a peer went away, which one: every
+    rank that is left checks in at the store, and those that have not
+    within wait seconds are named, by the lowest rank left alone (the
+    others point at it), so that the job's output names them once. The
+    store is rank 0's: when it cannot be reached, rank 0 went away."""
+    pre = f"pipe/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/left/"
+    try:
+        store.add(f"{pre}{rank}", 1)
+        t0 = time.monotonic()
+        while True:
+            present = [r for r in range(world) if r == rank or store.add(f"{pre}{r}", 0) > 0]
+            if len(present) == world or time.monotonic() - t0 >= wait:
+                break
+            time.sleep(0.2)
+    except Exception:  # noqa: BLE001 - the store's own error says only that it is gone
+        return "rank 0 went away (its store cannot be reached): it died, was killed, or its machine or network failed"
+    missing = [r for r in range(world) if r not in present]
+    if not missing:
+        return "a peer rank failed"
+    if rank != min(present):
+        return f"a peer rank went away (rank {min(present)} names it)"
+    who = "rank " + str(missing[0]) if len(missing) == 1 else "ranks " + ", ".join(map(str, missing))
+    return f"{who} went away: it died, was killed, or its machine or network failed"

@@ -19,7 +19,7 @@ from .scaler import make_scaler
 from .shm import Region
 from .state import StateMixin
 from .train import TrainMixin
-from . import protocol, wire
+from . import protocol, rendezvous, wire
 from .wire import Failure
 
 
@@ -87,6 +87,12 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
                 self.training_failed(cmd, e)
                 if is_oom(e):
                     self.reply(self.oom_reply(e), cmd)
+                elif getattr(self, "store", None) is not None and rendezvous.peer_lost(str(e)):
+                    # Another rank's death: gloo's traceback says nothing
+                    # of which, the store does.
+                    first = str(e).splitlines()[0]
+                    left = rendezvous.who_left(self.store, self.rank, self.world)
+                    self.reply({"ok": False, "kind": "error", "error": f"{left} ({first})"}, cmd)
                 else:
                     self.reply({"ok": False, "kind": "error", "error": f"{type(e).__name__}: {e}",
                                 "trace": traceback.format_exc(limit=8)}, cmd)
