@@ -389,6 +389,9 @@ type runConfig struct {
 	threads       int
 	nodeRank      int
 	profile       *ProfileOptions
+	// restart is how the run goes on after a failure when its launcher
+	// starts it again by itself (WithRestart); "" for --resume.
+	restart string
 	// wrapCheckpoint wraps the checkpoint file's writer (tests inject
 	// failures with it).
 	wrapCheckpoint func(w io.Writer) io.Writer
@@ -401,6 +404,11 @@ type runConfig struct {
 func WithBackend(b engine.Backend) Option {
 	return func(c *runConfig) { c.backends = append(c.backends, b) }
 }
+
+// WithRestart says that a launcher starts the run again after it fails
+// for a lost rank, and continues it from its checkpoint: how is the
+// phrase the failure's diagnostic gives in place of --resume.
+func WithRestart(how string) Option { return func(c *runConfig) { c.restart = how } }
 
 // WithMaxSteps stops training after n optimizer steps in all, resumed
 // steps included (the file's max_steps does the same; the smaller wins).

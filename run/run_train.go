@@ -498,6 +498,9 @@ func (r *runner) trainErr(err error) {
 	kept := keptFor("resume from it with --resume once the cause above is fixed.")
 	if errors.Is(err, engine.ErrWorkerLost) {
 		kept = keptFor("nothing here points at the model or its settings, so resume from it with --resume as it is.")
+		if r.rc.restart != "" {
+			kept = keptFor(r.rc.restart + ".")
+		}
 	}
 	var nf *engine.NonFiniteError
 	if errors.As(err, &nf) {

@@ -2,12 +2,15 @@ package run_test
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"pipe/diag"
+	"pipe/engine"
+	"pipe/engine/enginetest"
 	"pipe/run"
 )
 
@@ -102,4 +105,28 @@ func hasNote(ds diag.Diagnostics, summary, detail string) bool {
 		}
 	}
 	return false
+}
+
+// TestLostRankUnderARestartingLauncher: a run that loses a rank after
+// its first checkpoint advises --resume; one whose launcher starts it
+// again (run.WithRestart) says that instead, and no --resume.
+func TestLostRankUnderARestartingLauncher(t *testing.T) {
+	be := &enginetest.Backend{FailAt: 30, Fail: fmt.Errorf("%w: rank 1 went away", engine.ErrWorkerLost)}
+	for _, how := range []string{"", "torchrun starts the ranks again (restart 1 of 3), and they continue from it by themselves"} {
+		j := newJob(t, accumulating)
+		var opts []run.Option
+		if how != "" {
+			opts = append(opts, run.WithRestart(how))
+		}
+		_, ds := j.run(t, context.Background(), be, run.Hooks{}, opts...)
+		msg := ds.Error()
+		switch {
+		case !ds.HasErrors() || !strings.Contains(msg, "rank 1 went away") || !strings.Contains(msg, "last.ckpt, is kept"):
+			t.Errorf("the lost rank:\n%v", ds)
+		case how == "" && !strings.Contains(msg, "resume from it with --resume as it is"):
+			t.Errorf("no launcher, no --resume:\n%v", ds)
+		case how != "" && (strings.Contains(msg, "--resume") || !strings.Contains(msg, how)):
+			t.Errorf("under a restarting launcher:\n%v", ds)
+		}
+	}
 }

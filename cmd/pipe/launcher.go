@@ -27,6 +27,14 @@ type launched struct {
 	// (SLURM_RESTART_COUNT). A run of a job continues its checkpoint
 	// without it (continueRun); one of no job, in a folder given, with it.
 	restarts int
+	// maxRestarts is how often torchrun starts the ranks again after a
+	// failure (TORCHELASTIC_MAX_RESTARTS); SLURM requeues only a run
+	// stopped at a checkpoint (the job script's exit 130).
+	maxRestarts int
+	// node and nodes are the machine this rank runs on and the job's
+	// machines (torchrun's GROUP_RANK and GROUP_WORLD_SIZE, SLURM_NODEID
+	// and SLURM_NNODES); nodes is 0 when the launcher did not say.
+	node, nodes int
 	// agentStore says torchrun's agent already holds the rendezvous store
 	// at the master's port (TORCHELASTIC_USE_AGENT_STORE, torch 2.x), so
 	// rank 0 joins it instead of opening its own.
@@ -61,6 +69,9 @@ func launcherEnv(getenv func(string) string) (*launched, error) {
 		}
 		l.agentStore = strings.EqualFold(getenv("TORCHELASTIC_USE_AGENT_STORE"), "true")
 		l.restarts, _ = strconv.Atoi(getenv("TORCHELASTIC_RESTART_COUNT"))
+		l.maxRestarts, _ = strconv.Atoi(getenv("TORCHELASTIC_MAX_RESTARTS"))
+		l.node, _ = strconv.Atoi(getenv("GROUP_RANK"))
+		l.nodes, _ = strconv.Atoi(getenv("GROUP_WORLD_SIZE"))
 	case srunStep(getenv):
 		l.by = "SLURM"
 		if l.rank, err = num("SLURM_PROCID"); err != nil {
@@ -75,6 +86,8 @@ func launcherEnv(getenv func(string) string) (*launched, error) {
 			}
 		}
 		l.restarts, _ = strconv.Atoi(getenv("SLURM_RESTART_COUNT"))
+		l.node, _ = strconv.Atoi(getenv("SLURM_NODEID"))
+		l.nodes, _ = strconv.Atoi(getenv("SLURM_NNODES"))
 		if getenv("MASTER_ADDR") == "" {
 			return nil, fmt.Errorf("under SLURM, set MASTER_ADDR to rank 0's host in the job script, as in export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_NODELIST\" | head -n 1)")
 		}
@@ -170,6 +183,31 @@ func (a *app) continueRun(f *runFlags, place run.Place, l *launched) {
 	case restarted:
 		fmt.Fprintf(a.env.Stderr, "pipe run: %s restarted this rank (%d), and there is no checkpoint to continue: starting afresh%s\n", l.by, l.restarts, jobSaid(place.Job))
 	}
+}
+
+// restartAdvice is how a run that failed for a lost rank goes on when
+// the launcher starts the ranks again by itself: they continue from the
+// checkpoint without --resume. "" when it will not.
+func (l *launched) restartAdvice() string {
+	if l == nil || l.restarts >= l.maxRestarts {
+		return ""
+	}
+	return fmt.Sprintf("%s starts the ranks again (restart %d of %d), and they continue from it by themselves", l.by, l.restarts+1, l.maxRestarts)
+}
+
+// share says which part of the job this process is, for its count of
+// the samples it read: "rank R of W" (on node N of M where the launcher
+// says) under a launcher, whose every rank is a node of one device in
+// the plan; else pipe's own "node N of M".
+func (l *launched) share(nodeRank, nnodes int) string {
+	if l == nil {
+		return fmt.Sprintf("node %d of %d", nodeRank, nnodes)
+	}
+	s := fmt.Sprintf("rank %d of %d", l.rank, l.world)
+	if l.nodes > 0 {
+		s += fmt.Sprintf(" (on node %d of %d)", l.node, l.nodes)
+	}
+	return s
 }
 
 // jobSaid is ", of job ID (FROM)" for a run of a job, else "".

@@ -55,6 +55,38 @@ func TestLauncherEnv(t *testing.T) {
 	}
 }
 
+// TestLauncherSaysRanksAndRestarts: two torchrun ranks of one machine
+// are ranks 0 and 1 on node 0 of 1 (they were "node 1 of 2"), SLURM's
+// tasks say their node too, and a failure's advice is torchrun's restart
+// only while it has restarts left (SLURM restarts none).
+func TestLauncherSaysRanksAndRestarts(t *testing.T) {
+	tr := map[string]string{"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "GROUP_RANK": "0", "GROUP_WORLD_SIZE": "1",
+		"TORCHELASTIC_RESTART_COUNT": "0", "TORCHELASTIC_MAX_RESTARTS": "1"}
+	l, err := launcherEnv(envOf(tr))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := l.share(1, 2); got != "rank 1 of 2 (on node 0 of 1)" {
+		t.Errorf("torchrun: %q", got)
+	}
+	if got := l.restartAdvice(); got != "torchrun starts the ranks again (restart 1 of 1), and they continue from it by themselves" {
+		t.Errorf("torchrun's advice with a restart left: %q", got)
+	}
+	tr["TORCHELASTIC_RESTART_COUNT"] = "1"
+	if l, _ := launcherEnv(envOf(tr)); l.restartAdvice() != "" {
+		t.Errorf("torchrun's advice with no restart left: %q", l.restartAdvice())
+	}
+	s, err := launcherEnv(envOf(map[string]string{"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_STEP_ID": "0", "SLURM_NODEID": "1",
+		"SLURM_NNODES": "2", "MASTER_ADDR": "node1"}))
+	if err != nil || s.share(3, 4) != "rank 3 of 4 (on node 1 of 2)" || s.restartAdvice() != "" {
+		t.Errorf("SLURM: %q, %q (%v)", s.share(3, 4), s.restartAdvice(), err)
+	}
+	var none *launched
+	if none.share(1, 2) != "node 1 of 2" || none.restartAdvice() != "" {
+		t.Errorf("no launcher: %q, %q", none.share(1, 2), none.restartAdvice())
+	}
+}
+
 // ranksPipe is the small pipeline the launcher tests train over two
 // ranks (%s: its name): 640 samples, 10 steps of 16 in a few seconds.
 const ranksPipe = `pipeline %s
@@ -120,7 +152,7 @@ func TestTorchrunStartsOneRankAPipe(t *testing.T) {
 	// of 16, 8 a node.
 	both := string(outs[0]) + string(outs[1])
 	for node := range 2 {
-		if want := fmt.Sprintf("node %d of 2 read 80 training samples; the job trained 160", node); !strings.Contains(both, want) {
+		if want := fmt.Sprintf("rank %d of 2 (on node %d of 2) read 80 training samples; the job trained 160", node, node); !strings.Contains(both, want) {
 			t.Errorf("no %q in the output:\n%s\n%s", want, outs[0], outs[1])
 		}
 	}

@@ -112,6 +112,7 @@ func runRun(a *app, args []string) int {
 	if l != nil && in.planFile != nil {
 		l.adopt(pl.Plan, a.env.Stderr)
 	}
+	f.launcher = l
 	where := run.Where{Dir: *f.ckptDir, Resume: f.resume.set, ResumeAt: f.resume.path, Job: job, Rank: *f.nodeRank}
 	place, err := workflow.PlaceRun(pl.Program, where)
 	if err != nil {
@@ -268,7 +269,7 @@ func (a *app) execute(f *runFlags, in *runInput, pl *workflow.Planned, engines [
 	wr := workflow.Finish(res, p, out, *f.nodeRank)
 	views.RunEnd(a.env.Stdout, a.env.Stderr, res, wr)
 	if n := p.Distributed.NNodes; n > 1 {
-		views.NodeShare(a.env.Stderr, *f.nodeRank, n, res)
+		views.NodeShare(a.env.Stderr, f.launcher.share(*f.nodeRank, n), res)
 	}
 	reportFailed := wr.Failed()
 	if !f.profile.write(a, res, out.Trace) {
@@ -276,7 +277,7 @@ func (a *app) execute(f *runFlags, in *runInput, pl *workflow.Planned, engines [
 	}
 	switch {
 	case res.Status == run.StatusInterrupted:
-		views.Interrupted(a.env.Stderr, res, *f.ckptDir, in.display)
+		views.Interrupted(a.env.Stderr, res, views.Again{CheckpointDir: *f.ckptDir, Plan: *f.planPath, File: in.display, Rank: *f.nodeRank})
 		return exitInterrupted
 	case rds.HasErrors():
 		for _, d := range rds.Errs() {

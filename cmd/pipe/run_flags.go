@@ -23,6 +23,9 @@ type runFlags struct {
 	engine                                           *engineFlagSet
 	profile                                          *profileFlag
 	over                                             *overrideFlags
+	// launcher is the launcher that started this rank, nil for none (no
+	// flag: launcherEnv's).
+	launcher *launched
 }
 
 func newRunFlags(fs *flag.FlagSet) *runFlags {
@@ -104,6 +107,9 @@ func (f *runFlags) execOptions(log hclog.Logger, engines []engine.Backend, place
 		opts = append(opts, run.WithMaxSteps(*f.maxSteps))
 	}
 	opts = append(opts, run.WithPlace(place))
+	if how := f.launcher.restartAdvice(); how != "" {
+		opts = append(opts, run.WithRestart(how))
+	}
 	if f.resume.set {
 		opts = append(opts, run.WithResume(f.resume.path))
 	}

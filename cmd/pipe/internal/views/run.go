@@ -64,28 +64,46 @@ func RunEnd(stdout, stderr io.Writer, res *run.Result, wr *workflow.Written) {
 	}
 }
 
-// NodeShare says, on each node of a multi-node run, how many training
-// samples the node read: its share of those the job trained.
-func NodeShare(w io.Writer, node, nodes int, res *run.Result) {
-	fmt.Fprintf(w, "pipe run: node %d of %d read %d training samples; the job trained %d\n", node, nodes, res.SamplesRead, res.SamplesTrained)
+// NodeShare says, on each node of a multi-node run (each rank under a
+// launcher), how many training samples it read: its share of those the
+// job trained. who is "node N of M" or "rank R of W".
+func NodeShare(w io.Writer, who string, res *run.Result) {
+	fmt.Fprintf(w, "pipe run: %s read %d training samples; the job trained %d\n", who, res.SamplesRead, res.SamplesTrained)
+}
+
+// Again is what continuing an interrupted run takes: its
+// --checkpoint-dir and --plan as given, its file as shown, and the rank
+// of the process that says it.
+type Again struct {
+	CheckpointDir, Plan, File string
+	Rank                      int
 }
 
 // Interrupted says where an interrupted run stopped, what it saved and
-// how to go on (ckptDir is --checkpoint-dir, display the file).
-func Interrupted(w io.Writer, res *run.Result, ckptDir, display string) {
-	again := "pipe run --resume "
-	if ckptDir != "" {
-		again += "--checkpoint-dir " + ckptDir + " "
+// how to go on. Only rank 0 says how: the other ranks wrote nothing.
+func Interrupted(w io.Writer, res *run.Result, a Again) {
+	if a.Rank > 0 {
+		fmt.Fprintf(w, "pipe run: interrupted at epoch %d, step %d; rank 0 writes the checkpoint and says how to continue\n",
+			res.Position.Epoch+1, res.Position.Step)
+		return
 	}
-	again += display
+	args := ""
+	if a.Plan != "" {
+		args += "--plan " + a.Plan + " "
+	}
+	again := "pipe run --resume "
+	if a.CheckpointDir != "" {
+		again += "--checkpoint-dir " + a.CheckpointDir + " "
+	}
+	again += args + a.File
 	if res.Job != "" {
 		// A start of the job continues its run by itself.
-		again = "the same command in job " + res.Job + " (pipe run --run-id " + res.Job + " " + display + " elsewhere)"
+		again = "the same command in job " + res.Job + " (pipe run --run-id " + res.Job + " " + args + a.File + " elsewhere)"
 	}
 	var where string
 	switch {
 	case res.SamplesTrained == 0 && res.ResumedFrom == nil:
-		where, again = "nothing was trained, so no checkpoint was written", "pipe run "+display
+		where, again = "nothing was trained, so no checkpoint was written", "pipe run "+args+a.File
 	case res.SamplesTrained == 0:
 		where = "nothing was trained since " + res.Checkpoint + ", which is unchanged"
 	case res.Checkpoint == "":
