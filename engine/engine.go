@@ -140,6 +140,11 @@ type Capabilities struct {
 // Close ends the processes too, so Lost closes after Close.
 type Liveness interface {
 	Lost() <-chan struct{}
+	// Kill ends the processes at once, a hung one too (stopped,
+	// deadlocked, or waiting on a wedged device): Lost closes, and a
+	// call in flight returns an error matching ErrWorkerLost. A server
+	// calls it on a worker that has not answered in time.
+	Kill()
 }
 
 // Queuer is the Capabilities facet of a Model whose device runs ahead of

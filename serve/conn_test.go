@@ -361,6 +361,8 @@ func (m *dyingModel) Capabilities() engine.Capabilities {
 
 func (m *dyingModel) Lost() <-chan struct{} { return m.lost }
 
+func (m *dyingModel) Kill() { m.kill() }
+
 // syncBuffer is a bytes.Buffer safe for a writer and a reader at once.
 type syncBuffer struct {
 	mu sync.Mutex
@@ -464,5 +466,78 @@ func TestLostWorkerIsRebuilt(t *testing.T) {
 				t.Errorf("the rebuilt worker answers %v, before its loss %v", after.Outputs, before.Outputs)
 			}
 		})
+	}
+}
+
+// hungModel is a model whose worker process can be stopped (SIGSTOP):
+// from then on Eval waits until the process is killed, and then fails
+// as a dead torch worker's does.
+type hungModel struct {
+	engine.Model
+	stopped atomic.Bool
+	killed  chan struct{}
+	once    sync.Once
+}
+
+func (m *hungModel) Eval(b *dataset.Batch, out []float32) (float64, error) {
+	if m.stopped.Load() {
+		<-m.killed
+		return 0, fmt.Errorf("the torch worker of rank 0 (pid 1) died: signal: killed: %w", engine.ErrWorkerLost)
+	}
+	return m.Model.Eval(b, out)
+}
+
+func (m *hungModel) Capabilities() engine.Capabilities {
+	c := m.Model.Capabilities()
+	c.Liveness = m
+	return c
+}
+
+func (m *hungModel) Lost() <-chan struct{} { return m.killed }
+func (m *hungModel) Kill()                 { m.once.Do(func() { close(m.killed) }) }
+
+// A worker that stops answering (SIGSTOP, a deadlock) is found by the
+// clock: once a batch has gone unanswered for the request timeout (its
+// requests have had their 504), the worker is killed, the log says why,
+// and it is rebuilt, as a dead one is; before, every request timed out
+// with /readyz 200 and no word in the log.
+func TestHungWorkerIsKilledAndRebuilt(t *testing.T) {
+	cfg := baseConfig()
+	cfg.Timeout = 400 * time.Millisecond
+	ws := load(t, 1, cfg.MaxBatch)
+	hm := &hungModel{Model: ws[0].Model, killed: make(chan struct{})}
+	ws[0].Model = hm
+	var log syncBuffer
+	s, err := build(ws, cfg, WithLog(&log), WithRebuild(func(old *run.Trained) (*run.Trained, error) {
+		return old.Rebuild(native.Backend{})
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.start()
+	t.Cleanup(s.Drain)
+	t.Cleanup(hm.Kill) // first: a worker still hung would hold Drain
+	h := s.Handler()
+	req := func() *httptest.ResponseRecorder {
+		return post(t, h, "application/json", jsonBody(t, map[string]any{"inputs": [][]float32{sample(7)}}))
+	}
+	readyz := func() int {
+		w := httptest.NewRecorder()
+		h.ServeHTTP(w, httptest.NewRequest(http.MethodGet, "/readyz", nil))
+		return w.Code
+	}
+	before := decodeResponse(t, req())
+	hm.stopped.Store(true)
+	if w := req(); w.Code != http.StatusGatewayTimeout {
+		t.Fatalf("a request to the hung worker: %d, want 504: %s", w.Code, w.Body)
+	}
+	waitFor(t, func() bool { return strings.Contains(log.String(), "worker 0 lost") })
+	if l := log.String(); !strings.Contains(l, "did not answer a batch of 1 within 400ms") || !strings.Contains(l, "killed") {
+		t.Errorf("the log does not say the worker hung and was killed:\n%s", l)
+	}
+	waitFor(t, func() bool { return strings.Contains(log.String(), "worker 0 rebuilt") && readyz() == http.StatusOK })
+	after := decodeResponse(t, req())
+	if fmt.Sprint(after.Outputs) != fmt.Sprint(before.Outputs) {
+		t.Errorf("the rebuilt worker answers %v, before it hung %v", after.Outputs, before.Outputs)
 	}
 }

@@ -409,7 +409,7 @@ func (s *Server) recoverWorker(i int, cause error) bool {
 		t, err := s.rebuild(old)
 		if err == nil {
 			// Ready again only once it answers.
-			err = t.Predict(make([]float32, s.inLen), 1, make([]float32, s.outLen))
+			err = s.predictWatched(t, make([]float32, s.inLen), 1, make([]float32, s.outLen))
 			if err != nil {
 				t.Close()
 			}
@@ -451,7 +451,7 @@ func (s *Server) run(t *run.Trained, batch []*job, x []float32) error {
 	}
 	s.m.batchSize.Observe(float64(n))
 	out := make([]float32, n*s.outLen)
-	err := t.Predict(x, n, out)
+	err := s.predictWatched(t, x, n, out)
 	off := 0
 	for _, j := range live {
 		if err != nil {
@@ -461,6 +461,32 @@ func (s *Server) run(t *run.Trained, batch []*job, x []float32) error {
 		}
 		off += j.n
 		close(j.done)
+	}
+	return err
+}
+
+// predictWatched is t.Predict with a watchdog where t computes in a worker
+// process (its Liveness facet): a worker that has not answered within
+// the request timeout, when every request of the batch has had its 504,
+// is taken for hung (stopped, deadlocked, a wedged device) and killed,
+// so that the batch fails as a dead worker's does and the worker is
+// rebuilt. A crash is seen at once by Lost; a hang only by the clock.
+func (s *Server) predictWatched(t *run.Trained, x []float32, n int, out []float32) error {
+	live := t.Model.Capabilities().Liveness
+	if live == nil {
+		return t.Predict(x, n, out)
+	}
+	var hung atomic.Bool
+	dog := time.AfterFunc(s.cfg.Timeout, func() {
+		hung.Store(true)
+		live.Kill()
+	})
+	err := t.Predict(x, n, out)
+	if !dog.Stop() && hung.Load() {
+		if !errors.Is(err, engine.ErrWorkerLost) {
+			err = engine.ErrWorkerLost
+		}
+		return fmt.Errorf("it did not answer a batch of %d within %v (the request timeout), so it was killed: %w", n, s.cfg.Timeout, err)
 	}
 	return err
 }

@@ -1,6 +1,10 @@
 package torch
 
-import "pipe/engine"
+import (
+	"sync"
+
+	"pipe/engine"
+)
 
 // Capabilities implements engine.Model: queued steps, the devices' own
 // memory figures, how the plan was applied, gan mode in the worker, the
@@ -22,6 +26,24 @@ func (m *model) Stopping() bool { return m.stopping }
 
 // Lost implements engine.Liveness: died closes when any worker exits.
 func (m *model) Lost() <-chan struct{} { return m.died }
+
+// Kill implements engine.Liveness: every worker's process group gets
+// SIGKILL (a stopped process dies of it too); their exits close died and
+// fail the calls waiting on them.
+func (m *model) Kill() {
+	var wg sync.WaitGroup
+	for _, w := range m.workers {
+		if w == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			w.kill()
+		}()
+	}
+	wg.Wait()
+}
 
 // StopTogether implements engine.Stopper: every local rank waits at the
 // stop group's barrier (sent to all before any reply is read, as local
