@@ -62,6 +62,11 @@ func placeRemote(root, u string, w Where) (Place, error) {
 		return Place{}, fmt.Errorf("--checkpoint-dir: %w", err)
 	}
 	dir := StagingFolder(root, u)
+	if w.Rank > 0 {
+		// Another rank only reads the checkpoint it resumes from, into a
+		// folder of its own: emptying rank 0's would race its resume.
+		dir += fmt.Sprintf(".rank-%d", w.Rank)
+	}
 	pl := Place{Dir: dir, Remote: u, Job: w.Job}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return pl, err
