@@ -231,7 +231,11 @@ func openImages(b *spec.Source, c *config) (Dataset, error) {
 
 // listClasses lists the images of each class folder under root.
 func listClasses(c *config, root string) ([]imageItem, []string, error) {
-	entries, err := os.ReadDir(c.path(root))
+	dir, err := c.localFolder(root)
+	if err != nil {
+		return nil, nil, err
+	}
+	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, nil, fileErr(c, root, err)
 	}
@@ -241,15 +245,15 @@ func listClasses(c *config, root string) ([]imageItem, []string, error) {
 		if !e.IsDir() || strings.HasPrefix(e.Name(), ".") {
 			continue
 		}
-		files, err := os.ReadDir(filepath.Join(c.path(root), e.Name()))
+		files, err := os.ReadDir(filepath.Join(dir, e.Name()))
 		if err != nil {
-			return nil, nil, fmt.Errorf("%s: %w", filepath.Join(root, e.Name()), err)
+			return nil, nil, fmt.Errorf("%s: %w", under(root, e.Name()), err)
 		}
 		k := len(classes)
 		classes = append(classes, e.Name())
 		for _, f := range files {
 			if !f.IsDir() && isImage(f.Name()) {
-				items = append(items, imageItem{path: filepath.Join(root, e.Name(), f.Name()), class: k})
+				items = append(items, imageItem{path: under(root, e.Name(), f.Name()), class: k})
 			}
 		}
 	}
@@ -265,11 +269,19 @@ func listClasses(c *config, root string) ([]imageItem, []string, error) {
 // listSegmentation pairs each image of root with the mask of the same
 // base name in masks. Images without a mask are returned in missing.
 func listSegmentation(c *config, root, masks string) (items []imageItem, missing []string, err error) {
-	files, err := os.ReadDir(c.path(root))
+	dir, err := c.localFolder(root)
+	if err != nil {
+		return nil, nil, err
+	}
+	files, err := os.ReadDir(dir)
 	if err != nil {
 		return nil, nil, fileErr(c, root, err)
 	}
-	mfiles, err := os.ReadDir(c.path(masks))
+	mdir, err := c.localFolder(masks)
+	if err != nil {
+		return nil, nil, err
+	}
+	mfiles, err := os.ReadDir(mdir)
 	if err != nil {
 		return nil, nil, fileErr(c, masks, err)
 	}
@@ -287,13 +299,13 @@ func listSegmentation(c *config, root, masks string) (items []imageItem, missing
 			continue
 		}
 		base := strings.TrimSuffix(f.Name(), filepath.Ext(f.Name()))
-		p := filepath.Join(root, f.Name())
+		p := under(root, f.Name())
 		m, ok := byBase[base]
 		if !ok {
 			missing = append(missing, fmt.Sprintf("%s: no mask named %s.* in %s", p, base, masks))
 			continue
 		}
-		items = append(items, imageItem{path: p, mask: filepath.Join(masks, m)})
+		items = append(items, imageItem{path: p, mask: under(masks, m)})
 	}
 	if len(items) == 0 && len(missing) == 0 {
 		return nil, nil, fmt.Errorf("%s: no images (%s)", root, extList())

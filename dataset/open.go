@@ -1,11 +1,16 @@
 package dataset
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"runtime"
+	"strings"
+	"sync"
 
+	"pipe/dataset/remote"
 	"pipe/dataset/source"
 	"pipe/spec"
 )
@@ -23,6 +28,9 @@ type config struct {
 	channelsSet bool
 	workers     int
 	cacheBytes  int64
+
+	mu     sync.Mutex
+	copies map[string]string // a folder's URL → its local copy (localFolder)
 }
 
 // WithBase resolves the block's relative paths against dir: the folder of
@@ -221,11 +229,67 @@ func Augmentations(b *spec.Source) []string {
 // openFile opens a file named in the block, with an error that names the
 // path as written and where it was looked for.
 func openFile(c *config, p string) (*os.File, error) {
-	f, err := os.Open(c.path(p))
+	local, err := c.local(p)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(local)
 	if err != nil {
 		return nil, fileErr(c, p, err)
 	}
 	return f, nil
+}
+
+// local is the local file that p names: p resolved against the base, or
+// for a URL the copy remote.Fetch keeps (one HEAD to check it), or the
+// file's place in a folder copied before (localFolder).
+func (c *config) local(p string) (string, error) {
+	if !remote.IsURL(p) {
+		return c.path(p), nil
+	}
+	c.mu.Lock()
+	for root, dir := range c.copies {
+		if rel, ok := strings.CutPrefix(p, root+"/"); ok {
+			c.mu.Unlock()
+			return filepath.Join(dir, filepath.FromSlash(rel)), nil
+		}
+	}
+	c.mu.Unlock()
+	return remote.Fetch(context.Background(), p)
+}
+
+// localFolder is the local folder that p names: p resolved against the
+// base, or for a URL (an s3:// or gs:// prefix) the copy
+// remote.FetchFolder keeps: every object under it, fetched in parallel
+// the first time and checked against one listing after.
+func (c *config) localFolder(p string) (string, error) {
+	if !remote.IsURL(p) {
+		return c.path(p), nil
+	}
+	root := strings.TrimSuffix(p, "/")
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if d, ok := c.copies[root]; ok {
+		return d, nil
+	}
+	d, _, _, err := remote.FetchFolder(context.Background(), root)
+	if err != nil {
+		return "", err
+	}
+	if c.copies == nil {
+		c.copies = map[string]string{}
+	}
+	c.copies[root] = d
+	return d, nil
+}
+
+// under is the path of elem under the folder root, as the source writes
+// it: joined with '/' for a URL, as the file system joins otherwise.
+func under(root string, elem ...string) string {
+	if remote.IsURL(root) {
+		return strings.TrimSuffix(root, "/") + "/" + strings.Join(elem, "/")
+	}
+	return filepath.Join(append([]string{root}, elem...)...)
 }
 
 func fileErr(c *config, p string, err error) error { return source.FileErr(c.base, p, err) }

@@ -7,6 +7,7 @@ import (
 	"pipe/diag"
 	"pipe/lang"
 	"pipe/planner/plan"
+	"pipe/stdlib"
 )
 
 // The batch and the checkpoint plan are solved together: every term of the
@@ -691,14 +692,15 @@ func (pl *planner) staticBatch(s batchSpec) (accum int64) {
 
 // CheckStatic reports the planner's findings that need no device: a
 // batch and an effective_batch that cannot go together, a train block
-// that does not say which of several models it trains. pipe check runs
-// it after lang.Check, so that check reports every mistake pipe plan
+// that does not say which of several models it trains, a path at a URL
+// pipe cannot serve (stdlib.CheckLocations). pipe check runs it after lang.Check, so that check reports every mistake pipe plan
 // would report on any device.
 func CheckStatic(prog *lang.Program) diag.Diagnostics {
 	if prog == nil {
 		return nil
 	}
 	pl := &planner{prog: prog, plan: &plan.Plan{}}
+	pl.diags = append(pl.diags, stdlib.CheckLocations(prog)...)
 	pl.train = prog.Block("train")
 	if len(prog.Models) > 0 {
 		pl.pickModel()

@@ -137,6 +137,8 @@ func (pl *planner) run() {
 		pl.plan.SourceSHA256 = plan.SourceHash(pl.cfg.src)
 	}
 	pl.train = p.Block("train")
+	// A path pipe cannot serve fails here, before any data is read.
+	pl.diags = append(pl.diags, stdlib.CheckLocations(p)...)
 	if !pl.pickModel() {
 		return
 	}

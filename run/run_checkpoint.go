@@ -353,7 +353,9 @@ func (r *runner) checkpoint(reason string, best bool) bool {
 			r.hooks.Checkpoint(path, reason)
 		}
 	}
-	return true
+	// To an object store, last.ckpt goes last: it is what a restart
+	// continues, so the files it would find beside it are there first.
+	return r.publish(append(names[1:], names[0])...)
 }
 
 // CheckpointIn is the checkpoint file that path names: path itself, or

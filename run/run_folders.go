@@ -51,6 +51,9 @@ type Place struct {
 	// Job is the job the run belongs to (run_job.go); none for a run
 	// started by hand.
 	Job Job
+	// Remote is the folder's URL when the run was placed in an object
+	// store (run_remote.go); Dir is then its local staging folder.
+	Remote string
 }
 
 // Where is what places a run besides its program: the folder given
@@ -70,7 +73,8 @@ func PipelineFolder(base, name string) string {
 }
 
 // PlaceRun decides where a run of prog writes its checkpoints: w.Dir when
-// given (--checkpoint-dir), else train's checkpoint_dir, else for a run
+// given (--checkpoint-dir), else train's checkpoint_dir (either may be an
+// s3:// or gs:// URL: placeRemote), else for a run
 // of a job the job's folder out/NAME/runs/ID, else for a --resume
 // without a path the latest run's folder, else a new folder under
 // out/NAME/runs. Rank 0 makes the folder now; another rank makes none
@@ -81,8 +85,12 @@ func PipelineFolder(base, name string) string {
 func PlaceRun(prog *spec.Program, base string, w Where) (Place, error) {
 	var pl Place
 	switch {
+	case IsRemote(w.Dir):
+		return placeRemote(PipelineFolder(base, prog.Name), w.Dir, w)
 	case w.Dir != "":
 		pl = Place{Dir: w.Dir, Job: w.Job}
+	case prog.Train != nil && IsRemote(prog.Train.CheckpointDir):
+		return placeRemote(PipelineFolder(base, prog.Name), prog.Train.CheckpointDir, w)
 	case prog.Train != nil && prog.Train.At.Has("checkpoint_dir"):
 		pl = Place{Dir: resolve(base, prog.Train.CheckpointDir), Job: w.Job}
 	default:
@@ -301,13 +309,23 @@ func (r *runner) clearStale() bool {
 		// The job that recorded the folder no longer has its run here.
 		old = append(old, filepath.Join(r.set.ckptDir, JobFile))
 	}
+	remoteOld, err := r.remoteEpochFiles()
 	for _, path := range old {
-		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			r.res.Status = StatusFailed
-			r.errorf(nil, CodeCheckpoint, "cannot remove an earlier run's "+filepath.Base(path),
-				"%v. The run keeps no checkpoint beside another run's, so it stopped; remove the file, or give this run its own folder with --checkpoint-dir.", err)
-			return false
+		if err == nil {
+			if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
+				err = rerr
+			}
 		}
+		remoteOld = append(remoteOld, filepath.Base(path))
+	}
+	if err == nil {
+		err = r.unpublish(remoteOld...)
+	}
+	if err != nil {
+		r.res.Status = StatusFailed
+		r.errorf(nil, CodeCheckpoint, "cannot remove an earlier run's checkpoints",
+			"%v. The run keeps no checkpoint beside another run's, so it stopped; remove the file, or give this run its own folder with --checkpoint-dir.", err)
+		return false
 	}
 	return true
 }

@@ -115,7 +115,10 @@ func (r *runner) ownJob() bool {
 			err, r.p.Pipeline, job.ID)
 		return false
 	}
-	if err := recordJob(dir, job); err != nil {
+	if err := recordJob(dir, job); err != nil || !r.publish(JobFile) {
+		if err == nil {
+			return false // publish said why
+		}
 		r.errorf(nil, CodeCheckpoint, "cannot record the run's job", "%s. Nothing was trained. Give a folder that can be written with --checkpoint-dir.", diskFull(err))
 		return false
 	}

@@ -55,6 +55,20 @@ func lockFolder(dir, file string) (*folderLock, error) {
 	return &folderLock{f: f}, nil
 }
 
+// folderBusy reports whether another process holds dir's run lock now.
+func folderBusy(dir string) bool {
+	f, err := os.OpenFile(filepath.Join(dir, LockFile), os.O_RDWR, 0)
+	if err != nil {
+		return false // no lock file: nobody has locked it
+	}
+	defer f.Close()
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		return errors.Is(err, syscall.EWOULDBLOCK)
+	}
+	_ = syscall.Flock(int(f.Fd()), syscall.LOCK_UN)
+	return false
+}
+
 // release lets the folder go; the file stays, empty of meaning once
 // unlocked.
 func (l *folderLock) release() {

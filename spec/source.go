@@ -164,24 +164,8 @@ func (s *Source) KindSpec() any {
 // Paths are the files and folders the source reads, as written.
 func (s *Source) Paths() []string {
 	var ps []string
-	add := func(p ...string) {
-		for _, q := range p {
-			if q != "" {
-				ps = append(ps, q)
-			}
-		}
-	}
-	switch {
-	case s.IDX != nil:
-		add(s.IDX.Images, s.IDX.Labels)
-	case s.CSV != nil:
-		add(s.CSV.Path)
-	case s.Images != nil:
-		add(s.Images.Path, s.Images.Masks)
-	case s.GeoTIFF != nil:
-		add(s.GeoTIFF.Path, s.GeoTIFF.Target)
-	case s.Volume != nil:
-		add(s.Volume.Path, s.Volume.Target)
+	for _, f := range s.PathFields() {
+		ps = append(ps, f.Path)
 	}
 	return ps
 }

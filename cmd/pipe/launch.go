@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"pipe/lang/render"
+	"pipe/stdlib"
 	"pipe/workflow"
 	"pipe/workflow/jobfile"
 )
@@ -111,6 +112,9 @@ func runLaunch(a *app, args []string) int {
 		return exitErrors
 	}
 	k8s, err := f.k8sOptions(runArgs)
+	if err == nil {
+		err = checkRunArgs(runArgs)
+	}
 	if err != nil {
 		fmt.Fprintf(a.env.Stderr, "pipe launch: %v\n", err)
 		return exitErrors
@@ -126,6 +130,26 @@ func runLaunch(a *app, args []string) int {
 		}
 	}
 	return a.writeJobs(f, job, k8s, runArgs)
+}
+
+// checkRunArgs refuses, before a job file is written, a --checkpoint-dir
+// among the run's flags that pipe run would refuse: a URL pipe cannot
+// write (the job would fail on the cluster, after the queue).
+func checkRunArgs(runArgs []string) error {
+	for i, a := range runArgs {
+		name, val, hasVal := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if name != "checkpoint-dir" || !strings.HasPrefix(a, "-") {
+			continue
+		}
+		if !hasVal && i+1 < len(runArgs) {
+			val = runArgs[i+1]
+		}
+		// The scheme alone: the credentials are the cluster's, not here.
+		if why := stdlib.CheckpointDirProblem(val); why != "" {
+			return fmt.Errorf("--checkpoint-dir %s", why)
+		}
+	}
+	return nil
 }
 
 // launchPlan plans the file as pipe plan does; nil and the exit code

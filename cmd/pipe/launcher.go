@@ -173,6 +173,9 @@ func (a *app) continueRun(f *runFlags, place run.Place, l *launched) {
 	}
 	last := filepath.Join(place.Dir, run.LastCheckpoint)
 	_, err := os.Stat(last)
+	if place.Remote != "" {
+		last = place.Remote + "/" + run.LastCheckpoint // downloaded into place.Dir
+	}
 	switch {
 	case place.Job.ID == "" && place.Root != "":
 		fmt.Fprintf(a.env.Stderr, "pipe run: %s restarted this rank (%d), but the run has no id to find its folder by: starting afresh in %s (give pipe run --run-id ID, or torchrun --rdzv-id, and a restart continues its run)\n",

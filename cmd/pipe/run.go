@@ -275,6 +275,9 @@ func (a *app) execute(f *runFlags, in *runInput, pl *workflow.Planned, engines [
 	if !f.profile.write(a, res, out.Trace) {
 		reportFailed = true
 	}
+	if wr.Report != "" && !publishOutputs(a, place) {
+		reportFailed = true
+	}
 	switch {
 	case res.Status == run.StatusInterrupted:
 		views.Interrupted(a.env.Stderr, res, views.Again{CheckpointDir: *f.ckptDir, Plan: *f.planPath, File: in.display, Rank: *f.nodeRank})
@@ -290,6 +293,17 @@ func (a *app) execute(f *runFlags, in *runInput, pl *workflow.Planned, engines [
 		return exitErrors // the run is done, but a file asked for is missing or stale
 	}
 	return exitOK
+}
+
+// publishOutputs uploads the report and what else the run wrote in its
+// folder to the folder's URL, for a run placed in an object store; it
+// says why when that fails.
+func publishOutputs(a *app, place run.Place) bool {
+	if err := run.PublishOutputs(place); err != nil {
+		fmt.Fprintf(a.env.Stderr, "pipe run: uploading the report to %s: %v (it is in %s)\n", place.Remote, err, place.Dir)
+		return false
+	}
+	return true
 }
 
 // tensorBoard is the logger of a run's TensorBoard events into dir; nil on

@@ -9,6 +9,8 @@ import (
 
 	"pipe/engine"
 	"pipe/run"
+	"pipe/spec"
+	"pipe/stdlib"
 )
 
 // runFlags are pipe run's flags.
@@ -74,6 +76,10 @@ func (f *runFlags) check(fs *flag.FlagSet, files []string) string {
 		return "pipe run: --device and --batch plan again; they cannot change a --plan file (run pipe plan with them instead)"
 	case *f.planPath != "" && len(f.over.sets) > 0:
 		return "pipe run: --set plans again; it cannot change a --plan file (run pipe plan --set ... --out PLAN instead)"
+	case stdlib.CheckpointDirProblem(*f.ckptDir) != "":
+		return "pipe run: --checkpoint-dir " + stdlib.CheckpointDirProblem(*f.ckptDir)
+	case spec.URLScheme(*f.reportPath) != "" || spec.URLScheme(f.resume.path) != "":
+		return "pipe run: --report and --resume PATH take local paths; a run's folder in an object store is --checkpoint-dir s3://... (or gs://), which holds its report and which --resume continues"
 	case *f.skipTrain && !f.resume.set:
 		return "pipe run: --skip-train needs --resume: a model that was not trained has nothing to predict with"
 	case *f.precision != "" && *f.precision != "int8" && *f.precision != "fp32":

@@ -1,8 +1,10 @@
 package remote
 
 import (
+	"fmt"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -19,7 +21,8 @@ import (
 //	AWS_ENDPOINT_URL_S3, AWS_ENDPOINT_URL      an S3-compatible store's endpoint, a URL
 //	AWS_S3_ENDPOINT, AWS_HTTPS=NO              the same as GDAL takes it: host[:port]
 //	AWS_VIRTUAL_HOSTING=TRUE                   bucket.host addressing at an endpoint (path style otherwise)
-//	GS_ACCESS_KEY_ID, GS_SECRET_ACCESS_KEY     gs:// HMAC keys (anonymous without)
+//	GS_ACCESS_KEY_ID, GS_SECRET_ACCESS_KEY     gs:// HMAC keys (anonymous reads without; writes need them)
+//	CPL_GS_ENDPOINT                            the gs:// endpoint, a URL (GDAL's name; Cloud Storage's by default)
 //
 // and pipe's own knobs:
 //
@@ -28,6 +31,7 @@ import (
 //	PIPE_REMOTE_RETRIES    retries of a failed request (default 5)
 //	PIPE_REMOTE_TIMEOUT    seconds one request may take, body included (default 30)
 //	PIPE_REMOTE_BACKOFF_MS the first retry's wait, doubled for each next one up to 16× (default 100)
+//	PIPE_REMOTE_CACHE_DIR  where Fetch keeps its copies of objects (default the user's cache folder, pipe/remote)
 
 // Settings are pipe's own knobs, as the environment gives them.
 type Settings struct {
@@ -91,6 +95,20 @@ func firstEnv(names ...string) string {
 		}
 	}
 	return ""
+}
+
+// gsEndpoint is the gs:// endpoint: CPL_GS_ENDPOINT (GDAL reads the
+// same), else Cloud Storage's; host[:port] and whether it is https.
+func gsEndpoint() (host string, secure bool, err error) {
+	u := firstEnv("CPL_GS_ENDPOINT")
+	if u == "" {
+		return "storage.googleapis.com", true, nil
+	}
+	p, err := url.Parse(u)
+	if err != nil || p.Host == "" {
+		return "", false, fmt.Errorf("CPL_GS_ENDPOINT is not a URL with a host (%q)", Redact(u))
+	}
+	return p.Host, p.Scheme != "http", nil
 }
 
 // transport is the HTTP transport every store shares: connections kept

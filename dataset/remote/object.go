@@ -68,12 +68,27 @@ func storeFor(loc *location) (store, error) {
 	return plainHTTP, nil
 }
 
+// anonymous is loc as it is read without keys: a gs:// object at its
+// https:// address, a public object; loc itself otherwise.
+func anonymous(loc *location) (*location, error) {
+	if loc.scheme != "gs" || firstEnv("GS_ACCESS_KEY_ID") != "" {
+		return loc, nil
+	}
+	host, secure, err := gsEndpoint()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", loc.shown, err)
+	}
+	c := *loc
+	c.scheme = map[bool]string{true: "https", false: "http"}[secure]
+	c.raw = c.scheme + "://" + host + "/" + loc.bucket + "/" + loc.key
+	c.key = "/" + loc.bucket + "/" + loc.key
+	return &c, nil
+}
+
 func openLoc(ctx context.Context, loc *location, s Settings) (*Object, error) {
-	if loc.scheme == "gs" && firstEnv("GS_ACCESS_KEY_ID") == "" {
-		c := *loc
-		c.scheme, c.raw = "https", "https://storage.googleapis.com/"+loc.bucket+"/"+loc.key
-		c.key = "/" + loc.bucket + "/" + loc.key
-		loc = &c
+	loc, err := anonymous(loc)
+	if err != nil {
+		return nil, err
 	}
 	st, err := storeFor(loc)
 	if err != nil {
@@ -88,7 +103,7 @@ func openLoc(ctx context.Context, loc *location, s Settings) (*Object, error) {
 	regMu.Unlock()
 	o := &Object{loc: loc, st: st, set: s}
 	var size int64
-	err = o.retry(ctx, "its size", func(ctx context.Context) error {
+	err = o.retry(ctx, "reading its size", func(ctx context.Context) error {
 		var err error
 		size, err = st.size(ctx, loc)
 		return err
@@ -154,6 +169,9 @@ func (o *Object) Child(rel string) *Object {
 // is made.
 func OpenFolder(u string) (*Object, error) {
 	loc, err := parse(u)
+	if err == nil {
+		loc, err = anonymous(loc)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +187,7 @@ func OpenFolder(u string) (*Object, error) {
 // that errors.Is(err, ErrNotFound) tells apart.
 func (o *Object) ReadAll(ctx context.Context) ([]byte, error) {
 	var b []byte
-	err := o.retry(ctx, "the object", func(ctx context.Context) error {
+	err := o.retry(ctx, "reading the object", func(ctx context.Context) error {
 		var err error
 		b, err = o.st.get(ctx, o.loc, 0, -1)
 		return err
@@ -188,7 +206,7 @@ var ErrDenied = errDenied
 
 // retry runs req until it succeeds, fails for good or has failed
 // 1+Retries times, waiting Backoff·2^(try−1) (at most 16×, ±25%) between
-// tries; what says what was read, for the error.
+// tries; what says what was done ("reading its size"), for the error.
 func (o *Object) retry(ctx context.Context, what string, req func(ctx context.Context) error) error {
 	var err error
 	for try := 0; try <= o.set.Retries; try++ {
@@ -199,7 +217,7 @@ func (o *Object) retry(ctx context.Context, what string, req func(ctx context.Co
 			select {
 			case <-time.After(d):
 			case <-ctx.Done():
-				return fmt.Errorf("%s: reading %s: %w", o.loc.shown, what, ctx.Err())
+				return fmt.Errorf("%s: %s: %w", o.loc.shown, what, ctx.Err())
 			}
 		}
 		stats.requests.Add(1)
@@ -216,13 +234,13 @@ func (o *Object) retry(ctx context.Context, what string, req func(ctx context.Co
 		case errors.Is(err, errDenied):
 			return fmt.Errorf("%s: %w: check the credentials in the environment (AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, or AWS_PROFILE) and the bucket's policy", o.loc.shown, err)
 		case !retryable(err):
-			return fmt.Errorf("%s: reading %s: %w", o.loc.shown, what, err)
+			return fmt.Errorf("%s: %s: %w", o.loc.shown, what, err)
 		}
 		if ctx.Err() != nil {
 			break
 		}
 	}
-	return fmt.Errorf("%s: reading %s: gave up after %d tries: %w", o.loc.shown, what, o.set.Retries+1, err)
+	return fmt.Errorf("%s: %s: gave up after %d tries: %w", o.loc.shown, what, o.set.Retries+1, err)
 }
 
 // ReadAt reads len(p) bytes from off through the block cache; at the
@@ -376,7 +394,7 @@ func (c *cache) fetch(o *Object, es []*entry) {
 	off := es[0].key.idx * bs
 	end := min((es[len(es)-1].key.idx+1)*bs, o.size)
 	var b []byte
-	err := o.retry(context.Background(), fmt.Sprintf("bytes %d to %d", off, end-1), func(ctx context.Context) error {
+	err := o.retry(context.Background(), fmt.Sprintf("reading bytes %d to %d", off, end-1), func(ctx context.Context) error {
 		var err error
 		b, err = o.st.get(ctx, o.loc, off, end-off)
 		return err

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"path"
 	"strconv"
 	"strings"
 	"syscall"
@@ -24,6 +25,11 @@ type store interface {
 	get(ctx context.Context, l *location, off, n int64) ([]byte, error)
 	// where says which endpoint serves the store, for the registry's key.
 	where() string
+	// stat is the object's size and tag (its ETag, else its
+	// Last-Modified), which changes when the object does.
+	stat(ctx context.Context, l *location) (Entry, error)
+	// copyTo writes the whole object into w; it returns the bytes written.
+	copyTo(ctx context.Context, l *location, w io.Writer) (int64, error)
 }
 
 // statusError is a request the server answered with an error status.
@@ -97,7 +103,10 @@ func newS3(scheme string) (*s3Store, error) {
 	endpoint, secure := "s3.amazonaws.com", true
 	custom := false
 	if scheme == "gs" {
-		endpoint = "storage.googleapis.com"
+		var err error
+		if endpoint, secure, err = gsEndpoint(); err != nil {
+			return nil, err
+		}
 		opts.Region = ""
 		id, secret := firstEnv("GS_ACCESS_KEY_ID"), firstEnv("GS_SECRET_ACCESS_KEY")
 		opts.Creds = credentials.NewStaticV2(id, secret, "")
@@ -269,6 +278,47 @@ func (s *httpStore) size(ctx context.Context, l *location) (int64, error) {
 		return 0, fmt.Errorf("the server gave no size (Content-Range %q)", cr)
 	}
 	return size, nil
+}
+
+func (s *httpStore) stat(ctx context.Context, l *location) (Entry, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodHead, l.raw, nil)
+	if err != nil {
+		return Entry{}, clean(err)
+	}
+	resp, err := s.cl.Do(req)
+	if err != nil {
+		return Entry{}, clean(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return Entry{}, httpErr(resp.StatusCode)
+	}
+	tag := resp.Header.Get("ETag")
+	if tag == "" {
+		tag = resp.Header.Get("Last-Modified")
+	}
+	return Entry{Rel: path.Base(l.key), Size: resp.ContentLength, ETag: tag}, nil
+}
+
+func (s *httpStore) copyTo(ctx context.Context, l *location, w io.Writer) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, l.raw, nil)
+	if err != nil {
+		return 0, clean(err)
+	}
+	resp, err := s.cl.Do(req)
+	if err != nil {
+		return 0, clean(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+		return 0, httpErr(resp.StatusCode)
+	}
+	n, err := io.Copy(w, resp.Body)
+	if err == nil && resp.ContentLength >= 0 && n != resp.ContentLength {
+		err = errShort
+	}
+	return n, clean(err)
 }
 
 func (s *httpStore) get(ctx context.Context, l *location, off, n int64) ([]byte, error) {

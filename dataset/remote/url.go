@@ -20,18 +20,14 @@ import (
 	"net/url"
 	"path"
 	"strings"
+
+	"pipe/spec"
 )
 
 // IsURL reports whether a source's path names an object in a store or on
 // a server rather than a local file.
 func IsURL(p string) bool {
-	l := strings.ToLower(p)
-	for _, s := range []string{"s3://", "gs://", "https://", "http://"} {
-		if strings.HasPrefix(l, s) {
-			return true
-		}
-	}
-	return false
+	return spec.SchemeIn(spec.URLScheme(p), spec.ReadSchemes)
 }
 
 // Redact is u as pipe shows it in diagnostics and reports: scheme, host
@@ -88,7 +84,7 @@ func parse(u string) (*location, error) {
 		}
 		l.key = p.RequestURI()
 	default:
-		return nil, fmt.Errorf("%s: pipe reads s3://, gs://, https:// and http:// URLs", l.shown)
+		return nil, fmt.Errorf("%s: pipe reads %s URLs", l.shown, spec.SchemeList(spec.ReadSchemes))
 	}
 	return l, nil
 }

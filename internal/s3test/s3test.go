@@ -6,9 +6,11 @@ package s3test
 
 import (
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sort"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -111,6 +113,38 @@ func (s *Server) Put(key string, b []byte) error {
 	return err
 }
 
+// Get is the object at key, and whether there is one.
+func (s *Server) Get(key string) ([]byte, bool) {
+	o, err := s.backend.GetObject(Bucket, key, nil)
+	if err != nil {
+		return nil, false
+	}
+	defer o.Contents.Close()
+	b, err := io.ReadAll(o.Contents)
+	return b, err == nil
+}
+
+// Keys are the keys of the objects under prefix, in order.
+func (s *Server) Keys(prefix string) []string {
+	p := gofakes3.NewPrefix(&prefix, nil)
+	l, err := s.backend.ListBucket(Bucket, &p, gofakes3.ListBucketPage{})
+	if err != nil {
+		return nil
+	}
+	var keys []string
+	for _, c := range l.Contents {
+		keys = append(keys, c.Key)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// Delete removes the object at key.
+func (s *Server) Delete(key string) error {
+	_, err := s.backend.DeleteObject(Bucket, key)
+	return err
+}
+
 // Endpoint is the server's URL, http://127.0.0.1:port.
 func (s *Server) Endpoint() string { return s.srv.URL }
 
@@ -131,6 +165,17 @@ func (s *Server) Env() map[string]string {
 		"AWS_ACCESS_KEY_ID":     AccessKey,
 		"AWS_SECRET_ACCESS_KEY": SecretKey,
 		"AWS_REGION":            "us-east-1",
+	}
+}
+
+// GSEnv is the environment that points pipe's gs:// client at the
+// server, with HMAC keys: the server speaks the same protocol as Cloud
+// Storage's interoperability API, and accepts any signature.
+func (s *Server) GSEnv() map[string]string {
+	return map[string]string{
+		"CPL_GS_ENDPOINT":      s.Endpoint(),
+		"GS_ACCESS_KEY_ID":     AccessKey,
+		"GS_SECRET_ACCESS_KEY": SecretKey,
 	}
 }
 
