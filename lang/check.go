@@ -383,6 +383,9 @@ func (c *checker) args(specs []*ArgSpec, words []ast.Expr, name, owner string, a
 			i += n
 			continue
 		}
+		if c.misspeltSetting(w, specs, words[i+1:], owner) {
+			break // the words after it are that setting's
+		}
 		c.extraArg(w, specs, who)
 		i++
 	}
@@ -435,6 +438,59 @@ func orList(names []string) string {
 }
 
 func enumHas(a *ArgSpec, name string) bool { return a.Type == TEnum && contains(a.Enum, name) }
+
+// misspeltSetting reports w, a word nearer no argument of specs, as a
+// misspelt setting of the block when one is near it: on a shared line
+// (train { batch 64 optimizr adam lr 1e-3 }) the parser gave it and
+// the words after it to the setting before, and one error saying so
+// stands for what would be one per word.
+func (c *checker) misspeltSetting(w ast.Expr, specs []*ArgSpec, rest []ast.Expr, owner string) bool {
+	id, ok := w.(*ast.Ident)
+	if !ok || len(c.siblings) == 0 {
+		return false
+	}
+	var args, settings []string
+	for _, a := range specs {
+		args = append(args, a.Name)
+	}
+	for _, fs := range c.siblings {
+		if fs.Arg(id.Name) != nil {
+			return false // another setting's argument: extraArg says whose
+		}
+		settings = append(settings, fs.Name)
+	}
+	near := nearest(id.Name, settings)
+	if near == "" {
+		return false
+	}
+	if a := nearest(id.Name, args); a != "" && distance(id.Name, a) <= distance(id.Name, near) {
+		return false // nearer an argument of its own setting
+	}
+	taken := ""
+	if len(rest) > 0 {
+		var ws []string
+		for _, r := range rest {
+			ws = append(ws, describeWord(r))
+		}
+		taken = fmt.Sprintf(" The words after it (%s) are its own; they are checked once it is spelt right.", strings.Join(ws, " "))
+	}
+	c.errorf(id.Range, "unknown-setting", fmt.Sprintf("unknown setting %s in %s", quote(id.Name), owner),
+		"Did you mean %s?%s", quote(near), taken)
+	return true
+}
+
+// describeWord is a word as it was written, for a message.
+func describeWord(w ast.Expr) string {
+	switch v := w.(type) {
+	case *ast.Ident:
+		return v.Name
+	case *ast.Number:
+		return v.Text
+	case *ast.Size:
+		return v.Text
+	}
+	return describe(w)
+}
 
 func (c *checker) extraArg(w ast.Expr, specs []*ArgSpec, who string) {
 	var names []string

@@ -22,12 +22,17 @@ func nearest(name string, candidates []string) string {
 		if c == name {
 			continue
 		}
-		d := levenshtein.ComputeDistance(strings.ToLower(name), strings.ToLower(c))
+		d := distance(name, c)
 		if d <= limit && (best == "" || d < bestD || (d == bestD && c < best)) {
 			best, bestD = c, d
 		}
 	}
 	return best
+}
+
+// distance is the edit distance between two names, case aside.
+func distance(a, b string) int {
+	return levenshtein.ComputeDistance(strings.ToLower(a), strings.ToLower(b))
 }
 
 // didYouMean formats a hint for name among candidates, or lists a few of
