@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
@@ -148,7 +149,7 @@ func runSweep(a *app, args []string) int {
 		display, dir, st.Trials, countFinished(st), st.Parallel, st.Threads, st.Sampler, st.EarlyStop, st.Goal, st.Metric)
 	l := &trialLauncher{a: a, f: f, base: a.sets, threads: st.Threads, wf: a.workflow("")}
 	c := &sweep.Controller{State: st, Params: params, Launcher: l, Log: a.env.Stderr,
-		Save:     func(s *sweep.State) error { return saveSweep(filepath.Join(dir, "sweep.json"), s) },
+		Save:     func(s *sweep.State) error { return sweepSave(filepath.Join(dir, "sweep.json"), s) },
 		TrialDir: func(id int) string { return filepath.Join(dir, fmt.Sprintf("trial-%03d", id)) }}
 	c.Sampler, c.Stopper = sweepPolicy(dec.Spec.Sweep)
 	ctx, stop := sweepContext(a)
@@ -192,8 +193,10 @@ func countFinished(s *sweep.State) int {
 	return n
 }
 
-// sweepOutputs shows the table (or the state as JSON) and writes the
-// best trial's file and the plot.
+// sweepOutputs shows the table (or the state as JSON), writes the best
+// completed trial's file and the plot, and says which of them the
+// folder holds and why not the others. A sweep that ran every trial and
+// completed none exits 1 (3 when none fitted).
 func (a *app) sweepOutputs(f *sweepFlags, st *sweep.State, dir string, src []byte, display string, interrupted bool) int {
 	if *f.asJSON {
 		b, _ := json.MarshalIndent(st, "", "  ")
@@ -202,29 +205,70 @@ func (a *app) sweepOutputs(f *sweepFlags, st *sweep.State, dir string, src []byt
 		_ = sweep.Table(a.env.Stdout, st)
 	}
 	code := exitOK
+	holds, notes := []string{"sweep.json"}, []string(nil)
+	bestPath := filepath.Join(dir, "best.pipe")
 	if best := st.BestTrial(); best != nil {
 		out, err := bestPipe(src, display, st, best, a.schema)
 		if err == nil {
-			err = writeFileAtomic(filepath.Join(dir, "best.pipe"), out)
+			err = writeFileAtomic(bestPath, out)
 		}
 		if err != nil {
 			fmt.Fprintf(a.env.Stderr, "pipe sweep: best.pipe: %v\n", err)
 			code = exitErrors
+		} else {
+			holds = append(holds, fmt.Sprintf("best.pipe (trial %d)", best.ID))
 		}
+	} else {
+		// Only a completed trial is named; an older best.pipe (of a
+		// stopped trial) would say otherwise.
+		if err := os.Remove(bestPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(a.env.Stderr, "pipe sweep: %v\n", err)
+		}
+		notes = append(notes, fmt.Sprintf("no best.pipe: no trial has completed with %s measured", st.Metric))
 	}
-	if err := sweep.Plot(st, filepath.Join(dir, "sweep.png")); err != nil {
+	wrote, err := sweep.Plot(st, filepath.Join(dir, "sweep.png"))
+	switch {
+	case err != nil:
 		fmt.Fprintf(a.env.Stderr, "pipe sweep: %v\n", err)
 		code = exitErrors
+	case wrote:
+		holds = append(holds, "sweep.png")
+	default:
+		notes = append(notes, fmt.Sprintf("no sweep.png: no trial has %s measured yet", st.Metric))
 	}
 	what := "done"
 	if !st.Done {
 		what = "not finished: run pipe sweep again to continue"
 	}
-	fmt.Fprintf(a.env.Stderr, "pipe sweep: %s; %s holds sweep.json, best.pipe and sweep.png\n", what, dir)
-	if interrupted {
+	fmt.Fprintf(a.env.Stderr, "pipe sweep: %s; %s holds %s", what, dir, strings.Join(holds, ", "))
+	if len(notes) > 0 {
+		fmt.Fprintf(a.env.Stderr, "; %s", strings.Join(notes, "; "))
+	}
+	fmt.Fprintln(a.env.Stderr)
+	switch {
+	case interrupted:
 		return exitInterrupted
+	case st.Done && st.BestTrial() == nil:
+		return a.noTrialCompleted(st)
 	}
 	return code
+}
+
+// noTrialCompleted says why a finished sweep has no result: exit 3 when
+// no trial fitted, else 1.
+func (a *app) noTrialCompleted(st *sweep.State) int {
+	skipped := 0
+	for _, t := range st.Runs {
+		if t.Status == sweep.Skipped {
+			skipped++
+		}
+	}
+	if skipped == len(st.Runs) {
+		fmt.Fprintln(a.env.Stderr, "pipe sweep: no trial fits: every one was skipped (the NOTE column says why); narrow the ranges or plan for a larger device")
+		return exitNoFit
+	}
+	fmt.Fprintln(a.env.Stderr, "pipe sweep: no trial completed: the NOTE column and each trial's trial.log say why")
+	return exitErrors
 }
 
 // bestPipe is the swept file with the best trial's values written in,
@@ -254,13 +298,9 @@ func bestPipe(src []byte, display string, st *sweep.State, best *sweep.Trial, sc
 	return format.Source(append([]byte(head), out...), format.WithLayers(stdlib.IsLayer))
 }
 
-func saveSweep(path string, s *sweep.State) error {
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(path, append(b, '\n'))
-}
+// sweepSave writes the state; tests wrap it to stop a sweep at a
+// chosen event.
+var sweepSave = sweep.Save
 
 // sweepState is the sweep to run: the one in --dir, else the newest
 // unfinished one of the file, else a new one; nil and the exit code
@@ -333,7 +373,7 @@ func (a *app) sweepState(f *sweepFlags, prog *lang.Program, sp *spec.Program, pa
 		Metric: sw.Metric, Goal: sw.Goal, Sampler: sw.Sampler, EarlyStop: sw.EarlyStop, Trials: int(sw.Trials),
 		Parallel: parallel, Threads: threadsEach(*f.threads, parallel), Epochs: epochs, Seed: uint64(seed),
 		Params: sweep.ParamsOf(params), Started: time.Now().Format(time.RFC3339), Runs: []*sweep.Trial{}}
-	if err := saveSweep(filepath.Join(dir, "sweep.json"), st); err != nil {
+	if err := sweepSave(filepath.Join(dir, "sweep.json"), st); err != nil {
 		fmt.Fprintf(a.env.Stderr, "pipe sweep: %v\n", err)
 		return nil, "", exitErrors
 	}
@@ -510,14 +550,28 @@ func (p *trialProc) Wait() (int, string) {
 	return code, tail
 }
 
-// logTail is the last n non-empty lines of a file, joined.
+// logTail is why a trial failed, from its log: from the last line that
+// reports an error on (a diagnostic without its source line and caret),
+// else the last n non-empty lines, joined.
 func logTail(path string, n int) string {
 	b, _ := os.ReadFile(path)
 	var lines []string
+	from := -1
 	for _, l := range strings.Split(string(b), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			lines = append(lines, l)
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "|") || sourceLine.MatchString(l) {
+			continue
 		}
+		if strings.Contains(l, "error:") || strings.Contains(l, "[ERROR]") {
+			from = len(lines)
+		}
+		lines = append(lines, strings.TrimPrefix(l, "= "))
 	}
-	return strings.Join(lines[max(0, len(lines)-n):], " | ")
+	if from < 0 {
+		from = max(0, len(lines)-n)
+	}
+	return strings.Join(lines[from:min(len(lines), from+2*n)], " ")
 }
+
+// sourceLine is a rendered diagnostic's source line: "12 | text".
+var sourceLine = regexp.MustCompile(`^\d+ \|`)
