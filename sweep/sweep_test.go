@@ -2,9 +2,11 @@ package sweep
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -362,4 +364,25 @@ func TestBestIsCompleted(t *testing.T) {
 	if b := st.BestTrial(); b != nil {
 		t.Errorf("best %+v with no completed trial", b)
 	}
+}
+
+// TestTryLock: a second lock of a sweep's folder is refused, naming the
+// holder's pid and host, until the first is released.
+func TestTryLock(t *testing.T) {
+	dir := t.TempDir()
+	l, err := TryLock(dir, "f.pipe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = TryLock(dir, "f.pipe")
+	host, _ := os.Hostname()
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d, host %s", os.Getpid(), host)) {
+		t.Fatalf("second lock: %v", err)
+	}
+	l.Release()
+	l2, err := TryLock(dir, "f.pipe")
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	l2.Release()
 }
