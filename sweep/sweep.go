@@ -242,6 +242,11 @@ func (c *Controller) Run(ctx context.Context) error {
 	var failure error
 	var todo []*Trial
 	for _, t := range s.Runs {
+		if t.Status == Running {
+			// Its sweep ended without seeing it end (killed, or its state
+			// could not be saved): it runs again, as an interrupted one.
+			t.Status = Interrupted
+		}
 		if !t.Finished() {
 			todo = append(todo, t)
 		}

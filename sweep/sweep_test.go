@@ -386,3 +386,22 @@ func TestTryLock(t *testing.T) {
 	}
 	l2.Release()
 }
+
+// TestRunningFromBeforeIsInterrupted: a trial the state says is running
+// when a sweep starts ran under a sweep that is gone (killed, or unable
+// to save); interrupted before it is launched again, it is recorded
+// interrupted, not left running (the property test found it).
+func TestRunningFromBeforeIsInterrupted(t *testing.T) {
+	st := &State{Metric: "accuracy", Goal: "max", Trials: 2, Parallel: 1, Params: ParamsOf(testParams[:1]),
+		Runs: []*Trial{{ID: 1, Values: []string{"0.1"}, Status: Running, Metrics: []float64{0.5}, Launches: 1}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c := &Controller{State: st, Params: testParams[:1], Sampler: Random{}, Stopper: NoStop{}, Launcher: scriptLauncher{},
+		Save: func(*State) error { return nil }, TrialDir: func(id int) string { return fmt.Sprint("trial-", id) }}
+	if err := c.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := st.Runs[0].Status; s != Interrupted || st.Done {
+		t.Errorf("status %s, done %v", s, st.Done)
+	}
+}
