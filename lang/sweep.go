@@ -31,14 +31,15 @@ type SweepParam struct {
 // must name a value of the file, as --set's would (a misspelt one gets a
 // did-you-mean), and its bounds or choices must be values the file would
 // accept there, each applied as an override and checked. Every mistake
-// is a diagnostic at the parameter's line.
+// is a diagnostic at the parameter's line. The block's metric is checked
+// too (checkSweepMetric).
 func SweepParams(p *Program, src []byte, schema Schema) ([]SweepParam, diag.Diagnostics) {
 	b := p.Block("sweep")
 	if b == nil {
 		return nil, nil
 	}
 	var out []SweepParam
-	var ds diag.Diagnostics
+	ds := checkSweepMetric(p, b)
 	seen := map[string]diag.Range{}
 	for _, f := range b.Fields {
 		if !contains(SweepKinds, f.Name) {
@@ -137,4 +138,36 @@ func checkSweepValues(name string, src []byte, sp SweepParam, values []*Value, s
 		}
 	}
 	return ds
+}
+
+// checkSweepMetric refuses a sweep metric the trials will not measure:
+// one that is neither loss nor among train's metrics, or any at all
+// when the run has no data to validate on (the train source has no
+// split and there is no evaluate block). Either would leave every trial
+// without a score to rank it by, found only once trials had trained.
+func checkSweepMetric(p *Program, b *Block) diag.Diagnostics {
+	metric, at := "loss", b.KindRange
+	if f := b.Field("metric"); f != nil {
+		at = f.Range
+		if v := f.First(); v != nil {
+			metric, at = v.Str, v.Range
+		}
+	}
+	measured := []string{"loss"}
+	if v := p.Block("train").Arg("metrics", "metrics"); v != nil {
+		for _, e := range v.List {
+			measured = append(measured, e.Str)
+		}
+	}
+	if src := p.TrainSource(); src != nil && src.Field("split") == nil && p.Block("evaluate") == nil {
+		return diag.Diagnostics{diag.Errorf(at, "sweep", fmt.Sprintf("sweep metric %s: the trials measure nothing", metric),
+			"Source %s has no split and the file has no evaluate block, so no data is held out: a trial measures neither its loss nor its metrics after an epoch. Add split 0.9 to source %s, or an evaluate block.",
+			src.Name(), src.Name())}
+	}
+	if contains(measured, metric) {
+		return nil
+	}
+	return diag.Diagnostics{diag.Errorf(at, "sweep", fmt.Sprintf("sweep metric %s: the trials do not measure it", metric),
+		"The trials measure the validation loss and train's metrics: %s. Rank by one of them, or add %s to train's metrics.",
+		strings.Join(measured, ", "), metric)}
 }

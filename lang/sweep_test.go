@@ -70,3 +70,43 @@ sweep {
 		}
 	}
 }
+
+// TestSweepMetricMeasured: a sweep may rank by loss or by a metric train
+// measures, and by nothing when no data is held out; the refusal names
+// what the trials measure.
+func TestSweepMetricMeasured(t *testing.T) {
+	base := string(fashionSource(t)) // train measures accuracy; source train has a split
+	noSplit := strings.Replace(base, "split 0.95 seed 1", "", 1)
+	if noSplit == base {
+		t.Fatal("fashion.pipe's split moved; update the test")
+	}
+	noEval := noSplit[:strings.Index(noSplit, "evaluate {")]
+	block := func(metric string) string {
+		return "\nsweep {\n  trials 2  " + metric + "\n  loguniform \"train.lr\" 1e-4 1e-2\n}\n"
+	}
+	for _, c := range []struct {
+		name, src, want string
+	}{
+		{"accuracy", base + block("metric accuracy"), ""},
+		{"loss by default", base + block(""), ""},
+		{"loss", base + block("metric loss min"), ""},
+		{"f1 not measured", base + block("metric f1 max"), "do not measure it: The trials measure the validation loss and train's metrics: loss, accuracy"},
+		{"no split, evaluate", noSplit + block("metric accuracy"), ""},
+		{"no held-out data", noEval + block("metric accuracy"), "measure nothing: Source train has no split"},
+		{"no held-out data, loss", noEval + block(""), "sweep metric loss: the trials measure nothing"},
+	} {
+		f, ds := lang.Parse("f.pipe", []byte(c.src))
+		p, cds := lang.Check(f, stdlib.Schema())
+		if ds = append(ds, cds...); ds.HasErrors() {
+			t.Fatalf("%s: %s", c.name, ds.Error())
+		}
+		_, pds := lang.SweepParams(p, []byte(c.src), stdlib.Schema())
+		got := ""
+		for _, d := range pds {
+			got += d.Summary + ": " + d.Detail
+		}
+		if (c.want == "") != (got == "") || !strings.Contains(got, c.want) {
+			t.Errorf("%s: %q, want %q", c.name, got, c.want)
+		}
+	}
+}

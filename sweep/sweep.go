@@ -11,12 +11,10 @@ package sweep
 import (
 	"context"
 	"crypto/sha256"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
 	"math/rand/v2"
-	"os"
 	"sort"
 	"strings"
 	"time"
@@ -144,39 +142,28 @@ func (s *State) Overrides(t *Trial) []string {
 	return out
 }
 
-// BestTrial is the finished trial with the best last metric (a trial
-// stopped early counts with its last), nil when none has one.
+// BestTrial is the completed (done) trial with the best last metric,
+// nil when none has one. A trial stopped early never ranks: its metric
+// is from fewer epochs than the others' (and, under a schedule such as
+// cosine, from another point of it), and the rule stopped it because it
+// was behind at its rung; best.pipe trains the whole run, which only a
+// completed trial has shown (docs/design/sweeps.md).
 func (s *State) BestTrial() *Trial {
 	var best *Trial
 	for _, t := range s.Runs {
 		v, ok := t.Last()
-		if !ok || math.IsNaN(v) || (t.Status != Done && t.Status != Stopped) {
+		if !ok || math.IsNaN(v) || t.Status != Done {
 			continue
 		}
 		if best == nil {
 			best = t
 			continue
 		}
-		bv, _ := best.Last()
-		// A completed trial beats one stopped early at the same value.
-		if s.Score(v) < s.Score(bv) || (s.Score(v) == s.Score(bv) && t.Status == Done && best.Status != Done) {
+		if bv, _ := best.Last(); s.Score(v) < s.Score(bv) {
 			best = t
 		}
 	}
 	return best
-}
-
-// Load reads a sweep.json.
-func Load(path string) (*State, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return nil, err
-	}
-	var s State
-	if err := json.Unmarshal(b, &s); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	return &s, nil
 }
 
 // Epoch is what a trial reports at an epoch's end: its validation loss
@@ -241,7 +228,10 @@ type event struct {
 // Run runs the trials left: the unfinished ones of State first, then new
 // ones until State.Trials exist, State.Parallel at a time. A cancelled
 // ctx interrupts the running trials (they write a checkpoint), starts no
-// more and returns once they have ended, with the state saved.
+// more and returns once they have ended, with the state saved. An error
+// of the sweep's own (the state cannot be saved, a trial cannot be
+// planned) does the same and is returned: the trials running are never
+// left behind.
 func (c *Controller) Run(ctx context.Context) error {
 	s := c.State
 	events := make(chan event)
@@ -249,18 +239,41 @@ func (c *Controller) Run(ctx context.Context) error {
 	stopWhy := map[int]string{}
 	began := map[int]time.Time{}
 	interrupting := false
+	var failure error
 	var todo []*Trial
 	for _, t := range s.Runs {
+		if t.Status == Running {
+			// Its sweep ended without seeing it end (killed, or its state
+			// could not be saved): it runs again, as an interrupted one.
+			t.Status = Interrupted
+		}
 		if !t.Finished() {
 			todo = append(todo, t)
 		}
 	}
-	save := func() error {
+	stopAll := func(why string) {
+		if interrupting {
+			return
+		}
+		interrupting = true
+		if len(running) > 0 {
+			c.logf("%s: stopping %d running trial(s) at their next step; run pipe sweep again to continue", why, len(running))
+		}
+		for _, p := range running {
+			p.Interrupt()
+		}
+	}
+	// save keeps the first error and stops the sweep on it.
+	save := func() {
 		s.Updated = time.Now().Format(time.RFC3339)
+		s.Best = 0
 		if b := s.BestTrial(); b != nil {
 			s.Best = b.ID
 		}
-		return c.Save(s)
+		if err := c.Save(s); err != nil && failure == nil {
+			failure = fmt.Errorf("saving the sweep's state: %w", err)
+			stopAll("cannot save the sweep's state")
+		}
 	}
 	next := func() *Trial {
 		if len(todo) > 0 {
@@ -283,51 +296,10 @@ func (c *Controller) Run(ctx context.Context) error {
 			if t == nil {
 				break
 			}
-			ov := s.Overrides(t)
-			batch, reason, err := c.Launcher.Plan(t, ov)
-			if err != nil {
-				return err
-			}
-			if reason != "" {
-				t.Status, t.Reason = Skipped, reason
-				c.logf("trial %d %s: skipped, not launched: %s", t.ID, c.values(t), reason)
-				if err := save(); err != nil {
-					return err
-				}
-				continue
-			}
-			t.Batch = batch
-			p, err := c.Launcher.Start(t, ov)
-			if err != nil {
-				t.Status, t.Reason = Failed, err.Error()
-				c.logf("trial %d: %v", t.ID, err)
-				if err := save(); err != nil {
-					return err
-				}
-				continue
-			}
-			t.Status, t.Launches = Running, t.Launches+1
-			began[t.ID] = time.Now()
-			from := ""
-			if len(t.Metrics) > 0 {
-				from = fmt.Sprintf(", continuing after epoch %d", len(t.Metrics))
-			}
-			c.logf("trial %d %s: started, batch %d%s", t.ID, c.values(t), batch, from)
-			running[t.ID] = p
-			if err := save(); err != nil {
-				return err
-			}
-			go func(t *Trial, p Proc) {
-				for {
-					ep, ok := p.Next()
-					if !ok {
-						break
-					}
-					events <- event{t: t, p: p, epoch: &ep}
-				}
-				code, tail := p.Wait()
-				events <- event{t: t, p: p, exit: true, code: code, tail: tail}
-			}(t, p)
+			c.launch(t, running, began, events, save, func(err error) {
+				failure = fmt.Errorf("trial %d: %w", t.ID, err)
+				stopAll("the sweep cannot go on")
+			})
 		}
 		if len(running) == 0 {
 			break
@@ -336,13 +308,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		select {
 		case ev = <-events:
 		case <-ctx.Done():
-			if !interrupting {
-				interrupting = true
-				c.logf("sweep interrupted: stopping %d running trial(s) at their next step; run pipe sweep again to continue", len(running))
-				for _, p := range running {
-					p.Interrupt()
-				}
-			}
+			stopAll("sweep interrupted")
 			ev = <-events
 		}
 		t := ev.t
@@ -360,37 +326,96 @@ func (c *Controller) Run(ctx context.Context) error {
 				}
 				_ = ev.p.Answer(stop)
 			}
-			if err := save(); err != nil {
-				return err
-			}
+			save()
 			continue
 		}
 		delete(running, t.ID)
 		t.Seconds += time.Since(began[t.ID]).Seconds()
-		switch {
-		case ev.code == 0:
-			t.Status, t.Reason = Done, ""
-		case stopWhy[t.ID] != "":
-			t.Status, t.Reason = Stopped, stopWhy[t.ID]
-		case interrupting && ev.code == 130:
-			t.Status, t.Reason = Interrupted, ""
-		case ev.code == 3:
-			t.Status, t.Reason = Skipped, "does not fit when run: "+ev.tail
-		default:
-			t.Status, t.Reason = Failed, fmt.Sprintf("exit %d: %s", ev.code, ev.tail)
-		}
-		v, _ := t.Last()
-		c.logf("trial %d: %s after %d epoch(s), %s %s%s", t.ID, t.Status, len(t.Metrics), s.Metric, fmtMetric(v), reasonText(t.Reason))
-		if err := save(); err != nil {
-			return err
-		}
+		c.ended(t, ev.code, ev.tail, stopWhy[t.ID], interrupting)
+		save()
 	}
-	s.Done = true
+	s.Done = failure == nil
 	for _, t := range s.Runs {
 		s.Done = s.Done && t.Finished()
 	}
 	s.Done = s.Done && len(s.Runs) >= s.Trials
-	return save()
+	save()
+	return failure
+}
+
+// launch plans trial t and starts it, or records why it was not: skipped
+// by its plan, failed to start. fail gets an error of the sweep's own.
+func (c *Controller) launch(t *Trial, running map[int]Proc, began map[int]time.Time, events chan<- event, save func(), fail func(error)) {
+	ov := c.State.Overrides(t)
+	batch, reason, err := c.Launcher.Plan(t, ov)
+	if err != nil {
+		fail(err)
+		return
+	}
+	if reason != "" {
+		t.Status, t.Reason = Skipped, reason
+		c.logf("trial %d %s: skipped, not launched: %s", t.ID, c.values(t), reason)
+		save()
+		return
+	}
+	t.Batch = batch
+	p, err := c.Launcher.Start(t, ov)
+	if err != nil {
+		t.Status, t.Reason = Failed, err.Error()
+		c.logf("trial %d: %v", t.ID, err)
+		save()
+		return
+	}
+	t.Status, t.Launches = Running, t.Launches+1
+	began[t.ID] = time.Now()
+	from := ""
+	if len(t.Metrics) > 0 {
+		from = fmt.Sprintf(", continuing after epoch %d", len(t.Metrics))
+	}
+	c.logf("trial %d %s: started, batch %d%s", t.ID, c.values(t), batch, from)
+	running[t.ID] = p
+	save()
+	go func() {
+		for {
+			ep, ok := p.Next()
+			if !ok {
+				break
+			}
+			events <- event{t: t, p: p, epoch: &ep}
+		}
+		code, tail := p.Wait()
+		events <- event{t: t, p: p, exit: true, code: code, tail: tail}
+	}()
+}
+
+// ended records how trial t's process ended: its exit code, the last
+// lines it wrote, why the stopper stopped it ("" when it did not), and
+// whether the sweep was stopping it. A trial that ends with no metric
+// after its last epoch (the run measured nothing, or NaN) has failed:
+// there is nothing to rank it by.
+func (c *Controller) ended(t *Trial, code int, tail, stopWhy string, interrupting bool) {
+	s := c.State
+	switch {
+	case code == 0:
+		t.Status, t.Reason = Done, ""
+	case stopWhy != "":
+		t.Status, t.Reason = Stopped, stopWhy
+	case interrupting && code == 130:
+		t.Status, t.Reason = Interrupted, ""
+	case code == 3:
+		t.Status, t.Reason = Skipped, "does not fit when run: "+tail
+	default:
+		t.Status, t.Reason = Failed, fmt.Sprintf("exit %d: %s", code, tail)
+	}
+	v, ok := t.Last()
+	if (t.Status == Done || t.Status == Stopped) && (!ok || math.IsNaN(v)) {
+		t.Status = Failed
+		t.Reason = fmt.Sprintf("no %s after epoch %d: the run measured none, or not a number (see its trial.log)", s.Metric, len(t.Metrics))
+		if !ok {
+			t.Reason = fmt.Sprintf("no %s: the run reported no epoch (see its trial.log)", s.Metric)
+		}
+	}
+	c.logf("trial %d: %s after %d epoch(s), %s %s%s", t.ID, t.Status, len(t.Metrics), s.Metric, fmtMetric(v), reasonText(t.Reason))
 }
 
 func reasonText(r string) string {
@@ -503,21 +528,34 @@ func ShortName(params []Param, i int) string {
 	return name
 }
 
-// Sorted returns the trials best first: finished with a metric by score,
-// then the rest by ID.
+// Sorted returns the trials best first: the completed ones with a
+// metric by score, then those stopped early, the later the stop the
+// higher and by score at it, then the rest by ID.
 func (s *State) Sorted() []*Trial {
 	out := append([]*Trial(nil), s.Runs...)
-	key := func(t *Trial) float64 {
+	// rank: 0 completed, 1 stopped, 2 the rest.
+	key := func(t *Trial) (rank int, epochs int, score float64) {
 		v, ok := t.Last()
-		if !ok || (t.Status != Done && t.Status != Stopped) {
-			return math.Inf(1)
+		switch {
+		case !ok || math.IsNaN(v):
+			return 2, 0, 0
+		case t.Status == Done:
+			return 0, 0, s.Score(v)
+		case t.Status == Stopped:
+			return 1, -len(t.Metrics), s.Score(v)
 		}
-		return s.Score(v)
+		return 2, 0, 0
 	}
 	sort.SliceStable(out, func(i, j int) bool {
-		ki, kj := key(out[i]), key(out[j])
-		if ki != kj {
-			return ki < kj
+		ri, ei, si := key(out[i])
+		rj, ej, sj := key(out[j])
+		switch {
+		case ri != rj:
+			return ri < rj
+		case ei != ej:
+			return ei < ej
+		case si != sj:
+			return si < sj
 		}
 		return out[i].ID < out[j].ID
 	})

@@ -2,10 +2,13 @@ package sweep
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 
@@ -250,5 +253,155 @@ func TestControllerResumes(t *testing.T) {
 	}
 	if b := st.BestTrial(); b == nil || b.Status != Done {
 		t.Errorf("best %+v", b)
+	}
+}
+
+// scriptProc is a trial process that reports the given metrics, one an
+// epoch, answering the gate, and exits with code.
+type scriptProc struct {
+	metrics []float64
+	code    int
+	next    int
+	answers chan bool
+	stopped bool
+}
+
+func (p *scriptProc) Next() (Epoch, bool) {
+	if p.next > 0 && p.next < len(p.metrics) {
+		if stop := <-p.answers; stop {
+			p.stopped = true
+		}
+	}
+	if p.stopped || p.next >= len(p.metrics) {
+		return Epoch{}, false
+	}
+	p.next++
+	m := map[string]float64{}
+	if v := p.metrics[p.next-1]; !math.IsNaN(v) {
+		m["accuracy"] = v
+	}
+	return Epoch{Epoch: p.next, Last: p.next == len(p.metrics), Metrics: m}, true
+}
+func (p *scriptProc) Answer(stop bool) error { p.answers <- stop; return nil }
+func (p *scriptProc) Interrupt()             {}
+func (p *scriptProc) Wait() (int, string) {
+	if p.stopped {
+		return 130, ""
+	}
+	return p.code, "the last lines"
+}
+
+// scriptLauncher starts trial id as scripts[id].
+type scriptLauncher map[int]*scriptProc
+
+func (l scriptLauncher) Plan(*Trial, []string) (int64, string, error) { return 8, "", nil }
+func (l scriptLauncher) Start(t *Trial, _ []string) (Proc, error) {
+	p := l[t.ID]
+	p.answers = make(chan bool, 1)
+	return p, nil
+}
+
+// TestNaNMetricFailsTrial: a trial that measures no metric (absent, or
+// NaN) at its last epoch ends failed with the reason, the others are
+// ranked, and every state saved is JSON that loads back (NaN as null).
+func TestNaNMetricFailsTrial(t *testing.T) {
+	nan := math.NaN()
+	path := t.TempDir() + "/sweep.json"
+	st := &State{Metric: "accuracy", Goal: "max", Trials: 3, Parallel: 1, Epochs: 2, Params: ParamsOf(testParams[:1])}
+	saves := 0
+	c := &Controller{State: st, Params: testParams[:1], Sampler: Random{}, Stopper: NoStop{},
+		Launcher: scriptLauncher{1: {metrics: []float64{0.5, 0.7}}, 2: {metrics: []float64{0.6, nan}}, 3: {metrics: []float64{nan, 0.4}}},
+		Save: func(s *State) error {
+			saves++
+			return Save(path, s)
+		}, TrialDir: func(id int) string { return fmt.Sprint("trial-", id) }}
+	if err := c.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	back, err := Load(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*State{st, back} {
+		got := ""
+		for _, tr := range s.Runs {
+			got += fmt.Sprintf("%d %s %v; ", tr.ID, tr.Status, tr.Metrics)
+		}
+		if want := "1 done [0.5 0.7]; 2 failed [0.6 NaN]; 3 done [NaN 0.4]; "; got != want || s.Best != 1 || !s.Done {
+			t.Errorf("trials %s best %d done %v, want %s best 1", got, s.Best, s.Done, want)
+		}
+		if r := s.Runs[1].Reason; !strings.Contains(r, "no accuracy after epoch 2") {
+			t.Errorf("reason %q", r)
+		}
+	}
+	if saves < 6 {
+		t.Errorf("%d saves", saves)
+	}
+}
+
+// TestBestIsCompleted: a trial stopped early never ranks above a
+// completed one, whatever its metric; the table lists completed trials,
+// then stopped ones by the epoch they reached, then the rest.
+func TestBestIsCompleted(t *testing.T) {
+	st := &State{Metric: "accuracy", Goal: "max", Trials: 5, Params: ParamsOf(testParams[:1]), Runs: []*Trial{
+		{ID: 1, Values: []string{"0.1"}, Status: Stopped, Reason: "asha", Metrics: []float64{0.9}},
+		{ID: 2, Values: []string{"0.1"}, Status: Done, Metrics: []float64{0.5, 0.6, 0.77}},
+		{ID: 3, Values: []string{"0.1"}, Status: Stopped, Reason: "asha", Metrics: []float64{0.4, 0.5}},
+		{ID: 4, Values: []string{"0.1"}, Status: Interrupted, Metrics: []float64{0.95}},
+		{ID: 5, Values: []string{"0.1"}, Status: Done, Metrics: []float64{0.2, 0.3, 0.8}},
+	}}
+	if b := st.BestTrial(); b == nil || b.ID != 5 {
+		t.Fatalf("best %+v, want trial 5", b)
+	}
+	var order []int
+	for _, tr := range st.Sorted() {
+		order = append(order, tr.ID)
+	}
+	if fmt.Sprint(order) != "[5 2 3 1 4]" {
+		t.Errorf("order %v, want [5 2 3 1 4]", order)
+	}
+	st.Runs = st.Runs[:1]
+	if b := st.BestTrial(); b != nil {
+		t.Errorf("best %+v with no completed trial", b)
+	}
+}
+
+// TestTryLock: a second lock of a sweep's folder is refused, naming the
+// holder's pid and host, until the first is released.
+func TestTryLock(t *testing.T) {
+	dir := t.TempDir()
+	l, err := TryLock(dir, "f.pipe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = TryLock(dir, "f.pipe")
+	host, _ := os.Hostname()
+	if !errors.Is(err, ErrLocked) || !strings.Contains(err.Error(), fmt.Sprintf("pid %d, host %s", os.Getpid(), host)) {
+		t.Fatalf("second lock: %v", err)
+	}
+	l.Release()
+	l2, err := TryLock(dir, "f.pipe")
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	l2.Release()
+}
+
+// TestRunningFromBeforeIsInterrupted: a trial the state says is running
+// when a sweep starts ran under a sweep that is gone (killed, or unable
+// to save); interrupted before it is launched again, it is recorded
+// interrupted, not left running (the property test found it).
+func TestRunningFromBeforeIsInterrupted(t *testing.T) {
+	st := &State{Metric: "accuracy", Goal: "max", Trials: 2, Parallel: 1, Params: ParamsOf(testParams[:1]),
+		Runs: []*Trial{{ID: 1, Values: []string{"0.1"}, Status: Running, Metrics: []float64{0.5}, Launches: 1}}}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	c := &Controller{State: st, Params: testParams[:1], Sampler: Random{}, Stopper: NoStop{}, Launcher: scriptLauncher{},
+		Save: func(*State) error { return nil }, TrialDir: func(id int) string { return fmt.Sprint("trial-", id) }}
+	if err := c.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if s := st.Runs[0].Status; s != Interrupted || st.Done {
+		t.Errorf("status %s, done %v", s, st.Done)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"sort"
 	"strconv"
@@ -140,15 +141,16 @@ func runSweep(a *app, args []string) int {
 			}
 		}
 	}
-	st, dir, code := a.sweepState(f, prog, dec.Spec, params, src, display)
+	st, dir, lock, code := a.sweepState(f, prog, dec.Spec, params, src, display)
 	if st == nil {
 		return code
 	}
+	defer lock.Release()
 	fmt.Fprintf(a.env.Stderr, "pipe sweep: %s in %s: %d trials (%d finished), %d at a time, %d thread(s) each; %s sampler, early stop %s, %s %s\n",
 		display, dir, st.Trials, countFinished(st), st.Parallel, st.Threads, st.Sampler, st.EarlyStop, st.Goal, st.Metric)
 	l := &trialLauncher{a: a, f: f, base: a.sets, threads: st.Threads, wf: a.workflow("")}
 	c := &sweep.Controller{State: st, Params: params, Launcher: l, Log: a.env.Stderr,
-		Save:     func(s *sweep.State) error { return saveSweep(filepath.Join(dir, "sweep.json"), s) },
+		Save:     func(s *sweep.State) error { return sweepSave(filepath.Join(dir, "sweep.json"), s) },
 		TrialDir: func(id int) string { return filepath.Join(dir, fmt.Sprintf("trial-%03d", id)) }}
 	c.Sampler, c.Stopper = sweepPolicy(dec.Spec.Sweep)
 	ctx, stop := sweepContext(a)
@@ -192,8 +194,10 @@ func countFinished(s *sweep.State) int {
 	return n
 }
 
-// sweepOutputs shows the table (or the state as JSON) and writes the
-// best trial's file and the plot.
+// sweepOutputs shows the table (or the state as JSON), writes the best
+// completed trial's file and the plot, and says which of them the
+// folder holds and why not the others. A sweep that ran every trial and
+// completed none exits 1 (3 when none fitted).
 func (a *app) sweepOutputs(f *sweepFlags, st *sweep.State, dir string, src []byte, display string, interrupted bool) int {
 	if *f.asJSON {
 		b, _ := json.MarshalIndent(st, "", "  ")
@@ -202,29 +206,70 @@ func (a *app) sweepOutputs(f *sweepFlags, st *sweep.State, dir string, src []byt
 		_ = sweep.Table(a.env.Stdout, st)
 	}
 	code := exitOK
+	holds, notes := []string{"sweep.json"}, []string(nil)
+	bestPath := filepath.Join(dir, "best.pipe")
 	if best := st.BestTrial(); best != nil {
 		out, err := bestPipe(src, display, st, best, a.schema)
 		if err == nil {
-			err = writeFileAtomic(filepath.Join(dir, "best.pipe"), out)
+			err = writeFileAtomic(bestPath, out)
 		}
 		if err != nil {
 			fmt.Fprintf(a.env.Stderr, "pipe sweep: best.pipe: %v\n", err)
 			code = exitErrors
+		} else {
+			holds = append(holds, fmt.Sprintf("best.pipe (trial %d)", best.ID))
 		}
+	} else {
+		// Only a completed trial is named; an older best.pipe (of a
+		// stopped trial) would say otherwise.
+		if err := os.Remove(bestPath); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			fmt.Fprintf(a.env.Stderr, "pipe sweep: %v\n", err)
+		}
+		notes = append(notes, fmt.Sprintf("no best.pipe: no trial has completed with %s measured", st.Metric))
 	}
-	if err := sweep.Plot(st, filepath.Join(dir, "sweep.png")); err != nil {
+	wrote, err := sweep.Plot(st, filepath.Join(dir, "sweep.png"))
+	switch {
+	case err != nil:
 		fmt.Fprintf(a.env.Stderr, "pipe sweep: %v\n", err)
 		code = exitErrors
+	case wrote:
+		holds = append(holds, "sweep.png")
+	default:
+		notes = append(notes, fmt.Sprintf("no sweep.png: no trial has %s measured yet", st.Metric))
 	}
 	what := "done"
 	if !st.Done {
 		what = "not finished: run pipe sweep again to continue"
 	}
-	fmt.Fprintf(a.env.Stderr, "pipe sweep: %s; %s holds sweep.json, best.pipe and sweep.png\n", what, dir)
-	if interrupted {
+	fmt.Fprintf(a.env.Stderr, "pipe sweep: %s; %s holds %s", what, dir, strings.Join(holds, ", "))
+	if len(notes) > 0 {
+		fmt.Fprintf(a.env.Stderr, "; %s", strings.Join(notes, "; "))
+	}
+	fmt.Fprintln(a.env.Stderr)
+	switch {
+	case interrupted:
 		return exitInterrupted
+	case st.Done && st.BestTrial() == nil:
+		return a.noTrialCompleted(st)
 	}
 	return code
+}
+
+// noTrialCompleted says why a finished sweep has no result: exit 3 when
+// no trial fitted, else 1.
+func (a *app) noTrialCompleted(st *sweep.State) int {
+	skipped := 0
+	for _, t := range st.Runs {
+		if t.Status == sweep.Skipped {
+			skipped++
+		}
+	}
+	if skipped == len(st.Runs) {
+		fmt.Fprintln(a.env.Stderr, "pipe sweep: no trial fits: every one was skipped (the NOTE column says why); narrow the ranges or plan for a larger device")
+		return exitNoFit
+	}
+	fmt.Fprintln(a.env.Stderr, "pipe sweep: no trial completed: the NOTE column and each trial's trial.log say why")
+	return exitErrors
 }
 
 // bestPipe is the swept file with the best trial's values written in,
@@ -254,66 +299,116 @@ func bestPipe(src []byte, display string, st *sweep.State, best *sweep.Trial, sc
 	return format.Source(append([]byte(head), out...), format.WithLayers(stdlib.IsLayer))
 }
 
-func saveSweep(path string, s *sweep.State) error {
-	b, err := json.MarshalIndent(s, "", "  ")
-	if err != nil {
-		return err
-	}
-	return writeFileAtomic(path, append(b, '\n'))
-}
+// sweepSave writes the state; tests wrap it to stop a sweep at a
+// chosen event.
+var sweepSave = sweep.Save
 
-// sweepState is the sweep to run: the one in --dir, else the newest
-// unfinished one of the file, else a new one; nil and the exit code
-// when it cannot go on.
-func (a *app) sweepState(f *sweepFlags, prog *lang.Program, sp *spec.Program, params []lang.SweepParam, src []byte, display string) (*sweep.State, string, int) {
-	sw := sp.Sweep
+// sweepState is the sweep to run, with its folder's lock held: the one
+// in --dir, else the newest unfinished one of the file that no other
+// pipe sweep runs, else a new one; nil and the exit code when it cannot
+// go on. --dir naming a sweep another pipe sweep runs is refused with
+// that one's pid and host; without --dir such a sweep is passed over
+// and a new one started beside it (docs/design/sweeps.md).
+func (a *app) sweepState(f *sweepFlags, prog *lang.Program, sp *spec.Program, params []lang.SweepParam, src []byte, display string) (*sweep.State, string, *sweep.Lock, int) {
 	sum := sha256.Sum256(src)
 	hash := hex.EncodeToString(sum[:])
 	root := filepath.Join(run.PipelineFolder("", prog.Name), "sweeps")
+	fail := func(format string, args ...any) (*sweep.State, string, *sweep.Lock, int) {
+		fmt.Fprintf(a.env.Stderr, "pipe sweep: "+format+"\n", args...)
+		return nil, "", nil, exitErrors
+	}
 	dir := *f.dir
+	var lock *sweep.Lock
 	if dir == "" && !*f.fresh {
-		names, _ := filepath.Glob(filepath.Join(root, "*", "sweep.json"))
-		sort.Strings(names)
-		for i := len(names) - 1; i >= 0; i-- {
-			s, err := sweep.Load(names[i])
-			if err != nil || s.Done {
-				continue
-			}
-			if s.SourceSHA256 != hash {
-				fmt.Fprintf(a.env.Stderr, "pipe sweep: %s is an unfinished sweep of another version of %s (the file or its --set changed); continue it with the file as it was, or start a new sweep with --new\n", filepath.Dir(names[i]), display)
-				return nil, "", exitErrors
-			}
-			dir = filepath.Dir(names[i])
-			break
+		d, l, busy, err := a.unfinishedSweep(root, hash, display)
+		if err != nil {
+			return fail("%v", err)
 		}
+		dir, lock = d, l
+		if dir == "" && len(busy) > 0 {
+			fmt.Fprintf(a.env.Stderr, "pipe sweep: another pipe sweep runs %s; starting a new sweep beside it\n", strings.Join(busy, " and "))
+		}
+	} else if dir != "" {
+		l, err := sweep.TryLock(dir, display)
+		if errors.Is(err, sweep.ErrLocked) {
+			return fail("--dir %s: another pipe sweep runs it (%s); wait for it to end, or give another --dir", dir, sweep.Holder(dir))
+		} else if err != nil {
+			return fail("%v", err)
+		}
+		lock = l
 	}
 	if dir != "" {
-		if s, err := sweep.Load(filepath.Join(dir, "sweep.json")); err == nil {
-			if s.SourceSHA256 != hash {
-				fmt.Fprintf(a.env.Stderr, "pipe sweep: %s swept another version of %s (the file or its --set changed); give another --dir, or --new\n", dir, display)
-				return nil, "", exitErrors
-			}
+		s, err := sweep.Load(filepath.Join(dir, "sweep.json"))
+		switch {
+		case err == nil && s.SourceSHA256 != hash:
+			lock.Release()
+			return fail("%s swept another version of %s (the file or its --set changed); give another --dir, or --new", dir, display)
+		case err == nil:
 			if *f.parallel > 0 {
 				s.Parallel = *f.parallel
 				s.Threads = threadsEach(*f.threads, s.Parallel)
 			}
-			return s, dir, exitOK
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			fmt.Fprintf(a.env.Stderr, "pipe sweep: %v\n", err)
-			return nil, "", exitErrors
+			return s, dir, lock, exitOK
+		case !errors.Is(err, fs.ErrNotExist):
+			lock.Release()
+			return fail("%v", err)
 		}
 	} else {
 		d, err := run.NewStampFolder(root, time.Now(), "sweeps")
 		if err != nil {
-			fmt.Fprintf(a.env.Stderr, "pipe sweep: %v\n", err)
-			return nil, "", exitErrors
+			return fail("%v", err)
+		}
+		if lock, err = sweep.TryLock(d, display); err != nil {
+			return fail("%v", err)
 		}
 		dir = d
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		fmt.Fprintf(a.env.Stderr, "pipe sweep: %v\n", err)
-		return nil, "", exitErrors
+	st := newSweepState(f, prog, sp, params, hash, display)
+	if err := sweepSave(filepath.Join(dir, "sweep.json"), st); err != nil {
+		lock.Release()
+		return fail("%v", err)
 	}
+	return st, dir, lock, exitOK
+}
+
+// unfinishedSweep is the newest unfinished sweep of the text under root
+// whose lock it takes, with the lock; busy names those passed over as
+// another pipe sweep's. An unfinished sweep of another text is an error:
+// it is continued with the file as it was, or --new starts afresh.
+func (a *app) unfinishedSweep(root, hash, display string) (dir string, lock *sweep.Lock, busy []string, err error) {
+	names, _ := filepath.Glob(filepath.Join(root, "*", "sweep.json"))
+	sort.Strings(names)
+	for i := len(names) - 1; i >= 0; i-- {
+		d := filepath.Dir(names[i])
+		if s, err := sweep.Load(names[i]); err != nil || s.Done {
+			continue
+		}
+		l, err := sweep.TryLock(d, display)
+		if errors.Is(err, sweep.ErrLocked) {
+			busy = append(busy, fmt.Sprintf("%s (%s)", d, sweep.Holder(d)))
+			continue
+		} else if err != nil {
+			return "", nil, busy, err
+		}
+		// Read again under the lock: the sweep that held it may have
+		// finished it meanwhile.
+		s, err := sweep.Load(names[i])
+		if err != nil || s.Done {
+			l.Release()
+			continue
+		}
+		if s.SourceSHA256 != hash {
+			l.Release()
+			return "", nil, busy, fmt.Errorf("%s is an unfinished sweep of another version of %s (the file or its --set changed); continue it with the file as it was, or start a new sweep with --new", d, display)
+		}
+		return d, l, busy, nil
+	}
+	return "", nil, busy, nil
+}
+
+// newSweepState is a new sweep of the file's block.
+func newSweepState(f *sweepFlags, prog *lang.Program, sp *spec.Program, params []lang.SweepParam, hash, display string) *sweep.State {
+	sw := sp.Sweep
 	seed := int64(0)
 	if sp.Seed != nil {
 		seed = *sp.Seed
@@ -329,15 +424,10 @@ func (a *app) sweepState(f *sweepFlags, prog *lang.Program, sp *spec.Program, pa
 	if sp.Train != nil {
 		epochs = int(sp.Train.Epochs)
 	}
-	st := &sweep.State{Version: 1, File: display, Pipeline: prog.Name, SourceSHA256: hash, Sets: f.sets,
+	return &sweep.State{Version: 1, File: display, Pipeline: prog.Name, SourceSHA256: hash, Sets: f.sets,
 		Metric: sw.Metric, Goal: sw.Goal, Sampler: sw.Sampler, EarlyStop: sw.EarlyStop, Trials: int(sw.Trials),
 		Parallel: parallel, Threads: threadsEach(*f.threads, parallel), Epochs: epochs, Seed: uint64(seed),
 		Params: sweep.ParamsOf(params), Started: time.Now().Format(time.RFC3339), Runs: []*sweep.Trial{}}
-	if err := saveSweep(filepath.Join(dir, "sweep.json"), st); err != nil {
-		fmt.Fprintf(a.env.Stderr, "pipe sweep: %v\n", err)
-		return nil, "", exitErrors
-	}
-	return st, dir, exitOK
 }
 
 // threadsEach shares total threads (0: every core) among parallel trials.
@@ -510,14 +600,28 @@ func (p *trialProc) Wait() (int, string) {
 	return code, tail
 }
 
-// logTail is the last n non-empty lines of a file, joined.
+// logTail is why a trial failed, from its log: from the last line that
+// reports an error on (a diagnostic without its source line and caret),
+// else the last n non-empty lines, joined.
 func logTail(path string, n int) string {
 	b, _ := os.ReadFile(path)
 	var lines []string
+	from := -1
 	for _, l := range strings.Split(string(b), "\n") {
-		if l = strings.TrimSpace(l); l != "" {
-			lines = append(lines, l)
+		l = strings.TrimSpace(l)
+		if l == "" || strings.HasPrefix(l, "|") || sourceLine.MatchString(l) {
+			continue
 		}
+		if strings.Contains(l, "error:") || strings.Contains(l, "[ERROR]") {
+			from = len(lines)
+		}
+		lines = append(lines, strings.TrimPrefix(l, "= "))
 	}
-	return strings.Join(lines[max(0, len(lines)-n):], " | ")
+	if from < 0 {
+		from = max(0, len(lines)-n)
+	}
+	return strings.Join(lines[from:min(len(lines), from+2*n)], " ")
 }
+
+// sourceLine is a rendered diagnostic's source line: "12 | text".
+var sourceLine = regexp.MustCompile(`^\d+ \|`)
