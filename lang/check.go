@@ -440,7 +440,8 @@ func orList(names []string) string {
 func enumHas(a *ArgSpec, name string) bool { return a.Type == TEnum && contains(a.Enum, name) }
 
 // misspeltSetting reports w, a word nearer no argument of specs, as a
-// misspelt setting of the block when one is near it: on a shared line
+// misspelt setting of the block when one is near it, or as an unknown
+// one when no argument is near and words follow it: on a shared line
 // (train { batch 64 optimizr adam lr 1e-3 }) the parser gave it and
 // the words after it to the setting before, and one error saying so
 // stands for what would be one per word.
@@ -459,23 +460,26 @@ func (c *checker) misspeltSetting(w ast.Expr, specs []*ArgSpec, rest []ast.Expr,
 		}
 		settings = append(settings, fs.Name)
 	}
+	a := nearest(id.Name, args)
 	near := nearest(id.Name, settings)
-	if near == "" {
-		return false
-	}
-	if a := nearest(id.Name, args); a != "" && distance(id.Name, a) <= distance(id.Name, near) {
+	switch {
+	case near == "" && (a != "" || len(rest) == 0):
+		return false // a stray word, or a misspelt argument: extraArg's
+	case near != "" && a != "" && distance(id.Name, a) <= distance(id.Name, near):
 		return false // nearer an argument of its own setting
 	}
-	taken := ""
+	hint, _ := didYouMean(id.Name, settings)
+	if near == "" {
+		hint = fmt.Sprintf("%s has no setting %s. %s", owner, quote(id.Name), hint)
+	}
 	if len(rest) > 0 {
 		var ws []string
 		for _, r := range rest {
 			ws = append(ws, describeWord(r))
 		}
-		taken = fmt.Sprintf(" The words after it (%s) are its own; they are checked once it is spelt right.", strings.Join(ws, " "))
+		hint += fmt.Sprintf(" The words after it (%s) are taken as its value.", strings.Join(ws, " "))
 	}
-	c.errorf(id.Range, "unknown-setting", fmt.Sprintf("unknown setting %s in %s", quote(id.Name), owner),
-		"Did you mean %s?%s", quote(near), taken)
+	c.errorf(id.Range, "unknown-setting", fmt.Sprintf("unknown setting %s in %s", quote(id.Name), owner), "%s", hint)
 	return true
 }
 
