@@ -502,10 +502,14 @@ func (pl *planner) noFit(s batchSpec, b, bNo, bCk, base, minPk, extra, budget in
 		if pl.plan.Memory.Reserve > 0 {
 			detail += " and " + FormatBytes(pl.plan.Memory.Reserve) + " kept for the system"
 		}
-		detail += ")." + pl.ganNoFit(1) + " Use a device with more memory (pipe devices lists them), a smaller model, or a smaller input."
+		detail += ")." + pl.ganNoFit(1)
+		if pl.plan.WorldSize() <= 1 {
+			detail += " Use a device with more memory (pipe devices lists them), a smaller model, or a smaller input."
+		}
 		if static > budget {
 			detail += fmt.Sprintf(" The %s parameters alone take %s before any activation.", FormatCount(m.params), FormatBytes(static))
 		}
+		detail += pl.shardNote(m.total(1, best, extra), budget)
 		pl.diags = append(pl.diags, &diag.Diagnostic{Severity: diag.Error, Code: CodeNoFit,
 			Summary: fmt.Sprintf("model %s does not fit on %s even at batch 1", pl.model.Name, pl.dev.Name),
 			Detail:  detail, Subject: &r})
@@ -708,4 +712,43 @@ func CheckStatic(prog *lang.Program) diag.Diagnostics {
 	pl.staticBatch(pl.batchSpec())
 	pl.diags.Sort()
 	return pl.diags
+}
+
+// shardNote says, for a model that does not fit one device even at batch
+// 1 (need bytes against budget), why more devices of data parallelism do
+// not help and what would: sharded data parallelism (ZeRO-3, PyTorch's
+// FSDP) splits the parameters, master weights, gradients and optimizer
+// state over the devices, and gathers each layer's parameters while it
+// runs. pipe does not shard yet; the note says so.
+func (pl *planner) shardNote(need, budget int64) string {
+	st := pl.cost.static
+	shardable := sum(st.parameters, st.master, st.gradients, st.optimizer)
+	var layer int64 // the largest layer's parameters and gradients, gathered
+	for _, nd := range pl.graph.Nodes {
+		layer = max(layer, mul(nd.Params, 8))
+	}
+	rest := add(sub(need, shardable), layer)
+	at := func(w int64) int64 { return add(rest, shardable/w) }
+	w := int64(pl.plan.WorldSize())
+	var note string
+	if w > 1 {
+		note = fmt.Sprintf(" More devices do not help: data parallelism keeps the whole model, its gradients and optimizer state (%s) on each of the %d devices.", FormatBytes(shardable), w)
+	}
+	switch {
+	case rest > budget:
+		return note + fmt.Sprintf(" Sharding them over the devices would not make it fit either: the activations of one sample and the largest layer's gathered parameters and gradients take %s.", FormatBytes(rest))
+	case w > 1 && at(w) <= budget:
+		note += fmt.Sprintf(" Sharded data parallelism (ZeRO-3, PyTorch's FSDP) would split them over the %d devices, about %s a device at batch 1, which fits;", w, FormatBytes(at(w)))
+	default:
+		k := max(2, (shardable+budget-rest-1)/(budget-rest)) // the fewest k with rest + shardable/k ≤ budget
+		for at(k) > budget {
+			k++
+		}
+		note += fmt.Sprintf(" Sharded data parallelism (ZeRO-3, PyTorch's FSDP) would split them over the devices and fit on %d of them (about %s a device at batch 1);", k, FormatBytes(at(k)))
+	}
+	note += " pipe does not shard yet (a later step)"
+	if w > 1 {
+		return note + ": until it does, use a smaller model or a smaller input."
+	}
+	return note + "."
 }

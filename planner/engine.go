@@ -178,8 +178,7 @@ func (pl *planner) distributedDecision() {
 		}
 		return
 	}
-	var grads int64
-	grads, d.BucketBytes, d.AllReduceBytes = ringAllReduce(p.Parameters, d.WorldSize)
+	a := pl.allReduce()
 	bn := "batchnorm keeps per-device statistics (DDP's default) and rank 0's running statistics are the ones saved"
 	if d.SyncBatchnorm {
 		bn = "batchnorm's statistics are the whole step's, over every device (sync_batchnorm)"
@@ -190,9 +189,31 @@ func (pl *planner) distributedDecision() {
 	if sync != nil {
 		pl.decide("sync_batchnorm", sync.value, sync.why)
 	}
-	pl.decide("all-reduce", FormatBytes(d.AllReduceBytes)+" a step",
-		fmt.Sprintf("a ring all-reduce of the %s of fp32 gradients: each device sends and receives 2(W−1)/W of them per optimizer step, in buckets of %s overlapped with the backward pass; accumulating micro-batches skip it (no_sync).",
-			FormatBytes(grads), FormatBytes(d.BucketBytes)))
+	pl.decide("all-reduce", allReduceValue(d), allReduceWhy(a, d))
+}
+
+// allReduceValue is the all-reduce decision's value: the bytes a step.
+func allReduceValue(d *plan.Distributed) string {
+	switch {
+	case d.NNodes > 1 && d.AllReduceBytes > 0:
+		return fmt.Sprintf("%s a device, %s a node", FormatBytes(d.AllReduceBytes), FormatBytes(d.NetworkBytes))
+	case d.NNodes > 1 || d.AllReduceBytes == 0:
+		return FormatBytes(d.NetworkBytes) + " a node"
+	}
+	return FormatBytes(d.AllReduceBytes) + " a device"
+}
+
+// allReduceWhy says how the gradients are all-reduced, and over what.
+func allReduceWhy(a allReduce, d *plan.Distributed) string {
+	tail := fmt.Sprintf(" per optimizer step, in buckets of %s overlapped with the backward pass; accumulating micro-batches skip it (no_sync).", FormatBytes(a.bucket))
+	if a.linkBW == 0 {
+		return fmt.Sprintf("a ring all-reduce of the %s of fp32 gradients over gloo's sockets: each rank sends and receives 2(W−1)/W of them", FormatBytes(a.grads)) + tail
+	}
+	why := fmt.Sprintf("the %s of fp32 gradients, reduce-scattered and all-gathered among a node's %d GPUs over %s (2(G−1)/G of them a device)", FormatBytes(a.grads), d.NProcPerNode, a.linkName)
+	if d.NNodes > 1 {
+		why += fmt.Sprintf(", and each node's share all-reduced between the %d nodes over the network (2(N−1)/N of them a node, as NCCL's trees and rings across nodes send)", d.NNodes)
+	}
+	return why + tail
 }
 
 func shapeString(s []int64) string {

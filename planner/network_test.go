@@ -5,12 +5,17 @@ import (
 	"math"
 	"strings"
 	"testing"
+
+	"pipe/planner/plan"
 )
 
 // TestAllReduceTime: a data-parallel plan's step time gains the
-// all-reduce, its bytes over the link it crosses: NVLink on one machine
-// of GPUs, the network between machines, ten times longer at a tenth of
-// the bandwidth; one device has none.
+// all-reduce, hierarchical on GPUs: within a node over the device's own
+// link (NVLink 3 on an A100, NVLink 4 on an H100), 2(G−1)/G of the
+// gradients a device; between nodes 2(N−1)/N of them a node over the
+// network, ten times longer at a tenth of the bandwidth. One device has
+// none. On 4×8 H100s the flat ring of 32 ranks over the network that
+// the plan used to charge is 29% above what it charges now.
 func TestAllReduceTime(t *testing.T) {
 	one := gpuPlan(t, "../examples/pills.pipe", WithBatch(32))
 	if one.StepTime.AllReduceSeconds != 0 || one.StepTime.Network != "" {
@@ -19,31 +24,43 @@ func TestAllReduceTime(t *testing.T) {
 	local := gpuPlan(t, "../examples/pills.pipe", WithBatch(32), WithDevices(8, 1))
 	nodes := gpuPlan(t, "../examples/pills.pipe", WithBatch(32), WithDevices(8, 4))
 	slow := gpuPlan(t, "../examples/pills.pipe", WithBatch(32), WithDevices(8, 4), WithNetwork(DefaultNetwork/10))
-	if local.StepTime.Network != "NVLink" || local.StepTime.NetworkBandwidth != NVLinkBandwidth {
-		t.Errorf("one machine: %q at %g B/s", local.StepTime.Network, local.StepTime.NetworkBandwidth)
+	h100 := gpuPlan(t, "../examples/pills.pipe", WithBatch(32), WithDevices(8, 4), WithDevice("h100-80gb"))
+	if local.StepTime.Network != "NVLink 3" || local.StepTime.NetworkBandwidth != 300e9 || local.StepTime.NetworkSeconds != 0 {
+		t.Errorf("one machine of A100s: %q at %g B/s, %g s on the network", local.StepTime.Network, local.StepTime.NetworkBandwidth, local.StepTime.NetworkSeconds)
 	}
-	if nodes.StepTime.Network != "network" || nodes.StepTime.NetworkBandwidth != DefaultNetwork {
-		t.Errorf("four machines: %q at %g B/s", nodes.StepTime.Network, nodes.StepTime.NetworkBandwidth)
+	if nodes.StepTime.Network != "network" || nodes.StepTime.NetworkBandwidth != DefaultNetwork || nodes.StepTime.LinkBandwidth != 300e9 {
+		t.Errorf("four machines: %q at %g B/s, link %g B/s", nodes.StepTime.Network, nodes.StepTime.NetworkBandwidth, nodes.StepTime.LinkBandwidth)
 	}
-	want := float64(nodes.Distributed.AllReduceBytes) / DefaultNetwork
-	if got := nodes.StepTime.AllReduceSeconds; math.Abs(got-want) > 1e-3*want {
-		t.Errorf("all-reduce %g s, want %g (%d bytes at 100 Gb/s)", got, want, nodes.Distributed.AllReduceBytes)
+	grads := float64(4 * nodes.Parameters)
+	link, net := grads*2*7/8, grads*2*3/4
+	for _, c := range []struct {
+		p      *plan.Plan
+		linkBW float64
+	}{{nodes, 300e9}, {h100, 450e9}} {
+		d, st := c.p.Distributed, c.p.StepTime
+		if math.Abs(float64(d.AllReduceBytes)-link) > 8 || math.Abs(float64(d.NetworkBytes)-net) > 8 {
+			t.Errorf("%s: %d bytes a device over the link, %d a node over the network; want %.0f and %.0f", c.p.Device.Name, d.AllReduceBytes, d.NetworkBytes, link, net)
+		}
+		want := link/c.linkBW + net/DefaultNetwork
+		if got := st.AllReduceSeconds; math.Abs(got-want) > 1e-3*want || math.Abs(st.LinkSeconds+st.NetworkSeconds-got) > 1e-3*got {
+			t.Errorf("%s: all-reduce %g s (%g + %g), want %g", c.p.Device.Name, got, st.LinkSeconds, st.NetworkSeconds, want)
+		}
 	}
-	if r := slow.StepTime.AllReduceSeconds / nodes.StepTime.AllReduceSeconds; math.Abs(r-10) > 0.01 {
-		t.Errorf("a tenth of the bandwidth: %g times the all-reduce", r)
+	if flat := grads * 2 * 31 / 32 / DefaultNetwork; math.Abs(flat/h100.StepTime.NetworkSeconds-1.2917) > 1e-3 {
+		t.Errorf("a flat ring of 32 is %.4f times the network's part, want 31/24", flat/h100.StepTime.NetworkSeconds)
+	}
+	if r := slow.StepTime.NetworkSeconds / nodes.StepTime.NetworkSeconds; math.Abs(r-10) > 0.01 {
+		t.Errorf("a tenth of the bandwidth: %g times the network's part", r)
 	}
 	base := local.StepTime.StepSeconds - local.StepTime.AllReduceSeconds
 	if d := nodes.StepTime.StepSeconds - base; math.Abs(d-nodes.StepTime.AllReduceSeconds) > 1e-3*nodes.StepTime.StepSeconds {
 		t.Errorf("step %g s on 4 machines, %g s on one less its all-reduce: the difference is not the all-reduce's %g s", nodes.StepTime.StepSeconds, base, nodes.StepTime.AllReduceSeconds)
 	}
-	var why string
-	for _, d := range nodes.Decisions {
-		if d.What == "step time" {
-			why = d.Reason
+	why := decision(h100, "step time").Reason
+	for _, want := range []string{"within a node", "over NVLink 4 (3.6 Tb/s each way, h100-80gb's)", "between nodes", "100 Gb/s network", "for the job of 32"} {
+		if !strings.Contains(why, want) {
+			t.Errorf("the step time's reason has no %q: %s", want, why)
 		}
-	}
-	if !strings.Contains(why, "all-reduce") || !strings.Contains(why, "100 Gb/s network") || !strings.Contains(why, "for the job of 32") {
-		t.Errorf("the step time's reason: %s", why)
 	}
 }
 
@@ -137,5 +154,38 @@ train { epochs 1  batch %d  optimizer adam lr 0.01  loss cross_entropy %s }
 		if warned := strings.Contains(fmt.Sprint(ds), "the model has no batchnorm"); warned != (c.norm == "layernorm") {
 			t.Errorf("%s: warned %v: %v", name, warned, ds)
 		}
+	}
+}
+
+// TestFewerNodesWarning: pills' step of 256 on 4 nodes of 8 H100s at
+// 100 Gb/s spends most of its time in the all-reduce between nodes, and
+// 1 node would train faster: the plan warns, naming it and the figures.
+// With a port a GPU (8 × 400 Gb/s) more nodes pay, and there is no
+// warning; nor on one node.
+func TestFewerNodesWarning(t *testing.T) {
+	prog, _ := load(t, "../examples/pills.pipe", "pills.pipe")
+	warned := func(nodes int, net float64) string {
+		p, ds := Plan(prog, testCosts, WithHost(testHost), WithDevice("h100-80gb"), WithDevices(8, nodes), WithNetwork(net))
+		if p == nil || p.EffectiveBatch != 256 {
+			t.Fatalf("%d nodes: %v", nodes, ds)
+		}
+		for _, d := range ds {
+			if d.Code == CodeFewerNodes {
+				return d.Summary + ": " + d.Detail
+			}
+		}
+		return ""
+	}
+	w := warned(4, DefaultNetwork)
+	for _, want := range []string{"1 node would train faster than 4", "on 4 nodes and", "on 1:", "--nnodes 1", "64.0 MiB a node over 100 Gb/s"} {
+		if !strings.Contains(w, want) {
+			t.Errorf("4 nodes at 100 Gb/s: no %q in %q", want, w)
+		}
+	}
+	if w := warned(4, 8*400e9/8); w != "" {
+		t.Errorf("4 nodes at 3.2 Tb/s: %s", w)
+	}
+	if w := warned(1, DefaultNetwork); w != "" {
+		t.Errorf("1 node: %s", w)
 	}
 }

@@ -569,6 +569,9 @@ func (pl *planner) sizeAll(prec plan.Precision, opt plan.Optimizer) {
 
 	p.StepTime = stepTime(g, m, pl.dev, prec, b, p.AccumulationSteps, recomputed, group, pl.fused, p.Layers)
 	pl.allReduceTime()
+	pl.fewerNodes(func(b int64) plan.StepTime {
+		return stepTime(g, m, pl.dev, prec, b, p.AccumulationSteps, nil, group, pl.fused, nil)
+	}, func(b int64) bool { return m.total(b, m.baseline, extra) <= budget })
 	pl.stepDecision()
 	pl.engineDecisions()
 }
@@ -627,16 +630,28 @@ func (pl *planner) stepDecision() {
 func (pl *planner) allReduceReason() string {
 	p := pl.plan
 	st, d := p.StepTime, p.Distributed
-	_, _, sent := ringAllReduce(p.Parameters, d.WorldSize)
-	link := fmt.Sprintf("NVLink between the GPUs of one machine (%s each way, an A100's)", FormatBandwidth(st.NetworkBandwidth))
-	if st.Network != "NVLink" {
-		link = fmt.Sprintf("a %s network (--network, default 100 Gb/s)", FormatBandwidth(st.NetworkBandwidth))
-		if d.NNodes <= 1 {
-			link += ", which gloo's sockets go through even on one machine"
+	var parts []string
+	if st.LinkSeconds > 0 {
+		parts = append(parts, fmt.Sprintf("%s within a node, %s a device over %s (%s each way, %s's)",
+			FormatSeconds(st.LinkSeconds), FormatBytes(d.AllReduceBytes), pl.dev.LinkName, FormatBandwidth(st.LinkBandwidth), pl.dev.Name))
+		if pl.dev.LinkName == "" {
+			parts[0] = fmt.Sprintf("%s within a node, %s a device over a link the device does not name (%s each way assumed, a PCIe 4.0 slot's)",
+				FormatSeconds(st.LinkSeconds), FormatBytes(d.AllReduceBytes), FormatBandwidth(st.LinkBandwidth))
 		}
 	}
-	return fmt.Sprintf(", plus %s for the all-reduce: %s a device over %s, counted in full though DDP overlaps all but its last bucket with the backward pass; about %.0f samples/s a device, %.0f for the job of %d.",
-		FormatSeconds(st.AllReduceSeconds), FormatBytes(sent), link, st.SamplesPerSecond, st.SamplesPerSecond*float64(d.WorldSize), d.WorldSize)
+	if st.NetworkSeconds > 0 {
+		net := fmt.Sprintf("%s between nodes, %s a node over a %s network (--network, default 100 Gb/s)",
+			FormatSeconds(st.NetworkSeconds), FormatBytes(d.NetworkBytes), FormatBandwidth(st.NetworkBandwidth))
+		if st.LinkBandwidth == 0 {
+			net = fmt.Sprintf("%s a rank over a %s network (--network, default 100 Gb/s)", FormatBytes(d.NetworkBytes), FormatBandwidth(st.NetworkBandwidth))
+			if d.NNodes <= 1 {
+				net += ", which gloo's sockets go through even on one machine"
+			}
+		}
+		parts = append(parts, net)
+	}
+	return fmt.Sprintf(", plus %s for the all-reduce (%s), counted in full though DDP overlaps all but its last bucket with the backward pass; about %.0f samples/s a device, %.0f for the job of %d.",
+		FormatSeconds(st.AllReduceSeconds), strings.Join(parts, "; "), st.SamplesPerSecond, st.SamplesPerSecond*float64(d.WorldSize), d.WorldSize)
 }
 
 // FormatSeconds renders a duration for people: "52.9 ms", "1.32 s",

@@ -36,6 +36,13 @@ type DeviceProfile struct {
 	// NVIDIA's CUDA GPUs table; it names the generation (7.x Volta and
 	// Turing, 8.0 and 8.6 Ampere, 8.9 Ada, 9.0 Hopper).
 	Capability string
+	// Link is the bandwidth, in bytes per second each way, by which a GPU
+	// reaches the other GPUs of its machine, and LinkName the link: the
+	// vendor's NVLink total halved for the SXM parts (NVLink 3 on an A100,
+	// 600 GB/s both ways together; NVLink 4 on an H100 or H200, 900 GB/s),
+	// the PCIe slot's for the others (Gen4 x16, 64 GB/s both ways).
+	Link     float64
+	LinkName string
 }
 
 // Peak returns the peak dense FLOP/s in the given precision ("fp32",
@@ -61,38 +68,50 @@ const (
 
 // devices are the built-in profiles, sorted by name. Sources: NVIDIA's
 // A100, H100, H200, L4 and T4 datasheets, the V100 datasheet (SXM2), and
-// the Ampere GA102 and Ada AD102 whitepapers for the GeForce cards.
+// the Ampere GA102 and Ada AD102 whitepapers for the GeForce cards (whose
+// NVLink bridge, on a 3090, joins two cards only: a machine's ring of
+// more goes over PCIe, which is the link given).
 var devices = []*DeviceProfile{
 	{Name: "a100-40gb", Kind: "gpu", Capability: "8.0", Doc: "NVIDIA A100 40GB SXM (HBM2)",
 		Memory: 40 * gib, Bandwidth: 1.555 * tb,
-		FP32: 19.5 * tb, TF32: 156 * tb, FP16: 312 * tb, BF16: 312 * tb, SupportsBF16: true, SupportsTF32: true},
+		FP32: 19.5 * tb, TF32: 156 * tb, FP16: 312 * tb, BF16: 312 * tb, SupportsBF16: true, SupportsTF32: true,
+		Link: 300e9, LinkName: "NVLink 3"},
 	{Name: "a100-80gb", Kind: "gpu", Capability: "8.0", Doc: "NVIDIA A100 80GB SXM (HBM2e)",
 		Memory: 80 * gib, Bandwidth: 2.039 * tb,
-		FP32: 19.5 * tb, TF32: 156 * tb, FP16: 312 * tb, BF16: 312 * tb, SupportsBF16: true, SupportsTF32: true},
+		FP32: 19.5 * tb, TF32: 156 * tb, FP16: 312 * tb, BF16: 312 * tb, SupportsBF16: true, SupportsTF32: true,
+		Link: 300e9, LinkName: "NVLink 3"},
 	{Name: "h100-80gb", Kind: "gpu", Capability: "9.0", Doc: "NVIDIA H100 80GB SXM5 (HBM3)",
 		Memory: 80 * gib, Bandwidth: 3.35 * tb,
-		FP32: 66.9 * tb, TF32: 494.7 * tb, FP16: 989.4 * tb, BF16: 989.4 * tb, SupportsBF16: true, SupportsTF32: true},
+		FP32: 66.9 * tb, TF32: 494.7 * tb, FP16: 989.4 * tb, BF16: 989.4 * tb, SupportsBF16: true, SupportsTF32: true,
+		Link: 450e9, LinkName: "NVLink 4"},
 	{Name: "h200-141gb", Kind: "gpu", Capability: "9.0", Doc: "NVIDIA H200 141GB SXM (HBM3e)",
 		Memory: 141 * gib, Bandwidth: 4.8 * tb,
-		FP32: 66.9 * tb, TF32: 494.7 * tb, FP16: 989.4 * tb, BF16: 989.4 * tb, SupportsBF16: true, SupportsTF32: true},
+		FP32: 66.9 * tb, TF32: 494.7 * tb, FP16: 989.4 * tb, BF16: 989.4 * tb, SupportsBF16: true, SupportsTF32: true,
+		Link: 450e9, LinkName: "NVLink 4"},
 	{Name: "l4-24gb", Kind: "gpu", Capability: "8.9", Doc: "NVIDIA L4 24GB (GDDR6)",
 		Memory: 24 * gib, Bandwidth: 0.3 * tb,
-		FP32: 30.3 * tb, TF32: 60 * tb, FP16: 121 * tb, BF16: 121 * tb, SupportsBF16: true, SupportsTF32: true},
+		FP32: 30.3 * tb, TF32: 60 * tb, FP16: 121 * tb, BF16: 121 * tb, SupportsBF16: true, SupportsTF32: true,
+		Link: 32e9, LinkName: "PCIe 4.0 x16"},
 	{Name: "rtx3090-24gb", Kind: "gpu", Capability: "8.6", Doc: "NVIDIA GeForce RTX 3090 24GB (GDDR6X)",
 		Memory: 24 * gib, Bandwidth: 0.936 * tb,
-		FP32: 35.6 * tb, TF32: 35.6 * tb, FP16: 71 * tb, BF16: 71 * tb, SupportsBF16: true, SupportsTF32: true},
+		FP32: 35.6 * tb, TF32: 35.6 * tb, FP16: 71 * tb, BF16: 71 * tb, SupportsBF16: true, SupportsTF32: true,
+		Link: 32e9, LinkName: "PCIe 4.0 x16"},
 	{Name: "rtx4090-24gb", Kind: "gpu", Capability: "8.9", Doc: "NVIDIA GeForce RTX 4090 24GB (GDDR6X)",
 		Memory: 24 * gib, Bandwidth: 1.008 * tb,
-		FP32: 82.6 * tb, TF32: 82.6 * tb, FP16: 165.2 * tb, BF16: 165.2 * tb, SupportsBF16: true, SupportsTF32: true},
+		FP32: 82.6 * tb, TF32: 82.6 * tb, FP16: 165.2 * tb, BF16: 165.2 * tb, SupportsBF16: true, SupportsTF32: true,
+		Link: 32e9, LinkName: "PCIe 4.0 x16"},
 	{Name: "t4-16gb", Kind: "gpu", Capability: "7.5", Doc: "NVIDIA T4 16GB (GDDR6); no TF32 or BF16",
 		Memory: 16 * gib, Bandwidth: 0.32 * tb,
-		FP32: 8.1 * tb, FP16: 65 * tb},
+		FP32: 8.1 * tb, FP16: 65 * tb,
+		Link: 16e9, LinkName: "PCIe 3.0 x16"},
 	{Name: "v100-16gb", Kind: "gpu", Capability: "7.0", Doc: "NVIDIA V100 16GB SXM2 (HBM2); no TF32 or BF16",
 		Memory: 16 * gib, Bandwidth: 0.9 * tb,
-		FP32: 15.7 * tb, FP16: 125 * tb},
+		FP32: 15.7 * tb, FP16: 125 * tb,
+		Link: 150e9, LinkName: "NVLink 2"},
 	{Name: "v100-32gb", Kind: "gpu", Capability: "7.0", Doc: "NVIDIA V100 32GB SXM2 (HBM2); no TF32 or BF16",
 		Memory: 32 * gib, Bandwidth: 0.9 * tb,
-		FP32: 15.7 * tb, FP16: 125 * tb},
+		FP32: 15.7 * tb, FP16: 125 * tb,
+		Link: 150e9, LinkName: "NVLink 2"},
 }
 
 // Devices returns the built-in GPU profiles, sorted by name. The "cpu"

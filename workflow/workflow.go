@@ -119,6 +119,30 @@ type Request struct {
 	// the engine's Threads as the run will set them.
 	Forecast bool
 	Threads  int
+	// Node is the machine each of the plan's nodes is, where it is not
+	// this one (pipe launch for a cluster's nodes); zero fields are this
+	// machine's.
+	Node Node
+}
+
+// Node is a cluster's node as pipe launch is told it: its CPU cores and
+// memory in bytes, which the loader's workers and buffers (and on the
+// CPU the device) are planned for instead of this machine's.
+type Node struct {
+	CPUs   int
+	Memory int64
+}
+
+// on is host with the node's facts where they are given.
+func (n Node) on(host planner.HostInfo) planner.HostInfo {
+	if n.CPUs > 0 {
+		host.Cores = n.CPUs
+		host.CPUFLOPS, host.CPUBandwidth = 0, 0 // measured on this machine, not the node
+	}
+	if n.Memory > 0 {
+		host.MemTotal, host.MemAvailable = n.Memory, n.Memory
+	}
+	return host
 }
 
 // Planned is a plan and what was learnt while making it.
@@ -162,6 +186,7 @@ func (f *Fallback) Reason() string {
 func (w *Workflow) Plan(ctx context.Context, prog *lang.Program, req Request) (*Planned, diag.Diagnostics) {
 	dec, dds := decode(prog)
 	f := w.gather(specOf(dec), req.Purpose)
+	f.host = req.Node.on(f.host)
 	out := &Planned{Program: dec, purpose: req.Purpose, localGPUs: len(f.host.GPUs)}
 	p, ds := w.plan(ctx, prog, req, f, req.Device, 0)
 	if req.Purpose.runs() {

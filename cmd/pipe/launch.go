@@ -27,6 +27,8 @@ type launchFlags struct {
 	masterPort, maxRestarts         *int
 	image, workdir, namespace       *string
 	dataPVC, checkpointPVC, elastic *string
+	cluster                         *clusterFlags
+	node                            workflow.Node
 }
 
 func newLaunchFlags(fs *flag.FlagSet) *launchFlags {
@@ -45,13 +47,14 @@ func newLaunchFlags(fs *flag.FlagSet) *launchFlags {
 		workdir:       fs.String("workdir", "/workspace", "Kubernetes: the container's working directory, where the file's relative data paths resolve"),
 		namespace:     fs.String("namespace", "", "Kubernetes: the namespace (default the context's)"),
 		dataPVC:       fs.String("data-pvc", "", "Kubernetes: CLAIM[:PATH], a PersistentVolumeClaim holding the data, mounted read-only at PATH (default WORKDIR/data)"),
-		checkpointPVC: fs.String("checkpoint-pvc", "", "Kubernetes: CLAIM[:PATH], a PersistentVolumeClaim for the run folders, mounted at PATH (default WORKDIR/out); a restarted pod resumes from it"),
+		checkpointPVC: fs.String("checkpoint-pvc", "", "Kubernetes: CLAIM[:PATH], a PersistentVolumeClaim for the run folders, mounted at PATH (default WORKDIR/out); a restarted pod resumes from it. ReadWriteMany on several nodes: every node's pod mounts it"),
 		elastic:       fs.String("elastic", "", "Kubernetes: MIN:MAX nodes, an elastic job (c10d rendezvous) of Worker replicas"),
 		maxRestarts:   fs.Int("max-restarts", 3, "Kubernetes, with --elastic: how often torchrun restarts the ranks"),
+		cluster:       newClusterFlags(fs),
 	}
 }
 
-const launchUsage = "usage: pipe launch (--slurm OUT.sbatch | --k8s OUT.yaml --image IMAGE) [--device NAME] [--nnodes N] [--nproc-per-node G] [--batch N] [--network 100Gb/s] FILE [-- PIPE RUN FLAGS]"
+const launchUsage = "usage: pipe launch (--slurm OUT.sbatch | --k8s OUT.yaml --image IMAGE) [--device NAME] [--nnodes N] [--nproc-per-node G] [--cpus-per-node C --mem-per-node M] [--batch N] [--network 100Gb/s] FILE [-- PIPE RUN FLAGS]"
 
 // check says what is wrong with the flags and files, "" when nothing.
 func (f *launchFlags) check(fs *flag.FlagSet, files []string) string {
@@ -115,6 +118,11 @@ func runLaunch(a *app, args []string) int {
 	if err == nil {
 		err = checkRunArgs(runArgs)
 	}
+	if err == nil {
+		if f.node, err = f.cluster.node(f.engine.nproc); err == nil {
+			err = f.cluster.k8s(&k8s, f.node)
+		}
+	}
 	if err != nil {
 		fmt.Fprintf(a.env.Stderr, "pipe launch: %v\n", err)
 		return exitErrors
@@ -123,7 +131,11 @@ func runLaunch(a *app, args []string) int {
 	if job == nil {
 		return code
 	}
+	if note := f.cluster.nodeNote(job.Plan); note != "" {
+		fmt.Fprintln(a.env.Stderr, note)
+	}
 	if *f.k8s != "" {
+		k8s.ShmBytes = shm(job.Plan)
 		if err := k8s.Check(job.Plan); err != nil {
 			fmt.Fprintf(a.env.Stderr, "pipe launch: %v\n", err)
 			return exitErrors
@@ -165,7 +177,7 @@ func (a *app) launchPlan(f *launchFlags, file string) (*jobfile.Job, int) {
 		a.printDiags(ds, sources)
 		return nil, exitErrors
 	}
-	req := workflow.Request{Purpose: workflow.ForPlan, Source: src, Device: *f.device, Batch: *f.batch}
+	req := workflow.Request{Purpose: workflow.ForPlan, Source: src, Device: *f.device, Batch: *f.batch, Node: f.node}
 	f.engine.request(&req)
 	pl, pds := a.workflow("").Plan(context.Background(), prog, req)
 	a.printDiags(append(ds, pds...), sources)
@@ -208,13 +220,16 @@ func (a *app) writeJobs(f *launchFlags, job *jobfile.Job, k8s jobfile.K8s, runAr
 		planFile := slurmPlanFile(*f.slurm)
 		o := jobfile.Slurm{PlanFile: planFile, Source: job.SourceName, Dir: dir, Pipe: *f.pipe, RunArgs: runArgs,
 			Name: *f.name, Time: *f.time, Partition: *f.partition, MasterPort: *f.masterPort}
+		if err := f.cluster.slurm(&o, job.Plan, f.node); err != nil {
+			return fail(err)
+		}
 		if err := writeFileAtomic(planFile, job.PlanJSON); err != nil {
 			return fail(err)
 		}
 		if err := writeFileAtomic(*f.slurm, jobfile.Script(job, o)); err != nil {
 			return fail(err)
 		}
-		fmt.Fprintf(a.env.Stdout, "wrote %s and %s: submit with sbatch %s\n", *f.slurm, planFile, jobfile.Quote(*f.slurm))
+		fmt.Fprintf(a.env.Stdout, "wrote %s and %s: submit with sbatch %s (its output goes to %s)\n", *f.slurm, planFile, jobfile.Quote(*f.slurm), o.Output)
 	}
 	if *f.k8s != "" {
 		b, err := jobfile.Manifest(job, k8s)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"os"
@@ -250,6 +251,69 @@ func TestElasticWorldKeepsTheStep(t *testing.T) {
 	for i := 5; i < 10; i++ {
 		if d := math.Abs(a[i].(float64)-c[i].(float64)) / a[i].(float64); d > 1e-5 {
 			t.Errorf("step %d: %.7g on 2 devices, %.7g resumed at 1 rank from step 5", i+1, a[i], c[i])
+		}
+	}
+}
+
+// TestLaunchForClusterNodes: an 8-GPU job launched from a 2-core machine
+// with the nodes' cores and memory given plans its loader for them (8
+// workers a rank, 9 CPUs a task, not 0 and 1) and asks for the node's
+// memory; without them launch says what it sized from this machine. The
+// script's folder with a space in its name is one word to sbatch, SLURM's
+// output goes to the run folders' folder (made now), and the pods carry
+// the cluster's placement. --nproc-per-node beyond --gpus-per-node and a
+// directive the plan decides are refused.
+func TestLaunchForClusterNodes(t *testing.T) {
+	fixedHost(t)
+	pills, err := filepath.Abs("../../examples/pills.pipe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "my runs")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	base := []string{"launch", "--slurm", "job.sbatch", "--k8s", "job.yaml", "--image", "img", "--device", "h100-80gb", "--gpus-per-node", "8"}
+	code, _, stderr := runPipe(t, "", append(base, pills)...)
+	script := string(mustRead(t, "job.sbatch"))
+	if code != exitOK || !strings.Contains(script, "#SBATCH --cpus-per-task=1\n") || !strings.Contains(stderr, "give --cpus-per-node and --mem-per-node") {
+		t.Errorf("without the nodes' facts: exit %d\n%s\n%s", code, script, stderr)
+	}
+	code, stdout, stderr := runPipe(t, "", append(base, "--cpus-per-node", "96", "--mem-per-node", "1TiB", "--account", "ml", "--sbatch", "--exclusive",
+		"--node-selector", "gpu=h100", "--toleration", "nvidia.com/gpu:NoSchedule", "--backoff-limit", "4", pills)...)
+	if code != exitOK || strings.Contains(stderr, "give --cpus-per-node") {
+		t.Fatalf("exit %d\n%s%s", code, stdout, stderr)
+	}
+	script = string(mustRead(t, "job.sbatch"))
+	for _, want := range []string{"#SBATCH --ntasks-per-node=8\n", "#SBATCH --cpus-per-task=9\n", "#SBATCH --mem=1048576M\n", "#SBATCH --account=ml\n",
+		"#SBATCH --exclusive\n", "#SBATCH --chdir='" + dir + "'\n", "#SBATCH --output='out/pills/runs/slurm-%j.out'\n"} {
+		if !strings.Contains(script, want) {
+			t.Errorf("no %q in\n%s", want, script)
+		}
+	}
+	if st, err := os.Stat(filepath.Join("out", "pills", "runs")); err != nil || !st.IsDir() {
+		t.Errorf("the output's folder: %v", err)
+	}
+	var p plan.Plan
+	if err := json.Unmarshal(mustRead(t, "job.plan.json"), &p); err != nil || p.Loader.Workers != 8 {
+		t.Errorf("the plan's loader: %d workers a rank (%v)", p.Loader.Workers, err)
+	}
+	manifest := string(mustRead(t, "job.yaml"))
+	for _, want := range []string{"backoffLimit: 4", "gpu: h100", "effect: NoSchedule", "memory: 1048576Mi", "sizeLimit: "} {
+		if !strings.Contains(manifest, want) {
+			t.Errorf("no %q in the manifest", want)
+		}
+	}
+	for args, want := range map[string]string{
+		"--nproc-per-node 16":  "more than the node's 8 GPUs",
+		"--sbatch --nodes=3":   "writes --nodes from the plan",
+		"--mem-per-node lots":  "--mem-per-node \"lots\"",
+		"--toleration k:Never": "the effect is",
+	} {
+		code, _, stderr := runPipe(t, "", append(append(base, strings.Fields(args)...), pills)...)
+		if code != exitErrors || !strings.Contains(stderr, want) {
+			t.Errorf("%s: exit %d\n%s", args, code, stderr)
 		}
 	}
 }

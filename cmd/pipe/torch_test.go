@@ -116,6 +116,7 @@ func TestPlanPerDevice(t *testing.T) {
 			WorldSize      int    `json:"world_size"`
 			Backend        string `json:"backend"`
 			AllReduceBytes int64  `json:"allreduce_bytes"`
+			NetworkBytes   int64  `json:"network_bytes"`
 		}
 		Decisions []struct{ What, Value, Reason string }
 	}
@@ -128,9 +129,10 @@ func TestPlanPerDevice(t *testing.T) {
 	if p.BatchSize != 64 || p.EffectiveBatch != 64*16 {
 		t.Errorf("batch %d, effective %d", p.BatchSize, p.EffectiveBatch)
 	}
-	// A ring all-reduce sends 2(W-1)/W of the fp32 gradients.
-	if want := p.Parameters * 4 * 2 * 15 / 16; p.Distributed.AllReduceBytes != want {
-		t.Errorf("all-reduce %d bytes, want %d", p.Distributed.AllReduceBytes, want)
+	// A hierarchical all-reduce: 2(G-1)/G of the fp32 gradients a
+	// device within a node, 2(N-1)/N a node between the 2 nodes.
+	if want := p.Parameters * 4 * 2 * 7 / 8; p.Distributed.AllReduceBytes != want || p.Distributed.NetworkBytes != p.Parameters*4 {
+		t.Errorf("all-reduce %d bytes a device, %d a node; want %d and %d", p.Distributed.AllReduceBytes, p.Distributed.NetworkBytes, want, p.Parameters*4)
 	}
 	var lr string
 	for _, d := range p.Decisions {

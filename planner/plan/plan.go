@@ -152,6 +152,11 @@ type Device struct {
 	// empty when not known; the memory model's per-generation terms (the
 	// cuBLAS workspace) read it.
 	Capability string `json:"capability,omitempty"`
+	// Link is how fast a GPU reaches the other GPUs of its machine, in
+	// bytes per second each way, and LinkName the link ("NVLink 4"); 0
+	// and "" where not known.
+	Link     float64 `json:"link,omitempty"`
+	LinkName string  `json:"link_name,omitempty"`
 	// Cores and HostMemory describe the host (the CPU device itself, or the
 	// machine a GPU sits in).
 	Cores      int   `json:"cores,omitempty"`
@@ -227,9 +232,14 @@ type Distributed struct {
 	Backend string `json:"backend,omitempty"`
 	// BucketBytes is DDP's gradient bucket size; AllReduceBytes the
 	// gradient bytes each device sends (and receives) per optimizer step
-	// in a ring all-reduce, 2(W-1)/W of the gradients.
+	// over the link to the other devices of its machine: 2(G−1)/G of the
+	// gradients for G GPUs a node (a flat ring's 2(W−1)/W over W ranks on
+	// the CPU, whose gloo sockets carry it all). NetworkBytes is what each
+	// machine sends over the network between machines, 2(N−1)/N of them
+	// for N machines of GPUs (docs/design/roofline.md).
 	BucketBytes    int64 `json:"bucket_bytes,omitempty"`
 	AllReduceBytes int64 `json:"allreduce_bytes,omitempty"`
+	NetworkBytes   int64 `json:"network_bytes,omitempty"`
 	// SyncBatchnorm computes batchnorm's batch statistics over every
 	// rank's samples (SyncBatchNorm) instead of each device's own.
 	SyncBatchnorm bool `json:"sync_batchnorm,omitempty"`
@@ -529,13 +539,20 @@ type StepTime struct {
 	// the time is on; "unknown" when the device's peaks are not known.
 	Bound string `json:"bound"`
 	// AllReduceSeconds is a data-parallel step's gradient all-reduce,
-	// Distributed.AllReduceBytes over NetworkBandwidth (bytes per second
-	// each way) of the link it crosses, Network: "network" between
-	// machines, "NVLink" on one machine of GPUs. StepSeconds counts it in
-	// full; DDP overlaps all but the last bucket with the backward pass.
+	// LinkSeconds within each machine and NetworkSeconds between them.
+	// Network names what the step's all-reduce waits on: "network" when
+	// it crosses the network between machines (or gloo's sockets),
+	// else the GPUs' link ("NVLink 4"). NetworkBandwidth is that
+	// network's, or on one machine the link's, in bytes per second each
+	// way; LinkBandwidth the GPUs' link. StepSeconds counts the
+	// all-reduce in full; DDP overlaps all but its last bucket with the
+	// backward pass.
 	AllReduceSeconds float64 `json:"allreduce_seconds,omitempty"`
+	LinkSeconds      float64 `json:"link_seconds,omitempty"`
+	NetworkSeconds   float64 `json:"network_seconds,omitempty"`
 	Network          string  `json:"network,omitempty"`
 	NetworkBandwidth float64 `json:"network_bandwidth,omitempty"`
+	LinkBandwidth    float64 `json:"link_bandwidth,omitempty"`
 }
 
 // Forecast is how long a step and an epoch of the plan take on this

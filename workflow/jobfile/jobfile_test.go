@@ -2,6 +2,7 @@ package jobfile
 
 import (
 	"bytes"
+	"os/exec"
 	"strings"
 	"testing"
 
@@ -28,7 +29,7 @@ func TestScript(t *testing.T) {
 	s := string(Script(job(plan.BackendGPU, 4, 8), Slurm{PlanFile: "job.plan.json", Source: "pipes/tiny.pipe", Dir: "/home/me/run dir", RunArgs: []string{"--max-steps", "100"}}))
 	for _, want := range []string{
 		"#!/bin/bash\n", "#SBATCH --nodes=4\n", "#SBATCH --ntasks-per-node=8\n", "#SBATCH --gpus-per-task=1\n", "#SBATCH --cpus-per-task=8\n",
-		"#SBATCH --requeue\n", "#SBATCH --signal=USR1@120\n", "#SBATCH --job-name=tiny-net\n", "#SBATCH --chdir=/home/me/run dir\n",
+		"#SBATCH --requeue\n", "#SBATCH --signal=USR1@120\n", "#SBATCH --job-name=tiny-net\n", "#SBATCH --chdir='/home/me/run dir'\n",
 		`MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"`, "MASTER_PORT=$((29500 + SLURM_JOB_ID % 1000))",
 		"srun --kill-on-bad-exit=1 pipe run --plan job.plan.json --max-steps 100 pipes/tiny.pipe || status=$?\n",
 		"if [ \"$status\" -eq 130 ]; then\n", `scontrol requeue "$SLURM_JOB_ID"`,
@@ -42,6 +43,54 @@ func TestScript(t *testing.T) {
 	cpu := string(Script(job(plan.BackendCPU, 1, 2), Slurm{PlanFile: "a b.json", Source: "x.pipe", MasterPort: 29411}))
 	if strings.Contains(cpu, "--gpus-per-task") || !strings.Contains(cpu, "MASTER_PORT=29411\n") || !strings.Contains(cpu, "--plan 'a b.json' x.pipe") {
 		t.Errorf("a CPU plan:\n%s", cpu)
+	}
+}
+
+// TestScriptDirectivesAreWords: every #SBATCH line's value is one word
+// as sbatch reads it (quotes and backslashes as the shell's; bash reads
+// each here), so a folder with a space, a quote or a '#' in its name,
+// and the cluster's account, qos, constraint, memory, output and extra
+// directives, reach sbatch whole; the script is valid bash.
+func TestScriptDirectivesAreWords(t *testing.T) {
+	o := Slurm{PlanFile: "job.plan.json", Source: "tiny.pipe", Dir: "/home/me/it's #1 run", Account: "proj-42", QOS: "high prio",
+		Constraint: "h100&ib", MemPerNode: 500 << 30, Output: "/home/me/it's #1 run/out/Tiny_Net/runs/slurm-%j.out",
+		Extra: []string{"--mail-type=END", "--exclusive"}}
+	script := Script(job(plan.BackendGPU, 2, 8), o)
+	if out, err := exec.Command("bash", "-n", "-c", string(script)).CombinedOutput(); err != nil {
+		t.Fatalf("bash -n: %v %s", err, out)
+	}
+	want := map[string]string{"--chdir": o.Dir, "--account": "proj-42", "--qos": "high prio", "--constraint": "h100&ib",
+		"--mem": "512000M", "--output": o.Output, "--mail-type": "END", "--exclusive": "", "--nodes": "2", "--job-name": "tiny-net"}
+	seen := map[string]bool{}
+	for _, l := range strings.Split(string(script), "\n") {
+		rest, ok := strings.CutPrefix(l, "#SBATCH ")
+		if !ok {
+			continue
+		}
+		out, err := exec.Command("bash", "-c", `eval "set -- $1"; printf '%s\0' "$@"`, "x", rest).Output()
+		words := strings.Split(strings.TrimSuffix(string(out), "\x00"), "\x00")
+		if err != nil || len(words) != 1 {
+			t.Errorf("%q: %d words (%v)", l, len(words), err)
+			continue
+		}
+		name, value, _ := strings.Cut(words[0], "=")
+		seen[name] = true
+		if w, ok := want[name]; ok && w != value {
+			t.Errorf("%s is %q, want %q", name, value, w)
+		}
+	}
+	for name := range want {
+		if !seen[name] {
+			t.Errorf("no #SBATCH %s in\n%s", name, script)
+		}
+	}
+	for _, bad := range []string{"mail", "--nodes=3", "--cpus-per-task 4", "--a\n--b"} {
+		if CheckExtra(bad) == nil {
+			t.Errorf("extra directive %q taken", bad)
+		}
+	}
+	if err := CheckExtra("--gres=gpu:8"); err != nil {
+		t.Error(err)
 	}
 }
 

@@ -36,6 +36,54 @@ type K8s struct {
 	MinNodes, MaxNodes int
 	MaxRestarts        int
 	RunArgs            []string
+	// BackoffLimit is how often the operator restarts the job's pods
+	// before it marks the job failed (runPolicy.backoffLimit); nil for
+	// the operator's default.
+	BackoffLimit *int
+	// NodeSelector and Tolerations go to every pod as written, to place
+	// it on the cluster's GPU nodes.
+	NodeSelector map[string]string
+	Tolerations  []Toleration
+	// MemPerNode is the memory a pod asks for (requests and limits), 0
+	// for what the plan knows it needs: its loader's buffers and its
+	// shared memory, a request alone.
+	MemPerNode int64
+	// ShmBytes is one rank's /dev/shm (torch.SharedMemoryBytes); the
+	// pod's memory-backed /dev/shm holds NProcPerNode of them. 0 leaves
+	// it unsized.
+	ShmBytes int64
+}
+
+// Toleration is a pod's toleration of a node's taint.
+type Toleration struct {
+	Key, Value, Effect string
+}
+
+// ParseToleration reads --toleration's KEY[=VALUE][:EFFECT]: operator
+// Equal with a value, Exists without; no effect tolerates them all.
+func ParseToleration(s string) (Toleration, error) {
+	kv, effect, _ := strings.Cut(s, ":")
+	k, v, _ := strings.Cut(kv, "=")
+	switch effect {
+	case "", "NoSchedule", "PreferNoSchedule", "NoExecute":
+	default:
+		return Toleration{}, fmt.Errorf("%q: the effect is NoSchedule, PreferNoSchedule or NoExecute", s)
+	}
+	if k == "" {
+		return Toleration{}, fmt.Errorf("%q: give KEY[=VALUE][:EFFECT], such as nvidia.com/gpu:NoSchedule", s)
+	}
+	return Toleration{Key: k, Value: v, Effect: effect}, nil
+}
+
+func (t Toleration) object() object {
+	o := object{"key": t.Key, "operator": "Exists"}
+	if t.Value != "" {
+		o["operator"], o["value"] = "Equal", t.Value
+	}
+	if t.Effect != "" {
+		o["effect"] = t.Effect
+	}
+	return o
 }
 
 // ConfigDir is where the pods see the ConfigMap: the .pipe file and
@@ -80,6 +128,9 @@ func Manifest(j *Job, o K8s) ([]byte, error) {
 	for _, s := range j.Summary() {
 		fmt.Fprintf(&b, "# %s\n", s)
 	}
+	if o.CheckpointClaim != "" && max(p.Distributed.NNodes, 1) > 1 {
+		fmt.Fprintf(&b, "# The claim %s must be ReadWriteMany: every node's pod mounts it, and a restarted pod may start on another node.\n", o.CheckpointClaim)
+	}
 	for i, doc := range []object{cm, job} {
 		y, err := yaml.Marshal(doc)
 		if err != nil {
@@ -100,7 +151,11 @@ func jobSpec(p *plan.Plan, o K8s, name, src string, ann object) object {
 	replica := func(n int) object {
 		return object{"replicas": n, "restartPolicy": "OnFailure", "template": pod}
 	}
-	spec := object{"nprocPerNode": strconv.Itoa(nproc), "runPolicy": object{"cleanPodPolicy": "None"}}
+	run := object{"cleanPodPolicy": "None"}
+	if o.BackoffLimit != nil {
+		run["backoffLimit"] = *o.BackoffLimit
+	}
+	spec := object{"nprocPerNode": strconv.Itoa(nproc), "runPolicy": run}
 	if o.Elastic {
 		spec["elasticPolicy"] = object{"rdzvBackend": "c10d", "minReplicas": o.MinNodes, "maxReplicas": o.MaxNodes, "maxRestarts": o.MaxRestarts}
 		spec["pytorchReplicaSpecs"] = object{"Worker": replica(nodes)}
@@ -121,8 +176,12 @@ func podTemplate(p *plan.Plan, o K8s, name, src string, nproc int, ann object) o
 	}
 	cmd := append([]any{"torchrun", "--no_python", "pipe", "run", "--plan", ConfigDir + "/plan.json"}, anys(o.RunArgs)...)
 	cmd = append(cmd, ConfigDir+"/"+src)
+	shm := object{"medium": "Memory"}
+	if o.ShmBytes > 0 {
+		shm["sizeLimit"] = quantity(int64(nproc) * o.ShmBytes)
+	}
 	mounts := []any{object{"name": "pipe", "mountPath": ConfigDir, "readOnly": true}, object{"name": "shm", "mountPath": "/dev/shm"}}
-	volumes := []any{object{"name": "pipe", "configMap": object{"name": name + "-pipe"}}, object{"name": "shm", "emptyDir": object{"medium": "Memory"}}}
+	volumes := []any{object{"name": "pipe", "configMap": object{"name": name + "-pipe"}}, object{"name": "shm", "emptyDir": shm}}
 	claim := func(vol, claim, at, def string, ro bool) {
 		if claim == "" {
 			return
@@ -135,17 +194,51 @@ func podTemplate(p *plan.Plan, o K8s, name, src string, nproc int, ann object) o
 	}
 	claim("data", o.DataClaim, o.DataPath, "data", true)
 	claim("checkpoints", o.CheckpointClaim, o.CheckpointPath, "out", false)
-	cpus := nproc * (p.Loader.Workers + 1)
-	res := object{"requests": object{"cpu": strconv.Itoa(cpus)}}
-	if p.Backend == plan.BackendGPU {
-		res["limits"] = object{"nvidia.com/gpu": nproc}
-	} else {
-		mem := strconv.FormatInt(int64(nproc)*p.Memory.Total, 10)
-		res["requests"] = object{"cpu": strconv.Itoa(cpus), "memory": mem}
+	c := object{"name": "pytorch", "image": o.Image, "workingDir": wd, "command": cmd, "resources": resources(p, o, nproc),
+		"volumeMounts": mounts, "env": jobEnv()}
+	spec := object{"containers": []any{c}, "volumes": volumes}
+	if len(o.NodeSelector) > 0 {
+		spec["nodeSelector"] = o.NodeSelector
 	}
-	c := object{"name": "pytorch", "image": o.Image, "workingDir": wd, "command": cmd, "resources": res, "volumeMounts": mounts, "env": jobEnv()}
-	return object{"metadata": object{"annotations": ann},
-		"spec": object{"containers": []any{c}, "volumes": volumes}}
+	for _, t := range o.Tolerations {
+		ts, _ := spec["tolerations"].([]any)
+		spec["tolerations"] = append(ts, t.object())
+	}
+	return object{"metadata": object{"annotations": ann}, "spec": spec}
+}
+
+// resources are a pod's requests and limits: the CPUs its ranks and
+// their loader workers use, its GPUs, and its memory: MemPerNode when
+// given (requested and the limit), else what the plan knows a pod needs,
+// requested alone: on the CPU its ranks' totals, on a GPU their loader
+// buffers and the memory-backed /dev/shm, which counts against the pod's
+// memory.
+func resources(p *plan.Plan, o K8s, nproc int) object {
+	req := object{"cpu": strconv.Itoa(nproc * (p.Loader.Workers + 1))}
+	lim := object{}
+	mem := int64(nproc) * (p.Loader.BufferBytes + o.ShmBytes)
+	if p.Backend != plan.BackendGPU {
+		mem = int64(nproc) * p.Memory.Total
+	} else {
+		lim["nvidia.com/gpu"] = nproc
+	}
+	if o.MemPerNode > 0 {
+		mem = o.MemPerNode
+		lim["memory"] = quantity(mem)
+	}
+	if mem > 0 {
+		req["memory"] = quantity(mem)
+	}
+	res := object{"requests": req}
+	if len(lim) > 0 {
+		res["limits"] = lim
+	}
+	return res
+}
+
+// quantity is bytes as a Kubernetes quantity, in whole MiB rounded up.
+func quantity(bytes int64) string {
+	return strconv.FormatInt((bytes+(1<<20)-1)>>20, 10) + "Mi"
 }
 
 // JobNameLabel is the label the training operator puts on a

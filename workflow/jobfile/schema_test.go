@@ -149,3 +149,74 @@ func TestManifestsMatchTheCRD(t *testing.T) {
 		}
 	}
 }
+
+// TestManifestFitsACluster: a GPU job's pods carry the node selector,
+// the tolerations and the memory asked for, a /dev/shm sized for the
+// node's ranks, and the job a backoff limit; without --mem-per-node a
+// GPU pod still requests its loader's buffers and its /dev/shm. A
+// checkpoint claim on several nodes says it must be ReadWriteMany. The
+// manifest still validates against the training operator's CRD.
+func TestManifestFitsACluster(t *testing.T) {
+	j := job(plan.BackendGPU, 2, 8)
+	j.Plan.Loader.BufferBytes = 100 << 20
+	limit := 6
+	tol, err := ParseToleration("nvidia.com/gpu:NoSchedule")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o := K8s{Image: "img", CheckpointClaim: "ckpt", BackoffLimit: &limit, NodeSelector: map[string]string{"gpu": "h100"},
+		Tolerations: []Toleration{tol, {Key: "team", Value: "ml"}}, MemPerNode: 900 << 30, ShmBytes: 3 << 30}
+	b, err := Manifest(j, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte("# The claim ckpt must be ReadWriteMany")) {
+		t.Errorf("no word of ReadWriteMany:\n%s", b)
+	}
+	var m map[string]any
+	for _, d := range bytes.Split(b, []byte("\n---\n")) {
+		if bytes.Contains(d, []byte("kind: PyTorchJob")) {
+			if err := yaml.Unmarshal(d, &m); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	spec := dig(m, "spec")
+	pod := dig(spec, "pytorchReplicaSpecs", "Worker", "template", "spec")
+	c := dig(pod, "containers").([]any)[0]
+	if dig(spec, "runPolicy", "backoffLimit") != 6.0 || dig(pod, "nodeSelector", "gpu") != "h100" {
+		t.Errorf("backoff limit %v, node selector %v", dig(spec, "runPolicy", "backoffLimit"), dig(pod, "nodeSelector"))
+	}
+	tols := dig(pod, "tolerations").([]any)
+	if len(tols) != 2 || dig(tols[0], "operator") != "Exists" || dig(tols[0], "effect") != "NoSchedule" ||
+		dig(tols[1], "operator") != "Equal" || dig(tols[1], "value") != "ml" {
+		t.Errorf("tolerations %v", tols)
+	}
+	if dig(c, "resources", "requests", "memory") != "921600Mi" || dig(c, "resources", "limits", "memory") != "921600Mi" {
+		t.Errorf("resources %v", dig(c, "resources"))
+	}
+	var shm any
+	for _, v := range dig(pod, "volumes").([]any) {
+		if dig(v, "name") == "shm" {
+			shm = dig(v, "emptyDir", "sizeLimit")
+		}
+	}
+	if shm != "24576Mi" {
+		t.Errorf("/dev/shm %v, want 8 ranks of 3 GiB", shm)
+	}
+	o.MemPerNode = 0
+	b2, _ := Manifest(j, o)
+	c2 := dig(docs(t, b2)[1], "spec", "pytorchReplicaSpecs", "Worker", "template", "spec", "containers").([]any)[0]
+	if dig(c2, "resources", "requests", "memory") != "25376Mi" || dig(c2, "resources", "limits", "memory") != nil {
+		t.Errorf("without --mem-per-node: %v, want 8 × (100 MiB + 3 GiB) requested", dig(c2, "resources"))
+	}
+	s := pytorchJobSchema(t)
+	if err := s.Validate(pytorchJob(t, b)); err != nil {
+		t.Error(err)
+	}
+	for _, bad := range []string{"", ":NoSchedule", "k:Never"} {
+		if _, err := ParseToleration(bad); err == nil {
+			t.Errorf("toleration %q taken", bad)
+		}
+	}
+}

@@ -27,6 +27,35 @@ type Slurm struct {
 	// MasterPort is rank 0's port; 0 takes 29500 plus the job id modulo
 	// 1000, so that two jobs sharing a node do not meet.
 	MasterPort int
+	// Account, QOS and Constraint are sbatch's --account, --qos and
+	// --constraint, "" for none.
+	Account, QOS, Constraint string
+	// MemPerNode is the memory the job asks for on each node (--mem), 0
+	// for the partition's default.
+	MemPerNode int64
+	// Output is where SLURM writes the job's output (--output, with %j
+	// for the job id), "" for sbatch's default.
+	Output string
+	// Extra are further directives, each one line after "#SBATCH "
+	// ("--mail-type=END"); CheckExtra says which are refused.
+	Extra []string
+}
+
+// CheckExtra says what is wrong with an extra directive, nil when
+// nothing: one option a line, starting with '-', that pipe launch does
+// not write itself (the plan decides those).
+func CheckExtra(s string) error {
+	if !strings.HasPrefix(s, "-") || strings.ContainsAny(s, "\n\r") {
+		return fmt.Errorf("%q: give one sbatch option a line, such as --mail-type=END", s)
+	}
+	name, _, _ := strings.Cut(strings.TrimLeft(s, "-"), "=")
+	name, _, _ = strings.Cut(name, " ")
+	for _, own := range []string{"nodes", "ntasks-per-node", "gpus-per-task", "cpus-per-task", "chdir", "requeue", "signal", "open-mode"} {
+		if name == own {
+			return fmt.Errorf("%q: pipe launch writes --%s from the plan; plan for what you want instead", s, own)
+		}
+	}
+	return nil
 }
 
 // PreemptSeconds is how long before its time limit (or a preemption)
@@ -57,21 +86,26 @@ func Script(j *Job, o Slurm) []byte {
 	if name == "" {
 		name = Name(p.Pipeline)
 	}
-	line("#SBATCH --job-name=%s", name)
+	// sbatch reads a directive's value as the shell reads a word (quotes
+	// and backslashes), so each value is quoted as the shell would need.
+	line("#SBATCH --job-name=%s", Quote(name))
 	line("#SBATCH --nodes=%d", max(d.NNodes, 1))
 	line("#SBATCH --ntasks-per-node=%d", max(d.NProcPerNode, 1))
 	if p.Backend == plan.BackendGPU {
 		line("#SBATCH --gpus-per-task=1")
 	}
 	line("#SBATCH --cpus-per-task=%d", p.Loader.Workers+1)
-	if o.Time != "" {
-		line("#SBATCH --time=%s", o.Time)
+	if o.MemPerNode > 0 {
+		line("#SBATCH --mem=%dM", (o.MemPerNode+(1<<20)-1)>>20)
 	}
-	if o.Partition != "" {
-		line("#SBATCH --partition=%s", o.Partition)
+	for _, opt := range []struct{ name, value string }{{"time", o.Time}, {"partition", o.Partition}, {"account", o.Account},
+		{"qos", o.QOS}, {"constraint", o.Constraint}, {"chdir", o.Dir}, {"output", o.Output}} {
+		if opt.value != "" {
+			line("#SBATCH --%s=%s", opt.name, Quote(opt.value))
+		}
 	}
-	if o.Dir != "" {
-		line("#SBATCH --chdir=%s", o.Dir)
+	for _, x := range o.Extra {
+		line("#SBATCH %s", x)
 	}
 	line("#SBATCH --requeue")
 	line("#SBATCH --signal=USR1@%d", PreemptSeconds)
