@@ -75,32 +75,28 @@ type entry struct {
 }
 
 // For is the plan's forecast. A cached measurement is used as it is;
-// otherwise, where b is given (an engine that computes in this process),
-// the plan's steps are timed now; otherwise the last run's step time
-// stands in, or Missing says why there is none.
+// otherwise, where b is given (an engine that computes in this process)
+// and the plan's step can be timed here before a run (one model, one
+// process, the CPU), the plan's steps are timed now; otherwise the last
+// run's step time on this machine stands in (a GAN's, a data-parallel
+// run's, a GPU's too), or Missing says why there is none.
 func For(b engine.Backend, g *stdlib.Graph, p *plan.Plan, prog *stdlib.Program, o Options) plan.Forecast {
 	f := plan.Forecast{}
-	switch {
-	case p == nil || g == nil:
+	if p == nil || g == nil {
 		f.Missing = "the plan has no model to time"
 		return f
-	case p.GAN != nil:
-		f.Missing = "gan mode trains two models in one step, which the forecast does not time yet"
-		return f
-	case p.WorldSize() > 1:
-		f.Missing = "a data-parallel step spans processes, which the forecast does not time yet"
-		return f
-	case p.Backend != plan.BackendCPU:
-		f.Missing = "only the CPU's steps are timed before a run; " + p.Device.Name + "'s come from the roofline alone"
-		return f
+	}
+	why := untimed(p)
+	if b == nil && why == "" {
+		why = "the " + p.EngineName() + " engine's steps are not timed before a run"
 	}
 	key := Key(p, o)
 	e, _ := read(o.Cache, key)
 	switch {
-	case e.Step > 0:
+	case why == "" && e.Step > 0:
 		f.StepSeconds, f.EvalBatchSeconds = e.Step, e.Eval
 		f.Source = fmt.Sprintf("this plan's steps timed on the %s engine with synthetic batches here, %s (cached)", p.EngineName(), e.Measured)
-	case b != nil:
+	case why == "":
 		step, eval, n, err := Measure(b, g, p, prog, o)
 		if err != nil {
 			f.Missing = "timing the plan's steps failed: " + err.Error()
@@ -114,11 +110,25 @@ func For(b engine.Backend, g *stdlib.Graph, p *plan.Plan, prog *stdlib.Program, 
 		f.StepSeconds = e.RunStep
 		f.Source = fmt.Sprintf("the step time of this plan's last run here, %d steps, %s (the loader included)", e.RunSteps, e.RunAt)
 	default:
-		f.Missing = fmt.Sprintf("the %s engine's steps are timed by its first run of this plan here; none has run yet", p.EngineName())
+		f.Missing = why + "; its first run of 20 steps or more here times them, and later plans take that"
 		return f
 	}
 	epoch(&f, p, prog, o)
 	return f
+}
+
+// untimed says why the plan's step cannot be timed here before a run
+// ("" when it can).
+func untimed(p *plan.Plan) string {
+	switch {
+	case p.GAN != nil:
+		return "gan mode trains two models in one step, which is not timed before a run"
+	case p.WorldSize() > 1:
+		return "a data-parallel step spans processes, which is not timed before a run"
+	case p.Backend != plan.BackendCPU:
+		return "only the CPU's steps are timed before a run (" + p.Device.Name + "'s roofline is beside it)"
+	}
+	return ""
 }
 
 // epoch fills the epoch's steps, validation batches and time, as the run

@@ -2,6 +2,7 @@ package forecast_test
 
 import (
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"pipe/engine"
@@ -132,5 +133,24 @@ func TestForecastSaysWhyNot(t *testing.T) {
 	gpu.Backend, gpu.Device.Name = plan.BackendGPU, "a100-80gb"
 	if f := forecast.For(&keeper{}, g, &gpu, prog, forecast.Options{}); f.Missing == "" || f.StepSeconds != 0 {
 		t.Errorf("a GPU plan: %+v", f)
+	}
+}
+
+// TestUntimedPlansTakeTheirLastRun: a plan whose step is not timed
+// before a run (a GPU's here) says why until a run records its step,
+// whose time then stands in, as the torch engine's does.
+func TestUntimedPlansTakeTheirLastRun(t *testing.T) {
+	p, prog, g := planned(t, src)
+	gpu := *p
+	gpu.Backend, gpu.Device.Name = plan.BackendGPU, "a100-80gb"
+	o := forecast.Options{Cache: filepath.Join(t.TempDir(), "f.json")}
+	f := forecast.For(&keeper{}, g, &gpu, prog, o)
+	if f.StepSeconds != 0 || !strings.Contains(f.Missing, "only the CPU's steps") || !strings.Contains(f.Missing, "first run") {
+		t.Fatalf("before a run: %+v", f)
+	}
+	forecast.Record(&gpu, o, 0.02, 50)
+	f = forecast.For(&keeper{}, g, &gpu, prog, o)
+	if f.StepSeconds != 0.02 || !strings.Contains(f.Source, "last run") {
+		t.Errorf("after a run of 50 steps at 20 ms: %+v", f)
 	}
 }
