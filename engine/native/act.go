@@ -2,6 +2,8 @@ package native
 
 import (
 	"math"
+
+	"pipe/engine/native/internal/cvec"
 )
 
 // actKind is an elementwise activation, alone or as a fused kernel's
@@ -58,8 +60,12 @@ func applyAct(a actKind, dst, src []float32) {
 			dst[i] = relu32(v)
 		}
 	case actGELU:
+		if cvec.Built && len(src) >= cMin {
+			cvec.Gelu(dst, src, geluC1)
+			return
+		}
 		for i, v := range src {
-			dst[i] = 0.5 * v * (1 + erf32(v*(1/math.Sqrt2)))
+			dst[i] = 0.5 * v * (1 + erf32(v*geluC1))
 		}
 	case actSigmoid:
 		for i, v := range src {
@@ -79,6 +85,13 @@ func applyAct(a actKind, dst, src []float32) {
 		}
 	}
 }
+
+// gelu's constants as float32: 1/√2 and 1/√(2π). The loops above and
+// their C twins (cvec.Gelu, cvec.GeluGrad) take them from here.
+var (
+	geluC1 = float32(1 / math.Sqrt2)
+	geluC2 = float32(1 / math.Sqrt(2*math.Pi))
+)
 
 // hardswish32 is x·min(max(x+3, 0), 6)/6, as PyTorch's kernel.
 func hardswish32(v float32) float32 {
@@ -107,7 +120,7 @@ func actDeriv(a actKind, x, y float32) float32 {
 	case actTanh:
 		return 1 - y*y
 	case actGELU:
-		return 0.5*(1+erf32(x*(1/math.Sqrt2))) + x*exp32(-0.5*x*x)*float32(1/math.Sqrt(2*math.Pi))
+		return 0.5*(1+erf32(x*geluC1)) + x*exp32(-0.5*x*x)*geluC2
 	case actSiLU:
 		s := sigmoid32(x)
 		return s * (1 + x*(1-s))
@@ -133,6 +146,10 @@ func actBackward(a actKind, g, in, out []float32) {
 	case actReLU:
 		reluMask(g, out)
 	case actGELU, actSiLU, actHardswish:
+		if a == actGELU && cvec.Built && len(g) >= cMin {
+			cvec.GeluGrad(g, in, geluC1, geluC2)
+			return
+		}
 		in = in[:len(g)]
 		for i, x := range in {
 			g[i] *= actDeriv(a, x, 0)

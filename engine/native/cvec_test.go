@@ -320,3 +320,45 @@ func BenchmarkMax2x2Eval(b *testing.B) {
 		}
 	}
 }
+
+// TestGeluC holds the C twins of gelu and its gradient (cvec.Gelu,
+// cvec.GeluGrad) to the Go loops bit for bit: ordinary values, values
+// around exp32's range ends, where erf32's exp underflows, and the
+// special ones, on lengths that leave every tail.
+func TestGeluC(t *testing.T) {
+	if !cvec.Built {
+		t.Skip("built without cgo")
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	edges := []float32{88.37626, 88.3762626647949, 88.38, -87.33654, -87.3365447504, -87.34, 13.2, -13.2, 18.7, -18.7, 1e-7, -1e-7}
+	for _, n := range []int{1, 3, 7, 8, 15, 16, 17, 63, 64, 65, 513, 1025, 4099} {
+		for trial := range 3 {
+			x := vecInputs(r, n)
+			for i := range x {
+				switch r.IntN(4) {
+				case 0:
+					x[i] = edges[r.IntN(len(edges))]
+				case 1:
+					x[i] = float32(r.NormFloat64() * 3)
+				}
+			}
+			want, got := make([]float32, n), make([]float32, n)
+			for i, v := range x {
+				want[i] = 0.5 * v * (1 + erf32(v*geluC1))
+			}
+			cvec.Gelu(got, x, geluC1)
+			if i := sameBits32(want, got); i >= 0 {
+				t.Fatalf("gelu n=%d trial %d: gelu(%v): C %v, Go %v", n, trial, x[i], got[i], want[i])
+			}
+			g := vecInputs(r, n)
+			wg, cg := slices.Clone(g), slices.Clone(g)
+			for i, v := range x {
+				wg[i] *= actDeriv(actGELU, v, 0)
+			}
+			cvec.GeluGrad(cg, x, geluC1, geluC2)
+			if i := sameBits32(wg, cg); i >= 0 {
+				t.Fatalf("gelu grad n=%d trial %d: at %v, g %v: C %v, Go %v", n, trial, x[i], g[i], cg[i], wg[i])
+			}
+		}
+	}
+}

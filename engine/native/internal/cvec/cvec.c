@@ -4,6 +4,7 @@
 // cvec.go.
 
 #include <stdint.h>
+#include <math.h>
 #include <string.h>
 #include <immintrin.h>
 #include "cvec.h"
@@ -477,5 +478,74 @@ void max_of_4_rows(int32_t *c, int m, int co, int ldc)
 	for (long i = 1; i < m; i++) {
 		const int32_t *r0 = c + 4 * i * (long)ldc;
 		max4_row(c + i * (long)ldc, r0, r0 + ldc, r0 + 2 * (long)ldc, r0 + 3 * (long)ldc, co);
+	}
+}
+
+// exp32 and erf32 are native's (fastmath.go) in the same operations and
+// order: Cephes' expf on a clamped argument (so that the bit trick for
+// 2^n stays in range), the out-of-range answers chosen after; and
+// Abramowitz and Stegun's 7.1.26. Written with quiet compares and bit
+// blends (sel), not branches, so that the loops calling them vectorise.
+// sel is c ? a : b as a bit blend: both sides are computed, so GCC does
+// not sink either into a branch that trapping math keeps scalar.
+static inline float sel(int c, float a, float b)
+{
+	uint32_t m = 0u - (uint32_t)(c != 0);
+	return from((bits(a) & m) | (bits(b) & ~m));
+}
+
+static inline float exp32(float x)
+{
+	const float hi = 88.3762626647949f, lo = -87.3365447504f;
+	int big = __builtin_isgreater(x, hi), small = __builtin_isless(x, lo), nan = __builtin_isunordered(x, x);
+	float xc = sel(big, hi, sel(small, lo, sel(nan, 0.0f, x)));
+	// floor by truncation, exact for |v| ≤ 129 (GCC keeps floorf scalar)
+	float v = xc * 1.44269504088896341f + 0.5f, tv = (float)(int32_t)v;
+	float n = tv - sel(__builtin_isgreater(tv, v), 1.0f, 0.0f);
+	float r = xc - n * 0.693359375f - n * -2.12194440e-4f;
+	float p = 1.9875691500e-4f;
+	p = p * r + 1.3981999507e-3f;
+	p = p * r + 8.3334519073e-3f;
+	p = p * r + 4.1665795894e-2f;
+	p = p * r + 1.6666665459e-1f;
+	p = p * r + 5.0000001201e-1f;
+	float y = p * r * r + r + 1;
+	y = y * from((uint32_t)((int32_t)n + 127) << 23);
+	return sel(big, (float)INFINITY, sel(small, 0.0f, sel(nan, x, y)));
+}
+
+static inline float erf32(float x)
+{
+	int neg = __builtin_isless(x, 0.0f);
+	float s = sel(neg, -1.0f, 1.0f);
+	x = sel(neg, -x, x);
+	float t = 1 / (1 + 0.3275911f * x);
+	float p = 1.061405429f;
+	p = p * t - 1.453152027f;
+	p = p * t + 1.421413741f;
+	p = p * t - 0.284496736f;
+	p = p * t + 0.254829592f;
+	return s * (1 - p * t * exp32(-x * x));
+}
+
+// gelu is native's applyAct for gelu: dst = x/2·(1 + erf(x·c1)), c1 the
+// float32 of 1/√2.
+CLONES
+void gelu(float *dst, const float *src, float c1, long n)
+{
+	for (long i = 0; i < n; i++) {
+		float v = src[i];
+		dst[i] = 0.5f * v * (1 + erf32(v * c1));
+	}
+}
+
+// gelu_grad is native's actBackward for gelu: g ·= (1 + erf(x·c1))/2 +
+// x·exp(-x²/2)·c2, c2 the float32 of 1/√(2π).
+CLONES
+void gelu_grad(float *g, const float *x, float c1, float c2, long n)
+{
+	for (long i = 0; i < n; i++) {
+		float v = x[i];
+		g[i] *= 0.5f * (1 + erf32(v * c1)) + v * exp32(-0.5f * v * v) * c2;
 	}
 }

@@ -10,6 +10,7 @@ package cvec
 
 /*
 #cgo CFLAGS: -O3 -std=c11
+#cgo LDFLAGS: -lm
 #include "cvec.h"
 */
 import "C"
@@ -32,6 +33,24 @@ func Max2x2Planes(src, dst []float32, ix []int32, w, h, ho, wo, n int) {
 	}
 	C.max2x2_planes((*C.float)(unsafe.Pointer(unsafe.SliceData(src))), (*C.float)(unsafe.Pointer(unsafe.SliceData(dst))),
 		(*C.int)(unsafe.Pointer(unsafe.SliceData(ix))), C.int(w), C.int(h), C.int(ho), C.int(wo), C.int(n))
+}
+
+// Gelu is native's applyAct for gelu, c1 the float32 of 1/√2.
+func Gelu(dst, src []float32, c1 float32) {
+	if len(src) == 0 {
+		return
+	}
+	dst = dst[:len(src)]
+	C.gelu(f32p(dst), f32p(src), C.float(c1), C.long(len(src)))
+}
+
+// GeluGrad is native's actBackward for gelu, c2 the float32 of 1/√(2π).
+func GeluGrad(g, x []float32, c1, c2 float32) {
+	if len(g) == 0 {
+		return
+	}
+	x = x[:len(g)]
+	C.gelu_grad(f32p(g), f32p(x), C.float(c1), C.float(c2), C.long(len(g)))
 }
 
 // AffineRelu is cpu.affineRelu.
