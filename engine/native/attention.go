@@ -16,6 +16,8 @@ import (
 	"math"
 
 	"gonum.org/v1/gonum/blas"
+
+	"pipe/engine/native/internal/cvec"
 )
 
 // rows is the number of tokens per sample of a non-spatial layout: 1 for
@@ -269,15 +271,7 @@ func (k *attnKernel) forward(e *env) {
 			q := qkv[i*t*3*d+hd*dh:]
 			p := probs[blk*tt : (blk+1)*tt]
 			blasImpl.Sgemm(blas.NoTrans, blas.Trans, t, t, dh, scale, q, 3*d, q[d:], 3*d, 0, p, t)
-			for r := 0; r < t; r++ {
-				row := p[r*t : (r+1)*t]
-				if k.causal {
-					softmaxRow(row[:r+1])
-					clear(row[r+1:])
-				} else {
-					softmaxRow(row)
-				}
-			}
+			softmaxBlock(p, t, k.causal)
 			src := p
 			if drop {
 				src = m.scratch[w][:tt]
@@ -289,21 +283,47 @@ func (k *attnKernel) forward(e *env) {
 	m.affine(e.out, o, k.wout, k.bout, n*t, d, d)
 }
 
-// softmaxRow replaces row by its softmax.
-func softmaxRow(row []float32) {
-	mx := float32(math.Inf(-1))
-	for _, v := range row {
-		mx = max(mx, v)
+// softmaxBlock replaces each row of the t×t block p by its softmax (with
+// causal, row r over its first r+1 entries, the rest 0). The rows are
+// shifted by their maxima first, so that one call exponentiates the
+// whole block (cvec.ExpSub: a row of a few tokens is shorter than what
+// a call to C is worth); the sums then run in row order, as they did
+// row by row.
+func softmaxBlock(p []float32, t int, causal bool) {
+	width := func(r int) int {
+		if causal {
+			return r + 1
+		}
+		return t
 	}
-	var s float32
-	for j, v := range row {
-		ev := exp32(v - mx)
-		row[j] = ev
-		s += ev
+	for r := 0; r < t; r++ {
+		row := p[r*t : r*t+width(r)]
+		mx := float32(math.Inf(-1))
+		for _, v := range row {
+			mx = max(mx, v)
+		}
+		for j, v := range row {
+			row[j] = v - mx
+		}
 	}
-	inv := 1 / s
-	for j := range row {
-		row[j] *= inv
+	if cvec.Built && t*t >= cMin {
+		cvec.ExpSub(p[:t*t], p[:t*t], 0)
+	} else {
+		for j, v := range p[:t*t] {
+			p[j] = exp32(v)
+		}
+	}
+	for r := 0; r < t; r++ {
+		row := p[r*t : r*t+width(r)]
+		var s float32
+		for _, ev := range row {
+			s += ev
+		}
+		inv := 1 / s
+		for j := range row {
+			row[j] *= inv
+		}
+		clear(p[r*t+width(r) : (r+1)*t])
 	}
 }
 

@@ -362,3 +362,34 @@ func TestGeluC(t *testing.T) {
 		}
 	}
 }
+
+// TestExpSubC holds cvec.ExpSub, the exponentials of the softmax and
+// FAVOR+ rows, to exp32 bit for bit, in place and not.
+func TestExpSubC(t *testing.T) {
+	if !cvec.Built {
+		t.Skip("built without cgo")
+	}
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, n := range []int{1, 7, 16, 17, 64, 65, 1025} {
+		x := vecInputs(r, n)
+		for i := range x {
+			if r.IntN(3) == 0 {
+				x[i] = float32(r.NormFloat64() * 40)
+			}
+		}
+		sub := float32(r.NormFloat64() * 10)
+		want := make([]float32, n)
+		for i, v := range x {
+			want[i] = exp32(v - sub)
+		}
+		got := make([]float32, n)
+		cvec.ExpSub(got, x, sub)
+		if i := sameBits32(want, got); i >= 0 {
+			t.Fatalf("n=%d: exp32(%v - %v): C %v, Go %v", n, x[i], sub, got[i], want[i])
+		}
+		cvec.ExpSub(x, x, sub)
+		if i := sameBits32(want, x); i >= 0 {
+			t.Fatalf("n=%d in place: C %v, Go %v", n, x[i], want[i])
+		}
+	}
+}

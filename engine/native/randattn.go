@@ -16,6 +16,8 @@ import (
 	"gonum.org/v1/gonum/blas"
 
 	"pipe/stdlib"
+
+	"pipe/engine/native/internal/cvec"
 )
 
 // favorEps is Panther's numerical stabiliser added to every feature.
@@ -96,8 +98,20 @@ func (k *randAttnKernel) features(f, u []float32, query bool, idx []float32) {
 			sub += gmax
 		}
 		for j, v := range row {
-			row[j] = r * (exp32(v-sub) + favorEps)
+			row[j] = v - sub
 		}
+	}
+	// One call for the whole map: a row of m features is shorter than
+	// what a call to C is worth. exp32(y - 0) is exp32(y).
+	if cvec.Built && len(f) >= cMin {
+		cvec.ExpSub(f[:t*m], f[:t*m], 0)
+	} else {
+		for j, v := range f[:t*m] {
+			f[j] = exp32(v)
+		}
+	}
+	for j, v := range f[:t*m] {
+		f[j] = r * (v + favorEps)
 	}
 }
 

@@ -23,6 +23,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"slices"
+	"sync"
 	"time"
 
 	"pipe/dataset"
@@ -252,7 +253,8 @@ func Record(p *plan.Plan, o Options, stepSeconds float64, steps int64) {
 // Key names a plan's speed on this machine: what the plan decided that
 // changes a step's work (the engine, the model's layers, the batch,
 // accumulation, precision, recomputation, fusion, the optimizer and the
-// loss), the threads, o.Facts and the CPU's model.
+// loss), the threads, o.Facts, the CPU's model and this pipe's build (a
+// faster pipe must not be forecast by an older one's steps).
 func Key(p *plan.Plan, o Options) string {
 	type layer struct {
 		Name, Op string
@@ -270,12 +272,32 @@ func Key(p *plan.Plan, o Options) string {
 		Checkpoint                     []plan.CheckpointSegment
 		Fusion                         []plan.FusionGroup
 		Threads                        int
-		Facts, CPU                     string
+		Facts, CPU, Build              string
 	}{p.EngineName(), p.Model, p.Loss, p.Optimizer.Kind, ls, p.BatchSize, p.AccumulationSteps, p.Precision,
-		p.Checkpoint.Segments, p.Fusion.Groups, o.Threads, o.Facts, hostcpu.Identity()})
+		p.Checkpoint.Segments, p.Fusion.Groups, o.Threads, o.Facts, hostcpu.Identity(), buildID()})
 	h := sha256.Sum256(b)
 	return hex.EncodeToString(h[:10])
 }
+
+// buildID names this program's build: its commit and whether the tree was
+// modified (as go build records them), and the executable's size and
+// time, which change with every build of a modified tree.
+var buildID = sync.OnceValue(func() string {
+	var id string
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		for _, st := range bi.Settings {
+			if st.Key == "vcs.revision" || st.Key == "vcs.modified" {
+				id += st.Value + " "
+			}
+		}
+	}
+	if exe, err := os.Executable(); err == nil {
+		if fi, err := os.Stat(exe); err == nil {
+			id += fmt.Sprintf("%d %d", fi.Size(), fi.ModTime().UnixNano())
+		}
+	}
+	return id
+})
 
 func read(path, key string) (entry, bool) {
 	m := load(path)

@@ -549,3 +549,12 @@ void gelu_grad(float *g, const float *x, float c1, float c2, long n)
 		g[i] *= 0.5f * (1 + erf32(v * c1)) + v * exp32(-0.5f * v * v) * c2;
 	}
 }
+
+// exp_sub is native's exp32(x[i] - sub) into dst (dst may be x): the
+// exponentials of a softmax row and of a FAVOR+ feature row.
+CLONES
+void exp_sub(float *dst, const float *x, float sub, long n)
+{
+	for (long i = 0; i < n; i++)
+		dst[i] = exp32(x[i] - sub);
+}

@@ -53,6 +53,15 @@ func GeluGrad(g, x []float32, c1, c2 float32) {
 	C.gelu_grad(f32p(g), f32p(x), C.float(c1), C.float(c2), C.long(len(g)))
 }
 
+// ExpSub is native's exp32(x[i] - sub) into dst, which may be x.
+func ExpSub(dst, x []float32, sub float32) {
+	if len(x) == 0 {
+		return
+	}
+	dst = dst[:len(x)]
+	C.exp_sub(f32p(dst), f32p(x), C.float(sub), C.long(len(x)))
+}
+
 // AffineRelu is cpu.affineRelu.
 func AffineRelu(dst, src []float32, a, b float32) {
 	if len(src) == 0 {

@@ -15,3 +15,4 @@ int max2x2_eval_use(int isa);
 void max_of_4_rows(int32_t *c, int m, int co, int ldc);
 void gelu(float *dst, const float *src, float c1, long n);
 void gelu_grad(float *g, const float *x, float c1, float c2, long n);
+void exp_sub(float *dst, const float *x, float sub, long n);

@@ -12,6 +12,7 @@ func Max2x2Planes(src, dst []float32, ix []int32, w, h, ho, wo, n int) {
 func AffineRelu(dst, src []float32, a, b float32) { panic("cvec: built without cgo") }
 func Gelu(dst, src []float32, c1 float32)         { panic("cvec: built without cgo") }
 func GeluGrad(g, x []float32, c1, c2 float32)     { panic("cvec: built without cgo") }
+func ExpSub(dst, x []float32, sub float32)        { panic("cvec: built without cgo") }
 func BnDx(dx, g, x, out []float32, mean, k, fn, sg, xk float32, relu, acc bool) {
 	panic("cvec: built without cgo")
 }
