@@ -102,9 +102,15 @@ func runRun(a *app, args []string) int {
 	}
 	wf := a.workflow(*f.python)
 	in, code := a.loadRun(f, files)
+	where := run.Where{Dir: *f.ckptDir, Resume: f.resume.set, ResumeAt: f.resume.path, Job: job, Rank: *f.nodeRank}
+	if in != nil {
+		in, code = a.recall(fs, f, files, in, where, l)
+	}
 	if in == nil {
 		return code
 	}
+	f.settings = a.settings(fs)
+	f.againFlags, f.ownFlags, f.everyNode = f.again(fs, l)
 	pl, code := a.planRun(wf, f, in)
 	if pl == nil {
 		return code
@@ -113,7 +119,6 @@ func runRun(a *app, args []string) int {
 		l.adopt(pl.Plan, a.env.Stderr)
 	}
 	f.launcher = l
-	where := run.Where{Dir: *f.ckptDir, Resume: f.resume.set, ResumeAt: f.resume.path, Job: job, Rank: *f.nodeRank}
 	place, err := workflow.PlaceRun(pl.Program, where)
 	if err != nil {
 		views.PlaceError(a.env.Stderr, err)
@@ -277,7 +282,8 @@ func (a *app) execute(f *runFlags, in *runInput, pl *workflow.Planned, engines [
 	}
 	switch {
 	case res.Status == run.StatusInterrupted:
-		views.Interrupted(a.env.Stderr, res, views.Again{CheckpointDir: *f.ckptDir, Plan: *f.planPath, File: in.display, Rank: *f.nodeRank})
+		views.Interrupted(a.env.Stderr, res, views.Again{CheckpointDir: *f.ckptDir, Plan: *f.planPath, File: in.display, Rank: *f.nodeRank,
+			Flags: f.againFlags, Own: f.ownFlags, EveryNode: f.everyNode})
 		return exitInterrupted
 	case rds.HasErrors():
 		for _, d := range rds.Errs() {

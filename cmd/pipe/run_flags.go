@@ -26,6 +26,13 @@ type runFlags struct {
 	// launcher is the launcher that started this rank, nil for none (no
 	// flag: launcherEnv's).
 	launcher *launched
+	// settings are what the run records in its folder for a resume
+	// (run_settings.go).
+	settings run.Settings
+	// againFlags, ownFlags and everyNode are for the command to
+	// continue an interrupted run (again).
+	againFlags, ownFlags []string
+	everyNode            bool
 }
 
 func newRunFlags(fs *flag.FlagSet) *runFlags {
@@ -106,7 +113,7 @@ func (f *runFlags) execOptions(log hclog.Logger, engines []engine.Backend, place
 	if *f.maxSteps > 0 {
 		opts = append(opts, run.WithMaxSteps(*f.maxSteps))
 	}
-	opts = append(opts, run.WithPlace(place))
+	opts = append(opts, run.WithPlace(place), run.WithSettings(f.settings))
 	if how := f.launcher.restartAdvice(); how != "" {
 		opts = append(opts, run.WithRestart(how))
 	}
