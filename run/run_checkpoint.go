@@ -311,7 +311,11 @@ func (r *runner) meta(reason string) *checkpointMeta {
 // always, epoch-NNN.ckpt under all after an epoch, best.ckpt when best.
 // It returns false (with a diagnostic) when a write failed.
 func (r *runner) checkpoint(reason string, best bool) bool {
-	if r.set.ckptMode == "none" || r.rc.nodeRank > 0 {
+	if r.set.ckptMode == "none" {
+		return true
+	}
+	if r.rc.nodeRank > 0 {
+		r.rank0Wrote = fmt.Sprintf("%s at step %d", LastCheckpoint, r.pos.Step)
 		return true
 	}
 	st := r.model.State()
