@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/hashicorp/go-hclog"
@@ -119,6 +120,11 @@ func runRun(a *app, args []string) int {
 		l.adopt(pl.Plan, a.env.Stderr)
 	}
 	f.launcher = l
+	if *f.threads == 0 && pl.Plan.EngineName() == plan.EngineTorch {
+		var why string
+		*f.threads, why = l.workerThreads(runtime.NumCPU(), pl.Plan.Distributed.NProcPerNode)
+		a.log.Info("torch workers' compute threads", "threads", *f.threads, "from", why)
+	}
 	place, err := workflow.PlaceRun(pl.Program, where)
 	if err != nil {
 		views.PlaceError(a.env.Stderr, err)

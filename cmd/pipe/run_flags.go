@@ -47,7 +47,7 @@ func newRunFlags(fs *flag.FlagSet) *runFlags {
 	f.ckptDir = fs.String("checkpoint-dir", "", "the run's folder, for its checkpoints and report (default: train's checkpoint_dir, else a new out/PIPELINE/runs/STAMP, which out/PIPELINE/latest names once it holds a checkpoint)")
 	f.runID = fs.String("run-id", "", "the job this run belongs to (default: $PIPE_RUN_ID, the PyTorchJob's, SLURM's job, torchrun's --rdzv-id): its folder is out/PIPELINE/runs/ID, and every start of the job continues that run's last checkpoint")
 	f.reportPath = fs.String("report", "", "write the run report (JSON) here, and the loss curve beside it (default report.json in the run's folder)")
-	f.threads = fs.Int("threads", 0, "compute threads (0: all cores); a resumed run reproduces losses only with the same number")
+	f.threads = fs.Int("threads", 0, "compute threads (0: the machine's cores; a torch worker's, shared by the ranks on the machine); a resumed run reproduces losses only with the same number")
 	f.logEvery = fs.Int64("log-every", 0, "without a terminal, log a line every this many steps (default: about ten an epoch)")
 	f.engine = engineFlags(fs)
 	f.python = fs.String("python", "", "the torch engine's Python (default: $PIPE_PYTHON, else python3)")
