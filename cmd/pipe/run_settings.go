@@ -15,15 +15,13 @@ import (
 // A run's folder records the run's --set overrides and the flags that
 // shape what it trains (run.Settings), so that a resume trains as the
 // run did whatever its command line says: given none of them, it takes
-// the run's (and says so); given another value of a fixed one, it is
-// refused, naming both. Reasons: docs/design/run-identity.md.
+// the run's (and says so); given other overrides, it is refused, naming
+// both; a flag given wins, said, and the resume's own checks decide
+// whether the checkpoint continues under it (another layout of the same
+// step does: an elastic job's). Reasons: docs/design/run-identity.md.
 var (
-	// fixedFlags must be the run's: another batch, device, engine or
-	// layout of devices is another run.
-	fixedFlags = []string{"plan", "device", "batch", "engine", "nproc-per-node", "nnodes"}
-	// defaultFlags are the run's unless given: another --threads only
-	// rounds sums otherwise (the resume warns).
-	defaultFlags = []string{"threads"}
+	// recordedFlags are the flags the record keeps.
+	recordedFlags = []string{"plan", "device", "batch", "engine", "nproc-per-node", "nnodes", "threads"}
 	// launcherFlags are a launcher's to say (its world size), not the
 	// record's: an elastic job resumes on another number of ranks.
 	launcherFlags = []string{"nproc-per-node", "nnodes"}
@@ -33,7 +31,7 @@ var (
 // parsed and the recorded flags the command line gave.
 func (a *app) settings(fs *flag.FlagSet) run.Settings {
 	s := run.Settings{Overrides: a.overrides()}
-	for _, name := range append(slices.Clone(fixedFlags), defaultFlags...) {
+	for _, name := range recordedFlags {
 		if isSet(fs, name) {
 			if s.Flags == nil {
 				s.Flags = map[string]string{}
@@ -68,12 +66,15 @@ func (a *app) recall(fs *flag.FlagSet, f *runFlags, files []string, in *runInput
 	if rec == nil {
 		return in, exitOK // a run of an older pipe: the checkpoint's overrides are checked
 	}
-	took, differ := a.adoptSettings(fs, f, rec, l != nil)
+	took, replaced, differ := a.adoptSettings(fs, f, rec, l != nil)
 	recorded := filepath.Join(dir, run.SettingsFile)
 	if len(differ) > 0 {
-		fmt.Fprintf(a.env.Stderr, "pipe run: refusing to continue the run in %s: it was started with other settings (%s records them): %s. Leave them out and the run's own are taken; to train otherwise, start a new run from its checkpoint with --resume=%s\n",
+		fmt.Fprintf(a.env.Stderr, "pipe run: refusing to continue the run in %s: it was started with other overrides (%s records them): %s. Leave --set out and the run's own are taken; to train otherwise, start a new run from its checkpoint with --resume=%s\n",
 			dir, recorded, strings.Join(differ, "; "), filepath.Join(dir, run.LastCheckpoint))
 		return nil, exitErrors
+	}
+	if len(replaced) > 0 {
+		fmt.Fprintf(a.env.Stderr, "pipe run: this command's flags replace the run's (%s): %s\n", recorded, strings.Join(replaced, "; "))
 	}
 	if len(took) == 0 {
 		return in, exitOK
@@ -87,9 +88,10 @@ func (a *app) recall(fs *flag.FlagSet, f *runFlags, files []string, in *runInput
 }
 
 // adoptSettings sets the recorded settings the command line left out;
-// it returns those it took, as flags, and how the ones given differ.
-// Under a launcher the world's flags are left to it.
-func (a *app) adoptSettings(fs *flag.FlagSet, f *runFlags, rec *run.Settings, launcher bool) (took, differ []string) {
+// it returns those it took, as flags, the flags given that replace the
+// run's, and how the overrides given differ from the run's. Under a
+// launcher the world's flags are left to it.
+func (a *app) adoptSettings(fs *flag.FlagSet, f *runFlags, rec *run.Settings, launcher bool) (took, replaced, differ []string) {
 	now := a.settings(fs)
 	switch {
 	case slices.Equal(now.Overrides, rec.Overrides):
@@ -99,7 +101,7 @@ func (a *app) adoptSettings(fs *flag.FlagSet, f *runFlags, rec *run.Settings, la
 	default:
 		differ = append(differ, fmt.Sprintf("it had %s, this command %s", run.SetFlags(rec.Overrides), run.SetFlags(now.Overrides)))
 	}
-	for _, name := range append(slices.Clone(fixedFlags), defaultFlags...) {
+	for _, name := range recordedFlags {
 		if launcher && slices.Contains(launcherFlags, name) {
 			continue
 		}
@@ -111,15 +113,15 @@ func (a *app) adoptSettings(fs *flag.FlagSet, f *runFlags, rec *run.Settings, la
 				differ = append(differ, fmt.Sprintf("its --%s %s cannot be given again (%v)", name, was, err))
 				continue
 			}
-			took = append(took, "--"+name+" "+was)
-		case !given, is == was, slices.Contains(defaultFlags, name):
+			took = append(took, "--"+name+" "+run.ShellQuote(was))
+		case !given, is == was:
 		case had:
-			differ = append(differ, fmt.Sprintf("it had --%s %s, this command --%s %s", name, was, name, is))
+			replaced = append(replaced, fmt.Sprintf("--%s %s for its %s", name, is, was))
 		default:
-			differ = append(differ, fmt.Sprintf("it had no --%s, this command --%s %s", name, name, is))
+			replaced = append(replaced, fmt.Sprintf("--%s %s, where it had none", name, is))
 		}
 	}
-	return took, differ
+	return took, replaced, differ
 }
 
 // again is what the command to continue an interrupted run gives
@@ -133,7 +135,7 @@ func (f *runFlags) again(fs *flag.FlagSet, l *launched) (flags, own []string, ev
 	if *f.maxSteps > 0 {
 		flags = append(flags, fmt.Sprintf("--max-steps %d", *f.maxSteps))
 	}
-	for _, name := range append(slices.Clone(fixedFlags), defaultFlags...) {
+	for _, name := range recordedFlags {
 		if v, ok := f.settings.Flags[name]; ok && name != "plan" {
 			own = append(own, "--"+name+" "+run.ShellQuote(v))
 		}
