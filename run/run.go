@@ -392,6 +392,9 @@ type runConfig struct {
 	// restart is how the run goes on after a failure when its launcher
 	// starts it again by itself (WithRestart); "" for --resume.
 	restart string
+	// settings are recorded in the run's folder (WithSettings); nil
+	// records none.
+	settings *Settings
 	// wrapCheckpoint wraps the checkpoint file's writer (tests inject
 	// failures with it).
 	wrapCheckpoint func(w io.Writer) io.Writer

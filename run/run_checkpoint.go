@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"pipe/engine"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -310,7 +311,11 @@ func (r *runner) meta(reason string) *checkpointMeta {
 // always, epoch-NNN.ckpt under all after an epoch, best.ckpt when best.
 // It returns false (with a diagnostic) when a write failed.
 func (r *runner) checkpoint(reason string, best bool) bool {
-	if r.set.ckptMode == "none" || r.rc.nodeRank > 0 {
+	if r.set.ckptMode == "none" {
+		return true
+	}
+	if r.rc.nodeRank > 0 {
+		r.rank0Wrote = fmt.Sprintf("%s at step %d", LastCheckpoint, r.pos.Step)
 		return true
 	}
 	st := r.model.State()
@@ -323,6 +328,9 @@ func (r *runner) checkpoint(reason string, best bool) bool {
 		names = append(names, BestCheckpoint)
 	}
 	if r.stale && !r.clearStale() {
+		return false
+	}
+	if !r.wrote && !r.recordSettings() {
 		return false
 	}
 	for _, name := range names {
@@ -387,7 +395,7 @@ func (r *runner) resume() bool {
 		return false
 	}
 	p := r.p
-	if !r.samePipeline(path, meta) {
+	if !r.samePipeline(path, meta) || !r.sameOverrides(path, meta) {
 		return false
 	}
 	batch, ok := r.resumeBatch(path, meta)
@@ -404,7 +412,7 @@ func (r *runner) resume() bool {
 			"%s was written by model %s with other layers; its tensors fit the model as the file declares it now, so the run continues with them.", path, p.Model)
 	}
 	// Warnings about a checkpoint that loaded; one that did not fit says only that.
-	if meta.SourceSHA256 != p.SourceSHA256 {
+	if meta.SourceSHA256 != p.SourceSHA256 && slices.Equal(meta.Overrides, p.Overrides) {
 		r.warnf(nil, CodeResume, "the source changed since the checkpoint",
 			"%s was written from another version of %s; the run continues with the weights it holds.", path, p.File)
 	}
@@ -558,6 +566,50 @@ func (r *runner) samePipeline(path string, meta *checkpointMeta) bool {
 			"%s was trained with loss %s; this run goes on with %s.", path, meta.LossKind, r.p.Loss)
 	}
 	return true
+}
+
+// sameOverrides reports (with a diagnostic when not) whether the run
+// has the --set overrides the checkpoint was trained with. A run that
+// continues its own folder must have them: with others it would train
+// another configuration under the first one's name and position (a
+// run's length, its schedule). One started from a checkpoint elsewhere
+// (--resume=PATH) is a new run, and a difference is only said.
+func (r *runner) sameOverrides(path string, meta *checkpointMeta) bool {
+	if slices.Equal(meta.Overrides, r.p.Overrides) {
+		return true
+	}
+	was, now := SetFlags(meta.Overrides), SetFlags(r.p.Overrides)
+	if !r.resumesHere() {
+		r.warnf(nil, CodeResume, "the overrides differ from the checkpoint's",
+			"%s was trained with %s; this run has %s.", path, was, now)
+		return true
+	}
+	r.errorf(nil, CodeResume, "the run was started with other overrides",
+		"%s was trained with %s, and this run has %s, so nothing was trained. Continue it with %s, or start a new run from the checkpoint with --resume=%s.",
+		path, was, now, was, path)
+	return false
+}
+
+// SetFlags is overrides as the --set flags that give them, each quoted
+// for a shell where it needs it; "no --set" for none.
+func SetFlags(overrides []string) string {
+	if len(overrides) == 0 {
+		return "no --set"
+	}
+	out := make([]string, len(overrides))
+	for i, o := range overrides {
+		out[i] = "--set " + ShellQuote(o)
+	}
+	return strings.Join(out, " ")
+}
+
+// ShellQuote is s as a POSIX shell reads it back: as it is when it holds
+// only letters, digits and _ . / = : , @ + -, else in single quotes.
+func ShellQuote(s string) string {
+	if s != "" && strings.Trim(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_./=:,@+-") == "" {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // mismatch is how a checkpoint is not this run's pipeline: the

@@ -99,6 +99,28 @@ func PlaceRun(prog *spec.Program, base string, w Where) (Place, error) {
 	return pl, checkJob(pl.Dir, w.Job)
 }
 
+// ContinuedFolder is the folder whose run a run placed by w would
+// continue in place if it holds a last.ckpt, as PlaceRun would find it,
+// without making anything: the folder given, train's checkpoint_dir, the
+// job's folder, or for --resume without a path the latest run's; "" for
+// a run that gets a new folder.
+func ContinuedFolder(prog *spec.Program, base string, w Where) string {
+	root := PipelineFolder(base, prog.Name)
+	switch {
+	case w.Dir != "":
+		return w.Dir
+	case prog.Train != nil && prog.Train.At.Has("checkpoint_dir"):
+		return resolve(base, prog.Train.CheckpointDir)
+	case w.Job.ID != "":
+		return JobFolder(root, w.Job)
+	case w.Resume && w.ResumeAt == "":
+		if d, _, err := LatestRun(root); err == nil {
+			return d
+		}
+	}
+	return ""
+}
+
 // placeDefault is PlaceRun's folder under out/NAME.
 func placeDefault(prog *spec.Program, base string, w Where) (Place, error) {
 	root := PipelineFolder(base, prog.Name)
@@ -304,7 +326,7 @@ func (r *runner) claim() bool {
 func (r *runner) clearStale() bool {
 	r.stale = false
 	old, _ := filepath.Glob(filepath.Join(r.set.ckptDir, "epoch-*.ckpt"))
-	old = append(old, filepath.Join(r.set.ckptDir, BestCheckpoint))
+	old = append(old, filepath.Join(r.set.ckptDir, BestCheckpoint), filepath.Join(r.set.ckptDir, SettingsFile))
 	if r.rc.place == nil || r.rc.place.Job.ID == "" {
 		// The job that recorded the folder no longer has its run here.
 		old = append(old, filepath.Join(r.set.ckptDir, JobFile))

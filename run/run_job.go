@@ -124,3 +124,11 @@ func (r *runner) ownJob() bool {
 	}
 	return true
 }
+
+// jobID is the id of the job the run belongs to, "" for none.
+func (r *runner) jobID() string {
+	if r.rc.place == nil {
+		return ""
+	}
+	return r.rc.place.Job.ID
+}

@@ -56,6 +56,10 @@ type runner struct {
 	// the run's first checkpoint replaces (claim); wrote that the run
 	// wrote a checkpoint.
 	stale, wrote bool
+	// rank0Wrote is, on a rank above 0, the checkpoint rank 0 wrote at
+	// the last point where this rank would have written one ("" for
+	// none): the ranks step together, so it is rank 0's latest.
+	rank0Wrote string
 	// prof times the layers under WithProfile (profile.go).
 	prof *profiler
 }

@@ -490,21 +490,30 @@ func (r *runner) trainErr(err error) {
 	r.res.Position = r.pos // the steps taken before the failure count
 	// What to do with the checkpoint kept depends on the cause.
 	keptFor := func(advice string) string {
-		if r.res.Checkpoint == "" {
+		switch {
+		case r.rank0Wrote != "":
+			return fmt.Sprintf("Rank 0 keeps the run's checkpoints: it wrote %s, in the run's folder on its machine; %s", r.rank0Wrote, advice)
+		case r.res.Checkpoint == "":
 			return "No checkpoint was written before it."
 		}
 		return fmt.Sprintf("The last good checkpoint, %s, is kept; %s", r.res.Checkpoint, advice)
 	}
-	kept := keptFor("resume from it with --resume once the cause above is fixed.")
+	again := "resume from it with --resume"
+	if job := r.jobID(); job != "" {
+		// A job's run is continued by its id; another job (a SLURM job
+		// submitted again) has an id of its own and would start afresh.
+		again = fmt.Sprintf("continue it with the job's command and --run-id %s (a job submitted again has another id, and would start a new run without it)", job)
+	}
+	kept := keptFor(again + " once the cause above is fixed.")
 	if errors.Is(err, engine.ErrWorkerLost) {
-		kept = keptFor("nothing here points at the model or its settings, so resume from it with --resume as it is.")
+		kept = keptFor("nothing here points at the model or its settings, so " + again + " as it is.")
 		if r.rc.restart != "" {
 			kept = keptFor(r.rc.restart + ".")
 		}
 	}
 	var nf *engine.NonFiniteError
 	if errors.As(err, &nf) {
-		kept = keptFor("resume from it with a lower learning rate or grad_clip.")
+		kept = keptFor(fmt.Sprintf("continue from it in a new run with a lower learning rate or grad_clip: --resume=%s --set train.lr=... (a resume in place keeps the run's settings).", r.res.Checkpoint))
 		r.res.Status = StatusNonFinite
 		var at *diag.Range
 		summary := fmt.Sprintf("the loss is not finite at step %d", nf.Step+1)

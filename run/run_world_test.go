@@ -130,3 +130,23 @@ func TestLostRankUnderARestartingLauncher(t *testing.T) {
 		}
 	}
 }
+
+// TestLostRankSaysWhereTheRunGoesOn: a run of a job (a SLURM job) that
+// loses a rank is continued by its id, not by --resume, which a job
+// submitted again (a new id, a new folder) would not find; a rank above
+// 0, which writes no checkpoint, says the one rank 0 wrote at the same
+// step rather than that none was written.
+func TestLostRankSaysWhereTheRunGoesOn(t *testing.T) {
+	be := &enginetest.Backend{FailAt: 30, Fail: fmt.Errorf("%w: rank 1 went away", engine.ErrWorkerLost)}
+	j := newJob(t, accumulating)
+	job := run.Job{ID: "slurm-7", From: "SLURM_JOB_ID=7"}
+	_, ds := j.run(t, context.Background(), be, run.Hooks{}, run.WithPlace(run.Place{Dir: filepath.Join(j.dir, "ckpt"), Job: job}))
+	if msg := ds.Error(); !strings.Contains(msg, "--run-id slurm-7") || strings.Contains(msg, "--resume") || !strings.Contains(msg, "last.ckpt, is kept") {
+		t.Errorf("a job's run:\n%v", ds)
+	}
+	j = newJob(t, accumulating)
+	_, ds = j.run(t, context.Background(), be, run.Hooks{}, run.WithNodeRank(1))
+	if msg := ds.Error(); !strings.Contains(msg, "Rank 0 keeps the run's checkpoints: it wrote last.ckpt at step") || strings.Contains(msg, "No checkpoint was written") {
+		t.Errorf("rank 1:\n%v", ds)
+	}
+}

@@ -35,6 +35,10 @@ type launched struct {
 	// machines (torchrun's GROUP_RANK and GROUP_WORLD_SIZE, SLURM_NODEID
 	// and SLURM_NNODES); nodes is 0 when the launcher did not say.
 	node, nodes int
+	// localRanks is the ranks the launcher starts on this machine
+	// (torchrun's LOCAL_WORLD_SIZE, SLURM's tasks of this node); 0 when
+	// it did not say. cpusPerTask is SLURM_CPUS_PER_TASK, 0 when unset.
+	localRanks, cpusPerTask int
 	// agentStore says torchrun's agent already holds the rendezvous store
 	// at the master's port (TORCHELASTIC_USE_AGENT_STORE, torch 2.x), so
 	// rank 0 joins it instead of opening its own.
@@ -72,6 +76,7 @@ func launcherEnv(getenv func(string) string) (*launched, error) {
 		l.maxRestarts, _ = strconv.Atoi(getenv("TORCHELASTIC_MAX_RESTARTS"))
 		l.node, _ = strconv.Atoi(getenv("GROUP_RANK"))
 		l.nodes, _ = strconv.Atoi(getenv("GROUP_WORLD_SIZE"))
+		l.localRanks, _ = strconv.Atoi(getenv("LOCAL_WORLD_SIZE"))
 	case srunStep(getenv):
 		l.by = "SLURM"
 		if l.rank, err = num("SLURM_PROCID"); err != nil {
@@ -88,6 +93,8 @@ func launcherEnv(getenv func(string) string) (*launched, error) {
 		l.restarts, _ = strconv.Atoi(getenv("SLURM_RESTART_COUNT"))
 		l.node, _ = strconv.Atoi(getenv("SLURM_NODEID"))
 		l.nodes, _ = strconv.Atoi(getenv("SLURM_NNODES"))
+		l.localRanks = slurmTasksOn(l.node, getenv)
+		l.cpusPerTask, _ = strconv.Atoi(getenv("SLURM_CPUS_PER_TASK"))
 		if getenv("MASTER_ADDR") == "" {
 			return nil, fmt.Errorf("under SLURM, set MASTER_ADDR to rank 0's host in the job script, as in export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_NODELIST\" | head -n 1)")
 		}
@@ -282,4 +289,51 @@ func splitStep(global, n, most int64) (b, k int64, exact bool) {
 		}
 	}
 	return max(global/(n*need), 1), need, false
+}
+
+// slurmTasksOn is the tasks of the step on node (SLURM_NODEID's index),
+// from SLURM_STEP_TASKS_PER_NODE, else SLURM_TASKS_PER_NODE, which read
+// as "2(x3),1": three nodes of 2, then one of 1; 0 when unreadable.
+func slurmTasksOn(node int, getenv func(string) string) int {
+	list := getenv("SLURM_STEP_TASKS_PER_NODE")
+	if list == "" {
+		list = getenv("SLURM_TASKS_PER_NODE")
+	}
+	for _, part := range strings.Split(list, ",") {
+		n, reps := part, "1"
+		if i := strings.Index(part, "(x"); i >= 0 && strings.HasSuffix(part, ")") {
+			n, reps = part[:i], part[i+2:len(part)-1]
+		}
+		tasks, err1 := strconv.Atoi(n)
+		times, err2 := strconv.Atoi(reps)
+		if err1 != nil || err2 != nil {
+			return 0
+		}
+		if node < times {
+			return tasks
+		}
+		node -= times
+	}
+	return 0
+}
+
+// workerThreads is the compute threads of each torch worker when
+// --threads is not given, the same whoever started the ranks: the CPUs
+// of this machine (cores, as the planner counts them) shared by the
+// ranks on it (pipe's own --nproc-per-node, torchrun's LOCAL_WORLD_SIZE,
+// SLURM's tasks on this node), or SLURM_CPUS_PER_TASK where the job
+// gives each task its CPUs. Left to the launcher, torchrun gave each
+// rank 1 (its OMP_NUM_THREADS) and srun all the cores, and the same plan
+// trained to other losses. why says how it was counted.
+func (l *launched) workerThreads(cores, nprocPerNode int) (n int, why string) {
+	ranks, by := max(nprocPerNode, 1), "--nproc-per-node"
+	switch {
+	case l != nil && l.cpusPerTask > 0:
+		return l.cpusPerTask, "SLURM_CPUS_PER_TASK"
+	case l != nil && l.localRanks > 0:
+		ranks, by = l.localRanks, l.by+"'s ranks on this machine"
+	case l != nil:
+		ranks, by = 1, l.by+" said no ranks a machine, so 1"
+	}
+	return max(cores/ranks, 1), fmt.Sprintf("%d cores / %d (%s)", cores, ranks, by)
 }

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -210,5 +211,75 @@ func TestRestartContinuesTheRun(t *testing.T) {
 	from, _ := rep["resumed_from"].(map[string]any)
 	if from == nil || from["step"].(float64) != 3 || rep["steps"].(float64) != 5 {
 		t.Errorf("resumed from %v, %v steps", rep["resumed_from"], rep["steps"])
+	}
+}
+
+// TestWorkerThreadsAreTheSameUnderEveryLauncher: the torch workers'
+// threads are the machine's cores shared by its ranks, however the ranks
+// were started: pipe's own --nproc-per-node 2, torchrun's 2 local ranks
+// (which set OMP_NUM_THREADS=1) and srun's 2 tasks on the node all give
+// 8 of 16 cores; SLURM_CPUS_PER_TASK, where the job gives it, wins.
+func TestWorkerThreadsAreTheSameUnderEveryLauncher(t *testing.T) {
+	torchrun := map[string]string{"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "OMP_NUM_THREADS": "1"}
+	srun := map[string]string{"SLURM_PROCID": "3", "SLURM_NTASKS": "4", "SLURM_STEP_ID": "0", "SLURM_LOCALID": "1", "SLURM_NODEID": "1",
+		"SLURM_STEP_TASKS_PER_NODE": "2(x2)", "MASTER_ADDR": "n0"}
+	var own *launched
+	if n, why := own.workerThreads(16, 2); n != 8 {
+		t.Errorf("pipe's own 2 workers: %d (%s)", n, why)
+	}
+	for name, env := range map[string]map[string]string{"torchrun": torchrun, "srun": srun} {
+		l, err := launcherEnv(envOf(env))
+		if err != nil || l == nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if n, why := l.workerThreads(16, 1); n != 8 {
+			t.Errorf("%s: %d threads (%s)", name, n, why)
+		}
+	}
+	srun["SLURM_CPUS_PER_TASK"] = "3"
+	if l, _ := launcherEnv(envOf(srun)); l == nil {
+		t.Fatal("srun")
+	} else if n, _ := l.workerThreads(16, 1); n != 3 {
+		t.Errorf("--cpus-per-task 3: %d threads", n)
+	}
+	for list, want := range map[string][]int{"2(x3),1": {2, 2, 2, 1, 0}, "4": {4, 0}, "x": {0}} {
+		for node, w := range want {
+			if got := slurmTasksOn(node, envOf(map[string]string{"SLURM_TASKS_PER_NODE": list})); got != w {
+				t.Errorf("%q node %d: %d tasks, want %d", list, node, got, w)
+			}
+		}
+	}
+}
+
+// TestTorchThreadsIgnoreTheLaunchersOMP: a torch run with the
+// OMP_NUM_THREADS=1 torchrun gives its ranks and one without it train on
+// as many threads (this machine's cores, one worker), which the report
+// says, to the same losses.
+func TestTorchThreadsIgnoreTheLaunchersOMP(t *testing.T) {
+	py := torchPython(t)
+	fixedHost(t)
+	var threads []any
+	var losses []string
+	for _, omp := range []string{"1", ""} {
+		t.Setenv("OMP_NUM_THREADS", omp)
+		if omp == "" {
+			os.Unsetenv("OMP_NUM_THREADS")
+		}
+		dir, file := tiny(t, tinyPipe)
+		code, _, stderr := runPipe(t, "", runArgs(dir, "--engine", "torch", "--python", py, "--max-steps", "6", file)...)
+		if code != exitOK {
+			t.Fatalf("OMP_NUM_THREADS=%q: exit %d\n%s", omp, code, stderr)
+		}
+		rep := readReport(t, dir)
+		applied, _ := rep["engine_applied"].(map[string]any)
+		threads = append(threads, applied["threads"])
+		b, _ := json.Marshal(rep["step_losses"])
+		losses = append(losses, string(b))
+	}
+	if want := fmt.Sprint(runtime.NumCPU()); threads[0] != want || threads[1] != want {
+		t.Errorf("threads with OMP_NUM_THREADS=1 and unset: %v; want %s both", threads, want)
+	}
+	if losses[0] != losses[1] {
+		t.Errorf("losses differ:\n%s\n%s", losses[0], losses[1])
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 
 	"github.com/hashicorp/go-hclog"
@@ -102,9 +103,15 @@ func runRun(a *app, args []string) int {
 	}
 	wf := a.workflow(*f.python)
 	in, code := a.loadRun(f, files)
+	where := run.Where{Dir: *f.ckptDir, Resume: f.resume.set, ResumeAt: f.resume.path, Job: job, Rank: *f.nodeRank}
+	if in != nil {
+		in, code = a.recall(fs, f, files, in, where, l)
+	}
 	if in == nil {
 		return code
 	}
+	f.settings = a.settings(fs)
+	f.againFlags, f.ownFlags, f.everyNode = f.again(fs, l)
 	pl, code := a.planRun(wf, f, in)
 	if pl == nil {
 		return code
@@ -113,7 +120,11 @@ func runRun(a *app, args []string) int {
 		l.adopt(pl.Plan, a.env.Stderr)
 	}
 	f.launcher = l
-	where := run.Where{Dir: *f.ckptDir, Resume: f.resume.set, ResumeAt: f.resume.path, Job: job, Rank: *f.nodeRank}
+	if *f.threads == 0 && pl.Plan.EngineName() == plan.EngineTorch {
+		var why string
+		*f.threads, why = l.workerThreads(runtime.NumCPU(), pl.Plan.Distributed.NProcPerNode)
+		a.log.Info("torch workers' compute threads", "threads", *f.threads, "from", why)
+	}
 	place, err := workflow.PlaceRun(pl.Program, where)
 	if err != nil {
 		views.PlaceError(a.env.Stderr, err)
@@ -280,7 +291,8 @@ func (a *app) execute(f *runFlags, in *runInput, pl *workflow.Planned, engines [
 	}
 	switch {
 	case res.Status == run.StatusInterrupted:
-		views.Interrupted(a.env.Stderr, res, views.Again{CheckpointDir: *f.ckptDir, Plan: *f.planPath, File: in.display, Rank: *f.nodeRank})
+		views.Interrupted(a.env.Stderr, res, views.Again{CheckpointDir: *f.ckptDir, Plan: *f.planPath, File: in.display, Rank: *f.nodeRank,
+			Flags: f.againFlags, Own: f.ownFlags, EveryNode: f.everyNode})
 		return exitInterrupted
 	case rds.HasErrors():
 		for _, d := range rds.Errs() {

@@ -28,6 +28,13 @@ type runFlags struct {
 	// launcher is the launcher that started this rank, nil for none (no
 	// flag: launcherEnv's).
 	launcher *launched
+	// settings are what the run records in its folder for a resume
+	// (run_settings.go).
+	settings run.Settings
+	// againFlags, ownFlags and everyNode are for the command to
+	// continue an interrupted run (again).
+	againFlags, ownFlags []string
+	everyNode            bool
 }
 
 func newRunFlags(fs *flag.FlagSet) *runFlags {
@@ -42,7 +49,7 @@ func newRunFlags(fs *flag.FlagSet) *runFlags {
 	f.ckptDir = fs.String("checkpoint-dir", "", "the run's folder, for its checkpoints and report (default: train's checkpoint_dir, else a new out/PIPELINE/runs/STAMP, which out/PIPELINE/latest names once it holds a checkpoint)")
 	f.runID = fs.String("run-id", "", "the job this run belongs to (default: $PIPE_RUN_ID, the PyTorchJob's, SLURM's job, torchrun's --rdzv-id): its folder is out/PIPELINE/runs/ID, and every start of the job continues that run's last checkpoint")
 	f.reportPath = fs.String("report", "", "write the run report (JSON) here, and the loss curve beside it (default report.json in the run's folder)")
-	f.threads = fs.Int("threads", 0, "compute threads (0: all cores); a resumed run reproduces losses only with the same number")
+	f.threads = fs.Int("threads", 0, "compute threads (0: the machine's cores; a torch worker's, shared by the ranks on the machine); a resumed run reproduces losses only with the same number")
 	f.logEvery = fs.Int64("log-every", 0, "without a terminal, log a line every this many steps (default: about ten an epoch)")
 	f.engine = engineFlags(fs)
 	f.python = fs.String("python", "", "the torch engine's Python (default: $PIPE_PYTHON, else python3)")
@@ -112,7 +119,7 @@ func (f *runFlags) execOptions(log hclog.Logger, engines []engine.Backend, place
 	if *f.maxSteps > 0 {
 		opts = append(opts, run.WithMaxSteps(*f.maxSteps))
 	}
-	opts = append(opts, run.WithPlace(place))
+	opts = append(opts, run.WithPlace(place), run.WithSettings(f.settings))
 	if how := f.launcher.restartAdvice(); how != "" {
 		opts = append(opts, run.WithRestart(how))
 	}

@@ -44,11 +44,11 @@ func (m *model) reply(k int) (response, error) {
 	var slow <-chan time.Time
 	if m.world > 1 && m.cancel == nil {
 		if m.stallTick == nil {
-			m.stallTick = time.NewTicker(stallReport)
+			m.stallTick = time.NewTicker(stallTick())
 		}
 		slow = m.stallTick.C
 	}
-	start := time.Now()
+	start, next := time.Now(), stallReport
 	for {
 		select {
 		case r, ok := <-w.replies:
@@ -60,8 +60,9 @@ func (m *model) reply(k int) (response, error) {
 		case <-m.cancel:
 			return response{}, m.fail(engine.ErrInterrupted)
 		case <-slow:
-			if time.Since(start) < stallReport {
-				continue // a tick of an earlier wait, or too early
+			var due bool
+			if due, next = stallDue(time.Since(start), next); !due {
+				continue
 			}
 			w.log.Warn(fmt.Sprintf("rank %d has not answered %s for %s: a peer rank may be stalled; each collective times out after %s",
 				w.rank, w.outstanding[0].cmd, time.Since(start).Round(time.Second), m.collective))
@@ -79,6 +80,23 @@ func (m *model) reply(k int) (response, error) {
 
 // stallReport is how often a rank waiting long for a reply says so.
 var stallReport = 30 * time.Second
+
+// stallTick is how often a waiting rank looks at its wait: a sixth of
+// stallReport, so that the first report comes at most that late. The
+// ticker is the model's, not the wait's; ticking at stallReport itself,
+// a wait that began just after a tick was first reported at almost
+// twice stallReport (60 s where the docs say 30).
+func stallTick() time.Duration { return max(stallReport/6, time.Millisecond) }
+
+// stallDue says whether a wait of waited, next to be reported at next,
+// is reported now, and when it is next: at the first multiple of
+// stallReport it has passed.
+func stallDue(waited, next time.Duration) (bool, time.Duration) {
+	if waited < next {
+		return false, next
+	}
+	return true, waited.Truncate(stallReport) + stallReport
+}
 
 // firstDead is the worker that exited first, nil while all run.
 func (m *model) firstDead() *worker {

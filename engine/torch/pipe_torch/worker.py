@@ -137,6 +137,8 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
         threads = int(spec.get("threads") or 0)
         if threads > 0:
             torch.set_num_threads(threads)
+        # The report says the threads the steps ran on, whoever set them.
+        self.applied["threads"] = str(torch.get_num_threads())
         try:
             torch.set_num_interop_threads(1)
         except RuntimeError:

@@ -72,11 +72,16 @@ func NodeShare(w io.Writer, who string, res *run.Result) {
 }
 
 // Again is what continuing an interrupted run takes: its
-// --checkpoint-dir and --plan as given, its file as shown, and the rank
-// of the process that says it.
+// --checkpoint-dir and --plan as given, its file as shown, the rank of
+// the process that says it, the other flags the command gives, and the
+// run's settings as flags (Own), which a resume takes from the run's
+// folder and a run from the start needs. EveryNode says the command is
+// each node's (RANK in it the node's rank), and gives Own too.
 type Again struct {
 	CheckpointDir, Plan, File string
 	Rank                      int
+	Flags, Own                []string
+	EveryNode                 bool
 }
 
 // Interrupted says where an interrupted run stopped, what it saved and
@@ -87,23 +92,34 @@ func Interrupted(w io.Writer, res *run.Result, a Again) {
 			res.Position.Epoch+1, res.Position.Step)
 		return
 	}
-	args := ""
-	if a.Plan != "" {
-		args += "--plan " + a.Plan + " "
+	words := func(flags ...[]string) string {
+		s := ""
+		if a.CheckpointDir != "" {
+			s += "--checkpoint-dir " + run.ShellQuote(a.CheckpointDir) + " "
+		}
+		if a.Plan != "" {
+			s += "--plan " + run.ShellQuote(a.Plan) + " "
+		}
+		for _, fl := range flags {
+			for _, f := range fl {
+				s += f + " "
+			}
+		}
+		return s + run.ShellQuote(a.File)
 	}
-	again := "pipe run --resume "
-	if a.CheckpointDir != "" {
-		again += "--checkpoint-dir " + a.CheckpointDir + " "
+	again, fresh := "pipe run --resume "+words(a.Flags), "pipe run "+words(a.Flags, a.Own)
+	if a.EveryNode {
+		again = "on every node, pipe run --resume " + words(a.Flags, a.Own) + " (RANK the node's rank)"
+		fresh = "on every node, " + fresh + " (RANK the node's rank)"
 	}
-	again += args + a.File
 	if res.Job != "" {
 		// A start of the job continues its run by itself.
-		again = "the same command in job " + res.Job + " (pipe run --run-id " + res.Job + " " + args + a.File + " elsewhere)"
+		again = "the same command in job " + res.Job + " (pipe run --run-id " + res.Job + " " + words(a.Flags) + " elsewhere)"
 	}
 	var where string
 	switch {
 	case res.SamplesTrained == 0 && res.ResumedFrom == nil:
-		where, again = "nothing was trained, so no checkpoint was written", "pipe run "+args+a.File
+		where, again = "nothing was trained, so no checkpoint was written", fresh
 	case res.SamplesTrained == 0:
 		where = "nothing was trained since " + res.Checkpoint + ", which is unchanged"
 	case res.Checkpoint == "":
