@@ -15,7 +15,11 @@
 // The long form: docs/design/dataset-sources.md.
 package dataset
 
-import "context"
+import (
+	"context"
+
+	"pipe/dataset/samples"
+)
 
 // Dataset is a random-access collection of samples. Shapes are per sample,
 // without the batch dimension. Implementations must be safe for concurrent
@@ -46,27 +50,9 @@ type Dataset interface {
 	Close() error
 }
 
-// Batch is a group of samples laid out contiguously: X holds N inputs
-// one after another (NCHW), Y and Mask N targets. A loader given
-// LoaderOptions.Rows reads part of each batch: the N rows from Offset of
-// a batch of Global samples.
-type Batch struct {
-	N       int
-	X, Y    []float32
-	Mask    []float32
-	Indices []int
-
-	Offset, Global int
-}
-
-// Whole is the size of the batch this one is part of: Global when set,
-// else N.
-func (b *Batch) Whole() int {
-	if b.Global > 0 {
-		return b.Global
-	}
-	return b.N
-}
+// Batch is a group of samples laid out contiguously (samples.Batch, in a
+// package of its own so that the engines need not link the readers).
+type Batch = samples.Batch
 
 // Iterator yields the batches of one epoch in order.
 type Iterator interface {

@@ -24,7 +24,7 @@ import (
 	"fmt"
 	"strings"
 
-	"pipe/dataset"
+	"pipe/dataset/samples"
 	"pipe/stdlib"
 )
 
@@ -55,7 +55,7 @@ type Model interface {
 	// (unscaled). A non-finite loss returns a *NonFiniteError naming the
 	// first node whose output is not finite, and leaves the gradients and
 	// the batchnorm statistics as they were.
-	TrainStep(b *dataset.Batch, scale float64) (loss float64, err error)
+	TrainStep(b *samples.Batch, scale float64) (loss float64, err error)
 	// Step applies the optimizer to the accumulated gradients with the
 	// learning rate lr and counts one optimizer step. It does not zero
 	// the gradients. A non-finite gradient returns a *NonFiniteError and
@@ -72,7 +72,7 @@ type Model interface {
 	// When out is non-nil it receives the outputs, b.N·prod(OutShape())
 	// values laid out NCHW like the batch. When b.Y is non-nil it returns
 	// the batch's mean loss, else 0. Eval accepts batches of any size.
-	Eval(b *dataset.Batch, out []float32) (loss float64, err error)
+	Eval(b *samples.Batch, out []float32) (loss float64, err error)
 	// OutShape is the shape of one sample's output.
 	OutShape() []int64
 	// Precision is the arithmetic the model runs in ("fp32"), whatever
@@ -156,7 +156,7 @@ type Queuer interface {
 	// QueueTrain queues one micro-batch, as TrainStep trains it: zero
 	// says it is its step's first (the gradients are zeroed before it),
 	// last its step's last. b may be released once it returns.
-	QueueTrain(b *dataset.Batch, scale float64, zero, last bool) error
+	QueueTrain(b *samples.Batch, scale float64, zero, last bool) error
 	// QueueStep queues gradient clipping at clip (0 for none), then an
 	// optimizer step at lr.
 	QueueStep(clip, lr float64) error

@@ -1,7 +1,7 @@
 package engine
 
 import (
-	"pipe/dataset"
+	"pipe/dataset/samples"
 	"pipe/planner/plan"
 	"pipe/stdlib"
 )
@@ -14,7 +14,7 @@ type Adversarial interface {
 	// ForwardTrain runs TrainStep's forward pass on b (training mode)
 	// and writes the outputs to out, NCHW; b must stay valid until
 	// BackwardTrain.
-	ForwardTrain(b *dataset.Batch, out []float32) error
+	ForwardTrain(b *samples.Batch, out []float32) error
 	// BackwardTrain finishes the step ForwardTrain began: the loss against
 	// b.Y scaled by scale, plus dout (NCHW, as given) at the output, then
 	// the backward pass, adding to the accumulated gradients. It returns

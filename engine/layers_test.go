@@ -32,3 +32,23 @@ func TestEnginesAreSiblings(t *testing.T) {
 		}
 	}
 }
+
+// TestEnginesLinkNoReaders: the contract and the engines take their
+// batches from pipe/dataset/samples, not from the data readers, so that
+// they build and link without GDAL (cgo), the object store's client or
+// the image codecs.
+func TestEnginesLinkNoReaders(t *testing.T) {
+	banned := []string{"pipe/dataset", "github.com/airbusgeo/godal", "github.com/minio/minio-go/v7", "image/png", "image/jpeg", "golang.org/x/image/tiff"}
+	for _, pkg := range []string{"pipe/engine", "pipe/engine/native", "pipe/engine/torch"} {
+		out, err := exec.Command("go", "list", "-deps", pkg).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go list %s: %v\n%s", pkg, err, out)
+		}
+		deps := strings.Fields(string(out))
+		for _, b := range banned {
+			if slices.Contains(deps, b) {
+				t.Errorf("%s links %s", pkg, b)
+			}
+		}
+	}
+}

@@ -3,7 +3,7 @@ package engine
 import (
 	"errors"
 
-	"pipe/dataset"
+	"pipe/dataset/samples"
 )
 
 // QuantReport is what QuantizeInt8 did: which layers run in int8, which
@@ -70,7 +70,7 @@ type Int8Quantizer interface {
 	// QuantizeInt8 returns a new model that runs the forward pass with
 	// int8 weights and activations where it pays, its activation scales
 	// calibrated on calib. The receiver is left as it was.
-	QuantizeInt8(calib []*dataset.Batch, o QuantOptions) (Model, *QuantReport, error)
+	QuantizeInt8(calib []*samples.Batch, o QuantOptions) (Model, *QuantReport, error)
 }
 
 // ErrInt8Training is returned by an int8 model's training methods.

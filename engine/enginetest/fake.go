@@ -5,7 +5,7 @@ import (
 	"math"
 	"time"
 
-	"pipe/dataset"
+	"pipe/dataset/samples"
 	"pipe/engine"
 	"pipe/stdlib"
 )
@@ -141,7 +141,7 @@ func numel(s []int64) int {
 	return n
 }
 
-func (m *Model) check(b *dataset.Batch, limit int, targets bool) error {
+func (m *Model) check(b *samples.Batch, limit int, targets bool) error {
 	if m.closed {
 		return fmt.Errorf("exectest: the model is closed")
 	}
@@ -193,7 +193,7 @@ func (m *Model) forward(x, z []float32, n int) {
 
 // loss returns the batch's mean loss and, when dz is non-nil, its
 // gradient with respect to z.
-func (m *Model) loss(b *dataset.Batch, z, dz []float32) float64 {
+func (m *Model) loss(b *samples.Batch, z, dz []float32) float64 {
 	n := b.N
 	perClass := m.cfg.Loss.Kind == "cross_entropy" && len(b.Y) == n*m.s
 	valid := func(i int) bool { return b.Mask == nil || b.Mask[i] != 0 }
@@ -277,7 +277,7 @@ func (m *Model) loss(b *dataset.Batch, z, dz []float32) float64 {
 }
 
 // TrainStep implements engine.Model.
-func (m *Model) TrainStep(b *dataset.Batch, scale float64) (float64, error) {
+func (m *Model) TrainStep(b *samples.Batch, scale float64) (float64, error) {
 	if m.delay > 0 {
 		time.Sleep(m.delay)
 	}
@@ -411,7 +411,7 @@ func (m *Model) ClipGradNorm(max float64) (float64, error) {
 }
 
 // Eval implements engine.Model.
-func (m *Model) Eval(b *dataset.Batch, out []float32) (float64, error) {
+func (m *Model) Eval(b *samples.Batch, out []float32) (float64, error) {
 	if err := m.check(b, 0, b.Y != nil); err != nil {
 		return 0, err
 	}

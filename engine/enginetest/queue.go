@@ -1,7 +1,7 @@
 package enginetest
 
 import (
-	"pipe/dataset"
+	"pipe/dataset/samples"
 	"pipe/engine"
 )
 
@@ -18,7 +18,7 @@ type outcome struct {
 // QueueTrain implements engine.Queuer: the micro-batch trains now; a
 // failure is held for Results, and the steps queued behind it until it is
 // reported are not trained.
-func (m *Model) QueueTrain(b *dataset.Batch, scale float64, zero, last bool) error {
+func (m *Model) QueueTrain(b *samples.Batch, scale float64, zero, last bool) error {
 	if m.failing {
 		m.curSkip = true
 		return nil

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"pipe/dataset"
+	"pipe/dataset/samples"
 	"pipe/engine"
 )
 
@@ -12,7 +12,7 @@ var _ engine.Adversarial = (*model)(nil)
 
 // ForwardTrain implements engine.Adversarial: TrainStep's forward pass,
 // with the outputs written NCHW; BackwardTrain finishes the step.
-func (m *model) ForwardTrain(b *dataset.Batch, out []float32) (err error) {
+func (m *model) ForwardTrain(b *samples.Batch, out []float32) (err error) {
 	defer recoverErr(&err)
 	if err := m.usable(); err != nil {
 		return err

@@ -18,7 +18,7 @@ import (
 	"math"
 	"strings"
 
-	"pipe/dataset"
+	"pipe/dataset/samples"
 	"pipe/engine"
 	"pipe/engine/native/internal/cvec"
 	"pipe/stdlib"
@@ -400,7 +400,7 @@ type qmodel struct {
 	*model
 }
 
-func (q *qmodel) TrainStep(*dataset.Batch, float64) (float64, error) {
+func (q *qmodel) TrainStep(*samples.Batch, float64) (float64, error) {
 	return 0, engine.ErrInt8Training
 }
 func (q *qmodel) Step(float64) error                    { return engine.ErrInt8Training }
@@ -480,7 +480,7 @@ func unitOps(u *unit) string {
 }
 
 // QuantizeInt8 implements engine.Int8Quantizer.
-func (m *model) QuantizeInt8(calib []*dataset.Batch, o engine.QuantOptions) (qm engine.Model, rep *engine.QuantReport, err error) {
+func (m *model) QuantizeInt8(calib []*samples.Batch, o engine.QuantOptions) (qm engine.Model, rep *engine.QuantReport, err error) {
 	defer recoverErr(&err)
 	if err := m.usable(); err != nil {
 		return nil, nil, err
@@ -658,7 +658,7 @@ const histBins = 2048
 
 // calibrate runs the fp32 model on the batches and measures the inputs of
 // the units in want.
-func (m *model) calibrate(batches []*dataset.Batch, want map[int]bool, pct float64) (map[int]*actRange, int, error) {
+func (m *model) calibrate(batches []*samples.Batch, want map[int]bool, pct float64) (map[int]*actRange, int, error) {
 	ranges := map[int]*actRange{}
 	for i := range want {
 		ranges[i] = &actRange{min: float32(math.Inf(1)), max: float32(math.Inf(-1))}
@@ -728,7 +728,7 @@ func (m *model) calibrate(batches []*dataset.Batch, want map[int]bool, pct float
 
 // observe runs the model in evaluation mode on b and calls fn with the
 // input of each unit in want.
-func (m *model) observe(b *dataset.Batch, want map[int]bool, fn func(unit int, x []float32)) error {
+func (m *model) observe(b *samples.Batch, want map[int]bool, fn func(unit int, x []float32)) error {
 	if err := m.checkBatch(b, 0, false); err != nil {
 		return err
 	}

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"math"
 
-	"pipe/dataset"
+	"pipe/dataset/samples"
 	"pipe/engine"
 )
 
@@ -50,13 +50,13 @@ func newLoss(kind string, out layout, lastOp string, alone bool, workers int) (*
 }
 
 // index says the targets are class indices, one per position.
-func (l *lossFn) index(b *dataset.Batch) bool {
+func (l *lossFn) index(b *samples.Batch) bool {
 	return l.kind == "cross_entropy" && len(b.Y) == b.N*l.s && l.k > 1
 }
 
 // checkTargets rejects targets and masks of the wrong size, and class
 // indices that are not integers in [0, K).
-func (l *lossFn) checkTargets(m *model, b *dataset.Batch) error {
+func (l *lossFn) checkTargets(m *model, b *samples.Batch) error {
 	n := b.N
 	per := l.k * l.s
 	switch {
@@ -86,7 +86,7 @@ func (l *lossFn) checkTargets(m *model, b *dataset.Batch) error {
 	return nil
 }
 
-func sampleName(b *dataset.Batch, i int) string {
+func sampleName(b *samples.Batch, i int) string {
 	if i < len(b.Indices) {
 		return fmt.Sprintf("sample %d (batch row %d)", b.Indices[i], i)
 	}
@@ -115,7 +115,7 @@ func (l *lossFn) at(n, i, c, p int) int {
 // eval computes the mean loss of the batch from the schedule's output
 // and, when grad, writes scale times its gradient into the schedule's
 // seed buffer.
-func (l *lossFn) eval(m *model, s *sched, b *dataset.Batch, scale float64, grad bool) float64 {
+func (l *lossFn) eval(m *model, s *sched, b *samples.Batch, scale float64, grad bool) float64 {
 	n := b.N
 	pred := s.predS
 	if l.throughLast {
@@ -278,7 +278,7 @@ func sigmoid64(x float64) float64 {
 const diceSmooth = 1
 
 // diceLoss is 1 - mean_c (2·Σ w·p·t + 1) / (Σ w·p + Σ w·t + 1).
-func (l *lossFn) diceLoss(m *model, pred []float32, b *dataset.Batch, g []float32, scale float64, weight func(int) float64) float64 {
+func (l *lossFn) diceLoss(m *model, pred []float32, b *samples.Batch, g []float32, scale float64, weight func(int) float64) float64 {
 	n := b.N
 	w := m.pool.n
 	sums := l.dice[:w*l.k]

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"time"
 
-	"pipe/dataset"
+	"pipe/dataset/samples"
 	"pipe/engine"
 	"pipe/engine/weights"
 	"pipe/stdlib"
@@ -152,7 +152,7 @@ type model struct {
 	partial      [][]float32 // per worker: partial weight gradients
 	scratchWords int
 
-	batch     *dataset.Batch
+	batch     *samples.Batch
 	seed      uint64 // keys dropout's stream; part of the State
 	step      int64
 	microStep int64
@@ -490,7 +490,7 @@ func (m *model) runForward(s *sched, n int, train bool, check func(*unit, *env) 
 }
 
 // TrainStep implements engine.Model.
-func (m *model) TrainStep(b *dataset.Batch, scale float64) (loss float64, err error) {
+func (m *model) TrainStep(b *samples.Batch, scale float64) (loss float64, err error) {
 	defer recoverErr(&err)
 	if err := m.usable(); err != nil {
 		return 0, err
@@ -548,7 +548,7 @@ func (m *model) runBackward(s *sched, n int) {
 }
 
 // Eval implements engine.Model.
-func (m *model) Eval(b *dataset.Batch, out []float32) (loss float64, err error) {
+func (m *model) Eval(b *samples.Batch, out []float32) (loss float64, err error) {
 	defer recoverErr(&err)
 	if err := m.usable(); err != nil {
 		return 0, err
@@ -603,7 +603,7 @@ func (m *model) serialPool() *pool {
 }
 
 // checkBatch rejects batches whose sizes do not fit the model.
-func (m *model) checkBatch(b *dataset.Batch, max int, targets bool) error {
+func (m *model) checkBatch(b *samples.Batch, max int, targets bool) error {
 	if b == nil {
 		return fmt.Errorf("%w: no batch", engine.ErrBadBatch)
 	}
@@ -626,7 +626,7 @@ func (m *model) checkBatch(b *dataset.Batch, max int, targets bool) error {
 // diagnose finds why the loss is not finite: the input, a parameter, or
 // the first unit whose output is not finite, by running the forward pass
 // again (it is deterministic) with a check after each unit.
-func (m *model) diagnose(s *sched, b *dataset.Batch, loss float64) error {
+func (m *model) diagnose(s *sched, b *samples.Batch, loss float64) error {
 	e := &engine.NonFiniteError{Step: m.step, MicroStep: m.microStep, Loss: loss}
 	if !finite(b.X) {
 		e.Input = true

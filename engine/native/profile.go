@@ -3,7 +3,7 @@ package native
 import (
 	"time"
 
-	"pipe/dataset"
+	"pipe/dataset/samples"
 	"pipe/engine"
 )
 
@@ -56,7 +56,7 @@ func (p *profile) span(u *unit, ph engine.Phase, t0 time.Time) {
 }
 
 // timedLoss is m.loss.eval, timed while profiling.
-func (m *model) timedLoss(s *sched, b *dataset.Batch, scale float64, train bool) float64 {
+func (m *model) timedLoss(s *sched, b *samples.Batch, scale float64, train bool) float64 {
 	if m.prof == nil {
 		return m.loss.eval(m, s, b, scale, train)
 	}

@@ -3,13 +3,13 @@ package torch
 import (
 	"fmt"
 
-	"pipe/dataset"
+	"pipe/dataset/samples"
 	"pipe/engine"
 )
 
 // Eval implements engine.Model: the first local rank evaluates the whole
 // batch, the model as rank 0 holds it.
-func (m *model) Eval(b *dataset.Batch, out []float32) (float64, error) {
+func (m *model) Eval(b *samples.Batch, out []float32) (float64, error) {
 	if err := m.usable(); err != nil {
 		return 0, err
 	}

@@ -4,7 +4,7 @@ import (
 	"errors"
 	"fmt"
 
-	"pipe/dataset"
+	"pipe/dataset/samples"
 	"pipe/engine"
 )
 
@@ -68,7 +68,7 @@ type Saved struct {
 // SavedBytes runs one training forward pass on b under autograd's
 // saved-tensor hooks and returns the bytes kept for the backward pass
 // (Saved). Checkpoint segments apply unless noCheckpoint.
-func (m *model) SavedBytes(b *dataset.Batch, noCheckpoint bool) (Saved, error) {
+func (m *model) SavedBytes(b *samples.Batch, noCheckpoint bool) (Saved, error) {
 	if err := m.usable(); err != nil {
 		return Saved{}, err
 	}
@@ -114,7 +114,7 @@ func (m *model) SavedBytes(b *dataset.Batch, noCheckpoint bool) (Saved, error) {
 // on the model's own network and optimizer and a copy of b, inside the
 // worker, warm untimed steps and then steps timed one by one, in
 // milliseconds. It trains the model.
-func TimePlain(mod engine.Model, b *dataset.Batch, lr float64, warm, steps int) ([]float64, error) {
+func TimePlain(mod engine.Model, b *samples.Batch, lr float64, warm, steps int) ([]float64, error) {
 	m, ok := mod.(*model)
 	if !ok {
 		return nil, errors.New("torch: not a torch engine model")

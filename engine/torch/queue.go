@@ -7,7 +7,7 @@ import (
 	"slices"
 	"time"
 
-	"pipe/dataset"
+	"pipe/dataset/samples"
 	"pipe/engine"
 )
 
@@ -311,7 +311,7 @@ func (m *model) shard(n, k int) (lo, hi int) {
 // batch smaller than the world) is given the batch's first rows again
 // with scale 0: DistributedDataParallel needs every rank in every
 // backward pass, and its gradient adds nothing.
-func (m *model) fill(k int, b *dataset.Batch, lo, hi int) (ref batchRef, slot, n int, err error) {
+func (m *model) fill(k int, b *samples.Batch, lo, hi int) (ref batchRef, slot, n int, err error) {
 	ws, w := m.ws[k], m.workers[k]
 	n = hi - lo
 	if n > m.cfg.Batch {
@@ -351,7 +351,7 @@ func (m *model) fill(k int, b *dataset.Batch, lo, hi int) (ref batchRef, slot, n
 }
 
 // QueueTrain implements engine.Queuer.
-func (m *model) QueueTrain(b *dataset.Batch, scale float64, zero, last bool) error {
+func (m *model) QueueTrain(b *samples.Batch, scale float64, zero, last bool) error {
 	if err := m.usable(); err != nil {
 		return err
 	}
@@ -497,7 +497,7 @@ func (m *model) collect() []engine.StepResult {
 }
 
 // TrainStep implements engine.Model.
-func (m *model) TrainStep(b *dataset.Batch, scale float64) (float64, error) {
+func (m *model) TrainStep(b *samples.Batch, scale float64) (float64, error) {
 	if err := m.QueueTrain(b, scale, false, true); err != nil {
 		return 0, err
 	}
