@@ -298,9 +298,15 @@ func softmaxBlock(p []float32, t int, causal bool) {
 	}
 	for r := 0; r < t; r++ {
 		row := p[r*t : r*t+width(r)]
+		// A compare, not Go's max (which orders ±0 and passes NaN on at
+		// several instructions an element): a NaN makes the row's sum
+		// NaN either way, and the sign of a zero maximum changes no
+		// exponential, so the softmax is the same.
 		mx := float32(math.Inf(-1))
 		for _, v := range row {
-			mx = max(mx, v)
+			if v > mx {
+				mx = v
+			}
 		}
 		for j, v := range row {
 			row[j] = v - mx

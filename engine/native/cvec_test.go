@@ -393,3 +393,67 @@ func TestExpSubC(t *testing.T) {
 		}
 	}
 }
+
+// TestSoftmaxBlock holds the attention's block softmax (rows shifted in
+// Go, exponentiated in one call, maxima by compare) to the row-by-row
+// softmax it replaced, bit for bit, causal or not, with NaN, ±0, ±Inf
+// and rows whose maximum is a zero of either sign.
+func TestSoftmaxBlock(t *testing.T) {
+	rowRef := func(row []float32) {
+		mx := float32(math.Inf(-1))
+		for _, v := range row {
+			mx = max(mx, v)
+		}
+		var s float32
+		for j, v := range row {
+			ev := exp32(v - mx)
+			row[j] = ev
+			s += ev
+		}
+		inv := 1 / s
+		for j := range row {
+			row[j] *= inv
+		}
+	}
+	r := rand.New(rand.NewPCG(11, 12))
+	negz := float32(math.Copysign(0, -1))
+	for _, n := range []int{1, 2, 5, 9, 17} {
+		for _, causal := range []bool{false, true} {
+			for trial := range 20 {
+				p := make([]float32, n*n)
+				for i := range p {
+					switch r.IntN(10) {
+					case 0:
+						p[i] = 0
+					case 1:
+						p[i] = negz
+					case 2:
+						p[i] = -float32(r.IntN(3)) - 0.5
+					default:
+						p[i] = float32(r.NormFloat64() * 5)
+					}
+				}
+				if trial%5 == 1 {
+					p[r.IntN(len(p))] = float32(math.NaN())
+				}
+				if trial%5 == 2 {
+					p[r.IntN(len(p))] = float32(math.Inf(1 - 2*r.IntN(2)))
+				}
+				want := slices.Clone(p)
+				for row := 0; row < n; row++ {
+					if causal {
+						rowRef(want[row*n : row*n+row+1])
+						clear(want[row*n+row+1 : (row+1)*n])
+					} else {
+						rowRef(want[row*n : (row+1)*n])
+					}
+				}
+				got := slices.Clone(p)
+				softmaxBlock(got, n, causal)
+				if i := sameBits32(want, got); i >= 0 {
+					t.Fatalf("t=%d causal=%v trial %d: [%d] %v, row by row %v (input %v)", n, causal, trial, i, got[i], want[i], p)
+				}
+			}
+		}
+	}
+}
