@@ -62,3 +62,33 @@ func TestInterruptedLastValidationIsResumed(t *testing.T) {
 		t.Errorf("resumed after the end: %s after %d epochs", again.Status, again.Epochs)
 	}
 }
+
+// A checkpoint says whether --max-steps cut its run short of the file's
+// steps, for serve and export to tell a smoke run from a trained one: a
+// limit at or past the file's steps, and the file's own max_steps, cut
+// nothing.
+func TestCheckpointRecordsAStepLimit(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		src  string
+		opts []run.Option
+		want int64
+	}{
+		{"--max-steps 5", blobs, []run.Option{run.WithMaxSteps(5)}, 5},
+		{"no limit", blobs, nil, 0},
+		{"--max-steps past the end", blobs, []run.Option{run.WithMaxSteps(1000)}, 0},
+		{"the file's max_steps", strings.Replace(blobs, "epochs 3", "epochs 3  max_steps 5", 1), nil, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			j := newJob(t, c.src)
+			mustRun(t, j, nil, c.opts...)
+			info, err := run.ReadCheckpointInfo(filepath.Join(j.dir, "ckpt", run.LastCheckpoint))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.StepLimit != c.want || info.Pipeline != "tiny" || info.Epochs != 3 {
+				t.Errorf("step limit %d, want %d; pipeline %s, %d epochs", info.StepLimit, c.want, info.Pipeline, info.Epochs)
+			}
+		})
+	}
+}
