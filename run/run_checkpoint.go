@@ -74,6 +74,9 @@ type checkpointMeta struct {
 	EpochResults []EpochResult
 	BestLoss     float64
 	HasBest      bool
+	// StepLimit is the --max-steps (WithMaxSteps) that stopped the run
+	// that wrote the file short of the file's steps; 0 when none did.
+	StepLimit    int64
 	TrainSeconds float64
 	Reason       string
 	Written      time.Time
@@ -286,6 +289,9 @@ func (r *runner) meta(reason string) *checkpointMeta {
 		Epochs: r.set.epochs, Position: r.pos, StepLosses: r.res.StepLosses, EpochResults: r.res.EpochResults,
 		BestLoss: r.bestLoss, HasBest: r.hasBest, TrainSeconds: r.res.TrainSeconds, Reason: reason, Written: time.Now().UTC(),
 		TargetNormalize: r.data.targetMode, Overrides: p.Overrides,
+	}
+	if r.rc.maxSteps > 0 && r.rc.maxSteps < r.sched.total {
+		m.StepLimit = r.rc.maxSteps
 	}
 	if s := r.data.scaling; s != nil {
 		m.TargetMean, m.TargetStd = s.Mean, s.Std

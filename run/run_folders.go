@@ -21,7 +21,8 @@ import (
 // curve), so that a new run never replaces an earlier one's last.ckpt nor
 // sits beside its best.ckpt. out/PIPELINE/latest names the newest run that
 // wrote a checkpoint: --resume without a path continues it, and pipe serve
-// and pipe export load it. A folder given with --checkpoint-dir or train's
+// and pipe export load it unless --max-steps cut it short
+// (workflow.ChooseCheckpoint). A folder given with --checkpoint-dir or train's
 // checkpoint_dir is the run's folder as it is. Out/PIPELINE/checkpoints,
 // the layout before run folders, is read while no latest exists.
 // Rules and reasons: docs/design/checkpoint-files.md.

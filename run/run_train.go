@@ -33,12 +33,12 @@ import (
 // say why).
 func (r *runner) train(ctx context.Context) bool {
 	p := r.p
-	if r.pos.Epoch >= r.set.epochs || r.pos.Step >= r.stopAt {
+	// An epoch trained but not evaluated (interrupted in its validation)
+	// is evaluated, recorded and checkpointed before anything is finished.
+	unevaluated := r.pos.Epoch < r.set.epochs && r.pos.Batch >= r.nb
+	if !unevaluated && (r.pos.Epoch >= r.set.epochs || r.pos.Step >= r.stopAt) {
 		r.log.Info("nothing left to train", "epoch", r.pos.Epoch, "step", r.pos.Step)
-		r.res.Status = StatusCompleted
-		if r.pos.Epoch < r.set.epochs {
-			r.res.Status = StatusMaxSteps
-		}
+		r.res.Status = r.endStatus()
 		r.res.Position = r.pos
 		return true
 	}
@@ -204,12 +204,23 @@ func (r *runner) train(ctx context.Context) bool {
 			r.hooks.Epoch(res)
 		}
 		if r.pos.Step >= r.stopAt && r.pos.Epoch < r.set.epochs {
-			r.res.Status = StatusMaxSteps
+			r.res.Status = r.endStatus()
 			return true
 		}
 	}
 	r.res.Status = StatusCompleted
 	return true
+}
+
+// endStatus is how a run that has no step left ends: at the step limit
+// when one (--max-steps, train's max_steps) stopped it before the file's
+// epochs, completed otherwise (a checkpoint of longer epochs has every
+// step of these).
+func (r *runner) endStatus() Status {
+	if r.pos.Epoch < r.set.epochs && r.stopAt < int64(r.set.epochs)*r.spe {
+		return StatusMaxSteps
+	}
+	return StatusCompleted
 }
 
 // sourceError is an error of the training data's source, told apart from

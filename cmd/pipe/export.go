@@ -64,10 +64,9 @@ func runExport(a *app, args []string) int {
 		a.printDiags(append(ds, pds...), sources)
 		return exitErrors
 	}
-	path := workflow.CheckpointFile(*ckpt)
-	if path == "" {
-		path = workflow.DefaultCheckpoint(prog, *ckptDir)
-	}
+	choice := workflow.ChooseCheckpoint(prog, *ckpt, *ckptDir)
+	views.CheckpointChoice(a.env.Stderr, "pipe export: ", choice)
+	path := choice.Path
 	if *out != "" {
 		engine, _ := wf.Engine(pl) // the native engine, which starts nothing
 		t, err := run.LoadTrained(pl.Plan, pl.Program, path, engine, 1, 1)

@@ -12,11 +12,12 @@ import (
 
 // TestEveryRunHasItsOwnFolder: pipe run given no folder writes each
 // run's checkpoints, report and loss curve into a folder of its own under
-// out/PIPELINE/runs; a short run after a full one is the latest, with no
-// best.ckpt of its own, and pipe serve and pipe export load its
-// last.ckpt, never the full run's best.ckpt, saying which run and step;
-// --resume continues it there; a run of another pipeline is refused its
-// folder.
+// out/PIPELINE/runs; a short run (--max-steps) after a full one is the
+// latest, with no best.ckpt of its own, and --resume continues it there;
+// but pipe serve and pipe export load the full run's best.ckpt, saying
+// which run and step and warning that the latest was passed over, and
+// given the short run they warn that it was cut short; a run of another
+// pipeline is refused its folder.
 func TestEveryRunHasItsOwnFolder(t *testing.T) {
 	fixedHost(t)
 	dir, file := tiny(t, servePipe)
@@ -43,13 +44,18 @@ func TestEveryRunHasItsOwnFolder(t *testing.T) {
 	if _, err := os.Stat(filepath.Join("out", "tiny", "report.json")); err == nil {
 		t.Errorf("a report was written to out/tiny, shared by every run")
 	}
-	loaded := "run " + short + ": last.ckpt (step 2, epoch 1 batch 2"
-	if _, stderr := serveOne(t, file, "", make([]float32, 16)); !strings.Contains(stderr, loaded) {
-		t.Errorf("pipe serve does not say %q:\n%s", loaded, stderr)
+	loaded := "run " + full + ": best.ckpt (step 4, 1 epoch done"
+	passed := "warning: the latest run, " + short + ", was cut short by --max-steps 2 (step 2, 0 of 1 epoch done); loading " + filepath.Join(full, run.BestCheckpoint)
+	if _, stderr := serveOne(t, file, "", make([]float32, 16)); !strings.Contains(stderr, loaded) || !strings.Contains(stderr, passed) {
+		t.Errorf("pipe serve does not say %q and %q:\n%s", loaded, passed, stderr)
 	}
 	code, stdout, stderr := runPipe(t, "", "export", "--onnx", filepath.Join(dir, "m.onnx"), file)
-	if code != exitOK || !strings.Contains(stdout, loaded) {
-		t.Errorf("pipe export: exit %d, does not say %q:\n%s%s", code, loaded, stdout, stderr)
+	if code != exitOK || !strings.Contains(stdout, loaded) || !strings.Contains(stderr, passed) {
+		t.Errorf("pipe export: exit %d, does not say %q and %q:\n%s%s", code, loaded, passed, stdout, stderr)
+	}
+	cut := "warning: " + filepath.Join(short, run.LastCheckpoint) + " is of a run cut short by --max-steps 2 (step 2, 0 of 1 epoch done)"
+	if _, stderr := serveOne(t, file, short, make([]float32, 16)); !strings.Contains(stderr, "run "+short+": last.ckpt (step 2") || !strings.Contains(stderr, cut) {
+		t.Errorf("pipe serve --checkpoint of the short run does not say %q:\n%s", cut, stderr)
 	}
 
 	if code, _, stderr := runPipe(t, "", "run", "--threads", "1", "--resume", "--max-steps", "3", file); code != exitOK {

@@ -69,10 +69,9 @@ func runServe(a *app, args []string) int {
 	if pl == nil {
 		return code
 	}
-	path := workflow.CheckpointFile(*ckpt)
-	if path == "" {
-		path = workflow.DefaultCheckpoint(prog, "")
-	}
+	choice := workflow.ChooseCheckpoint(prog, *ckpt, "")
+	views.CheckpointChoice(a.env.Stderr, "pipe serve: ", choice)
+	path := choice.Path
 	workers, rep, err := wf.ServeWorkers(pl, path)
 	if rep != nil {
 		views.Int8(a.env.Stderr, rep)

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"pipe/run"
+	"pipe/workflow"
 )
 
 // Loaded says which run pipe serve or pipe export loads (lead starts the
@@ -27,6 +28,27 @@ func Loaded(w io.Writer, lead string, t *run.Trained) {
 		when = "written " + t.Info.Written.Local().Format("2006-01-02 15:04:05 MST")
 	}
 	fmt.Fprintf(w, "%srun %s: %s (%s, %s)\n", lead, filepath.Dir(t.Checkpoint), filepath.Base(t.Checkpoint), at, when)
+}
+
+// CheckpointChoice warns, on lines that lead starts, when a step limit
+// shaped serve's or export's choice of checkpoint: the latest run, cut
+// short by --max-steps, was passed over for an earlier run that trained
+// further; or the run loaded was cut short itself.
+func CheckpointChoice(w io.Writer, lead string, c workflow.CheckpointChoice) {
+	if c.PassedOver != "" {
+		fmt.Fprintf(w, "%swarning: the latest run, %s, was cut short by --max-steps %d (%s); loading %s, the newest run that trained further. Give --checkpoint %s to load the short run.\n",
+			lead, c.PassedOver, c.Passed.StepLimit, standing(c.Passed), c.Path, c.PassedOver)
+		return
+	}
+	if r := c.Run; r != nil && r.StepLimit > 0 {
+		fmt.Fprintf(w, "%swarning: %s is of a run cut short by --max-steps %d (%s), not trained as the file asks; continue it with --resume, or give --checkpoint a run that finished.\n",
+			lead, c.Path, r.StepLimit, standing(*r))
+	}
+}
+
+// standing is where a run stood: "step 5, 0 of 5 epochs done".
+func standing(i run.CheckpointInfo) string {
+	return fmt.Sprintf("step %d, %d of %s done", i.Position.Step, i.Position.Epoch, Count(i.Epochs, "epoch", "epochs"))
 }
 
 // PlaceError says why pipe run has no folder to run in.
