@@ -654,3 +654,31 @@ train { epochs 1  batch 4  loss cross_entropy }
 		}
 	}
 }
+
+// TestDivergedRunStops: a loss that stays over 1000 times its first for
+// 20 steps stops training there, as an error at the optimizer with the
+// steps it spanned; before, the run warned and trained on to its end,
+// exiting as a success with a model that learned nothing.
+func TestDivergedRunStops(t *testing.T) {
+	src := strings.Replace(blobs, "optimizer adam lr 0.05  loss cross_entropy", "optimizer sgd lr 2.5  loss mse", 1)
+	src = strings.Replace(src, " classes 3 ", " ", 1)
+	src = strings.Replace(src, "dense 3", "dense 1", 1)
+	src = strings.Replace(src, "metrics [accuracy, f1]", "metrics [mae]", 1)
+	j := newJob(t, src)
+	res, ds := j.run(t, context.Background(), nil, run.Hooks{}, run.WithMaxSteps(200))
+	if res.Status != run.StatusFailed {
+		t.Fatalf("status %s, want failed; losses %v", res.Status, res.StepLosses)
+	}
+	var stopped *diag.Diagnostic
+	for _, d := range ds {
+		if d.Code == run.CodeDiverging && d.Severity == diag.Error {
+			stopped = d
+		}
+	}
+	if stopped == nil || !strings.Contains(stopped.Detail, "Training stopped") || !strings.Contains(stopped.Detail, "stayed over 1000 times its first") {
+		t.Fatalf("no error saying training stopped: %v", ds)
+	}
+	if n := len(res.StepLosses); n >= 200 || n < 20 {
+		t.Errorf("%d steps trained, want the 20 after it diverged at most", n)
+	}
+}

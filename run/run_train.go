@@ -163,7 +163,7 @@ func (r *runner) train(ctx context.Context) bool {
 		case StatusMaxSteps:
 			r.res.Status = StatusMaxSteps
 			r.log.Info("step limit reached", "step", r.pos.Step)
-			return r.checkpoint("max-steps", false)
+			return r.checkpoint("max-steps", false) && t.unrecovered()
 		}
 
 		// The epoch is trained: evaluate it.
@@ -205,11 +205,11 @@ func (r *runner) train(ctx context.Context) bool {
 		}
 		if r.pos.Step >= r.stopAt && r.pos.Epoch < r.set.epochs {
 			r.res.Status = r.endStatus()
-			return true
+			return t.unrecovered()
 		}
 	}
 	r.res.Status = StatusCompleted
-	return true
+	return t.unrecovered()
 }
 
 // endStatus is how a run that has no step left ends: at the step limit
@@ -244,8 +244,10 @@ type trainer struct {
 	stepsRun   int64
 	// pending are the queued steps whose losses have not come back.
 	pending []pendingStep
-	// diverged says the divergence warning was given.
+	// diverged says the divergence warning was given; highFrom is the
+	// step from which the loss has stayed diverged (0: it is not).
 	diverged bool
+	highFrom int64
 }
 
 // pendingStep is a queued optimizer step.
@@ -434,7 +436,9 @@ func (t *trainer) finish(res []engine.StepResult) error {
 				r.res.GANParts = append(r.res.GANParts, parts)
 			}
 		}
-		t.watchDivergence(loss, ps.step)
+		if err := t.watchDivergence(loss, ps.step); err != nil {
+			return err
+		}
 		if r.hooks.Step != nil {
 			left := r.stopAt - ps.step
 			elapsed := t.trainTime
@@ -455,30 +459,89 @@ func (t *trainer) finish(res []engine.StepResult) error {
 }
 
 // divergeFactor is how many times its first value the training loss may
-// grow before the run warns that it diverges.
-const divergeFactor = 1000
+// grow before the run warns that it diverges; divergePatience how many
+// steps in a row it may stay there before training stops.
+const (
+	divergeFactor   = 1000
+	divergePatience = 20
+)
+
+// DivergedError stops a run whose training loss stayed over divergeFactor
+// times its first for divergePatience steps in a row: such a model has
+// stopped learning, and every further step is spent for nothing.
+type DivergedError struct {
+	First, Loss float64
+	From, Step  int64
+}
+
+func (e *DivergedError) Error() string {
+	return fmt.Sprintf("the training loss stayed over %d times its first (%.4g) from step %d to step %d, where it was %.4g",
+		divergeFactor, e.First, e.From, e.Step, e.Loss)
+}
 
 // watchDivergence warns, once, when the loss has grown by orders of
-// magnitude over the run's first: a loss of 1.6e39 trains nothing, NaN
-// or not.
-func (t *trainer) watchDivergence(loss float64, step int64) {
+// magnitude over the run's first (a loss of 1.6e39 trains nothing, NaN
+// or not), and stops training (DivergedError) when it stays there. A
+// GAN's losses are two models' in contest, so it only warns.
+func (t *trainer) watchDivergence(loss float64, step int64) error {
 	r := t.r
-	if t.diverged || len(r.res.StepLosses) < 2 {
-		return
+	if len(r.res.StepLosses) < 2 {
+		return nil
 	}
 	first := r.res.StepLosses[0]
 	if first <= 0 || loss <= first*divergeFactor {
-		return
+		t.highFrom = 0
+		return nil
 	}
-	t.diverged = true
-	var at *diag.Range
+	if t.highFrom == 0 {
+		t.highFrom = step
+	}
+	if !t.diverged {
+		t.diverged = true
+		r.warnf(r.optimizerAt(), CodeDiverging, "the training loss is diverging",
+			"It grew from %.4g at step 1 to %.4g at step %d, more than %d times over: the model is not learning. Lower the learning rate (this run's is %.4g), set grad_clip, or check that the inputs and targets are normalised.",
+			first, loss, step, divergeFactor, r.p.Optimizer.LR)
+		r.log.Warn("the training loss is diverging", "first", first, "now", loss, "step", step)
+	}
+	if r.p.GAN == nil && step-t.highFrom+1 >= divergePatience {
+		return &DivergedError{First: first, Loss: loss, From: t.highFrom, Step: step}
+	}
+	return nil
+}
+
+// optimizerAt is the train block's optimizer setting, where the advice
+// on a diverging loss points.
+func (r *runner) optimizerAt() *diag.Range {
 	if train := r.spec.Train; train != nil {
-		at = train.At.Field("optimizer")
+		return train.At.Field("optimizer")
 	}
-	r.warnf(at, CodeDiverging, "the training loss is diverging",
-		"It grew from %.4g at step 1 to %.4g at step %d, more than %d times over: the model is not learning. Lower the learning rate (this run's is %.4g), set grad_clip, or check that the inputs and targets are normalised.",
-		first, loss, step, divergeFactor, r.p.Optimizer.LR)
-	r.log.Warn("the training loss is diverging", "first", first, "now", loss, "step", step)
+	return nil
+}
+
+// unrecovered fails a finished run whose loss diverged and never came
+// back: its last steps' mean loss is still above its first, so the model
+// it leaves has learned nothing (accuracy at chance), which must not end
+// as a success. It says whether the run stands.
+func (t *trainer) unrecovered() bool {
+	r := t.r
+	ls := r.res.StepLosses
+	if !t.diverged || r.p.GAN != nil || len(ls) < 2 {
+		return true
+	}
+	last := ls[max(len(ls)-divergePatience, 1):]
+	var sum float64
+	for _, l := range last {
+		sum += l
+	}
+	mean := sum / float64(len(last))
+	if mean < ls[0] {
+		return true
+	}
+	r.res.Status = StatusFailed
+	r.errorf(r.optimizerAt(), CodeDiverging, "the training loss diverged and did not come back",
+		"Its last %d steps' mean loss is %.4g, above its first, %.4g: the model learned nothing. Start a new run with a lower learning rate (this run's is %.4g) or grad_clip; the checkpoints are kept, but hold the diverged model.",
+		len(last), mean, ls[0], r.p.Optimizer.LR)
+	return false
 }
 
 // flush waits for every queued step and accounts for it.
@@ -538,6 +601,14 @@ func (r *runner) trainErr(err error) {
 			at = rangeOf(r.mspec.NameRange)
 		}
 		r.errorf(at, CodeNonFinite, summary, "Training stopped: %v. %s", nf, kept)
+		return
+	}
+	var dv *DivergedError
+	if errors.As(err, &dv) {
+		r.res.Status = StatusFailed
+		r.errorf(r.optimizerAt(), CodeDiverging, "the training loss diverged",
+			"Training stopped: %v. The model is not learning; lower the learning rate (this run's is %.4g), set grad_clip, or check that the inputs and targets are normalised. %s",
+			dv, r.p.Optimizer.LR, keptFor(fmt.Sprintf("continue from it in a new run with the fix: --resume=%s --set train.lr=... (a resume in place keeps the run's settings).", r.res.Checkpoint)))
 		return
 	}
 	var oom *engine.OutOfMemoryError
