@@ -239,3 +239,33 @@ func TestVersionStamp(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmePlanExample runs the README's `pipe plan --device` example as
+// written: the batch it asks about does not fit, so it exits 3 with the
+// largest batch that does; it used to exit 1 on another error of its
+// file (a batch over the file's effective_batch).
+func TestReadmePlanExample(t *testing.T) {
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(l, "$ pipe plan --device"); ok {
+			args = append([]string{"plan", "--device"}, strings.Fields(rest)...)
+			break
+		}
+	}
+	if args == nil {
+		t.Fatal("the README has no `$ pipe plan --device` example")
+	}
+	for i, a := range args {
+		if strings.HasPrefix(a, "examples/") {
+			args[i] = "../../" + a
+		}
+	}
+	code, _, stderr := runPipe(t, "", args...)
+	if code != exitNoFit || !strings.Contains(stderr, "does not fit") || !strings.Contains(stderr, "The largest batch that fits is") {
+		t.Fatalf("%v: exit %d, want %d (does not fit)\n%s", args, code, exitNoFit, stderr)
+	}
+}
