@@ -532,7 +532,7 @@ func TestHungWorkerIsKilledAndRebuilt(t *testing.T) {
 		t.Fatalf("a request to the hung worker: %d, want 504: %s", w.Code, w.Body)
 	}
 	waitFor(t, func() bool { return strings.Contains(log.String(), "worker 0 lost") })
-	if l := log.String(); !strings.Contains(l, "did not answer a batch of 1 within 400ms") || !strings.Contains(l, "killed") {
+	if l := log.String(); !strings.Contains(l, "did not answer a batch of 1 within 500ms") || !strings.Contains(l, "killed") {
 		t.Errorf("the log does not say the worker hung and was killed:\n%s", l)
 	}
 	waitFor(t, func() bool { return strings.Contains(log.String(), "worker 0 rebuilt") && readyz() == http.StatusOK })

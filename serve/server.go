@@ -466,9 +466,9 @@ func (s *Server) run(t *run.Trained, batch []*job, x []float32) error {
 }
 
 // predictWatched is t.Predict with a watchdog where t computes in a worker
-// process (its Liveness facet): a worker that has not answered within
-// the request timeout, when every request of the batch has had its 504,
-// is taken for hung (stopped, deadlocked, a wedged device) and killed,
+// process (its Liveness facet): a worker that has not answered by
+// hangAfter, when every request of the batch has had its 504, is taken
+// for hung (stopped, deadlocked, a wedged device) and killed,
 // so that the batch fails as a dead worker's does and the worker is
 // rebuilt. A crash is seen at once by Lost; a hang only by the clock.
 func (s *Server) predictWatched(t *run.Trained, x []float32, n int, out []float32) error {
@@ -477,7 +477,7 @@ func (s *Server) predictWatched(t *run.Trained, x []float32, n int, out []float3
 		return t.Predict(x, n, out)
 	}
 	var hung atomic.Bool
-	dog := time.AfterFunc(s.cfg.Timeout, func() {
+	dog := time.AfterFunc(s.hangAfter(), func() {
 		hung.Store(true)
 		live.Kill()
 	})
@@ -486,10 +486,15 @@ func (s *Server) predictWatched(t *run.Trained, x []float32, n int, out []float3
 		if !errors.Is(err, engine.ErrWorkerLost) {
 			err = engine.ErrWorkerLost
 		}
-		return fmt.Errorf("it did not answer a batch of %d within %v (the request timeout), so it was killed: %w", n, s.cfg.Timeout, err)
+		return fmt.Errorf("it did not answer a batch of %d within %v (past the request timeout), so it was killed: %w", n, s.hangAfter(), err)
 	}
 	return err
 }
+
+// hangAfter is how long a worker may take over a batch before it is taken
+// for hung: a quarter past the request timeout, so that the batch's
+// requests have had their 504 first, whatever the timers' order.
+func (s *Server) hangAfter() time.Duration { return s.cfg.Timeout + s.cfg.Timeout/4 }
 
 func numel(s []int64) int64 {
 	n := int64(1)
