@@ -55,6 +55,42 @@ type Place struct {
 	// Remote is the folder's URL when the run was placed in an object
 	// store (run_remote.go); Dir is then its local staging folder.
 	Remote string
+	// made are the folders above Dir that placing the run made (out,
+	// out/PIPELINE, its runs), innermost first: Discard removes them.
+	made []string
+}
+
+// Discard undoes a fresh placement whose run wrote nothing: Dir, its
+// lock and job files, and the folders above it that placing the run
+// made, each only while empty (Remove leaves a folder that is not: a
+// checkpoint, or another run's folder beside this one).
+func (pl Place) Discard() {
+	if !pl.Fresh {
+		return
+	}
+	os.Remove(filepath.Join(pl.Dir, LockFile))
+	os.Remove(filepath.Join(pl.Dir, JobFile))
+	if os.Remove(pl.Dir) != nil {
+		return
+	}
+	for _, d := range pl.made {
+		if os.Remove(d) != nil {
+			return
+		}
+	}
+}
+
+// mkdirs is os.MkdirAll(dir), returning the folders it made, innermost
+// first.
+func mkdirs(dir string) ([]string, error) {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Stat(d); err == nil || filepath.Dir(d) == d {
+			break
+		}
+		missing = append(missing, d)
+	}
+	return missing, os.MkdirAll(dir, 0o755)
 }
 
 // Where is what places a run besides its program: the folder given
@@ -134,8 +170,12 @@ func placeDefault(prog *spec.Program, base string, w Where) (Place, error) {
 				d, w.Job.ID, w.Job.From, filepath.Join(root, LatestName), ErrNoRun)
 		}
 		if pl.Fresh {
-			if err := os.MkdirAll(d, 0o755); err != nil {
+			made, err := mkdirs(d)
+			if err != nil {
 				return pl, err
+			}
+			if len(made) > 0 {
+				pl.made = made[1:] // made[0] is Dir
 			}
 		}
 		return pl, checkJob(d, w.Job)
@@ -154,11 +194,15 @@ func placeDefault(prog *spec.Program, base string, w Where) (Place, error) {
 		// Rank 0 makes the run's folder; this rank writes into none.
 		return Place{Dir: filepath.Join(root, RunsFolder, fmt.Sprintf(".rank-%d-writes-nothing", w.Rank))}, nil
 	}
+	made, err := mkdirs(filepath.Join(root, RunsFolder))
+	if err != nil {
+		return Place{Root: root}, err
+	}
 	d, err := NewStampFolder(filepath.Join(root, RunsFolder), time.Now(), "runs")
 	if err != nil {
 		return Place{Root: root}, err
 	}
-	return Place{Dir: d, Root: root, Fresh: true}, nil
+	return Place{Dir: d, Root: root, Fresh: true, made: made}, nil
 }
 
 // NewStampFolder makes parent/STAMP, STAMP the local time to the

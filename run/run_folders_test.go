@@ -178,3 +178,33 @@ func TestLatestAsAFile(t *testing.T) {
 		t.Errorf("latest naming a removed run: %v", err)
 	}
 }
+
+// TestAFailedRunLeavesNoFolders: a run given no folder that fails before
+// it writes a checkpoint (here its data file is missing) removes the
+// folders it made, out/PIPELINE/runs and out/PIPELINE included, and
+// leaves alone those that were there before it.
+func TestAFailedRunLeavesNoFolders(t *testing.T) {
+	const src = `pipeline tab
+source rows csv { path "rows.csv"  label kind }
+model m { input [2]  dense 2 }
+train { epochs 1  batch 10  optimizer adam lr 0.1  loss cross_entropy }
+`
+	j := newJob(t, src)
+	if _, ds := j.runPlaced(t); !ds.HasErrors() {
+		t.Fatal("a run with no data file did not fail")
+	}
+	if _, err := os.Stat(filepath.Join(j.dir, "out")); err == nil {
+		t.Errorf("a failed run left %s behind", filepath.Join(j.dir, "out"))
+	}
+	kept := filepath.Join(j.dir, "out", "tab", "runs", "earlier")
+	if err := os.MkdirAll(kept, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, ds := j.runPlaced(t); !ds.HasErrors() {
+		t.Fatal("a run with no data file did not fail")
+	}
+	entries, err := os.ReadDir(filepath.Dir(kept))
+	if err != nil || len(entries) != 1 || entries[0].Name() != "earlier" {
+		t.Errorf("beside an earlier run's folder a failed run left %v (%v), want the earlier one alone", entries, err)
+	}
+}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"pipe/engine"
 	"time"
 
@@ -70,12 +68,10 @@ func (r *runner) close() {
 	}
 	r.data.close()
 	r.lock.release()
-	if pl := r.rc.place; pl != nil && pl.Fresh && !r.wrote {
-		// A run folder made for a run that wrote nothing goes again
-		// (Remove leaves a folder that is not empty).
-		os.Remove(filepath.Join(pl.Dir, LockFile))
-		os.Remove(filepath.Join(pl.Dir, JobFile))
-		os.Remove(pl.Dir)
+	if pl := r.rc.place; pl != nil && !r.wrote {
+		// A run folder made for a run that wrote nothing goes again,
+		// with the folders above it that placing it made.
+		pl.Discard()
 	}
 }
 

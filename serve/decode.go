@@ -53,7 +53,11 @@ func (s *Server) decode(ctx context.Context, r *http.Request) (x []float32, n in
 	case mt == "application/octet-stream":
 		return s.decodeRaw(r)
 	case strings.HasPrefix(mt, "image/"):
-		x, e := s.decodeImage(ctx, r.Body, mt)
+		size := r.ContentLength
+		if r.Header.Get("Content-Encoding") != "" {
+			size = -1 // the length of what decodeEncoding undoes
+		}
+		x, e := s.decodeImage(ctx, r.Body, size, mt)
 		return x, 1, true, e
 	case mt == "multipart/form-data":
 		return s.decodeMultipart(ctx, r, params["boundary"])
@@ -327,12 +331,12 @@ func (s *Server) imageInput() (c, h, w int, ok bool) {
 // claim a huge one) is refused before it is decoded; then the image
 // waits, within ctx, for a decode slot, so that at most Decodes images
 // are held decoded at once.
-func (s *Server) decodeImage(ctx context.Context, body io.Reader, what string) ([]float32, *apiError) {
+func (s *Server) decodeImage(ctx context.Context, body io.Reader, size int64, what string) ([]float32, *apiError) {
 	c, h, w, ok := s.imageInput()
 	if !ok {
 		return nil, badRequest(http.StatusUnsupportedMediaType, "%s: this model reads %s, not images; send application/json or application/octet-stream", what, shapeString(s.info.InputShape))
 	}
-	b, err := io.ReadAll(body)
+	b, err := readSized(body, size, s.cfg.MaxBody)
 	if err != nil {
 		return nil, s.readErr(err)
 	}
@@ -340,22 +344,30 @@ func (s *Server) decodeImage(ctx context.Context, body io.Reader, what string) (
 	if err != nil {
 		return nil, badRequest(http.StatusUnsupportedMediaType, "%s: the body is not an image that decodes (%v); send a PNG or JPEG", what, err)
 	}
-	px := int64(cfg.Width) * int64(cfg.Height)
-	if px > s.cfg.MaxDecodePixels || decodeCost(cfg, format, b) > s.cfg.DecodeBytes {
+	px, cost := int64(cfg.Width)*int64(cfg.Height), decodeCost(cfg, format, b)
+	if px > s.cfg.MaxDecodePixels || cost > s.cfg.DecodeBytes {
 		return nil, badRequest(http.StatusRequestEntityTooLarge,
 			"%s: a %s of %dx%d pixels is larger than this server decodes: at most %d pixels (the serve block's max_decode_factor times the model's %dx%d input, or more); resize it to %dx%d, or at least near it, before sending",
 			what, format, cfg.Width, cfg.Height, s.cfg.MaxDecodePixels, w, h, w, h)
 	}
+	dm := &s.decodeMem
+	dm.waiting.Add(1)
 	select {
 	case s.decodes <- struct{}{}:
+		dm.waiting.Add(-1)
 	case <-ctx.Done():
+		dm.waiting.Add(-1)
 		return nil, &apiError{status: http.StatusServiceUnavailable, retry: true,
 			msg: fmt.Sprintf("no image decode slot within the timeout of %v (%d decode at once); retry later", s.cfg.Timeout, s.cfg.Decodes)}
 	}
 	s.m.decoding.Inc()
+	s.room(cost)
 	px8, err := resized(b, c, h, w)
+	read := int64(len(b))
+	b = nil // garbage now, for settle's collection
 	s.m.decoding.Dec()
 	<-s.decodes
+	s.settle(cost, read)
 	if err != nil {
 		return nil, badRequest(http.StatusUnsupportedMediaType, "%s: the %s does not decode (%v); send a PNG or JPEG", what, format, err)
 	}
@@ -364,6 +376,29 @@ func (s *Server) decodeImage(ctx context.Context, body io.Reader, what string) (
 		x[i] = float32(v)
 	}
 	return x, nil
+}
+
+// readSized reads r to its end. When the sender gave the length, size,
+// and it is within limit, the body is read into one slice of that size:
+// io.ReadAll's growing chunks and final copy hold twice an upload while
+// it arrives, for every upload waiting on a decode slot at once.
+// Otherwise (size -1: unknown) it is io.ReadAll.
+func readSized(r io.Reader, size, limit int64) ([]byte, error) {
+	if size <= 0 || size > limit {
+		return io.ReadAll(r)
+	}
+	// One byte more than claimed tells a longer body (net/http stops at
+	// Content-Length; another reader may not).
+	b := make([]byte, size+1)
+	n, err := io.ReadFull(r, b)
+	switch {
+	case err == io.ErrUnexpectedEOF || err == io.EOF:
+		return b[:n], nil
+	case err != nil:
+		return nil, err
+	}
+	rest, err := io.ReadAll(r)
+	return append(b, rest...), err
 }
 
 // resized decodes the image b and resizes it to c x h x w bytes, as the
@@ -442,7 +477,7 @@ func (s *Server) decodeMultipart(ctx context.Context, r *http.Request, boundary 
 			continue
 		}
 		what := "the file " + strconv.Quote(p.FileName())
-		x, e := s.decodeImage(ctx, p, what)
+		x, e := s.decodeImage(ctx, p, -1, what)
 		return x, 1, true, e
 	}
 }

@@ -80,10 +80,12 @@ type Server struct {
 
 	pending chan *job
 	slots   chan struct{}
-	// decodes holds one token for each image being decoded.
-	decodes chan struct{}
-	quit    chan struct{}
-	done    sync.WaitGroup
+	// decodes holds one token for each image being decoded; decodeMem
+	// keeps their memory within the plan's.
+	decodes   chan struct{}
+	decodeMem decodeMemory
+	quit      chan struct{}
+	done      sync.WaitGroup
 	// draining turns readiness off (the drain has begun); stopping turns
 	// predictions away (the HTTP server has stopped, or is not Serve's).
 	draining atomic.Bool

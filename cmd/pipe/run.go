@@ -137,6 +137,7 @@ func runRun(a *app, args []string) int {
 	}
 	engines, err := wf.RunEngines(pl, ts)
 	if err != nil {
+		place.Discard()
 		fmt.Fprintf(a.env.Stderr, "pipe run: %v\n", err)
 		return exitErrors
 	}
@@ -247,6 +248,7 @@ func (a *app) execute(f *runFlags, in *runInput, pl *workflow.Planned, engines [
 	out, err := workflow.PrepareOutputs(p, place, *f.reportPath, *f.profile.on, *f.profile.out, *f.nodeRank)
 	var oerr *workflow.OutputError
 	if errors.As(err, &oerr) {
+		place.Discard()
 		views.OutputError(a.env.Stderr, oerr)
 		return exitErrors
 	}

@@ -3,7 +3,9 @@ package torch
 import (
 	"errors"
 	"fmt"
+	osexec "os/exec"
 	"strings"
+	"syscall"
 
 	"pipe/engine"
 )
@@ -19,10 +21,27 @@ type StartError struct {
 	// NoTorch and OldTorch say the Python runs but its torch is missing
 	// or older than MinTorch.
 	NoTorch, OldTorch bool
+	// Killed says a signal from outside ended the worker before it was
+	// ready (SIGKILL, SIGTERM, SIGINT, SIGHUP): not the install's fault.
+	// OOM says the kernel's OOM killer killed a process of pipe's cgroup
+	// meanwhile (its memory.events oom_kill count rose).
+	Killed, OOM bool
 }
 
 func (e *StartError) Error() string {
 	var b strings.Builder
+	if e.Killed {
+		fmt.Fprintf(&b, "the torch engine's worker (Python %q) %s (%v)", e.Python, e.Reason, e.Err)
+		if e.OOM {
+			b.WriteString(": the kernel's OOM killer ended it, as memory ran out; free memory (fewer workers, a smaller max_batch, other processes), then start again")
+		} else {
+			b.WriteString(": a signal from outside ended it, not a fault of the Python install (the kernel's OOM killer when memory runs out, kill, or a job scheduler's limit; dmesg or the system journal says which)")
+		}
+		if s := lastLines(e.Stderr, 8); s != "" {
+			b.WriteString("; its last lines of stderr:\n" + s)
+		}
+		return b.String()
+	}
 	fmt.Fprintf(&b, "the torch engine's Python %q %s", e.Python, e.Reason)
 	if e.Err != nil {
 		fmt.Fprintf(&b, " (%v)", e.Err)
@@ -38,6 +57,30 @@ func (e *StartError) Error() string {
 }
 
 func (e *StartError) Unwrap() error { return e.Err }
+
+// exitedEarly is the StartError of a worker that exited, with err, before
+// it was ready. A signal sent from outside makes it Killed, and OOM when
+// the cgroup's OOM kills rose from oomBefore; a crash (SIGSEGV, SIGILL,
+// SIGABRT) or an exit status is the Python's, as before.
+func exitedEarly(python string, err error, stderr string, oomBefore int64) *StartError {
+	e := &StartError{Python: python, Reason: "exited before it was ready", Err: err, Stderr: stderr}
+	var ee *osexec.ExitError
+	if !errors.As(err, &ee) {
+		return e
+	}
+	ws, ok := ee.Sys().(syscall.WaitStatus)
+	if !ok || !ws.Signaled() {
+		return e
+	}
+	switch ws.Signal() {
+	case syscall.SIGKILL, syscall.SIGTERM, syscall.SIGINT, syscall.SIGHUP:
+		e.Killed, e.Reason = true, "was killed before it was ready"
+		if n := oomKills(); oomBefore >= 0 && n > oomBefore {
+			e.OOM = true
+		}
+	}
+	return e
+}
 
 // WorkerError says a worker died while it worked.
 type WorkerError struct {

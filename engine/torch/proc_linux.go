@@ -5,6 +5,10 @@ import (
 	"fmt"
 	"os"
 	osexec "os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
 	"syscall"
 )
 
@@ -42,4 +46,42 @@ func processStopped(pid int) bool {
 		return b[i+2] == 'T' || b[i+2] == 't'
 	}
 	return false
+}
+
+// oomKills is how many processes of pipe's memory cgroup (and the
+// cgroups under it, where its workers are) the kernel's OOM killer has
+// killed: the oom_kill line of cgroup v1's memory.oom_control or v2's
+// memory.events; -1 when neither can be read. A container that sees its
+// cgroup's path but mounts its own cgroup as the root is read at the root.
+func oomKills() int64 {
+	b, err := os.ReadFile("/proc/self/cgroup")
+	if err != nil {
+		return -1
+	}
+	var files []string
+	for _, l := range strings.Split(string(b), "\n") {
+		// "ID:CONTROLLERS:PATH"; v2's one line is "0::PATH".
+		f := strings.SplitN(l, ":", 3)
+		switch {
+		case len(f) < 3:
+		case slices.Contains(strings.Split(f[1], ","), "memory"):
+			files = append(files, filepath.Join("/sys/fs/cgroup/memory", f[2], "memory.oom_control"), "/sys/fs/cgroup/memory/memory.oom_control")
+		case f[0] == "0" && f[1] == "":
+			files = append(files, filepath.Join("/sys/fs/cgroup", f[2], "memory.events"), "/sys/fs/cgroup/memory.events")
+		}
+	}
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			continue
+		}
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "oom_kill "); ok {
+				if n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64); err == nil {
+					return n
+				}
+			}
+		}
+	}
+	return -1
 }

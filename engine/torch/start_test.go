@@ -19,9 +19,10 @@ func script(t *testing.T, dir, name, body string) string {
 }
 
 // TestStartErrors: a Python that is not there, one without torch, one
-// with a torch older than 1.13, and one that dies before it is ready each
-// give an error that names the Python tried and how to point pipe at
-// another.
+// with a torch older than 1.13, and one that dies or crashes before it is
+// ready each give an error that names the Python tried and how to point
+// pipe at another. One killed from outside (SIGKILL: the OOM killer, or
+// kill) is told apart: the error says so and points at no other Python.
 func TestStartErrors(t *testing.T) {
 	py := testPython(t)
 	dir := t.TempDir()
@@ -49,14 +50,19 @@ func TestStartErrors(t *testing.T) {
 		name, python string
 		want         []string
 		noTorch, old bool
+		killed       bool
 	}{
-		{"missing", filepath.Join(dir, "no-such-python"), []string{"no-such-python", "not found", "--python", "PIPE_PYTHON"}, false, false},
+		{"missing", filepath.Join(dir, "no-such-python"), []string{"no-such-python", "not found", "--python", "PIPE_PYTHON"}, false, false, false},
 		{"without torch", script(t, dir, "python-without-torch", "exec "+py+` -S "$@"`),
-			[]string{"python-without-torch", "cannot import torch", "No module named 'torch'", "--python", "PIPE_PYTHON"}, true, false},
+			[]string{"python-without-torch", "cannot import torch", "No module named 'torch'", "--python", "PIPE_PYTHON"}, true, false, false},
 		{"old torch", script(t, dir, "python-old-torch", "PYTHONPATH="+filepath.Join(dir, "old")+" exec "+py+` -S "$@"`),
-			[]string{"python-old-torch", "torch 1.12.1", "1.13 or later", "PIPE_PYTHON"}, false, true},
+			[]string{"python-old-torch", "torch 1.12.1", "1.13 or later", "PIPE_PYTHON"}, false, true, false},
 		{"dies", script(t, dir, "python-dies", "echo 'Fatal Python error: broken install' >&2; exit 1"),
-			[]string{"python-dies", "exited before it was ready", "Fatal Python error: broken install", "--python"}, false, false},
+			[]string{"python-dies", "exited before it was ready", "Fatal Python error: broken install", "--python"}, false, false, false},
+		{"crashes", script(t, dir, "python-crashes", "kill -SEGV $$"),
+			[]string{"python-crashes", "exited before it was ready", "segmentation fault", "--python"}, false, false, false},
+		{"killed", script(t, dir, "python-killed", "echo 'loading torch' >&2; kill -KILL $$"),
+			[]string{"python-killed", "was killed before it was ready", "signal: killed", "not a fault of the Python install", "OOM killer", "loading torch"}, false, false, true},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -70,8 +76,11 @@ func TestStartErrors(t *testing.T) {
 					t.Errorf("the error lacks %q:\n%v", w, err)
 				}
 			}
-			if se.NoTorch != c.noTorch || se.OldTorch != c.old {
-				t.Errorf("NoTorch %v, OldTorch %v", se.NoTorch, se.OldTorch)
+			if se.NoTorch != c.noTorch || se.OldTorch != c.old || se.Killed != c.killed {
+				t.Errorf("NoTorch %v, OldTorch %v, Killed %v", se.NoTorch, se.OldTorch, se.Killed)
+			}
+			if c.killed && strings.Contains(err.Error(), "--python") {
+				t.Errorf("a killed worker is blamed on its Python:\n%v", err)
 			}
 		})
 	}
@@ -82,6 +91,14 @@ func TestStartErrors(t *testing.T) {
 	}
 	if !versionAtLeast(info.Torch, MinTorch) || info.Executable == "" {
 		t.Errorf("probe: %+v", info)
+	}
+}
+
+// A worker the OOM killer ended says so, and what to do.
+func TestStartErrorOOM(t *testing.T) {
+	e := &StartError{Python: "python3", Reason: "was killed before it was ready", Err: errors.New("signal: killed"), Killed: true, OOM: true}
+	if msg := e.Error(); !strings.Contains(msg, "OOM killer ended it") || !strings.Contains(msg, "free memory") || strings.Contains(msg, "--python") {
+		t.Errorf("the OOM killer's worker: %s", msg)
 	}
 }
 

@@ -153,6 +153,7 @@ func startWorker(python string, rank int, env []string, log hclog.Logger) (*work
 	}
 	w := &worker{rank: rank, python: python, cmd: cmd, stdin: stdin, dir: dir, log: log.Named(fmt.Sprintf("torch.rank%d", rank)),
 		replies: make(chan response, 64), exited: make(chan struct{}), stderr: &tail{max: 40}}
+	oomBefore := oomKills()
 	if err := cmd.Start(); err != nil {
 		os.RemoveAll(dir)
 		return nil, &StartError{Python: python, Reason: "cannot be started", Err: err}
@@ -209,7 +210,7 @@ func startWorker(python string, rank int, env []string, log hclog.Logger) (*work
 		if !ok {
 			<-w.exited
 			w.cleanup()
-			return nil, &StartError{Python: python, Reason: "exited before it was ready", Err: w.exitError(), Stderr: w.stderr.String()}
+			return nil, exitedEarly(python, w.exitError(), w.stderr.String(), oomBefore)
 		}
 		if !r.OK {
 			w.kill()
