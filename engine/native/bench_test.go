@@ -66,6 +66,12 @@ func BenchmarkStepUNet(b *testing.B) {
 
 var _ engine.Model = (*model)(nil)
 
+// BenchmarkStepUNetSmall is bench/models/unet_small.pipe, the U-Net of
+// make bench's ratios (128×128, batch 8).
+func BenchmarkStepUNetSmall(b *testing.B) {
+	benchStep(b, exampleGraph(b, "../bench/models/unet_small.pipe"), 8, "mse", "adamw", true)
+}
+
 func BenchmarkStepViT(b *testing.B) {
 	benchStep(b, exampleGraph(b, "vit_fashion.pipe"), 128, "cross_entropy", "adamw", true)
 }
