@@ -2,25 +2,51 @@ package planner
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"pipe/diag"
+	"pipe/planner/cost"
 	"pipe/planner/plan"
 )
 
-// The engine. pipe computes with one of two engines: its own executor
-// (native), which runs on the CPU, or PyTorch driven by pipe (torch),
-// which runs on CUDA GPUs and on the CPU. engine auto takes native on the
-// CPU and torch on a GPU. The planner decides without Python: whether the
-// worker's torch has torch.compile is known only when it starts, so the
-// plan says "compile where the torch has it", and the run report says
-// what ran.
+// The engine. Each engine describes itself (cost.Engine: its name, its
+// traits and its cost model; cost.Explainer: its own words) and the
+// callers hand the registered ones in (WithCosts). engine auto takes the
+// engine whose traits claim the device's kind; everything after reads
+// the chosen engine's traits, never its name (docs/design/engines.md).
+// The planner decides without Python: whether the worker's torch has
+// torch.compile is known only when it starts, so the plan says "compile
+// where the torch has it", and the run report says what ran.
 
-// native says the plan runs on pipe's own CPU executor, whose memory
-// model and batch format are its own.
-func (pl *planner) native() bool { return pl.plan.Engine.Name == plan.EngineNative }
+// traits is what the plan's engine says of itself; the planner reads
+// these, never the engine's name.
+func (pl *planner) traits() cost.Traits { return pl.eng.Traits() }
 
-// pickEngine resolves the engine field (or --engine) against the device.
+// enginesWith names the engines given to the planner that have a trait:
+// "native", "native or torch".
+func (pl *planner) enginesWith(has func(cost.Traits) bool) string {
+	var names []string
+	for _, e := range pl.cfg.costs {
+		if e != nil && has(e.Traits()) {
+			names = append(names, e.Name())
+		}
+	}
+	slices.Sort(names)
+	return joinNames(names, "or")
+}
+
+// joinNames writes names as a list: "a", "a and b", "a, b and c".
+func joinNames(names []string, and string) string {
+	if len(names) <= 1 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " " + and + " " + names[len(names)-1]
+}
+
+// pickEngine resolves the engine field (or --engine) against the device
+// and the engines given (WithCosts): auto takes the engine whose traits
+// claim the device's kind.
 func (pl *planner) pickEngine() bool {
 	req, at := "auto", (*diag.Range)(nil)
 	if f := pl.prog.Top.Field("engine"); f != nil {
@@ -32,43 +58,65 @@ func (pl *planner) pickEngine() bool {
 	if pl.cfg.engine != "" {
 		req, at = pl.cfg.engine, nil
 	}
-	gpu := pl.dev.Kind == plan.BackendGPU
-	e := plan.Engine{Requested: req}
-	var why string
-	switch req {
-	case "auto":
-		if gpu {
-			e.Name = plan.EngineTorch
-			why = fmt.Sprintf("engine auto on a GPU (%s): PyTorch computes, driven by pipe with this plan; pipe's native engine runs on the CPU only.", pl.dev.Name)
-		} else {
-			e.Name = plan.EngineNative
-			why = "engine auto on the CPU: pipe's native engine (compiled kernels over OpenBLAS, no Python)."
+	kind := pl.dev.Kind
+	var eng cost.Engine
+	var names []string
+	for _, e := range pl.cfg.costs {
+		if e == nil {
+			continue
 		}
-	case plan.EngineNative:
-		if gpu {
-			pl.errorf(at, "engine-device", "the native engine runs on the CPU only",
-				"%s is a GPU; pipe's native engine computes on the CPU. Write engine torch (or auto) to train on it with PyTorch, or plan for the CPU with --device cpu.", pl.dev.Name)
-			return false
+		names = append(names, e.Name())
+		if (req == "auto" && slices.Contains(e.Traits().Auto, kind)) || e.Name() == req {
+			eng = eng0(eng, e)
 		}
-		e.Name = plan.EngineNative
-		why = "native as written: pipe's own CPU executor."
-	case plan.EngineTorch:
-		e.Name = plan.EngineTorch
-		if gpu {
-			why = fmt.Sprintf("torch as written: PyTorch computes on %s, driven by pipe with this plan.", pl.dev.Name)
-		} else {
-			why = "torch as written: PyTorch computes on the CPU, driven by pipe with this plan (it also gives bf16 autocast on the CPU)."
+	}
+	slices.Sort(names)
+	if eng == nil {
+		switch {
+		case len(names) == 0:
+			pl.errorf(nil, "no-cost-model", "no engine to plan for",
+				"The planner reads each engine's descriptor and cost model, and none was given: the caller passes them with planner.WithCosts.")
+		case req == "auto":
+			pl.errorf(at, "unknown-engine", "no engine for engine auto on "+pl.dev.Name,
+				"None of the engines (%s) is auto's choice on %s; write one of them.", joinNames(names, "and"), pl.dev.Name)
+		default:
+			pl.errorf(at, "unknown-engine", fmt.Sprintf("unknown engine %q", req), "The engines are %s.", joinNames(append([]string{"auto"}, names...), "and"))
 		}
-	default:
-		pl.errorf(at, "unknown-engine", fmt.Sprintf("unknown engine %q", req), "The engines are auto, native and torch.")
 		return false
 	}
-	if e.Name == plan.EngineNative && pl.dev.Origin == "local" && pl.host.BLAS != "" {
-		why += " Its products run on " + pl.host.BLAS + "."
+	ex, _ := eng.(cost.Explainer)
+	if !eng.Traits().Runs(kind) {
+		summary, detail := fmt.Sprintf("the %s engine does not run on %s", eng.Name(), pl.dev.Name),
+			fmt.Sprintf("Plan for another device with --device, or write engine auto (engines: %s).", joinNames(names, "and"))
+		if ex != nil {
+			summary, detail = ex.Refused(pl.dev)
+		}
+		pl.errorf(at, "engine-device", summary, "%s", detail)
+		return false
 	}
-	pl.plan.Engine = e
-	pl.decide("engine", e.Name, why)
+	blas := ""
+	if pl.dev.Origin == "local" {
+		blas = pl.host.BLAS
+	}
+	why := fmt.Sprintf("%s as written.", eng.Name())
+	if req == "auto" {
+		why = fmt.Sprintf("engine auto on %s: %s.", pl.dev.Name, eng.Name())
+	}
+	if ex != nil {
+		why = ex.Chosen(pl.dev, req == "auto", blas)
+	}
+	pl.eng = eng
+	pl.plan.Engine = plan.Engine{Name: eng.Name(), Requested: req}
+	pl.decide("engine", eng.Name(), why)
 	return pl.pickDistributed()
+}
+
+// eng0 keeps the first engine found.
+func eng0(had, e cost.Engine) cost.Engine {
+	if had != nil {
+		return had
+	}
+	return e
 }
 
 // pickDistributed sets the data-parallel layout from WithDevices.
@@ -76,9 +124,10 @@ func (pl *planner) pickDistributed() bool {
 	nproc, nnodes := max(pl.cfg.nproc, 1), max(pl.cfg.nnodes, 1)
 	d := plan.Distributed{NProcPerNode: nproc, NNodes: nnodes, WorldSize: nproc * nnodes}
 	if d.WorldSize > 1 {
-		if pl.native() {
-			pl.errorf(nil, "engine-distributed", "data parallelism needs the torch engine",
-				"--nproc-per-node %d --nnodes %d trains on %d devices with DistributedDataParallel, which the torch engine runs; give --engine torch (or engine torch in the file).", nproc, nnodes, d.WorldSize)
+		if !pl.traits().DataParallel {
+			dp := pl.enginesWith(func(t cost.Traits) bool { return t.DataParallel })
+			pl.errorf(nil, "engine-distributed", "data parallelism needs the "+dp+" engine",
+				"--nproc-per-node %d --nnodes %d trains on %d devices with DistributedDataParallel, which the %s engine runs; give --engine %s (or engine %s in the file).", nproc, nnodes, d.WorldSize, dp, dp, dp)
 			return false
 		}
 		d.Backend = "gloo"
@@ -95,7 +144,7 @@ func (pl *planner) pickDistributed() bool {
 // known.
 func (pl *planner) engineDecisions() {
 	p := pl.plan
-	if pl.native() {
+	if p.Engine.Name != plan.EngineTorch {
 		return
 	}
 	e := &p.Engine

@@ -2,7 +2,6 @@ package native
 
 import (
 	"pipe/planner/cost"
-	"pipe/planner/plan"
 	"pipe/stdlib"
 )
 
@@ -25,18 +24,6 @@ import (
 type Cost struct{}
 
 var _ cost.Engine = Cost{}
-
-func init() { cost.Register(Cost{}) }
-
-// Name implements cost.Engine.
-func (Cost) Name() string { return plan.EngineNative }
-
-// Traits implements cost.Engine: the CPU, in pipe's own process, fp32
-// training, int8 inference, dataset's batches in the training budget.
-func (Cost) Traits() cost.Traits {
-	return cost.Traits{Devices: []string{plan.BackendCPU}, Auto: []string{plan.BackendCPU},
-		Int8: true, InProcess: true, LoaderInBudget: true, DatasetSamples: true}
-}
 
 // Memory implements cost.Engine: each node's output in fp32, what its
 // kernel keeps, and the step's arena.

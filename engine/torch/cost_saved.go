@@ -258,18 +258,6 @@ type Cost struct{}
 
 var _ cost.Engine = Cost{}
 
-func init() { cost.Register(Cost{}) }
-
-// Name implements cost.Engine.
-func (Cost) Name() string { return plan.EngineTorch }
-
-// Traits implements cost.Engine: CUDA GPUs (auto's choice there) and the
-// CPU, in a PyTorch worker, data parallel, bf16 autocast on the CPU too.
-func (Cost) Traits() cost.Traits {
-	return cost.Traits{Devices: []string{plan.BackendCPU, plan.BackendGPU}, Auto: []string{plan.BackendGPU},
-		DataParallel: true, CPUAutocast: true}
-}
-
 // Memory implements cost.Engine: what autograd saves per node on the
 // device, oneDNN's copies on the CPU, and PyTorch's caching allocator on
 // a GPU.

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"sync"
+
+	"pipe/planner/plan"
 )
 
 // Traits is what an engine says of itself that the planner reads: where
@@ -78,4 +80,17 @@ func Registered() []Engine {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
 	return out
+}
+
+// Explainer is a descriptor's optional facet that says in the engine's
+// own words why a plan takes it and why a device refuses it; without it
+// the planner says so plainly.
+type Explainer interface {
+	// Chosen is the engine decision's reason on dev: auto says engine
+	// auto took it; blas names the host's BLAS where the device is this
+	// host and it is known, else "".
+	Chosen(dev plan.Device, auto bool, blas string) string
+	// Refused is the error's summary and detail where the file asks for
+	// the engine on a device it does not compute on.
+	Refused(dev plan.Device) (summary, detail string)
 }
