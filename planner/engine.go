@@ -139,106 +139,30 @@ func (pl *planner) pickDistributed() bool {
 	return true
 }
 
-// engineDecisions fills the torch engine's settings, each with its
-// reason, once the precision, the batch and the checkpoint segments are
-// known.
+// engineDecisions hands the plan to its engine's decisions (a
+// cost.Decider), once the precision, the batch, the checkpoint segments
+// and the step time are known: the engine's settings are its own.
 func (pl *planner) engineDecisions() {
-	p := pl.plan
-	if p.Engine.Name != plan.EngineTorch {
+	dec, ok := pl.eng.(cost.Decider)
+	if !ok {
 		return
 	}
-	e := &p.Engine
-	gpu := pl.dev.Kind == plan.BackendGPU
-	prec := p.Precision
-	switch prec.Compute {
-	case "bf16", "fp16":
-		e.Autocast = prec.Compute
-		e.GradScaler = prec.Compute == "fp16"
-		why := "torch.autocast in bf16: matrix products and convolutions run in bf16, the ops autocast keeps in fp32 (losses, softmax, norms' statistics) in fp32, with fp32 master weights and no loss scaling."
-		if e.GradScaler {
-			why = "torch.autocast in fp16 with a GradScaler: dynamic loss scaling keeps small gradients from underflowing fp16's range."
-		}
-		pl.decide("autocast", prec.Compute, why)
-	case "tf32":
-		e.TF32 = true
-		pl.decide("tf32", "on", "precision tf32: torch.backends.cuda.matmul.allow_tf32 and cudnn.allow_tf32 are set, so fp32 matrix products and convolutions use tensor cores.")
-	default:
-		if gpu {
-			pl.decide("tf32", "off", "precision fp32: TF32 is turned off (matmul and cuDNN flags), so every product is full fp32.")
+	s := &cost.Settings{Plan: pl.plan, Graph: pl.graph, SyncBatchnorm: "auto",
+		Memory: cost.Memory{Attention: pl.cost.attention, AttentionWhy: pl.cost.attentionWhy, ConvPath: pl.cost.convPath, ConvPathWhy: pl.cost.convPathWhy},
+		Decide: pl.decide,
+		Warn: func(at *diag.Range, code, summary, detail string) {
+			pl.warnf(at, code, summary, "%s", detail)
+		}}
+	if f := pl.train.Field("sync_batchnorm"); f != nil {
+		s.At = rangeOf(f)
+		if v := f.First(); v != nil && !v.Auto {
+			s.SyncBatchnorm = fmt.Sprint(v.Bool)
 		}
 	}
-	if a := pl.cost.attention; a != "" {
-		what := map[bool]string{true: " keeps the heads×tokens² attention probabilities for the backward pass", false: " keeps each row's softmax statistics, no heads×tokens² matrix, for the backward pass"}[a == "math"]
-		pl.decide("attention", a, "nn.MultiheadAttention's training forward runs the "+a+" path ("+pl.cost.attentionWhy+"), which"+what+"; the memory above is priced so.")
+	if d := &pl.plan.Distributed; d.WorldSize > 1 {
+		s.AllReduce, s.AllReduceWhy = allReduceValue(d), allReduceWhy(pl.allReduce(), d)
 	}
-	if c := pl.cost.convPath; c != "" {
-		pl.decide("conv path", c, "on this host "+pl.cost.convPathWhy+"; the memory above is priced so.")
-	}
-	conv := hasConv(pl.graph)
-	segs := len(p.Checkpoint.Segments)
-	if segs > 0 {
-		pl.decide("recompute", fmt.Sprintf("%d segments", segs),
-			"torch.utils.checkpoint (non-reentrant) runs exactly the plan's checkpoint segments; a recomputed batchnorm normalises with the batch's statistics without updating its running statistics twice.")
-	}
-	if !gpu {
-		e.LossReadback = "sync"
-		pl.decide("torch settings", "eager, sync", "on the CPU: eager mode (torch.compile is used on CUDA only), the optimizer PyTorch's own, each micro-batch's loss read back at once.")
-		pl.distributedDecision()
-		return
-	}
-	e.Compile = true
-	pl.decide("compile", "where available",
-		"torch.compile on CUDA when the worker's torch has it (2.x), else eager; the fusion groups above are what it is given to fuse. The run report says which ran.")
-	if conv && hasVolume(pl.graph) {
-		pl.decide("channels_last", "off", "the model has 3-D convolutions, whose 5-D tensors channels_last (a 4-D format) cannot hold.")
-	} else if conv {
-		e.ChannelsLast = true
-		pl.decide("channels_last", "on", "the model has convolutions: NHWC tensors let cuDNN use its tensor-core kernels without transposes.")
-		e.CudnnBenchmark = true
-		pl.decide("cudnn.benchmark", "on", fmt.Sprintf("every training batch has the fixed shape %d×%s (the last of an epoch excepted), so cuDNN times its algorithms once per shape and keeps the fastest.",
-			p.BatchSize, shapeString(pl.graph.Input)))
-		e.CudnnWorkspaceLimit = CudnnWorkspaceLimit
-		pl.decide("cudnn workspace", "at most "+FormatBytes(CudnnWorkspaceLimit),
-			fmt.Sprintf("CUDNN_CONV_WSCAP_DBG=%d (MiB) caps what one convolution's algorithm, and cudnn.benchmark's trials, may take, so the memory plan can count it; an algorithm that needs more is not tried.", CudnnWorkspaceLimit>>20))
-	}
-	if k := p.Optimizer.Kind; fusedOptimizer(k) {
-		e.FusedOptimizer = true
-		why := fmt.Sprintf("fused %s: one kernel updates every parameter, where the foreach version launches several and keeps temporaries (used where the worker's torch has it: Adam and AdamW from 2.0, SGD from 2.3).", k)
-		if e.GradScaler {
-			why += " Under loss scaling it also takes the GradScaler's found_inf on the device, where a non-fused step reads it back, a host sync every step."
-		}
-		pl.decide("fused optimizer", "on", why)
-	}
-	e.PinnedMemory = true
-	pl.decide("host to device", "pinned, non-blocking", "the shared memory pipe writes each batch into is registered as page-locked, so the batch goes to the device from there on a copy stream (one host copy) while the step before runs; where CUDA refuses the registration, through a pinned buffer.")
-	e.LossReadback = "lagged"
-	pl.decide("loss readback", "lagged", "the losses of each optimizer step are read back with the next step's reply, so the host never waits for the GPU between steps; a non-finite loss is caught one step late, before any checkpoint is written.")
-	pl.distributedDecision()
-}
-
-// distributedDecision explains the data-parallel layout and its traffic.
-func (pl *planner) distributedDecision() {
-	p := pl.plan
-	d := &p.Distributed
-	sync := pl.syncBatchnorm()
-	if d.WorldSize <= 1 {
-		if sync != nil {
-			pl.decide("sync_batchnorm", sync.value, sync.why)
-		}
-		return
-	}
-	a := pl.allReduce()
-	bn := "batchnorm keeps per-device statistics (DDP's default) and rank 0's running statistics are the ones saved"
-	if d.SyncBatchnorm {
-		bn = "batchnorm's statistics are the whole step's, over every device (sync_batchnorm)"
-	}
-	pl.decide("data parallel", fmt.Sprintf("%d devices", d.WorldSize),
-		fmt.Sprintf("%d per node × %d nodes, DistributedDataParallel over %s: the batch of %d is per device, each optimizer step averages the gradients of %d samples; %s.",
-			d.NProcPerNode, d.NNodes, d.Backend, p.BatchSize, p.EffectiveBatch, bn))
-	if sync != nil {
-		pl.decide("sync_batchnorm", sync.value, sync.why)
-	}
-	pl.decide("all-reduce", allReduceValue(d), allReduceWhy(a, d))
+	dec.Decide(s)
 }
 
 // allReduceValue is the all-reduce decision's value: the bytes a step.
@@ -263,72 +187,4 @@ func allReduceWhy(a allReduce, d *plan.Distributed) string {
 		why += fmt.Sprintf(", and each node's share all-reduced between the %d nodes over the network (2(N−1)/N of them a node, as NCCL's trees and rings across nodes send)", d.NNodes)
 	}
 	return why + tail
-}
-
-func shapeString(s []int64) string {
-	parts := make([]string, len(s))
-	for i, d := range s {
-		parts[i] = fmt.Sprint(d)
-	}
-	return strings.Join(parts, "×")
-}
-
-// SyncBatchnormBelow is the batch a device below which sync_batchnorm auto
-// computes batchnorm's statistics over every device's samples. Wu and He
-// (Group Normalization, ECCV 2018) measured batchnorm's ImageNet error
-// rising as the batch it normalises over falls below 32 a GPU, 10.6
-// points above group norm's at 2; at 32 it was at its best.
-const SyncBatchnormBelow = 32
-
-type choice struct{ value, why string }
-
-// syncBatchnorm decides Distributed.SyncBatchnorm from train's
-// sync_batchnorm (auto: on below SyncBatchnormBelow a device), for a
-// model with batchnorm on several devices; nil when there is nothing to
-// decide.
-func (pl *planner) syncBatchnorm() *choice {
-	p := pl.plan
-	d := &p.Distributed
-	req, at := "auto", (*diag.Range)(nil)
-	if f := pl.train.Field("sync_batchnorm"); f != nil {
-		at = rangeOf(f)
-		if v := f.First(); v != nil && !v.Auto {
-			req = fmt.Sprint(v.Bool)
-		}
-	}
-	layers := 0
-	for _, n := range pl.graph.Nodes {
-		if n.Op == "batchnorm" {
-			layers++
-		}
-	}
-	switch {
-	case layers == 0:
-		if req == "true" {
-			pl.warnf(at, "sync-batchnorm-unused", "sync_batchnorm true: the model has no batchnorm",
-				"%s has no batchnorm layer, so there are no statistics to share; leave sync_batchnorm out.", p.Model)
-		}
-		return nil
-	case d.WorldSize <= 1:
-		if req == "true" {
-			return &choice{"off", "sync_batchnorm true, but the plan is for one device, whose statistics are already the whole batch's; it applies with --nproc-per-node or --nnodes."}
-		}
-		return nil
-	}
-	all := p.BatchSize * int64(d.WorldSize)
-	cost := fmt.Sprintf("each of the model's %d batchnorm layers all-reduces its per-channel sums, sums of squares and count in the forward pass and their gradients in the backward, over %s", layers, d.Backend)
-	switch {
-	case req == "true":
-		d.SyncBatchnorm = true
-		return &choice{"on", fmt.Sprintf("sync_batchnorm as written: batchnorm's statistics over the %d devices' %d samples, not each device's %d; %s.", d.WorldSize, all, p.BatchSize, cost)}
-	case req == "false":
-		return &choice{"off", fmt.Sprintf("sync_batchnorm as written: each device's batchnorm normalises over its own %d samples (DDP's default).", p.BatchSize)}
-	case p.BatchSize < SyncBatchnormBelow:
-		d.SyncBatchnorm = true
-		return &choice{"on", fmt.Sprintf("sync_batchnorm auto: the batch a device is %d, below %d, so each device's batchnorm statistics would come from %d samples; they come from the %d devices' %d instead (Wu and He, Group Normalization, 2018: batchnorm's error rises as its batch falls below 32, 10.6 points above group norm's at 2 on ImageNet); %s.",
-			p.BatchSize, SyncBatchnormBelow, p.BatchSize, d.WorldSize, all, cost)}
-	default:
-		return &choice{"off", fmt.Sprintf("sync_batchnorm auto: the batch a device is %d, at least %d, enough samples for batchnorm's statistics on each device (Wu and He, Group Normalization, 2018), so no all-reduce is added to every batchnorm layer.",
-			p.BatchSize, SyncBatchnormBelow)}
-	}
 }
