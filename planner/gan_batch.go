@@ -77,12 +77,9 @@ func (pl *planner) ganCost(gan *lang.GAN) *ganModel {
 	}
 	p := pl.plan
 	loss := ganLoss(gan.Adversarial)
-	eng := pl.engineCost()
-	if eng == nil {
-		return nil
-	}
+	eng := pl.eng
 	var m *costModel
-	if pl.native() {
+	if pl.traits().InProcess {
 		m = newCPUCostModel(eng, g, nil, loss, int64(opt.StateBuffers), pl.dev.Cores)
 	} else {
 		m = newCostModel(eng, g, pl.dev.Kind, p.Precision, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()), loss, nil, pl.cpuSetup(), pl.host.Torch)

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"pipe/diag"
+	"pipe/planner/cost"
 	"pipe/planner/plan"
 	"pipe/stdlib"
 )
@@ -25,10 +26,11 @@ func (pl *planner) inference() {
 		pl.decide("inference precision", "fp32", "predict asks for fp32 (the default; precision int8 quantises conv and dense layers on the native engine).")
 		return
 	}
-	if !pl.native() {
-		pl.warnf(rangeOf(f), "int8-engine", "int8 inference needs the native engine",
-			"predict asks for precision int8, which the native engine (CPU) runs; this plan's engine is %s, so predict runs in fp32. Write engine native to predict in int8.", pl.plan.Engine.Name)
-		pl.decide("inference precision", "fp32", fmt.Sprintf("int8 runs on the native engine; the engine is %s.", pl.plan.Engine.Name))
+	if !pl.traits().Int8 {
+		i8 := pl.enginesWith(func(t cost.Traits) bool { return t.Int8 })
+		pl.warnf(rangeOf(f), "int8-engine", "int8 inference needs the "+i8+" engine",
+			"predict asks for precision int8, which the %s engine (CPU) runs; this plan's engine is %s, so predict runs in fp32. Write engine %s to predict in int8.", i8, pl.plan.Engine.Name, i8)
+		pl.decide("inference precision", "fp32", fmt.Sprintf("int8 runs on the %s engine; the engine is %s.", i8, pl.plan.Engine.Name))
 		return
 	}
 	inf.Precision = "int8"

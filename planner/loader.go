@@ -34,7 +34,7 @@ func (pl *planner) loaderFor(g *stdlib.Graph) plan.Loader {
 		ld.Source, ld.Kind = src.Name(), src.Label("kind")
 	}
 	ld.SampleBytes = add(mul(numel(g.Input), 4), targetBytes(pl.loss(), g.OutShape()))
-	if pl.native() {
+	if pl.traits().DatasetSamples {
 		ld.SampleBytes = pl.cpuSampleBytes(g)
 	}
 	cores := max(pl.host.Cores, 1)
@@ -79,7 +79,7 @@ func (pl *planner) loaderFor(g *stdlib.Graph) plan.Loader {
 		ld.Prefetch, pl.lc.prefetchAuto = int(v.Int), false
 	}
 	hostAvail := pl.host.MemAvailable
-	if pl.native() {
+	if pl.traits().LoaderInBudget {
 		ld.HostBudget = pl.plan.Memory.Budget
 	} else {
 		ld.HostBudget = hostAvail / 4
@@ -118,7 +118,7 @@ func (pl *planner) cpuSampleBytes(g *stdlib.Graph) int64 {
 // loader's batches outlive each evaluation.
 func (pl *planner) loaderBatches(ld plan.Loader, all bool) int64 {
 	w := int64(ld.Workers * ld.Prefetch)
-	if !pl.native() {
+	if !pl.traits().LoaderInBudget {
 		return w
 	}
 	// The free list takes back Workers × Prefetch + 2 batches: those in
@@ -172,7 +172,7 @@ func (pl *planner) fitLoaderToHost(ld *plan.Loader, b int64) {
 
 func (pl *planner) loaderDecisions(ld plan.Loader) {
 	where := "a quarter of the host's available memory"
-	if pl.native() {
+	if pl.traits().LoaderInBudget {
 		where = "the training budget, which counts them"
 	}
 	w := "workers as written"
@@ -183,13 +183,13 @@ func (pl *planner) loaderDecisions(ld plan.Loader) {
 	p := fmt.Sprintf("prefetch as written; the buffers take %s of %s (%s).", FormatBytes(ld.BufferBytes), FormatBytes(ld.HostBudget), where)
 	if pl.lc.prefetchAuto {
 		batches := fmt.Sprintf("%d × %d batches", ld.Workers, ld.Prefetch)
-		if pl.native() {
+		if pl.traits().LoaderInBudget {
 			batches = fmt.Sprintf("%s and the one training, %d in all,", batches, pl.loaderBatches(ld, false))
 		}
 		p = fmt.Sprintf("prefetch auto: %d batches ahead per worker; %s of %d samples (%s each) take %s of %s (%s).",
 			ld.Prefetch, batches, pl.plan.BatchSize, FormatBytes(ld.SampleBytes), FormatBytes(ld.BufferBytes), FormatBytes(ld.HostBudget), where)
 	}
-	if pl.native() && pl.evaluates() {
+	if pl.traits().LoaderInBudget && pl.evaluates() {
 		p = strings.TrimSuffix(p, ".") + "; evaluation's loader holds as many again."
 	}
 	pl.decide("prefetch", fmt.Sprint(ld.Prefetch), p)

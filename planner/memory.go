@@ -149,11 +149,11 @@ func newChain(g *stdlib.Graph, mem cost.Memory) *chain {
 // allocator on a GPU).
 // targetBytes is one sample's target on the device, loss the loss; gs
 // what the GPU terms depend on (nil: none priced), cs what the CPU
-// kernels are chosen by (nil: not known), torch the torch engine worker's
-// version ("" when not known; HostInfo.Torch).
-func newCostModel(e cost.Engine, g *stdlib.Graph, backend string, prec plan.Precision, buffers int64, targetBytes int64, loss string, gs *cost.GPUSetup, cs *cost.CPUSetup, torch string) *costModel {
+// kernels are chosen by (nil: not known), version the engine worker's
+// library version ("" when not known; HostInfo.Torch).
+func newCostModel(e cost.Engine, g *stdlib.Graph, backend string, prec plan.Precision, buffers int64, targetBytes int64, loss string, gs *cost.GPUSetup, cs *cost.CPUSetup, version string) *costModel {
 	m := &costModel{backend: backend, elem: prec.ActivationBytes, mixed: prec.Mixed, buffers: buffers, params: g.Params()}
-	mem := e.Memory(g, cost.Setup{Device: backend, Precision: prec, Loss: loss, GPU: gs, CPU: cs, Torch: torch})
+	mem := e.Memory(g, cost.Setup{Device: backend, Precision: prec, Loss: loss, GPU: gs, CPU: cs, Torch: version})
 	m.attentionWhy, m.workspaces = mem.AttentionWhy, mem.Workspaces
 	m.attention, m.lossSaved, m.alloc, m.gpuTerms = mem.Attention, mem.Loss, mem.Allocator, mem.GPU
 	m.convPath, m.convPathWhy = mem.ConvPath, mem.ConvPathWhy

@@ -77,14 +77,3 @@ func (cm *cpuModel) chainMin(c *chain) int64 {
 	}
 	return cm.low
 }
-
-// hasVolume says whether g has an op on volumes [C, D, H, W] (3-D
-// convolutions, pools and upsampling).
-func hasVolume(g *stdlib.Graph) bool {
-	for _, n := range g.Nodes {
-		if len(n.Out) == 4 && n.Op != "input" {
-			return true
-		}
-	}
-	return false
-}

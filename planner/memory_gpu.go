@@ -5,7 +5,6 @@ import (
 
 	"pipe/planner/cost"
 	"pipe/planner/plan"
-	"pipe/stdlib"
 )
 
 // The GPU memory model: what the device shows while the torch engine
@@ -15,12 +14,6 @@ import (
 // maxBatch solves the linear parts, then bisects on the whole total,
 // since the allocator's rounding only grows with the batch.
 // Derivation: docs/design/gpu-memory.md.
-
-// CudnnWorkspaceLimit caps the workspace cuDNN may take for one
-// convolution; the torch engine passes it as CUDNN_CONV_WSCAP_DBG (in
-// MiB, PyTorch's documented CUDA environment variable), so that
-// cudnn.benchmark's trials cannot reserve more.
-const CudnnWorkspaceLimit = 1 << 30
 
 // gpuModel is what the planner keeps for the GPU terms beside the
 // engine's list of them.
@@ -103,20 +96,6 @@ func sizesOf(m map[int]int64) []int64 {
 	}
 	slices.Sort(out)
 	return out
-}
-
-// fusedOptimizer says whether the torch engine uses the fused kernel for
-// an optimizer (engineDecisions says so with its reason).
-func fusedOptimizer(kind string) bool { return kind == "adam" || kind == "adamw" || kind == "sgd" }
-
-// hasConv says whether g has convolutions (channels_last, cudnn.benchmark).
-func hasConv(g *stdlib.Graph) bool {
-	for _, n := range g.Nodes {
-		if n.Op == "conv" || n.Op == "convtranspose" {
-			return true
-		}
-	}
-	return false
 }
 
 // newGPUModel adds the GPU terms of the engine's cost model (eng, nil

@@ -94,8 +94,10 @@ type planner struct {
 	model *lang.Model
 	graph *stdlib.Graph
 	dev   plan.Device
-	cost  *costModel
-	lc    loaderChoice
+	// eng is the plan's engine's descriptor (pickEngine).
+	eng  cost.Engine
+	cost *costModel
+	lc   loaderChoice
 	// fused says fusion is on; group is each node's fusion group ID.
 	fused bool
 	group []int
@@ -163,14 +165,11 @@ func (pl *planner) run() {
 	loss := pl.loss()
 	pl.plan.Loss = loss
 	pl.fuse()
-	eng := pl.engineCost()
-	if eng == nil {
-		return
-	}
-	if pl.native() {
+	eng := pl.eng
+	if pl.traits().InProcess {
 		pl.cost = newCPUCostModel(eng, g, pl.fusedGroups(), loss, int64(opt.StateBuffers), pl.dev.Cores)
 		if pl.cost == nil {
-			pl.errorf(nil, "no-cost-model", "the native engine's cost model has no arena", "The cost model given for %s lays out no arena (cost.Memory.Arena): pass the engine's own to planner.WithCosts.", plan.EngineNative)
+			pl.errorf(nil, "no-cost-model", "the "+eng.Name()+" engine's cost model has no arena", "The cost model given for %s lays out no arena (cost.Memory.Arena), which an engine in pipe's process (cost.Traits.InProcess) must.", eng.Name())
 			return
 		}
 		pl.processTerms()
@@ -178,8 +177,7 @@ func (pl *planner) run() {
 		var gs *cost.GPUSetup
 		if pl.dev.Kind == plan.BackendGPU && pl.dev.Capability != "" {
 			gs = &cost.GPUSetup{Capability: pl.dev.Capability, Optimizer: opt.Kind, StateBuffers: int64(opt.StateBuffers),
-				FusedOptimizer: fusedOptimizer(opt.Kind), World: pl.plan.Distributed.WorldSize,
-				TargetBytes: targetBytes(loss, g.OutShape()), CudnnWorkspaceLimit: CudnnWorkspaceLimit}
+				World: pl.plan.Distributed.WorldSize, TargetBytes: targetBytes(loss, g.OutShape())}
 		}
 		pl.cost = newCostModel(eng, g, pl.dev.Kind, prec, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()), loss, gs, pl.cpuSetup(), pl.host.Torch)
 		newGPUModel(pl.cost, pl.cost.gpuTerms)
@@ -239,20 +237,6 @@ func (pl *planner) fusedGroups() []cost.Group {
 		}
 	}
 	return out
-}
-
-// engineCost is the cost model of the plan's engine (WithCosts); without
-// one the plan stops at an error.
-func (pl *planner) engineCost() cost.Engine {
-	name := pl.plan.Engine.Name
-	for _, e := range pl.cfg.costs {
-		if e != nil && e.Name() == name {
-			return e
-		}
-	}
-	pl.errorf(nil, "no-cost-model", "no cost model for the "+name+" engine",
-		"The planner prices memory with each engine's own cost model, and none was given for %s: the caller passes them with planner.WithCosts.", name)
-	return nil
 }
 
 // pickModel finds the model to plan: the generator in gan mode, train's
@@ -357,10 +341,10 @@ func (pl *planner) pickPrecision() plan.Precision {
 			"%s Write precision %s to say so, or plan for another device with --device (pipe devices lists them).", why, to)
 		compute, reason = to, why
 	}
-	if d.Kind == plan.BackendCPU && !pl.native() {
+	if d.Kind == plan.BackendCPU && pl.traits().CPUAutocast {
 		switch req {
 		case "auto":
-			compute, reason = "fp32", "precision auto on the CPU: fp32 (write bf16 for bf16 autocast, which the torch engine runs on the CPU)."
+			compute, reason = "fp32", fmt.Sprintf("precision auto on the CPU: fp32 (write bf16 for bf16 autocast, which the %s engine runs on the CPU).", pl.eng.Name())
 		case "fp32":
 			reason = "fp32 as written."
 		case "bf16":
@@ -491,7 +475,7 @@ func (pl *planner) sizeAll(prec plan.Precision, opt plan.Optimizer) {
 	budget := pl.budget()
 	ld := pl.loaderFor(g)
 	var extra int64 // per-sample memory the loader shares with training (CPU)
-	if pl.native() {
+	if pl.traits().LoaderInBudget {
 		extra = mul(pl.loaderBatches(ld, true), ld.SampleBytes)
 	}
 	// In gan mode the discriminator's memory is counted as the batch is
@@ -506,7 +490,7 @@ func (pl *planner) sizeAll(prec plan.Precision, opt plan.Optimizer) {
 	if b < 1 {
 		b = 1
 	}
-	if !pl.native() {
+	if !pl.traits().LoaderInBudget {
 		pl.fitLoaderToHost(&ld, b)
 	}
 	p.BatchSize = b

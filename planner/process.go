@@ -214,7 +214,7 @@ func (pl *planner) processDecision() {
 		return
 	}
 	mem := &pl.plan.Memory
-	if pl.native() && pl.cfg.data != nil {
+	if pl.traits().InProcess && pl.cfg.data != nil {
 		// The heap's share of the total, and the headroom once more: the
 		// Go runtime's own structures (stacks, heap metadata) count
 		// against the limit too, and a limit at the live heap would turn

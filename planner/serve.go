@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"pipe/lang"
+	"pipe/planner/cost"
 	"pipe/planner/plan"
 )
 
@@ -266,8 +267,8 @@ func (pl *planner) planServe() {
 			s.CalibrateBatches = v.Int
 		}
 		why := fmt.Sprintf("as written: dense and conv weights quantised per channel, activation scales calibrated on %d training batches.", s.CalibrateBatches)
-		if pl.plan.EngineName() != plan.EngineNative {
-			why += " int8 runs on the native engine only: pipe serve refuses it on this plan's engine."
+		if !pl.traits().Int8 {
+			why += " int8 runs on the " + pl.enginesWith(func(t cost.Traits) bool { return t.Int8 }) + " engine only: pipe serve refuses it on this plan's engine."
 		} else {
 			_, f := field("precision")
 			why += pl.int8Speed(rangeOf(f))

@@ -1,15 +1,14 @@
-// Package costs gathers the engines' cost models, which the callers of
-// planner.Plan hand in with planner.WithCosts: the planner imports no
-// engine, and this is the one place that names them all.
+// Package costs links in every engine, each of which registers its
+// descriptor (cost.Register) as it starts: the callers of planner.Plan
+// hand them in with planner.WithCosts. The planner imports no engine, and
+// this is the one place that names them all.
 package costs
 
 import (
-	"pipe/engine/native"
-	"pipe/engine/torch"
+	_ "pipe/engine/native" // registers the native engine
+	_ "pipe/engine/torch"  // registers the torch engine
 	"pipe/planner/cost"
 )
 
-// Engines returns every engine's cost model.
-func Engines() []cost.Engine {
-	return []cost.Engine{native.Cost{}, torch.Cost{}}
-}
+// Engines returns every engine's descriptor, by name.
+func Engines() []cost.Engine { return cost.Registered() }

@@ -2,7 +2,6 @@ package native
 
 import (
 	"pipe/planner/cost"
-	"pipe/planner/plan"
 	"pipe/stdlib"
 )
 
@@ -25,9 +24,6 @@ import (
 type Cost struct{}
 
 var _ cost.Engine = Cost{}
-
-// Name implements cost.Engine.
-func (Cost) Name() string { return plan.EngineNative }
 
 // Memory implements cost.Engine: each node's output in fp32, what its
 // kernel keeps, and the step's arena.

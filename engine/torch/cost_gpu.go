@@ -216,8 +216,8 @@ type gpuTerms struct {
 // newGPUTerms reads g and the plan's choices for the terms.
 func newGPUTerms(g *stdlib.Graph, prec plan.Precision, s cost.GPUSetup) *gpuTerms {
 	gm := &gpuTerms{capability: s.Capability, mixed: prec.Mixed, buffers: s.StateBuffers, optimizer: s.Optimizer,
-		fused: s.FusedOptimizer, world: max(s.World, 1), pinned: true, total: g.Params(), inY: s.TargetBytes,
-		cudnnCap: s.CudnnWorkspaceLimit}
+		fused: fusedOptimizer(s.Optimizer), world: max(s.World, 1), pinned: true, total: g.Params(), inY: s.TargetBytes,
+		cudnnCap: CudnnWorkspaceLimit}
 	if gm.world > 1 {
 		gm.bucket = min(25<<20, max(cost.Mul(gm.total, 4), 1<<20))
 	}

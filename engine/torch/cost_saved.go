@@ -258,9 +258,6 @@ type Cost struct{}
 
 var _ cost.Engine = Cost{}
 
-// Name implements cost.Engine.
-func (Cost) Name() string { return plan.EngineTorch }
-
 // Memory implements cost.Engine: what autograd saves per node on the
 // device, oneDNN's copies on the CPU, and PyTorch's caching allocator on
 // a GPU.

@@ -1,8 +1,9 @@
 // Package cost is the contract through which the planner asks an engine
-// what training a graph costs it. The planner declares it and never
-// imports an engine; each engine implements it beside its kernels, with
-// the constants and eligibility rules those kernels use, and the callers
-// of planner.Plan hand the engines' models in (planner.WithCosts).
+// what it is (its Traits) and what training a graph costs it. The planner
+// declares it and never imports an engine; each engine implements it
+// beside its kernels, with the constants and eligibility rules those
+// kernels use, registers itself (Register), and the callers of
+// planner.Plan hand the registered engines in (planner.WithCosts).
 //
 // It imports only stdlib and the plan, so that an engine can implement it
 // without depending on the planner, and the planner's tests can build the
@@ -14,11 +15,13 @@ import (
 	"pipe/stdlib"
 )
 
-// Engine is one engine's cost model.
+// Engine is one engine's descriptor: its name, its traits and its cost
+// model.
 type Engine interface {
-	// Name is the engine as the plan names it (plan.EngineNative,
-	// plan.EngineTorch).
+	// Name is the engine as the plan and the engine field name it.
 	Name() string
+	// Traits is what the planner reads of the engine.
+	Traits() Traits
 	// Memory prices a training step of g as the engine runs it.
 	Memory(g *stdlib.Graph, s Setup) Memory
 }

@@ -25,16 +25,10 @@ type GPUSetup struct {
 	// parameter.
 	Optimizer    string
 	StateBuffers int64
-	// FusedOptimizer says the plan updates with the optimizer's fused
-	// kernel (no temporaries).
-	FusedOptimizer bool
 	// World is the data-parallel processes (1 without).
 	World int
 	// TargetBytes is one sample's targets as they cross to the device.
 	TargetBytes int64
-	// CudnnWorkspaceLimit is the cap the plan puts on one convolution's
-	// cuDNN workspace.
-	CudnnWorkspaceLimit int64
 }
 
 // GPUStep is a step the planner prices: the batch, the kept activations

@@ -1,0 +1,42 @@
+package torch
+
+import (
+	"fmt"
+
+	"pipe/planner/cost"
+	"pipe/planner/plan"
+)
+
+// The torch engine as the planner sees it: its descriptor (cost.Engine
+// and cost.Explainer), registered as the package starts.
+
+func init() { cost.Register(Cost{}) }
+
+var _ cost.Explainer = Cost{}
+
+// Name implements cost.Engine.
+func (Cost) Name() string { return plan.EngineTorch }
+
+// Traits implements cost.Engine: CUDA GPUs (auto's choice there) and the
+// CPU, in a PyTorch worker, data parallel, bf16 autocast on the CPU too.
+func (Cost) Traits() cost.Traits {
+	return cost.Traits{Devices: []string{plan.BackendCPU, plan.BackendGPU}, Auto: []string{plan.BackendGPU},
+		DataParallel: true, CPUAutocast: true}
+}
+
+// Chosen implements cost.Explainer.
+func (Cost) Chosen(dev plan.Device, auto bool, blas string) string {
+	switch {
+	case auto:
+		return fmt.Sprintf("engine auto on a GPU (%s): PyTorch computes, driven by pipe with this plan; pipe's native engine runs on the CPU only.", dev.Name)
+	case dev.Kind == plan.BackendGPU:
+		return fmt.Sprintf("torch as written: PyTorch computes on %s, driven by pipe with this plan.", dev.Name)
+	}
+	return "torch as written: PyTorch computes on the CPU, driven by pipe with this plan (it also gives bf16 autocast on the CPU)."
+}
+
+// Refused implements cost.Explainer; the torch engine runs on every
+// device kind.
+func (Cost) Refused(dev plan.Device) (summary, detail string) {
+	return "the torch engine does not run on " + dev.Name, "Plan for a CUDA GPU or the CPU with --device."
+}
