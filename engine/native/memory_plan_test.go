@@ -127,7 +127,7 @@ func TestMemoryMatchesPlan(t *testing.T) {
 			pm.Eval -= pm.Folds
 			if p.GAN != nil {
 				// The discriminator is built beside the generator by a
-				// gan run (exec.ganModel), not here: this checks the
+				// gan run (run.ganModel), not here: this checks the
 				// generator's part.
 				pm.Total -= p.GAN.Memory.Total
 			}
