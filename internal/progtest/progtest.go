@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"pipe/lang"
+	"pipe/spec"
 	"pipe/stdlib"
 )
 
@@ -20,4 +21,27 @@ func Decoded(t testing.TB, prog *lang.Program) *stdlib.Program {
 		t.Fatalf("decode: %v", ds)
 	}
 	return dec
+}
+
+// Source parses and checks src, a snippet holding one source block, and
+// returns the block's decoded spec (stdlib.DecodeSource).
+func Source(t testing.TB, src string) *spec.Source {
+	t.Helper()
+	f, ds := lang.Parse("test.pipe", []byte(src))
+	if ds.HasErrors() {
+		t.Fatalf("parse: %v", ds)
+	}
+	p, ds := lang.Check(f, stdlib.Schema())
+	if ds.HasErrors() {
+		t.Fatalf("check: %v", ds)
+	}
+	b := p.Block("source")
+	if b == nil {
+		t.Fatal("no source block")
+	}
+	s, ds := stdlib.DecodeSource(b)
+	if ds.HasErrors() {
+		t.Fatalf("decode: %v", ds)
+	}
+	return s
 }
