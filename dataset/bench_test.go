@@ -3,6 +3,8 @@ package dataset
 import (
 	"context"
 	"io"
+	"pipe/dataset/internal/datatest"
+	"pipe/internal/progtest"
 	"testing"
 )
 
@@ -20,9 +22,9 @@ func BenchmarkLoaderIDX(b *testing.B) {
 	for i := range labels {
 		labels[i] = byte(i % 10)
 	}
-	writeFile(b, dir, "img.gz", gz(idxBytes([]int{n, 28, 28}, pix)))
-	writeFile(b, dir, "lab.gz", gz(idxBytes([]int{n}, labels)))
-	ds, err := Open(srcSpec(b, `source s idx { images "img.gz"  labels "lab.gz" }`), WithBase(dir))
+	datatest.WriteFile(b, dir, "img.gz", gz(idxBytes([]int{n, 28, 28}, pix)))
+	datatest.WriteFile(b, dir, "lab.gz", gz(idxBytes([]int{n}, labels)))
+	ds, err := Open(progtest.Source(b, `source s idx { images "img.gz"  labels "lab.gz" }`), WithBase(dir))
 	if err != nil {
 		b.Fatal(err)
 	}

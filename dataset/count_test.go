@@ -3,6 +3,8 @@ package dataset
 import (
 	"os"
 	"path/filepath"
+	"pipe/dataset/internal/datatest"
+	"pipe/internal/progtest"
 	"strings"
 	"testing"
 )
@@ -20,15 +22,15 @@ func TestCountSamples(t *testing.T) {
 	}
 	csv.WriteString("\n\n") // trailing blank lines are no rows
 	os.WriteFile(filepath.Join(dir, "t.csv"), []byte(csv.String()), 0o644)
-	idx := writeFile(t, dir, "l.idx.gz", gz(idxBytes([]int{11}, make([]byte, 11))))
-	writeFile(t, dir, "i.idx", idxBytes([]int{11, 2, 2}, make([]byte, 44)))
+	idx := datatest.WriteFile(t, dir, "l.idx.gz", gz(idxBytes([]int{11}, make([]byte, 11))))
+	datatest.WriteFile(t, dir, "i.idx", idxBytes([]int{11, 2, 2}, make([]byte, 44)))
 	_ = idx
 	for _, src := range []string{
 		"source syn synthetic { samples 300  shape [4]  classes 2 }",
 		"source tab csv {\n  path \"t.csv\"\n  features [a, b]\n  label y\n  split 0.8 seed 2\n}",
 		"source num idx {\n  images \"i.idx\"\n  labels \"l.idx.gz\"\n}",
 	} {
-		b := srcSpec(t, src)
+		b := progtest.Source(t, src)
 		name := b.Name
 		ct, err := CountSamples(b, WithBase(dir))
 		if err != nil {

@@ -1,6 +1,8 @@
 package dataset
 
 import (
+	"pipe/dataset/internal/datatest"
+	"pipe/internal/progtest"
 	"strings"
 	"testing"
 )
@@ -9,20 +11,20 @@ import (
 // mistake in it, not a class label with a class per distinct value.
 func TestCSVNumericLabelWithBadCell(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir, "nan.csv", []byte("dose,response\n1,0.5\n2,NaN\n3,1.5\n"))
-	writeFile(t, dir, "word.csv", []byte("dose,response\n1,0.5\n2,1.0\n3,n/a\n"))
-	writeFile(t, dir, "empty.csv", []byte("dose,response\n1,0.5\n2,\n3,1.5\n"))
+	datatest.WriteFile(t, dir, "nan.csv", []byte("dose,response\n1,0.5\n2,NaN\n3,1.5\n"))
+	datatest.WriteFile(t, dir, "word.csv", []byte("dose,response\n1,0.5\n2,1.0\n3,n/a\n"))
+	datatest.WriteFile(t, dir, "empty.csv", []byte("dose,response\n1,0.5\n2,\n3,1.5\n"))
 	cases := []struct{ file, want string }{
 		{"nan.csv", `nan.csv: row 3, column 'response': "NaN" is not a number, though 2 of its 3 rows hold numbers; fix the cell, or list 'response' in categorical`},
 		{"word.csv", `word.csv: row 4, column 'response': "n/a" is not a number`},
 		{"empty.csv", `empty.csv: row 3, column 'response': the cell is empty`},
 	}
 	for _, c := range cases {
-		_, err := Open(srcSpec(t, `source x csv { path "`+c.file+`"  label response }`), WithBase(dir))
-		wantErr(t, err, c.want)
+		_, err := Open(progtest.Source(t, `source x csv { path "`+c.file+`"  label response }`), WithBase(dir))
+		datatest.WantErr(t, err, c.want)
 	}
 	// Listed as categorical, the same column is a class label.
-	ds, err := Open(srcSpec(t, `source x csv { path "word.csv"  label response  categorical [response] }`), WithBase(dir))
+	ds, err := Open(progtest.Source(t, `source x csv { path "word.csv"  label response  categorical [response] }`), WithBase(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,11 +37,11 @@ func TestCSVNumericLabelWithBadCell(t *testing.T) {
 // refused at their cell, in the label as in a feature.
 func TestCSVValuesBeyondFloat32(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir, "label.csv", []byte("dose,response\n1,0.5\n2,1e39\n3,1.5\n"))
-	writeFile(t, dir, "feature.csv", []byte("dose,response\n1,0.5\n-1e300,1\n3,1.5\n"))
-	wantErr(t, openErr(t, dir, "label.csv"), `label.csv: row 3, column 'response': 1e39 is too large: models train in float32`)
+	datatest.WriteFile(t, dir, "label.csv", []byte("dose,response\n1,0.5\n2,1e39\n3,1.5\n"))
+	datatest.WriteFile(t, dir, "feature.csv", []byte("dose,response\n1,0.5\n-1e300,1\n3,1.5\n"))
+	datatest.WantErr(t, openErr(t, dir, "label.csv"), `label.csv: row 3, column 'response': 1e39 is too large: models train in float32`)
 	err := openErr(t, dir, "feature.csv")
-	wantErr(t, err, `feature.csv: row 3, column 'dose': -1e300 is too large`)
+	datatest.WantErr(t, err, `feature.csv: row 3, column 'dose': -1e300 is too large`)
 	if strings.Contains(err.Error(), "categorical") {
 		t.Errorf("a number too large is not a category: %v", err)
 	}
@@ -47,6 +49,6 @@ func TestCSVValuesBeyondFloat32(t *testing.T) {
 
 func openErr(t *testing.T, dir, file string) error {
 	t.Helper()
-	_, err := Open(srcSpec(t, `source x csv { path "`+file+`"  label response }`), WithBase(dir))
+	_, err := Open(progtest.Source(t, `source x csv { path "`+file+`"  label response }`), WithBase(dir))
 	return err
 }

@@ -7,7 +7,9 @@ import (
 	"strings"
 	"testing"
 
+	"pipe/dataset/internal/datatest"
 	"pipe/dataset/source"
+	"pipe/internal/progtest"
 )
 
 const assays = `dose,weight,site,response
@@ -25,8 +27,8 @@ const assays = `dose,weight,site,response
 
 func TestCSV(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir, "data/assays.csv", []byte(assays))
-	b := srcSpec(t, `source a csv { path "data/assays.csv"  features [dose, site, weight]  categorical [site]  label response  split 0.8 seed 3 }`)
+	datatest.WriteFile(t, dir, "data/assays.csv", []byte(assays))
+	b := progtest.Source(t, `source a csv { path "data/assays.csv"  features [dose, site, weight]  categorical [site]  label response  split 0.8 seed 3 }`)
 	ds, err := Open(b, WithBase(dir))
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +61,7 @@ func TestCSV(t *testing.T) {
 	if !near(nm.Mean[0], mean, 1e-12) || !near(nm.Std[0], std, 1e-12) {
 		t.Fatalf("dose norm %v %v, want %v %v (train rows only)", nm.Mean[0], nm.Std[0], mean, std)
 	}
-	xs, ys, _ := readAll(t, ds)
+	xs, ys, _ := datatest.ReadAll(t, ds)
 	for i := range xs {
 		if want := float32((float64(i+1) - mean) / std); math.Abs(float64(xs[i][0]-want)) > 1e-6 {
 			t.Fatalf("row %d dose %v, want %v", i, xs[i][0], want)
@@ -87,8 +89,8 @@ func TestCSV(t *testing.T) {
 
 func TestCSVClassLabel(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir, "x.tsv", []byte("a;b;kind\n1;2;dog\n3;4;cat\n5;6;dog\n7;8;eel\n"))
-	ds, err := Open(srcSpec(t, `source x csv { path "x.tsv"  delimiter ";"  label kind  normalize none }`), WithBase(dir))
+	datatest.WriteFile(t, dir, "x.tsv", []byte("a;b;kind\n1;2;dog\n3;4;cat\n5;6;dog\n7;8;eel\n"))
+	ds, err := Open(progtest.Source(t, `source x csv { path "x.tsv"  delimiter ";"  label kind  normalize none }`), WithBase(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,7 +100,7 @@ func TestCSVClassLabel(t *testing.T) {
 	if got := ds.(ClassNamer).ClassNames(); !slices.Equal(got, []string{"cat", "dog", "eel"}) {
 		t.Fatalf("ClassNames %v", got)
 	}
-	xs, ys, _ := readAll(t, ds)
+	xs, ys, _ := datatest.ReadAll(t, ds)
 	if fmt.Sprint(xs[1], ys[1]) != "[3 4] [0]" || ys[3][0] != 2 {
 		t.Fatalf("rows %v %v", xs, ys)
 	}
@@ -106,12 +108,12 @@ func TestCSVClassLabel(t *testing.T) {
 
 func TestCSVNoHeader(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir, "x.csv", []byte("1,10,0\n2,20,1\n"))
-	ds, err := Open(srcSpec(t, `source x csv { path "x.csv"  header false  label c3  categorical [c3]  normalize scale }`), WithBase(dir))
+	datatest.WriteFile(t, dir, "x.csv", []byte("1,10,0\n2,20,1\n"))
+	ds, err := Open(progtest.Source(t, `source x csv { path "x.csv"  header false  label c3  categorical [c3]  normalize scale }`), WithBase(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	xs, ys, _ := readAll(t, ds)
+	xs, ys, _ := datatest.ReadAll(t, ds)
 	if fmt.Sprint(xs, ys) != "[[0 0] [1 1]] [[0] [1]]" || ds.Classes() != 2 {
 		t.Fatalf("got %v %v classes %d", xs, ys, ds.Classes())
 	}
@@ -122,14 +124,14 @@ func TestCSVErrors(t *testing.T) {
 	lines := strings.Split(strings.TrimSpace(assays), "\n")
 	bad := slices.Clone(lines)
 	bad[3] = "abc,70,c,2.5"
-	writeFile(t, dir, "data/x.csv", []byte(strings.Join(bad, "\n")))
+	datatest.WriteFile(t, dir, "data/x.csv", []byte(strings.Join(bad, "\n")))
 	ragged := slices.Clone(lines)
 	ragged[5] = "5,90,a"
-	writeFile(t, dir, "ragged.csv", []byte(strings.Join(ragged, "\n")))
+	datatest.WriteFile(t, dir, "ragged.csv", []byte(strings.Join(ragged, "\n")))
 	empty := slices.Clone(lines)
 	empty[2] = "2,,a,1.5"
-	writeFile(t, dir, "empty.csv", []byte(strings.Join(empty, "\n")))
-	writeFile(t, dir, "quote.csv", []byte("dose,response\n1,\"2\n"))
+	datatest.WriteFile(t, dir, "empty.csv", []byte(strings.Join(empty, "\n")))
+	datatest.WriteFile(t, dir, "quote.csv", []byte("dose,response\n1,\"2\n"))
 	cases := []struct{ src, want string }{
 		{`path "data/x.csv"  features [dose, weight]  label response`, `data/x.csv: row 4, column 'dose': "abc" is not a number`},
 		{`path "ragged.csv"  label response`, `ragged.csv: row 6 has 3 columns but the header has 4`},
@@ -141,7 +143,7 @@ func TestCSVErrors(t *testing.T) {
 		{`path "quote.csv"  label response`, `quote.csv: row 2`},
 	}
 	for _, c := range cases {
-		_, err := Open(srcSpec(t, `source x csv { `+c.src+` }`), WithBase(dir))
-		wantErr(t, err, c.want)
+		_, err := Open(progtest.Source(t, `source x csv { `+c.src+` }`), WithBase(dir))
+		datatest.WantErr(t, err, c.want)
 	}
 }

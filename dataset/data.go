@@ -1,17 +1,19 @@
-// Package dataset reads the sources a pipeline trains, evaluates and predicts
-// on (IDX, CSV, folders of images, GeoTIFF rasters through GDAL, and
-// synthetic data) and feeds them to the executor in batches through a
-// prefetching loader that is deterministic under a seed. It reads the
-// typed source specs of package spec (decoded once from the checked
-// program by stdlib.DecodeSource), never the syntax tree; it knows
-// nothing of models.
+// Package dataset reads the sources a pipeline trains, evaluates and
+// predicts on (IDX, CSV, folders of images, GeoTIFF rasters through GDAL,
+// volumes and Zarr arrays, and synthetic data; local files, or object-store
+// URLs through dataset/remote) and feeds them to the run loop in batches
+// (dataset/samples) through a prefetching loader that is deterministic
+// under a seed. It reads the typed source specs of package spec (decoded
+// once from the checked program by stdlib.DecodeSource), never the syntax
+// tree; it knows nothing of models.
 //
 // Open returns a Dataset of a source's samples, dispatching on its kind;
 // OpenSplit also splits it, with normalising statistics from the training
 // part only. Errors are *SourceError values with the field's range.
 // NewLoader(ds, opts).Epoch(e) yields batches (loader.go), the same
 // whatever the number of workers. Windows, WindowSet, Blender and
-// WritePrediction predict on rasters (predict.go).
+// WritePrediction predict on rasters (predict.go), Windows3 and Blender3
+// on volumes (predict3d.go).
 // The long form: docs/design/dataset-sources.md.
 package dataset
 

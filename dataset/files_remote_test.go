@@ -7,15 +7,17 @@ import (
 	"strings"
 	"testing"
 
+	"pipe/dataset/internal/datatest"
 	"pipe/dataset/remote"
+	"pipe/internal/progtest"
 	"pipe/internal/s3test"
 )
 
 // sameSamples fails unless a and b hold the same samples, bit for bit.
 func sameSamples(t *testing.T, what string, a, b Dataset) {
 	t.Helper()
-	ax, ay, _ := readAll(t, a)
-	bx, by, _ := readAll(t, b)
+	ax, ay, _ := datatest.ReadAll(t, a)
+	bx, by, _ := datatest.ReadAll(t, b)
 	if len(ax) != len(bx) || len(ax) == 0 {
 		t.Fatalf("%s: %d samples from s3://, %d from the files", what, len(bx), len(ax))
 	}
@@ -39,13 +41,13 @@ func sameSamples(t *testing.T, what string, a, b Dataset) {
 // missing object names its URL and no key.
 func TestFileSourcesFromS3(t *testing.T) {
 	dir, _, _ := idxFixture(t, 6, 4, 3)
-	writeFile(t, dir, "t.csv", []byte("a,b,kind\n1,2,x\n3,4,y\n5,6,x\n7,8.5,y\n"))
+	datatest.WriteFile(t, dir, "t.csv", []byte("a,b,kind\n1,2,x\n3,4,y\n5,6,x\n7,8.5,y\n"))
 	pets := imageFolder(t)
 	seg := t.TempDir()
-	writeFile(t, seg, "img/a.png", pngBytes(t, uniform(16, 16, color.RGBA{10, 20, 30, 255})))
-	writeFile(t, seg, "img/b.png", pngBytes(t, uniform(16, 16, color.RGBA{40, 50, 60, 255})))
-	writeFile(t, seg, "msk/a.png", pngBytes(t, uniform(16, 16, color.RGBA{255, 255, 255, 255})))
-	writeFile(t, seg, "msk/b.png", pngBytes(t, uniform(16, 16, color.RGBA{0, 0, 0, 255})))
+	datatest.WriteFile(t, seg, "img/a.png", pngBytes(t, uniform(16, 16, color.RGBA{10, 20, 30, 255})))
+	datatest.WriteFile(t, seg, "img/b.png", pngBytes(t, uniform(16, 16, color.RGBA{40, 50, 60, 255})))
+	datatest.WriteFile(t, seg, "msk/a.png", pngBytes(t, uniform(16, 16, color.RGBA{255, 255, 255, 255})))
+	datatest.WriteFile(t, seg, "msk/b.png", pngBytes(t, uniform(16, 16, color.RGBA{0, 0, 0, 255})))
 
 	s, err := s3test.Start(nil)
 	if err != nil {
@@ -75,17 +77,17 @@ func TestFileSourcesFromS3(t *testing.T) {
 	}
 	s.FailEvery.Store(3)
 	for _, c := range cases {
-		want, err := Open(srcSpec(t, c.local), WithBase(c.base))
+		want, err := Open(progtest.Source(t, c.local), WithBase(c.base))
 		if err != nil {
 			t.Fatalf("%s: %v", c.what, err)
 		}
-		got, err := Open(srcSpec(t, c.url), WithBase(c.base))
+		got, err := Open(progtest.Source(t, c.url), WithBase(c.base))
 		if err != nil {
 			t.Fatalf("%s from s3: %v", c.what, err)
 		}
 		sameSamples(t, c.what, want, got)
-		n, err := CountSamples(srcSpec(t, c.url), WithBase(c.base))
-		ln, _ := CountSamples(srcSpec(t, c.local), WithBase(c.base))
+		n, err := CountSamples(progtest.Source(t, c.url), WithBase(c.base))
+		ln, _ := CountSamples(progtest.Source(t, c.local), WithBase(c.base))
 		if err != nil || n != ln {
 			t.Errorf("%s: CountSamples %+v (%v) from s3://, %+v from the files", c.what, n, err, ln)
 		}
@@ -104,18 +106,18 @@ func TestFileSourcesFromS3(t *testing.T) {
 	s.Reset()
 	before := remote.ReadStats().Bytes
 	for _, c := range cases {
-		if _, err := Open(srcSpec(t, c.url), WithBase(c.base)); err != nil {
+		if _, err := Open(progtest.Source(t, c.url), WithBase(c.base)); err != nil {
 			t.Fatalf("%s again: %v", c.what, err)
 		}
 	}
 	if got := remote.ReadStats().Bytes - before; got != 0 {
 		t.Errorf("opening again downloaded %d bytes, want 0", got)
 	}
-	_, err = Open(srcSpec(t, `source s csv { path "`+u+`none.csv"  label kind }`))
-	wantErr(t, err, u+"none.csv", "no such object")
+	_, err = Open(progtest.Source(t, `source s csv { path "`+u+`none.csv"  label kind }`))
+	datatest.WantErr(t, err, u+"none.csv", "no such object")
 	noKey := err.Error()
-	_, err = Open(srcSpec(t, `source s images { path "`+u+`nothing/" }`))
-	wantErr(t, err, u+"nothing", "no such object")
+	_, err = Open(progtest.Source(t, `source s images { path "`+u+`nothing/" }`))
+	datatest.WantErr(t, err, u+"nothing", "no such object")
 	for _, e := range []string{noKey, err.Error()} {
 		if strings.Contains(e, s3test.SecretKey) || strings.Contains(e, s3test.AccessKey) {
 			t.Errorf("a key leaked: %s", e)

@@ -4,6 +4,8 @@ import (
 	"errors"
 	"math"
 	"path/filepath"
+	"pipe/dataset/internal/datatest"
+	"pipe/internal/progtest"
 	"testing"
 )
 
@@ -17,14 +19,14 @@ func idxFixture(t *testing.T, n, h, w int) (dir string, pix, labels []byte) {
 	for i := range labels {
 		labels[i] = byte(i % 4)
 	}
-	writeFile(t, dir, "img.gz", gz(idxBytes([]int{n, h, w}, pix)))
-	writeFile(t, dir, "lab", idxBytes([]int{n}, labels))
+	datatest.WriteFile(t, dir, "img.gz", gz(idxBytes([]int{n, h, w}, pix)))
+	datatest.WriteFile(t, dir, "lab", idxBytes([]int{n}, labels))
 	return dir, pix, labels
 }
 
 func TestIDX(t *testing.T) {
 	dir, pix, labels := idxFixture(t, 6, 4, 3)
-	ds, err := Open(srcSpec(t, `source s idx { images "img.gz"  labels "lab" }`), WithBase(dir))
+	ds, err := Open(progtest.Source(t, `source s idx { images "img.gz"  labels "lab" }`), WithBase(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +37,7 @@ func TestIDX(t *testing.T) {
 	if ds.Classes() != 4 || len(ds.YShape()) != 0 {
 		t.Fatalf("Classes %d YShape %v", ds.Classes(), ds.YShape())
 	}
-	xs, ys, _ := readAll(t, ds)
+	xs, ys, _ := datatest.ReadAll(t, ds)
 	for i := range xs {
 		if ys[i][0] != float32(labels[i]) {
 			t.Fatalf("label %d = %v, want %d", i, ys[i][0], labels[i])
@@ -50,11 +52,11 @@ func TestIDX(t *testing.T) {
 
 func TestIDXStandard(t *testing.T) {
 	dir, _, _ := idxFixture(t, 6, 4, 3)
-	ds, err := Open(srcSpec(t, `source s idx { images "img.gz"  labels "lab"  normalize standard }`), WithBase(dir))
+	ds, err := Open(progtest.Source(t, `source s idx { images "img.gz"  labels "lab"  normalize standard }`), WithBase(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	xs, _, _ := readAll(t, ds)
+	xs, _, _ := datatest.ReadAll(t, ds)
 	var s, ss float64
 	n := 0
 	for _, x := range xs {
@@ -72,12 +74,12 @@ func TestIDXStandard(t *testing.T) {
 func TestIDXErrors(t *testing.T) {
 	dir, pix, labels := idxFixture(t, 6, 4, 3)
 	full := idxBytes([]int{6, 4, 3}, pix)
-	writeFile(t, dir, "short", full[:len(full)-5])
-	writeFile(t, dir, "short.gz", gz(full)[:40])
-	writeFile(t, dir, "magic", append([]byte{1, 2, 3, 4}, full[4:]...))
-	writeFile(t, dir, "float", append([]byte{0, 0, 0x0d, 3}, full[4:]...))
-	writeFile(t, dir, "lab5", idxBytes([]int{5}, labels[:5]))
-	writeFile(t, dir, "long", append(full, 1, 2, 3))
+	datatest.WriteFile(t, dir, "short", full[:len(full)-5])
+	datatest.WriteFile(t, dir, "short.gz", gz(full)[:40])
+	datatest.WriteFile(t, dir, "magic", append([]byte{1, 2, 3, 4}, full[4:]...))
+	datatest.WriteFile(t, dir, "float", append([]byte{0, 0, 0x0d, 3}, full[4:]...))
+	datatest.WriteFile(t, dir, "lab5", idxBytes([]int{5}, labels[:5]))
+	datatest.WriteFile(t, dir, "long", append(full, 1, 2, 3))
 	cases := []struct {
 		images, labels string
 		want           []string
@@ -91,8 +93,8 @@ func TestIDXErrors(t *testing.T) {
 		{"long", "lab", []string{"long: the file goes on", "offset 88"}},
 	}
 	for _, c := range cases {
-		_, err := Open(srcSpec(t, `source s idx { images "`+c.images+`"  labels "`+c.labels+`" }`), WithBase(dir))
-		wantErr(t, err, c.want...)
+		_, err := Open(progtest.Source(t, `source s idx { images "`+c.images+`"  labels "`+c.labels+`" }`), WithBase(dir))
+		datatest.WantErr(t, err, c.want...)
 		var se *SourceError
 		if !errors.As(err, &se) || se.Subject.Start.Line != 1 {
 			t.Errorf("%s: error %T has no source range", c.images, err)

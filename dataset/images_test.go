@@ -7,6 +7,8 @@ import (
 	"image/jpeg"
 	"image/png"
 	"math"
+	"pipe/dataset/internal/datatest"
+	"pipe/internal/progtest"
 	"slices"
 	"testing"
 )
@@ -41,28 +43,28 @@ func uniform(w, h int, c color.Color) *image.RGBA {
 // and dog (a blue 16x16 JPEG, a truncated JPEG, and a text file).
 func imageFolder(t *testing.T) string {
 	dir := t.TempDir()
-	writeFile(t, dir, "pets/cat/red.png", pngBytes(t, uniform(10, 12, color.RGBA{200, 0, 0, 255})))
+	datatest.WriteFile(t, dir, "pets/cat/red.png", pngBytes(t, uniform(10, 12, color.RGBA{200, 0, 0, 255})))
 	g := image.NewGray(image.Rect(0, 0, 6, 6))
 	for i := range g.Pix {
 		g.Pix[i] = 100
 	}
-	writeFile(t, dir, "pets/cat/gray.png", pngBytes(t, g))
+	datatest.WriteFile(t, dir, "pets/cat/gray.png", pngBytes(t, g))
 	blue := jpegBytes(t, uniform(16, 16, color.RGBA{0, 0, 255, 255}))
-	writeFile(t, dir, "pets/dog/blue.jpg", blue)
-	writeFile(t, dir, "pets/dog/bad.jpg", blue[:len(blue)/3])
-	writeFile(t, dir, "pets/dog/notes.txt", []byte("not an image"))
+	datatest.WriteFile(t, dir, "pets/dog/blue.jpg", blue)
+	datatest.WriteFile(t, dir, "pets/dog/bad.jpg", blue[:len(blue)/3])
+	datatest.WriteFile(t, dir, "pets/dog/notes.txt", []byte("not an image"))
 	return dir
 }
 
 func TestImagesStrict(t *testing.T) {
 	dir := imageFolder(t)
-	_, err := Open(srcSpec(t, `source p images { path "pets"  resize 8x8 }`), WithBase(dir))
-	wantErr(t, err, "pets/dog/bad.jpg: cannot decode", "strict false")
+	_, err := Open(progtest.Source(t, `source p images { path "pets"  resize 8x8 }`), WithBase(dir))
+	datatest.WantErr(t, err, "pets/dog/bad.jpg: cannot decode", "strict false")
 }
 
 func TestImagesSkip(t *testing.T) {
 	dir := imageFolder(t)
-	ds, err := Open(srcSpec(t, `source p images { path "pets"  resize 8x8  strict false }`), WithBase(dir))
+	ds, err := Open(progtest.Source(t, `source p images { path "pets"  resize 8x8  strict false }`), WithBase(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +77,7 @@ func TestImagesSkip(t *testing.T) {
 	if !slices.Equal(ds.XShape(), []int64{3, 8, 8}) || len(ds.YShape()) != 0 {
 		t.Fatalf("XShape %v YShape %v", ds.XShape(), ds.YShape())
 	}
-	xs, ys, _ := readAll(t, ds)
+	xs, ys, _ := datatest.ReadAll(t, ds)
 	// Files in name order within each class: cat/gray, cat/red, dog/blue.
 	want := []struct {
 		class   float32
@@ -98,14 +100,14 @@ func TestImagesSkip(t *testing.T) {
 
 func TestImagesOneChannelStandard(t *testing.T) {
 	dir := imageFolder(t)
-	ds, err := Open(srcSpec(t, `source p images { path "pets"  resize 4x4  strict false  normalize standard }`), WithBase(dir), WithChannels(1))
+	ds, err := Open(progtest.Source(t, `source p images { path "pets"  resize 4x4  strict false  normalize standard }`), WithBase(dir), WithChannels(1))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(ds.XShape(), []int64{1, 4, 4}) {
 		t.Fatalf("XShape %v", ds.XShape())
 	}
-	xs, _, _ := readAll(t, ds)
+	xs, _, _ := datatest.ReadAll(t, ds)
 	var s, ss float64
 	for _, x := range xs {
 		for _, v := range x {
@@ -121,32 +123,32 @@ func TestImagesOneChannelStandard(t *testing.T) {
 
 func TestImagesSizeMismatch(t *testing.T) {
 	dir := imageFolder(t)
-	_, err := Open(srcSpec(t, `source p images { path "pets"  strict false }`), WithBase(dir))
-	wantErr(t, err, "pets/cat/red.png: the image is 12x10 but the first one is 6x6; add resize")
+	_, err := Open(progtest.Source(t, `source p images { path "pets"  strict false }`), WithBase(dir))
+	datatest.WantErr(t, err, "pets/cat/red.png: the image is 12x10 but the first one is 6x6; add resize")
 }
 
 func TestImagesSegmentation(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, dir, "img/a.png", pngBytes(t, uniform(16, 16, color.RGBA{10, 20, 30, 255})))
-	writeFile(t, dir, "img/b.png", pngBytes(t, uniform(16, 16, color.RGBA{40, 50, 60, 255})))
+	datatest.WriteFile(t, dir, "img/a.png", pngBytes(t, uniform(16, 16, color.RGBA{10, 20, 30, 255})))
+	datatest.WriteFile(t, dir, "img/b.png", pngBytes(t, uniform(16, 16, color.RGBA{40, 50, 60, 255})))
 	m := image.NewGray(image.Rect(0, 0, 16, 16))
 	for y := range 16 {
 		for x := range 8 {
 			m.Pix[y*16+x] = 255 // left half
 		}
 	}
-	writeFile(t, dir, "msk/a.png", pngBytes(t, m))
-	_, err := Open(srcSpec(t, `source s images { path "img"  masks "msk"  resize 8x8 }`), WithBase(dir))
-	wantErr(t, err, "img/b.png: no mask named b.* in msk")
+	datatest.WriteFile(t, dir, "msk/a.png", pngBytes(t, m))
+	_, err := Open(progtest.Source(t, `source s images { path "img"  masks "msk"  resize 8x8 }`), WithBase(dir))
+	datatest.WantErr(t, err, "img/b.png: no mask named b.* in msk")
 
-	ds, err := Open(srcSpec(t, `source s images { path "img"  masks "msk"  resize 8x8  strict false }`), WithBase(dir))
+	ds, err := Open(progtest.Source(t, `source s images { path "img"  masks "msk"  resize 8x8  strict false }`), WithBase(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ds.Len() != 1 || ds.(Skipper).Skipped() != 1 || !slices.Equal(ds.YShape(), []int64{1, 8, 8}) {
 		t.Fatalf("Len %d Skipped %d YShape %v", ds.Len(), ds.(Skipper).Skipped(), ds.YShape())
 	}
-	_, ys, _ := readAll(t, ds)
+	_, ys, _ := datatest.ReadAll(t, ds)
 	for p, v := range ys[0] {
 		if want := b2f(p%8 < 4); v != want {
 			t.Fatalf("mask pixel %d = %v, want %v", p, v, want)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"pipe/dataset/internal/datatest"
 	"runtime"
 	"slices"
 	"testing"
@@ -202,7 +203,7 @@ func TestLoaderErrors(t *testing.T) {
 			}
 			it.Release(b)
 		}
-		wantErr(t, err, "epoch 2, sample 23: disk on fire")
+		datatest.WantErr(t, err, "epoch 2, sample 23: disk on fire")
 		if _, again := it.Next(context.Background()); again == nil || again.Error() != err.Error() {
 			t.Fatalf("workers %d: the error is not sticky: %v", workers, again)
 		}
@@ -216,12 +217,12 @@ func TestLoaderErrors(t *testing.T) {
 				break
 			}
 		}
-		wantErr(t, err, "sample 7: reading failed", "nil map")
+		datatest.WantErr(t, err, "sample 7: reading failed", "nil map")
 		it.Close()
 	}
 	it := NewLoader(newMem(4), LoaderOptions{BatchSize: 2, Augment: []string{"spin"}}).Epoch(0)
 	_, err := it.Next(context.Background())
-	wantErr(t, err, `unknown augmentation "spin"`)
+	datatest.WantErr(t, err, `unknown augmentation "spin"`)
 	it.Close()
 }
 

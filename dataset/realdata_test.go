@@ -11,6 +11,7 @@ import (
 
 	"github.com/airbusgeo/godal"
 
+	"pipe/internal/progtest"
 	"pipe/lang"
 	"pipe/stdlib"
 )
@@ -30,11 +31,11 @@ func needFiles(t *testing.T, paths ...string) {
 
 func TestFashionMNIST(t *testing.T) {
 	needFiles(t, "data/fashion-mnist/train-images-idx3-ubyte.gz", "data/fashion-mnist/t10k-images-idx3-ubyte.gz")
-	train, err := Open(srcSpec(t, `source train idx { images "data/fashion-mnist/train-images-idx3-ubyte.gz"  labels "data/fashion-mnist/train-labels-idx1-ubyte.gz" }`), WithBase(repoRoot))
+	train, err := Open(progtest.Source(t, `source train idx { images "data/fashion-mnist/train-images-idx3-ubyte.gz"  labels "data/fashion-mnist/train-labels-idx1-ubyte.gz" }`), WithBase(repoRoot))
 	if err != nil {
 		t.Fatal(err)
 	}
-	test, err := Open(srcSpec(t, `source test idx { images "data/fashion-mnist/t10k-images-idx3-ubyte.gz"  labels "data/fashion-mnist/t10k-labels-idx1-ubyte.gz" }`), WithBase(repoRoot))
+	test, err := Open(progtest.Source(t, `source test idx { images "data/fashion-mnist/t10k-images-idx3-ubyte.gz"  labels "data/fashion-mnist/t10k-labels-idx1-ubyte.gz" }`), WithBase(repoRoot))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,7 +78,7 @@ func TestFashionMNIST(t *testing.T) {
 func TestLandsat(t *testing.T) {
 	needFiles(t, "data/L7_ETMs.tif", "data/olinda_dem_utm25s.tif")
 	before, _ := filepath.Glob(filepath.Join(repoRoot, "data", "*"))
-	b := srcSpec(t, `source scene geotiff {
+	b := progtest.Source(t, `source scene geotiff {
   path      "data/L7_ETMs.tif"
   bands     [1, 2, 3, 4, 5, 6]
   target    "data/olinda_dem_utm25s.tif"

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"pipe/dataset/remote"
+	"pipe/internal/progtest"
 	"pipe/internal/s3test"
 )
 
@@ -45,7 +46,7 @@ func TestLandsatFromS3(t *testing.T) {
 
 	body := `bands [1, 2, 3, 4, 5, 6]  tile 64x64 stride 48  split 0.8 seed 7  normalize per_band  augment [flip_h, flip_v, rot90]`
 	open := func(scene, target string) *Split {
-		sp, err := OpenSplit(srcSpec(t, fmt.Sprintf(`source scene geotiff { path %q  target %q  %s }`, scene, target, body)), WithBase(repoRoot))
+		sp, err := OpenSplit(progtest.Source(t, fmt.Sprintf(`source scene geotiff { path %q  target %q  %s }`, scene, target, body)), WithBase(repoRoot))
 		if err != nil {
 			t.Fatal(err)
 		}

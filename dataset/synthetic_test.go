@@ -2,12 +2,14 @@ package dataset
 
 import (
 	"math"
+	"pipe/dataset/internal/datatest"
+	"pipe/internal/progtest"
 	"slices"
 	"testing"
 )
 
 func TestSyntheticBlobs(t *testing.T) {
-	b := srcSpec(t, `source s synthetic { samples 2000  shape [64]  classes 10  seed 11 }`)
+	b := progtest.Source(t, `source s synthetic { samples 2000  shape [64]  classes 10  seed 11 }`)
 	ds, err := Open(b)
 	if err != nil {
 		t.Fatal(err)
@@ -16,8 +18,8 @@ func TestSyntheticBlobs(t *testing.T) {
 		t.Fatalf("Len %d Classes %d XShape %v", ds.Len(), ds.Classes(), ds.XShape())
 	}
 	again, _ := Open(b)
-	xs, ys, _ := readAll(t, ds)
-	xs2, _, _ := readAll(t, again)
+	xs, ys, _ := datatest.ReadAll(t, ds)
+	xs2, _, _ := datatest.ReadAll(t, again)
 	if !slices.Equal(xs[7], xs2[7]) {
 		t.Fatal("the same seed gave different samples")
 	}
@@ -55,7 +57,7 @@ func TestSyntheticBlobs(t *testing.T) {
 }
 
 func TestSyntheticRegression(t *testing.T) {
-	ds, err := Open(srcSpec(t, `source s synthetic { samples 500  shape [4, 4] }`), WithSeed(9))
+	ds, err := Open(progtest.Source(t, `source s synthetic { samples 500  shape [4, 4] }`), WithSeed(9))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,7 +65,7 @@ func TestSyntheticRegression(t *testing.T) {
 		t.Fatalf("Classes %d YShape %v", ds.Classes(), ds.YShape())
 	}
 	w := ds.(*syntheticDataset).Centres()
-	xs, ys, _ := readAll(t, ds)
+	xs, ys, _ := datatest.ReadAll(t, ds)
 	var se, vy float64
 	for i, x := range xs {
 		dot := 0.0

@@ -7,6 +7,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"pipe/dataset/internal/datatest"
+	"pipe/internal/progtest"
 	"testing"
 )
 
@@ -86,10 +88,10 @@ func TestZarrMissingChunkAndErrors(t *testing.T) {
 	} {
 		os.WriteFile(filepath.Join(dir, ".zarray"), bytes.Replace(hdr, []byte(c.from), []byte(c.to), 1), 0o644)
 		_, err := ReadZarr(dir)
-		wantErr(t, err, c.want)
+		datatest.WantErr(t, err, c.want)
 	}
 	_, err = ReadZarr(t.TempDir())
-	wantErr(t, err, "no .zarray")
+	datatest.WantErr(t, err, "no .zarray")
 }
 
 // TestZarrSourceWindows cuts windows with a stride from a [2, D, H, W]
@@ -112,7 +114,7 @@ func TestZarrSourceWindows(t *testing.T) {
 	if err := WriteZarr(filepath.Join(dir, "z.zarr"), []int{d, h, w - 1}, []int{4, 6, 4}, "|u1", "", y[:d*h*(w-1)]); err != nil {
 		t.Fatal(err)
 	}
-	b := srcSpec(t, `source s zarr {
+	b := progtest.Source(t, `source s zarr {
   path "x.zarr"
   target "y.zarr"
   window [2, 4, 3] stride [2, 2, 2]
@@ -126,7 +128,7 @@ func TestZarrSourceWindows(t *testing.T) {
 	if ds.Len() != 8 || fmt.Sprint(ds.XShape()) != "[2 2 4 3]" || fmt.Sprint(ds.YShape()) != "[1 2 4 3]" {
 		t.Fatalf("len %d, x %v, y %v", ds.Len(), ds.XShape(), ds.YShape())
 	}
-	xs, ys, _ := readAll(t, ds)
+	xs, ys, _ := datatest.ReadAll(t, ds)
 	at := func(c, z, r, q int) float32 { return x[((c*d+z)*h+r)*w+q] }
 	for i, o := range [][3]int{{0, 0, 0}, {0, 0, 2}, {0, 2, 0}, {0, 2, 2}, {2, 0, 0}, {2, 0, 2}, {2, 2, 0}, {2, 2, 2}} {
 		k := 0
@@ -151,12 +153,12 @@ func TestZarrSourceWindows(t *testing.T) {
 		t.Errorf("target norm %v %v", tn, std)
 	}
 	// normalize standard: every channel has mean 0 and deviation 1.
-	b = srcSpec(t, "source s zarr {\n  path \"x.zarr\"\n}")
+	b = progtest.Source(t, "source s zarr {\n  path \"x.zarr\"\n}")
 	ds, err = Open(b, WithBase(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	xs, _, _ = readAll(t, ds)
+	xs, _, _ = datatest.ReadAll(t, ds)
 	if len(xs) != 1 || fmt.Sprint(ds.YShape()) != "[0 4 6 5]" {
 		t.Fatalf("whole volume: %d samples, y %v", len(xs), ds.YShape())
 	}
@@ -175,11 +177,11 @@ func TestZarrSourceWindows(t *testing.T) {
 	if err := WriteZarr(filepath.Join(dir, "ome.zarr", "0"), []int{1, 2, d, h, w}, []int{1, 1, 2, 3, 5}, "<f4", "gzip", x); err != nil {
 		t.Fatal(err)
 	}
-	ds, err = Open(srcSpec(t, "source s zarr {\n  path \"ome.zarr/0\"\n  normalize none\n  window [4, 6, 5]\n}"), WithBase(dir))
+	ds, err = Open(progtest.Source(t, "source s zarr {\n  path \"ome.zarr/0\"\n  normalize none\n  window [4, 6, 5]\n}"), WithBase(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if xs, _, _ = readAll(t, ds); fmt.Sprint(ds.XShape()) != "[2 4 6 5]" || xs[0][2*d*h*w-1] != x[len(x)-1] || xs[0][77] != x[77] {
+	if xs, _, _ = datatest.ReadAll(t, ds); fmt.Sprint(ds.XShape()) != "[2 4 6 5]" || xs[0][2*d*h*w-1] != x[len(x)-1] || xs[0][77] != x[77] {
 		t.Errorf("OME-Zarr image read as %v", ds.XShape())
 	}
 	for _, c := range []struct{ src, want string }{
@@ -188,8 +190,8 @@ func TestZarrSourceWindows(t *testing.T) {
 		{"source s zarr {\n  path \"x.zarr\"\n  target \"z.zarr\"\n}", "it needs the inputs' depth, height and width"},
 		{"source s zarr {\n  path \"nothing.zarr\"\n}", "no .zarray"},
 	} {
-		_, err := Open(srcSpec(t, c.src), WithBase(dir))
-		wantErr(t, err, c.want)
+		_, err := Open(progtest.Source(t, c.src), WithBase(dir))
+		datatest.WantErr(t, err, c.want)
 	}
 }
 
@@ -254,16 +256,16 @@ func TestVolumeSourceTIFFStack(t *testing.T) {
 				pages = append(pages, ramp(h*w, float32(7+z*bits*bits), 250*float32(bits-7)))
 				masks = append(masks, ramp(h*w, float32(z+1), 2))
 			}
-			writeFile(t, dir, "x.tif", tiffStack(pages, w, h, bits))
-			writeFile(t, dir, "y.tif", tiffStack(masks, w, h, 8))
-			ds, err := Open(srcSpec(t, "source s volume {\n  path \"x.tif\"\n  target \"y.tif\"\n  normalize none\n  window [2, 4, 5] stride [1, 1, 1]\n}"), WithBase(dir))
+			datatest.WriteFile(t, dir, "x.tif", tiffStack(pages, w, h, bits))
+			datatest.WriteFile(t, dir, "y.tif", tiffStack(masks, w, h, 8))
+			ds, err := Open(progtest.Source(t, "source s volume {\n  path \"x.tif\"\n  target \"y.tif\"\n  normalize none\n  window [2, 4, 5] stride [1, 1, 1]\n}"), WithBase(dir))
 			if err != nil {
 				t.Fatal(err)
 			}
 			if ds.Len() != 2 || fmt.Sprint(ds.XShape()) != "[1 2 4 5]" {
 				t.Fatalf("len %d, x %v", ds.Len(), ds.XShape())
 			}
-			xs, ys, _ := readAll(t, ds)
+			xs, ys, _ := datatest.ReadAll(t, ds)
 			for i := 0; i < 2; i++ {
 				for z := 0; z < 2; z++ {
 					for k := 0; k < h*w; k++ {

@@ -10,7 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"pipe/dataset/internal/datatest"
 	"pipe/dataset/remote"
+	"pipe/internal/progtest"
 	"pipe/internal/s3test"
 )
 
@@ -74,11 +76,11 @@ func TestZarrFromS3(t *testing.T) {
   normalize standard
 }`
 	}
-	ds, err := Open(srcSpec(t, src("")), WithBase(dir))
+	ds, err := Open(progtest.Source(t, src("")), WithBase(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
-	wantX, wantY, _ := readAll(t, ds)
+	wantX, wantY, _ := datatest.ReadAll(t, ds)
 	for _, fault := range []string{"plain", "latency", "503"} {
 		s.Reset()
 		switch fault {
@@ -87,11 +89,11 @@ func TestZarrFromS3(t *testing.T) {
 		case "503":
 			s.FailEvery.Store(3)
 		}
-		rds, err := Open(srcSpec(t, src("s3://"+s3test.Bucket+"/vol/")), WithBase(dir))
+		rds, err := Open(progtest.Source(t, src("s3://"+s3test.Bucket+"/vol/")), WithBase(dir))
 		if err != nil {
 			t.Fatalf("%s: %v", fault, err)
 		}
-		gx, gy, _ := readAll(t, rds)
+		gx, gy, _ := datatest.ReadAll(t, rds)
 		if len(gx) != len(wantX) {
 			t.Fatalf("%s: %d windows, local %d", fault, len(gx), len(wantX))
 		}

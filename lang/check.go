@@ -339,7 +339,7 @@ func (c *checker) args(specs []*ArgSpec, words []ast.Expr, name, owner string, a
 	for i := 0; i < len(words); {
 		w := words[i]
 		if id, ok := w.(*ast.Ident); ok {
-			if a := findArg(specs, id.Name); a != nil && !(k < len(positional) && enumHas(positional[k], id.Name)) {
+			if a := FindArg(specs, id.Name); a != nil && !(k < len(positional) && enumHas(positional[k], id.Name)) {
 				k = len(positional)
 				if a.Type == TBool {
 					v := &Value{Type: TBool, Bool: true, Range: id.Range}
@@ -365,7 +365,7 @@ func (c *checker) args(specs []*ArgSpec, words []ast.Expr, name, owner string, a
 				continue
 			}
 			if m := gluedArg.FindStringSubmatch(id.Name); m != nil {
-				if a := findArg(specs, m[1]); a != nil && a.Glued {
+				if a := FindArg(specs, m[1]); a != nil && a.Glued {
 					n, _ := strconv.ParseInt(m[2], 10, 64)
 					v := &Value{Type: TInt, Int: n, Float: float64(n), Range: id.Range}
 					c.checkBounds(v, a, who)
@@ -505,7 +505,7 @@ func (c *checker) extraArg(w ast.Expr, specs []*ArgSpec, who string) {
 		// An argument of another setting of the block (train { batch 64
 		// lr 1e-3 }, where lr belongs to optimizer) says where it goes.
 		for _, fs := range c.siblings {
-			if a := fs.Arg(id.Name); a != nil && !a.Positional && findArg(specs, id.Name) == nil {
+			if a := fs.Arg(id.Name); a != nil && !a.Positional && FindArg(specs, id.Name) == nil {
 				c.errorf(id.Range, "unknown-arg", fmt.Sprintf("unknown argument %s", quote(id.Name)),
 					"%s is not an argument of %s: it belongs to %s. Write it in that setting: %s ... %s %s.",
 					quote(id.Name), who, fs.Name, fs.Name, id.Name, placeholder(a))

@@ -101,7 +101,7 @@ func TestThreeMistakes(t *testing.T) {
 }
 
 // TestLangImports keeps lang free of the runtime: no gorgonia, godal,
-// OpenBLAS, exec, planner or stdlib.
+// OpenBLAS, engine, run, dataset, export, planner or stdlib.
 func TestLangImports(t *testing.T) {
 	out, err := exec.Command("go", "list", "-deps", "pipe/lang/...").CombinedOutput()
 	if err != nil {

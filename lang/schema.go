@@ -145,7 +145,7 @@ type FieldSpec struct {
 }
 
 // Arg finds an argument by name or alias.
-func (f *FieldSpec) Arg(name string) *ArgSpec { return findArg(f.Args, name) }
+func (f *FieldSpec) Arg(name string) *ArgSpec { return FindArg(f.Args, name) }
 
 // BodyKind says what the statements of a block are.
 type BodyKind int
@@ -203,9 +203,10 @@ type LayerSpec struct {
 }
 
 // Arg finds an argument by name or alias.
-func (l *LayerSpec) Arg(name string) *ArgSpec { return findArg(l.Args, name) }
+func (l *LayerSpec) Arg(name string) *ArgSpec { return FindArg(l.Args, name) }
 
-func findArg(args []*ArgSpec, name string) *ArgSpec {
+// FindArg finds the argument of args with the given name or alias, or nil.
+func FindArg(args []*ArgSpec, name string) *ArgSpec {
 	for _, a := range args {
 		if a.Name == name {
 			return a

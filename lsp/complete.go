@@ -529,7 +529,7 @@ func (c *completer) args(owner string, specs []*lang.ArgSpec, given []syntax.Tok
 	}
 	if len(given) > 0 {
 		last := given[len(given)-1]
-		if a := findArgSpec(specs, last.Text); a != nil && last.Kind == syntax.KindIdent && a.Type != lang.TBool {
+		if a := lang.FindArg(specs, last.Text); a != nil && last.Kind == syntax.KindIdent && a.Type != lang.TBool {
 			c.values(owner, a) // "optimizer adam lr |": lr's value
 			return
 		}
@@ -543,12 +543,12 @@ func (c *completer) args(owner string, specs []*lang.ArgSpec, given []syntax.Tok
 			}
 			continue
 		}
-		if a := findArgSpec(specs, t.Text); a != nil {
+		if a := lang.FindArg(specs, t.Text); a != nil {
 			used[a.Name] = true
 			continue
 		}
 		if m := gluedName(t.Text); m != "" {
-			if a := findArgSpec(specs, m); a != nil {
+			if a := lang.FindArg(specs, m); a != nil {
 				used[a.Name] = true
 				continue
 			}
@@ -580,7 +580,7 @@ func (c *completer) args(owner string, specs []*lang.ArgSpec, given []syntax.Tok
 // argument that still needs its value ("lr |").
 func (c *completer) waitsForValue(f *lang.FieldSpec, given []syntax.Token) bool {
 	last := given[len(given)-1]
-	a := findArgSpec(f.Args, last.Text)
+	a := lang.FindArg(f.Args, last.Text)
 	return a != nil && last.Kind == syntax.KindIdent && a.Type != lang.TBool
 }
 
@@ -594,20 +594,6 @@ func gluedName(word string) string {
 		return ""
 	}
 	return word[:i]
-}
-
-func findArgSpec(specs []*lang.ArgSpec, name string) *lang.ArgSpec {
-	for _, a := range specs {
-		if a.Name == name {
-			return a
-		}
-		for _, al := range a.Aliases {
-			if al == name {
-				return a
-			}
-		}
-	}
-	return nil
 }
 
 // values offers the values an argument accepts where they are names.
@@ -707,7 +693,7 @@ func (c *completer) model(spec *lang.BlockSpec) {
 		// model unet { input [3, 64, 64]  depth 4 |: the family's
 		// arguments, which may follow the model's fields on a line.
 		for i, t := range seg {
-			if t.Kind != syntax.KindIdent || findArgSpec(family.Args, t.Text) == nil || c.schema.Layer(t.Text) != nil {
+			if t.Kind != syntax.KindIdent || lang.FindArg(family.Args, t.Text) == nil || c.schema.Layer(t.Text) != nil {
 				continue
 			}
 			if i > 0 && findFieldSpec(spec.Fields, head.Text) == nil {
@@ -715,7 +701,7 @@ func (c *completer) model(spec *lang.BlockSpec) {
 			}
 			given := seg[i:]
 			last := given[len(given)-1]
-			if a := findArgSpec(family.Args, last.Text); a != nil && last.Kind == syntax.KindIdent && a.Type != lang.TBool {
+			if a := lang.FindArg(family.Args, last.Text); a != nil && last.Kind == syntax.KindIdent && a.Type != lang.TBool {
 				c.values(family.Name, a) // "encoder |"
 				return
 			}
@@ -750,7 +736,7 @@ func (c *completer) familyArgs(family *lang.LayerSpec, given []syntax.Token) {
 			case "]", ")":
 				depth--
 			}
-			if a := findArgSpec(family.Args, t.Text); a != nil && depth == 0 && t.Kind == syntax.KindIdent {
+			if a := lang.FindArg(family.Args, t.Text); a != nil && depth == 0 && t.Kind == syntax.KindIdent {
 				set[a.Name] = true
 			}
 		}

@@ -32,7 +32,7 @@ type argOwner struct {
 func describeArgs(o argOwner, text string, tok syntax.Token, off int) string {
 	if tok.Kind == syntax.KindIdent {
 		if name := gluedName(tok.Text); name != "" {
-			if a := findArgSpec(o.specs, name); a != nil && a.Glued {
+			if a := lang.FindArg(o.specs, name); a != nil && a.Glued {
 				n := tok.Text[len(name):]
 				return fmt.Sprintf("**%s** — %s %s: argument of %s, glued to its name\n\n%s", tok.Text, a.Name, n, o.name, argDoc(a))
 			}
@@ -40,7 +40,7 @@ func describeArgs(o argOwner, text string, tok syntax.Token, off int) string {
 	}
 	a, v := valueAt(o, off)
 	if tok.Kind == syntax.KindIdent && (v == nil || v.Type == lang.TBool) {
-		if spec := findArgSpec(o.specs, tok.Text); spec != nil {
+		if spec := lang.FindArg(o.specs, tok.Text); spec != nil {
 			return fmt.Sprintf("**%s** — argument of %s\n\n%s", tok.Text, o.name, argDoc(spec))
 		}
 	}
@@ -62,7 +62,7 @@ func valueAt(o argOwner, off int) (*lang.ArgSpec, *lang.Value) {
 		}
 	}
 	for name, v := range o.args {
-		a := findArgSpec(o.specs, name)
+		a := lang.FindArg(o.specs, name)
 		if a == nil {
 			continue
 		}

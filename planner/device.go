@@ -36,7 +36,7 @@ func Devices(prog *lang.Program, host HostInfo) []plan.Device {
 // fromProfile turns a built-in profile into a plan.Device on the given host.
 func fromProfile(p *stdlib.DeviceProfile, host HostInfo) plan.Device {
 	d := plan.Device{Name: p.Name, Kind: p.Kind, Origin: "profile", Doc: p.Doc, Memory: p.Memory,
-		Bandwidth: p.Bandwidth, FP32: p.FP32, TF32: p.TF32, FP16: p.FP16, BF16: p.BF16,
+		Bandwidth: p.Bandwidth, Peaks: p.Peaks,
 		HasBF16: p.SupportsBF16, HasTF32: p.SupportsTF32, Capability: p.Capability, Link: p.Link, LinkName: p.LinkName,
 		Cores: host.Cores, HostMemory: host.MemTotal}
 	if p.Kind == plan.BackendCPU {
@@ -53,7 +53,7 @@ func localGPU(host HostInfo, i int) plan.Device {
 		Doc: g.Name + ", free memory as nvidia-smi reports it", Memory: g.MemFree,
 		Cores: host.Cores, HostMemory: host.MemTotal}
 	if p := matchProfile(g.Name, g.MemTotal); p != nil {
-		d.Bandwidth, d.FP32, d.TF32, d.FP16, d.BF16 = p.Bandwidth, p.FP32, p.TF32, p.FP16, p.BF16
+		d.Bandwidth, d.Peaks = p.Bandwidth, p.Peaks
 		d.HasBF16, d.HasTF32, d.Capability = p.SupportsBF16, p.SupportsTF32, p.Capability
 		d.Link, d.LinkName = p.Link, p.LinkName
 		d.Doc += "; peaks of the " + p.Name + " profile"

@@ -16,6 +16,7 @@ import (
 
 	"pipe/planner/cost"
 	"pipe/planner/plan"
+	"pipe/spec"
 )
 
 // HostInfo is what the planner knows of the machine it plans for: memory
@@ -231,5 +232,5 @@ func (h HostInfo) cpuDevice() plan.Device {
 		bw = float64(max(h.Cores, 1)) * CoreBandwidth
 	}
 	return plan.Device{Name: "cpu", Kind: plan.BackendCPU, Origin: "local", Doc: doc,
-		Memory: h.MemAvailable, Bandwidth: bw, FP32: flops, Cores: h.Cores, HostMemory: h.MemTotal, Kernels: h.BLAS}
+		Memory: h.MemAvailable, Bandwidth: bw, Peaks: spec.Peaks{FP32: flops}, Cores: h.Cores, HostMemory: h.MemTotal, Kernels: h.BLAS}
 }

@@ -27,6 +27,7 @@ import (
 
 	"pipe/dataset"
 	"pipe/engine/native"
+	"pipe/internal/progtest"
 
 	"pipe/engine/costs"
 	"pipe/lang"
@@ -76,7 +77,7 @@ func checkpoint(t *testing.T) string {
 		ckptDir = dir
 		p, prog := tinyPlan(t)
 		ck := filepath.Join(dir, "ckpt")
-		if _, ds := run.Run(context.Background(), p, decoded(t, prog), run.Hooks{}, run.WithBackend(native.Backend{}), run.WithBase(dir),
+		if _, ds := run.Run(context.Background(), p, progtest.Decoded(t, prog), run.Hooks{}, run.WithBackend(native.Backend{}), run.WithBase(dir),
 			run.WithCheckpointDir(ck), run.WithThreads(1), run.WithMaxSteps(2)); ds.HasErrors() {
 			ckptErr = fmt.Errorf("training the tiny model: %v", ds)
 			return
@@ -111,7 +112,7 @@ func load(t *testing.T, n, batch int) []*run.Trained {
 	p, prog := tinyPlan(t)
 	var ws []*run.Trained
 	for range n {
-		tr, err := run.LoadTrained(p, decoded(t, prog), path, native.Backend{}, batch, 1)
+		tr, err := run.LoadTrained(p, progtest.Decoded(t, prog), path, native.Backend{}, batch, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,7 @@ import (
 // DecodeSource decodes a checked source block into its typed spec, once,
 // so that what reads the data never reads the block. A kind the schema
 // does not know (the checker refuses it) gives a Source without a kind
-// spec, which data.Open reports.
+// spec, which dataset.Open reports.
 func DecodeSource(b *lang.Block) (*spec.Source, diag.Diagnostics) {
 	s := spec.NewSource(b.Name(), b.Label("kind"))
 	if s == nil {
@@ -50,7 +50,7 @@ func WhereOf(b *lang.Block) spec.Where {
 
 // Program is a checked program decoded for the stages after the planner:
 // its blocks as typed specs, and its models, whose graphs Graph builds.
-// The executor takes it instead of the syntax tree.
+// The run loop takes it instead of the syntax tree.
 type Program struct {
 	Spec   *spec.Program
 	models map[string]*lang.Model

@@ -1,5 +1,7 @@
 package stdlib
 
+import "pipe/spec"
+
 // DeviceProfile is what the planner knows about an accelerator: how much
 // memory it has, how fast it reads it, and its peak dense arithmetic rate
 // in each precision.
@@ -24,10 +26,11 @@ type DeviceProfile struct {
 	Memory int64
 	// Bandwidth of memory in bytes per second.
 	Bandwidth float64
-	// Peak dense FLOP/s per precision; 0 where unsupported.
-	FP32, TF32, FP16, BF16 float64
-	SupportsBF16           bool
-	SupportsTF32           bool
+	// Peaks are the dense FLOP/s per precision, 0 where unsupported;
+	// Peak reads one.
+	spec.Peaks
+	SupportsBF16 bool
+	SupportsTF32 bool
 	// Cores is the number of CPU cores, for a cpu profile; 0 for a GPU.
 	Cores int
 	// HostMemory is the memory of the host in bytes, when known.
@@ -45,22 +48,6 @@ type DeviceProfile struct {
 	LinkName string
 }
 
-// Peak returns the peak dense FLOP/s in the given precision ("fp32",
-// "tf32", "fp16", "bf16"), or 0 when the device does not support it.
-func (d *DeviceProfile) Peak(precision string) float64 {
-	switch precision {
-	case "fp32":
-		return d.FP32
-	case "tf32":
-		return d.TF32
-	case "fp16":
-		return d.FP16
-	case "bf16":
-		return d.BF16
-	}
-	return 0
-}
-
 const (
 	gib = int64(1) << 30
 	tb  = 1e12 // bytes/s and FLOP/s are decimal
@@ -74,44 +61,44 @@ const (
 var devices = []*DeviceProfile{
 	{Name: "a100-40gb", Kind: "gpu", Capability: "8.0", Doc: "NVIDIA A100 40GB SXM (HBM2)",
 		Memory: 40 * gib, Bandwidth: 1.555 * tb,
-		FP32: 19.5 * tb, TF32: 156 * tb, FP16: 312 * tb, BF16: 312 * tb, SupportsBF16: true, SupportsTF32: true,
+		Peaks: spec.Peaks{FP32: 19.5 * tb, TF32: 156 * tb, FP16: 312 * tb, BF16: 312 * tb}, SupportsBF16: true, SupportsTF32: true,
 		Link: 300e9, LinkName: "NVLink 3"},
 	{Name: "a100-80gb", Kind: "gpu", Capability: "8.0", Doc: "NVIDIA A100 80GB SXM (HBM2e)",
 		Memory: 80 * gib, Bandwidth: 2.039 * tb,
-		FP32: 19.5 * tb, TF32: 156 * tb, FP16: 312 * tb, BF16: 312 * tb, SupportsBF16: true, SupportsTF32: true,
+		Peaks: spec.Peaks{FP32: 19.5 * tb, TF32: 156 * tb, FP16: 312 * tb, BF16: 312 * tb}, SupportsBF16: true, SupportsTF32: true,
 		Link: 300e9, LinkName: "NVLink 3"},
 	{Name: "h100-80gb", Kind: "gpu", Capability: "9.0", Doc: "NVIDIA H100 80GB SXM5 (HBM3)",
 		Memory: 80 * gib, Bandwidth: 3.35 * tb,
-		FP32: 66.9 * tb, TF32: 494.7 * tb, FP16: 989.4 * tb, BF16: 989.4 * tb, SupportsBF16: true, SupportsTF32: true,
+		Peaks: spec.Peaks{FP32: 66.9 * tb, TF32: 494.7 * tb, FP16: 989.4 * tb, BF16: 989.4 * tb}, SupportsBF16: true, SupportsTF32: true,
 		Link: 450e9, LinkName: "NVLink 4"},
 	{Name: "h200-141gb", Kind: "gpu", Capability: "9.0", Doc: "NVIDIA H200 141GB SXM (HBM3e)",
 		Memory: 141 * gib, Bandwidth: 4.8 * tb,
-		FP32: 66.9 * tb, TF32: 494.7 * tb, FP16: 989.4 * tb, BF16: 989.4 * tb, SupportsBF16: true, SupportsTF32: true,
+		Peaks: spec.Peaks{FP32: 66.9 * tb, TF32: 494.7 * tb, FP16: 989.4 * tb, BF16: 989.4 * tb}, SupportsBF16: true, SupportsTF32: true,
 		Link: 450e9, LinkName: "NVLink 4"},
 	{Name: "l4-24gb", Kind: "gpu", Capability: "8.9", Doc: "NVIDIA L4 24GB (GDDR6)",
 		Memory: 24 * gib, Bandwidth: 0.3 * tb,
-		FP32: 30.3 * tb, TF32: 60 * tb, FP16: 121 * tb, BF16: 121 * tb, SupportsBF16: true, SupportsTF32: true,
+		Peaks: spec.Peaks{FP32: 30.3 * tb, TF32: 60 * tb, FP16: 121 * tb, BF16: 121 * tb}, SupportsBF16: true, SupportsTF32: true,
 		Link: 32e9, LinkName: "PCIe 4.0 x16"},
 	{Name: "rtx3090-24gb", Kind: "gpu", Capability: "8.6", Doc: "NVIDIA GeForce RTX 3090 24GB (GDDR6X)",
 		Memory: 24 * gib, Bandwidth: 0.936 * tb,
-		FP32: 35.6 * tb, TF32: 35.6 * tb, FP16: 71 * tb, BF16: 71 * tb, SupportsBF16: true, SupportsTF32: true,
+		Peaks: spec.Peaks{FP32: 35.6 * tb, TF32: 35.6 * tb, FP16: 71 * tb, BF16: 71 * tb}, SupportsBF16: true, SupportsTF32: true,
 		Link: 32e9, LinkName: "PCIe 4.0 x16"},
 	{Name: "rtx4090-24gb", Kind: "gpu", Capability: "8.9", Doc: "NVIDIA GeForce RTX 4090 24GB (GDDR6X)",
 		Memory: 24 * gib, Bandwidth: 1.008 * tb,
-		FP32: 82.6 * tb, TF32: 82.6 * tb, FP16: 165.2 * tb, BF16: 165.2 * tb, SupportsBF16: true, SupportsTF32: true,
+		Peaks: spec.Peaks{FP32: 82.6 * tb, TF32: 82.6 * tb, FP16: 165.2 * tb, BF16: 165.2 * tb}, SupportsBF16: true, SupportsTF32: true,
 		Link: 32e9, LinkName: "PCIe 4.0 x16"},
 	{Name: "t4-16gb", Kind: "gpu", Capability: "7.5", Doc: "NVIDIA T4 16GB (GDDR6); no TF32 or BF16",
 		Memory: 16 * gib, Bandwidth: 0.32 * tb,
-		FP32: 8.1 * tb, FP16: 65 * tb,
-		Link: 16e9, LinkName: "PCIe 3.0 x16"},
+		Peaks: spec.Peaks{FP32: 8.1 * tb, FP16: 65 * tb},
+		Link:  16e9, LinkName: "PCIe 3.0 x16"},
 	{Name: "v100-16gb", Kind: "gpu", Capability: "7.0", Doc: "NVIDIA V100 16GB SXM2 (HBM2); no TF32 or BF16",
 		Memory: 16 * gib, Bandwidth: 0.9 * tb,
-		FP32: 15.7 * tb, FP16: 125 * tb,
-		Link: 150e9, LinkName: "NVLink 2"},
+		Peaks: spec.Peaks{FP32: 15.7 * tb, FP16: 125 * tb},
+		Link:  150e9, LinkName: "NVLink 2"},
 	{Name: "v100-32gb", Kind: "gpu", Capability: "7.0", Doc: "NVIDIA V100 32GB SXM2 (HBM2); no TF32 or BF16",
 		Memory: 32 * gib, Bandwidth: 0.9 * tb,
-		FP32: 15.7 * tb, FP16: 125 * tb,
-		Link: 150e9, LinkName: "NVLink 2"},
+		Peaks: spec.Peaks{FP32: 15.7 * tb, FP16: 125 * tb},
+		Link:  150e9, LinkName: "NVLink 2"},
 }
 
 // Devices returns the built-in GPU profiles, sorted by name. The "cpu"

@@ -100,7 +100,7 @@ func (r *Registry) CheckModel(m *lang.Model) diag.Diagnostics {
 }
 
 // PlanOnly reports whether a layer or family can be planned but not run:
-// exec has no kernels for it yet.
+// no engine has kernels for it yet.
 func (r *Registry) PlanOnly(name string) bool { return planOnly[name] }
 
 var planOnly = map[string]bool{}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"pipe/internal/progtest"
 	"pipe/run"
 	"pipe/workflow"
 )
@@ -46,7 +47,7 @@ func TestJobOf(t *testing.T) {
 // run says so rather than taking the latest.
 func TestPlaceJobRun(t *testing.T) {
 	t.Chdir(t.TempDir())
-	prog := decode(t, program(t, strings.Replace(tinyPipe, "pipeline tiny", "pipeline jobs", 1)))
+	prog := progtest.Decoded(t, program(t, strings.Replace(tinyPipe, "pipeline tiny", "pipeline jobs", 1)))
 	job := run.Job{ID: "slurm-7", From: "SLURM_JOB_ID=7"}
 	p1, err := workflow.PlaceRun(prog, run.Where{Job: job, Rank: 1})
 	want := filepath.Join("out", "jobs", "runs", "slurm-7")

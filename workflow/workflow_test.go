@@ -13,6 +13,7 @@ import (
 	"pipe/engine"
 	"pipe/engine/enginetest"
 	"pipe/engine/torch"
+	"pipe/internal/progtest"
 	"pipe/lang"
 	"pipe/planner"
 	"pipe/planner/plan"
@@ -39,15 +40,6 @@ func program(t *testing.T, src string) *lang.Program {
 		t.Fatal(ds)
 	}
 	return prog
-}
-
-func decode(t *testing.T, prog *lang.Program) *stdlib.Program {
-	t.Helper()
-	dec, ds := stdlib.Decode(prog)
-	if ds.HasErrors() {
-		t.Fatal(ds)
-	}
-	return dec
 }
 
 // cpuHost is a machine of 24 GiB and 2 cores; gpus adds A100s.
@@ -288,11 +280,11 @@ func TestDefaultCheckpointIsTheLatestRuns(t *testing.T) {
 	if got := workflow.DefaultCheckpoint(prog, ""); got != filepath.Join(old, run.LastCheckpoint) {
 		t.Errorf("the old layout: %s", got)
 	}
-	first, err := workflow.PlaceRun(decode(t, prog), run.Where{})
+	first, err := workflow.PlaceRun(progtest.Decoded(t, prog), run.Where{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	second, err := workflow.PlaceRun(decode(t, prog), run.Where{})
+	second, err := workflow.PlaceRun(progtest.Decoded(t, prog), run.Where{})
 	if err != nil || second.Dir == first.Dir {
 		t.Fatalf("two runs placed in %s and %s (%v)", first.Dir, second.Dir, err)
 	}

@@ -17,6 +17,7 @@ import (
 	"pipe/engine/costs"
 	"pipe/internal/memrun"
 	"pipe/internal/onnxtest"
+	"pipe/internal/progtest"
 	"pipe/lang"
 	"pipe/planner"
 	"pipe/planner/plan"
@@ -108,7 +109,7 @@ func TestExportedExamplesMatchOnnxruntime(t *testing.T) {
 					cancel()
 				}
 			}}
-			res, ds := run.Run(ctx, p, decoded(t, prog), stop, run.WithBackend(native.Backend{}), run.WithMaxSteps(2),
+			res, ds := run.Run(ctx, p, progtest.Decoded(t, prog), stop, run.WithBackend(native.Backend{}), run.WithMaxSteps(2),
 				run.WithCheckpointDir(ckpt), run.WithBase(dir))
 			if ds.HasErrors() || res.Position.Step != 2 {
 				t.Fatalf("run: %d steps trained\n%v", res.Position.Step, ds)
@@ -131,13 +132,13 @@ func TestExportedExamplesMatchOnnxruntime(t *testing.T) {
 				}
 				cancel() // one batch is all this test reads
 			}}
-			_, ds = run.Run(ctx, p, decoded(t, prog), first, run.WithBackend(native.Backend{}), run.WithResume(last), run.WithSkipTrain(),
+			_, ds = run.Run(ctx, p, progtest.Decoded(t, prog), first, run.WithBackend(native.Backend{}), run.WithResume(last), run.WithSkipTrain(),
 				run.WithCheckpointDir(filepath.Join(dir, "ckpt-eval", name)), run.WithBase(dir))
 			if ds.HasErrors() || ev.N == 0 {
 				t.Fatalf("evaluation: %d samples seen\n%v", ev.N, ds)
 			}
 
-			tr, err := run.LoadTrained(p, decoded(t, prog), last, native.Backend{}, ev.N, 1)
+			tr, err := run.LoadTrained(p, progtest.Decoded(t, prog), last, native.Backend{}, ev.N, 1)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -13,6 +13,7 @@ import (
 	"pipe/engine/costs"
 	"pipe/engine/native"
 	"pipe/internal/onnxtest"
+	"pipe/internal/progtest"
 	"pipe/lang"
 	"pipe/planner"
 	"pipe/run"
@@ -75,7 +76,7 @@ func TestExportCommand(t *testing.T) {
 	f, _ := lang.Parse(file, []byte(exportSrc))
 	prog, _ := lang.Check(f, stdlib.Schema())
 	p, _ := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithSource([]byte(exportSrc)), planner.WithDevice("cpu"))
-	tr, err := run.LoadTrained(p, decoded(t, prog), filepath.Join(dir, "ckpt", run.LastCheckpoint), native.Backend{}, 5, 1)
+	tr, err := run.LoadTrained(p, progtest.Decoded(t, prog), filepath.Join(dir, "ckpt", run.LastCheckpoint), native.Backend{}, 5, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,7 +129,7 @@ func TestExportGANGenerator(t *testing.T) {
 	f, _ := lang.Parse(file, src)
 	prog, _ := lang.Check(f, stdlib.Schema())
 	p, _ := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithSource(src), planner.WithDevice("cpu"))
-	tr, err := run.LoadTrained(p, decoded(t, prog), filepath.Join(dir, "ckpt", run.LastCheckpoint), native.Backend{}, 2, 1)
+	tr, err := run.LoadTrained(p, progtest.Decoded(t, prog), filepath.Join(dir, "ckpt", run.LastCheckpoint), native.Backend{}, 2, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -170,7 +171,7 @@ func TestExportFashionFirstTestBatch(t *testing.T) {
 	f, _ := lang.Parse(file, src)
 	prog, _ := lang.Check(f, stdlib.Schema())
 	p, _ := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithSource(src), planner.WithDevice("cpu"))
-	tr, err := run.LoadTrained(p, decoded(t, prog), filepath.Join(dir, "ckpt", run.LastCheckpoint), native.Backend{}, n, 1)
+	tr, err := run.LoadTrained(p, progtest.Decoded(t, prog), filepath.Join(dir, "ckpt", run.LastCheckpoint), native.Backend{}, n, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 	"pipe/export/torchscript"
 	"pipe/internal/memrun"
 	"pipe/internal/onnxtest"
+	"pipe/internal/progtest"
 	"pipe/run"
 )
 
@@ -89,7 +90,7 @@ func TestExportTorchScript(t *testing.T) {
 				cancel()
 			}
 		}}
-		res, ds := run.Run(ctx, p, decoded(t, prog), stop, run.WithBackend(native.Backend{}), run.WithMaxSteps(2),
+		res, ds := run.Run(ctx, p, progtest.Decoded(t, prog), stop, run.WithBackend(native.Backend{}), run.WithMaxSteps(2),
 			run.WithCheckpointDir(ckpt), run.WithBase(dir))
 		cancel()
 		if ds.HasErrors() || res.Position.Step != 2 {
@@ -104,7 +105,7 @@ func TestExportTorchScript(t *testing.T) {
 		if !strings.Contains(stdout, "traced in evaluation mode") {
 			t.Errorf("%s: pipe export says\n%s", name, stdout)
 		}
-		tr, err := run.LoadTrained(p, decoded(t, prog), last, native.Backend{}, n, 1)
+		tr, err := run.LoadTrained(p, progtest.Decoded(t, prog), last, native.Backend{}, n, 1)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"pipe/dataset/internal/datatest"
+	"pipe/internal/progtest"
 	"strings"
 	"sync"
 	"testing"
@@ -140,7 +142,7 @@ func openGDALPath(tb testing.TB, src, base string, directOn bool) *Dataset {
 	tb.Helper()
 	keep := directTIFF
 	directTIFF = directOn
-	ds, err := Open(srcSpec(tb, src), under(base))
+	ds, err := Open(progtest.Source(tb, src), under(base))
 	directTIFF = keep
 	if err != nil {
 		tb.Fatal(err)
@@ -165,8 +167,8 @@ func compareDirect(t *testing.T, dir, name, body string, want bool) {
 	if (dd.direct != nil) != want {
 		t.Fatalf("%s: the direct reader applies: %v, want %v", body, dd.direct != nil, want)
 	}
-	dx, _, _ := readAll(t, direct)
-	gx, _, _ := readAll(t, gdal)
+	dx, _, _ := datatest.ReadAll(t, direct)
+	gx, _, _ := datatest.ReadAll(t, gdal)
 	zeros := 0
 	for i := range dx {
 		same(t, i, "x", dx[i], gx[i])
@@ -252,7 +254,7 @@ func TestGeoTIFFDirectCorrupt(t *testing.T) {
 				}
 			}
 			directFile(t, dir, c.name, godal.UInt16, sw)
-			ds, err := Open(srcSpec(t, fmt.Sprintf(`source s geotiff { path %q  tile 256x256 }`, c.name)), under(dir))
+			ds, err := Open(progtest.Source(t, fmt.Sprintf(`source s geotiff { path %q  tile 256x256 }`, c.name)), under(dir))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -335,7 +337,7 @@ func TestGeoTIFFDirectAllocates(t *testing.T) {
 			}
 		}
 		directFile(t, dir, c.name, godal.UInt16, sw)
-		ds, err := Open(srcSpec(t, fmt.Sprintf(`source s geotiff { path %q  tile 90x100 stride 77 }`, c.name)), under(dir))
+		ds, err := Open(progtest.Source(t, fmt.Sprintf(`source s geotiff { path %q  tile 90x100 stride 77 }`, c.name)), under(dir))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -370,10 +372,10 @@ func TestGeoTIFFDirectCacheConcurrent(t *testing.T) {
 		directFile(t, dir, name, godal.UInt16, append([]string{"-co", "COMPRESS=ZSTD", "-co", "PREDICTOR=2"}, l.sw...))
 		src := fmt.Sprintf(`source s geotiff { path %q  tile 90x100 stride 37 }`, name)
 		gdal := openGDALPath(t, src, dir, false)
-		want, _, _ := readAll(t, gdal)
+		want, _, _ := datatest.ReadAll(t, gdal)
 		keep := directCacheBytes
 		directCacheBytes = 0 // the least the cache holds: two rows of windows
-		ds, err := Open(srcSpec(t, src), under(dir))
+		ds, err := Open(progtest.Source(t, src), under(dir))
 		directCacheBytes = keep
 		if err != nil {
 			t.Fatal(err)
@@ -422,7 +424,7 @@ func TestGeoTIFFDirectCacheConcurrent(t *testing.T) {
 		}
 		keep = directStripBytes
 		directStripBytes = 100 * directW * 3 * 2 // fewer rows than two rows of tiles
-		small, err := Open(srcSpec(t, src), under(dir))
+		small, err := Open(progtest.Source(t, src), under(dir))
 		directStripBytes = keep
 		if err != nil {
 			t.Fatal(err)
@@ -445,8 +447,8 @@ func TestGeoTIFFDirectLandsat(t *testing.T) {
 	if d.direct == nil || d.direct.cache == nil {
 		t.Fatal("the direct reader's block cache does not read the scene")
 	}
-	dx, dy, dm := readAll(t, direct)
-	gx, gy, gm := readAll(t, gdal)
+	dx, dy, dm := datatest.ReadAll(t, direct)
+	gx, gy, gm := datatest.ReadAll(t, gdal)
 	for i := range dx {
 		same(t, i, "x", dx[i], gx[i])
 		same(t, i, "y", dy[i], gy[i])
@@ -504,8 +506,8 @@ func TestGeoTIFFDirectFallback(t *testing.T) {
 	if sparse == 0 {
 		t.Fatal("GDAL wrote every block: the file is not sparse")
 	}
-	dx, _, _ := readAll(t, direct)
-	gx, _, _ := readAll(t, gdal)
+	dx, _, _ := datatest.ReadAll(t, direct)
+	gx, _, _ := datatest.ReadAll(t, gdal)
 	onDirect := 0
 	for i := range dx {
 		same(t, i, "x", dx[i], gx[i])

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"pipe/dataset/internal/datatest"
+	"pipe/internal/progtest"
 	"runtime"
 	"strings"
 	"testing"
@@ -58,12 +60,12 @@ func TestGeoTIFFFastPathMatches(t *testing.T) {
 					body = b
 				}
 				src := fmt.Sprintf(`source s geotiff { path "int.tif"  %s }`, body)
-				fast, err := Open(srcSpec(t, src), under(dir))
+				fast, err := Open(progtest.Source(t, src), under(dir))
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer fast.Close()
-				slow, err := Open(srcSpec(t, src), under(dir))
+				slow, err := Open(progtest.Source(t, src), under(dir))
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -72,8 +74,8 @@ func TestGeoTIFFFastPathMatches(t *testing.T) {
 					t.Fatal("the fast path does not apply to a file of " + typ)
 				}
 				slow.lut = nil
-				fx, fy, fm := readAll(t, fast)
-				sx, sy, sm := readAll(t, slow)
+				fx, fy, fm := datatest.ReadAll(t, fast)
+				sx, sy, sm := datatest.ReadAll(t, slow)
 				zeros := 0
 				for i := range fx {
 					same(t, i, "x", fx[i], sx[i])
@@ -109,7 +111,7 @@ func same(t *testing.T, i int, what string, a, b []float32) {
 // buffer of the tile's size (the old path allocated one per tile).
 func TestGeoTIFFFastPathAllocates(t *testing.T) {
 	dir := intFixture(t, "UInt16")
-	ds, err := Open(srcSpec(t, `source s geotiff { path "int.tif"  tile 32x32 stride 4 }`), under(dir))
+	ds, err := Open(progtest.Source(t, `source s geotiff { path "int.tif"  tile 32x32 stride 4 }`), under(dir))
 	if err != nil {
 		t.Fatal(err)
 	}

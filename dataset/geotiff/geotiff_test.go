@@ -5,6 +5,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"pipe/dataset/internal/datatest"
+	"pipe/internal/progtest"
 	"slices"
 	"sync"
 	"testing"
@@ -95,7 +97,7 @@ func geoFixture(t *testing.T) string {
 
 func TestGeoTIFF(t *testing.T) {
 	dir := geoFixture(t)
-	ds, err := Open(srcSpec(t, `source s geotiff { path "scene.tif"  bands [1, 3]  target "target.tif"  tile 8x8 stride 8 }`), under(dir))
+	ds, err := Open(progtest.Source(t, `source s geotiff { path "scene.tif"  bands [1, 3]  target "target.tif"  tile 8x8 stride 8 }`), under(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +135,7 @@ func TestGeoTIFF(t *testing.T) {
 	if cov := r.Coverage(); cov < float64(20*sceneH-9)/(sceneW*sceneH) || cov > float64(21*sceneH-9)/(sceneW*sceneH) {
 		t.Fatalf("coverage %v", cov)
 	}
-	xs, ys, ms := readAll(t, ds)
+	xs, ys, ms := datatest.ReadAll(t, ds)
 	for i := range ds.Len() {
 		w := r.Tile(i)
 		for ty := range 8 {
@@ -172,7 +174,7 @@ func TestGeoTIFF(t *testing.T) {
 
 func TestGeoTIFFNoTarget(t *testing.T) {
 	dir := geoFixture(t)
-	ds, err := Open(srcSpec(t, `source s geotiff { path "scene.tif"  tile 16x16 stride 12  normalize none }`), under(dir))
+	ds, err := Open(progtest.Source(t, `source s geotiff { path "scene.tif"  tile 16x16 stride 12  normalize none }`), under(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -201,8 +203,8 @@ func TestGeoTIFFErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, dir, "cut.tif", full[:len(full)*6/10])
-	writeFile(t, dir, "junk.tif", []byte("II*\x00 this is not a TIFF"))
+	datatest.WriteFile(t, dir, "cut.tif", full[:len(full)*6/10])
+	datatest.WriteFile(t, dir, "junk.tif", []byte("II*\x00 this is not a TIFF"))
 	cases := []struct{ src, want string }{
 		{`path "missing.tif"`, "missing.tif: file not found"},
 		{`path "scene.tif"  target "nocrs.tif"`, "nocrs.tif: the target has no CRS"},
@@ -214,8 +216,8 @@ func TestGeoTIFFErrors(t *testing.T) {
 		{`path "nocrs.tif"  target "scene.tif"`, "nocrs.tif: the scene has no CRS"},
 	}
 	for _, c := range cases {
-		_, err := Open(srcSpec(t, `source s geotiff { `+c.src+` }`), under(dir))
-		wantErr(t, err, c.want)
+		_, err := Open(progtest.Source(t, `source s geotiff { `+c.src+` }`), under(dir))
+		datatest.WantErr(t, err, c.want)
 	}
 }
 
@@ -224,12 +226,12 @@ func TestGeoTIFFErrors(t *testing.T) {
 // (data's loader tests read a source through several workers.)
 func TestGeoTIFFConcurrent(t *testing.T) {
 	dir := geoFixture(t)
-	ds, err := Open(srcSpec(t, `source s geotiff { path "scene.tif"  target "target.tif"  tile 8x8 stride 2 }`), under(dir))
+	ds, err := Open(progtest.Source(t, `source s geotiff { path "scene.tif"  target "target.tif"  tile 8x8 stride 2 }`), under(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ds.Close()
-	wx, wy, wm := readAll(t, ds)
+	wx, wy, wm := datatest.ReadAll(t, ds)
 	const workers = 4
 	xn, yn := prod(ds.XShape()), prod(ds.YShape())
 	var wg sync.WaitGroup
@@ -265,12 +267,12 @@ func TestGeoTIFFMultibandTarget(t *testing.T) {
 	writeTIFF(t, filepath.Join(dir, "two.tif"), sceneW, sceneH, 2, sceneGT, 32725, math.NaN(), func(b, x, y int) float64 {
 		return float64(1000*b + x)
 	})
-	ds, err := Open(srcSpec(t, `source s geotiff { path "scene.tif"  target "two.tif"  tile 8x8  normalize none }`), under(dir))
+	ds, err := Open(progtest.Source(t, `source s geotiff { path "scene.tif"  target "two.tif"  tile 8x8  normalize none }`), under(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ds.Close()
-	_, ys, ms := readAll(t, ds)
+	_, ys, ms := datatest.ReadAll(t, ds)
 	w := ds.Tile(1) // columns 8 to 15
 	for p := range 64 {
 		if want := float32(w.X + p%8); ms[1][p] != 1 || ys[1][p] != want {

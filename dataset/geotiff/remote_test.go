@@ -12,7 +12,9 @@ import (
 
 	"github.com/airbusgeo/godal"
 
+	"pipe/dataset/internal/datatest"
 	"pipe/dataset/remote"
+	"pipe/internal/progtest"
 	"pipe/internal/s3test"
 )
 
@@ -57,8 +59,8 @@ func compareRemote(t *testing.T, s *s3test.Server, dir, name, body string, wantD
 	if rem.Len() != local.Len() || rem.Norm().Mean[0] != local.Norm().Mean[0] {
 		t.Fatalf("remote: %d tiles, mean %v; local %d, %v", rem.Len(), rem.Norm().Mean, local.Len(), local.Norm().Mean)
 	}
-	lx, ly, lm := readAll(t, local)
-	rx, ry, rm := readAll(t, rem)
+	lx, ly, lm := datatest.ReadAll(t, local)
+	rx, ry, rm := datatest.ReadAll(t, rem)
 	for i := range lx {
 		same(t, i, "x", rx[i], lx[i])
 		same(t, i, "y", ry[i], ly[i])
@@ -112,13 +114,13 @@ func TestGeoTIFFRemoteErrors(t *testing.T) {
 			t.Fatalf("a credential leaked: %v", err)
 		}
 	}
-	missing := srcSpec(t, fmt.Sprintf(`source s geotiff { path %q  tile 8x8 }`, s.URL("rasters/nope.tif")))
+	missing := progtest.Source(t, fmt.Sprintf(`source s geotiff { path %q  tile 8x8 }`, s.URL("rasters/nope.tif")))
 	_, err := Open(missing, under(dir))
 	check(err, "s3://pipe/rasters/nope.tif: no such object")
 	_, err = Tiles(missing, under(dir))
 	check(err, "s3://pipe/rasters/nope.tif: no such object")
 
-	src := srcSpec(t, fmt.Sprintf(`source s geotiff { path %q  tile 8x8 }`, s.URL("rasters/scene.tif")))
+	src := progtest.Source(t, fmt.Sprintf(`source s geotiff { path %q  tile 8x8 }`, s.URL("rasters/scene.tif")))
 	n, err := Tiles(src, under(dir))
 	if err != nil || n != 20 {
 		t.Fatalf("Tiles = %d, %v; want 20", n, err)

@@ -4,6 +4,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"pipe/dataset/internal/datatest"
+	"pipe/internal/progtest"
 	"testing"
 )
 
@@ -16,9 +18,9 @@ func TestGeoTIFFTruncatedTarget(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	writeFile(t, dir, "cut.tif", full[:len(full)/2])
-	_, err = Open(srcSpec(t, `source s geotiff { path "scene.tif"  target "cut.tif" }`), under(dir))
-	wantErr(t, err, "cut.tif: ", "(is the file truncated or corrupt?)")
+	datatest.WriteFile(t, dir, "cut.tif", full[:len(full)/2])
+	_, err = Open(progtest.Source(t, `source s geotiff { path "scene.tif"  target "cut.tif" }`), under(dir))
+	datatest.WantErr(t, err, "cut.tif: ", "(is the file truncated or corrupt?)")
 }
 
 // ...and here the one-band view itself: the Landsat scene cut in half.
@@ -29,13 +31,13 @@ func TestGeoTIFFTruncatedLandsatTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	writeFile(t, dir, "half.tif", full[:len(full)/2])
+	datatest.WriteFile(t, dir, "half.tif", full[:len(full)/2])
 	scene, err := filepath.Abs(filepath.Join(repoRoot, "data/L7_ETMs.tif"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = Open(srcSpec(t, `source s geotiff { path "`+scene+`"  target "half.tif" }`), under(dir))
-	wantErr(t, err, "half.tif: ", "(is the file truncated or corrupt?)")
+	_, err = Open(progtest.Source(t, `source s geotiff { path "`+scene+`"  target "half.tif" }`), under(dir))
+	datatest.WantErr(t, err, "half.tif: ", "(is the file truncated or corrupt?)")
 }
 
 // The target's statistics are over the valid pixels the training tiles
@@ -44,7 +46,7 @@ func TestGeoTIFFTruncatedLandsatTarget(t *testing.T) {
 func TestGeoTIFFTargetNorm(t *testing.T) {
 	dir := geoFixture(t)
 	for _, mode := range []string{"", "target_normalize standard", "target_normalize none"} {
-		r, err := Open(srcSpec(t, `source s geotiff { path "scene.tif"  target "target.tif"  tile 8x8 stride 4  split 0.7 seed 2  `+mode+` }`), under(dir))
+		r, err := Open(progtest.Source(t, `source s geotiff { path "scene.tif"  target "target.tif"  tile 8x8 stride 4  split 0.7 seed 2  `+mode+` }`), under(dir))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -91,7 +93,7 @@ func TestGeoTIFFTargetNorm(t *testing.T) {
 // A split by blocks leaves no pixel in both parts.
 func TestGeoTIFFSplitByBlocks(t *testing.T) {
 	dir := geoFixture(t)
-	r, err := Open(srcSpec(t, `source s geotiff { path "scene.tif"  tile 8x8 stride 4  split 0.7 seed 5 blocks 16 }`), under(dir))
+	r, err := Open(progtest.Source(t, `source s geotiff { path "scene.tif"  tile 8x8 stride 4  split 0.7 seed 5 blocks 16 }`), under(dir))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,6 +113,6 @@ func TestGeoTIFFSplitByBlocks(t *testing.T) {
 			t.Fatalf("pixel (%d, %d) is in both parts", p%sceneW, p/sceneW)
 		}
 	}
-	_, err = Open(srcSpec(t, `source s geotiff { path "scene.tif"  tile 8x8  split 0.7 blocks 4 }`), under(dir))
-	wantErr(t, err, "blocks 4 are smaller than the 8x8 tiles")
+	_, err = Open(progtest.Source(t, `source s geotiff { path "scene.tif"  tile 8x8  split 0.7 blocks 4 }`), under(dir))
+	datatest.WantErr(t, err, "blocks 4 are smaller than the 8x8 tiles")
 }

@@ -4,6 +4,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"pipe/internal/progtest"
 	"testing"
 
 	"github.com/airbusgeo/godal"
@@ -11,7 +12,7 @@ import (
 
 func TestWritePrediction(t *testing.T) {
 	dir := geoFixture(t)
-	ds, err := Open(srcSpec(t, `source s geotiff { path "scene.tif"  tile 8x8 }`), under(dir))
+	ds, err := Open(progtest.Source(t, `source s geotiff { path "scene.tif"  tile 8x8 }`), under(dir))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"pipe/engine"
 	"pipe/engine/native/internal/winograd"
+	"pipe/internal/progtest"
 	"pipe/planner/cost"
 	"pipe/planner/plan"
 	"pipe/run"
@@ -53,7 +54,7 @@ func TestCostMatchesKernels(t *testing.T) {
 			if ds.HasErrors() {
 				t.Fatal(ds)
 			}
-			cfg := run.ConfigFromPlan(p, decoded(t, prog))
+			cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 			cfg.Batch, cfg.Threads, cfg.Checkpoint = 1, p.Device.Cores, nil
 			m := mustBuild(t, g, cfg)
 			c, w := compareUnits(t, newCostArena(g, costSetup(g, p)), m)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"pipe/internal/progtest"
 	"pipe/lang"
 	"pipe/run"
 	"pipe/stdlib"
@@ -151,7 +152,7 @@ func TestDepthwiseScratchIsPlanned(t *testing.T) {
 		t.Fatal(ds)
 	}
 	p := planCPU(t, prog, planHost)
-	ms := buildAt(t, prog, p, run.ConfigFromPlan(p, decoded(t, prog)))
+	ms := buildAt(t, prog, p, run.ConfigFromPlan(p, progtest.Decoded(t, prog)))
 	if ms.Scratch == 0 || ms.Scratch != p.Memory.Workspace {
 		t.Errorf("scratch: planned %d bytes, allocated %d", p.Memory.Workspace, ms.Scratch)
 	}

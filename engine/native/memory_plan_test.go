@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	"pipe/engine"
+	"pipe/internal/progtest"
 	"pipe/lang"
 	"pipe/planner"
 	"pipe/planner/plan"
@@ -117,7 +118,7 @@ func TestMemoryMatchesPlan(t *testing.T) {
 			if !p.Fits {
 				t.Fatalf("batch %d does not fit the plan's host", b)
 			}
-			ms := buildAt(t, prog, p, run.ConfigFromPlan(p, decoded(t, prog)))
+			ms := buildAt(t, prog, p, run.ConfigFromPlan(p, progtest.Decoded(t, prog)))
 			pm := p.Memory
 			// The executor's share of the plan: the process's runtime,
 			// data, checkpoint copy and collector headroom are the OS's to
@@ -127,7 +128,7 @@ func TestMemoryMatchesPlan(t *testing.T) {
 			pm.Eval -= pm.Folds
 			if p.GAN != nil {
 				// The discriminator is built beside the generator by a
-				// gan run (exec.ganModel), not here: this checks the
+				// gan run (run.ganModel), not here: this checks the
 				// generator's part.
 				pm.Total -= p.GAN.Memory.Total
 			}
@@ -196,7 +197,7 @@ func TestCheckpointLowersMemory(t *testing.T) {
 		t.Fatal("no small host made the planner recompute segments at batch 4")
 	}
 	ck := p.Checkpoint
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 	with := buildAt(t, prog, p, cfg)
 	cfg.Checkpoint = nil
 	without := buildAt(t, prog, p, cfg)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"pipe/dataset"
+	"pipe/internal/progtest"
 	"pipe/run"
 )
 
@@ -212,10 +213,10 @@ func TestPerformerExampleTrains(t *testing.T) {
 		t.Fatal("the example does not fit the plan's host")
 	}
 	g := exampleGraph(t, "performer_fashion.pipe")
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 	cfg.Batch, cfg.Threads = 16, 2
 	m := mustBuild(t, g, cfg)
-	src, err := dataset.Open(decoded(t, prog).Spec.Source("train"), dataset.WithBase(root))
+	src, err := dataset.Open(progtest.Decoded(t, prog).Spec.Source("train"), dataset.WithBase(root))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"pipe/dataset"
+	"pipe/internal/progtest"
 	"pipe/lang"
 	"pipe/stdlib"
 )
@@ -40,7 +41,7 @@ func TestFashionMNIST(t *testing.T) {
 		t.Fatal(gds)
 	}
 	open := func(name string) dataset.Dataset {
-		d, err := dataset.Open(decoded(t, prog).Spec.Source(name), dataset.WithBase(root))
+		d, err := dataset.Open(progtest.Decoded(t, prog).Spec.Source(name), dataset.WithBase(root))
 		if err != nil {
 			t.Fatal(err)
 		}

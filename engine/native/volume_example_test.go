@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"pipe/dataset"
+	"pipe/internal/progtest"
 	"pipe/planner"
 	"pipe/run"
 )
@@ -34,7 +35,7 @@ func TestVolumeExample(t *testing.T) {
 	src = bytes.Replace(src, []byte(`write "out/volume_unet_pred.zarr"  overlap 0.5`), []byte(`write "`+out+`"  overlap 0`), 1)
 	prog := loadProgram(t, writeTemp(t, dir, src))
 	p := planCPU(t, prog, planHost, planner.WithBatch(4))
-	res, ds := run.Run(context.Background(), p, decoded(t, prog), run.Hooks{},
+	res, ds := run.Run(context.Background(), p, progtest.Decoded(t, prog), run.Hooks{},
 		run.WithBackend(Backend{}), run.WithBase(root), run.WithCheckpointDir(dir), run.WithMaxSteps(3), run.WithThreads(2))
 	if ds.HasErrors() {
 		t.Fatalf("run failed:\n%v", ds)

@@ -4,6 +4,7 @@ import (
 	"strings"
 	"testing"
 
+	"pipe/internal/progtest"
 	"pipe/planner"
 	"pipe/run"
 )
@@ -16,7 +17,7 @@ import (
 func TestCompileFailsAtFirstStep(t *testing.T) {
 	py := testPython(t)
 	prog, p, g := loadSrc(t, "smallconv.pipe", []byte(smallConv), planner.WithEngine("torch"))
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 	eager := buildTorch(t, g, cfg, Backend{Python: py})
 	t.Setenv("PIPE_TORCH_FAKE_COMPILE", "fail")
 	cfg.Engine.Compile = true

@@ -4,6 +4,7 @@ import (
 	"math"
 	"testing"
 
+	"pipe/internal/progtest"
 	"pipe/run"
 )
 
@@ -29,7 +30,7 @@ train { epochs 1  batch 8  optimizer sgd lr 0.05  loss mse }
 func TestDataParallelWeighsMaskedLossesByValidPositions(t *testing.T) {
 	py := testPython(t)
 	prog, p, g := loadSrc(t, "masked.pipe", []byte(maskPipe))
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 	cfg.Threads = 1
 	one := cfg
 	one.Batch = 8

@@ -5,6 +5,7 @@ import (
 
 	"net"
 	"pipe/dataset"
+	"pipe/internal/progtest"
 	"strings"
 	"testing"
 
@@ -50,7 +51,7 @@ func halves(b *dataset.Batch) []*dataset.Batch {
 func TestDataParallelEqualsOneProcess(t *testing.T) {
 	py := testPython(t)
 	prog, p, g := loadFile(t, "../../examples/fashion_mlp.pipe")
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 	cfg.Threads = 1
 	cfg.Batch = 8
 	two := cfg

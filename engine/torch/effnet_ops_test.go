@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"pipe/engine/native"
+	"pipe/internal/progtest"
 	"pipe/run"
 )
 
@@ -33,7 +34,7 @@ func TestDropPathEvalAgrees(t *testing.T) {
 	py := testPython(t)
 	src := "pipeline p\nsource s synthetic { samples 16  shape [3, 6, 6] }\nmodel m {\n  input [3, 6, 6]\n  x = conv 4 k3 pad1\n  conv 4 k3 pad1 -> drop_path 0.5 -> add x -> conv 1 k1\n}\ntrain { epochs 1  batch 4  optimizer adam lr 1e-2  loss mse }\n"
 	prog, p, g := loadSrc(t, "drop_path.pipe", []byte(src))
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 	nm, err := native.Backend{}.Build(g, cfg)
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 
 	"pipe/dataset"
 	"pipe/engine/native"
+	"pipe/internal/progtest"
 	"pipe/internal/torchtest"
 	"pipe/run"
 )
@@ -46,7 +47,7 @@ func TestEfficientNetMatchesTorchvision(t *testing.T) {
 			tv := torchvisionTensors(t, py, torchvisionEffNet, name)
 			src := "pipeline e\nsource d synthetic { samples 4  shape [3, 96, 96]  classes 1000 }\nmodel m {\n  input [3, 96, 96]\n  " + name + "\n}\ntrain { epochs 1  batch 2  optimizer sgd lr 0.1  loss cross_entropy }\n"
 			prog, p, g := loadSrc(t, name+".pipe", []byte(src))
-			cfg := run.ConfigFromPlan(p, decoded(t, prog))
+			cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 			cfg.Batch, cfg.Threads, cfg.Checkpoint = 2, 2, nil
 			m, err := native.Backend{}.Build(g, cfg)
 			if err != nil {

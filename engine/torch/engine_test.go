@@ -10,6 +10,7 @@ import (
 
 	"pipe/engine"
 	"pipe/engine/native"
+	"pipe/internal/progtest"
 	"pipe/run"
 	"pipe/stdlib"
 )
@@ -109,7 +110,7 @@ func TestExamplesOnBothEngines(t *testing.T) {
 					n.Args.P = 0
 				}
 			}
-			cfg := run.ConfigFromPlan(p, decoded(t, prog))
+			cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 			cfg.Batch = exampleBatch(name, cfg.Batch)
 			cfg.Threads = 2
 			native, err := native.Backend{}.Build(g, cfg)

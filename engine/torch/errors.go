@@ -117,7 +117,8 @@ func lastLines(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// replyErr turns a failed reply into the error exec expects.
+// replyErr turns a failed reply into the error package engine names for
+// it (NonFiniteError, OutOfMemoryError, ...), which the run loop reads.
 func replyErr(r response, rank int) error {
 	if r.OK {
 		return nil

@@ -16,6 +16,7 @@ import (
 
 	"pipe/engine"
 	"pipe/engine/native"
+	"pipe/internal/progtest"
 	"pipe/lang"
 	"pipe/planner"
 	"pipe/run"
@@ -73,7 +74,7 @@ train { epochs 1  batch 1  loss mse }
 func TestRecomputedSegments(t *testing.T) {
 	py := testPython(t)
 	prog, p, g := loadFile(t, "../../examples/cells.pipe", planner.WithEngine("torch"), planner.WithBatch(2))
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 	cfg.Engine.Autocast = "" // fp32: the two runs must agree to rounding
 	plain := cfg
 	plain.Checkpoint = nil
@@ -142,7 +143,7 @@ func TestRecomputedSegments(t *testing.T) {
 func TestDeadRankStopsTheOthers(t *testing.T) {
 	py := testPython(t)
 	prog, p, g := loadFile(t, "../../examples/fashion_mlp.pipe")
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 	cfg.Batch, cfg.Threads, cfg.Engine.WorldSize = 8, 1, 2
 	m := buildTorch(t, g, cfg, Backend{Python: py, NProcPerNode: 2, MasterPort: freePort(t)})
 	pids := PIDs(m)
@@ -197,7 +198,7 @@ func TestTwoNodes(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			b := Backend{Python: py, NProcPerNode: 1, NNodes: 2, NodeRank: node, MasterPort: port}
-			r, ds := run.Run(context.Background(), p, decoded(t, prog), run.Hooks{},
+			r, ds := run.Run(context.Background(), p, progtest.Decoded(t, prog), run.Hooks{},
 				run.WithBackend(native.Backend{}), run.WithBackend(b), run.WithNodeRank(node), run.WithMaxSteps(12),
 				run.WithBase(dirs[node]), run.WithCheckpointDir(filepath.Join(dirs[node], "ckpt")), run.WithThreads(1))
 			res[node] = r
@@ -261,7 +262,7 @@ func TestOneNodeStoppedStopsBoth(t *testing.T) {
 				}
 			}
 			b := Backend{Python: py, NProcPerNode: 1, NNodes: 2, NodeRank: node, MasterPort: port}
-			r, ds := run.Run(ctx, p, decoded(t, prog), hooks,
+			r, ds := run.Run(ctx, p, progtest.Decoded(t, prog), hooks,
 				run.WithBackend(native.Backend{}), run.WithBackend(b), run.WithNodeRank(node), run.WithMaxSteps(40),
 				run.WithBase(dirs[node]), run.WithCheckpointDir(filepath.Join(dirs[node], "ckpt")), run.WithThreads(1))
 			res[node] = r
@@ -315,7 +316,7 @@ func (l *lockedBuffer) String() string {
 func TestMissingRankIsNamed(t *testing.T) {
 	py := testPython(t)
 	prog, p, g := loadSrc(t, "nodes.pipe", []byte(resumable), planner.WithEngine("torch"), planner.WithDevices(1, 2), planner.WithBatch(10))
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 	var logs lockedBuffer
 	log := hclog.New(&hclog.LoggerOptions{Output: &logs, Level: hclog.Warn})
 	b := Backend{Python: py, NProcPerNode: 1, NNodes: 2, NodeRank: 0, MasterPort: freePort(t), RendezvousTimeout: 7 * time.Second, Log: log}
@@ -344,7 +345,7 @@ func TestMissingRankIsNamed(t *testing.T) {
 func TestStalledRankIsReported(t *testing.T) {
 	py := testPython(t)
 	prog, p, g := loadFile(t, "../../examples/fashion_mlp.pipe")
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 	cfg.Batch, cfg.Threads, cfg.Engine.WorldSize = 8, 1, 2
 	defer func(d time.Duration) { stallReport = d }(stallReport)
 	stallReport = time.Second
@@ -386,7 +387,7 @@ func TestStalledRankIsReported(t *testing.T) {
 func TestDeadRankOfAnotherNodeIsNamed(t *testing.T) {
 	py := testPython(t)
 	prog, p, g := loadFile(t, "../../examples/fashion_mlp.pipe")
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 	cfg.Batch, cfg.Threads, cfg.Engine.WorldSize = 8, 1, 2
 	port := freePort(t)
 	ms := make([]engine.Model, 2)

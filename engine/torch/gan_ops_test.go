@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"pipe/engine/native"
+	"pipe/internal/progtest"
 	"pipe/run"
 )
 
@@ -43,7 +44,7 @@ func trainInLockstep(t *testing.T, py, name, shape, body string) {
 			skip[g.Nodes[n.Inputs[0]].Name+".bias"] = true
 		}
 	}
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 	cfg.Threads = 2
 	native, err := native.Backend{}.Build(g, cfg)
 	if err != nil {

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"pipe/engine"
+	"pipe/internal/progtest"
 	"pipe/planner"
 	"pipe/run"
 )
@@ -116,7 +117,7 @@ func TestGANAgree(t *testing.T) {
 				prog, p, _ := loadSrc(t, "tinygan.pipe", []byte(src), planner.WithEngine("torch"))
 				p.Engine.LossReadback = "lagged"
 				dir := t.TempDir()
-				res, ds := run.Run(context.Background(), p, decoded(t, prog), run.Hooks{}, run.WithBackend(Backend{Python: py}),
+				res, ds := run.Run(context.Background(), p, progtest.Decoded(t, prog), run.Hooks{}, run.WithBackend(Backend{Python: py}),
 					run.WithBase(dir), run.WithCheckpointDir(filepath.Join(dir, "ckpt")), run.WithThreads(1), run.WithMaxSteps(steps))
 				if ds.HasErrors() {
 					t.Fatal(ds)

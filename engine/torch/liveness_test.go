@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"pipe/engine"
+	"pipe/internal/progtest"
 	"pipe/planner"
 	"pipe/run"
 )
@@ -20,7 +21,7 @@ import (
 func TestLivenessSaysAWorkerDied(t *testing.T) {
 	py := testPython(t)
 	prog, p, g := loadSrc(t, "smallconv.pipe", []byte(smallConv), planner.WithEngine("torch"))
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 	m := buildTorch(t, g, cfg, Backend{Python: py})
 	live := m.Capabilities().Liveness
 	if live == nil {
@@ -57,7 +58,7 @@ func TestLivenessSaysAWorkerDied(t *testing.T) {
 func TestKillEndsAStoppedWorker(t *testing.T) {
 	py := testPython(t)
 	prog, p, g := loadSrc(t, "smallconv.pipe", []byte(smallConv), planner.WithEngine("torch"))
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 	m := buildTorch(t, g, cfg, Backend{Python: py})
 	live := m.Capabilities().Liveness
 	pids := workers(t)

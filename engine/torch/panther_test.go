@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"pipe/engine/native"
+	"pipe/internal/progtest"
 	"pipe/run"
 )
 
@@ -18,7 +19,7 @@ func TestSketchedLayersAgree(t *testing.T) {
 	src := "pipeline p\nsource s synthetic {\n  samples 30\n  shape [2, 6, 6]\n  classes 4\n  seed 1\n}\nmodel m {\n  input [2, 6, 6]\n  sketched_conv 3 k3 s2 pad1 terms 2 rank 2 -> tanh -> flatten\n" +
 		"  sketched_dense 4 terms 2 rank 3\n}\ntrain {\n  epochs 1\n  batch 3\n  optimizer sgd lr 1\n  loss mse\n}\n"
 	prog, p, g := loadSrc(t, "p.pipe", []byte(src))
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 	cfg.Batch, cfg.Threads = 3, 1
 	native, err := native.Backend{}.Build(g, cfg)
 	if err != nil {

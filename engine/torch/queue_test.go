@@ -8,6 +8,7 @@ import (
 
 	"pipe/dataset"
 	"pipe/engine"
+	"pipe/internal/progtest"
 	"pipe/planner"
 	"pipe/planner/plan"
 	"pipe/run"
@@ -38,7 +39,7 @@ func smallConvTwice(t *testing.T) (a, b *model, p *plan.Plan, g *stdlib.Graph, c
 	t.Helper()
 	py := testPython(t)
 	prog, p, g := loadSrc(t, "smallconv.pipe", []byte(smallConv), planner.WithEngine("torch"))
-	cfg = run.ConfigFromPlan(p, decoded(t, prog))
+	cfg = run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 	return buildTorch(t, g, cfg, Backend{Python: py}), buildTorch(t, g, cfg, Backend{Python: py}), p, g, cfg
 }
 

@@ -14,6 +14,7 @@ import (
 	"pipe/diag"
 	"pipe/engine"
 	"pipe/engine/native"
+	"pipe/internal/progtest"
 	"pipe/planner"
 	"pipe/run"
 )
@@ -43,7 +44,7 @@ func runJob(t *testing.T, src, engine, dir string, py string, ctx context.Contex
 	prog, p, _ := loadSrc(t, "resumable.pipe", []byte(src), planner.WithEngine(engine))
 	all := append([]run.Option{run.WithBackend(native.Backend{}), run.WithBackend(Backend{Python: py}),
 		run.WithBase(dir), run.WithCheckpointDir(filepath.Join(dir, "ckpt")), run.WithThreads(1)}, opts...)
-	return run.Run(ctx, p, decoded(t, prog), hooks, all...)
+	return run.Run(ctx, p, progtest.Decoded(t, prog), hooks, all...)
 }
 
 func mustRunJob(t *testing.T, src, engine, dir, py string, opts ...run.Option) *run.Result {
@@ -216,7 +217,7 @@ func TestLaggedReadback(t *testing.T) {
 		dir := t.TempDir()
 		all := append([]run.Option{run.WithBackend(Backend{Python: py}), run.WithBase(dir),
 			run.WithCheckpointDir(filepath.Join(dir, "ckpt")), run.WithThreads(1)}, opts...)
-		res, ds := run.Run(context.Background(), &pp, decoded(t, prog), run.Hooks{}, all...)
+		res, ds := run.Run(context.Background(), &pp, progtest.Decoded(t, prog), run.Hooks{}, all...)
 		if ds.HasErrors() {
 			t.Fatalf("%s: %v", readback, ds)
 		}
@@ -243,7 +244,7 @@ func TestLaggedReadback(t *testing.T) {
 func TestLaggedNonFinite(t *testing.T) {
 	py := testPython(t)
 	prog, p, g := loadFile(t, "../../examples/fashion_mlp.pipe")
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 	cfg.Batch, cfg.Threads, cfg.Engine.LossReadback = 8, 1, "lagged"
 	m := buildTorch(t, g, cfg, Backend{Python: py})
 	good := randomBatch(g, "cross_entropy", 8, 1)
@@ -277,7 +278,7 @@ func TestNonFiniteNamesTheCause(t *testing.T) {
 			n.Args.P = 0
 		}
 	}
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 	cfg.Batch, cfg.Threads = 4, 1
 	m := buildTorch(t, g, cfg, Backend{Python: py})
 	before := m.State()
@@ -327,7 +328,7 @@ train { epochs 1  batch 8  optimizer adam lr 0.01  loss cross_entropy }
 func TestResumeChannelsLast(t *testing.T) {
 	py := testPython(t)
 	prog, p, g := loadSrc(t, "smallconv.pipe", []byte(smallConv), planner.WithEngine("torch"))
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 	cfg.Engine.ChannelsLast = true
 	step := func(m *model, seed uint64) float64 {
 		t.Helper()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"pipe/internal/progtest"
 	"pipe/planner"
 	"pipe/run"
 )
@@ -170,7 +171,7 @@ func TestSavedBytesArePyTorchs(t *testing.T) {
 				if c.params != 0 && p.Parameters != c.params {
 					t.Errorf("%d parameters; torchvision's layout has %d", p.Parameters, c.params)
 				}
-				cfg := run.ConfigFromPlan(p, decoded(t, prog))
+				cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 				cfg.Checkpoint = nil
 				tm := buildTorch(t, g, cfg, Backend{Python: py})
 				b := randomBatch(g, cfg.Loss.Kind, int(c.batch), 1)

@@ -7,6 +7,7 @@ import (
 
 	"pipe/dataset"
 	"pipe/engine"
+	"pipe/internal/progtest"
 	"pipe/planner"
 	"pipe/run"
 )
@@ -20,7 +21,7 @@ import (
 func TestOverflowedFP16StepIsSkipped(t *testing.T) {
 	py := testPython(t)
 	prog, p, g := loadSrc(t, "smallconv.pipe", []byte(smallConv), planner.WithEngine("torch"))
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 	if cfg.Engine.LossReadback == "lagged" {
 		t.Fatal("the CPU plan reads losses back lagged; this test is of the sync readback")
 	}

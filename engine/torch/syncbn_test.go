@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"pipe/internal/progtest"
 	"pipe/run"
 )
 
@@ -29,7 +30,7 @@ train { epochs 1  batch 8  optimizer adam lr 0.01  loss cross_entropy }
 func TestSyncBatchnormEqualsOneProcess(t *testing.T) {
 	py := testPython(t)
 	prog, p, g := loadSrc(t, "syncbn.pipe", []byte(syncBNPipe))
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 	cfg.Threads = 1
 	one := cfg
 	one.Batch = 8

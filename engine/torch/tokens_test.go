@@ -8,6 +8,7 @@ import (
 
 	"pipe/engine"
 	"pipe/engine/native"
+	"pipe/internal/progtest"
 	"pipe/run"
 )
 
@@ -76,7 +77,7 @@ func relDiff(a, b []float32) float64 {
 func lockstepPair(t *testing.T, name, src, py string) (nm, tm engine.Model, worst float64, before engine.State, losses [2]float64) {
 	t.Helper()
 	prog, p, g := loadSrc(t, name+".pipe", []byte(src))
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 	cfg.Batch, cfg.Threads = 4, 2
 	var err error
 	nm, err = native.Backend{}.Build(g, cfg)

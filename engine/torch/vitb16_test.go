@@ -7,6 +7,7 @@ import (
 
 	"pipe/dataset"
 	"pipe/engine/native"
+	"pipe/internal/progtest"
 	"pipe/internal/torchtest"
 	"pipe/run"
 )
@@ -46,7 +47,7 @@ func TestViTB16MatchesTorchvision(t *testing.T) {
 	if got := g.Params(); got != 86_567_656 {
 		t.Fatalf("vit_b_16 has %d parameters; torchvision's has 86,567,656", got)
 	}
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 	cfg.Batch, cfg.Threads, cfg.Checkpoint = 1, 2, nil
 	m, err := native.Backend{}.Build(g, cfg)
 	if err != nil {

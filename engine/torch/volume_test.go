@@ -6,6 +6,7 @@ import (
 
 	"pipe/engine"
 	"pipe/engine/native"
+	"pipe/internal/progtest"
 	"pipe/run"
 )
 
@@ -37,7 +38,7 @@ func TestVolumesAgree(t *testing.T) {
 			src := "pipeline v\nsource train synthetic {\n  samples 8\n  shape [2, 8, 8, 8]\n}\nmodel m {\n  " + c.model +
 				"\n}\ntrain {\n  epochs 1\n  batch 4\n  loss " + c.loss + "\n  optimizer sgd lr 0.5\n}\n"
 			prog, p, g := loadSrc(t, c.name+".pipe", []byte(src))
-			cfg := run.ConfigFromPlan(p, decoded(t, prog))
+			cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 			cfg.Batch, cfg.Threads = 4, 2
 			native, err := native.Backend{}.Build(g, cfg)
 			if err != nil {

@@ -14,6 +14,7 @@ import (
 
 	"pipe/engine/costs"
 	"pipe/internal/onnxtest"
+	"pipe/internal/progtest"
 	"pipe/lang"
 	"pipe/planner"
 	"pipe/run"
@@ -40,7 +41,7 @@ func trained(t *testing.T, name string, src []byte, batch int) *run.Trained {
 	if gds.HasErrors() {
 		t.Fatalf("%s does not build:\n%v", name, gds)
 	}
-	cfg := run.ConfigFromPlan(p, decoded(t, prog))
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
 	cfg.Batch, cfg.Threads = batch, 1
 	st, err := native.InitialState(g, cfg)
 	if err != nil {
@@ -68,7 +69,7 @@ func trained(t *testing.T, name string, src []byte, batch int) *run.Trained {
 	if err := m.SetState(st); err != nil {
 		t.Fatal(err)
 	}
-	tr := &run.Trained{Plan: p, Prog: decoded(t, prog), Graph: g, Model: m, Config: cfg, State: st}
+	tr := &run.Trained{Plan: p, Prog: progtest.Decoded(t, prog), Graph: g, Model: m, Config: cfg, State: st}
 	tr.Info = run.TrainedInfo{Pipeline: p.Pipeline, ModelName: p.Model, InputShape: g.Input, OutputShape: m.OutShape(), Loss: p.Loss}
 	switch p.Loss {
 	case "mse", "mae", "huber":

@@ -139,15 +139,14 @@ type Device struct {
 	// a profile's capacity, a local GPU's free memory, the host's
 	// available memory for the CPU.
 	Memory int64 `json:"memory"`
-	// Bandwidth in bytes per second; the peaks in FLOP/s, 0 where the
-	// precision is not supported.
+	// Bandwidth in bytes per second.
 	Bandwidth float64 `json:"bandwidth"`
-	FP32      float64 `json:"fp32"`
-	TF32      float64 `json:"tf32"`
-	FP16      float64 `json:"fp16"`
-	BF16      float64 `json:"bf16"`
-	HasBF16   bool    `json:"bf16_supported"`
-	HasTF32   bool    `json:"tf32_supported"`
+	// Peaks are the rates in FLOP/s, 0 where the precision is not
+	// supported; Peak reads one. Embedded, they keep their place in the
+	// plan's JSON.
+	spec.Peaks
+	HasBF16 bool `json:"bf16_supported"`
+	HasTF32 bool `json:"tf32_supported"`
 	// Capability is a GPU's CUDA compute capability ("8.0" for an A100),
 	// empty when not known; the memory model's per-generation terms (the
 	// cuBLAS workspace) read it.
@@ -165,21 +164,6 @@ type Device struct {
 	// machine's CPU ("OpenBLAS 0.3.21, SkylakeX kernels (AVX-512), ..."),
 	// empty for other devices or where not known.
 	Kernels string `json:"kernels,omitempty"`
-}
-
-// Peak returns the device's peak FLOP/s in a precision, 0 when unsupported.
-func (d *Device) Peak(precision string) float64 {
-	switch precision {
-	case "fp32":
-		return d.FP32
-	case "tf32":
-		return d.TF32
-	case "fp16":
-		return d.FP16
-	case "bf16":
-		return d.BF16
-	}
-	return 0
 }
 
 // Engines.

@@ -6,25 +6,32 @@ pipe (engine/torch) embeds this package and starts one worker per device:
 
 The worker builds a torch.nn.Module from pipe's model graph (the spec that
 engine/torch writes), receives pipe's seeded initial weights, and trains,
-evaluates and reports memory on pipe's command. pipe keeps the plan, the
-data, the run loop, the checkpoints and the reports; the worker computes.
-The commands and their replies are engine/torch/protocol.go's structs.
+evaluates, reports memory and exports TorchScript on pipe's command. pipe
+keeps the plan, the data, the run loop, the checkpoints and the reports;
+the worker computes. The commands and their replies are
+engine/torch/protocol.go's structs.
 
 Its modules, one concern each:
 
-    __main__  the entry: the protocol's stream, torch's import, the hello
-    protocol  the wire's structs and versions, generated from protocol.go
-    wire      reading requests and writing replies against protocol
-    worker    the command loop, the build and the batches
-    state     loading and saving the state through shared memory
-    train     micro-batches, the optimizer step, evaluation
-    gan       a gan's discriminator beside the model
-    measure   memory, the bytes autograd saves, the plain loop's time
-    net       the network of a spec, its optimizer, its state's names
-    modules   the torch.nn modules of pipe's own ops
-    losses    pipe's losses
-    timer     per-node timings (pipe run --profile)
-    shm       the shared-memory regions
+    __main__    the entry: the protocol's stream, torch's import, the hello
+    protocol    the wire's structs and versions, generated from protocol.go
+    wire        reading requests and writing replies against protocol
+    worker      the command loop, the build and the batches
+    rendezvous  meeting the other ranks, naming those that never come
+    state       loading and saving the state through shared memory
+    train       micro-batches, the optimizer step, evaluation
+    readback    the loss read back without waiting for the step queued
+    scaler      fp16's loss scaling (GradScaler, or a stand-in for tests)
+    gan         a gan's discriminator beside the model
+    measure     memory, the bytes autograd saves, the plain loop's time
+    net         the network of a spec, its optimizer, its state's names
+    compiled    torch.compile, and the fall back to eager when it fails
+    modules     the torch.nn modules of pipe's own ops
+    syncbn      batchnorm over every rank's batch (sync_batchnorm)
+    losses      pipe's losses
+    timer       per-node timings (pipe run --profile)
+    export      TorchScript export (pipe export --torchscript)
+    shm         the shared-memory regions
 
 Nothing here needs more than torch (1.13 or later) and the standard
 library. What only torch 2.x has (torch.compile, fused AdamW) is guarded.

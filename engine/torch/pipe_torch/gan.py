@@ -16,7 +16,7 @@ class GANMixin:
     generator (the model built by cmd_build) with its own optimizer;
     swap() exchanges the attributes that say which model the state
     commands and the optimizer step work on. Each train command is one
-    micro-batch as exec's ganModel trains it: G forward; D's gradient from
+    micro-batch as run's ganModel trains it: G forward; D's gradient from
     half its loss on the targets and half on G's output (detached); then D
     once more on G's output for G's term, D's parameters frozen, and on a
     step where G trains (every d_steps-th) G's gradient from adversarial

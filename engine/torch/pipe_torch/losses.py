@@ -1,4 +1,5 @@
-"""pipe's losses (exec.Loss), masks included, and a gan's adversarial loss."""
+"""pipe's losses, masks included, as the native engine computes them
+(engine/native/loss.go), and a gan's adversarial loss (run/gan_loss.go)."""
 
 import torch
 import torch.nn.functional as F
@@ -74,7 +75,7 @@ def masked_count(kind, y, mask, n, out_shape):
 
 
 def gan_loss(kind, role, z):
-    """exec's advLoss: a gan's adversarial loss of role (real, fake or gen)
+    """run's advLoss: a gan's adversarial loss of role (real, fake or gen)
     on a discriminator's logits z, the mean over every value."""
     z = z.float()
     if kind == "lsgan":

@@ -1,6 +1,6 @@
 //go:build cgo
 
-// Loops of package cpu in C, so that the compiler vectorises them: see
+// Loops of package native in C, so that the compiler vectorises them: see
 // cvec.go.
 
 #include <stdint.h>
@@ -12,7 +12,7 @@
 #define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
 // key maps a float's bits to an int32 whose order is the floats' order,
-// every NaN above +Inf (cpu.orderKey).
+// every NaN above +Inf (native.orderKey).
 static inline int32_t key(float v)
 {
 	uint32_t u;
@@ -30,7 +30,7 @@ static inline float unkey(int32_t k)
 	return v;
 }
 
-// max2x2 is cpu.max2x2: the 2×2, stride-2 max-pool of one plane of width
+// max2x2 is native.max2x2: the 2×2, stride-2 max-pool of one plane of width
 // w into ho × wo, with each maximum's index in the plane; ties go to the
 // first maximum.
 CLONES
@@ -80,7 +80,7 @@ static inline float from(uint32_t u)
 	return v;
 }
 
-// relu32 is cpu.relu32: negative values and -0 give +0, NaN stays.
+// relu32 is native.relu32: negative values and -0 give +0, NaN stays.
 static inline float relu32(float v)
 {
 	uint32_t u = bits(v);
@@ -89,7 +89,7 @@ static inline float relu32(float v)
 	return from(u & ~(neg & ~nan));
 }
 
-// keep_if_pos is cpu.keepIfPos: g where out > 0, else +0.
+// keep_if_pos is native.keepIfPos: g where out > 0, else +0.
 static inline float keep_if_pos(float g, float out)
 {
 	uint32_t m = bits(out);
@@ -107,7 +107,7 @@ void affine_relu(float *dst, const float *src, float a, float b, long n)
 		dst[i] = relu32(a * src[i] + b);
 }
 
-// bn_dx is cpu.bnDx; dx may be g.
+// bn_dx is native.bnDx; dx may be g.
 CLONES
 void bn_dx(float *dx, const float *g, const float *x, const float *out, float mean, float k, float fn, float sg, float xk, int relu, int acc, long n)
 {
@@ -128,7 +128,7 @@ void bn_dx(float *dx, const float *g, const float *x, const float *out, float me
 	}
 }
 
-// sum64 is cpu.sum64: four float64 accumulators over i mod 4, the tail
+// sum64 is native.sum64: four float64 accumulators over i mod 4, the tail
 // into the first, (s0+s1)+(s2+s3).
 CLONES
 double sum64(const float *x, long n)
@@ -143,7 +143,7 @@ double sum64(const float *x, long n)
 	return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-// sum_sq_dev is the second pass of cpu.meanVar: Σ (x-m)² with four
+// sum_sq_dev is the second pass of native.meanVar: Σ (x-m)² with four
 // float32 accumulators within each block of 512, ((q0+q1)+q2)+q3 added
 // to a float64 per block.
 CLONES
@@ -168,7 +168,7 @@ double sum_sq_dev(const float *x, float m, long n)
 	return q;
 }
 
-// sum_centered is cpu.sumCentered: accumulators over i mod 2, in float64.
+// sum_centered is native.sumCentered: accumulators over i mod 2, in float64.
 CLONES
 void sum_centered(const float *g, const float *x, const float *out, float mean, int relu, long n, double *sg, double *sgx)
 {
@@ -199,12 +199,12 @@ void sum_centered(const float *g, const float *x, const float *out, float mean, 
 	*sgx = t[0] + t[1];
 }
 
-// The int8 layers' loops (package cpu's int8.go). Sums are int32 that wrap
+// The int8 layers' loops (package native's int8.go). Sums are int32 that wrap
 // as Go's do: their differences are taken in uint32.
 
-// clamp_round_u8 is cpu.actQuant.u8: round(v·inv) (halves away from zero)
+// clamp_round_u8 is native.actQuant.u8: round(v·inv) (halves away from zero)
 // clamped to [lo, hi], plus zero. The value is clamped before it is
-// rounded, which gives cpu.clampRound's result for every float (NaN
+// rounded, which gives native.clampRound's result for every float (NaN
 // included: lo) without a branch, so that the loop vectorises.
 static inline uint8_t clamp_round_u8(float v, float inv, float lo, float hi, int32_t zero)
 {
@@ -216,7 +216,7 @@ static inline uint8_t clamp_round_u8(float v, float inv, float lo, float hi, int
 	return (uint8_t)(r + zero);
 }
 
-// quant_u8 is cpu.actQuant.quantRow: dst[i] = u8(src[i]).
+// quant_u8 is native.actQuant.quantRow: dst[i] = u8(src[i]).
 CLONES
 void quant_u8(uint8_t *restrict dst, const float *restrict src, float inv, int lo, int hi, int zero, long n)
 {
@@ -225,7 +225,7 @@ void quant_u8(uint8_t *restrict dst, const float *restrict src, float inv, int l
 		dst[i] = clamp_round_u8(src[i], inv, flo, fhi, zero);
 }
 
-// quant_nhwc is cpu.qconvKernel.quantNHWC: pixels [p0, p1) of ci planes
+// quant_nhwc is native.qconvKernel.quantNHWC: pixels [p0, p1) of ci planes
 // of pix floats (channel-major) quantised to bytes, pixel-major.
 CLONES
 void quant_nhwc(uint8_t *restrict xq, const float *restrict x, long pix, int ci, long p0, long p1, float inv, int lo, int hi, int zero)
@@ -251,7 +251,7 @@ static inline float requant(int32_t c, int32_t corr, float mul, float bias)
 	return (float)(int32_t)((uint32_t)c - (uint32_t)corr) * mul + bias;
 }
 
-// requant_t is cpu.qlayer.requantGo with no activation or a relu: rows
+// requant_t is native.qlayer.requantGo with no activation or a relu: rows
 // int32 sums of co channels (a row cop apart) to the channel-major y,
 // y[o·P + i] for i < rows.
 CLONES
@@ -271,7 +271,7 @@ void requant_t(float *y, long P, const int32_t *c, long cop, long rows, long co,
 	}
 }
 
-// requant_row is cpu.qdenseKernel's requantisation of one row: dst[o] for
+// requant_row is native.qdenseKernel's requantisation of one row: dst[o] for
 // o < n, then a relu when asked.
 CLONES
 void requant_row(float *restrict dst, const int32_t *restrict c, const float *restrict mul, const float *restrict bias, const int32_t *restrict corr, int relu, long n)
@@ -452,7 +452,7 @@ static void max2x2_planes_eval_c(const float *src, float *dst, int w, int h, int
 }
 
 
-// max_of_4_rows is cpu.maxOf4Rows: rows [0, m) of c (co int32 each, ldc
+// max_of_4_rows is native.maxOf4Rows: rows [0, m) of c (co int32 each, ldc
 // apart) become the maxima of rows 4i..4i+3. Row i is written after rows
 // 4i..4i+3 are read, and i < 4i for i > 0, so those rows never overlap
 // the one written (restrict); row 0 is its own first input.

@@ -1,10 +1,10 @@
 //go:build cgo
 
-// Package cvec holds loops of package cpu written in C, so that the
+// Package cvec holds loops of package native written in C, so that the
 // compiler vectorises them (Go does not), where profiles showed the Go
 // loop to matter; each computes exactly what the Go loop beside it in
-// package cpu computes, and a test there holds them equal. It is apart
-// from package cpu because a package with cgo cannot also hold Go
+// package native computes, and a test there holds them equal. It is apart
+// from package native because a package with cgo cannot also hold Go
 // assembly.
 package cvec
 
@@ -20,7 +20,7 @@ import "unsafe"
 // Built says this build has the C loops; without cgo it has not.
 const Built = true
 
-// Max2x2Planes is cpu.max2x2 (pool2d.go) on n planes of h×w one after
+// Max2x2Planes is native.max2x2 (pool2d.go) on n planes of h×w one after
 // another, in one call (a call per plane cost more than the pooling of a
 // 14×14 plane).
 func Max2x2Planes(src, dst []float32, ix []int32, w, h, ho, wo, n int) {
@@ -62,7 +62,7 @@ func ExpSub(dst, x []float32, sub float32) {
 	C.exp_sub(f32p(dst), f32p(x), C.float(sub), C.long(len(x)))
 }
 
-// AffineRelu is cpu.affineRelu.
+// AffineRelu is native.affineRelu.
 func AffineRelu(dst, src []float32, a, b float32) {
 	if len(src) == 0 {
 		return
@@ -71,7 +71,7 @@ func AffineRelu(dst, src []float32, a, b float32) {
 	C.affine_relu(f32p(dst), f32p(src), C.float(a), C.float(b), C.long(len(src)))
 }
 
-// BnDx is cpu.bnDx; out is read only with relu.
+// BnDx is native.bnDx; out is read only with relu.
 func BnDx(dx, g, x, out []float32, mean, k, fn, sg, xk float32, relu, acc bool) {
 	n := len(g)
 	if n == 0 {
@@ -85,7 +85,7 @@ func BnDx(dx, g, x, out []float32, mean, k, fn, sg, xk float32, relu, acc bool) 
 	C.bn_dx(f32p(dx), f32p(g), f32p(x), op, C.float(mean), C.float(k), C.float(fn), C.float(sg), C.float(xk), cbool(relu), cbool(acc), C.long(n))
 }
 
-// Sum64 is cpu.sum64.
+// Sum64 is native.sum64.
 func Sum64(x []float32) float64 {
 	if len(x) == 0 {
 		return 0
@@ -93,7 +93,7 @@ func Sum64(x []float32) float64 {
 	return float64(C.sum64(f32p(x), C.long(len(x))))
 }
 
-// SumSqDev is the second pass of cpu.meanVar: Σ (x-m)², float32 within
+// SumSqDev is the second pass of native.meanVar: Σ (x-m)², float32 within
 // blocks of 512 values and float64 across.
 func SumSqDev(x []float32, m float32) float64 {
 	if len(x) == 0 {
@@ -102,7 +102,7 @@ func SumSqDev(x []float32, m float32) float64 {
 	return float64(C.sum_sq_dev(f32p(x), C.float(m), C.long(len(x))))
 }
 
-// SumCentered is cpu.sumCentered; out is read only with relu.
+// SumCentered is native.sumCentered; out is read only with relu.
 func SumCentered(g, x, out []float32, mean float32, relu bool) (sg, sgx float64) {
 	n := len(g)
 	if n == 0 {
@@ -135,7 +135,7 @@ func Max2x2PlanesEval(src, dst []float32, w, h, ho, wo, n int) {
 // whether this CPU runs that path; tests compare them.
 func UseMax2x2Eval(isa int) bool { return C.max2x2_eval_use(C.int(isa)) != 0 }
 
-// MaxOf4Rows is cpu.maxOf4Rows.
+// MaxOf4Rows is native.maxOf4Rows.
 func MaxOf4Rows(c []int32, m, co, ldc int) {
 	if m == 0 || co == 0 {
 		return
@@ -147,7 +147,7 @@ func MaxOf4Rows(c []int32, m, co, ldc int) {
 	C.max_of_4_rows((*C.int32_t)(unsafe.Pointer(&c[0])), C.int(m), C.int(co), C.int(ldc))
 }
 
-// QuantU8 is cpu.actQuant.quantRow: dst[i] = clamp(round(src[i]·inv),
+// QuantU8 is native.actQuant.quantRow: dst[i] = clamp(round(src[i]·inv),
 // lo, hi) + zero.
 func QuantU8(dst []uint8, src []float32, inv float32, lo, hi, zero int32) {
 	if len(src) == 0 {
@@ -157,7 +157,7 @@ func QuantU8(dst []uint8, src []float32, inv float32, lo, hi, zero int32) {
 	C.quant_u8(u8p(dst), f32p(src), C.float(inv), C.int(lo), C.int(hi), C.int(zero), C.long(len(src)))
 }
 
-// QuantNHWC is cpu.qconvKernel.quantNHWC: pixels [p0, p1) of the ci
+// QuantNHWC is native.qconvKernel.quantNHWC: pixels [p0, p1) of the ci
 // planes of pix floats in x, quantised as QuantU8 does, to xq pixel-major
 // (xq[p·ci + c]).
 func QuantNHWC(xq []uint8, x []float32, pix, ci, p0, p1 int, inv float32, lo, hi, zero int32) {
@@ -171,7 +171,7 @@ func QuantNHWC(xq []uint8, x []float32, pix, ci, p0, p1 int, inv float32, lo, hi
 	C.quant_nhwc(u8p(xq), f32p(x), C.long(pix), C.int(ci), C.long(p0), C.long(p1), C.float(inv), C.int(lo), C.int(hi), C.int(zero))
 }
 
-// RequantT is cpu.qlayer.requantGo with no activation or a relu:
+// RequantT is native.qlayer.requantGo with no activation or a relu:
 // y[o·P + i] = (c[i·cop + o] − corr[o])·mul[o] + bias[o] for o < co,
 // i < rows.
 func RequantT(y []float32, P int, c []int32, cop, rows, co int, mul, bias []float32, corr []int32, relu bool) {
@@ -186,7 +186,7 @@ func RequantT(y []float32, P int, c []int32, cop, rows, co int, mul, bias []floa
 	C.requant_t(f32p(y), C.long(P), i32p(c), C.long(cop), C.long(rows), C.long(co), f32p(mul), f32p(bias), i32p(corr), cbool(relu))
 }
 
-// RequantRow is one row of cpu.qdenseKernel's requantisation:
+// RequantRow is one row of native.qdenseKernel's requantisation:
 // dst[o] = (c[o] − corr[o])·mul[o] + bias[o], then a relu when asked.
 func RequantRow(dst []float32, c []int32, mul, bias []float32, corr []int32, relu bool) {
 	n := len(dst)

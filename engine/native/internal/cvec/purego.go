@@ -3,7 +3,7 @@
 package cvec
 
 // Built says this build has the C loops: without cgo it has not, and
-// package cpu runs its Go loops.
+// package native runs its Go loops.
 const Built = false
 
 func Max2x2Planes(src, dst []float32, ix []int32, w, h, ho, wo, n int) {

@@ -1,6 +1,6 @@
 // Package openblas holds the OpenBLAS calls gonum's netlib binding does
 // not expose, and the choice of the kernels OpenBLAS runs (core.go). It
-// is apart from package cpu because a package with cgo cannot also hold
+// is apart from package native because a package with cgo cannot also hold
 // Go assembly.
 package openblas
 

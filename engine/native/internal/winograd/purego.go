@@ -3,7 +3,7 @@
 package winograd
 
 // Built says this build has the transforms: without cgo it has not, and
-// package cpu runs every convolution through im2col.
+// package native runs every convolution through im2col.
 const Built = false
 
 func Weights(g, u []float32, co, ci int)      { panic("winograd: built without cgo") }
