@@ -191,24 +191,11 @@ func openIDX(b *spec.Source, c *config) (Dataset, error) {
 	if err != nil {
 		return nil, blockErr(b, "labels", err)
 	}
-	if len(im.dims) < 2 {
-		return nil, blockErr(b, "images", fmt.Errorf("%s: an IDX image file has at least 2 dimensions (N, then each item's), this one has %v", ip, im.dims))
+	xshape, err := idxShape(b, im.dims, lb.dims)
+	if err != nil {
+		return nil, err
 	}
-	if len(lb.dims) != 1 {
-		return nil, blockErr(b, "labels", fmt.Errorf("%s: an IDX label file has 1 dimension (N), this one has %v", lp, lb.dims))
-	}
-	if im.dims[0] != lb.dims[0] {
-		return nil, blockErr(b, "labels", fmt.Errorf("%s has %d labels but %s has %d images", lp, lb.dims[0], ip, im.dims[0]))
-	}
-	d := &idxDataset{n: im.dims[0], images: im.data, labels: lb.data}
-	switch len(im.dims) {
-	case 3: // [N, H, W]: one channel
-		d.xshape = []int64{1, int64(im.dims[1]), int64(im.dims[2])}
-	default:
-		for _, x := range im.dims[1:] {
-			d.xshape = append(d.xshape, int64(x))
-		}
-	}
+	d := &idxDataset{n: im.dims[0], images: im.data, labels: lb.data, xshape: xshape}
 	d.size = prod(d.xshape)
 	for _, l := range d.labels {
 		d.classes = max(d.classes, int(l)+1)
@@ -237,6 +224,30 @@ func openIDX(b *spec.Source, c *config) (Dataset, error) {
 		}
 	}
 	return d, nil
+}
+
+// idxShape checks an idx source's images and labels headers against each
+// other and gives a sample's shape: [1, H, W] for images of [N, H, W], the
+// item's dimensions otherwise. Open and SampleShape both use it.
+func idxShape(b *spec.Source, im, lb []int) ([]int64, error) {
+	ip, lp := b.IDX.Images, b.IDX.Labels
+	if len(im) < 2 {
+		return nil, blockErr(b, "images", fmt.Errorf("%s: an IDX image file has at least 2 dimensions (N, then each item's), this one has %v", ip, im))
+	}
+	if len(lb) != 1 {
+		return nil, blockErr(b, "labels", fmt.Errorf("%s: an IDX label file has 1 dimension (N), this one has %v", lp, lb))
+	}
+	if im[0] != lb[0] {
+		return nil, blockErr(b, "labels", fmt.Errorf("%s has %d labels but %s has %d images", lp, lb[0], ip, im[0]))
+	}
+	if len(im) == 3 { // [N, H, W]: one channel
+		return []int64{1, int64(im[1]), int64(im[2])}, nil
+	}
+	var xs []int64
+	for _, x := range im[1:] {
+		xs = append(xs, int64(x))
+	}
+	return xs, nil
 }
 
 // byteStats is the mean and standard deviation of bytes, from a histogram.

@@ -210,6 +210,9 @@ func TestExamplesOpen(t *testing.T) {
 				t.Errorf("%s: source %s: %v", filepath.Base(f), b.Name(), err)
 				continue
 			}
+			if shape, err := SampleShape(s, WithBase(repoRoot)); err != nil || shape != nil && !slices.Equal(shape, sp.All.XShape()) {
+				t.Errorf("%s: source %s: SampleShape %v, %v; Open's XShape %v", filepath.Base(f), b.Name(), shape, err, sp.All.XShape())
+			}
 			val := 0
 			if sp.Val != nil {
 				val = sp.Val.Len()

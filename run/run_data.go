@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"pipe/dataset"
+	"pipe/diag"
 	"pipe/run/metric"
 	"pipe/spec"
 	"pipe/stdlib"
@@ -63,24 +64,38 @@ func (d *runData) close() {
 
 // sourceErr turns an error opening or reading a source into a diagnostic.
 func (r *runner) sourceErr(b *spec.Source, err error) {
+	r.diags = append(r.diags, SourceDiagnostic(b, err))
+}
+
+// SourceDiagnostic is the error of a source that cannot be read: the
+// run's, and pipe plan's for the same fault (workflow), so that both say
+// it in the same words at the same place.
+func SourceDiagnostic(b *spec.Source, err error) *diag.Diagnostic {
+	at := b.At.Label()
 	var se *dataset.SourceError
 	if errors.As(err, &se) {
 		sub := se.Subject
-		r.errorf(&sub, CodeData, fmt.Sprintf("cannot read source %s", b.Name), "%v", se.Err)
-		return
+		at, err = &sub, se.Err
 	}
-	r.errorf(b.At.Label(), CodeData, fmt.Sprintf("cannot read source %s", b.Name), "%v", err)
+	return &diag.Diagnostic{Severity: diag.Error, Code: CodeData, Summary: fmt.Sprintf("cannot read source %s", b.Name),
+		Detail: err.Error(), Subject: at}
 }
 
 // dataOptions are the options every source opens with.
 func (r *runner) dataOptions(b *spec.Source) []dataset.Option {
 	opts := []dataset.Option{dataset.WithBase(r.rc.base), dataset.WithSeed(r.set.fileSeed)}
-	// A grayscale model reading an images source that does not say its
-	// channels reads luminance.
-	if b.Images != nil && b.Images.Channels == nil && len(r.graph.Input) == 3 && r.graph.Input[0] == 1 {
-		opts = append(opts, dataset.WithChannels(1))
+	return append(opts, ModelOptions(b, r.graph.Input)...)
+}
+
+// ModelOptions are the options source b opens with for a model whose
+// sample is input: a grayscale model reading an images source that does
+// not say its channels reads luminance. pipe plan probes the source
+// with them too.
+func ModelOptions(b *spec.Source, input []int64) []dataset.Option {
+	if b.Images != nil && b.Images.Channels == nil && len(input) == 3 && input[0] == 1 {
+		return []dataset.Option{dataset.WithChannels(1)}
 	}
-	return opts
+	return nil
 }
 
 // open opens a source other than the train source, with the train
@@ -251,15 +266,27 @@ func (r *runner) openData() bool {
 
 // checkInput compares the samples' shape with the model's input.
 func (r *runner) checkInput(ds dataset.Dataset, b *spec.Source) bool {
-	xs, in := ds.XShape(), r.graph.Input
-	if slices.Equal(xs, in) {
+	d := InputDiagnostic(b, ds.XShape(), r.mspec, r.graph.Input)
+	if d == nil {
 		return true
 	}
-	at := rangeOf(r.mspec.InputRange)
-	if at == nil {
-		at = rangeOf(r.mspec.NameRange)
+	r.diags = append(r.diags, d)
+	return false
+}
+
+// InputDiagnostic is the error of source b's samples, of shape xs, fed
+// to model m, which takes in; nil when they match. The run gives it on
+// opening the source, pipe plan from the source's headers
+// (dataset.SampleShape).
+func InputDiagnostic(b *spec.Source, xs []int64, m *spec.Model, in []int64) *diag.Diagnostic {
+	if slices.Equal(xs, in) {
+		return nil
 	}
-	hint := fmt.Sprintf("Write input %s in model %s, or change the source.", shapeString(xs), r.mspec.Name)
+	at := rangeOf(m.InputRange)
+	if at == nil {
+		at = rangeOf(m.NameRange)
+	}
+	hint := fmt.Sprintf("Write input %s in model %s, or change the source.", shapeString(xs), m.Name)
 	if b.Kind == spec.KindImages && len(xs) == 3 && len(in) == 3 && xs[1] == in[1] && xs[2] == in[2] {
 		hint = fmt.Sprintf("Write channels %d in source %s, or input %s in the model.", in[0], b.Name, shapeString(xs))
 	}
@@ -269,10 +296,10 @@ func (r *runner) checkInput(ds dataset.Dataset, b *spec.Source) bool {
 	if b.Kind == spec.KindGeoTIFF && len(xs) == 3 && len(in) == 3 && xs[0] == in[0] {
 		hint = fmt.Sprintf("Write tile %dx%d in source %s, or input %s in the model.", in[1], in[2], b.Name, shapeString(xs))
 	}
-	r.errorf(at, CodeShape, "the model's input does not match the data",
-		"Source %s (line %d) gives samples of shape %s; model %s takes %s. %s",
-		b.Name, b.At.KindRange.Start.Line, shapeString(xs), r.mspec.Name, shapeString(in), hint)
-	return false
+	return &diag.Diagnostic{Severity: diag.Error, Code: CodeShape, Summary: "the model's input does not match the data",
+		Detail: fmt.Sprintf("Source %s (line %d) gives samples of shape %s; model %s takes %s. %s",
+			b.Name, b.At.KindRange.Start.Line, shapeString(xs), m.Name, shapeString(in), hint),
+		Subject: at}
 }
 
 // checkTargets compares the targets with the loss and the model's output.

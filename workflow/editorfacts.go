@@ -55,7 +55,7 @@ func (w *Workflow) editorFacts(prog *spec.Program) []planner.Option {
 			c.order = c.order[1:]
 		}
 		go func() {
-			e.opts, _ = dataOptions(prog)
+			e.opts, _ = dataOptions(prog, nil)
 			close(e.ready)
 		}()
 	}

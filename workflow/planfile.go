@@ -7,6 +7,7 @@ import (
 	"pipe/lang"
 	"pipe/planner"
 	"pipe/planner/plan"
+	"pipe/run"
 )
 
 // Verdict is what planning a plan file again found.
@@ -66,6 +67,24 @@ func (w *Workflow) Recheck(ctx context.Context, prog *lang.Program, src []byte, 
 		r.Planned = &Planned{Plan: p, Program: dec, purpose: ForRun, localGPUs: -1}
 	}
 	return r
+}
+
+// HasDataErrors reports that the errors are the data's, as the run
+// would give them (a source it cannot read, samples that do not fit the
+// model's input), besides "does not fit": the plan is whole, and the run
+// would refuse it.
+func HasDataErrors(ds diag.Diagnostics) bool {
+	data := false
+	for _, d := range ds.Errs() {
+		switch d.Code {
+		case run.CodeData, run.CodeShape:
+			data = true
+		case planner.CodeNoFit:
+		default:
+			return false
+		}
+	}
+	return data
 }
 
 // HasOtherErrors reports an error that is not "does not fit".

@@ -200,6 +200,9 @@ func (w *Workflow) Plan(ctx context.Context, prog *lang.Program, req Request) (*
 		}
 	}
 	out.Plan = carrySources(p, dec)
+	if req.Purpose == ForPlan || req.Purpose == ForRun {
+		ds = append(ds, f.read.diagnostics(dec, out.Plan)...)
+	}
 	if out.Plan != nil {
 		out.Plan.Overrides = req.Overrides
 		w.forecast(out, req, f.validation)

@@ -259,11 +259,7 @@ func TestReadmePlanExample(t *testing.T) {
 	if args == nil {
 		t.Fatal("the README has no `$ pipe plan --device` example")
 	}
-	for i, a := range args {
-		if strings.HasPrefix(a, "examples/") {
-			args[i] = "../../" + a
-		}
-	}
+	inRoot(t) // the README's paths, and the data's, are the repository's
 	code, _, stderr := runPipe(t, "", args...)
 	if code != exitNoFit || !strings.Contains(stderr, "does not fit") || !strings.Contains(stderr, "The largest batch that fits is") {
 		t.Fatalf("%v: exit %d, want %d (does not fit)\n%s", args, code, exitNoFit, stderr)

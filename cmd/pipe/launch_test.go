@@ -175,17 +175,18 @@ func TestLauncherAdoptsThePlan(t *testing.T) {
 func TestLaunchRefuses(t *testing.T) {
 	fixedHost(t)
 	out := filepath.Join(t.TempDir(), "job.sbatch")
-	code, _, stderr := runPipe(t, "", "launch", "--slurm", out, "--batch", "100000", "../../examples/fashion.pipe")
+	inRoot(t)
+	code, _, stderr := runPipe(t, "", "launch", "--slurm", out, "--batch", "50000", "examples/fashion.pipe")
 	if code != exitNoFit || !strings.Contains(stderr, "does not fit on cpu") || !strings.Contains(stderr, "no job file written") {
 		t.Errorf("a plan that does not fit: exit %d\n%s", code, stderr)
 	}
 	if _, err := os.Stat(out); err == nil {
 		t.Error("the script was written")
 	}
-	if code, _, stderr := runPipe(t, "", "launch", "--k8s", out, "../../examples/fashion.pipe"); code != exitErrors || !strings.Contains(stderr, "--image") {
+	if code, _, stderr := runPipe(t, "", "launch", "--k8s", out, "examples/fashion.pipe"); code != exitErrors || !strings.Contains(stderr, "--image") {
 		t.Errorf("no image: exit %d\n%s", code, stderr)
 	}
-	code, _, stderr = runPipe(t, "", "launch", "--k8s", out, "--image", "i", "--elastic", "2:3", "--engine", "torch", "../../examples/fashion.pipe")
+	code, _, stderr = runPipe(t, "", "launch", "--k8s", out, "--image", "i", "--elastic", "2:3", "--engine", "torch", "examples/fashion.pipe")
 	if code != exitErrors || !strings.Contains(stderr, "does not hold the plan's 1 nodes") {
 		t.Errorf("an elastic range without the plan's nodes: exit %d\n%s", code, stderr)
 	}

@@ -82,12 +82,19 @@ func runPlan(a *app, args []string) int {
 	f.engine.request(&req)
 	pl, pds := a.workflow("").Plan(context.Background(), prog, req)
 	all := append(ds, pds...)
-	if pl.Plan == nil || workflow.HasOtherErrors(pds) {
+	// A plan the run would refuse for its data is shown, for what it says
+	// of the device, but not written, and exits 1.
+	refused := workflow.HasDataErrors(pds)
+	if pl.Plan == nil || workflow.HasOtherErrors(pds) && !refused {
 		report(all, true)
 		return exitErrors
 	}
 	report(all, false)
-	if !a.writePlan(pl.Plan, *f.out, *f.asJSON) {
+	out := *f.out
+	if refused {
+		out = ""
+	}
+	if !a.writePlan(pl.Plan, out, *f.asJSON) || refused {
 		return exitErrors
 	}
 	if !pl.Plan.Fits || pds.HasErrors() {

@@ -10,7 +10,8 @@ import (
 // their right edge, and a small model does not "fit in 0%".
 func TestPlanMemoryTableAlignment(t *testing.T) {
 	fixedHost(t)
-	code, stdout, stderr := runPipe(t, "", "plan", "--device", "cpu", "../../examples/fashion.pipe")
+	inRoot(t)
+	code, stdout, stderr := runPipe(t, "", "plan", "--device", "cpu", "examples/fashion.pipe")
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}

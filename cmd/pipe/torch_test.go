@@ -103,7 +103,8 @@ func TestRunRefusesMoreProcessesThanGPUs(t *testing.T) {
 // batch per device, and says what the all-reduce moves per step.
 func TestPlanPerDevice(t *testing.T) {
 	fixedHost(t)
-	code, stdout, stderr := runPipe(t, "", "plan", "--json", "--device", "a100-80gb", "--batch", "64", "--nproc-per-node", "8", "--nnodes", "2", "../../examples/fashion.pipe")
+	inRoot(t)
+	code, stdout, stderr := runPipe(t, "", "plan", "--json", "--device", "a100-80gb", "--batch", "64", "--nproc-per-node", "8", "--nnodes", "2", "examples/fashion.pipe")
 	if code != exitOK {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
@@ -143,7 +144,7 @@ func TestPlanPerDevice(t *testing.T) {
 	if !strings.Contains(lr, "1024/64") {
 		t.Errorf("the lr is not scaled for 16 devices: %s", lr)
 	}
-	code, stdout, _ = runPipe(t, "", "plan", "--device", "a100-80gb", "--batch", "64", "--nproc-per-node", "8", "--nnodes", "2", "../../examples/fashion.pipe")
+	code, stdout, _ = runPipe(t, "", "plan", "--device", "a100-80gb", "--batch", "64", "--nproc-per-node", "8", "--nnodes", "2", "examples/fashion.pipe")
 	if code != exitOK || !strings.Contains(stdout, "batch 64 per device × 16 devices = 1024") || !strings.Contains(stdout, "per device)") ||
 		!strings.Contains(stdout, "all-reduce") {
 		t.Errorf("table:\n%s", stdout)

@@ -92,3 +92,39 @@ func Size(b *spec.Source, c *Options) (w, h int64, err error) {
 	st := ds.Structure()
 	return int64(st.SizeX), int64(st.SizeY), nil
 }
+
+// SampleShape is a tile's shape as Open's XShape gives it, from the
+// headers of the scene and the target (nothing is read past them): the
+// input bands by the tile, less the downsample. Its errors are Open's
+// for the same fault (a missing file, a band or tile the scene does not
+// have), on the same field, so that pipe plan refuses what the run would.
+func SampleShape(b *spec.Source, c *Options) ([]int64, error) {
+	if c == nil {
+		c = &Options{}
+	}
+	gdalInit()
+	r, h, err := open(c, b.GeoTIFF.Path)
+	if err != nil {
+		return nil, blockErr(b, "path", err)
+	}
+	defer h.Close()
+	st := h.Structure()
+	d := &Dataset{path: r.shown, grid: GeoGrid{Width: st.SizeX, Height: st.SizeY}}
+	if err := d.pickBands(b, st.NBands); err != nil {
+		return nil, err
+	}
+	if _, err := d.pickTiles(b); err != nil {
+		return nil, err
+	}
+	if d.nT > 0 && d.th%d.down+d.tw%d.down != 0 {
+		return nil, blockErr(b, "downsample", fmt.Errorf("tiles of %dx%d do not divide by downsample %d", d.th, d.tw, d.down))
+	}
+	if tp := b.GeoTIFF.Target; tp != "" {
+		_, t, err := open(c, tp)
+		if err != nil {
+			return nil, blockErr(b, "target", err)
+		}
+		t.Close()
+	}
+	return d.XShape(), nil
+}

@@ -40,6 +40,48 @@ func blockErr(s *spec.Source, field string, err error) error { return source.Fie
 
 func fileErr(c *Options, p string, err error) error { return source.FileErr(c.Base, p, err) }
 
+// pickBands sets the bands a source reads (its bands field, else all of
+// the file's nBands) and its target bands (bandTargets).
+func (d *Dataset) pickBands(b *spec.Source, nBands int) error {
+	if l := slices.Clone(b.GeoTIFF.Bands); l != nil {
+		for _, bn := range l {
+			if bn < 1 || bn > nBands {
+				return blockErr(b, "bands", fmt.Errorf("%s: band %d does not exist (the file has bands 1 to %d)", d.path, bn, nBands))
+			}
+		}
+		d.bands = l
+	} else {
+		for i := 1; i <= nBands; i++ {
+			d.bands = append(d.bands, i)
+		}
+	}
+	if len(d.bands) == 0 {
+		return blockErr(b, "path", fmt.Errorf("%s: the raster has no bands", d.path))
+	}
+	return d.bandTargets(b, nBands)
+}
+
+// pickTiles sets the tile size (the tile field, else the whole scene on
+// d.grid) and returns the stride between tiles.
+func (d *Dataset) pickTiles(b *spec.Source) ([2]int, error) {
+	d.th, d.tw = d.grid.Height, d.grid.Width
+	stride := [2]int{}
+	if v := b.GeoTIFF.Tile; v != nil {
+		d.th, d.tw = int(v[0]), int(v[1])
+		stride = [2]int{d.th, d.tw}
+		if s := b.GeoTIFF.Stride; s != nil {
+			stride = [2]int{int(*s), int(*s)}
+		}
+		if d.th > d.grid.Height || d.tw > d.grid.Width {
+			return stride, blockErr(b, "tile", fmt.Errorf("%s: tiles of %dx%d do not fit in the %dx%d raster", d.path, d.th, d.tw, d.grid.Height, d.grid.Width))
+		}
+	}
+	if stride[0] == 0 {
+		stride = [2]int{1, 1}
+	}
+	return stride, nil
+}
+
 // handlePool hands out GDAL handles of one file, one per concurrent user.
 type handlePool struct {
 	path   string
@@ -180,22 +222,7 @@ func Open(b *spec.Source, c *Options) (*Dataset, error) {
 	} else {
 		d.grid.GeoTransform = [6]float64{0, 1, 0, 0, 0, 1}
 	}
-	if l := slices.Clone(b.GeoTIFF.Bands); l != nil {
-		for _, bn := range l {
-			if bn < 1 || bn > st.NBands {
-				return nil, blockErr(b, "bands", fmt.Errorf("%s: band %d does not exist (the file has bands 1 to %d)", d.path, bn, st.NBands))
-			}
-		}
-		d.bands = l
-	} else {
-		for i := 1; i <= st.NBands; i++ {
-			d.bands = append(d.bands, i)
-		}
-	}
-	if len(d.bands) == 0 {
-		return nil, blockErr(b, "path", fmt.Errorf("%s: the raster has no bands", d.path))
-	}
-	if err := d.bandTargets(b, st.NBands); err != nil {
+	if err := d.pickBands(b, st.NBands); err != nil {
 		return nil, err
 	}
 	for _, bn := range d.bands {
@@ -216,21 +243,9 @@ func Open(b *spec.Source, c *Options) (*Dataset, error) {
 		d.nodata = append(d.nodata, nd)
 	}
 
-	// Tiles.
-	d.th, d.tw = d.grid.Height, d.grid.Width
-	stride := [2]int{}
-	if v := b.GeoTIFF.Tile; v != nil {
-		d.th, d.tw = int(v[0]), int(v[1])
-		stride = [2]int{d.th, d.tw}
-		if s := b.GeoTIFF.Stride; s != nil {
-			stride = [2]int{int(*s), int(*s)}
-		}
-		if d.th > d.grid.Height || d.tw > d.grid.Width {
-			return nil, blockErr(b, "tile", fmt.Errorf("%s: tiles of %dx%d do not fit in the %dx%d raster", d.path, d.th, d.tw, d.grid.Height, d.grid.Width))
-		}
-	}
-	if stride[0] == 0 {
-		stride = [2]int{1, 1}
+	stride, err := d.pickTiles(b)
+	if err != nil {
+		return nil, err
 	}
 
 	// One pass over the scene: statistics, validity, and a full read

@@ -25,6 +25,9 @@ func Tiles(b *spec.Source, c *Options) (int, error) { return 0, errNoGDAL }
 // Resident refuses: reading a GeoTIFF needs GDAL.
 func Resident(b *spec.Source, c *Options) (int64, string, error) { return 0, "", errNoGDAL }
 
+// SampleShape refuses: reading a GeoTIFF needs GDAL.
+func SampleShape(b *spec.Source, c *Options) ([]int64, error) { return nil, errNoGDAL }
+
 // Size refuses: reading a GeoTIFF needs GDAL.
 func Size(b *spec.Source, c *Options) (w, h int64, err error) { return 0, 0, errNoGDAL }
 

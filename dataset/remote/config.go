@@ -2,6 +2,7 @@ package remote
 
 import (
 	"fmt"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -29,7 +30,7 @@ import (
 //	PIPE_REMOTE_CACHE_MB   the block cache every object shares (default 256)
 //	PIPE_REMOTE_BLOCK_KB   the cache's block, the smallest range read (default 256)
 //	PIPE_REMOTE_RETRIES    retries of a failed request (default 5)
-//	PIPE_REMOTE_TIMEOUT    seconds one request may take, body included (default 30)
+//	PIPE_REMOTE_TIMEOUT    how long one request may take, body included: a duration (5s, 500ms) or seconds (default 30s)
 //	PIPE_REMOTE_BACKOFF_MS the first retry's wait, doubled for each next one up to 16× (default 100)
 //	PIPE_REMOTE_CACHE_DIR  where Fetch keeps its copies of objects (default the user's cache folder, pipe/remote)
 
@@ -45,30 +46,66 @@ type Settings struct {
 // Defaults are the settings without environment variables.
 var Defaults = Settings{CacheBytes: 256 << 20, BlockBytes: 256 << 10, Retries: 5, Timeout: 30 * time.Second, Backoff: 100 * time.Millisecond}
 
-// FromEnv is Defaults with the PIPE_REMOTE_* variables that are set and
-// valid applied.
-func FromEnv() Settings {
+// FromEnv is Defaults with the PIPE_REMOTE_* variables that are set
+// applied. A value that is not one the variable takes is an error that
+// names the variable: a typo must not leave a run waiting on the
+// default's 30 s and 5 retries where the user asked for less.
+func FromEnv() (Settings, error) {
 	s := Defaults
-	num := func(name string) (int64, bool) {
-		v, err := strconv.ParseInt(strings.TrimSpace(os.Getenv(name)), 10, 64)
-		return v, err == nil && v >= 0
+	var bad []string
+	num := func(name string, min int64) (int64, bool) {
+		v := strings.TrimSpace(os.Getenv(name))
+		if v == "" {
+			return 0, false
+		}
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < min {
+			bad = append(bad, fmt.Sprintf("%s=%q is not a whole number of at least %d", name, v, min))
+			return 0, false
+		}
+		return n, true
 	}
-	if v, ok := num("PIPE_REMOTE_CACHE_MB"); ok {
+	if v, ok := num("PIPE_REMOTE_CACHE_MB", 0); ok {
 		s.CacheBytes = v << 20
 	}
-	if v, ok := num("PIPE_REMOTE_BLOCK_KB"); ok && v > 0 {
+	if v, ok := num("PIPE_REMOTE_BLOCK_KB", 1); ok {
 		s.BlockBytes = v << 10
 	}
-	if v, ok := num("PIPE_REMOTE_RETRIES"); ok {
+	if v, ok := num("PIPE_REMOTE_RETRIES", 0); ok {
 		s.Retries = int(v)
 	}
-	if v, ok := num("PIPE_REMOTE_TIMEOUT"); ok && v > 0 {
-		s.Timeout = time.Duration(v) * time.Second
+	if v := strings.TrimSpace(os.Getenv("PIPE_REMOTE_TIMEOUT")); v != "" {
+		d, err := parseTimeout(v)
+		if err != nil {
+			bad = append(bad, fmt.Sprintf("PIPE_REMOTE_TIMEOUT=%q %v", v, err))
+		} else {
+			s.Timeout = d
+		}
 	}
-	if v, ok := num("PIPE_REMOTE_BACKOFF_MS"); ok {
+	if v, ok := num("PIPE_REMOTE_BACKOFF_MS", 0); ok {
 		s.Backoff = time.Duration(v) * time.Millisecond
 	}
-	return s
+	if len(bad) > 0 {
+		return Defaults, fmt.Errorf("%s", strings.Join(bad, "; "))
+	}
+	return s, nil
+}
+
+// parseTimeout reads a timeout as Go writes durations (5s, 500ms, 1m30s)
+// or as bare seconds (30, 2.5), which the variable took first.
+func parseTimeout(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		f, ferr := strconv.ParseFloat(v, 64)
+		if ferr != nil || math.IsNaN(f) || math.IsInf(f, 0) || f > 1e9 {
+			return 0, fmt.Errorf("is not a duration such as 30s or 500ms, nor a number of seconds")
+		}
+		d = time.Duration(f * float64(time.Second))
+	}
+	if d <= 0 {
+		return 0, fmt.Errorf("is not a positive duration")
+	}
+	return d, nil
 }
 
 func envTrue(name string) bool {

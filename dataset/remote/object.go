@@ -42,7 +42,11 @@ func Open(ctx context.Context, u string) (*Object, error) {
 	if err != nil {
 		return nil, err
 	}
-	return openLoc(ctx, loc, FromEnv())
+	s, err := FromEnv()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", loc.shown, err)
+	}
+	return openLoc(ctx, loc, s)
 }
 
 // OpenWith is Open with settings other than the environment's (tests,
@@ -179,7 +183,11 @@ func OpenFolder(u string) (*Object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", loc.shown, err)
 	}
-	return &Object{loc: loc, st: st, size: -1, set: FromEnv()}, nil
+	set, err := FromEnv()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", loc.shown, err)
+	}
+	return &Object{loc: loc, st: st, size: -1, set: set}, nil
 }
 
 // ReadAll reads the whole object in one request (retried), bypassing the
@@ -223,6 +231,9 @@ func (o *Object) retry(ctx context.Context, what string, req func(ctx context.Co
 		stats.requests.Add(1)
 		rctx, cancel := context.WithTimeout(ctx, o.set.Timeout)
 		err = req(rctx)
+		if err != nil && rctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+			err = &timeoutError{o.set.Timeout, err}
+		}
 		cancel()
 		if err == nil {
 			return nil
@@ -242,6 +253,19 @@ func (o *Object) retry(ctx context.Context, what string, req func(ctx context.Co
 	}
 	return fmt.Errorf("%s: %s: gave up after %d tries: %w", o.loc.shown, what, o.set.Retries+1, err)
 }
+
+// timeoutError is a request cut off at Settings.Timeout; it says the
+// timeout and the variable that sets it.
+type timeoutError struct {
+	d   time.Duration
+	err error
+}
+
+func (e *timeoutError) Error() string {
+	return fmt.Sprintf("no complete answer within %v (PIPE_REMOTE_TIMEOUT)", e.d)
+}
+
+func (e *timeoutError) Unwrap() error { return e.err }
 
 // ReadAt reads len(p) bytes from off through the block cache; at the
 // object's end it returns what there is and io.EOF.
@@ -437,7 +461,8 @@ func CacheBytes() int64 {
 	if shared.budget >= 0 {
 		return shared.budget
 	}
-	return FromEnv().CacheBytes
+	s, _ := FromEnv() // a bad variable fails the source's open
+	return s.CacheBytes
 }
 
 // Flush empties the block cache, keeping the objects (a benchmark's cold

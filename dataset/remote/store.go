@@ -231,15 +231,25 @@ func httpErr(status int) error {
 	return se
 }
 
-// clean drops the URL (which may hold a secret) from a transport error:
-// Object names the object itself.
+// clean drops the URL (which may hold a secret, and which minio-go
+// gives as the endpoint's, not the object's) from a transport error,
+// keeping what failed: Object names the object itself, redacted. The
+// error still unwraps to the *url.Error, for retryable.
 func clean(err error) error {
 	var ue *url.Error
 	if errors.As(err, &ue) {
-		return &url.Error{Op: ue.Op, URL: "", Err: ue.Err}
+		return &transportError{ue}
 	}
 	return err
 }
+
+// transportError is a request that failed before an answer; it reads as
+// its cause ("dial tcp ...: connection refused"), never as Go's
+// `Head "URL": ...` with the URL removed.
+type transportError struct{ ue *url.Error }
+
+func (e *transportError) Error() string { return e.ue.Err.Error() }
+func (e *transportError) Unwrap() error { return e.ue }
 
 func (s *httpStore) size(ctx context.Context, l *location) (int64, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodHead, l.raw, nil)

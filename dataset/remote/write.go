@@ -65,7 +65,13 @@ func writerFor(u string) (*location, writer, error) {
 
 // handle is an Object that carries a location's retries, for requests
 // that are not reads of one object.
-func handle(loc *location) *Object { return &Object{loc: loc, size: -1, set: FromEnv()} }
+func handle(loc *location) (*Object, error) {
+	set, err := FromEnv()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", loc.shown, err)
+	}
+	return &Object{loc: loc, size: -1, set: set}, nil
+}
 
 // Put writes the local file at src to the object at URL u, retried as
 // reads are. The store publishes an object whole when its upload
@@ -77,7 +83,11 @@ func Put(ctx context.Context, u, src string) error {
 	if err != nil {
 		return err
 	}
-	return handle(loc).retry(ctx, "writing "+filepath.Base(src), func(ctx context.Context) error {
+	h, err := handle(loc)
+	if err != nil {
+		return err
+	}
+	return h.retry(ctx, "writing "+filepath.Base(src), func(ctx context.Context) error {
 		f, err := os.Open(src)
 		if err != nil {
 			return err
@@ -97,7 +107,11 @@ func PutBytes(ctx context.Context, u string, b []byte) error {
 	if err != nil {
 		return err
 	}
-	return handle(loc).retry(ctx, "writing the object", func(ctx context.Context) error {
+	h, err := handle(loc)
+	if err != nil {
+		return err
+	}
+	return h.retry(ctx, "writing the object", func(ctx context.Context) error {
 		return st.put(ctx, loc, strings.NewReader(string(b)), int64(len(b)))
 	})
 }
@@ -108,7 +122,11 @@ func Delete(ctx context.Context, u string) error {
 	if err != nil {
 		return err
 	}
-	err = handle(loc).retry(ctx, "deleting the object", func(ctx context.Context) error { return st.remove(ctx, loc) })
+	h, err := handle(loc)
+	if err != nil {
+		return err
+	}
+	err = h.retry(ctx, "deleting the object", func(ctx context.Context) error { return st.remove(ctx, loc) })
 	if errors.Is(err, errNotFound) {
 		return nil
 	}
@@ -122,8 +140,12 @@ func List(ctx context.Context, u string) ([]Entry, error) {
 	if err != nil {
 		return nil, err
 	}
+	h, err := handle(loc)
+	if err != nil {
+		return nil, err
+	}
 	var es []Entry
-	err = handle(loc).retry(ctx, "listing the folder", func(ctx context.Context) error {
+	err = h.retry(ctx, "listing the folder", func(ctx context.Context) error {
 		es, err = st.list(ctx, loc)
 		return err
 	})

@@ -34,8 +34,11 @@ const (
 type Server struct {
 	srv     *httptest.Server
 	backend *s3mem.Backend
+	closing chan struct{}
 
-	// Latency is slept before each request is answered (a round trip's).
+	// Latency is slept before each request is answered (a round trip's,
+	// or a stalled store's: the wait ends early when the client gives up
+	// or the server closes, so a test's Close never waits it out).
 	Latency atomic.Int64 // nanoseconds
 	// FailEvery, when n > 0, fails every n-th request: with DropConn the
 	// connection is closed without an answer, otherwise answered 503.
@@ -51,7 +54,7 @@ type Server struct {
 
 // Start starts a server holding objects (key → bytes) in Bucket.
 func Start(objects map[string][]byte) (*Server, error) {
-	s := &Server{backend: s3mem.New()}
+	s := &Server{backend: s3mem.New(), closing: make(chan struct{})}
 	if err := s.backend.CreateBucket(Bucket); err != nil {
 		return nil, err
 	}
@@ -69,7 +72,16 @@ func Start(objects map[string][]byte) (*Server, error) {
 	s.srv = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		n := s.Requests.Add(1)
 		if d := s.Latency.Load(); d > 0 {
-			time.Sleep(time.Duration(d))
+			t := time.NewTimer(time.Duration(d))
+			select {
+			case <-t.C:
+			case <-r.Context().Done():
+				t.Stop()
+				return // the client went away: nothing to answer
+			case <-s.closing:
+				t.Stop()
+				return
+			}
 		}
 		if s.Deny.Load() {
 			s.Failed.Add(1)
@@ -189,5 +201,12 @@ func (s *Server) Reset() {
 	s.Failed.Store(0)
 }
 
-// Close stops the server.
-func (s *Server) Close() { s.srv.Close() }
+// Close stops the server, ending the requests it is holding back.
+func (s *Server) Close() {
+	select {
+	case <-s.closing:
+	default:
+		close(s.closing)
+	}
+	s.srv.Close()
+}
