@@ -74,14 +74,23 @@ func (rd *reads) missed(s *spec.Source, what string, err error) {
 // and for samples that do not fit the planned model's input (the
 // training source's, evaluate's, and predict's where the run compares
 // them), then a warning for each fact the plan left out. dec and p may be
-// nil (no input check).
-func (rd *reads) diagnostics(dec *stdlib.Program, p *plan.Plan) diag.Diagnostics {
+// nil (no input check). With elsewhere (Request.DataElsewhere) a source
+// that cannot be read here is a warning.
+func (rd *reads) diagnostics(dec *stdlib.Program, p *plan.Plan, elsewhere bool) diag.Diagnostics {
 	if rd == nil {
 		return nil
 	}
 	var ds diag.Diagnostics
 	for _, s := range rd.srcs {
-		if err := rd.errs[s]; err != nil {
+		err := rd.errs[s]
+		switch {
+		case err == nil:
+		case elsewhere:
+			d := run.SourceDiagnostic(s, err)
+			d.Severity = diag.Warning
+			d.Detail += " The job reads its data where it runs, so this machine's copy is not needed; the plan leaves its facts out (its memory, its sample count), and the job's run checks the source when it starts."
+			ds = append(ds, d)
+		default:
 			ds = append(ds, run.SourceDiagnostic(s, err))
 		}
 	}

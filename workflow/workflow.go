@@ -123,6 +123,12 @@ type Request struct {
 	// this one (pipe launch for a cluster's nodes); zero fields are this
 	// machine's.
 	Node Node
+	// DataElsewhere says the data is read where the plan runs, not here
+	// (pipe launch: a cluster's shared file system, a pod's volume): a
+	// source this machine cannot read is a warning that the plan leaves
+	// its facts out, not the run's error; a shape that does not fit the
+	// model stays an error.
+	DataElsewhere bool
 }
 
 // Node is a cluster's node as pipe launch is told it: its CPU cores and
@@ -201,7 +207,7 @@ func (w *Workflow) Plan(ctx context.Context, prog *lang.Program, req Request) (*
 	}
 	out.Plan = carrySources(p, dec)
 	if req.Purpose == ForPlan || req.Purpose == ForRun {
-		ds = append(ds, f.read.diagnostics(dec, out.Plan)...)
+		ds = append(ds, f.read.diagnostics(dec, out.Plan, req.DataElsewhere)...)
 	}
 	if out.Plan != nil {
 		out.Plan.Overrides = req.Overrides

@@ -177,7 +177,7 @@ func (a *app) launchPlan(f *launchFlags, file string) (*jobfile.Job, int) {
 		a.printDiags(ds, sources)
 		return nil, exitErrors
 	}
-	req := workflow.Request{Purpose: workflow.ForPlan, Source: src, Device: *f.device, Batch: *f.batch, Node: f.node}
+	req := workflow.Request{Purpose: workflow.ForPlan, Source: src, Device: *f.device, Batch: *f.batch, Node: f.node, DataElsewhere: true}
 	f.engine.request(&req)
 	pl, pds := a.workflow("").Plan(context.Background(), prog, req)
 	a.printDiags(append(ds, pds...), sources)

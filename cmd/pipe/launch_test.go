@@ -318,3 +318,44 @@ func TestLaunchForClusterNodes(t *testing.T) {
 		}
 	}
 }
+
+// TestLaunchDataOnTheCluster: a job's data is read where the job runs (a
+// cluster's shared file system, a pod's volume), so a source this machine
+// cannot read is a warning, the plan leaves its facts out, and the job
+// file is written; pipe plan, run here, refuses the same file (exit 1).
+// A model input the data does not have stays an error of the launch.
+func TestLaunchDataOnTheCluster(t *testing.T) {
+	fixedHost(t)
+	inRoot(t)
+	dir := t.TempDir()
+	src, err := os.ReadFile("examples/fashion.pipe")
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name, old, new string) string {
+		if !strings.Contains(string(src), old) {
+			t.Fatalf("examples/fashion.pipe has no %q", old)
+		}
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, []byte(strings.Replace(string(src), old, new, 1)), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	elsewhere := write("elsewhere.pipe", "data/fashion-mnist/train-images", "/cluster/only/train-images")
+	out := filepath.Join(dir, "job.sbatch")
+	code, _, stderr := runPipe(t, "", "launch", "--slurm", out, elsewhere)
+	if code != exitOK || !strings.Contains(stderr, "warning: cannot read source train") || !strings.Contains(stderr, "where it runs") {
+		t.Fatalf("launch with the data elsewhere: exit %d\n%s", code, stderr)
+	}
+	if _, err := os.Stat(out); err != nil {
+		t.Errorf("no job file: %v", err)
+	}
+	if code, _, stderr := runPipe(t, "", "plan", elsewhere); code != exitErrors || !strings.Contains(stderr, "error: cannot read source train") {
+		t.Errorf("plan here: exit %d, want %d\n%s", code, exitErrors, stderr)
+	}
+	shape := write("shape.pipe", "input [1, 28, 28]", "input [3, 28, 28]")
+	if code, _, stderr := runPipe(t, "", "launch", "--slurm", filepath.Join(dir, "shape.sbatch"), shape); code == exitOK || !strings.Contains(stderr, "does not match the data") {
+		t.Errorf("launch with the wrong input shape: exit %d\n%s", code, stderr)
+	}
+}
