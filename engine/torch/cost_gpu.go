@@ -2,6 +2,7 @@ package torch
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"pipe/planner/cost"
@@ -23,7 +24,8 @@ const (
 	// and stream (aten/src/ATen/cuda/CublasHandlePool.cpp,
 	// parseChosenWorkspaceSize: ":4096:2:16:8", 2 × 4096 KiB + 8 × 16 KiB),
 	// and cublasWorkspaceHopper the 32 MiB it takes on compute
-	// capability 9.0. Both come from the caching allocator.
+	// capabilities 9 to 12 (Hopper, Blackwell). Both come from the
+	// caching allocator, at a handle's first cuBLAS call.
 	cublasWorkspace       = 4096*1024*2 + 16*1024*8
 	cublasWorkspaceHopper = 4096 * 8 * 1024
 	// cublasHandles: the forward runs on the Python thread and the
@@ -151,12 +153,14 @@ func (gm *gpuTerms) Terms(s cost.GPUStep) []cost.Term {
 	}
 	put("input batches", in, cost.InAll, plan.SourceFormula, say("%d × batch × %s of fp32 inputs and targets: the batch computing and the next, in flight on the copy stream", batches, cost.FormatBytes(cost.Add(gm.inX, gm.inY))))
 
-	ws, wsWhy := int64(cublasWorkspace), "PyTorch's default ':4096:2:16:8' (CublasHandlePool.cpp)"
-	if strings.HasPrefix(gm.capability, "9.") {
-		ws, wsWhy = cublasWorkspaceHopper, "PyTorch's 32 MiB default on compute capability 9.0 (CublasHandlePool.cpp)"
+	ws, wsWhy := cublasWorkspaceOf(gm.capability)
+	if gm.blas {
+		put("cuBLAS workspace", []int64{ws, ws}, cost.InAll, plan.SourceConstant,
+			say("%d handles (the forward's thread, autograd's) × %s, %s, allocated by the first cuBLAS call on each and kept", cublasHandles, cost.FormatBytes(ws), wsWhy))
+	} else {
+		put("cuBLAS workspace", nil, cost.InAll, plan.SourceConstant,
+			say("0: no layer of the network calls cuBLAS (convolutions run on cuDNN), and PyTorch allocates a handle's workspace at its first cuBLAS call (CublasHandlePool.cpp, setWorkspaceForHandle)"))
 	}
-	put("cuBLAS workspace", []int64{ws, ws}, cost.InAll, plan.SourceConstant,
-		say("%d handles (the forward's thread, autograd's) × %s, %s", cublasHandles, cost.FormatBytes(ws), wsWhy))
 	if gm.matmul {
 		put("cuBLASLt workspace", []int64{cublasLtWorkspace}, cost.InForward|cost.InBackward, plan.SourceConstant,
 			say("CUBLASLT_WORKSPACE_SIZE's default 1024 KiB per matmul with a fused bias (CUDABlas.cpp); torch >= 2.5 shares the cuBLAS one, so a bound"))
@@ -171,6 +175,17 @@ func (gm *gpuTerms) Terms(s cost.GPUStep) []cost.Term {
 			Basis: say("unmodelled: NCCL's own channel buffers (NCCL_BUFFSIZE, 4 MiB per channel and peer) are outside the allocator")})
 	}
 	return ts
+}
+
+// cublasWorkspaceOf is a cuBLAS handle's workspace on a device of the
+// given compute capability, and why: parseChosenWorkspaceSize in
+// CublasHandlePool.cpp.
+func cublasWorkspaceOf(capability string) (int64, string) {
+	m, _, _ := strings.Cut(capability, ".")
+	if major, err := strconv.Atoi(m); err == nil && major >= 9 && major <= 12 {
+		return cublasWorkspaceHopper, "PyTorch's 32 MiB default on compute capabilities 9 to 12 (CublasHandlePool.cpp, parseChosenWorkspaceSize)"
+	}
+	return cublasWorkspace, "PyTorch's default ':4096:2:16:8' (CublasHandlePool.cpp, parseChosenWorkspaceSize)"
 }
 
 // ddpBuckets splits g bytes of gradients as DDP does: a first bucket of
@@ -205,7 +220,7 @@ type gpuTerms struct {
 	world        int
 	bucket       int64
 	pinned       bool
-	matmul       bool
+	matmul, blas bool
 	cudnnCap     int64
 	// convWS is each convolution's largest workspace (cost_cudnn.go).
 	convWS []convWorkspace
@@ -229,6 +244,7 @@ func newGPUTerms(g *stdlib.Graph, prec plan.Precision, s cost.GPUSetup) *gpuTerm
 			}
 		}
 		gm.matmul = gm.matmul || torchOps[nd.Op].matmul
+		gm.blas = gm.blas || torchOps[nd.Op].blas
 		if nd.Op == "input" {
 			gm.inX = cost.Add(gm.inX, cost.Mul(cost.Numel(nd.Out), 4))
 		}
