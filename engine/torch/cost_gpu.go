@@ -166,10 +166,23 @@ func (gm *gpuTerms) Terms(s cost.GPUStep) []cost.Term {
 			say("CUBLASLT_WORKSPACE_SIZE's default 1024 KiB per matmul with a fused bias (CUDABlas.cpp); torch >= 2.5 shares the cuBLAS one, so a bound"))
 	}
 	if len(gm.convWS) > 0 {
-		ts = append(ts, gm.cudnnTerm(b, text))
+		ts = append(ts, gm.cudnnTerms(s)...)
+	}
+	switch {
+	case !gm.compiled:
+		put("Inductor autotuning buffer", nil, cost.InForward|cost.InBackward, plan.SourceFormula,
+			say("0: the worker's torch %s has no torch.compile, so nothing is autotuned", gm.torch))
+	case gm.l2 > 0:
+		put("Inductor autotuning buffer", []int64{gm.l2}, cost.InForward|cost.InBackward, plan.SourceFormula,
+			say("the device's L2 cache, %s: at the first compiled step Inductor autotunes each kernel with several configs as it first runs, "+
+				"flushing L2 between trials with a buffer of the L2's size (torch/_inductor/runtime/benchmarking.py, InductorBenchmarker.benchmark_gpu); "+
+				"it is freed after, and its segment stays reserved", cost.FormatBytes(gm.l2)))
+	default:
+		put("Inductor autotuning buffer", nil, cost.InForward|cost.InBackward, plan.SourceUnmodelled,
+			say("unmodelled: Inductor's autotuning flushes L2 with a buffer of its size, and this device's L2 is not known"))
 	}
 	put("torch.compile", nil, cost.InAll, plan.SourceUnmodelled,
-		say("unmodelled: Inductor's fused kernels may keep fewer activations and its autotuning may take workspace; gpu-check's measure shows it where compile runs"))
+		say("unmodelled: Inductor's fused kernels may keep fewer activations than eager's saving rules, which the saved activations follow"))
 	if gm.world > 1 {
 		ts = append(ts, cost.Term{Name: "NCCL buffers", Phases: cost.InAll, Outside: true, Source: plan.SourceUnmodelled,
 			Basis: say("unmodelled: NCCL's own channel buffers (NCCL_BUFFSIZE, 4 MiB per channel and peer) are outside the allocator")})
@@ -222,17 +235,25 @@ type gpuTerms struct {
 	pinned       bool
 	matmul, blas bool
 	cudnnCap     int64
-	// convWS is each convolution's largest workspace (cost_cudnn.go).
+	// l2 is the device's L2 bytes (0: not known); compiled says the
+	// worker compiles with torch.compile (torch 2.x, or a torch not
+	// known, which pipe plan takes as the GPU machines' 2.x), torch which
+	// torch the terms assume.
+	l2       int64
+	compiled bool
+	torch    string
+	// convWS is each convolution's workspaces (cost_cudnn.go).
 	convWS []convWorkspace
 	// inX and inY are one sample's input and target bytes.
 	inX, inY int64
 }
 
-// newGPUTerms reads g and the plan's choices for the terms.
-func newGPUTerms(g *stdlib.Graph, prec plan.Precision, s cost.GPUSetup) *gpuTerms {
+// newGPUTerms reads g and the plan's choices for the terms; torch is the
+// worker's torch version, "" when not known.
+func newGPUTerms(g *stdlib.Graph, prec plan.Precision, s cost.GPUSetup, torch string) *gpuTerms {
 	gm := &gpuTerms{capability: s.Capability, mixed: prec.Mixed, buffers: s.StateBuffers, optimizer: s.Optimizer,
 		fused: s.FusedOptimizer, world: max(s.World, 1), pinned: true, total: g.Params(), inY: s.TargetBytes,
-		cudnnCap: s.CudnnWorkspaceLimit}
+		cudnnCap: s.CudnnWorkspaceLimit, l2: s.L2, torch: torch, compiled: torch == "" || torchMajor(torch) >= 2}
 	if gm.world > 1 {
 		gm.bucket = min(25<<20, max(cost.Mul(gm.total, 4), 1<<20))
 	}

@@ -104,9 +104,31 @@ func TestCublasOnlyWhenCalled(t *testing.T) {
 		capability string
 		want       int64
 	}{{convs, "9.0", 0}, {dense, "9.0", 64 << 20}, {dense, "10.0", 64 << 20}, {dense, "8.0", 2 * (8<<20 + 128<<10)}} {
-		gm := newGPUTerms(c.g, plan.Precision{Compute: "bf16", Mixed: true, ActivationBytes: 2}, cost.GPUSetup{Capability: c.capability, World: 1})
+		gm := newGPUTerms(c.g, plan.Precision{Compute: "bf16", Mixed: true, ActivationBytes: 2}, cost.GPUSetup{Capability: c.capability, World: 1}, "")
 		if tm := termOf(t, gm, 4, "cuBLAS workspace"); tm.Bytes != c.want || tm.Basis == "" {
 			t.Errorf("%d nodes on %s: cuBLAS workspace %d, want %d (%s)", len(c.g.Nodes), c.capability, tm.Bytes, c.want, tm.Basis)
+		}
+	}
+}
+
+// TestInductorAutotuneBuffer: a compiled network's first step autotunes
+// its kernels with a buffer of the device's L2 size, in the forward and
+// the backward, none in the optimizer step; torch 1.x does not compile,
+// and an L2 not known leaves the term unmodelled, not guessed.
+func TestInductorAutotuneBuffer(t *testing.T) {
+	g := convGraph(t, "conv 8 k3 pad1 -> gap -> dense 10")
+	prec := plan.Precision{Compute: "bf16", Mixed: true, ActivationBytes: 2}
+	for _, c := range []struct {
+		torch  string
+		l2     int64
+		want   int64
+		source string
+	}{{"2.11.0", 50 << 20, 50 << 20, plan.SourceFormula}, {"", 40 << 20, 40 << 20, plan.SourceFormula},
+		{"1.13.1", 50 << 20, 0, plan.SourceFormula}, {"2.11.0", 0, 0, plan.SourceUnmodelled}} {
+		gm := newGPUTerms(g, prec, cost.GPUSetup{Capability: "9.0", World: 1, L2: c.l2}, c.torch)
+		tm := termOf(t, gm, 4, "Inductor autotuning buffer")
+		if tm.Bytes != c.want || tm.Source != c.source || tm.Phases != cost.InForward|cost.InBackward || tm.Basis == "" {
+			t.Errorf("torch %q, L2 %d: %d bytes (%s) in phases %b, want %d (%s): %s", c.torch, c.l2, tm.Bytes, tm.Source, tm.Phases, c.want, c.source, tm.Basis)
 		}
 	}
 }
