@@ -38,7 +38,7 @@ func fromProfile(p *stdlib.DeviceProfile, host HostInfo) plan.Device {
 	d := plan.Device{Name: p.Name, Kind: p.Kind, Origin: "profile", Doc: p.Doc, Memory: p.Memory,
 		Bandwidth: p.Bandwidth, Peaks: p.Peaks,
 		HasBF16: p.SupportsBF16, HasTF32: p.SupportsTF32, Capability: p.Capability, Link: p.Link, LinkName: p.LinkName,
-		Cores: host.Cores, HostMemory: host.MemTotal}
+		L2: p.L2, Cores: host.Cores, HostMemory: host.MemTotal}
 	if p.Kind == plan.BackendCPU {
 		d.Cores, d.HostMemory = p.Cores, p.HostMemory
 	}
@@ -55,7 +55,7 @@ func localGPU(host HostInfo, i int) plan.Device {
 	if p := matchProfile(g.Name, g.MemTotal); p != nil {
 		d.Bandwidth, d.Peaks = p.Bandwidth, p.Peaks
 		d.HasBF16, d.HasTF32, d.Capability = p.SupportsBF16, p.SupportsTF32, p.Capability
-		d.Link, d.LinkName = p.Link, p.LinkName
+		d.Link, d.LinkName, d.L2 = p.Link, p.LinkName, p.L2
 		d.Doc += "; peaks of the " + p.Name + " profile"
 	} else {
 		d.Doc += "; no built-in profile matches its name, so its peaks are unknown"

@@ -114,10 +114,9 @@ var phaseNames = []string{plan.PhaseForward, plan.PhaseBackward, plan.PhaseOptim
 // them). accum says the micro-batches accumulate (gm.accumulates).
 func (gm *gpuModel) terms(m *costModel, b, act int64, accum, text bool) []cost.Term {
 	s := cost.GPUStep{Batch: b, Act: act, Baseline: m.baseline, PerNode: gm.act, Accumulate: accum, Text: text}
+	s.MaxLiveGrads = gm.walk.maxLiveSizes
 	if act == m.baseline {
 		s.Saved, s.Grads = gm.walk.saved, gm.walk.grads
-	} else {
-		s.MaxLiveGrads = gm.walk.maxLiveSizes
 	}
 	return gm.eng.Terms(s)
 }
@@ -281,7 +280,7 @@ func (gm *gpuModel) memory(m *costModel, mem *plan.Memory, b, act int64) {
 		}
 		mem.Terms = append(mem.Terms, plan.MemoryTerm{Name: t.Name, Bytes: t.Bytes, Source: t.Source, Basis: t.Basis, Phases: names, Outside: t.Outside})
 		switch t.Name {
-		case "cuBLAS workspace", "cuBLASLt workspace", "cuDNN workspace", "optimizer temporaries":
+		case "cuBLAS workspace", "cuBLASLt workspace", "cuDNN workspace (forward)", "cuDNN workspace (backward)", "optimizer temporaries", "Inductor autotuning buffer":
 			ws = add(ws, t.Bytes)
 		case "activation gradients":
 			mem.ActivationGradients = t.Bytes

@@ -46,9 +46,14 @@ type DeviceProfile struct {
 	// the PCIe slot's for the others (Gen4 x16, 64 GB/s both ways).
 	Link     float64
 	LinkName string
+	// L2 is a GPU's L2 cache in bytes, as CUDA's device properties give
+	// it (L2CacheSize; the datasheets' "MB" are MiB there): Inductor's
+	// autotuning flushes it with a buffer of its size.
+	L2 int64
 }
 
 const (
+	mib = int64(1) << 20
 	gib = int64(1) << 30
 	tb  = 1e12 // bytes/s and FLOP/s are decimal
 )
@@ -57,48 +62,50 @@ const (
 // A100, H100, H200, L4 and T4 datasheets, the V100 datasheet (SXM2), and
 // the Ampere GA102 and Ada AD102 whitepapers for the GeForce cards (whose
 // NVLink bridge, on a 3090, joins two cards only: a machine's ring of
-// more goes over PCIe, which is the link given).
+// more goes over PCIe, which is the link given). The L2 sizes are the
+// A100, H100, Volta, Turing, GA102 and Ada whitepapers' (the H200 is a
+// GH100 as the H100 is, the L4 an AD104).
 var devices = []*DeviceProfile{
 	{Name: "a100-40gb", Kind: "gpu", Capability: "8.0", Doc: "NVIDIA A100 40GB SXM (HBM2)",
 		Memory: 40 * gib, Bandwidth: 1.555 * tb,
 		Peaks: spec.Peaks{FP32: 19.5 * tb, TF32: 156 * tb, FP16: 312 * tb, BF16: 312 * tb}, SupportsBF16: true, SupportsTF32: true,
-		Link: 300e9, LinkName: "NVLink 3"},
+		Link: 300e9, LinkName: "NVLink 3", L2: 40 * mib},
 	{Name: "a100-80gb", Kind: "gpu", Capability: "8.0", Doc: "NVIDIA A100 80GB SXM (HBM2e)",
 		Memory: 80 * gib, Bandwidth: 2.039 * tb,
 		Peaks: spec.Peaks{FP32: 19.5 * tb, TF32: 156 * tb, FP16: 312 * tb, BF16: 312 * tb}, SupportsBF16: true, SupportsTF32: true,
-		Link: 300e9, LinkName: "NVLink 3"},
+		Link: 300e9, LinkName: "NVLink 3", L2: 40 * mib},
 	{Name: "h100-80gb", Kind: "gpu", Capability: "9.0", Doc: "NVIDIA H100 80GB SXM5 (HBM3)",
 		Memory: 80 * gib, Bandwidth: 3.35 * tb,
 		Peaks: spec.Peaks{FP32: 66.9 * tb, TF32: 494.7 * tb, FP16: 989.4 * tb, BF16: 989.4 * tb}, SupportsBF16: true, SupportsTF32: true,
-		Link: 450e9, LinkName: "NVLink 4"},
+		Link: 450e9, LinkName: "NVLink 4", L2: 50 * mib},
 	{Name: "h200-141gb", Kind: "gpu", Capability: "9.0", Doc: "NVIDIA H200 141GB SXM (HBM3e)",
 		Memory: 141 * gib, Bandwidth: 4.8 * tb,
 		Peaks: spec.Peaks{FP32: 66.9 * tb, TF32: 494.7 * tb, FP16: 989.4 * tb, BF16: 989.4 * tb}, SupportsBF16: true, SupportsTF32: true,
-		Link: 450e9, LinkName: "NVLink 4"},
+		Link: 450e9, LinkName: "NVLink 4", L2: 50 * mib},
 	{Name: "l4-24gb", Kind: "gpu", Capability: "8.9", Doc: "NVIDIA L4 24GB (GDDR6)",
 		Memory: 24 * gib, Bandwidth: 0.3 * tb,
 		Peaks: spec.Peaks{FP32: 30.3 * tb, TF32: 60 * tb, FP16: 121 * tb, BF16: 121 * tb}, SupportsBF16: true, SupportsTF32: true,
-		Link: 32e9, LinkName: "PCIe 4.0 x16"},
+		Link: 32e9, LinkName: "PCIe 4.0 x16", L2: 48 * mib},
 	{Name: "rtx3090-24gb", Kind: "gpu", Capability: "8.6", Doc: "NVIDIA GeForce RTX 3090 24GB (GDDR6X)",
 		Memory: 24 * gib, Bandwidth: 0.936 * tb,
 		Peaks: spec.Peaks{FP32: 35.6 * tb, TF32: 35.6 * tb, FP16: 71 * tb, BF16: 71 * tb}, SupportsBF16: true, SupportsTF32: true,
-		Link: 32e9, LinkName: "PCIe 4.0 x16"},
+		Link: 32e9, LinkName: "PCIe 4.0 x16", L2: 6 * mib},
 	{Name: "rtx4090-24gb", Kind: "gpu", Capability: "8.9", Doc: "NVIDIA GeForce RTX 4090 24GB (GDDR6X)",
 		Memory: 24 * gib, Bandwidth: 1.008 * tb,
 		Peaks: spec.Peaks{FP32: 82.6 * tb, TF32: 82.6 * tb, FP16: 165.2 * tb, BF16: 165.2 * tb}, SupportsBF16: true, SupportsTF32: true,
-		Link: 32e9, LinkName: "PCIe 4.0 x16"},
+		Link: 32e9, LinkName: "PCIe 4.0 x16", L2: 72 * mib},
 	{Name: "t4-16gb", Kind: "gpu", Capability: "7.5", Doc: "NVIDIA T4 16GB (GDDR6); no TF32 or BF16",
 		Memory: 16 * gib, Bandwidth: 0.32 * tb,
 		Peaks: spec.Peaks{FP32: 8.1 * tb, FP16: 65 * tb},
-		Link:  16e9, LinkName: "PCIe 3.0 x16"},
+		Link:  16e9, LinkName: "PCIe 3.0 x16", L2: 4 * mib},
 	{Name: "v100-16gb", Kind: "gpu", Capability: "7.0", Doc: "NVIDIA V100 16GB SXM2 (HBM2); no TF32 or BF16",
 		Memory: 16 * gib, Bandwidth: 0.9 * tb,
 		Peaks: spec.Peaks{FP32: 15.7 * tb, FP16: 125 * tb},
-		Link:  150e9, LinkName: "NVLink 2"},
+		Link:  150e9, LinkName: "NVLink 2", L2: 6 * mib},
 	{Name: "v100-32gb", Kind: "gpu", Capability: "7.0", Doc: "NVIDIA V100 32GB SXM2 (HBM2); no TF32 or BF16",
 		Memory: 32 * gib, Bandwidth: 0.9 * tb,
 		Peaks: spec.Peaks{FP32: 15.7 * tb, FP16: 125 * tb},
-		Link:  150e9, LinkName: "NVLink 2"},
+		Link:  150e9, LinkName: "NVLink 2", L2: 6 * mib},
 }
 
 // Devices returns the built-in GPU profiles, sorted by name. The "cpu"

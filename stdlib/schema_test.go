@@ -178,8 +178,13 @@ func TestDevices(t *testing.T) {
 			t.Errorf("%s: memory %d GiB", d.Name, want)
 		}
 	}
-	if h := Device("h100-80gb"); h.BF16 != 989.4e12 || h.Bandwidth != 3.35e12 {
-		t.Errorf("h100: %g bf16, %g B/s", h.BF16, h.Bandwidth)
+	if h := Device("h100-80gb"); h.BF16 != 989.4e12 || h.Bandwidth != 3.35e12 || h.L2 != 50<<20 {
+		t.Errorf("h100: %g bf16, %g B/s, %d bytes of L2", h.BF16, h.Bandwidth, h.L2)
+	}
+	for _, d := range Devices() {
+		if d.Kind == "gpu" && (d.L2 < 4<<20 || d.L2 > 128<<20) {
+			t.Errorf("%s: %d bytes of L2", d.Name, d.L2)
+		}
 	}
 	if Device("v100-16gb").SupportsBF16 || Device("cpu") != nil {
 		t.Error("v100 has no bf16; cpu is not a built-in profile")

@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"pipe/lang"
+	"pipe/planner/cost"
 	"pipe/stdlib"
 )
 
@@ -36,36 +37,82 @@ func TestConvWorkspaces(t *testing.T) {
 	if len(ws) != 3 {
 		t.Fatalf("%d convolutions priced", len(ws))
 	}
-	if ws[0].fixed != 0 || ws[0].perSample != 0 {
+	if len(ws[0].fams) != 0 {
 		t.Errorf("1×1 conv: %+v", ws[0])
 	}
-	if ws[1].perSample <= 0 {
+	if v, _ := ws[1].at(1, 0); v <= 0 {
 		t.Errorf("3×3 conv: %+v", ws[1])
 	}
 	// Stride 2 on 28×28 gives 14×14: GEMM's columns are 32 × 9 × 14 × 14
 	// values of 2 bytes a sample.
-	if ws[2].algo != "GEMM's column buffer" || ws[2].perSample != 32*9*14*14*2 || ws[2].fixed != 0 {
+	if f := ws[2].fams; len(f) != 1 || f[0].algo != "GEMM's column buffer" || f[0].perSample != 32*9*14*14*2 || f[0].fixed != 0 {
 		t.Errorf("strided conv: %+v", ws[2])
 	}
 }
 
-// TestCudnnTermIsCapped: the term is the largest conv's workspace, grows
-// with the batch, and never passes the cap the plan sets.
-func TestCudnnTermIsCapped(t *testing.T) {
+// TestFFTNeedsPlainConvs: cuDNN's FFT algorithms take neither dilation
+// nor groups, so a dilated or grouped 3×3 conv has GEMM's column buffer
+// alone; the same conv undilated has FFT_TILING's transforms too.
+func TestFFTNeedsPlainConvs(t *testing.T) {
+	ws := convWorkspaces(convGraph(t, "conv 32 k3 pad1 -> conv 32 k3 pad 2 dilation 2 -> conv 32 k3 pad1 groups 4"), 2)
+	algos := func(c convWorkspace) (out []string) {
+		for _, f := range c.fams {
+			out = append(out, f.algo)
+		}
+		return out
+	}
+	if a := algos(ws[0]); len(a) != 2 {
+		t.Errorf("plain conv: %v", a)
+	}
+	for _, c := range ws[1:] {
+		if a := algos(c); len(a) != 1 || a[0] != "GEMM's column buffer" {
+			t.Errorf("%s: %v, want GEMM's column buffer alone", c.name, a)
+		}
+	}
+}
+
+// TestCudnnCapExcludes: a family whose workspace passes the cap is not
+// offered (CUDNN_CONV_WSCAP_DBG), so a 512 → 512 3×3 conv, whose FFT
+// filter transforms alone are 512 × 512 × 32 × 17 × 8 bytes (1.06 GiB),
+// takes GEMM's column buffer under a 1 GiB cap, not the cap itself.
+func TestCudnnCapExcludes(t *testing.T) {
+	g := graphOf(t, "pipeline c\nmodel m {\n  input [512, 7, 7]\n  conv 512 k3 pad1\n}\nsource s synthetic { samples 8  shape [512, 7, 7] }\ntrain { epochs 1  batch 4  optimizer sgd lr 0.1  loss mse }\n")
+	ws := convWorkspaces(g, 2)
+	v, algo := ws[0].at(256, 1<<30)
+	if want := int64(256 * 512 * 9 * 49 * 2); v != want || algo != "GEMM's column buffer" {
+		t.Errorf("batch 256: %d bytes (%s), want %d of GEMM's column buffer", v, algo, want)
+	}
+}
+
+// TestCudnnTermWherePriced: a conv's workspace is taken where it runs,
+// so in the forward it adds only what exceeds the activations the later
+// nodes have yet to keep; without per-node activations (a checkpoint
+// plan) it counts whole.
+func TestCudnnTermWherePriced(t *testing.T) {
 	g := convGraph(t, "conv 64 k3 pad1 -> relu -> conv 64 k3 pad1")
-	gm := &gpuTerms{cudnnCap: 64 << 20, convWS: convWorkspaces(g, 2)}
-	small, big := gm.cudnnTerm(1, false), gm.cudnnTerm(4096, true)
-	if !small.Capped || small.Bytes <= 0 || small.Bytes >= big.Bytes {
-		t.Errorf("batch 1: %d bytes, batch 4096: %d", small.Bytes, big.Bytes)
+	gm := &gpuTerms{cudnnCap: 1 << 30, convWS: convWorkspaces(g, 2)}
+	per := make([]int64, len(g.Nodes))
+	for i := range per {
+		per[i] = 1 << 20 // 1 MiB a node and sample
 	}
-	if big.Bytes != 64<<20 || big.Basis == "" {
-		t.Errorf("batch 4096: %d bytes (cap %d), basis %q", big.Bytes, 64<<20, big.Basis)
+	ws0, _ := gm.convWS[0].at(4, 1<<30)
+	ws1, _ := gm.convWS[1].at(4, 1<<30)
+	base := cost.Sum(per...)
+	terms := func(act int64) (f, b cost.Term) {
+		ts := gm.cudnnTerms(cost.GPUStep{Batch: 4, Act: act, Baseline: base, PerNode: per, Saved: base, Text: true})
+		return ts[0], ts[1]
 	}
-	var most int64
-	for _, c := range gm.convWS {
-		most = max(most, c.at(1, gm.cudnnCap))
+	f, b := terms(base)
+	after0 := int64(len(per)-1-gm.convWS[0].id) << 20 * 4
+	want := max(0, ws0-after0, ws1-int64(len(per)-1-gm.convWS[1].id)<<20*4)
+	if f.Bytes != want || !f.Capped || f.Phases != cost.InForward || f.Basis == "" {
+		t.Errorf("forward: %d bytes, want %d (workspaces %d, %d)", f.Bytes, want, ws0, ws1)
 	}
-	if small.Bytes != most {
-		t.Errorf("batch 1: %d bytes, the largest conv's is %d", small.Bytes, most)
+	if b.Bytes > max(ws0, ws1) || b.Phases != cost.InBackward {
+		t.Errorf("backward: %d bytes, more than the largest workspace %d", b.Bytes, max(ws0, ws1))
+	}
+	f, b = terms(base / 2)
+	if f.Bytes != max(ws0, ws1) || b.Bytes != max(ws0, ws1) {
+		t.Errorf("checkpointed: %d and %d bytes, want the largest workspace %d whole", f.Bytes, b.Bytes, max(ws0, ws1))
 	}
 }

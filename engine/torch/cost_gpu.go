@@ -2,6 +2,7 @@ package torch
 
 import (
 	"fmt"
+	"strconv"
 	"strings"
 
 	"pipe/planner/cost"
@@ -23,7 +24,8 @@ const (
 	// and stream (aten/src/ATen/cuda/CublasHandlePool.cpp,
 	// parseChosenWorkspaceSize: ":4096:2:16:8", 2 × 4096 KiB + 8 × 16 KiB),
 	// and cublasWorkspaceHopper the 32 MiB it takes on compute
-	// capability 9.0. Both come from the caching allocator.
+	// capabilities 9 to 12 (Hopper, Blackwell). Both come from the
+	// caching allocator, at a handle's first cuBLAS call.
 	cublasWorkspace       = 4096*1024*2 + 16*1024*8
 	cublasWorkspaceHopper = 4096 * 8 * 1024
 	// cublasHandles: the forward runs on the Python thread and the
@@ -151,26 +153,52 @@ func (gm *gpuTerms) Terms(s cost.GPUStep) []cost.Term {
 	}
 	put("input batches", in, cost.InAll, plan.SourceFormula, say("%d × batch × %s of fp32 inputs and targets: the batch computing and the next, in flight on the copy stream", batches, cost.FormatBytes(cost.Add(gm.inX, gm.inY))))
 
-	ws, wsWhy := int64(cublasWorkspace), "PyTorch's default ':4096:2:16:8' (CublasHandlePool.cpp)"
-	if strings.HasPrefix(gm.capability, "9.") {
-		ws, wsWhy = cublasWorkspaceHopper, "PyTorch's 32 MiB default on compute capability 9.0 (CublasHandlePool.cpp)"
+	ws, wsWhy := cublasWorkspaceOf(gm.capability)
+	if gm.blas {
+		put("cuBLAS workspace", []int64{ws, ws}, cost.InAll, plan.SourceConstant,
+			say("%d handles (the forward's thread, autograd's) × %s, %s, allocated by the first cuBLAS call on each and kept", cublasHandles, cost.FormatBytes(ws), wsWhy))
+	} else {
+		put("cuBLAS workspace", nil, cost.InAll, plan.SourceConstant,
+			say("0: no layer of the network calls cuBLAS (convolutions run on cuDNN), and PyTorch allocates a handle's workspace at its first cuBLAS call (CublasHandlePool.cpp, setWorkspaceForHandle)"))
 	}
-	put("cuBLAS workspace", []int64{ws, ws}, cost.InAll, plan.SourceConstant,
-		say("%d handles (the forward's thread, autograd's) × %s, %s", cublasHandles, cost.FormatBytes(ws), wsWhy))
 	if gm.matmul {
 		put("cuBLASLt workspace", []int64{cublasLtWorkspace}, cost.InForward|cost.InBackward, plan.SourceConstant,
 			say("CUBLASLT_WORKSPACE_SIZE's default 1024 KiB per matmul with a fused bias (CUDABlas.cpp); torch >= 2.5 shares the cuBLAS one, so a bound"))
 	}
 	if len(gm.convWS) > 0 {
-		ts = append(ts, gm.cudnnTerm(b, text))
+		ts = append(ts, gm.cudnnTerms(s)...)
+	}
+	switch {
+	case !gm.compiled:
+		put("Inductor autotuning buffer", nil, cost.InForward|cost.InBackward, plan.SourceFormula,
+			say("0: the worker's torch %s has no torch.compile, so nothing is autotuned", gm.torch))
+	case gm.l2 > 0:
+		put("Inductor autotuning buffer", []int64{gm.l2}, cost.InForward|cost.InBackward, plan.SourceFormula,
+			say("the device's L2 cache, %s: at the first compiled step Inductor autotunes each kernel with several configs as it first runs, "+
+				"flushing L2 between trials with a buffer of the L2's size (torch/_inductor/runtime/benchmarking.py, InductorBenchmarker.benchmark_gpu); "+
+				"it is freed after, and its segment stays reserved", cost.FormatBytes(gm.l2)))
+	default:
+		put("Inductor autotuning buffer", nil, cost.InForward|cost.InBackward, plan.SourceUnmodelled,
+			say("unmodelled: Inductor's autotuning flushes L2 with a buffer of its size, and this device's L2 is not known"))
 	}
 	put("torch.compile", nil, cost.InAll, plan.SourceUnmodelled,
-		say("unmodelled: Inductor's fused kernels may keep fewer activations and its autotuning may take workspace; gpu-check's measure shows it where compile runs"))
+		say("unmodelled: Inductor's fused kernels may keep fewer activations than eager's saving rules, which the saved activations follow"))
 	if gm.world > 1 {
 		ts = append(ts, cost.Term{Name: "NCCL buffers", Phases: cost.InAll, Outside: true, Source: plan.SourceUnmodelled,
 			Basis: say("unmodelled: NCCL's own channel buffers (NCCL_BUFFSIZE, 4 MiB per channel and peer) are outside the allocator")})
 	}
 	return ts
+}
+
+// cublasWorkspaceOf is a cuBLAS handle's workspace on a device of the
+// given compute capability, and why: parseChosenWorkspaceSize in
+// CublasHandlePool.cpp.
+func cublasWorkspaceOf(capability string) (int64, string) {
+	m, _, _ := strings.Cut(capability, ".")
+	if major, err := strconv.Atoi(m); err == nil && major >= 9 && major <= 12 {
+		return cublasWorkspaceHopper, "PyTorch's 32 MiB default on compute capabilities 9 to 12 (CublasHandlePool.cpp, parseChosenWorkspaceSize)"
+	}
+	return cublasWorkspace, "PyTorch's default ':4096:2:16:8' (CublasHandlePool.cpp, parseChosenWorkspaceSize)"
 }
 
 // ddpBuckets splits g bytes of gradients as DDP does: a first bucket of
@@ -205,19 +233,27 @@ type gpuTerms struct {
 	world        int
 	bucket       int64
 	pinned       bool
-	matmul       bool
+	matmul, blas bool
 	cudnnCap     int64
-	// convWS is each convolution's largest workspace (cost_cudnn.go).
+	// l2 is the device's L2 bytes (0: not known); compiled says the
+	// worker compiles with torch.compile (torch 2.x, or a torch not
+	// known, which pipe plan takes as the GPU machines' 2.x), torch which
+	// torch the terms assume.
+	l2       int64
+	compiled bool
+	torch    string
+	// convWS is each convolution's workspaces (cost_cudnn.go).
 	convWS []convWorkspace
 	// inX and inY are one sample's input and target bytes.
 	inX, inY int64
 }
 
-// newGPUTerms reads g and the plan's choices for the terms.
-func newGPUTerms(g *stdlib.Graph, prec plan.Precision, s cost.GPUSetup) *gpuTerms {
+// newGPUTerms reads g and the plan's choices for the terms; torch is the
+// worker's torch version, "" when not known.
+func newGPUTerms(g *stdlib.Graph, prec plan.Precision, s cost.GPUSetup, torch string) *gpuTerms {
 	gm := &gpuTerms{capability: s.Capability, mixed: prec.Mixed, buffers: s.StateBuffers, optimizer: s.Optimizer,
 		fused: fusedOptimizer(s.Optimizer), world: max(s.World, 1), pinned: true, total: g.Params(), inY: s.TargetBytes,
-		cudnnCap: CudnnWorkspaceLimit}
+		cudnnCap: CudnnWorkspaceLimit, l2: s.L2, torch: torch, compiled: torch == "" || torchMajor(torch) >= 2}
 	if gm.world > 1 {
 		gm.bucket = min(25<<20, max(cost.Mul(gm.total, 4), 1<<20))
 	}
@@ -229,6 +265,7 @@ func newGPUTerms(g *stdlib.Graph, prec plan.Precision, s cost.GPUSetup) *gpuTerm
 			}
 		}
 		gm.matmul = gm.matmul || torchOps[nd.Op].matmul
+		gm.blas = gm.blas || torchOps[nd.Op].blas
 		if nd.Op == "input" {
 			gm.inX = cost.Add(gm.inX, cost.Mul(cost.Numel(nd.Out), 4))
 		}

@@ -4,6 +4,8 @@ import (
 	"testing"
 
 	"pipe/planner/cost"
+	"pipe/planner/plan"
+	"pipe/stdlib"
 )
 
 // phaseBytes is each phase's terms added up (before the allocator).
@@ -76,5 +78,57 @@ func TestGPUFusedOptimizer(t *testing.T) {
 func TestGPUDDPBuckets(t *testing.T) {
 	if got := ddpBuckets(60<<20, 25<<20); len(got) != 4 || got[0] != 1<<20 || got[3] != 9<<20 {
 		t.Errorf("60 MiB in buckets: %v", got)
+	}
+}
+
+// termOf is the term named name of gm's terms at batch b.
+func termOf(t *testing.T, gm *gpuTerms, b int64, name string) cost.Term {
+	t.Helper()
+	for _, tm := range gm.Terms(cost.GPUStep{Batch: b, Text: true}) {
+		if tm.Name == name {
+			return tm
+		}
+	}
+	t.Fatalf("no %q term", name)
+	return cost.Term{}
+}
+
+// TestCublasOnlyWhenCalled: a network of convolutions makes no cuBLAS
+// call, so PyTorch allocates no cuBLAS workspace for it; one dense layer
+// takes one a handle, 32 MiB each on Hopper and Blackwell.
+func TestCublasOnlyWhenCalled(t *testing.T) {
+	convs := convGraph(t, "conv 8 k3 pad1 -> relu -> conv 8 k3 pad1")
+	dense := convGraph(t, "conv 8 k3 pad1 -> gap -> dense 10")
+	for _, c := range []struct {
+		g          *stdlib.Graph
+		capability string
+		want       int64
+	}{{convs, "9.0", 0}, {dense, "9.0", 64 << 20}, {dense, "10.0", 64 << 20}, {dense, "8.0", 2 * (8<<20 + 128<<10)}} {
+		gm := newGPUTerms(c.g, plan.Precision{Compute: "bf16", Mixed: true, ActivationBytes: 2}, cost.GPUSetup{Capability: c.capability, World: 1}, "")
+		if tm := termOf(t, gm, 4, "cuBLAS workspace"); tm.Bytes != c.want || tm.Basis == "" {
+			t.Errorf("%d nodes on %s: cuBLAS workspace %d, want %d (%s)", len(c.g.Nodes), c.capability, tm.Bytes, c.want, tm.Basis)
+		}
+	}
+}
+
+// TestInductorAutotuneBuffer: a compiled network's first step autotunes
+// its kernels with a buffer of the device's L2 size, in the forward and
+// the backward, none in the optimizer step; torch 1.x does not compile,
+// and an L2 not known leaves the term unmodelled, not guessed.
+func TestInductorAutotuneBuffer(t *testing.T) {
+	g := convGraph(t, "conv 8 k3 pad1 -> gap -> dense 10")
+	prec := plan.Precision{Compute: "bf16", Mixed: true, ActivationBytes: 2}
+	for _, c := range []struct {
+		torch  string
+		l2     int64
+		want   int64
+		source string
+	}{{"2.11.0", 50 << 20, 50 << 20, plan.SourceFormula}, {"", 40 << 20, 40 << 20, plan.SourceFormula},
+		{"1.13.1", 50 << 20, 0, plan.SourceFormula}, {"2.11.0", 0, 0, plan.SourceUnmodelled}} {
+		gm := newGPUTerms(g, prec, cost.GPUSetup{Capability: "9.0", World: 1, L2: c.l2}, c.torch)
+		tm := termOf(t, gm, 4, "Inductor autotuning buffer")
+		if tm.Bytes != c.want || tm.Source != c.source || tm.Phases != cost.InForward|cost.InBackward || tm.Basis == "" {
+			t.Errorf("torch %q, L2 %d: %d bytes (%s) in phases %b, want %d (%s): %s", c.torch, c.l2, tm.Bytes, tm.Source, tm.Phases, c.want, c.source, tm.Basis)
+		}
 	}
 }

@@ -280,7 +280,7 @@ func (Cost) Memory(g *stdlib.Graph, s cost.Setup) cost.Memory {
 	if s.Device == plan.BackendGPU {
 		m.Allocator = CachingAllocator{}
 		if s.GPU != nil && s.GPU.Capability != "" {
-			gt := newGPUTerms(g, s.Precision, *s.GPU)
+			gt := newGPUTerms(g, s.Precision, *s.GPU, s.Torch)
 			m.GPU = gt
 			m.Workspaces = gt.layerWorkspaces(g)
 		}

@@ -18,8 +18,10 @@ type torchOp struct {
 	// the activation precision.
 	saved func(c *savedCtx, nd *stdlib.Node)
 	// lowp: autocast copies its weights to low precision (the norms'
-	// parameters stay fp32); matmul: it runs cuBLASLt matmuls.
-	lowp, matmul bool
+	// parameters stay fp32); matmul: it runs cuBLASLt matmuls (addmm with
+	// a fused bias); blas: it calls cuBLAS at all, which gives each thread
+	// that runs it a workspace (convolutions run on cuDNN and do not).
+	lowp, matmul, blas bool
 }
 
 // torchOps is the registration list of the ops the worker builds. An op
@@ -43,13 +45,13 @@ var torchOps = map[string]torchOp{
 		c.cast(c.x, c.dt[c.i])
 	}, lowp: true},
 	"dense": {args: func(a stdlib.OpArgs) Args { return Args{OutFeatures: a.Units, Bias: a.Bias} },
-		saved: savedProduct, lowp: true, matmul: true},
-	"lowrank_dense":  {args: sketchedArgs, saved: savedSketched, lowp: true, matmul: true},
-	"sketched_dense": {args: sketchedArgs, saved: savedSketched, lowp: true}, // x for S1's gradient, x·U2_i for S2's
+		saved: savedProduct, lowp: true, matmul: true, blas: true},
+	"lowrank_dense":  {args: sketchedArgs, saved: savedSketched, lowp: true, matmul: true, blas: true},
+	"sketched_dense": {args: sketchedArgs, saved: savedSketched, lowp: true, blas: true}, // x for S1's gradient, x·U2_i for S2's
 	"sketched_conv": {args: func(a stdlib.OpArgs) Args {
 		return Args{OutChannels: a.Channels, KernelSize: a.Kernel, Stride: max(a.Stride, 1),
 			Padding: a.Padding, Terms: a.Terms, Rank: a.Rank, Bias: a.Bias}
-	}, saved: savedProduct, lowp: true}, // x; the projection by the fixed U keeps no activation
+	}, saved: savedProduct, lowp: true, blas: true}, // x; the projection by the fixed U keeps no activation
 
 	"batchnorm": {args: func(a stdlib.OpArgs) Args { return Args{Eps: epsOr(a.Eps), Momentum: a.Momentum} },
 		saved: savedKeepsInput},
@@ -177,10 +179,10 @@ var torchOps = map[string]torchOp{
 	"mean_tokens": {args: noArgs, saved: savedKeepsInput},
 	"attention": {args: func(a stdlib.OpArgs) Args {
 		return Args{Heads: a.Heads, Dropout: a.P, Causal: a.Causal}
-	}, saved: savedAttention, lowp: true, matmul: true},
+	}, saved: savedAttention, lowp: true, matmul: true, blas: true},
 	"random_attention": {args: func(a stdlib.OpArgs) Args {
 		return Args{Heads: a.Heads, Features: a.Features, Causal: a.Causal, Kernel: a.Mode}
-	}, saved: savedRandomAttention, lowp: true, matmul: true},
+	}, saved: savedRandomAttention, lowp: true, matmul: true, blas: true},
 }
 
 // argsOf is a node's settings under PyTorch's names (torchOps), failing,

@@ -29,6 +29,8 @@ type GPUSetup struct {
 	World int
 	// TargetBytes is one sample's targets as they cross to the device.
 	TargetBytes int64
+	// L2 is the device's L2 cache in bytes, 0 when not known.
+	L2 int64
 }
 
 // GPUStep is a step the planner prices: the batch, the kept activations
@@ -43,7 +45,7 @@ type GPUStep struct {
 	// Saved is what the nodes not yet visited keep where the backward
 	// peaks, and Grads the activation gradients alive there (per sample),
 	// for the plan without checkpointing; MaxLiveGrads the sizes of the
-	// most activation gradients alive at any node, for a plan with it.
+	// most activation gradients alive at any node.
 	Saved        int64
 	Grads        []int64
 	MaxLiveGrads []int64

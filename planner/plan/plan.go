@@ -156,6 +156,9 @@ type Device struct {
 	// and "" where not known.
 	Link     float64 `json:"link,omitempty"`
 	LinkName string  `json:"link_name,omitempty"`
+	// L2 is a GPU's L2 cache in bytes, 0 where not known: Inductor's
+	// autotuning takes a buffer of its size.
+	L2 int64 `json:"l2,omitempty"`
 	// Cores and HostMemory describe the host (the CPU device itself, or the
 	// machine a GPU sits in).
 	Cores      int   `json:"cores,omitempty"`
