@@ -25,6 +25,10 @@ var (
 	// launcherFlags are a launcher's to say (its world size), not the
 	// record's: an elastic job resumes on another number of ranks.
 	launcherFlags = []string{"nproc-per-node", "nnodes"}
+	// planFixed are what a plan file fixes: with --plan given they are
+	// not taken from the record (the file's own decide), nor may they be
+	// given (runFlags.check).
+	planFixed = []string{"device", "batch", "engine", "nproc-per-node", "nnodes"}
 )
 
 // settings are what this run records in its folder: the overrides as
@@ -102,7 +106,7 @@ func (a *app) adoptSettings(fs *flag.FlagSet, f *runFlags, rec *run.Settings, la
 		differ = append(differ, fmt.Sprintf("it had %s, this command %s", run.SetFlags(rec.Overrides), run.SetFlags(now.Overrides)))
 	}
 	for _, name := range recordedFlags {
-		if launcher && slices.Contains(launcherFlags, name) {
+		if launcher && slices.Contains(launcherFlags, name) || isSet(fs, "plan") && slices.Contains(planFixed, name) {
 			continue
 		}
 		was, had := rec.Flags[name]
