@@ -204,14 +204,25 @@ type DeviceMemory struct {
 	// MaxRSS is the peak resident memory of the process that computed
 	// (getrusage).
 	MaxRSS int64
+	// AtExit says the process had exited (it died, or was stopped after
+	// a failure) and could not be asked: MaxRSS is what the kernel
+	// counted when it was reaped (0 when that cannot be told from what
+	// its parent's exec carried over), and the device's own figures are
+	// lost.
+	AtExit bool
 }
 
 // Measured is the device's figure for a run's peak: the caching
 // allocator's reserved peak on a GPU (what the device holds for the run),
-// the worker's peak resident memory on the CPU.
+// the worker's peak resident memory on the CPU; 0 for a GPU whose
+// process had exited (its host memory is not what a GPU plan counts),
+// and when unknown.
 func (d DeviceMemory) Measured() int64 {
 	if d.MaxReserved > 0 {
 		return d.MaxReserved
+	}
+	if d.AtExit && d.Device != "cpu" {
+		return 0
 	}
 	return d.MaxRSS
 }

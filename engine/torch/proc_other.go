@@ -3,6 +3,7 @@
 package torch
 
 import (
+	"os"
 	osexec "os/exec"
 )
 
@@ -14,3 +15,9 @@ func processAlive(pid int) bool { return true }
 func killGroup(cmd *osexec.Cmd) error { return cmd.Process.Kill() }
 
 func processStopped(pid int) bool { return false }
+
+// exitMaxRSS is unknown outside Linux.
+func exitMaxRSS(ps *os.ProcessState) int64 { return 0 }
+
+// selfPeak is unknown outside Linux.
+func selfPeak() int64 { return 0 }
