@@ -245,6 +245,10 @@ type Applier interface {
 type Config struct {
 	// Cancel, when closed, ends a Build that waits (for the other ranks
 	// of a data-parallel run) with ErrInterrupted; nil waits to the end.
+	// Once built, a model whose ranks share collectives ends a call that
+	// waits on a stalled peer with an error that is ErrInterrupted, and
+	// is unusable after: the run loop, which stops between steps, could
+	// not finish the step.
 	Cancel <-chan struct{}
 	// Batch is the micro-batch size the working memory is sized for.
 	Batch int
@@ -540,7 +544,8 @@ var ErrBadBatch = errors.New("bad batch")
 var ErrWorkerLost = errors.New("a worker process was lost")
 
 // ErrInterrupted is returned by a Build that stopped waiting (for other
-// ranks to join) because Config.Cancel was closed.
+// ranks to join), and by a model's call that stopped waiting on a stalled
+// peer, because Config.Cancel was closed.
 var ErrInterrupted = errors.New("interrupted")
 
 // ErrUnsupported is wrapped by Build's errors for ops, fusion kinds or
