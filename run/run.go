@@ -305,6 +305,11 @@ type Result struct {
 	// that ran (native, torch).
 	Pipeline, Model, Backend, Engine, Precision string
 	Status                                      Status
+	// Stalled is, for an interrupted run that gave up waiting on a
+	// stalled peer, the engine's account of the wait: the step in
+	// progress could not finish, so no checkpoint was written for the
+	// interrupt, and Checkpoint is the last one before it.
+	Stalled string
 	// EpochsPlanned is the file's epochs; Epochs the epochs completed
 	// (trained and evaluated), resumed ones included.
 	EpochsPlanned int
@@ -467,9 +472,10 @@ func WithNodeRank(rank int) Option { return func(c *runConfig) { c.nodeRank = ra
 // what it worked around. A cancelled ctx stops training at the end of the
 // current optimizer step, writes a checkpoint (none when it trained no
 // step, so that an earlier run's is not replaced by an untrained model),
-// and returns a Result with Status StatusInterrupted and no error. Before
-// it trains, Run checks that its checkpoint folder and its predictions can
-// be written (CheckWritable).
+// and returns a Result with Status StatusInterrupted and no error; a step
+// that cannot finish because a peer rank stalled is given up, and the
+// Result says so (Stalled). Before it trains, Run checks that its
+// checkpoint folder and its predictions can be written (CheckWritable).
 func Run(ctx context.Context, p *plan.Plan, prog *stdlib.Program, hooks Hooks, opts ...Option) (*Result, diag.Diagnostics) {
 	rc := &runConfig{}
 	for _, o := range opts {
