@@ -204,14 +204,25 @@ type DeviceMemory struct {
 	// MaxRSS is the peak resident memory of the process that computed
 	// (getrusage).
 	MaxRSS int64
+	// AtExit says the process had exited (it died, or was stopped after
+	// a failure) and could not be asked: MaxRSS is what the kernel
+	// counted when it was reaped (0 when that cannot be told from what
+	// its parent's exec carried over), and the device's own figures are
+	// lost.
+	AtExit bool
 }
 
 // Measured is the device's figure for a run's peak: the caching
 // allocator's reserved peak on a GPU (what the device holds for the run),
-// the worker's peak resident memory on the CPU.
+// the worker's peak resident memory on the CPU; 0 for a GPU whose
+// process had exited (its host memory is not what a GPU plan counts),
+// and when unknown.
 func (d DeviceMemory) Measured() int64 {
 	if d.MaxReserved > 0 {
 		return d.MaxReserved
+	}
+	if d.AtExit && d.Device != "cpu" {
+		return 0
 	}
 	return d.MaxRSS
 }
@@ -234,6 +245,10 @@ type Applier interface {
 type Config struct {
 	// Cancel, when closed, ends a Build that waits (for the other ranks
 	// of a data-parallel run) with ErrInterrupted; nil waits to the end.
+	// Once built, a model whose ranks share collectives ends a call that
+	// waits on a stalled peer with an error that is ErrInterrupted, and
+	// is unusable after: the run loop, which stops between steps, could
+	// not finish the step.
 	Cancel <-chan struct{}
 	// Batch is the micro-batch size the working memory is sized for.
 	Batch int
@@ -529,7 +544,8 @@ var ErrBadBatch = errors.New("bad batch")
 var ErrWorkerLost = errors.New("a worker process was lost")
 
 // ErrInterrupted is returned by a Build that stopped waiting (for other
-// ranks to join) because Config.Cancel was closed.
+// ranks to join), and by a model's call that stopped waiting on a stalled
+// peer, because Config.Cancel was closed.
 var ErrInterrupted = errors.New("interrupted")
 
 // ErrUnsupported is wrapped by Build's errors for ops, fusion kinds or

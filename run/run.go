@@ -279,6 +279,10 @@ type Memory struct {
 	// memory on the CPU). MeasuredBy names it.
 	Measured   int64
 	MeasuredBy string
+	// NotMeasured says why Measured is 0 for an engine that computes in
+	// other processes (its workers exited before they were asked): the
+	// plan is then held to nothing, never to this process's memory.
+	NotMeasured string
 	// Device is what the devices and their OS measured, one entry a
 	// rank, for engines that compute in other processes (the torch
 	// engine); nil otherwise.
@@ -301,6 +305,11 @@ type Result struct {
 	// that ran (native, torch).
 	Pipeline, Model, Backend, Engine, Precision string
 	Status                                      Status
+	// Stalled is, for an interrupted run that gave up waiting on a
+	// stalled peer, the engine's account of the wait: the step in
+	// progress could not finish, so no checkpoint was written for the
+	// interrupt, and Checkpoint is the last one before it.
+	Stalled string
 	// EpochsPlanned is the file's epochs; Epochs the epochs completed
 	// (trained and evaluated), resumed ones included.
 	EpochsPlanned int
@@ -463,9 +472,10 @@ func WithNodeRank(rank int) Option { return func(c *runConfig) { c.nodeRank = ra
 // what it worked around. A cancelled ctx stops training at the end of the
 // current optimizer step, writes a checkpoint (none when it trained no
 // step, so that an earlier run's is not replaced by an untrained model),
-// and returns a Result with Status StatusInterrupted and no error. Before
-// it trains, Run checks that its checkpoint folder and its predictions can
-// be written (CheckWritable).
+// and returns a Result with Status StatusInterrupted and no error; a step
+// that cannot finish because a peer rank stalled is given up, and the
+// Result says so (Stalled). Before it trains, Run checks that its
+// checkpoint folder and its predictions can be written (CheckWritable).
 func Run(ctx context.Context, p *plan.Plan, prog *stdlib.Program, hooks Hooks, opts ...Option) (*Result, diag.Diagnostics) {
 	rc := &runConfig{}
 	for _, o := range opts {
@@ -504,13 +514,17 @@ func Run(ctx context.Context, p *plan.Plan, prog *stdlib.Program, hooks Hooks, o
 	if r.res.TrainSeconds > 0 {
 		r.res.SamplesPerSecond = float64(r.res.SamplesTrained) / r.res.TrainSeconds
 	}
+	// An engine that computes in other processes (the torch engine's
+	// workers) is measured there: the plan is never held to this
+	// process's memory, even when they cannot be asked.
+	var elsewhere bool
+	var devErr error
 	if r.model != nil {
 		r.res.Memory.Model = r.model.Memory()
 		if dm := r.model.Capabilities().Devices; dm != nil {
-			if d, err := dm.DeviceMemory(); err == nil {
-				r.res.Memory.Device = d
-			} else {
-				r.log.Debug("device memory unavailable", "error", err)
+			elsewhere = true
+			if r.res.Memory.Device, devErr = dm.DeviceMemory(); devErr != nil {
+				r.log.Debug("device memory unavailable", "error", devErr)
 			}
 		}
 	}
@@ -522,11 +536,24 @@ func Run(ctx context.Context, p *plan.Plan, prog *stdlib.Program, hooks Hooks, o
 	mem.Accounted = mem.Model.Total + mem.Loader
 	mem.ProcessMaxRSS = ProcessMaxRSS()
 	mem.Measured, mem.MeasuredBy = mem.ProcessMaxRSS, "the process's peak resident memory (VmHWM)"
+	if elsewhere {
+		mem.Measured, mem.MeasuredBy = 0, ""
+		mem.NotMeasured = "its workers could not be asked"
+		if devErr != nil {
+			mem.NotMeasured += ": " + devErr.Error()
+		}
+	}
 	if d := mem.Device; len(d) > 0 {
+		mem.NotMeasured = ""
 		mem.Measured = d[0].Measured()
 		mem.MeasuredBy = "the torch worker's peak resident memory"
-		if d[0].MaxReserved > 0 {
+		switch {
+		case d[0].MaxReserved > 0:
 			mem.MeasuredBy = "torch.cuda.max_memory_reserved"
+		case d[0].AtExit && mem.Measured > 0:
+			mem.MeasuredBy = "the torch worker's peak resident memory at its exit"
+		case d[0].AtExit:
+			mem.MeasuredBy, mem.NotMeasured = "", fmt.Sprintf("rank %d's worker exited before it was measured", d[0].Rank)
 		}
 	}
 	r.diags.Sort()

@@ -125,6 +125,9 @@ func (r *runner) train(ctx context.Context) bool {
 				if err != nil {
 					t.unwind()
 					it.Close()
+					if r.stalledStop(ctx, err) {
+						return true
+					}
 					if se := (*sourceError)(nil); errors.As(err, &se) {
 						r.sourceErr(r.data.trainSrc, se.err)
 					} else {
@@ -139,6 +142,9 @@ func (r *runner) train(ctx context.Context) bool {
 		// evaluated or is saved.
 		if err := t.flush(); err != nil {
 			t.unwind()
+			if r.stalledStop(ctx, err) {
+				return true
+			}
 			r.trainErr(err)
 			return false
 		}
@@ -221,6 +227,19 @@ func (r *runner) endStatus() Status {
 		return StatusMaxSteps
 	}
 	return StatusCompleted
+}
+
+// stalledStop ends an interrupted run whose engine gave up waiting on a
+// stalled peer (err is engine.ErrInterrupted): the step in progress
+// cannot finish, so no checkpoint is written, and the last one stays.
+// False when err is another failure.
+func (r *runner) stalledStop(ctx context.Context, err error) bool {
+	if ctx.Err() == nil || !errors.Is(err, engine.ErrInterrupted) {
+		return false
+	}
+	r.res.Status, r.res.Position, r.res.Stalled = StatusInterrupted, r.pos, err.Error()
+	r.log.Info("interrupted while a peer rank was stalled; no checkpoint written", "epoch", r.pos.Epoch+1, "step", r.pos.Step)
+	return true
 }
 
 // sourceError is an error of the training data's source, told apart from

@@ -3,6 +3,7 @@ package torch
 import (
 	"errors"
 	"fmt"
+	"time"
 
 	"pipe/dataset/samples"
 	"pipe/engine"
@@ -17,8 +18,13 @@ func (m *model) Memory() engine.MemStats {
 	return s
 }
 
-// DeviceMemory implements engine.DeviceMeasurer.
+// DeviceMemory implements engine.DeviceMeasurer. After a failure, whose
+// workers are gone (killed by fail when not dead), it is their figures at
+// exit.
 func (m *model) DeviceMemory() ([]engine.DeviceMemory, error) {
+	if !m.closed && m.err != nil {
+		return m.atExit()
+	}
 	if err := m.usable(); err != nil {
 		return nil, err
 	}
@@ -44,6 +50,32 @@ func (m *model) DeviceMemory() ([]engine.DeviceMemory, error) {
 	}
 	return out, nil
 }
+
+// atExit is each worker's peak resident memory as the kernel accounted
+// for it when the worker was reaped: the worker cannot be asked, and its
+// device's figures went with it (DeviceMemory.AtExit). A figure no larger
+// than pipe's own peak at the worker's start may be pipe's, which the
+// worker's starts at: it is left out (0).
+func (m *model) atExit() ([]engine.DeviceMemory, error) {
+	var out []engine.DeviceMemory
+	for k, w := range m.workers {
+		select {
+		case <-w.exited:
+		case <-time.After(exitWait):
+			return nil, fmt.Errorf("torch: rank %d (pid %d) has not exited after the failure (%w)", w.rank, w.cmd.Process.Pid, m.err)
+		}
+		rss := exitMaxRSS(w.cmd.ProcessState)
+		if rss <= w.pipePeak {
+			rss = 0
+		}
+		out = append(out, engine.DeviceMemory{Rank: w.rank, Device: m.deviceOf(k), MaxRSS: rss, AtExit: true})
+	}
+	return out, nil
+}
+
+// exitWait bounds the wait for a failed model's workers to be reaped:
+// fail sends them SIGKILL, and worker.kill waits as long.
+const exitWait = 10 * time.Second
 
 // Saved is what autograd keeps for the backward pass of one training
 // forward pass and its loss, each storage once, as saved-tensor hooks see

@@ -101,9 +101,16 @@ type model struct {
 	ws []*wstate
 
 	died chan struct{}
-	// cancel is Config.Cancel while the build waits for its replies (the
-	// ranks meeting); nil after, when the run loop stops between steps.
-	cancel <-chan struct{}
+	// cancel is Config.Cancel. While the build waits for its replies (the
+	// ranks meeting, building) it ends the wait at once; after, the run
+	// loop stops between steps, and a closed cancel (interrupted) ends
+	// only a wait on a stalled peer (stall.go).
+	cancel                <-chan struct{}
+	building, interrupted bool
+	// slowest is the longest wait for each command's reply so far (a
+	// step's first excluded: it warms up), what a wait after an
+	// interrupt is held to.
+	slowest map[string]time.Duration
 	// stopAsked: this process was asked to stop, and its next step says
 	// so; stopping: a step's reply said some rank was (engine.Stopper).
 	stopAsked, stopping bool
@@ -185,7 +192,7 @@ func (b Backend) Build(g *stdlib.Graph, cfg engine.Config) (engine.Model, error)
 		return nil, fmt.Errorf("torch: --node-rank %d is outside the %d nodes", b.NodeRank, nnodes)
 	}
 	m := &model{g: g, cfg: cfg, spec: spec, base: b.NodeRank * nproc, world: world, outShape: g.OutShape(),
-		xPer: numel(g.Input), applied: map[string]string{}, died: make(chan struct{})}
+		xPer: numel(g.Input), applied: map[string]string{}, died: make(chan struct{}), slowest: map[string]time.Duration{}}
 	m.yPer = max(numel(m.outShape), 1)
 	m.params = g.Params()
 	if err := m.start(b, nproc); err != nil {
@@ -283,10 +290,10 @@ func (m *model) deviceOf(k int) string {
 // build makes the regions, builds the model in every worker and loads
 // pipe's initial state into it.
 func (m *model) build(b Backend, init engine.State) error {
-	m.cancel = m.cfg.Cancel
+	m.cancel, m.building = m.cfg.Cancel, true
 	m.localRank = b.LocalRank
 	m.collective = time.Duration(seconds(b.CollectiveTimeout, DefaultCollectiveTimeout)) * time.Second
-	defer func() { m.cancel = nil }()
+	defer func() { m.building = false }()
 	m.names = map[string]int{}
 	for _, t := range init.Tensors {
 		m.addState(t.Name, t.Shape)

@@ -85,3 +85,37 @@ func oomKills() int64 {
 	}
 	return -1
 }
+
+// exitMaxRSS is the peak resident memory of an exited process, as the
+// kernel accounted for it when the process was reaped (wait4's rusage, in
+// KiB on Linux); 0 when unknown. Linux starts a process's figure, at its
+// exec, at the peak of the address space it replaced: a worker's is
+// pipe's own until the worker outgrows it (see selfPeak).
+func exitMaxRSS(ps *os.ProcessState) int64 {
+	if ps == nil {
+		return 0
+	}
+	if ru, ok := ps.SysUsage().(*syscall.Rusage); ok {
+		return ru.Maxrss << 10
+	}
+	return 0
+}
+
+// selfPeak is this process's peak resident memory (VmHWM), 0 when
+// unknown. Read after a worker's exec, it bounds what the worker's
+// exitMaxRSS carries over from pipe.
+func selfPeak() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kb int64
+			if _, err := fmt.Sscan(rest, &kb); err == nil {
+				return kb << 10
+			}
+		}
+	}
+	return 0
+}

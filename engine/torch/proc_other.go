@@ -3,6 +3,7 @@
 package torch
 
 import (
+	"os"
 	osexec "os/exec"
 )
 
@@ -17,3 +18,9 @@ func processStopped(pid int) bool { return false }
 
 // oomKills is unknown here.
 func oomKills() int64 { return -1 }
+
+// exitMaxRSS is unknown outside Linux.
+func exitMaxRSS(ps *os.ProcessState) int64 { return 0 }
+
+// selfPeak is unknown outside Linux.
+func selfPeak() int64 { return 0 }

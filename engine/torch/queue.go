@@ -42,24 +42,47 @@ func (m *model) reply(k int) (response, error) {
 	// stalled inside a collective: say so while waiting. One ticker for
 	// the model's life, not one a reply: this is every step's path.
 	var slow <-chan time.Time
-	if m.world > 1 && m.cancel == nil {
-		if m.stallTick == nil {
-			m.stallTick = time.NewTicker(stallTick())
-		}
-		slow = m.stallTick.C
+	if (m.world > 1 || m.interrupted) && !m.building {
+		slow = m.ticker()
 	}
-	start, next := time.Now(), stallReport
+	// After an interrupt, a wait on a stalled peer is given up (stall.go).
+	cancel, start, next := m.cancel, time.Now(), stallReport
+	var giveUp <-chan time.Time
+	if m.interrupted {
+		cancel, giveUp = nil, m.giveUp(w, start)
+		if err := m.stopped(w, start); err != nil {
+			return response{}, err
+		}
+	}
 	for {
 		select {
 		case r, ok := <-w.replies:
 			if ok {
+				m.timed(w.outstanding[0], time.Since(start))
 				w.outstanding = w.outstanding[1:]
 				return r, nil
 			}
 			return response{}, m.fail(w.died())
-		case <-m.cancel:
-			return response{}, m.fail(engine.ErrInterrupted)
+		case <-cancel:
+			if m.building {
+				return response{}, m.fail(engine.ErrInterrupted)
+			}
+			cancel, m.interrupted = nil, true
+			slow, giveUp = m.ticker(), m.giveUp(w, start)
+			if err := m.stopped(w, start); err != nil {
+				return response{}, err
+			}
+		case <-giveUp:
+			return response{}, m.fail(m.stalled(w, start, ""))
 		case <-slow:
+			if m.interrupted {
+				if err := m.stopped(w, start); err != nil {
+					return response{}, err
+				}
+			}
+			if m.world == 1 {
+				continue
+			}
 			var due bool
 			if due, next = stallDue(time.Since(start), next); !due {
 				continue
@@ -76,26 +99,6 @@ func (m *model) reply(k int) (response, error) {
 			return response{}, m.fail(errors.New("torch: a worker exited"))
 		}
 	}
-}
-
-// stallReport is how often a rank waiting long for a reply says so.
-var stallReport = 30 * time.Second
-
-// stallTick is how often a waiting rank looks at its wait: a sixth of
-// stallReport, so that the first report comes at most that late. The
-// ticker is the model's, not the wait's; ticking at stallReport itself,
-// a wait that began just after a tick was first reported at almost
-// twice stallReport (60 s where the docs say 30).
-func stallTick() time.Duration { return max(stallReport/6, time.Millisecond) }
-
-// stallDue says whether a wait of waited, next to be reported at next,
-// is reported now, and when it is next: at the first multiple of
-// stallReport it has passed.
-func stallDue(waited, next time.Duration) (bool, time.Duration) {
-	if waited < next {
-		return false, next
-	}
-	return true, waited.Truncate(stallReport) + stallReport
 }
 
 // firstDead is the worker that exited first, nil while all run.

@@ -62,6 +62,10 @@ type worker struct {
 	exitedAt time.Time
 	waitErr  error
 	stderr   *tail
+	// pipePeak is pipe's peak resident memory just after the worker's
+	// exec, which the kernel's figure of the worker's peak starts at
+	// (exitMaxRSS).
+	pipePeak int64
 
 	// outstanding are the commands sent whose replies are not read yet,
 	// oldest first.
@@ -158,6 +162,7 @@ func startWorker(python string, rank int, env []string, log hclog.Logger) (*work
 		os.RemoveAll(dir)
 		return nil, &StartError{Python: python, Reason: "cannot be started", Err: err}
 	}
+	w.pipePeak = selfPeak()
 	var readers sync.WaitGroup
 	readers.Add(2)
 	go func() {

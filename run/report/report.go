@@ -70,11 +70,14 @@ type Report struct {
 	// native engine the process's peak resident memory (VmHWM); with
 	// the torch engine rank 0's max_memory_reserved on a GPU, its
 	// worker's peak resident memory on the CPU; Devices has every rank's
-	// figures. EstimateErrorPercent is (estimated − measured) / measured.
+	// figures; NotMeasured says why there is no figure (the torch
+	// workers exited before they were asked). EstimateErrorPercent is
+	// (estimated − measured) / measured.
 	// Memory breaks the executor's own accounting down beside them.
 	EstimatedPeakBytes   int64          `json:"estimated_peak_bytes"`
 	MeasuredPeakBytes    int64          `json:"measured_peak_bytes"`
 	MeasuredBy           string         `json:"measured_by,omitempty"`
+	NotMeasured          string         `json:"not_measured,omitempty"`
 	EstimateErrorPercent *float64       `json:"estimate_error_percent,omitempty"`
 	Memory               Memory         `json:"memory"`
 	Devices              []DeviceReport `json:"devices,omitempty"`
@@ -164,8 +167,12 @@ type DeviceReport struct {
 	MaxReservedBytes  int64 `json:"max_reserved_bytes,omitempty"`
 	DeviceUsedBytes   int64 `json:"device_used_bytes,omitempty"`
 	DeviceTotalBytes  int64 `json:"device_total_bytes,omitempty"`
-	// WorkerMaxRSSBytes is the worker process's peak resident memory.
+	// WorkerMaxRSSBytes is the worker process's peak resident memory;
+	// AtExit says it is the kernel's account at the worker's exit, as the
+	// worker died or was stopped after a failure (the device's figures
+	// are then lost).
 	WorkerMaxRSSBytes int64 `json:"worker_max_rss_bytes"`
+	AtExit            bool  `json:"at_exit,omitempty"`
 	// EstimatedBytes is the plan's total per device, and ErrorPercent
 	// (estimated − measured)/measured, measured being the reserved peak
 	// on a GPU and the worker's peak resident memory on the CPU.
@@ -244,7 +251,7 @@ func New(res *run.Result, p *plan.Plan) *Report {
 		EpochsPlanned: res.EpochsPlanned, Epochs: res.Epochs, StepsPerEpoch: res.StepsPerEpoch,
 		Steps: res.Position.Step, MicroSteps: res.Position.MicroStep,
 		SamplesTrained: res.SamplesTrained, SamplesRead: res.SamplesRead, SamplesPerSecond: res.SamplesPerSecond,
-		EstimatedPeakBytes: res.Memory.Estimated, MeasuredPeakBytes: res.Memory.Measured, MeasuredBy: res.Memory.MeasuredBy,
+		EstimatedPeakBytes: res.Memory.Estimated, MeasuredPeakBytes: res.Memory.Measured, MeasuredBy: res.Memory.MeasuredBy, NotMeasured: res.Memory.NotMeasured,
 		Metrics: map[string]*float64{}, LossesPerEpoch: []Epoch{}, StepLosses: make([]*float64, len(res.StepLosses)),
 		Checkpoint: res.Checkpoint, RunID: res.Job, Predictions: res.Predictions, Int8: res.Int8, Profile: res.Profile,
 	}
@@ -265,7 +272,7 @@ func New(res *run.Result, p *plan.Plan) *Report {
 	}
 	for _, d := range res.Memory.Device {
 		dr := DeviceReport{Rank: d.Rank, Device: d.Device, MaxAllocatedBytes: d.MaxAllocated, MaxReservedBytes: d.MaxReserved,
-			DeviceUsedBytes: d.Used, DeviceTotalBytes: d.Total, WorkerMaxRSSBytes: d.MaxRSS, EstimatedBytes: res.Memory.Estimated}
+			DeviceUsedBytes: d.Used, DeviceTotalBytes: d.Total, WorkerMaxRSSBytes: d.MaxRSS, AtExit: d.AtExit, EstimatedBytes: res.Memory.Estimated}
 		if m := d.Measured(); m > 0 {
 			dr.ErrorPercent = num(100 * float64(res.Memory.Estimated-m) / float64(m))
 		}

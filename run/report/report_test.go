@@ -141,3 +141,33 @@ func TestNum(t *testing.T) {
 		}
 	}
 }
+
+// TestSummaryOfWorkersThatExited: a torch worker that exited before it was
+// asked is held to its peak at exit on the CPU, and to nothing on a GPU or
+// when none could be asked; never to pipe's own process.
+func TestSummaryOfWorkersThatExited(t *testing.T) {
+	for _, c := range []struct {
+		mem            run.Memory
+		want, unwanted string
+	}{
+		{run.Memory{Estimated: 250 << 20, Measured: 0, ProcessMaxRSS: 140 << 20, NotMeasured: "its workers could not be asked: gone"},
+			"memory: 250.0 MiB planned; not measured, as its workers could not be asked: gone", "140.0 MiB"},
+		{run.Memory{Estimated: 250 << 20, Measured: 256 << 20, ProcessMaxRSS: 140 << 20,
+			Device: []engine.DeviceMemory{{Rank: 1, Device: "cpu", MaxRSS: 256 << 20, AtExit: true}}},
+			"memory on cpu (rank 1): the torch worker's peak resident memory was 256.0 MiB at its exit", "140.0 MiB"},
+		{run.Memory{Estimated: 250 << 20, ProcessMaxRSS: 140 << 20, NotMeasured: "rank 0's worker exited before its device was measured",
+			Device: []engine.DeviceMemory{{Rank: 0, Device: "cuda:0", MaxRSS: 3 << 30, AtExit: true}}},
+			"memory on cuda:0 (rank 0): not measured, as the torch worker exited first", "the plan is"},
+		{run.Memory{Estimated: 250 << 20, ProcessMaxRSS: 140 << 20, NotMeasured: "rank 1's worker exited before it was measured",
+			Device: []engine.DeviceMemory{{Rank: 1, Device: "cpu", AtExit: true}}},
+			"memory on cpu (rank 1): not measured, as the torch worker exited first, 250.0 MiB planned", "the plan is"},
+	} {
+		res := result()
+		res.Memory = c.mem
+		var b bytes.Buffer
+		Summary(&b, res, "", "")
+		if out := b.String(); !strings.Contains(out, c.want) || strings.Contains(out, c.unwanted) {
+			t.Errorf("want %q and no %q in:\n%s", c.want, c.unwanted, out)
+		}
+	}
+}

@@ -78,11 +78,23 @@ func Summary(w io.Writer, res *run.Result, reportPath, curvePath string) {
 					fmt.Fprintf(w, "; the device has %s of %s in use", Bytes(dm.Used), Bytes(dm.Total))
 				}
 				fmt.Fprintln(w)
+			case dm.AtExit && dm.Measured() == 0:
+				host := ""
+				if dm.MaxRSS > 0 {
+					host = fmt.Sprintf(" (its process peaked at %s of host memory)", Bytes(dm.MaxRSS))
+				}
+				fmt.Fprintf(w, "  memory on %s (rank %d): not measured, as the torch worker exited first%s, %s planned\n",
+					dm.Device, dm.Rank, host, est)
+			case dm.AtExit:
+				fmt.Fprintf(w, "  memory on %s (rank %d): the torch worker's peak resident memory was %s at its exit (the kernel's figure, the PyTorch libraries included), %s planned for the step: %s\n",
+					dm.Device, dm.Rank, Bytes(dm.MaxRSS), est, estimateError(res.Memory.Estimated, dm.MaxRSS))
 			default:
 				fmt.Fprintf(w, "  memory on %s (rank %d): the torch worker's peak resident memory is %s (the OS's figure, the PyTorch libraries included), %s planned for the step: %s\n",
 					dm.Device, dm.Rank, Bytes(dm.MaxRSS), est, estimateError(res.Memory.Estimated, dm.MaxRSS))
 			}
 		}
+	} else if m := res.Memory; m.NotMeasured != "" {
+		fmt.Fprintf(w, "  memory: %s planned; not measured, as %s\n", Bytes(m.Estimated), m.NotMeasured)
 	} else if m := res.Memory; m.Measured > 0 {
 		fmt.Fprintf(w, "  memory: %s planned, %s measured (%s): %s; the model and loaders account for %s of it\n",
 			Bytes(m.Estimated), Bytes(m.Measured), m.MeasuredBy, estimateError(m.Estimated, m.Measured), Bytes(m.Accounted))

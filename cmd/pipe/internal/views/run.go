@@ -88,6 +88,11 @@ type Again struct {
 // how to go on. Only rank 0 says how: the other ranks wrote nothing.
 func Interrupted(w io.Writer, res *run.Result, a Again) {
 	if a.Rank > 0 {
+		if res.Stalled != "" {
+			fmt.Fprintf(w, "pipe run: interrupted at epoch %d, step %d, while a peer rank was stalled: %s; the step could not finish, and rank 0's last checkpoint is kept\n",
+				res.Position.Epoch+1, res.Position.Step, res.Stalled)
+			return
+		}
 		fmt.Fprintf(w, "pipe run: interrupted at epoch %d, step %d; rank 0 writes the checkpoint and says how to continue\n",
 			res.Position.Epoch+1, res.Position.Step)
 		return
@@ -118,15 +123,19 @@ func Interrupted(w io.Writer, res *run.Result, a Again) {
 	}
 	var where string
 	switch {
+	case res.Stalled != "" && res.Checkpoint == "":
+		where, again = ", while a peer rank was stalled: "+res.Stalled+"; the step could not finish, and no checkpoint was written", fresh
+	case res.Stalled != "":
+		where = ", while a peer rank was stalled: " + res.Stalled + "; the step could not finish, so nothing since the last checkpoint was saved, and that checkpoint, " + res.Checkpoint + ", is kept"
 	case res.SamplesTrained == 0 && res.ResumedFrom == nil:
-		where, again = "nothing was trained, so no checkpoint was written", fresh
+		where, again = "; nothing was trained, so no checkpoint was written", fresh
 	case res.SamplesTrained == 0:
-		where = "nothing was trained since " + res.Checkpoint + ", which is unchanged"
+		where = "; nothing was trained since " + res.Checkpoint + ", which is unchanged"
 	case res.Checkpoint == "":
-		where = "no checkpoint was written (save none)"
+		where = "; no checkpoint was written (save none)"
 	default:
-		where = "checkpoint written to " + res.Checkpoint
+		where = "; checkpoint written to " + res.Checkpoint
 	}
-	fmt.Fprintf(w, "pipe run: interrupted at epoch %d, step %d; %s; continue with: %s\n",
+	fmt.Fprintf(w, "pipe run: interrupted at epoch %d, step %d%s; continue with: %s\n",
 		res.Position.Epoch+1, res.Position.Step, where, again)
 }

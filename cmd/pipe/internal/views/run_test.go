@@ -29,3 +29,29 @@ func TestInterruptedSaysHowOnce(t *testing.T) {
 		t.Errorf("no job: %s", b.String())
 	}
 }
+
+// TestInterruptedWhileAPeerStalled: a run that gave up a step on a stalled
+// peer says so, says its last checkpoint is kept rather than written, and
+// starts afresh when it has none.
+func TestInterruptedWhileAPeerStalled(t *testing.T) {
+	res := &run.Result{Position: run.Position{Epoch: 1, Step: 50}, SamplesTrained: 800, Checkpoint: "ck/last.ckpt",
+		Stalled: "rank 0 waited 5s for its reply to train+step: a peer rank is stalled"}
+	var b strings.Builder
+	Interrupted(&b, res, Again{CheckpointDir: "ck", File: "tiny.pipe"})
+	if s := b.String(); !strings.Contains(s, "interrupted at epoch 2, step 50, while a peer rank was stalled: rank 0 waited 5s") ||
+		!strings.Contains(s, "that checkpoint, ck/last.ckpt, is kept; continue with: pipe run --resume --checkpoint-dir ck tiny.pipe") ||
+		strings.Contains(s, "checkpoint written") {
+		t.Errorf("rank 0: %s", s)
+	}
+	b.Reset()
+	Interrupted(&b, res, Again{CheckpointDir: "ck", File: "tiny.pipe", Rank: 1})
+	if s := b.String(); !strings.Contains(s, "while a peer rank was stalled") || strings.Contains(s, "rank 0 writes the checkpoint") {
+		t.Errorf("rank 1: %s", s)
+	}
+	b.Reset()
+	res.Checkpoint = ""
+	Interrupted(&b, res, Again{CheckpointDir: "ck", File: "tiny.pipe", Own: []string{"--threads 1"}})
+	if s := b.String(); !strings.Contains(s, "no checkpoint was written; continue with: pipe run --checkpoint-dir ck --threads 1 tiny.pipe") {
+		t.Errorf("no checkpoint: %s", s)
+	}
+}
