@@ -118,9 +118,8 @@ func (r *runner) setup(ctx context.Context) bool {
 		return false
 	}
 	engineName := p.EngineName()
-	if p.Backend == plan.BackendGPU && engineName == plan.EngineNative {
-		r.errorf(nil, CodeNoBackend, "the native engine runs on the CPU only",
-			"This plan is for a GPU (%s) with the native engine, which computes on the CPU. Re-plan with --engine torch, or with --device cpu.", p.Device.Name)
+	if summary, detail := refused(engineName, p); summary != "" {
+		r.errorf(nil, CodeNoBackend, summary, "%s", detail)
 		return false
 	}
 	for _, b := range r.rc.backends {

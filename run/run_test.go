@@ -17,7 +17,9 @@ import (
 	"pipe/diag"
 	"pipe/engine"
 	"pipe/engine/enginetest"
+	"pipe/planner/cost"
 	"pipe/run"
+	"pipe/stdlib"
 )
 
 const blobs = `pipeline tiny
@@ -309,15 +311,34 @@ func TestDataMustFitTheModel(t *testing.T) {
 	})
 }
 
+// cpuOnly is an engine that registered only its descriptor: the CPU,
+// in pipe's process.
+type cpuOnly struct{}
+
+func (cpuOnly) Name() string                                 { return "cpuonly" }
+func (cpuOnly) Traits() cost.Traits                          { return cost.Traits{Devices: []string{"cpu"}, InProcess: true} }
+func (cpuOnly) Memory(*stdlib.Graph, cost.Setup) cost.Memory { return cost.Memory{} }
+
+func init() { cost.Register(cpuOnly{}) }
+
 // TestPlanNeedsItsEngine: a plan runs on the engine it names, and only
 // there: a GPU plan for the native engine is refused with the way out,
 // and a torch plan without the torch engine is refused by name.
 func TestPlanNeedsItsEngine(t *testing.T) {
 	j := newJob(t, blobs)
 	j.plan.Backend = "gpu"
+	j.plan.Device.Name = "a100-80gb"
 	_, ds := j.run(t, context.Background(), nil, run.Hooks{})
-	if d := findDiag(t, ds, run.CodeNoBackend); !strings.Contains(d.Detail, "--engine torch") || !strings.Contains(d.Detail, "--device cpu") {
-		t.Errorf("%s", d.Detail)
+	if d := findDiag(t, ds, run.CodeNoBackend); d.Summary != "the native engine runs on the CPU only" ||
+		d.Detail != "This plan is for a GPU (a100-80gb) with the native engine, which computes on the CPU. Re-plan with --engine torch, or with --device cpu." {
+		t.Errorf("%s: %s", d.Summary, d.Detail)
+	}
+	// An engine the run loop has never heard of is refused by its traits.
+	j = newJob(t, blobs)
+	j.plan.Backend, j.plan.Engine.Name = "gpu", "cpuonly"
+	_, ds = j.run(t, context.Background(), &enginetest.Backend{BackendName: "cpuonly"}, run.Hooks{})
+	if d := findDiag(t, ds, run.CodeNoBackend); d.Summary != "the cpuonly engine runs on the CPU only" || !strings.Contains(d.Detail, "--engine torch") {
+		t.Errorf("%s: %s", d.Summary, d.Detail)
 	}
 	j = newJob(t, blobs)
 	j.plan.Engine.Name = "torch"

@@ -2,7 +2,6 @@ package workflow
 
 import (
 	"pipe/engine"
-	"pipe/engine/torch"
 	"pipe/planner/plan"
 	"pipe/run/forecast"
 )
@@ -16,7 +15,7 @@ func WithForecasts(cache string) Option {
 }
 
 // forecast fills pl's forecast: the plan's steps timed on an engine that
-// computes in this process (the native one), else the cache or the
+// computes in this process (Traits.InProcess), else the cache or the
 // reason there is none (forecast.For). Only a plan that fits is timed.
 func (w *Workflow) forecast(pl *Planned, req Request, validation int64) {
 	p := pl.Plan
@@ -32,9 +31,9 @@ func (w *Workflow) forecast(pl *Planned, req Request, validation int64) {
 		return
 	}
 	var b engine.Backend
-	if p.EngineName() == plan.EngineNative {
-		for _, e := range w.engines(torch.Backend{Python: w.python, Log: w.log}) {
-			if e.Name() == plan.EngineNative {
+	if traits(p.EngineName()).InProcess {
+		for _, e := range w.engines(engine.Setup{Python: w.python, Log: w.log}) {
+			if e.Name() == p.EngineName() {
 				b = e
 			}
 		}

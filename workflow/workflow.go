@@ -11,8 +11,6 @@ import (
 	"pipe/diag"
 	"pipe/engine"
 	"pipe/engine/costs"
-	"pipe/engine/native"
-	"pipe/engine/torch"
 	"pipe/lang"
 	"pipe/planner"
 	"pipe/planner/plan"
@@ -26,8 +24,8 @@ import (
 // that the host is measured once. It is safe for concurrent use.
 type Workflow struct {
 	detectHost func() planner.HostInfo
-	probe      func(python string) (torch.Info, error)
-	engines    func(torch.Backend) []engine.Backend
+	probe      func(python string) (engine.Runtime, error)
+	engines    func(engine.Setup) []engine.Backend
 	python     string
 	log        hclog.Logger
 
@@ -48,31 +46,30 @@ type Option func(*Workflow)
 // tests use it so that no plan depends on the machine that runs them.
 func WithHost(f func() planner.HostInfo) Option { return func(w *Workflow) { w.detectHost = f } }
 
-// WithTorchProbe asks the torch engine's Python what it has with f
-// instead of torch.Probe.
-func WithTorchProbe(f func(python string) (torch.Info, error)) Option {
+// WithProbe asks an engine's worker what it has with f instead of the
+// probe the engine registered (engine.Registration); tests give fakes.
+func WithProbe(f func(python string) (engine.Runtime, error)) Option {
 	return func(w *Workflow) { w.probe = f }
 }
 
-// WithEngines gives the engines a run may use, the torch one set up as
-// given, instead of the native and the torch engine; tests give fakes.
-func WithEngines(f func(torch.Backend) []engine.Backend) Option {
+// WithEngines gives the engines a run may use, set up as given, instead
+// of the registered ones; tests give fakes.
+func WithEngines(f func(engine.Setup) []engine.Backend) Option {
 	return func(w *Workflow) { w.engines = f }
 }
 
-// WithPython runs the torch engine with this Python (torch.PythonFor).
+// WithPython runs the engines' workers with this Python.
 func WithPython(python string) Option { return func(w *Workflow) { w.python = python } }
 
-// WithLogger logs the engines' set-up and the torch workers' stderr.
+// WithLogger logs the engines' set-up and their workers' stderr.
 func WithLogger(l hclog.Logger) Option { return func(w *Workflow) { w.log = l } }
 
 // New returns a Workflow that measures this machine and starts the
-// native and torch engines, unless told otherwise.
+// registered engines, unless told otherwise.
 func New(opts ...Option) *Workflow {
 	w := &Workflow{
 		detectHost: planner.DetectHost,
-		probe:      torch.Probe,
-		engines:    func(t torch.Backend) []engine.Backend { return []engine.Backend{native.Backend{}, t} },
+		engines:    registered,
 		python:     "python3",
 		log:        hclog.NewNullLogger(),
 	}
@@ -80,6 +77,15 @@ func New(opts ...Option) *Workflow {
 		o(w)
 	}
 	return w
+}
+
+// registered is every registered engine, set up as s says.
+func registered(s engine.Setup) []engine.Backend {
+	var out []engine.Backend
+	for _, r := range engine.Registered() {
+		out = append(out, r.New(s))
+	}
+	return out
 }
 
 // hostInfo is the machine's facts, measured once per Workflow.
@@ -157,10 +163,10 @@ type Planned struct {
 	// Program is the file decoded into specs, once, for everything that
 	// runs the plan; nil when it did not decode (the diagnostics say why).
 	Program *stdlib.Program
-	// Torch is what the torch engine's Python said, when it was asked.
-	Torch *torch.Info
-	// FellBack is set when device auto found a GPU that the torch engine
-	// cannot use, and the plan is for the CPU instead.
+	// Runtime is what the plan's engine's worker said, when it was asked.
+	Runtime *engine.Runtime
+	// FellBack is set when device auto found a GPU that the engine auto
+	// took cannot use, and the plan is for the CPU instead.
 	FellBack *Fallback
 	purpose  Purpose
 	// forecastOpts are the options its forecast was made with (nil:
@@ -174,10 +180,10 @@ type Planned struct {
 // Fallback says why a GPU found by device auto was given up.
 type Fallback struct {
 	Device string // the GPU given up
-	Err    error  // why the torch engine cannot start
+	Err    error  // why the engine cannot start
 }
 
-// Reason is the first line of why the torch engine cannot start.
+// Reason is the first line of why the engine cannot start.
 func (f *Fallback) Reason() string {
 	s := f.Err.Error()
 	if i := strings.IndexByte(s, '\n'); i >= 0 {
@@ -197,9 +203,9 @@ func (w *Workflow) Plan(ctx context.Context, prog *lang.Program, req Request) (*
 	p, ds := w.plan(ctx, prog, req, f, req.Device, 0)
 	if req.Purpose.runs() {
 		p, ds = w.decideRun(ctx, prog, req, f, out, p, ds)
-		if v := w.torchForAttention(out, p); v != "" {
+		if v := w.runtimeForAttention(out, p); v != "" {
 			// Attention's kernels, and so its memory, depend on the
-			// worker's torch: plan again with it.
+			// worker's library: plan again with it.
 			f.host.Torch = v
 			p, ds = w.plan(ctx, prog, req, f, req.Device, 0)
 			p, ds = w.decideRun(ctx, prog, req, f, out, p, ds)
@@ -216,23 +222,27 @@ func (w *Workflow) Plan(ctx context.Context, prog *lang.Program, req Request) (*
 	return out, append(ds, dds...)
 }
 
-// torchForAttention is the worker's torch version when a run's plan is
-// for the torch engine and prices attention, whose kernels depend on it
-// (the torch probe, made here rather than when the engine starts); ""
-// when not needed, or when the probe fails (the engine's set-up says
-// why). The probe's answer is kept for the engine's check.
-func (w *Workflow) torchForAttention(out *Planned, p *plan.Plan) string {
-	if p == nil || p.EngineName() != plan.EngineTorch || !slices.ContainsFunc(p.Decisions, func(d plan.Decision) bool { return d.What == "attention" }) {
+// runtimeForAttention is the version of the worker's library when a
+// run's plan is for an engine with a worker and prices attention, whose
+// kernels depend on it (the probe, made here rather than when the engine
+// starts); "" when not needed, or when the probe fails (the engine's
+// set-up says why). The probe's answer is kept for the engine's check.
+func (w *Workflow) runtimeForAttention(out *Planned, p *plan.Plan) string {
+	if p == nil || !slices.ContainsFunc(p.Decisions, func(d plan.Decision) bool { return d.What == "attention" }) {
 		return ""
 	}
-	if out.Torch == nil {
-		info, err := w.probe(w.python)
+	probe := w.prober(p.EngineName())
+	if probe == nil {
+		return ""
+	}
+	if out.Runtime == nil {
+		rt, err := probe(w.python)
 		if err != nil {
 			return ""
 		}
-		out.Torch = &info
+		out.Runtime = &rt
 	}
-	return out.Torch.Torch
+	return out.Runtime.Version
 }
 
 // decode decodes a checked program into its specs (stdlib.Decode); nil

@@ -56,9 +56,9 @@ func cpuHost(gpus int) func() planner.HostInfo {
 // probe is a torch probe that counts its calls and answers err, or a
 // torch that sees gpus CUDA devices.
 func probe(calls *int, gpus int, err error) workflow.Option {
-	return workflow.WithTorchProbe(func(python string) (torch.Info, error) {
+	return workflow.WithProbe(func(python string) (engine.Runtime, error) {
 		*calls++
-		return torch.Info{Executable: python, Torch: "2.11.0", CUDA: gpus > 0, CUDADevices: gpus}, err
+		return engine.Runtime{Executable: python, Version: "2.11.0", GPU: gpus > 0, GPUs: gpus}, err
 	})
 }
 
@@ -157,11 +157,11 @@ func TestRunGivesUpAGPUTorchCannotUse(t *testing.T) {
 	calls = 0
 	wf = workflow.New(workflow.WithHost(cpuHost(1)), probe(&calls, 1, nil))
 	pl, _ = wf.Plan(context.Background(), prog, workflow.Request{Purpose: workflow.ForRun})
-	if pl.FellBack != nil || pl.Torch == nil || pl.Plan.Device.Name != "cuda:0" || pl.Plan.EngineName() != plan.EngineTorch {
+	if pl.FellBack != nil || pl.Runtime == nil || pl.Plan.Device.Name != "cuda:0" || pl.Plan.EngineName() != plan.EngineTorch {
 		t.Fatalf("with torch: fell back %+v, device %s, engine %s", pl.FellBack, pl.Plan.Device.Name, pl.Plan.EngineName())
 	}
 	// The engines' set-up asks no second time.
-	engines, err := wf.RunEngines(pl, workflow.TorchSetup{})
+	engines, err := wf.RunEngines(pl, engine.Place{})
 	if err != nil || len(engines) != 1 || engines[0].Name() != plan.EngineTorch || calls != 1 {
 		t.Errorf("engines %v, err %v, %d probes", engines, err, calls)
 	}
@@ -193,7 +193,7 @@ func TestRunTakesEveryGPU(t *testing.T) {
 func TestRunEnginesRefuseAGPUTorchDoesNotSee(t *testing.T) {
 	prog := program(t, tinyPipe)
 	var calls int
-	engines := workflow.WithEngines(func(torch.Backend) []engine.Backend {
+	engines := workflow.WithEngines(func(engine.Setup) []engine.Backend {
 		return []engine.Backend{&enginetest.Backend{}, &enginetest.Backend{BackendName: "torch"}}
 	})
 	// nvidia-smi lists a GPU, and the torch engine's torch sees none.
@@ -202,7 +202,7 @@ func TestRunEnginesRefuseAGPUTorchDoesNotSee(t *testing.T) {
 	if pl.Plan == nil || ds.HasErrors() {
 		t.Fatal(ds)
 	}
-	if _, err := wf.RunEngines(pl, workflow.TorchSetup{}); err == nil || !strings.Contains(err.Error(), "sees no CUDA device") {
+	if _, err := wf.RunEngines(pl, engine.Place{}); err == nil || !strings.Contains(err.Error(), "sees no CUDA device") {
 		t.Errorf("err %v", err)
 	}
 	// A machine without any GPU is told so: the file's GPU profile is not
@@ -210,12 +210,12 @@ func TestRunEnginesRefuseAGPUTorchDoesNotSee(t *testing.T) {
 	calls = 0
 	wf = workflow.New(workflow.WithHost(cpuHost(0)), probe(&calls, 0, errors.New("no module named torch")), engines)
 	pl, _ = wf.Plan(context.Background(), prog, workflow.Request{Purpose: workflow.ForRun, Device: "a100-80gb"})
-	if _, err := wf.RunEngines(pl, workflow.TorchSetup{}); err == nil || !strings.Contains(err.Error(), "has no GPU") || !strings.Contains(err.Error(), "--device cpu") {
+	if _, err := wf.RunEngines(pl, engine.Place{}); err == nil || !strings.Contains(err.Error(), "has no GPU") || !strings.Contains(err.Error(), "--device cpu") {
 		t.Errorf("a GPU profile on a machine without one: %v", err)
 	}
 	wf = workflow.New(workflow.WithHost(cpuHost(0)), probe(&calls, 0, nil), engines)
 	pl, _ = wf.Plan(context.Background(), prog, workflow.Request{Purpose: workflow.ForRun})
-	got, err := wf.RunEngines(pl, workflow.TorchSetup{})
+	got, err := wf.RunEngines(pl, engine.Place{})
 	if err != nil || len(got) != 1 || got[0].Name() != plan.EngineNative {
 		t.Errorf("a CPU plan got engines %v, err %v", got, err)
 	}
@@ -395,8 +395,8 @@ train { epochs 1  batch 8  optimizer adam lr 0.01  loss cross_entropy }
 		torch   string
 		want    string
 	}{{workflow.ForPlan, "1.13.1", "flash"}, {workflow.ForRun, "1.13.1", "math"}, {workflow.ForRun, "2.11.0+cu130", "flash"}} {
-		wf := workflow.New(workflow.WithHost(cpuHost(1)), workflow.WithTorchProbe(func(python string) (torch.Info, error) {
-			return torch.Info{Executable: python, Torch: c.torch, CUDA: true, CUDADevices: 1}, nil
+		wf := workflow.New(workflow.WithHost(cpuHost(1)), workflow.WithProbe(func(python string) (engine.Runtime, error) {
+			return engine.Runtime{Executable: python, Version: c.torch, GPU: true, GPUs: 1}, nil
 		}))
 		pl, ds := wf.Plan(context.Background(), prog, workflow.Request{Purpose: c.purpose, Device: "a100-80gb"})
 		if pl.Plan == nil || ds.HasErrors() {

@@ -120,10 +120,10 @@ func runRun(a *app, args []string) int {
 		l.adopt(pl.Plan, a.env.Stderr)
 	}
 	f.launcher = l
-	if *f.threads == 0 && pl.Plan.EngineName() == plan.EngineTorch {
+	if *f.threads == 0 && !pl.Traits().InProcess {
 		var why string
 		*f.threads, why = l.workerThreads(runtime.NumCPU(), pl.Plan.Distributed.NProcPerNode)
-		a.log.Info("torch workers' compute threads", "threads", *f.threads, "from", why)
+		a.log.Info(pl.Plan.EngineName()+" workers' compute threads", "threads", *f.threads, "from", why)
 	}
 	place, err := workflow.PlaceRun(pl.Program, where)
 	if err != nil {
@@ -131,11 +131,11 @@ func runRun(a *app, args []string) int {
 		return exitErrors
 	}
 	a.continueRun(f, place, l)
-	ts := workflow.TorchSetup{NodeRank: *f.nodeRank, MasterAddr: *f.masterAddr, MasterPort: *f.masterPort}
+	at := engine.Place{NodeRank: *f.nodeRank, MasterAddr: *f.masterAddr, MasterPort: *f.masterPort}
 	if l != nil {
-		ts.LocalRank, ts.AgentStore = l.localRank, l.agentStore
+		at.LocalRank, at.AgentStore = l.localRank, l.agentStore
 	}
-	engines, err := wf.RunEngines(pl, ts)
+	engines, err := wf.RunEngines(pl, at)
 	if err != nil {
 		place.Discard()
 		fmt.Fprintf(a.env.Stderr, "pipe run: %v\n", err)

@@ -20,7 +20,7 @@ import (
 func fakeBackend(t *testing.T) {
 	t.Helper()
 	old := backends
-	backends = func(torch.Backend) []engine.Backend { return []engine.Backend{&enginetest.Backend{Noise: 0.1}} }
+	backends = func(engine.Setup) []engine.Backend { return []engine.Backend{&enginetest.Backend{Noise: 0.1}} }
 	t.Cleanup(func() { backends = old })
 }
 
@@ -137,11 +137,11 @@ func TestRunPlanFileMustMatchTheSource(t *testing.T) {
 func TestRunChecksTorchFirstAndRefusesPlansThatDoNotFit(t *testing.T) {
 	fixedHost(t)
 	fakeBackend(t)
-	old := probeTorch
-	probeTorch = func(python string) (torch.Info, error) {
-		return torch.Info{}, &torch.StartError{Python: python, Reason: "cannot import torch", NoTorch: true}
+	old := probeWorker
+	probeWorker = func(python string) (engine.Runtime, error) {
+		return engine.Runtime{}, &torch.StartError{Python: python, Reason: "cannot import torch", NoTorch: true}
 	}
-	t.Cleanup(func() { probeTorch = old })
+	t.Cleanup(func() { probeWorker = old })
 	dir, file := tiny(t, tinyPipe)
 	// A GPU plan runs on the torch engine, whose Python is checked before
 	// any data is read.
@@ -149,8 +149,8 @@ func TestRunChecksTorchFirstAndRefusesPlansThatDoNotFit(t *testing.T) {
 	if code != exitErrors || !strings.Contains(stderr, `"/opt/nowhere/python" cannot import torch`) || !strings.Contains(stderr, "PIPE_PYTHON") {
 		t.Errorf("GPU plan without torch: exit %d\n%s", code, stderr)
 	}
-	probeTorch = func(python string) (torch.Info, error) {
-		return torch.Info{Torch: "2.11.0", Executable: python}, nil
+	probeWorker = func(python string) (engine.Runtime, error) {
+		return engine.Runtime{Version: "2.11.0", Executable: python}, nil
 	}
 	code, _, stderr = runPipe(t, "", runArgs(dir, "--device", "a100-80gb", file)...)
 	if code != exitErrors || !strings.Contains(stderr, "sees no CUDA device") {
@@ -298,7 +298,7 @@ evaluate { source train }
 func TestRunNonFiniteLossExitsWithTheLayer(t *testing.T) {
 	fixedHost(t)
 	old := backends
-	backends = func(torch.Backend) []engine.Backend { return []engine.Backend{&enginetest.Backend{NaNAt: 20}} }
+	backends = func(engine.Setup) []engine.Backend { return []engine.Backend{&enginetest.Backend{NaNAt: 20}} }
 	t.Cleanup(func() { backends = old })
 	dir, file := tiny(t, tinyPipe)
 	code, _, stderr := runPipe(t, "", runArgs(dir, file)...)

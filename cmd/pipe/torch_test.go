@@ -82,11 +82,11 @@ func TestRunDataParallelOnCPU(t *testing.T) {
 func TestRunRefusesMoreProcessesThanGPUs(t *testing.T) {
 	fixedHost(t)
 	fakeBackend(t)
-	old := probeTorch
-	probeTorch = func(python string) (torch.Info, error) {
-		return torch.Info{Torch: "2.11.0", Executable: python, CUDA: true, CUDADevices: 2}, nil
+	old := probeWorker
+	probeWorker = func(python string) (engine.Runtime, error) {
+		return engine.Runtime{Version: "2.11.0", Executable: python, GPU: true, GPUs: 2}, nil
 	}
-	t.Cleanup(func() { probeTorch = old })
+	t.Cleanup(func() { probeWorker = old })
 	dir, file := tiny(t, tinyPipe)
 	code, _, stderr := runPipe(t, "", runArgs(dir, "--device", "a100-80gb", "--nproc-per-node", "4", file)...)
 	if code != exitErrors || !strings.Contains(stderr, "--nproc-per-node 4 asks for 4 GPUs, and torch sees 2") {
@@ -161,15 +161,15 @@ func TestDeviceAutoWithAGPU(t *testing.T) {
 		return planner.HostInfo{MemTotal: 24 << 30, MemAvailable: 24 << 30, Cores: 2,
 			GPUs: []planner.GPUInfo{{Name: "NVIDIA A100-SXM4-80GB", MemTotal: 80 << 30, MemFree: 80 << 30}}}
 	}
-	oldBackends, oldProbe := backends, probeTorch
-	backends = func(torch.Backend) []engine.Backend {
+	oldBackends, oldProbe := backends, probeWorker
+	backends = func(engine.Setup) []engine.Backend {
 		return []engine.Backend{&enginetest.Backend{}, &enginetest.Backend{BackendName: "torch"}}
 	}
-	t.Cleanup(func() { hostInfo, backends, probeTorch = oldHost, oldBackends, oldProbe })
+	t.Cleanup(func() { hostInfo, backends, probeWorker = oldHost, oldBackends, oldProbe })
 
 	// torch cannot start: the CPU trains, with a warning that says why.
-	probeTorch = func(python string) (torch.Info, error) {
-		return torch.Info{}, &torch.StartError{Python: python, Reason: "cannot import torch", NoTorch: true}
+	probeWorker = func(python string) (engine.Runtime, error) {
+		return engine.Runtime{}, &torch.StartError{Python: python, Reason: "cannot import torch", NoTorch: true}
 	}
 	dir, file := tiny(t, tinyPipe)
 	code, _, stderr := runPipe(t, "", runArgs(dir, "--max-steps", "2", file)...)
@@ -180,8 +180,8 @@ func TestDeviceAutoWithAGPU(t *testing.T) {
 		t.Errorf("engine %v on %v", rep["engine"], rep["device"])
 	}
 	// torch starts and sees the GPU: the torch engine trains on it.
-	probeTorch = func(python string) (torch.Info, error) {
-		return torch.Info{Torch: "2.11.0", Executable: python, CUDA: true, CUDADevices: 1}, nil
+	probeWorker = func(python string) (engine.Runtime, error) {
+		return engine.Runtime{Version: "2.11.0", Executable: python, GPU: true, GPUs: 1}, nil
 	}
 	dir, file = tiny(t, tinyPipe)
 	code, _, stderr = runPipe(t, "", runArgs(dir, "--max-steps", "2", file)...)

@@ -22,12 +22,13 @@ var (
 		h.TorchOneDNNMaxISA = torch.OneDNNMaxISA()
 		return h
 	}
-	// probeTorch starts the torch engine's Python once, before any data
-	// is read, to say at once what is missing.
-	probeTorch = torch.Probe
+	// probeWorker, when set, asks an engine's worker what it has in place of
+	// the engine's own probe, which starts its Python once, before any
+	// data is read, to say at once what is missing.
+	probeWorker func(python string) (engine.Runtime, error)
 	// backends, when set, are the engines pipe run offers in place of the
-	// native and torch engines, the torch one set up as the flags say.
-	backends func(t torch.Backend) []engine.Backend
+	// registered ones, set up as the flags say.
+	backends func(engine.Setup) []engine.Backend
 	// forecastCache is the file plans' forecasts are cached in; nil makes
 	// plans without forecasts (tests whose output must not depend on this
 	// machine's speed).
@@ -35,11 +36,14 @@ var (
 )
 
 // workflow is the orchestration the command plans and runs through, with
-// the torch engine's Python that --python (python, "" when not given) or
+// the engines' Python that --python (python, "" when not given) or
 // PIPE_PYTHON names.
 func (a *app) workflow(python string) *workflow.Workflow {
-	opts := []workflow.Option{workflow.WithHost(hostInfo), workflow.WithTorchProbe(probeTorch),
+	opts := []workflow.Option{workflow.WithHost(hostInfo),
 		workflow.WithPython(torch.PythonFor(python, a.env.Getenv)), workflow.WithLogger(a.log)}
+	if probeWorker != nil {
+		opts = append(opts, workflow.WithProbe(probeWorker))
+	}
 	if backends != nil {
 		opts = append(opts, workflow.WithEngines(backends))
 	}

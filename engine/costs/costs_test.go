@@ -3,6 +3,8 @@ package costs
 import (
 	"slices"
 	"testing"
+
+	"pipe/engine"
 )
 
 // TestEnginesRegistered holds that linking the engines registers them,
@@ -26,5 +28,25 @@ func TestEnginesRegistered(t *testing.T) {
 	}
 	if !slices.Equal(names, []string{"native", "torch"}) {
 		t.Errorf("Engines() = %v, want native and torch", names)
+	}
+}
+
+// TestBackendsRegistered holds that each engine registers how a run
+// starts it beside its descriptor, under the same name, and that what it
+// starts is that engine.
+func TestBackendsRegistered(t *testing.T) {
+	var names []string
+	for _, r := range engine.Registered() {
+		names = append(names, r.Name)
+		if b := r.New(engine.Setup{}); b.Name() != r.Name {
+			t.Errorf("%s starts an engine named %s", r.Name, b.Name())
+		}
+	}
+	var want []string
+	for _, e := range Engines() {
+		want = append(want, e.Name())
+	}
+	if !slices.Equal(names, want) {
+		t.Errorf("engines started %v, described %v", names, want)
 	}
 }

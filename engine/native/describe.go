@@ -3,14 +3,19 @@ package native
 import (
 	"fmt"
 
+	"pipe/engine"
 	"pipe/planner/cost"
 	"pipe/planner/plan"
 )
 
 // The native engine as the planner sees it: its descriptor (cost.Engine
-// and cost.Explainer), registered as the package starts.
+// and cost.Explainer), registered as the package starts, beside how a run
+// starts it (it needs nothing: it computes in this process).
 
-func init() { cost.Register(Cost{}) }
+func init() {
+	cost.Register(Cost{})
+	engine.Register(engine.Registration{Name: plan.EngineNative, New: func(engine.Setup) engine.Backend { return Backend{} }})
+}
 
 var _ cost.Explainer = Cost{}
 

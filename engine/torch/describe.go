@@ -3,14 +3,35 @@ package torch
 import (
 	"fmt"
 
+	"pipe/engine"
 	"pipe/planner/cost"
 	"pipe/planner/plan"
 )
 
 // The torch engine as the planner sees it: its descriptor (cost.Engine
-// and cost.Explainer), registered as the package starts.
+// and cost.Explainer), registered as the package starts, beside how a run
+// starts it and asks its Python what it has.
 
-func init() { cost.Register(Cost{}) }
+func init() {
+	cost.Register(Cost{})
+	engine.Register(engine.Registration{Name: plan.EngineTorch, New: start, Probe: probe})
+}
+
+// start is the engine set up as s says.
+func start(s engine.Setup) engine.Backend {
+	p := s.Place
+	return Backend{Python: s.Python, Log: s.Log, NProcPerNode: p.NProcPerNode, NNodes: p.NNodes, NodeRank: p.NodeRank,
+		MasterAddr: p.MasterAddr, MasterPort: p.MasterPort, LocalRank: p.LocalRank, AgentStore: p.AgentStore}
+}
+
+// probe is Probe in the contract's words.
+func probe(python string) (engine.Runtime, error) {
+	info, err := Probe(python)
+	if err != nil {
+		return engine.Runtime{}, err
+	}
+	return engine.Runtime{Executable: info.Executable, Version: info.Torch, GPU: info.CUDA, GPUs: info.CUDADevices}, nil
+}
 
 var _ cost.Explainer = Cost{}
 

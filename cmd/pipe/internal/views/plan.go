@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"pipe/planner"
+	"pipe/planner/cost"
 	"pipe/planner/plan"
 )
 
@@ -165,7 +166,8 @@ func memoryRows(p *plan.Plan) []memRow {
 		note += fmt.Sprintf(", %s before checkpointing", planner.FormatBytes(m.ActivationsBefore))
 	}
 	row("activations", m.Activations, note)
-	cpu := p.EngineName() == plan.EngineNative
+	tr := engineTraits(p.EngineName())
+	cpu := tr.InProcess
 	if m.ActivationGradients > 0 {
 		row("activation grads", m.ActivationGradients, "live at the backward pass's peak")
 	}
@@ -188,14 +190,14 @@ func memoryRows(p *plan.Plan) []memRow {
 	}
 	if m.Loader > 0 {
 		note := fmt.Sprintf("%s × %s", Count(p.Loader.Workers, "worker", "workers"), Count(p.Loader.Prefetch, "batch", "batches"))
-		if cpu {
+		if tr.LoaderInBudget {
 			note = fmt.Sprintf("(%d × %d + 2) batches, training and evaluation", p.Loader.Workers, p.Loader.Prefetch)
 		}
 		row("loader buffers", m.Loader, note)
 	}
 	if m.Runtime > 0 {
 		what := "the process's code, libraries and Go runtime"
-		if p.EngineName() == plan.EngineTorch {
+		if !cpu {
 			what = "the torch worker: Python, PyTorch and its allocator"
 		}
 		row("runtime", m.Runtime, what)
@@ -292,4 +294,15 @@ func Count(n int, one, many string) string {
 		return "1 " + one
 	}
 	return fmt.Sprintf("%d %s", n, many)
+}
+
+// engineTraits is what the engine named name says of itself (none for an
+// engine not linked in).
+func engineTraits(name string) cost.Traits {
+	for _, e := range cost.Registered() {
+		if e.Name() == name {
+			return e.Traits()
+		}
+	}
+	return cost.Traits{}
 }
