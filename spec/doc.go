@@ -1,7 +1,8 @@
 // Package spec holds the typed specs a checked program is decoded into:
 // one struct per source kind (IDX, CSV, Images, GeoTIFF, Synthetic,
 // Volume) under Source, the settings a run reads from the train, evaluate
-// and predict blocks, and a device's peak rates (Peaks). It is a leaf: it
+// and predict blocks, a device's peak rates (Peaks), and the names of the
+// engines linked in (Engines), which the engines register. It is a leaf: it
 // imports only diag, so that stdlib, the planner and its plan, the data
 // readers and the run loop can all take these types, and the last two
 // without importing the language (HCL's gohcl fills tagged structs the

@@ -5,9 +5,11 @@ import (
 	"testing"
 
 	"pipe/engine"
+	"pipe/spec"
 )
 
 // TestEnginesRegistered holds that linking the engines registers them,
+// under the names the engine field and a plan accept (spec.Engines),
 // and that their traits agree: auto takes an engine only on a device it
 // computes on, and one engine a device kind.
 func TestEnginesRegistered(t *testing.T) {
@@ -28,6 +30,9 @@ func TestEnginesRegistered(t *testing.T) {
 	}
 	if !slices.Equal(names, []string{"native", "torch"}) {
 		t.Errorf("Engines() = %v, want native and torch", names)
+	}
+	if got := spec.Engines(); !slices.Equal(got, names) {
+		t.Errorf("spec.Engines() = %v, described %v", got, names)
 	}
 }
 

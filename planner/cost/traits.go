@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"pipe/planner/plan"
+	"pipe/spec"
 )
 
 // Traits is what an engine says of itself that the planner reads: where
@@ -59,8 +60,10 @@ var registry = struct {
 }{byName: map[string]Engine{}}
 
 // Register adds an engine; each engine calls it from its package's init,
-// as the ops register their kernels. A second engine of the same name is
-// a programming error, and panics at start-up.
+// as the ops register their kernels. It registers the name in spec too,
+// whence the engine field and a plan's engine take the known names. A
+// second engine of the same name is a programming error, and panics at
+// start-up.
 func Register(e Engine) {
 	registry.Lock()
 	defer registry.Unlock()
@@ -68,6 +71,7 @@ func Register(e Engine) {
 		panic(fmt.Sprintf("cost: engine %q registered twice", e.Name()))
 	}
 	registry.byName[e.Name()] = e
+	spec.RegisterEngine(e.Name())
 }
 
 // Registered returns the registered engines, by name.

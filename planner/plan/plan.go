@@ -19,6 +19,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
 
 	"pipe/spec"
 )
@@ -179,8 +180,9 @@ const (
 // torch engine's settings each have a Decision with its reason; the
 // native engine ignores them.
 type Engine struct {
-	// Name is EngineNative or EngineTorch (empty in plans written before
-	// engines: native); Requested what the file or --engine asked for.
+	// Name is a registered engine's (spec.Engines; empty in plans written
+	// before engines: native); Requested what the file or --engine asked
+	// for.
 	Name      string `json:"name"`
 	Requested string `json:"requested"`
 	// Autocast is the torch.autocast dtype ("bf16", "fp16"), empty for
@@ -709,7 +711,8 @@ var ErrInvalid = errors.New("the plan is not one pipe plan writes")
 
 // Validate checks that the plan is one the planner could have written:
 // sizes in their ranges and agreeing with each other, segments and fusion
-// groups on the plan's layers, known engines and precisions.
+// groups on the plan's layers, known precisions, and an engine this
+// program links (spec.Engines, where the engines register their names).
 func (p *Plan) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s; run pipe plan again rather than editing a plan", ErrInvalid, fmt.Sprintf(format, args...))
@@ -729,7 +732,7 @@ func (p *Plan) Validate() error {
 		return bad("it has no layers")
 	case p.Backend != BackendCPU && p.Backend != BackendGPU:
 		return bad("backend %q", p.Backend)
-	case p.Engine.Name != "" && p.Engine.Name != EngineNative && p.Engine.Name != EngineTorch:
+	case p.Engine.Name != "" && !slices.Contains(spec.Engines(), p.Engine.Name):
 		return bad("engine %q", p.Engine.Name)
 	case p.Loader.Workers < 0 || p.Loader.Workers > MaxWorkers || p.Loader.Prefetch < 0 || p.Loader.Prefetch > MaxWorkers:
 		return bad("loader workers %d and prefetch %d", p.Loader.Workers, p.Loader.Prefetch)
