@@ -2,8 +2,9 @@
 // the TextMate grammar of the VS Code extension (editor/vscode) and the vim
 // syntax file (editor/vim). Their keyword, field, layer, argument and value
 // lists come from the registry, so a layer added to stdlib is highlighted
-// after `go generate ./editor`; TestGeneratedFilesAreCurrent fails while
-// the files on disk lag behind.
+// after `go generate ./editor`; TestGeneratedFilesAreCurrent (in gen,
+// which links the engines in for their names) fails while the files on
+// disk lag behind.
 //
 // Neighbours: stdlib supplies the names (through lang.Schema); the
 // language server (package lsp) completes from the same registry at run

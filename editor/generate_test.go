@@ -13,29 +13,6 @@ import (
 	"pipe/stdlib"
 )
 
-// TestGeneratedFilesAreCurrent fails when a generated editor file differs
-// from what the registry gives now: a layer, field or value was added or
-// renamed in stdlib and `go generate ./editor` was not run.
-func TestGeneratedFilesAreCurrent(t *testing.T) {
-	files, err := Generate(stdlib.Schema())
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, want := range files {
-		got, err := os.ReadFile(name)
-		if err != nil {
-			t.Errorf("%v: run go generate ./editor", err)
-			continue
-		}
-		if !bytes.Equal(got, want) {
-			t.Errorf("editor/%s is out of date with the stdlib registry: run go generate ./editor", filepath.ToSlash(name))
-		}
-		if !bytes.Contains(got, []byte("DO NOT EDIT")) {
-			t.Errorf("editor/%s does not say DO NOT EDIT", name)
-		}
-	}
-}
-
 // TestWordsCoverTheRegistry checks the lists against names the registry
 // must contribute, so an empty or truncated list cannot pass.
 func TestWordsCoverTheRegistry(t *testing.T) {

@@ -90,7 +90,7 @@ func Collect(s lang.Schema) *Words {
 		}
 	}
 	for _, a := range args {
-		add(&w.Values, a.Enum...)
+		add(&w.Values, a.Choices()...)
 	}
 	add(&w.Values, s.DeviceNames()...)
 	for _, f := range fields {

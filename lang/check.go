@@ -224,7 +224,7 @@ func placeholder(a *ArgSpec) string {
 	case TFloat:
 		return "X"
 	case TEnum:
-		return strings.Join(a.Enum, "|")
+		return strings.Join(a.Choices(), "|")
 	case TShape:
 		return "[C, H, W]"
 	case TBytes:
@@ -410,7 +410,7 @@ func (c *checker) kindArgs(specs []*ArgSpec, out Args, written map[string]diag.R
 	if v := out[ka.Name]; v != nil {
 		kind = v.Str
 	}
-	if !contains(ka.Enum, kind) {
+	if !contains(ka.Choices(), kind) {
 		return
 	}
 	var takes []string
@@ -437,7 +437,7 @@ func orList(names []string) string {
 	return strings.Join(names[:len(names)-1], ", ") + " or " + names[len(names)-1]
 }
 
-func enumHas(a *ArgSpec, name string) bool { return a.Type == TEnum && contains(a.Enum, name) }
+func enumHas(a *ArgSpec, name string) bool { return a.Type == TEnum && contains(a.Choices(), name) }
 
 // misspeltSetting reports w, a word nearer no argument of specs, as a
 // misspelt setting of the block when one is near it, or as an unknown

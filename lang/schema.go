@@ -69,8 +69,12 @@ type ArgSpec struct {
 	Type Type
 	// Elem is the element type of a TList.
 	Elem Type
-	// Enum lists the identifiers a TEnum (or a TList of TEnum) accepts.
-	Enum []string
+	// Enum lists the identifiers a TEnum (or a TList of TEnum) accepts;
+	// EnumFrom, when set, gives them instead each time they are read, for
+	// a list that is filled after the schema is built (the engines
+	// register their names as they start). Read them with Choices.
+	Enum     []string
+	EnumFrom func() []string
 	// Positional arguments may be written without their name, in the order
 	// they are declared, before any named argument.
 	Positional bool
@@ -95,6 +99,15 @@ type ArgSpec struct {
 	// of its field or layer (KindArg): optimizer's momentum is sgd's
 	// alone. Empty means every kind takes it.
 	Kinds []string
+}
+
+// Choices returns the identifiers a TEnum (or a TList of TEnum)
+// accepts: EnumFrom's when set, else Enum.
+func (a *ArgSpec) Choices() []string {
+	if a.EnumFrom != nil {
+		return a.EnumFrom()
+	}
+	return a.Enum
 }
 
 // TakenBy reports whether the argument applies to the given kind: always

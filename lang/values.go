@@ -59,7 +59,7 @@ func (c *checker) valueErr(w ast.Expr, a *ArgSpec, owner string) {
 func argHint(a *ArgSpec) string {
 	switch a.Type {
 	case TEnum:
-		return "Expected one of " + strings.Join(quoteAll(a.Enum), ", ") + "."
+		return "Expected one of " + strings.Join(quoteAll(a.Choices()), ", ") + "."
 	case TBytes:
 		return "Write a number with a unit, such as 24GiB or 512MiB."
 	case TBandwidth:
@@ -219,12 +219,12 @@ func (c *checker) parseOne(a *ArgSpec, t Type, w ast.Expr, owner string) *Value 
 		if !ok {
 			break
 		}
-		for _, e := range a.Enum {
+		for _, e := range a.Choices() {
 			if e == id.Name {
 				return &Value{Type: TEnum, Str: id.Name, Range: r}
 			}
 		}
-		hint, sug := didYouMean(id.Name, a.Enum)
+		hint, sug := didYouMean(id.Name, a.Choices())
 		c.diags = append(c.diags, &diag.Diagnostic{Severity: diag.Error, Code: "unknown-value",
 			Summary: fmt.Sprintf("unknown %s %s", a.Name, quote(id.Name)),
 			Detail:  fmt.Sprintf("%s does not accept %s. %s", argLabel(a, owner), quote(id.Name), hint),

@@ -513,7 +513,7 @@ func hasPositionalArg(f *lang.FieldSpec) bool {
 // args completes the arguments of a field or layer named owner, given the
 // words written after its name.
 func (c *completer) args(owner string, specs []*lang.ArgSpec, given []syntax.Token) {
-	if ka := lang.KindArg(specs); ka != nil && len(given) > 0 && slices.Contains(ka.Enum, given[0].Text) {
+	if ka := lang.KindArg(specs); ka != nil && len(given) > 0 && slices.Contains(ka.Choices(), given[0].Text) {
 		// "optimizer sgd |": only what sgd takes.
 		specs = lang.ArgsOfKind(specs, given[0].Text)
 	}
@@ -599,7 +599,7 @@ func gluedName(word string) string {
 // values offers the values an argument accepts where they are names.
 func (c *completer) values(owner string, a *lang.ArgSpec) {
 	detail := a.Name + " of " + owner
-	for _, v := range a.Enum {
+	for _, v := range a.Choices() {
 		c.add(v, protocol.CompletionItemKindEnumMember, rankValue, detail, "")
 	}
 	if a.Auto {

@@ -104,7 +104,7 @@ func valueDoc(o argOwner, a *lang.ArgSpec, v *lang.Value, text string) string {
 			fmt.Fprintf(&b, ", at most %s", num(*v.AutoMax))
 		}
 	case v.Type == lang.TEnum:
-		fmt.Fprintf(&b, "**%s** — %s, one of %s", v.Str, label, strings.Join(a.Enum, ", "))
+		fmt.Fprintf(&b, "**%s** — %s, one of %s", v.Str, label, strings.Join(a.Choices(), ", "))
 		if ka := lang.KindArg(o.specs); ka == a {
 			var takes []string
 			for _, s := range lang.ArgsOfKind(o.specs, v.Str) {
@@ -252,7 +252,7 @@ func valueWordDoc(schema lang.Schema, word string) string {
 	}
 	owners := map[string]bool{}
 	note := func(a *lang.ArgSpec, owner string) {
-		for _, e := range a.Enum {
+		for _, e := range a.Choices() {
 			if e == word {
 				owners[argLabel(a, owner)] = true
 			}

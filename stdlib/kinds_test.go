@@ -23,8 +23,8 @@ func TestKindsNameKnownKinds(t *testing.T) {
 				continue
 			}
 			for _, k := range a.Kinds {
-				if !slices.Contains(ka.Enum, k) {
-					t.Errorf("%s %s: kind %q is not one of %v", owner, a.Name, k, ka.Enum)
+				if !slices.Contains(ka.Choices(), k) {
+					t.Errorf("%s %s: kind %q is not one of %v", owner, a.Name, k, ka.Choices())
 				}
 			}
 		}

@@ -5,6 +5,7 @@ import (
 
 	"pipe/diag"
 	"pipe/lang"
+	"pipe/spec"
 )
 
 // Registry is the standard library as the checker, the planner, the editor
@@ -132,6 +133,13 @@ func alias(names ...string) argOpt {
 	return func(a *lang.ArgSpec) { a.Aliases = names }
 }
 
+// enumFrom takes the names from names each time they are read: the
+// engine field's are those the engines register as they start, after
+// this schema is built (docs/design/engines.md).
+func enumFrom(names func() []string) argOpt {
+	return func(a *lang.ArgSpec) { a.EnumFrom = names }
+}
+
 // atLeast, above, atMost and below bound a number: [v, ...), (v, ...),
 // (..., v] and (..., v).
 func atLeast(v float64) argOpt { return func(a *lang.ArgSpec) { a.Min, a.MinOpen = lang.F(v), false } }
@@ -170,7 +178,7 @@ func topFields() []*lang.FieldSpec {
 			arg("precision", lang.TEnum, "fp32 | tf32 | fp16 | bf16 (fp16 and bf16 are mixed precision with fp32 master weights).",
 				positional, required, enum(precisions...), auto, def("auto"))),
 		field("engine", "What computes: auto (native on the CPU, torch on a GPU), native (pipe's own CPU executor) or torch (PyTorch, driven by pipe, on GPUs or the CPU).",
-			arg("engine", lang.TEnum, "auto | native | torch.", positional, required, enum("native", "torch"), auto, def("auto"))),
+			arg("engine", lang.TEnum, "auto | native | torch.", positional, required, enumFrom(spec.Engines), auto, def("auto"))),
 		field("seed", "The seed of every random choice, for reproducible runs.",
 			arg("seed", lang.TInt, "A non-negative integer.", positional, required, atLeast(0))),
 	}

@@ -1,5 +1,6 @@
 // Command gen writes pipe's generated editor files (see package editor).
-// It runs from the editor folder: go generate ./editor.
+// It runs from the editor folder: go generate ./editor. It links the
+// engines in, which register the names the engine field accepts.
 package main
 
 import (
@@ -9,6 +10,7 @@ import (
 	"sort"
 
 	"pipe/editor"
+	_ "pipe/engine/costs"
 	"pipe/stdlib"
 )
 

@@ -1,4 +1,6 @@
-// Command gendocs writes docs/reference.md from the stdlib registry.
+// Command gendocs writes docs/reference.md from the stdlib registry. It
+// links the engines in, which register the names the engine field
+// accepts as they start.
 //
 //	go generate ./stdlib
 package main
@@ -8,6 +10,7 @@ import (
 	"fmt"
 	"os"
 
+	_ "pipe/engine/costs"
 	"pipe/stdlib"
 )
 
