@@ -123,6 +123,10 @@ type Request struct {
 	// this one (pipe launch for a cluster's nodes); zero fields are this
 	// machine's.
 	Node Node
+	// Torch is the torch version to price a plan for where no worker is
+	// asked (pipe plan --torch-version); "" leaves it to the engine,
+	// which assumes one on a GPU. A run prices its worker's instead.
+	Torch string
 	// DataElsewhere says the data is read where the plan runs, not here
 	// (pipe launch: a cluster's shared file system, a pod's volume): a
 	// source this machine cannot read is a warning that the plan leaves
@@ -193,12 +197,16 @@ func (w *Workflow) Plan(ctx context.Context, prog *lang.Program, req Request) (*
 	dec, dds := decode(prog)
 	f := w.gather(specOf(dec), req.Purpose)
 	f.host = req.Node.on(f.host)
+	if req.Torch != "" {
+		f.host.Torch, f.host.TorchVersion = req.Torch, req.Torch
+	}
 	out := &Planned{Program: dec, purpose: req.Purpose, localGPUs: len(f.host.GPUs)}
 	p, ds := w.plan(ctx, prog, req, f, req.Device, 0)
 	if req.Purpose.runs() {
 		p, ds = w.decideRun(ctx, prog, req, f, out, p, ds)
 		if v := w.torchForAttention(out, p); v != "" {
-			// Attention's kernels, and so its memory, depend on the
+			// Attention's kernels, and on a GPU torch.compile and the
+			// fused optimizers, and so the memory, depend on the
 			// worker's torch: plan again with it.
 			f.host.Torch = v
 			p, ds = w.plan(ctx, prog, req, f, req.Device, 0)
@@ -217,12 +225,14 @@ func (w *Workflow) Plan(ctx context.Context, prog *lang.Program, req Request) (*
 }
 
 // torchForAttention is the worker's torch version when a run's plan is
-// for the torch engine and prices attention, whose kernels depend on it
-// (the torch probe, made here rather than when the engine starts); ""
-// when not needed, or when the probe fails (the engine's set-up says
-// why). The probe's answer is kept for the engine's check.
+// for the torch engine and prices attention, or is on a GPU (whose
+// compile and fused optimizers depend on it too): the torch probe, made
+// here rather than when the engine starts; "" when not needed, or when
+// the probe fails (the engine's set-up says why). The probe's answer is
+// kept for the engine's check.
 func (w *Workflow) torchForAttention(out *Planned, p *plan.Plan) string {
-	if p == nil || p.EngineName() != plan.EngineTorch || !slices.ContainsFunc(p.Decisions, func(d plan.Decision) bool { return d.What == "attention" }) {
+	if p == nil || p.EngineName() != plan.EngineTorch ||
+		p.Backend != plan.BackendGPU && !slices.ContainsFunc(p.Decisions, func(d plan.Decision) bool { return d.What == "attention" }) {
 		return ""
 	}
 	if out.Torch == nil {

@@ -196,6 +196,12 @@ type Engine struct {
 	// convolution, in bytes (0: no cap); the memory model counts it.
 	CudnnWorkspaceLimit int64 `json:"cudnn_workspace_limit,omitempty"`
 	ChannelsLast        bool  `json:"channels_last,omitempty"`
+	// Torch is the torch version a GPU plan is priced for (the worker's,
+	// pipe plan --torch-version's, or one assumed where neither is known:
+	// TorchAssumed); the attention path, torch.compile and the fused
+	// optimizers depend on it. Empty where the plan depends on none.
+	Torch        string `json:"torch,omitempty"`
+	TorchAssumed bool   `json:"torch_assumed,omitempty"`
 	// Compile runs the model through torch.compile where the worker's
 	// torch has it (2.x) on CUDA; the run report says what ran.
 	Compile bool `json:"compile,omitempty"`

@@ -13,7 +13,11 @@ import (
 
 // Plan prints the per-layer table, the memory and the decisions.
 func Plan(w io.Writer, p *plan.Plan) {
-	fmt.Fprintf(w, "%s: model %s on %s (%s engine), %s, batch %d", p.File, p.Model, p.Device.Name, p.EngineName(),
+	eng := p.EngineName() + " engine"
+	if t := p.Engine.Torch; t != "" {
+		eng += ", torch " + t + map[bool]string{true: " assumed", false: ""}[p.Engine.TorchAssumed]
+	}
+	fmt.Fprintf(w, "%s: model %s on %s (%s), %s, batch %d", p.File, p.Model, p.Device.Name, eng,
 		p.Precision.Compute, p.BatchSize)
 	if ws := p.WorldSize(); ws > 1 {
 		fmt.Fprintf(w, " per device × %d devices", ws)
