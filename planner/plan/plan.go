@@ -410,6 +410,19 @@ type MemoryPhase struct {
 	Device    int64  `json:"device"`
 }
 
+// Peak is the phase a GPU plan's memory peaks in (PeakPhase), whose
+// Reserved is torch.cuda.max_memory_reserved's counterpart and Device
+// (the Total) the device's used memory's; false for a plan without
+// phases (the CPU's, a device block's linear model).
+func (m Memory) Peak() (MemoryPhase, bool) {
+	for _, ph := range m.Phases {
+		if ph.Name == m.PeakPhase {
+			return ph, true
+		}
+	}
+	return MemoryPhase{}, false
+}
+
 // Checkpoint is the gradient-checkpointing plan.
 type Checkpoint struct {
 	// Mode is what the file asked for: auto, none or all.
