@@ -47,6 +47,10 @@ type costModel struct {
 	// convPath names the kernels the CPU's convs were priced on, and
 	// convPathWhy why (cost.Memory).
 	convPath, convPathWhy string
+	// version is the library version the engine priced for, and
+	// whether it assumed it (cost.Memory).
+	version        string
+	versionAssumed bool
 	// workspaces is the engine's per-node scratch (cost.Memory), for
 	// the plan's layers.
 	workspaces []cost.Workspace
@@ -157,6 +161,7 @@ func newCostModel(e cost.Engine, g *stdlib.Graph, backend string, prec plan.Prec
 	m.attentionWhy, m.workspaces = mem.AttentionWhy, mem.Workspaces
 	m.attention, m.lossSaved, m.alloc, m.gpuTerms = mem.Attention, mem.Loss, mem.Allocator, mem.GPU
 	m.convPath, m.convPathWhy = mem.ConvPath, mem.ConvPathWhy
+	m.version, m.versionAssumed = mem.Version, mem.VersionAssumed
 	if backend == plan.BackendCPU {
 		// The CPU kernels' scratch that does not grow with the batch
 		// (oneDNN's AMX weight gradient), the largest conv's: the step

@@ -254,8 +254,12 @@ func (e *Evaluation) Metric(name string) (float64, bool) {
 
 // Memory is what the run used, against the plan's estimate.
 type Memory struct {
-	// Estimated is the plan's Memory.Total.
-	Estimated int64
+	// Estimated is the plan's Memory.Total (on a GPU what the device
+	// shows, the CUDA context included), and EstimatedReserved a GPU
+	// plan's caching-allocator memory at its peak phase (the total less
+	// what is outside the allocator), 0 where the plan has no phases.
+	Estimated         int64
+	EstimatedReserved int64
 	// GCLimit is the soft memory limit the run gave the Go runtime (the
 	// plan's Memory.GCLimit), 0 when none was set.
 	GCLimit int64
@@ -272,11 +276,11 @@ type Memory struct {
 	// ProcessMaxRSS is this process's peak resident memory, as the OS
 	// measured it (VmHWM, getrusage where there is none), everything included.
 	ProcessMaxRSS int64
-	// Measured is the peak the OS or the device measured, what Estimated
-	// is held to: the process's peak resident memory for the native
-	// engine; rank 0's DeviceMemory.Measured for the torch engine (the
-	// device's reserved memory on a GPU, the worker's peak resident
-	// memory on the CPU). MeasuredBy names it.
+	// Measured is the peak the OS or the device measured, what
+	// HeldTo is compared with: the process's peak resident memory for
+	// the native engine; rank 0's DeviceMemory.Measured for the torch
+	// engine (the device's reserved memory on a GPU, the worker's peak
+	// resident memory on the CPU). MeasuredBy names it.
 	Measured   int64
 	MeasuredBy string
 	// NotMeasured says why Measured is 0 for an engine that computes in
@@ -287,6 +291,16 @@ type Memory struct {
 	// rank, for engines that compute in other processes (the torch
 	// engine); nil otherwise.
 	Device []engine.DeviceMemory
+}
+
+// HeldTo is the plan's figure for what Measured measures: the reserved
+// estimate where Measured is max_memory_reserved (both leave out the
+// CUDA context), else the total.
+func (m Memory) HeldTo() int64 {
+	if len(m.Device) > 0 && m.Device[0].MaxReserved > 0 && m.EstimatedReserved > 0 {
+		return m.EstimatedReserved
+	}
+	return m.Estimated
 }
 
 // Prediction is one file predict wrote.
@@ -498,6 +512,9 @@ func Run(ctx context.Context, p *plan.Plan, prog *stdlib.Program, hooks Hooks, o
 	if p != nil {
 		r.res.Pipeline, r.res.Model, r.res.Backend, r.res.Engine = p.Pipeline, p.Model, p.Backend, p.EngineName()
 		r.res.Memory.Estimated = p.Memory.Total
+		if ph, ok := p.Memory.Peak(); ok {
+			r.res.Memory.EstimatedReserved = ph.Reserved
+		}
 		r.res.Forecast, r.res.RooflineStepSeconds = p.Forecast, p.StepTime.StepSeconds
 	}
 	if p != nil && p.Memory.GCLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {

@@ -129,6 +129,10 @@ type Request struct {
 	// this one (pipe launch for a cluster's nodes); zero fields are this
 	// machine's.
 	Node Node
+	// Torch is the torch version to price a plan for where no worker is
+	// asked (pipe plan --torch-version); "" leaves it to the engine,
+	// which assumes one on a GPU. A run prices its worker's instead.
+	Torch string
 	// DataElsewhere says the data is read where the plan runs, not here
 	// (pipe launch: a cluster's shared file system, a pod's volume): a
 	// source this machine cannot read is a warning that the plan leaves
@@ -199,13 +203,17 @@ func (w *Workflow) Plan(ctx context.Context, prog *lang.Program, req Request) (*
 	dec, dds := decode(prog)
 	f := w.gather(specOf(dec), req.Purpose)
 	f.host = req.Node.on(f.host)
+	if req.Torch != "" {
+		f.host.Torch, f.host.TorchVersion = req.Torch, req.Torch
+	}
 	out := &Planned{Program: dec, purpose: req.Purpose, localGPUs: len(f.host.GPUs)}
 	p, ds := w.plan(ctx, prog, req, f, req.Device, 0)
 	if req.Purpose.runs() {
 		p, ds = w.decideRun(ctx, prog, req, f, out, p, ds)
 		if v := w.runtimeForAttention(out, p); v != "" {
-			// Attention's kernels, and so its memory, depend on the
-			// worker's library: plan again with it.
+			// Attention's kernels, and on a GPU torch.compile and the
+			// fused optimizers, and so the memory, depend on the worker's
+			// library: plan again with it.
 			f.host.Torch = v
 			p, ds = w.plan(ctx, prog, req, f, req.Device, 0)
 			p, ds = w.decideRun(ctx, prog, req, f, out, p, ds)
@@ -223,12 +231,13 @@ func (w *Workflow) Plan(ctx context.Context, prog *lang.Program, req Request) (*
 }
 
 // runtimeForAttention is the version of the worker's library when a
-// run's plan is for an engine with a worker and prices attention, whose
-// kernels depend on it (the probe, made here rather than when the engine
-// starts); "" when not needed, or when the probe fails (the engine's
-// set-up says why). The probe's answer is kept for the engine's check.
+// run's plan is for an engine with a worker and prices attention, or is
+// on a GPU (whose compile and fused optimizers depend on it too), the
+// probe made here rather than when the engine starts; "" when not
+// needed, or when the probe fails (the engine's set-up says why). The
+// probe's answer is kept for the engine's check.
 func (w *Workflow) runtimeForAttention(out *Planned, p *plan.Plan) string {
-	if p == nil || !slices.ContainsFunc(p.Decisions, func(d plan.Decision) bool { return d.What == "attention" }) {
+	if p == nil || p.Backend != plan.BackendGPU && !slices.ContainsFunc(p.Decisions, func(d plan.Decision) bool { return d.What == "attention" }) {
 		return ""
 	}
 	probe := w.prober(p.EngineName())

@@ -415,3 +415,35 @@ train { epochs 1  batch 8  optimizer adam lr 0.01  loss cross_entropy }
 		t.Errorf("attention keeps %v bytes a sample (plan, 1.13, 2.11): the math path keeps more", kept)
 	}
 }
+
+// TestGPUPlanNamesItsTorch: on a GPU, torch.compile and the fused
+// optimizers depend on the torch too. pipe plan assumes one and says so,
+// or prices the one --torch-version gives (Request.Torch); pipe run
+// prices its worker's, attention or not.
+func TestGPUPlanNamesItsTorch(t *testing.T) {
+	prog := program(t, tinyPipe)
+	for _, c := range []struct {
+		purpose      workflow.Purpose
+		given        string
+		want         string
+		assumed      bool
+		inductorZero bool
+	}{{workflow.ForPlan, "", torch.AssumedGPUTorch, true, false}, {workflow.ForPlan, "1.13", "1.13", false, true},
+		{workflow.ForRun, "", "1.13.1", false, true}} {
+		wf := workflow.New(workflow.WithHost(cpuHost(1)), workflow.WithProbe(func(python string) (engine.Runtime, error) {
+			return engine.Runtime{Executable: python, Version: "1.13.1", GPU: true, GPUs: 1}, nil
+		}))
+		pl, ds := wf.Plan(context.Background(), prog, workflow.Request{Purpose: c.purpose, Device: "a100-80gb", Torch: c.given})
+		if pl.Plan == nil || ds.HasErrors() {
+			t.Fatal(ds)
+		}
+		if e := pl.Plan.Engine; e.Torch != c.want || e.VersionAssumed != c.assumed {
+			t.Errorf("purpose %d, --torch-version %q: the plan names torch %q (assumed %v), want %q (assumed %v)", c.purpose, c.given, e.Torch, e.VersionAssumed, c.want, c.assumed)
+		}
+		for _, tm := range pl.Plan.Memory.Terms {
+			if tm.Name == "Inductor autotuning buffer" && (tm.Bytes == 0) != c.inductorZero {
+				t.Errorf("purpose %d, --torch-version %q: Inductor's buffer %d bytes", c.purpose, c.given, tm.Bytes)
+			}
+		}
+	}
+}

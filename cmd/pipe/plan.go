@@ -7,6 +7,7 @@ import (
 
 	"pipe/cmd/pipe/internal/views"
 	"pipe/diag"
+	"pipe/engine/torch"
 	"pipe/lang/render"
 	"pipe/planner/plan"
 	"pipe/workflow"
@@ -25,6 +26,7 @@ type planFlags struct {
 	asJSON  *bool
 	out     *string
 	serving *bool
+	torch   *string
 	over    *overrideFlags
 }
 
@@ -36,6 +38,7 @@ func newPlanFlags(fs *flag.FlagSet) *planFlags {
 		asJSON:  fs.Bool("json", false, "write the plan as JSON on standard output instead of the table"),
 		out:     fs.String("out", "", "also write the plan's JSON to this file, for pipe run"),
 		serving: fs.Bool("serve", false, "also plan pipe serve when the file has no serve block (every choice auto)"),
+		torch:   fs.String("torch-version", "", "price a GPU plan for this torch (1.13, 2.11) instead of the one it assumes (the plan's first line names it)"),
 		over:    newOverrideFlags(fs),
 	}
 }
@@ -44,9 +47,11 @@ func newPlanFlags(fs *flag.FlagSet) *planFlags {
 func (f *planFlags) check(fs *flag.FlagSet, files []string) string {
 	switch {
 	case len(files) != 1:
-		return oneFile("plan", files) + "\nusage: pipe plan [--device NAME] [--engine auto|native|torch] [--nproc-per-node N] [--nnodes N] [--network 100Gb/s] [--batch N] [--serve] [--set PATH=VALUE]... [--print-config] [--json] [--out FILE] FILE"
+		return oneFile("plan", files) + "\nusage: pipe plan [--device NAME] [--engine auto|native|torch] [--nproc-per-node N] [--nnodes N] [--network 100Gb/s] [--batch N] [--torch-version V] [--serve] [--set PATH=VALUE]... [--print-config] [--json] [--out FILE] FILE"
 	case f.engine.check() != "":
 		return "pipe plan: " + f.engine.check()
+	case isSet(fs, "torch-version") && torch.CheckVersion(*f.torch) != nil:
+		return "pipe plan: --torch-version: " + torch.CheckVersion(*f.torch).Error()
 	case *f.batch < 1 && isSet(fs, "batch"):
 		return fmt.Sprintf("pipe plan: --batch %d: a batch is at least 1", *f.batch)
 	}
@@ -78,7 +83,7 @@ func runPlan(a *app, args []string) int {
 	if *f.over.printConfig {
 		return a.printConfig(src, display)
 	}
-	req := workflow.Request{Purpose: workflow.ForPlan, Source: src, Device: *f.device, Batch: *f.batch, Serve: *f.serving, Overrides: a.overrides(), Forecast: true}
+	req := workflow.Request{Purpose: workflow.ForPlan, Source: src, Device: *f.device, Batch: *f.batch, Serve: *f.serving, Overrides: a.overrides(), Forecast: true, Torch: *f.torch}
 	f.engine.request(&req)
 	pl, pds := a.workflow("").Plan(context.Background(), prog, req)
 	all := append(ds, pds...)

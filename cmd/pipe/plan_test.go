@@ -2,11 +2,15 @@ package main
 
 import (
 	"encoding/json"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
+	"pipe/engine/torch"
 	"pipe/planner"
 	"pipe/spec"
 )
@@ -186,5 +190,71 @@ func TestDevices(t *testing.T) {
 	code, stdout, stderr = runPipe(t, src, "devices", "--json", "-")
 	if code != exitOK || !strings.Contains(stdout, `"name": "mine"`) || !strings.Contains(stdout, `"origin": "file"`) {
 		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+}
+
+// TestPlanTorchVersion: a GPU plan made without a worker is priced for
+// an assumed torch and says so; --torch-version prices another, and the
+// plan differs in exactly the terms that depend on it (attention's saved
+// tensors, Inductor's buffer, torch.compile, AdamW's fused kernel, and
+// the allocator's packing of them).
+func TestPlanTorchVersion(t *testing.T) {
+	fixedHost(t)
+	inRoot(t)
+	type planJSON struct {
+		Engine struct {
+			Torch        string `json:"torch"`
+			TorchAssumed bool   `json:"torch_assumed"`
+		} `json:"engine"`
+		Memory struct {
+			Terms []struct {
+				Name, Source, Basis string
+				Bytes               int64
+			} `json:"terms"`
+		} `json:"memory"`
+	}
+	planOf := func(args ...string) (planJSON, map[string]string) {
+		args = append([]string{"plan", "--json", "--device", "h100-80gb", "--batch", "128"}, append(args, "examples/vit_fashion.pipe")...)
+		code, stdout, stderr := runPipe(t, "", args...)
+		if code != exitOK {
+			t.Fatalf("%v: exit %d\n%s", args, code, stderr)
+		}
+		var p planJSON
+		if err := json.Unmarshal([]byte(stdout), &p); err != nil {
+			t.Fatal(err)
+		}
+		terms := map[string]string{}
+		for _, tm := range p.Memory.Terms {
+			terms[tm.Name] = fmt.Sprint(tm.Bytes, tm.Source, tm.Basis)
+		}
+		return p, terms
+	}
+	assumed, aTerms := planOf()
+	old, oTerms := planOf("--torch-version", "1.13")
+	newer, nTerms := planOf("--torch-version", "2.11")
+	if assumed.Engine.Torch != torch.AssumedGPUTorch || !assumed.Engine.TorchAssumed {
+		t.Errorf("without --torch-version the plan names torch %q (assumed %v), want %s assumed", assumed.Engine.Torch, assumed.Engine.TorchAssumed, torch.AssumedGPUTorch)
+	}
+	if old.Engine.Torch != "1.13" || old.Engine.TorchAssumed || newer.Engine.Torch != "2.11" || newer.Engine.TorchAssumed {
+		t.Errorf("the plans name %+v and %+v, want 1.13 and 2.11 as given", old.Engine, newer.Engine)
+	}
+	if !maps.Equal(aTerms, nTerms) {
+		t.Errorf("the assumed torch and --torch-version 2.11 price differently:\n%v\n%v", aTerms, nTerms)
+	}
+	var differ []string
+	for name, v := range nTerms {
+		if oTerms[name] != v {
+			differ = append(differ, name)
+		}
+	}
+	slices.Sort(differ)
+	want := []string{"Inductor autotuning buffer", "allocator: reserved - allocated", "optimizer temporaries",
+		"saved activations", "saved activations (backward peak)", "torch.compile"}
+	if !slices.Equal(differ, want) || len(oTerms) != len(nTerms) {
+		t.Errorf("torch 1.13 and 2.11 differ in %q, want %q", differ, want)
+	}
+	code, _, stderr := runPipe(t, "", "plan", "--torch-version", "1.12", "examples/vit_fashion.pipe")
+	if code != exitErrors || !strings.Contains(stderr, "--torch-version: torch 1.12: pipe's worker needs 1.13 or later") {
+		t.Errorf("--torch-version 1.12: exit %d\n%s", code, stderr)
 	}
 }

@@ -38,6 +38,9 @@ type Backend struct {
 	// next is queued, so a failure comes back after the step behind it
 	// was queued, and that step is not trained (queue.go).
 	Ahead bool
+	// Devices makes the model an engine.DeviceMeasurer that reports
+	// these figures, as the torch engine's workers report a GPU's.
+	Devices []engine.DeviceMemory
 }
 
 // Name implements engine.Backend.
@@ -67,7 +70,7 @@ func (b *Backend) Build(g *stdlib.Graph, cfg engine.Config) (engine.Model, error
 		return nil, fmt.Errorf("exectest: optimizer %q: %w", cfg.Optimizer.Kind, engine.ErrUnsupported)
 	}
 	out := g.OutShape()
-	m := &Model{cfg: cfg, g: g, nanAt: b.NaNAt, oomAt: b.OOMAt, failAt: b.FailAt, fail: b.Fail, noise: b.Noise, delay: b.StepDelay, ahead: b.Ahead, outShape: append([]int64(nil), out...)}
+	m := &Model{cfg: cfg, g: g, nanAt: b.NaNAt, oomAt: b.OOMAt, failAt: b.FailAt, fail: b.Fail, noise: b.Noise, delay: b.StepDelay, ahead: b.Ahead, devices: b.Devices, outShape: append([]int64(nil), out...)}
 	m.f = numel(g.Input)
 	m.o = numel(out)
 	m.k = 1
@@ -129,6 +132,7 @@ type Model struct {
 	curErr  error
 	curSkip bool
 	failing bool
+	devices []engine.DeviceMemory
 	// TrainSteps counts TrainStep calls that trained (for tests).
 	TrainSteps int64
 }
@@ -435,13 +439,22 @@ func (m *Model) OutShape() []int64 { return append([]int64(nil), m.outShape...) 
 // Precision implements engine.Model.
 func (m *Model) Precision() string { return "fp32" }
 
-// Capabilities implements engine.Model: the fake model has none beyond
-// the Model interface.
+// Capabilities implements engine.Model: a queue with Ahead, device
+// figures with Devices, nothing else beyond the Model interface.
 func (m *Model) Capabilities() engine.Capabilities {
+	var c engine.Capabilities
 	if m.ahead {
-		return engine.Capabilities{Queue: m}
+		c.Queue = m
 	}
-	return engine.Capabilities{}
+	if m.devices != nil {
+		c.Devices = m
+	}
+	return c
+}
+
+// DeviceMemory implements engine.DeviceMeasurer with Backend.Devices.
+func (m *Model) DeviceMemory() ([]engine.DeviceMemory, error) {
+	return append([]engine.DeviceMemory(nil), m.devices...), nil
 }
 
 func (m *Model) named() []struct {

@@ -28,7 +28,7 @@ func attentionPath(ver string, gpu bool, capability string, low, masked, dropout
 		}
 		// The GPU machines run PyTorch 2.x; a run prices it by the
 		// worker's own torch once it has started.
-		ver, src = "2.11", "torch not known when planning, taken as 2.x, the GPU machines' (pipe run prices it by its worker's torch)"
+		ver, src = AssumedGPUTorch, "torch not known when planning, taken as "+AssumedGPUTorch+", the GPU machines' (pipe run prices it by its worker's torch)"
 	}
 	from := func(major, minor int) bool { return versionAtLeast(ver, [3]int{major, minor, 0}) }
 	math := func(why string) attnPath { return attnPath{name: "math", why: src + "; " + why} }

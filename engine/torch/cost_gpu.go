@@ -108,15 +108,19 @@ func (gm *gpuTerms) Terms(s cost.GPUStep) []cost.Term {
 		state = append(state, w...)
 	}
 	put("optimizer state", state, cost.InAll, plan.SourceFormula, say("P × 4 × %d buffers (%s)", gm.buffers, gm.optimizer))
+	unfused := ""
+	if fusedOptimizer(gm.optimizer) && !gm.fused {
+		unfused = fmt.Sprintf(" (torch %s has no fused %s)", gm.torch, gm.optimizer)
+	}
 	switch {
 	case gm.fused && gm.buffers == 2:
 		put("optimizer temporaries", nil, cost.InOptimizer, plan.SourceFormula, say("0: the fused %s kernel updates in place (the foreach version would take P × 4 for sqrt(v) + eps)", gm.optimizer))
 	case gm.fused && gm.buffers > 0:
 		put("optimizer temporaries", nil, cost.InOptimizer, plan.SourceFormula, say("0: the fused %s kernel updates in place", gm.optimizer))
 	case gm.buffers == 2:
-		put("optimizer temporaries", w, cost.InOptimizer, plan.SourceFormula, say("P × 4: foreach %s's sqrt(v) + eps list (torch/optim: _multi_tensor_adam)", gm.optimizer))
+		put("optimizer temporaries", w, cost.InOptimizer, plan.SourceFormula, say("P × 4: foreach %s's sqrt(v) + eps list (torch/optim: _multi_tensor_adam)%s", gm.optimizer, unfused))
 	default:
-		put("optimizer temporaries", nil, cost.InOptimizer, plan.SourceFormula, say("0: %s updates its parameters and buffers in place", gm.optimizer))
+		put("optimizer temporaries", nil, cost.InOptimizer, plan.SourceFormula, say("0: %s updates its parameters and buffers in place%s", gm.optimizer, unfused))
 	}
 
 	// Activations: the kept tensors per node, scaled to act when a
@@ -171,7 +175,7 @@ func (gm *gpuTerms) Terms(s cost.GPUStep) []cost.Term {
 	switch {
 	case !gm.compiled:
 		put("Inductor autotuning buffer", nil, cost.InForward|cost.InBackward, plan.SourceFormula,
-			say("0: the worker's torch %s has no torch.compile, so nothing is autotuned", gm.torch))
+			say("0: torch %s has no torch.compile, so nothing is autotuned", gm.torch))
 	case gm.l2 > 0:
 		put("Inductor autotuning buffer", []int64{gm.l2}, cost.InForward|cost.InBackward, plan.SourceFormula,
 			say("the device's L2 cache, %s: at the first compiled step Inductor autotunes each kernel with several configs as it first runs, "+
@@ -181,8 +185,13 @@ func (gm *gpuTerms) Terms(s cost.GPUStep) []cost.Term {
 		put("Inductor autotuning buffer", nil, cost.InForward|cost.InBackward, plan.SourceUnmodelled,
 			say("unmodelled: Inductor's autotuning flushes L2 with a buffer of its size, and this device's L2 is not known"))
 	}
-	put("torch.compile", nil, cost.InAll, plan.SourceUnmodelled,
-		say("unmodelled: Inductor's fused kernels may keep fewer activations than eager's saving rules, which the saved activations follow"))
+	if gm.compiled {
+		put("torch.compile", nil, cost.InAll, plan.SourceUnmodelled,
+			say("unmodelled: Inductor's fused kernels may keep fewer activations than eager's saving rules, which the saved activations follow"))
+	} else {
+		put("torch.compile", nil, cost.InAll, plan.SourceFormula,
+			say("0: torch %s has no torch.compile, so the step runs eager, whose saving rules the saved activations follow", gm.torch))
+	}
 	if gm.world > 1 {
 		ts = append(ts, cost.Term{Name: "NCCL buffers", Phases: cost.InAll, Outside: true, Source: plan.SourceUnmodelled,
 			Basis: say("unmodelled: NCCL's own channel buffers (NCCL_BUFFSIZE, 4 MiB per channel and peer) are outside the allocator")})
@@ -235,13 +244,14 @@ type gpuTerms struct {
 	pinned       bool
 	matmul, blas bool
 	cudnnCap     int64
-	// l2 is the device's L2 bytes (0: not known); compiled says the
-	// worker compiles with torch.compile (torch 2.x, or a torch not
-	// known, which pipe plan takes as the GPU machines' 2.x), torch which
-	// torch the terms assume.
+	// l2 is the device's L2 bytes (0: not known); torch is the torch the
+	// terms are priced for, assumed when the worker's was not known
+	// (gpuTorch); compiled says it has torch.compile (2.x), and fused that
+	// it has the optimizer's fused kernel (fusedIn).
 	l2       int64
 	compiled bool
 	torch    string
+	assumed  bool
 	// convWS is each convolution's workspaces (cost_cudnn.go).
 	convWS []convWorkspace
 	// inX and inY are one sample's input and target bytes.
@@ -251,9 +261,10 @@ type gpuTerms struct {
 // newGPUTerms reads g and the plan's choices for the terms; torch is the
 // worker's torch version, "" when not known.
 func newGPUTerms(g *stdlib.Graph, prec plan.Precision, s cost.GPUSetup, torch string) *gpuTerms {
+	torch, assumed := gpuTorch(torch)
 	gm := &gpuTerms{capability: s.Capability, mixed: prec.Mixed, buffers: s.StateBuffers, optimizer: s.Optimizer,
-		fused: fusedOptimizer(s.Optimizer), world: max(s.World, 1), pinned: true, total: g.Params(), inY: s.TargetBytes,
-		cudnnCap: CudnnWorkspaceLimit, l2: s.L2, torch: torch, compiled: torch == "" || torchMajor(torch) >= 2}
+		fused: fusedOptimizer(s.Optimizer) && fusedIn(s.Optimizer, torch), world: max(s.World, 1), pinned: true, total: g.Params(), inY: s.TargetBytes,
+		cudnnCap: CudnnWorkspaceLimit, l2: s.L2, torch: torch, assumed: assumed, compiled: torchMajor(torch) >= 2}
 	if gm.world > 1 {
 		gm.bucket = min(25<<20, max(cost.Mul(gm.total, 4), 1<<20))
 	}

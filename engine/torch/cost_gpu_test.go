@@ -132,3 +132,33 @@ func TestInductorAutotuneBuffer(t *testing.T) {
 		}
 	}
 }
+
+// TestFusedOptimizerByTorch: the worker asks for the fused kernel and
+// falls back to foreach where its torch has none, so AdamW's temporaries
+// (P × 4 for sqrt(v) + eps) are priced on torch 1.13 and not on 2.x;
+// Adam has its fused kernel from 1.13.
+func TestFusedOptimizerByTorch(t *testing.T) {
+	g := convGraph(t, "conv 8 k3 pad1 -> gap -> dense 10")
+	prec := plan.Precision{Compute: "bf16", Mixed: true, ActivationBytes: 2}
+	p := g.Params() * 4
+	for _, c := range []struct {
+		opt, torch string
+		want       int64
+	}{{"adamw", "1.13.1", p}, {"adamw", "2.11.0", 0}, {"adamw", "", 0}, {"adam", "1.13.1", 0}} {
+		gm := newGPUTerms(g, prec, cost.GPUSetup{Capability: "9.0", World: 1, StateBuffers: 2, Optimizer: c.opt}, c.torch)
+		if tm := termOf(t, gm, 4, "optimizer temporaries"); tm.Bytes != c.want {
+			t.Errorf("%s on torch %q: temporaries %d, want %d (%s)", c.opt, c.torch, tm.Bytes, c.want, tm.Basis)
+		}
+	}
+}
+
+// TestCheckVersion: --torch-version takes what torch.__version__ writes,
+// from the oldest torch the worker accepts.
+func TestCheckVersion(t *testing.T) {
+	for v, ok := range map[string]bool{"2.11": true, "1.13.1": true, "2.11.0+cu130": true, "1.13.0a0": true,
+		"1.12.1": false, "2": false, "abc": false, "": false, "2.11 ": false, "v2.11": false} {
+		if err := CheckVersion(v); (err == nil) != ok {
+			t.Errorf("CheckVersion(%q) = %v, want ok %v", v, err, ok)
+		}
+	}
+}

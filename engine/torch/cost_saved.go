@@ -282,6 +282,7 @@ func (Cost) Memory(g *stdlib.Graph, s cost.Setup) cost.Memory {
 		if s.GPU != nil && s.GPU.Capability != "" {
 			gt := newGPUTerms(g, s.Precision, *s.GPU, s.Torch)
 			m.GPU = gt
+			m.Version, m.VersionAssumed = gt.torch, gt.assumed
 			m.Workspaces = gt.layerWorkspaces(g)
 		}
 	}

@@ -92,6 +92,7 @@ func (Cost) Decide(s *cost.Settings) {
 		distributedDecision(s)
 		return
 	}
+	torchDecision(s)
 	e.Compile = true
 	s.Decide("compile", "where available",
 		"torch.compile on CUDA when the worker's torch has it (2.x), else eager; the fusion groups above are what it is given to fuse. The run report says which ran.")
@@ -109,7 +110,7 @@ func (Cost) Decide(s *cost.Settings) {
 	}
 	if k := p.Optimizer.Kind; fusedOptimizer(k) {
 		e.FusedOptimizer = true
-		why := fmt.Sprintf("fused %s: one kernel updates every parameter, where the foreach version launches several and keeps temporaries (used where the worker's torch has it: Adam and AdamW from 2.0, SGD from 2.3).", k)
+		why := fmt.Sprintf("fused %s: one kernel updates every parameter, where the foreach version launches several and keeps temporaries (used where the worker's torch has it: Adam from 1.13, AdamW from 2.0, SGD from 2.3).", k)
 		if e.GradScaler {
 			why += " Under loss scaling it also takes the GradScaler's found_inf on the device, where a non-fused step reads it back, a host sync every step."
 		}
@@ -120,6 +121,34 @@ func (Cost) Decide(s *cost.Settings) {
 	e.LossReadback = "lagged"
 	s.Decide("loss readback", "lagged", "the losses of each optimizer step are read back with the next step's reply, so the host never waits for the GPU between steps; a non-finite loss is caught one step late, before any checkpoint is written.")
 	distributedDecision(s)
+}
+
+// torchDecision names the torch version the GPU terms were priced for,
+// and whether it was assumed.
+func torchDecision(s *cost.Settings) {
+	v := s.Memory.Version
+	if v == "" {
+		return
+	}
+	e := &s.Plan.Engine
+	e.Torch, e.VersionAssumed = v, s.Memory.VersionAssumed
+	compile := "torch.compile (Inductor's autotuning buffer)"
+	if torchMajor(v) < 2 {
+		compile = "eager, without torch.compile"
+	}
+	opt := ""
+	if k := s.Plan.Optimizer.Kind; fusedOptimizer(k) {
+		opt = map[bool]string{true: ", the fused ", false: ", the foreach "}[fusedIn(k, v)] + k
+	}
+	why := fmt.Sprintf("the memory above is priced for torch %s: %s%s", v, compile, opt)
+	if s.Memory.Attention != "" {
+		why += ", attention's " + s.Memory.Attention + " path"
+	}
+	if s.Memory.VersionAssumed {
+		s.Decide("torch", v+" (assumed)", why+". No worker was asked, so the GPU machines' torch is assumed; pipe plan --torch-version prices another, and pipe run its worker's.")
+		return
+	}
+	s.Decide("torch", v, why+".")
 }
 
 // distributedDecision explains the data-parallel layout and its traffic.

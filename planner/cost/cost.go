@@ -85,6 +85,12 @@ type Memory struct {
 	// ("math", or a fused kernel's name), "" when the graph has none;
 	// AttentionWhy says why that one, with its source.
 	Attention, AttentionWhy string
+	// Version is the library version the engine priced the graph for
+	// (the torch engine's on a GPU: Setup.Torch, or the one it assumes
+	// where that is ""), "" where the price depends on none;
+	// VersionAssumed says it was assumed, not given.
+	Version        string
+	VersionAssumed bool
 	// Arena is set by an engine that lays a whole step out before the
 	// first step (the native engine); nil for one whose allocator frees
 	// tensors as autograd drops them.

@@ -198,6 +198,12 @@ type Engine struct {
 	// convolution, in bytes (0: no cap); the memory model counts it.
 	CudnnWorkspaceLimit int64 `json:"cudnn_workspace_limit,omitempty"`
 	ChannelsLast        bool  `json:"channels_last,omitempty"`
+	// Torch is the torch version a GPU plan is priced for (the worker's,
+	// pipe plan --torch-version's, or one assumed where neither is known:
+	// VersionAssumed); the attention path, torch.compile and the fused
+	// optimizers depend on it. Empty where the plan depends on none.
+	Torch          string `json:"torch,omitempty"`
+	VersionAssumed bool   `json:"torch_assumed,omitempty"`
 	// Compile runs the model through torch.compile where the worker's
 	// torch has it (2.x) on CUDA; the run report says what ran.
 	Compile bool `json:"compile,omitempty"`
@@ -404,6 +410,19 @@ type MemoryPhase struct {
 	Allocated int64  `json:"allocated"`
 	Reserved  int64  `json:"reserved"`
 	Device    int64  `json:"device"`
+}
+
+// Peak is the phase a GPU plan's memory peaks in (PeakPhase), whose
+// Reserved is torch.cuda.max_memory_reserved's counterpart and Device
+// (the Total) the device's used memory's; false for a plan without
+// phases (the CPU's, a device block's linear model).
+func (m Memory) Peak() (MemoryPhase, bool) {
+	for _, ph := range m.Phases {
+		if ph.Name == m.PeakPhase {
+			return ph, true
+		}
+	}
+	return MemoryPhase{}, false
 }
 
 // Checkpoint is the gradient-checkpointing plan.

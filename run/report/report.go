@@ -65,22 +65,26 @@ type Report struct {
 	RooflineStepSeconds   float64  `json:"roofline_step_seconds,omitempty"`
 	ResumedFrom           *Resumed `json:"resumed_from,omitempty"`
 
-	// EstimatedPeakBytes is the plan's Memory.Total; MeasuredPeakBytes
-	// what the OS or the device measured (MeasuredBy names it): with the
-	// native engine the process's peak resident memory (VmHWM); with
-	// the torch engine rank 0's max_memory_reserved on a GPU, its
-	// worker's peak resident memory on the CPU; Devices has every rank's
-	// figures; NotMeasured says why there is no figure (the torch
-	// workers exited before they were asked). EstimateErrorPercent is
-	// (estimated − measured) / measured.
+	// EstimatedPeakBytes is the plan's Memory.Total (on a GPU with the
+	// CUDA context), EstimatedReservedBytes a GPU plan's reserved memory
+	// at its peak phase; MeasuredPeakBytes what the OS or the device
+	// measured (MeasuredBy names it): with the native engine the
+	// process's peak resident memory (VmHWM); with the torch engine rank
+	// 0's max_memory_reserved on a GPU, its worker's peak resident memory
+	// on the CPU; Devices has every rank's figures; NotMeasured says why
+	// there is no figure (the torch workers exited before they were
+	// asked). EstimateErrorPercent is (estimated − measured) / measured,
+	// like with like: the reserved estimate against max_memory_reserved
+	// on a GPU, else the total.
 	// Memory breaks the executor's own accounting down beside them.
-	EstimatedPeakBytes   int64          `json:"estimated_peak_bytes"`
-	MeasuredPeakBytes    int64          `json:"measured_peak_bytes"`
-	MeasuredBy           string         `json:"measured_by,omitempty"`
-	NotMeasured          string         `json:"not_measured,omitempty"`
-	EstimateErrorPercent *float64       `json:"estimate_error_percent,omitempty"`
-	Memory               Memory         `json:"memory"`
-	Devices              []DeviceReport `json:"devices,omitempty"`
+	EstimatedPeakBytes     int64          `json:"estimated_peak_bytes"`
+	EstimatedReservedBytes int64          `json:"estimated_reserved_bytes,omitempty"`
+	MeasuredPeakBytes      int64          `json:"measured_peak_bytes"`
+	MeasuredBy             string         `json:"measured_by,omitempty"`
+	NotMeasured            string         `json:"not_measured,omitempty"`
+	EstimateErrorPercent   *float64       `json:"estimate_error_percent,omitempty"`
+	Memory                 Memory         `json:"memory"`
+	Devices                []DeviceReport `json:"devices,omitempty"`
 
 	// Metrics are the final evaluation's; FinalLoss its loss.
 	Metrics    map[string]*float64 `json:"metrics"`
@@ -173,11 +177,16 @@ type DeviceReport struct {
 	// are then lost).
 	WorkerMaxRSSBytes int64 `json:"worker_max_rss_bytes"`
 	AtExit            bool  `json:"at_exit,omitempty"`
-	// EstimatedBytes is the plan's total per device, and ErrorPercent
-	// (estimated − measured)/measured, measured being the reserved peak
-	// on a GPU and the worker's peak resident memory on the CPU.
-	EstimatedBytes int64    `json:"estimated_bytes"`
-	ErrorPercent   *float64 `json:"error_percent"`
+	// EstimatedBytes is the plan's total per device (on a GPU with the
+	// CUDA context) and EstimatedReservedBytes its reserved memory at the
+	// peak phase. ErrorPercent is (estimated − measured)/measured, like
+	// with like: the reserved estimate against the reserved peak on a
+	// GPU, the total against the worker's peak resident memory on the
+	// CPU; UsedErrorPercent the total against the device's used memory.
+	EstimatedBytes         int64    `json:"estimated_bytes"`
+	EstimatedReservedBytes int64    `json:"estimated_reserved_bytes,omitempty"`
+	ErrorPercent           *float64 `json:"error_percent"`
+	UsedErrorPercent       *float64 `json:"used_error_percent,omitempty"`
 }
 
 // Evaluated says what the final metrics were measured on.
@@ -259,8 +268,9 @@ func New(res *run.Result, p *plan.Plan) *Report {
 	r.Memory = Memory{Parameters: mm.Parameters, Gradients: mm.Gradients, Optimizer: mm.Optimizer, Arena: mm.Arena,
 		PeakLive: mm.PeakLive, Saved: mm.Saved, Scratch: mm.Scratch, EvalArena: mm.EvalArena, ModelTotal: mm.Total,
 		HeapInuseDelta: mm.HeapInuseDelta, LoaderBytes: res.Memory.Loader, ProcessMaxRSS: res.Memory.ProcessMaxRSS, Accounted: res.Memory.Accounted}
-	if m := res.Memory.Measured; m > 0 && res.Memory.Estimated > 0 {
-		r.EstimateErrorPercent = num(100 * float64(res.Memory.Estimated-m) / float64(m))
+	r.EstimatedReservedBytes = res.Memory.EstimatedReserved
+	if m, e := res.Memory.Measured, res.Memory.HeldTo(); m > 0 && e > 0 {
+		r.EstimateErrorPercent = num(100 * float64(e-m) / float64(m))
 	}
 	r.Engine, r.EngineApplied = res.Engine, res.Applied
 	r.MeasuredStepSeconds, r.RooflineStepSeconds = res.StepSeconds(), res.RooflineStepSeconds
@@ -271,10 +281,17 @@ func New(res *run.Result, p *plan.Plan) *Report {
 		}
 	}
 	for _, d := range res.Memory.Device {
+		est := res.Memory.Estimated
 		dr := DeviceReport{Rank: d.Rank, Device: d.Device, MaxAllocatedBytes: d.MaxAllocated, MaxReservedBytes: d.MaxReserved,
-			DeviceUsedBytes: d.Used, DeviceTotalBytes: d.Total, WorkerMaxRSSBytes: d.MaxRSS, AtExit: d.AtExit, EstimatedBytes: res.Memory.Estimated}
-		if m := d.Measured(); m > 0 {
-			dr.ErrorPercent = num(100 * float64(res.Memory.Estimated-m) / float64(m))
+			DeviceUsedBytes: d.Used, DeviceTotalBytes: d.Total, WorkerMaxRSSBytes: d.MaxRSS, AtExit: d.AtExit, EstimatedBytes: est}
+		if d.MaxReserved > 0 && res.Memory.EstimatedReserved > 0 {
+			dr.EstimatedReservedBytes = res.Memory.EstimatedReserved
+			dr.ErrorPercent = num(100 * float64(dr.EstimatedReservedBytes-d.MaxReserved) / float64(d.MaxReserved))
+			if d.Used > 0 {
+				dr.UsedErrorPercent = num(100 * float64(est-d.Used) / float64(d.Used))
+			}
+		} else if m := d.Measured(); m > 0 {
+			dr.ErrorPercent = num(100 * float64(est-m) / float64(m))
 		}
 		r.Devices = append(r.Devices, dr)
 	}

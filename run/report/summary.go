@@ -7,6 +7,7 @@ import (
 	"sort"
 	"time"
 
+	"pipe/engine"
 	"pipe/planner"
 	"pipe/run"
 )
@@ -69,29 +70,7 @@ func Summary(w io.Writer, res *run.Result, reportPath, curvePath string) {
 	stepTime(w, res)
 	if d := res.Memory.Device; len(d) > 0 {
 		for _, dm := range d {
-			est := Bytes(res.Memory.Estimated)
-			switch {
-			case dm.MaxReserved > 0:
-				fmt.Fprintf(w, "  memory on %s (rank %d): %s reserved, %s allocated at the peak (torch.cuda), %s planned: %s",
-					dm.Device, dm.Rank, Bytes(dm.MaxReserved), Bytes(dm.MaxAllocated), est, estimateError(res.Memory.Estimated, dm.MaxReserved))
-				if dm.Total > 0 {
-					fmt.Fprintf(w, "; the device has %s of %s in use", Bytes(dm.Used), Bytes(dm.Total))
-				}
-				fmt.Fprintln(w)
-			case dm.AtExit && dm.Measured() == 0:
-				host := ""
-				if dm.MaxRSS > 0 {
-					host = fmt.Sprintf(" (its process peaked at %s of host memory)", Bytes(dm.MaxRSS))
-				}
-				fmt.Fprintf(w, "  memory on %s (rank %d): not measured, as the torch worker exited first%s, %s planned\n",
-					dm.Device, dm.Rank, host, est)
-			case dm.AtExit:
-				fmt.Fprintf(w, "  memory on %s (rank %d): the torch worker's peak resident memory was %s at its exit (the kernel's figure, the PyTorch libraries included), %s planned for the step: %s\n",
-					dm.Device, dm.Rank, Bytes(dm.MaxRSS), est, estimateError(res.Memory.Estimated, dm.MaxRSS))
-			default:
-				fmt.Fprintf(w, "  memory on %s (rank %d): the torch worker's peak resident memory is %s (the OS's figure, the PyTorch libraries included), %s planned for the step: %s\n",
-					dm.Device, dm.Rank, Bytes(dm.MaxRSS), est, estimateError(res.Memory.Estimated, dm.MaxRSS))
-			}
+			deviceMemory(w, res.Memory, dm)
 		}
 	} else if m := res.Memory; m.NotMeasured != "" {
 		fmt.Fprintf(w, "  memory: %s planned; not measured, as %s\n", Bytes(m.Estimated), m.NotMeasured)
@@ -111,6 +90,45 @@ func Summary(w io.Writer, res *run.Result, reportPath, curvePath string) {
 			fmt.Fprintf(w, ", loss curve: %s", curvePath)
 		}
 		fmt.Fprintln(w)
+	}
+}
+
+// deviceMemory says one device's memory against the plan's, like with
+// like: the allocator's reserved peak against the plan's reserved
+// figure, and the device's used memory against the plan's total, which
+// holds the CUDA context. A plan without phases (a device block's linear
+// model) prices the allocator's memory alone.
+func deviceMemory(w io.Writer, m run.Memory, dm engine.DeviceMemory) {
+	est := Bytes(m.Estimated)
+	switch {
+	case dm.MaxReserved > 0 && m.EstimatedReserved > 0:
+		fmt.Fprintf(w, "  memory on %s (rank %d): %s reserved, %s allocated at the peak (torch.cuda), %s reserved planned: %s",
+			dm.Device, dm.Rank, Bytes(dm.MaxReserved), Bytes(dm.MaxAllocated), Bytes(m.EstimatedReserved), estimateError(m.EstimatedReserved, dm.MaxReserved))
+		if dm.Total > 0 {
+			fmt.Fprintf(w, "; the device has %s of %s in use, %s planned with the CUDA context: %s",
+				Bytes(dm.Used), Bytes(dm.Total), est, estimateError(m.Estimated, dm.Used))
+		}
+		fmt.Fprintln(w)
+	case dm.MaxReserved > 0:
+		fmt.Fprintf(w, "  memory on %s (rank %d): %s reserved, %s allocated at the peak (torch.cuda), %s planned: %s",
+			dm.Device, dm.Rank, Bytes(dm.MaxReserved), Bytes(dm.MaxAllocated), est, estimateError(m.Estimated, dm.MaxReserved))
+		if dm.Total > 0 {
+			fmt.Fprintf(w, "; the device has %s of %s in use", Bytes(dm.Used), Bytes(dm.Total))
+		}
+		fmt.Fprintln(w)
+	case dm.AtExit && dm.Measured() == 0:
+		host := ""
+		if dm.MaxRSS > 0 {
+			host = fmt.Sprintf(" (its process peaked at %s of host memory)", Bytes(dm.MaxRSS))
+		}
+		fmt.Fprintf(w, "  memory on %s (rank %d): not measured, as the torch worker exited first%s, %s planned\n",
+			dm.Device, dm.Rank, host, est)
+	case dm.AtExit:
+		fmt.Fprintf(w, "  memory on %s (rank %d): the torch worker's peak resident memory was %s at its exit (the kernel's figure, the PyTorch libraries included), %s planned for the step: %s\n",
+			dm.Device, dm.Rank, Bytes(dm.MaxRSS), est, estimateError(m.Estimated, dm.MaxRSS))
+	default:
+		fmt.Fprintf(w, "  memory on %s (rank %d): the torch worker's peak resident memory is %s (the OS's figure, the PyTorch libraries included), %s planned for the step: %s\n",
+			dm.Device, dm.Rank, Bytes(dm.MaxRSS), est, estimateError(m.Estimated, dm.MaxRSS))
 	}
 }
 

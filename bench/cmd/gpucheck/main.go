@@ -222,10 +222,8 @@ func check(path, python, device string, steps int, batch int64, host planner.Hos
 // estimates returns the plan's reserved and allocated memory at its peak
 // phase; a plan without phases (the CPU) gives its total for both.
 func estimates(m plan.Memory) (reserved, allocated int64, phase string) {
-	for _, ph := range m.Phases {
-		if ph.Name == m.PeakPhase {
-			return ph.Reserved, ph.Allocated, ph.Name
-		}
+	if ph, ok := m.Peak(); ok {
+		return ph.Reserved, ph.Allocated, ph.Name
 	}
 	return m.Total, m.Total, ""
 }

@@ -12,9 +12,23 @@ import (
 	"pipe/planner/plan"
 )
 
+// engineLabel is the plan's engine as its first line names it, with the
+// worker library's version a GPU plan is priced for ("assumed" when no
+// worker was asked).
+func engineLabel(p *plan.Plan) string {
+	eng := p.EngineName() + " engine"
+	if t := p.Engine.Torch; t != "" {
+		eng += ", torch " + t
+		if p.Engine.VersionAssumed {
+			eng += " assumed"
+		}
+	}
+	return eng
+}
+
 // Plan prints the per-layer table, the memory and the decisions.
 func Plan(w io.Writer, p *plan.Plan) {
-	fmt.Fprintf(w, "%s: model %s on %s (%s engine), %s, batch %d", p.File, p.Model, p.Device.Name, p.EngineName(),
+	fmt.Fprintf(w, "%s: model %s on %s (%s), %s, batch %d", p.File, p.Model, p.Device.Name, engineLabel(p),
 		p.Precision.Compute, p.BatchSize)
 	if ws := p.WorldSize(); ws > 1 {
 		fmt.Fprintf(w, " per device × %d devices", ws)
