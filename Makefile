@@ -12,7 +12,8 @@
 #   make bench   go test -bench over ./bench/..., then pipe's step time against PyTorch's
 #   make gpu-check  on a GPU machine (not CI): each example 50 steps on cuda:0, torch engine
 #   make gpu-bundle static bin/pipe-static and bin/gpucheck for a GPU machine without Go
-#   make gpu-smoke  on one GPU (not CI): environment, 4 examples, run/resume/checkpoint, ResNet-50 row; bench/gpu/<gpu>.json
+#   make gpu-smoke  on one GPU (not CI): ResNet-50 rows, 4 examples, run/resume, ...; bench/gpu/<gpu>.json, one packed file
+#   make gpu-smoke-dry  the smoke's steps on the CPU with tiny sizes, to check the script (not in make test)
 #   make editor  package the VS Code extension (editor/vscode/pipe.vsix)
 #   make clean   remove build outputs (distclean also removes data/)
 
@@ -57,7 +58,7 @@ ONNX_RT      := bench/onnx/node_modules/.package-lock.json
 # @roboflow/tfrecords, a TFRecord CRC apart from pipe's, for the TensorBoard tests (bench/tfrecords).
 TFRECORDS    := bench/tfrecords/node_modules/.package-lock.json
 
-.PHONY: all deps deps-dist test-dist test-cpus test-cpus-fast data build test run fmt lint bench clean distclean editor editor-test gpu-check gpu-bundle gpu-smoke
+.PHONY: all deps deps-dist test-dist test-cpus test-cpus-fast data build test run fmt lint bench clean distclean editor editor-test gpu-check gpu-bundle gpu-smoke gpu-smoke-dry gpu-bins
 
 all: build test
 
@@ -255,15 +256,28 @@ gpu-bundle:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w $(LDVERSION)' -o bin/pipe-static ./cmd/pipe
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags='-s -w' -o bin/gpucheck ./bench/cmd/gpucheck
 
-# gpu-smoke is the torch engine's first end-to-end check on one GPU, at most 8 minutes
-# (bench/gpu/smoke.sh says what it runs): it writes bench/gpu/<gpu>.json and its logs
-# to out/gpu-smoke. It needs bin/ from gpu-bundle and no Go; with no GPU it exits 2.
-gpu-smoke:
-	@if [ ! -x bin/pipe-static ] || [ ! -x bin/gpucheck ]; then \
-	  if command -v $(GO) >/dev/null 2>&1; then $(MAKE) gpu-bundle; \
-	  else echo "gpu-smoke: no Go here and no bin/; run make gpu-bundle on a machine with Go and bring bin/" >&2; exit 1; fi; \
+# gpu-smoke is the torch engine's end-to-end check on one GPU, at most 7 minutes
+# (bench/gpu/smoke.sh says what it runs): it writes bench/gpu/<gpu>.json, and packs its
+# work folder (out/gpu-smoke) into one file, $(GPU_SMOKE_PACK)/gpu-smoke.tar.gz, after
+# every step and on any exit. It needs bin/ from gpu-bundle and no Go; with no GPU it
+# exits 2. gpu-smoke-dry runs the same steps on the CPU at tiny sizes (SMOKE_DEVICE=cpu).
+GPU_SMOKE_PACK ?= out/gpu-smoke-pack
+gpu-smoke: gpu-bins
+	PY=$(GPU_PYTHON) SMOKE_PACK_DIR=$(GPU_SMOKE_PACK) bash bench/gpu/smoke.sh out/gpu-smoke
+
+# The dry run's sizes: two steps of each (one of them warm-up), ResNet-50 at batch 2;
+# its pack is out/gpu-smoke-dry-pack/gpu-smoke.tar.gz, its report stays in out/gpu-smoke-dry.
+gpu-smoke-dry: gpu-bins
+	SMOKE_DEVICE=cpu SMOKE_RESNET_BATCH=2 SMOKE_RESNET_STEPS=2 SMOKE_PLAIN_STEPS=1 SMOKE_PLAIN_WARMUP=1 \
+	  SMOKE_CHECK_STEPS=2 SMOKE_WARMUP=1 SMOKE_MLP_STEPS=2 SMOKE_STEPS=2 PY=$${PIPE_PYTHON:-$(GPU_PYTHON)} \
+	  SMOKE_PACK_DIR=out/gpu-smoke-dry-pack bash bench/gpu/smoke.sh out/gpu-smoke-dry
+
+# gpu-bins: bin/ from gpu-bundle where Go is (rebuilt, so never stale), else bin/ as brought.
+gpu-bins:
+	@if command -v $(GO) >/dev/null 2>&1; then $(MAKE) --no-print-directory gpu-bundle; \
+	elif [ ! -x bin/pipe-static ] || [ ! -x bin/gpucheck ]; then \
+	  echo "gpu-smoke: no Go here and no bin/; run make gpu-bundle on a machine with Go and bring bin/" >&2; exit 1; \
 	fi
-	PY=$(GPU_PYTHON) bash bench/gpu/smoke.sh out/gpu-smoke
 
 gpu-check:
 	@if command -v $(GO) >/dev/null 2>&1; then \

@@ -45,6 +45,14 @@ def steps(out):
     return rows
 
 
+def text(out, name):
+    try:
+        with open(os.path.join(out, name), errors="replace") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
 def log_lines(out, name, pattern, n=6):
     try:
         with open(os.path.join(out, name + ".log"), errors="replace") as f:
@@ -53,12 +61,17 @@ def log_lines(out, name, pattern, n=6):
         return []
 
 
-def count(out, pattern):
+def count(out, pattern, by=None):
+    """Lines matching pattern in every log; by, when given, gets each
+    log's own count."""
     n = 0
     for name in sorted(os.listdir(out)):
         if name.endswith(".log"):
             with open(os.path.join(out, name), errors="replace") as f:
-                n += sum(1 for ln in f if re.search(pattern, ln))
+                k = sum(1 for ln in f if re.search(pattern, ln))
+            n += k
+            if by is not None and k:
+                by[name[:-4]] = k
     return n
 
 
@@ -81,27 +94,31 @@ def run_row(out, name, st):
 def main():
     out, dest = sys.argv[1], sys.argv[2]
     st = steps(out)
+    breaks, recompiles = {}, {}
     env = last_json_line(os.path.join(out, "env.log")) or {}
-    smi = None
-    try:
-        with open(os.path.join(out, "nvidia-smi.txt")) as f:
-            smi = f.read().strip()
-    except OSError:
-        pass
-    rep = {"what": "make gpu-smoke (bench/gpu/smoke.sh)", "environment": env, "nvidia_smi": smi, "steps": st,
-           "gpucheck": load(os.path.join(out, "gpucheck.json")),
+    smi, machine, cache = text(out, "nvidia-smi.txt"), text(out, "machine.txt"), text(out, "inductor-cache.txt")
+    rep = {"what": "make gpu-smoke (bench/gpu/smoke.sh)", "environment": env, "nvidia_smi": smi, "machine": machine,
+           "steps": st, "gpucheck": load(os.path.join(out, "gpucheck.json")),
+           "h2d": load(os.path.join(out, "h2d.json")),
+           "mlp_split": load(os.path.join(out, "mlp_split.json")),
            "runs": {n: run_row(out, n, st) for n in ("fresh", "resume", "ckall")},
            # TORCH_LOGS=graph_breaks,recompiles: one header line per break
            # and per recompilation, the explanation lines after it.
-           "graph_breaks": count(out, r"\] Graph break (in user code|\(user stack)"),
-           "recompiles": count(out, r"\] Recompiling function")}
+           "graph_breaks": count(out, r"\] Graph break (in user code|\(user stack)", breaks),
+           "recompiles": count(out, r"\] Recompiling function", recompiles),
+           "graph_breaks_by_step": breaks, "recompiles_by_step": recompiles}
+    if cache:
+        rep["inductor_cache"] = cache
     rp = load(os.path.join(out, "resnet50_pipe.json"))
     pipe = rp[0] if isinstance(rp, list) and rp else {}
-    plain = load(os.path.join(out, "resnet50_plain.json")) or {}
-    rn = {"pipe": pipe, "plain": plain,
-          "measured_by": "host clock around torch.cuda.synchronize; pipe: gpucheck's timed steps, plain: resnet50_plain.py"}
-    if pipe.get("samples_per_second") and plain.get("images_per_second"):
-        rn["ratio"] = pipe["samples_per_second"] / plain["images_per_second"]
+    rn = {"pipe": pipe,
+          "measured_by": "host clock around torch.cuda.synchronize; pipe: gpucheck's timed steps, eager and "
+                         "compiled: resnet50_plain.py (step 1's and the steady steps' peaks apart)"}
+    for mode in ("eager", "compiled"):
+        plain = load(os.path.join(out, f"resnet50_{mode}.json")) or {}
+        rn[mode] = plain
+        if pipe.get("samples_per_second") and plain.get("images_per_second"):
+            rn["ratio_" + mode] = pipe["samples_per_second"] / plain["images_per_second"]
     rep["resnet50"] = rn
     if not rep["gpucheck"]:
         rep["gpucheck_errors"] = log_lines(out, "gpucheck", r"(?i)gpucheck:|error", 12)
@@ -117,9 +134,16 @@ def main():
     for n, s in st.items():
         print(f"  {n:15s} rc={s['rc']} {s['seconds']} s")
     print(f"  graph breaks {rep['graph_breaks']}, recompiles {rep['recompiles']}")
-    if "ratio" in rn:
-        print(f"  resnet50: pipe {pipe['samples_per_second']:.0f} images/s, plain {plain['images_per_second']:.0f}, "
-              f"ratio {rn['ratio']:.3f}")
+    for mode in ("eager", "compiled"):
+        if "ratio_" + mode in rn:
+            print(f"  resnet50: pipe {pipe['samples_per_second']:.1f} images/s, torchvision {mode} "
+                  f"{rn[mode]['images_per_second']:.1f}, ratio {rn['ratio_' + mode]:.3f}")
+        elif rn[mode].get("error") or rn[mode].get("unavailable"):
+            print(f"  resnet50 {mode}: {(rn[mode].get('error') or rn[mode]['unavailable'])[:160]}")
+    if rep["h2d"]:
+        print(f"  host to device: {rep['h2d'].get('path') or rep['h2d'].get('error')}")
+    for k, v in ((rep["mlp_split"] or {}).get("variants") or {}).items():
+        print(f"  mlp {k:14s} {v['ms_per_step']:.3f} ms a step ({v['host_ms_per_step']:.3f} ms queueing)")
     bad = [n for n, s in st.items() if s["rc"] not in (0, None)]
     return 1 if bad else 0
 

@@ -7,7 +7,7 @@
 // plan. It exits 1 when a model fails to build, train or measure. It needs
 // no cgo, so make gpu-bundle builds it statically for GPU machines.
 //
-//	gpucheck [-python python3] [-device cuda:0] [-steps 50] [-batch N] [-json FILE] FILE.pipe...
+//	gpucheck [-python python3] [-device cuda:0] [-steps 50] [-warmup 5] [-batch N] [-json FILE] [-spec-dir DIR] [-worker-log] FILE.pipe...
 //
 // What it compares: docs/design/gpu-check.md.
 package main
@@ -23,6 +23,8 @@ import (
 	"sort"
 	"strings"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"pipe/bench/torchspec"
 	"pipe/dataset"
@@ -56,6 +58,11 @@ type Result struct {
 	MaxReservedBytes        int64  `json:"max_reserved_bytes"`
 	MaxAllocatedBytes       int64  `json:"max_allocated_bytes"`
 	DeviceUsedBytes         int64  `json:"device_used_bytes"`
+	// Step1ReservedBytes and Step1AllocatedBytes are the allocator's
+	// peaks after the first step (its compile and cudnn.benchmark's
+	// trials): the peaks above are over every step, step 1's included.
+	Step1ReservedBytes  int64 `json:"step1_max_reserved_bytes,omitempty"`
+	Step1AllocatedBytes int64 `json:"step1_max_allocated_bytes,omitempty"`
 	// ErrorPercent is the total against MeasuredBytes (kept for older
 	// readers); ErrorReservedPercent the reserved estimate against
 	// max_memory_reserved, ErrorAllocatedPercent the allocated estimate
@@ -81,8 +88,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	python := fs.String("python", torch.PythonFor("", os.Getenv), "the Python with PyTorch")
 	device := fs.String("device", "cuda:0", "the device to plan and train on")
 	steps := fs.Int("steps", 50, "optimizer steps per example")
+	warm := fs.Int("warmup", 5, "of those, the untimed first ones")
 	jsonOut := fs.String("json", "", "also write the results as JSON here")
 	batch := fs.Int64("batch", 0, "plan with this batch instead of the file's (0: the file's)")
+	specDir := fs.String("spec-dir", "", "also write each example's worker spec (NAME.spec.json) and the worker's package here")
+	workerLog := fs.Bool("worker-log", false, "copy the workers' stderr (TORCH_LOGS's graph breaks and recompiles) to stderr")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -90,8 +100,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(files) == 0 {
 		files, _ = filepath.Glob("examples/*.pipe")
 	}
-	if len(files) == 0 || *steps < 6 {
-		fmt.Fprintln(stderr, "usage: gpucheck [-python P] [-device cuda:0] [-steps N >= 6] FILE.pipe... (default examples/*.pipe)")
+	if len(files) == 0 || *warm < 1 || *steps <= *warm {
+		fmt.Fprintln(stderr, "usage: gpucheck [-python P] [-device cuda:0] [-steps N] [-warmup W >= 1, < N] FILE.pipe... (default examples/*.pipe)")
 		return 2
 	}
 	info, err := torch.Probe(*python)
@@ -115,10 +125,25 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stdout, "; cuda:%d %s, %s, capability %s", i, g.Name, mib(g.Memory), g.Capability)
 	}
 	fmt.Fprintf(stdout, "\n%d optimizer steps an example on random batches of the plan's shapes\n\n", *steps)
+	if *specDir != "" {
+		// The package as this gpucheck embeds it, not an earlier one.
+		if err := os.RemoveAll(filepath.Join(*specDir, torch.PackageName)); err != nil {
+			fmt.Fprintln(stderr, "gpucheck:", err)
+			return 1
+		}
+		if _, err := torch.WriteScript(*specDir); err != nil {
+			fmt.Fprintln(stderr, "gpucheck:", err)
+			return 1
+		}
+	}
+	be := torch.Backend{Python: *python}
+	if *workerLog {
+		be.Log = hclog.New(&hclog.LoggerOptions{Name: "gpucheck", Level: hclog.Debug, Output: stderr})
+	}
 	var results []Result
 	failed := false
 	for _, f := range files {
-		r := check(f, *python, *device, *steps, *batch, host)
+		r := check(f, be, *device, *steps, *warm, *batch, host, *specDir)
 		if r.Error != "" {
 			failed = true
 			fmt.Fprintf(stderr, "gpucheck: %s: %s\n", f, r.Error)
@@ -140,7 +165,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 // check plans, builds, trains and measures one example.
-func check(path, python, device string, steps int, batch int64, host planner.HostInfo) (r Result) {
+func check(path string, be torch.Backend, device string, steps, warm int, batch int64, host planner.HostInfo, specDir string) (r Result) {
 	r = Result{Example: strings.TrimSuffix(filepath.Base(path), ".pipe"), Device: device, Steps: steps}
 	fail := func(err error) Result { r.Error = err.Error(); return r }
 	opts := []planner.Option{planner.WithDevice(device), planner.WithEngine(plan.EngineTorch), planner.WithHost(host)}
@@ -154,7 +179,12 @@ func check(path, python, device string, steps int, batch int64, host planner.Hos
 	p, g, cfg := ld.Plan, ld.Graph, ld.Config
 	r.Batch, r.Precision, r.EstimatedBytes = p.BatchSize, p.Precision.Compute, p.Memory.Total
 	r.EstimatedReservedBytes, r.EstimatedAllocatedBytes, r.PeakPhase = estimates(p.Memory)
-	m, err := (torch.Backend{Python: python}).Build(g, cfg)
+	if specDir != "" {
+		if err := writeSpec(filepath.Join(specDir, r.Example+".spec.json"), ld, device); err != nil {
+			return fail(err)
+		}
+	}
+	m, err := be.Build(g, cfg)
 	if err != nil {
 		return fail(fmt.Errorf("build: %w", err))
 	}
@@ -168,7 +198,6 @@ func check(path, python, device string, steps int, batch int64, host planner.Hos
 		batches[i] = dataset.RandomBatch(g.Input, g.OutShape(), cfg.Loss.Kind, int(p.BatchSize), uint64(i+1))
 	}
 	lr := p.Optimizer.LR
-	warm := 5
 	var t0 time.Time
 	for s := range steps {
 		if s == warm {
@@ -183,8 +212,13 @@ func check(path, python, device string, steps int, batch int64, host planner.Hos
 		if err := q.QueueStep(0, lr); err != nil {
 			return fail(err)
 		}
-		if _, err := q.Results(false); err != nil {
+		if _, err := q.Results(s == 0); err != nil {
 			return fail(err)
+		}
+		if s == 0 {
+			if dm, err := m.Capabilities().Devices.DeviceMemory(); err == nil && len(dm) > 0 {
+				r.Step1ReservedBytes, r.Step1AllocatedBytes = dm[0].MaxReserved, dm[0].MaxAllocated
+			}
 		}
 	}
 	if _, err := q.Results(true); err != nil {
@@ -217,6 +251,22 @@ func check(path, python, device string, steps int, batch int64, host planner.Hos
 		r.PlainSamplesPerSecond = float64(int64(len(ms))*p.BatchSize) / (sum / 1e3)
 	}
 	return r
+}
+
+// writeSpec writes the spec the worker builds the example from, for a
+// script that builds pipe's network in its own process beside a
+// hand-written one (bench/gpu/mlp_split.py).
+func writeSpec(path string, ld *torchspec.Model, device string) error {
+	s, err := torch.NewSpec(ld.Graph, ld.Config, ld.Plan.Optimizer.LR)
+	if err != nil {
+		return fmt.Errorf("spec: %w", err)
+	}
+	s.Engine.Device = device
+	b, err := json.MarshalIndent(s, "", " ")
+	if err != nil {
+		return fmt.Errorf("spec: %w", err)
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
 // estimates returns the plan's reserved and allocated memory at its peak
