@@ -61,7 +61,7 @@ cleanup() {
   if [ "$rc" != 0 ]; then
     echo "slurm.sh: failed; the daemons' logs:" >&2
     tail -n 20 "$tmp"/log/*.log >&2 2>/dev/null
-    for f in "$tmp"/job/slurm-*.out; do [ -f "$f" ] && { echo "==> $f"; grep -v "step:" "$f"; } >&2; done
+    for f in "$tmp"/job/slurm-*.out "$tmp"/job/out/slurm_test/runs/slurm-*.out; do [ -f "$f" ] && { echo "==> $f"; grep -v "step:" "$f"; } >&2; done
   fi
   rm -rf "$tmp"
   exit "$rc"
@@ -170,10 +170,17 @@ finish() {
   scontrol show job "$j" | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'
 }
 
+# log J: job J's output file: in the run folders' folder for the jobs of
+# the script pipe launch wrote (its --output), where sbatch puts it for
+# the others.
+log() {
+  if [ -f "out/slurm_test/runs/slurm-$1.out" ]; then echo "out/slurm_test/runs/slurm-$1.out"; else echo "slurm-$1.out"; fi
+}
+
 # reach J TEXT: waits until job J's output says TEXT.
 reach() {
   for _ in $(seq 1200); do
-    grep -q "$2" "slurm-$1.out" 2>/dev/null && return
+    grep -q "$2" "$(log "$1")" 2>/dev/null && return
     sleep 0.1
   done
   fail "job $1 never said $2"
@@ -208,7 +215,7 @@ sc=$(finish "$jc")
 jd=$(sbatch --parsable -n 1 --cpus-per-task=1 --wrap "$PIPE run --engine torch --nproc-per-node 1 --batch 16 --python $PY --run-id slurm-$jc --max-steps 80 tiny.pipe")
 jobs_submitted+=("$jd")
 sd=$(finish "$jd")
-out=$(cat slurm-"$ja".out)
+out=$(cat "$(log "$ja")")
 restarts=$(scontrol show job "$ja" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
 [ "$sb" = COMPLETED ] || fail "job $jb (uninterrupted) ended $sb"
 [ "$sa" = COMPLETED ] || fail "job $ja (signalled) ended $sa"
@@ -223,15 +230,16 @@ grep -q "checkpoint: path=$runs/slurm-$ja/last.ckpt reason=interrupt" <<<"$out" 
   fail "no checkpoint written when job $ja was signalled"
 echo "slurm.sh: jobs $ja and $jb side by side; $ja signalled (USR1), stopped at step $at, requeued, held until $jb was the latest run, resumed its own; both completed in $((SECONDS - t0)) s"
 [ "$sc" = COMPLETED ] || fail "job $jc (one task, --nproc-per-node 2) ended $sc"
-grep -q "process_group gloo, rank 0 of 2" slurm-"$jc".out || fail "job $jc did not start two workers"
+grep -q "process_group gloo, rank 0 of 2" "$(log "$jc")" || fail "job $jc did not start two workers"
 [ "$sd" = COMPLETED ] || fail "job $jd (one rank continuing $jc's two) ended $sd"
-grep -q "the checkpoint's step is split differently" slurm-"$jd".out || fail "job $jd did not say its step is split otherwise"
+grep -q "the checkpoint's step is split differently" "$(log "$jd")" || fail "job $jd did not say its step is split otherwise"
 
 # Each job's run folder holds its own run, recorded as its; nothing else.
 for j in "$ja" "$jb" "$jc"; do
   [ "$(cat "$runs/slurm-$j/job" 2>/dev/null)" = "slurm-$j" ] || fail "$runs/slurm-$j records job $(cat "$runs/slurm-$j/job" 2>/dev/null)"
 done
-folders=$(ls -A "$runs" | sort | tr '\n' ' ')
+folders=$(find "$runs" -mindepth 1 -maxdepth 1 -type d -printf '%f\n' | sort | tr '\n' ' ')
+[ -f "$runs/slurm-$ja.out" ] || fail "job $ja's output is not in $runs (the script's --output)"
 [ "$folders" = "$(printf '%s\n' "slurm-$ja" "slurm-$jb" "slurm-$jc" | sort | tr '\n' ' ')" ] || fail "run folders: $folders"
 
 # The resumed run's report against the uninterrupted one's, and the
