@@ -1,10 +1,6 @@
 package torch
 
-import (
-	"sync"
-
-	"pipe/engine"
-)
+import "pipe/engine"
 
 // Capabilities implements engine.Model: queued steps, the devices' own
 // memory figures, how the plan was applied, gan mode in the worker, the
@@ -30,20 +26,7 @@ func (m *model) Lost() <-chan struct{} { return m.died }
 // Kill implements engine.Liveness: every worker's process group gets
 // SIGKILL (a stopped process dies of it too); their exits close died and
 // fail the calls waiting on them.
-func (m *model) Kill() {
-	var wg sync.WaitGroup
-	for _, w := range m.workers {
-		if w == nil {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.kill()
-		}()
-	}
-	wg.Wait()
-}
+func (m *model) Kill() { m.everyWorker((*worker).kill) }
 
 // StopTogether implements engine.Stopper: every local rank waits at the
 // stop group's barrier (sent to all before any reply is read, as local

@@ -480,18 +480,7 @@ func (m *model) Close() error {
 	if m.stallTick != nil {
 		m.stallTick.Stop()
 	}
-	var wg sync.WaitGroup
-	for _, w := range m.workers {
-		if w == nil {
-			continue
-		}
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			w.close()
-		}()
-	}
-	wg.Wait()
+	m.everyWorker((*worker).close)
 	for _, ws := range m.ws {
 		if ws != nil {
 			ws.in.close()
@@ -534,4 +523,21 @@ func seconds(d, def time.Duration) int {
 		d = def
 	}
 	return max(int(d/time.Second), 1)
+}
+
+// everyWorker runs f on every started worker at once and waits for all:
+// closing or killing them one after another would add their waits up.
+func (m *model) everyWorker(f func(*worker)) {
+	var wg sync.WaitGroup
+	for _, w := range m.workers {
+		if w == nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			f(w)
+		}()
+	}
+	wg.Wait()
 }
