@@ -106,6 +106,7 @@ func build(g *stdlib.Graph, cfg engine.Config, paramsOnly bool) (*model, error) 
 	}
 	m.gradFlags()
 	m.allocParams(states)
+	m.deadGrads = deadParams(g, m.params)
 	if paramsOnly {
 		return m, nil
 	}
@@ -117,6 +118,23 @@ func build(g *stdlib.Graph, cfg engine.Config, paramsOnly bool) (*model, error) 
 	m.allocScratch()
 	m.train = m.buildTrain(cfg.Batch)
 	return m, nil
+}
+
+// deadParams are the parameters among ps that g.ZeroGradients names: their
+// computed gradient is rounding noise, which Adam would turn into steps
+// of random sign (docs/design/zero-gradients.md).
+func deadParams(g *stdlib.Graph, ps []*param) []*param {
+	dead := map[string]bool{}
+	for _, name := range g.ZeroGradients() {
+		dead[name] = true
+	}
+	var out []*param
+	for _, p := range ps {
+		if dead[p.name] {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // fusionGroups resolves the plan's groups to node IDs, keeping those this

@@ -138,8 +138,11 @@ type model struct {
 
 	params  []*param // trainable, in order
 	buffers []*param // running statistics
-	flat    flatState
-	bns     []*bnState
+	// deadGrads are the parameters whose gradient is zero in exact
+	// arithmetic (Graph.ZeroGradients); each backward pass zeroes theirs.
+	deadGrads []*param
+	flat      flatState
+	bns       []*bnState
 	// decls are package weights' tensors of the graph, by name.
 	decls map[string]weights.Tensor
 	opt   optimizer
@@ -543,6 +546,9 @@ func (m *model) runBackward(s *sched, n int) {
 			}
 			p.span(ev.u, ph, t0)
 		}
+	}
+	for _, p := range m.deadGrads {
+		clear(p.grad)
 	}
 	m.microStep++
 }

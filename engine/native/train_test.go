@@ -5,6 +5,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -125,5 +127,59 @@ func TestFashionMNIST(t *testing.T) {
 		steps, trainTime.Round(time.Millisecond), float64(trainTime.Milliseconds())/float64(steps), first, last, acc, loss/float64(total), total, time.Since(start).Round(time.Millisecond))
 	if acc <= 0.85 {
 		t.Errorf("test accuracy %.4f after one epoch, want > 0.85", acc)
+	}
+}
+
+// TestDeadShiftsStayPut: the shifts whose gradient is zero in exact
+// arithmetic (Graph.ZeroGradients: a conv bias before a batchnorm, a
+// batchnorm shift through a 1x1 conv into another, a dense bias before a
+// batchnorm) get an exact zero gradient, fused or not, so Adam leaves
+// them where they are; Adam's L2 weight decay still moves the nonzero
+// ones, as in exact arithmetic.
+func TestDeadShiftsStayPut(t *testing.T) {
+	g := graphOf(t, "input [3, 8, 8]\nconv 8 k3 pad1 -> batchnorm -> conv 8 k1 bias false -> batchnorm -> relu -> gap -> dense 6 -> batchnorm -> relu -> dense 3")
+	dead := g.ZeroGradients()
+	if want := "conv1.bias batchnorm1.bias dense1.bias"; strings.Join(dead, " ") != want {
+		t.Fatalf("ZeroGradients = %v, want %s", dead, want)
+	}
+	for _, c := range []struct {
+		name  string
+		fused bool
+		wd    float64
+	}{{"unfused", false, 0}, {"fused", true, 0}, {"weight decay", false, 0.1}} {
+		t.Run(c.name, func(t *testing.T) {
+			cfg := cfgOf(4, "cross_entropy", "adam")
+			cfg.Optimizer.WeightDecay = c.wd
+			if c.fused {
+				cfg.Fusion = fuseAll(g)
+			}
+			m := mustBuild(t, g, cfg)
+			start := m.State()
+			for step := range 4 {
+				m.ZeroGrad()
+				if _, err := m.TrainStep(randomBatch(m, 4, uint64(step+1)), 1); err != nil {
+					t.Fatal(err)
+				}
+				for _, p := range m.params {
+					if slices.Contains(dead, p.name) && slices.ContainsFunc(p.grad, func(v float32) bool { return v != 0 }) {
+						t.Fatalf("step %d: %s has gradient %v", step+1, p.name, p.grad)
+					}
+				}
+				if err := m.Step(1e-2); err != nil {
+					t.Fatal(err)
+				}
+			}
+			st := m.State()
+			for _, x := range start.Tensors {
+				if strings.HasPrefix(x.Name, "optimizer.") || strings.Contains(x.Name, "running") {
+					continue
+				}
+				moved := !slices.Equal(x.Data, st.Lookup(x.Name).Data)
+				decays := c.wd > 0 && slices.ContainsFunc(x.Data, func(v float32) bool { return v != 0 })
+				if want := !slices.Contains(dead, x.Name) || decays; moved != want {
+					t.Errorf("%s moved %t, want %t", x.Name, moved, want)
+				}
+			}
+		})
 	}
 }
