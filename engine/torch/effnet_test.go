@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"pipe/dataset"
+	"pipe/engine"
 	"pipe/engine/native"
 	"pipe/internal/progtest"
 	"pipe/internal/torchtest"
@@ -139,4 +140,73 @@ func torchvisionTensors(t *testing.T, py, script string, args ...string) map[str
 		tv[e.Name] = v
 	}
 	return tv
+}
+
+// TestEfficientNetDeadShiftsStayPut: efficientnet_b0 (dropout and
+// drop_path 0) trains five Adam steps on either engine from the same
+// state, each engine on its own (no state passed between them). The 16
+// shifts whose gradient is zero in exact arithmetic (Graph.ZeroGradients)
+// stay where they started on both, their Adam moments at zero: before the
+// engines zeroed those gradients, Adam stepped on their rounding noise.
+// The first losses agree within lossTol; the later ones are logged, not
+// held: free float32 runs part ways (docs/design/zero-gradients.md).
+func TestEfficientNetDeadShiftsStayPut(t *testing.T) {
+	py := testPython(t)
+	src := "pipeline e\nsource d synthetic { samples 8  shape [3, 64, 64]  classes 10 }\nmodel m {\n  input [3, 64, 64]\n  efficientnet_b0 classes 10  dropout 0  drop_path 0\n}\ntrain { epochs 1  batch 2  optimizer adam lr 1e-3  loss cross_entropy  checkpoint none }\n"
+	prog, p, g := loadSrc(t, "effnet_free.pipe", []byte(src))
+	dead := g.ZeroGradients()
+	if len(dead) != 16 {
+		t.Fatalf("ZeroGradients names %d shifts, want efficientnet_b0's 16: %v", len(dead), dead)
+	}
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
+	cfg.Batch, cfg.Threads, cfg.Checkpoint = 2, 2, nil
+	nm, err := native.Backend{}.Build(g, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nm.Close()
+	tm := buildTorch(t, g, cfg, Backend{Python: py})
+	start := nm.State()
+	if err := tm.SetState(start); err != nil {
+		t.Fatal(err)
+	}
+	engines := []engine.Model{nm, tm}
+	for step := range 5 {
+		b := randomBatch(g, cfg.Loss.Kind, cfg.Batch, uint64(step+1))
+		var losses [2]float64
+		for i, m := range engines {
+			m.ZeroGrad()
+			l, err := m.TrainStep(b, 1)
+			if err != nil {
+				t.Fatalf("step %d: %v", step+1, err)
+			}
+			if err := m.Step(1e-3); err != nil {
+				t.Fatal(err)
+			}
+			losses[i] = l
+		}
+		d := math.Abs(losses[1]-losses[0]) / math.Abs(losses[0])
+		t.Logf("step %d: loss native %.8g, torch %.8g (%.2e)", step+1, losses[0], losses[1], d)
+		if step == 0 && d > lossTol {
+			t.Errorf("step 1: loss native %.8g, torch %.8g (relative difference %.2e > %.0e)", losses[0], losses[1], d, lossTol)
+		}
+	}
+	for i, m := range engines {
+		st := m.State()
+		for _, name := range dead {
+			x0, x := start.Lookup(name), st.Lookup(name)
+			m1 := st.Lookup("optimizer." + name + ".exp_avg")
+			if x0 == nil || x == nil || m1 == nil {
+				t.Fatalf("%s or its exp_avg is missing", name)
+			}
+			var moved, mom float64
+			for j, v := range x0.Data {
+				moved = math.Max(moved, math.Abs(float64(x.Data[j]-v)))
+				mom = math.Max(mom, math.Abs(float64(m1.Data[j])))
+			}
+			if moved != 0 || mom != 0 {
+				t.Errorf("%s: %s moved by up to %.3g (exp_avg up to %.3g); its gradient is zero", []string{"native", "torch"}[i], name, moved, mom)
+			}
+		}
+	}
 }

@@ -9,7 +9,7 @@ import (
 
 // SpecVersion is the version of the Spec format; the worker reads it from
 // the generated pipe_torch/protocol.py and refuses others.
-const SpecVersion = 2
+const SpecVersion = 3
 
 // Spec is a model as the worker (pipe_torch/net.py) builds it: pipe's graph
 // node by node, the loss, the optimizer, the checkpoint segments and the
@@ -40,6 +40,11 @@ type Spec struct {
 	// Segments are the plan's checkpoint segments, node IDs, both ends
 	// included.
 	Segments []Segment `json:"segments"`
+	// ZeroGrad names the parameters whose gradient is zero in exact
+	// arithmetic (stdlib's Graph.ZeroGradients): after each backward pass
+	// the worker sets theirs to zero, as the native engine does, rather
+	// than let the optimizer step on rounding noise.
+	ZeroGrad []string `json:"zero_grad"`
 	// Engine is how the plan is applied.
 	Engine Engine `json:"engine"`
 
@@ -199,6 +204,7 @@ func NewSpec(g *stdlib.Graph, cfg engine.Config, lr float64) (*Spec, error) {
 		Optimizer: Optimizer{Kind: o.Kind, LR: lr, Momentum: o.Momentum, Nesterov: o.Nesterov,
 			WeightDecay: o.WeightDecay, Beta1: o.Beta1, Beta2: o.Beta2, Eps: o.Eps},
 		Segments: []Segment{},
+		ZeroGrad: append([]string{}, g.ZeroGradients()...),
 	}
 	if s.Optimizer.Kind == "" {
 		s.Optimizer.Kind = "adam"

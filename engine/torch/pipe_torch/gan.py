@@ -6,7 +6,7 @@ import math
 import torch
 
 from .losses import compute_loss, gan_loss
-from .net import Net, state_names
+from .net import Net, dead_params, state_names, zero_dead
 from .protocol import GAN_PREFIX
 from .wire import Failure
 
@@ -23,7 +23,7 @@ class GANMixin:
     weight x that term plus l1 x the L1 distance. The step steps D, then G
     when it trained."""
 
-    GAN_SWAP = ("net", "model", "names", "opt", "spec", "step_no", "micro", "seed", "fused", "compiled",
+    GAN_SWAP = ("net", "model", "names", "dead", "opt", "spec", "step_no", "micro", "seed", "fused", "compiled",
                 "dropout", "loss_kind", "out_shape", "input_shape", "ends_sigmoid")
 
     def swap(self):
@@ -41,8 +41,9 @@ class GANMixin:
         spec, st = msg["spec"], msg["gan"]
         net = Net(spec).to(self.device)
         net.train()
-        g = {"net": net, "model": net, "names": state_names(spec, net), "opt": None, "spec": spec, "step_no": 0,
-             "micro": 0, "seed": int(spec.get("seed", 0)), "fused": False, "compiled": None,
+        names = state_names(spec, net)
+        g = {"net": net, "model": net, "names": names, "dead": dead_params(spec, names), "opt": None, "spec": spec,
+             "step_no": 0, "micro": 0, "seed": int(spec.get("seed", 0)), "fused": False, "compiled": None,
              "dropout": any(n["op"] == "dropout" and n["args"]["p"] > 0 for n in spec["nodes"]),
              "loss_kind": spec["loss"], "out_shape": spec["out_shape"], "input_shape": spec["input"],
              "ends_sigmoid": False, "conditional": bool(st["conditional"]), "adversarial": st["adversarial"],
@@ -107,6 +108,8 @@ class GANMixin:
         finally:
             for p in d.parameters():
                 p.requires_grad_(True)
+        zero_dead(self.dead)
+        zero_dead(g["dead"])
         self.phase = None
         g["micro"] += 3
         if trains:

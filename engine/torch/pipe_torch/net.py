@@ -204,3 +204,17 @@ def state_names(spec, net):
                 continue
             names[n["name"] + "." + pname] = t
     return names
+
+
+def dead_params(spec, names):
+    """The parameters the spec's zero_grad names, whose gradient is zero in
+    exact arithmetic: zero_dead sets theirs to zero after each backward
+    pass, as the native engine does, so that the optimizer does not step
+    on rounding noise (docs/design/zero-gradients.md)."""
+    return [names[n] for n in (spec.get("zero_grad") or []) if isinstance(names.get(n), nn.Parameter)]
+
+
+def zero_dead(params):
+    for p in params:
+        if p.grad is not None:
+            p.grad.zero_()

@@ -7,7 +7,7 @@ float, bool and str are the scalars); REQUESTS and REPLIES name each
 command's argument and reply structs, FAILURE a failed reply's."""
 
 PROTOCOL = 4
-SPEC_VERSION = 2
+SPEC_VERSION = 3
 GAN_PREFIX = "discriminator."
 KINDS = ("error", "no-torch", "oom", "nonfinite", "unsupported", "bad-batch", "skipped")
 
@@ -246,6 +246,7 @@ STRUCTS = {
         "nodes": "[]Node",
         "seed": "int",
         "segments": "[]Segment",
+        "zero_grad": "[]str",
         "engine": "Engine",
         "data": "str",
         "tensors": "[]TensorRef",

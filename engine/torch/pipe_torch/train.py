@@ -7,6 +7,7 @@ import torch
 import torch.nn as nn
 
 from .losses import compute_loss, masked_count
+from .net import zero_dead
 from .timer import Timer
 from .wire import Failure
 
@@ -89,6 +90,7 @@ class TrainMixin:
             loss, v = self.compiled_step(run)
         else:
             loss, v = run(self.model)  # profiled: eager, node by node
+        zero_dead(self.dead)
         self.phase = None
         self.micro += 1
         if self.dist and self.world > 1:

@@ -12,7 +12,7 @@ from .compiled import CompileMixin, version_tuple
 from .export import ExportMixin
 from .gan import GANMixin
 from .measure import MeasureMixin, is_oom
-from .net import Net, make_optimizer, module_key, state_names
+from .net import Net, dead_params, make_optimizer, module_key, state_names
 from .readback import Readback
 from .rendezvous import meet
 from .scaler import make_scaler
@@ -179,6 +179,7 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
             self.applied["channels_last"] = "on"
         self.net = net
         self.names = state_names(self.spec, net)
+        self.dead = dead_params(spec, self.names)
         self.model = net
         if self.dist:
             from torch.nn.parallel import DistributedDataParallel as DDP
