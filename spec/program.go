@@ -185,6 +185,16 @@ func (p *Program) Source(name string) *Source {
 	return nil
 }
 
+// DeviceNamed returns the device block with the given name, or nil.
+func (p *Program) DeviceNamed(name string) *Device {
+	for _, d := range p.Devices {
+		if d.Name == name {
+			return d
+		}
+	}
+	return nil
+}
+
 // Model returns the model with the given name, or nil.
 func (p *Program) Model(name string) *Model {
 	for _, m := range p.Models {

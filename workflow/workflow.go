@@ -97,7 +97,12 @@ func (w *Workflow) hostInfo() planner.HostInfo {
 // Devices lists the devices a plan can target on this machine: the
 // host's, the built-in profiles and prog's device blocks (prog may be nil).
 func (w *Workflow) Devices(prog *lang.Program) []plan.Device {
-	return planner.Devices(prog, w.hostInfo())
+	var sp *spec.Program
+	if prog != nil {
+		dec, _ := decode(prog)
+		sp = specOf(dec)
+	}
+	return planner.Devices(sp, w.hostInfo())
 }
 
 // Request is what a command asks to plan: the flags that override the
