@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"pipe/diag"
-	"pipe/lang"
 	"pipe/planner/plan"
 	"pipe/stdlib"
 )
@@ -686,21 +685,18 @@ func (pl *planner) staticBatch(s batchSpec) (accum int64) {
 // CheckStatic reports the planner's findings that need no device: a
 // batch and an effective_batch that cannot go together, a train block
 // that does not say which of several models it trains, a path at a URL
-// pipe cannot serve (stdlib.CheckLocations). pipe check runs it after lang.Check, so that check reports every mistake pipe plan
-// would report on any device.
-func CheckStatic(prog *lang.Program) diag.Diagnostics {
+// pipe cannot serve (stdlib.CheckLocations). pipe check runs it on the
+// decoded program, so that check reports every mistake pipe plan would
+// report on any device.
+func CheckStatic(prog *stdlib.Program) diag.Diagnostics {
 	if prog == nil {
 		return nil
 	}
-	dec, ds := stdlib.Decode(prog)
-	if ds.HasErrors() {
-		return ds
-	}
-	pl := newPlanner(dec, config{}, HostInfo{})
+	pl := newPlanner(prog, config{}, HostInfo{})
 	pl.plan = &plan.Plan{}
-	pl.diags = append(pl.diags, stdlib.CheckLocations(dec.Spec)...)
+	pl.diags = append(pl.diags, stdlib.CheckLocations(prog.Spec)...)
 	pl.setTrain()
-	if len(dec.Spec.Models) > 0 {
+	if len(prog.Spec.Models) > 0 {
 		pl.pickModel()
 	}
 	pl.staticBatch(pl.batchSpec())

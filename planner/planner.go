@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"pipe/diag"
-	"pipe/lang"
 	"pipe/planner/cost"
 	"pipe/planner/plan"
 	"pipe/spec"
@@ -31,7 +30,7 @@ const CodeCancelled = "cancelled"
 // warnings for fallbacks, an error with code CodeNoFit when the memory does
 // not fit, other errors when the program cannot be planned (the plan is
 // then nil or partial).
-func Plan(prog *lang.Program, opts ...Option) (*plan.Plan, diag.Diagnostics) {
+func Plan(prog *stdlib.Program, opts ...Option) (*plan.Plan, diag.Diagnostics) {
 	var cfg config
 	for _, o := range opts {
 		o(&cfg)
@@ -41,11 +40,7 @@ func Plan(prog *lang.Program, opts ...Option) (*plan.Plan, diag.Diagnostics) {
 		h := *cfg.host
 		host = func() HostInfo { return h }
 	}
-	dec, ds := stdlib.Decode(prog)
-	if ds.HasErrors() {
-		return nil, ds
-	}
-	pl := newPlanner(dec, cfg, host())
+	pl := newPlanner(prog, cfg, host())
 	if err := pl.runUntilStopped(); err != nil {
 		return nil, diag.Diagnostics{&diag.Diagnostic{Severity: diag.Error, Code: CodeCancelled, Summary: "planning was cancelled",
 			Detail: fmt.Sprintf("The planner stopped before it finished (%v), so there is no plan.", err)}}
