@@ -37,20 +37,16 @@ type AutoSetting interface {
 	SetWritten(at diag.Range, auto bool, min, max *float64) any
 }
 
-// autoSetting is fv as an AutoSetting, allocating it when fv is a nil
-// pointer; nil when fv's type is not one.
+// autoSetting is fv, whose type isAutoSetting, as an AutoSetting,
+// allocating it when fv is a nil pointer.
 func autoSetting(fv reflect.Value) AutoSetting {
-	if fv.Kind() == reflect.Pointer {
-		if _, ok := reflect.New(fv.Type().Elem()).Interface().(AutoSetting); !ok {
-			return nil
-		}
-		if fv.IsNil() {
-			fv.Set(reflect.New(fv.Type().Elem()))
-		}
-		return fv.Interface().(AutoSetting)
+	if fv.Kind() != reflect.Pointer {
+		return fv.Addr().Interface().(AutoSetting)
 	}
-	a, _ := fv.Addr().Interface().(AutoSetting)
-	return a
+	if fv.IsNil() {
+		fv.Set(reflect.New(fv.Type().Elem()))
+	}
+	return fv.Interface().(AutoSetting)
 }
 
 // isAutoSetting reports whether a field of type t decodes as an
@@ -84,25 +80,8 @@ func decodeStruct(b *Block, in string, sv reflect.Value, ds *diag.Diagnostics) {
 			continue
 		}
 		fv := sv.Field(i)
-		if isAutoSetting(sf.Type) {
-			val := f.First()
-			if arg != "" {
-				val = f.Args[arg]
-			}
-			if val == nil {
-				continue
-			}
-			slot := autoSetting(fv).SetWritten(val.Range, val.Auto, val.AutoMin, val.AutoMax)
-			if val.Auto {
-				continue
-			}
-			if err := setValue(reflect.ValueOf(slot).Elem(), val); err != nil {
-				*ds = append(*ds, diag.Errorf(val.Range, "decode", fmt.Sprintf("cannot decode %s", tag),
-					"%v; the schema and the spec of %s %s disagree.", err, b.Kind, b.Name()))
-			}
-			continue
-		}
-		if in == "" && arg == "" && sf.Type.Kind() == reflect.Pointer && sf.Type.Elem().Kind() == reflect.Struct {
+		auto := isAutoSetting(sf.Type)
+		if !auto && in == "" && arg == "" && sf.Type.Kind() == reflect.Pointer && sf.Type.Elem().Kind() == reflect.Struct {
 			p := reflect.New(sf.Type.Elem())
 			decodeStruct(b, name, p.Elem(), ds)
 			fv.Set(p)
@@ -112,7 +91,14 @@ func decodeStruct(b *Block, in string, sv reflect.Value, ds *diag.Diagnostics) {
 		if arg != "" {
 			val = f.Args[arg]
 		}
-		if val == nil || val.Auto {
+		if val == nil {
+			continue
+		}
+		if auto {
+			slot := autoSetting(fv).SetWritten(val.Range, val.Auto, val.AutoMin, val.AutoMax)
+			fv = reflect.ValueOf(slot).Elem()
+		}
+		if val.Auto {
 			continue
 		}
 		if err := setValue(fv, val); err != nil {
