@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"pipe/engine/costs"
+	"pipe/internal/progtest"
 	"pipe/lang"
 	"pipe/planner"
 	"pipe/planner/plan"
@@ -49,7 +50,7 @@ func planSource(t testing.TB, name string, src []byte, opts ...planner.Option) *
 	if ds = append(ds, cds...); ds.HasErrors() {
 		t.Fatalf("%s:\n%v", name, ds)
 	}
-	p, pds := planner.Plan(prog, append([]planner.Option{planner.WithCosts(costs.Engines()...), planner.WithHost(host), planner.WithSource(src)}, opts...)...)
+	p, pds := planner.Plan(progtest.Decoded(t, prog), append([]planner.Option{planner.WithCosts(costs.Engines()...), planner.WithHost(host), planner.WithSource(src)}, opts...)...)
 	if pds.HasErrors() {
 		t.Fatalf("%s:\n%v", name, pds)
 	}
@@ -130,9 +131,10 @@ func BenchmarkPlan200Layers(b *testing.B) {
 		if ds.HasErrors() {
 			b.Fatal(ds)
 		}
+		dec := progtest.Decoded(b, prog)
 		b.Run(dev, func(b *testing.B) {
 			for b.Loop() {
-				if _, ds := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithHost(host), planner.WithSource(src)); ds.HasErrors() {
+				if _, ds := planner.Plan(dec, planner.WithCosts(costs.Engines()...), planner.WithHost(host), planner.WithSource(src)); ds.HasErrors() {
 					b.Fatal(ds)
 				}
 			}

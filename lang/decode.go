@@ -15,8 +15,10 @@ import (
 // when the block gives field name, and its own tags name that field's
 // arguments. What the block does not give, and an auto value (left for
 // the consumer to decide), leaves the Go field as it was: nil, or the
-// default the caller set. A value that does not fit its Go field (a
-// schema and its spec out of step) is an error diagnostic at the value.
+// default the caller set; a field whose pointer is an AutoSetting
+// (spec.Auto) records auto, or the value, and where it was written. A
+// value that does not fit its Go field (a schema and its spec out of
+// step) is an error diagnostic at the value.
 func Decode(b *Block, v any) diag.Diagnostics {
 	rv := reflect.ValueOf(v)
 	if rv.Kind() != reflect.Pointer || rv.IsNil() || rv.Elem().Kind() != reflect.Struct {
@@ -25,6 +27,36 @@ func Decode(b *Block, v any) diag.Diagnostics {
 	var ds diag.Diagnostics
 	decodeStruct(b, "", rv.Elem(), &ds)
 	return ds
+}
+
+// AutoSetting is a Go field that takes a setting written as a value or
+// as auto (spec.Auto, through a pointer to it): SetWritten records where
+// and whether as auto, with auto's bounds, and returns the pointer the
+// value is stored in. lang names the interface so as not to import spec.
+type AutoSetting interface {
+	SetWritten(at diag.Range, auto bool, min, max *float64) any
+}
+
+// autoSetting is fv, whose type isAutoSetting, as an AutoSetting,
+// allocating it when fv is a nil pointer.
+func autoSetting(fv reflect.Value) AutoSetting {
+	if fv.Kind() != reflect.Pointer {
+		return fv.Addr().Interface().(AutoSetting)
+	}
+	if fv.IsNil() {
+		fv.Set(reflect.New(fv.Type().Elem()))
+	}
+	return fv.Interface().(AutoSetting)
+}
+
+// isAutoSetting reports whether a field of type t decodes as an
+// AutoSetting.
+func isAutoSetting(t reflect.Type) bool {
+	if t.Kind() != reflect.Pointer {
+		t = reflect.PointerTo(t)
+	}
+	_, ok := reflect.New(t.Elem()).Interface().(AutoSetting)
+	return ok
 }
 
 // decodeStruct fills sv's tagged fields from b: from the fields the tags
@@ -48,7 +80,8 @@ func decodeStruct(b *Block, in string, sv reflect.Value, ds *diag.Diagnostics) {
 			continue
 		}
 		fv := sv.Field(i)
-		if in == "" && arg == "" && sf.Type.Kind() == reflect.Pointer && sf.Type.Elem().Kind() == reflect.Struct {
+		auto := isAutoSetting(sf.Type)
+		if !auto && in == "" && arg == "" && sf.Type.Kind() == reflect.Pointer && sf.Type.Elem().Kind() == reflect.Struct {
 			p := reflect.New(sf.Type.Elem())
 			decodeStruct(b, name, p.Elem(), ds)
 			fv.Set(p)
@@ -58,7 +91,14 @@ func decodeStruct(b *Block, in string, sv reflect.Value, ds *diag.Diagnostics) {
 		if arg != "" {
 			val = f.Args[arg]
 		}
-		if val == nil || val.Auto {
+		if val == nil {
+			continue
+		}
+		if auto {
+			slot := autoSetting(fv).SetWritten(val.Range, val.Auto, val.AutoMin, val.AutoMax)
+			fv = reflect.ValueOf(slot).Elem()
+		}
+		if val.Auto {
 			continue
 		}
 		if err := setValue(fv, val); err != nil {

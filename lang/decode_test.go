@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"pipe/lang"
+	"pipe/spec"
 )
 
 // TestDecode fills tagged structs from checked blocks: main arguments,
@@ -65,5 +66,36 @@ func TestDecode(t *testing.T) {
 	}
 	if ds := lang.Decode(p.Block("source"), bad); !ds.HasErrors() {
 		t.Error("Decode took a struct that is not a pointer")
+	}
+}
+
+// TestDecodeAuto: a spec.Auto field records auto with its bounds, or the
+// value written, with the value's range; a setting left out stays nil.
+func TestDecodeAuto(t *testing.T) {
+	src := "source s csv {\n  path \"a.csv\"\n  label y\n}\n" + "model m {\n  input [2]\n  dense 1\n}\n" +
+		"train {\n  epochs 1\n  batch auto(min 8 max 64)\n  workers 3\n}\n"
+	p, ds := check("a.pipe", []byte(src))
+	if ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	var tr struct {
+		Batch    *spec.Auto[int64] `pipe:"batch"`
+		Workers  *spec.Auto[int64] `pipe:"workers"`
+		Prefetch *spec.Auto[int64] `pipe:"prefetch"`
+	}
+	if ds := lang.Decode(p.Block("train"), &tr); len(ds) > 0 {
+		t.Fatal(ds)
+	}
+	if tr.Batch == nil || !tr.Batch.IsAuto || tr.Batch.Min == nil || *tr.Batch.Min != 8 || tr.Batch.Max == nil || *tr.Batch.Max != 64 {
+		t.Errorf("batch auto(min 8 max 64) decoded as %+v", tr.Batch)
+	}
+	if _, ok := tr.Batch.Fixed(); ok {
+		t.Error("batch auto decoded as fixed")
+	}
+	if n, ok := tr.Workers.Fixed(); !ok || n != 3 || tr.Workers.Range.Start.Line != 12 || tr.Workers.Range.Start.Column != 11 {
+		t.Errorf("workers 3 decoded as %+v", tr.Workers)
+	}
+	if tr.Prefetch != nil || tr.Prefetch.At() != nil {
+		t.Errorf("prefetch, left out, decoded as %+v", tr.Prefetch)
 	}
 }

@@ -7,6 +7,7 @@ import (
 
 	"pipe/diag"
 	"pipe/engine/costs"
+	"pipe/internal/progtest"
 	"pipe/lang"
 	"pipe/planner"
 	"pipe/stdlib"
@@ -17,7 +18,7 @@ import (
 func TestHoverFromThePlanner(t *testing.T) {
 	host := planner.HostInfo{MemTotal: 64 << 30, MemAvailable: 32 << 30, Cores: 8}
 	plan := func(ctx context.Context, p *lang.Program) (*Costs, diag.Diagnostics) {
-		pl, ds := planner.Plan(p, planner.WithCosts(costs.Engines()...), planner.WithHost(host))
+		pl, ds := planner.Plan(progtest.Decoded(t, p), planner.WithCosts(costs.Engines()...), planner.WithHost(host))
 		return CostsFromPlan(p, pl), ds
 	}
 	a := &analyzer{schema: stdlib.Schema(), planner: plan, log: testAnalyzer(t).log}
@@ -51,7 +52,7 @@ func TestHoverFromThePlanner(t *testing.T) {
 func TestCancelledPlanIsDropped(t *testing.T) {
 	var got diag.Diagnostics
 	plan := func(ctx context.Context, p *lang.Program) (*Costs, diag.Diagnostics) {
-		pl, ds := planner.Plan(p, planner.WithCosts(costs.Engines()...), planner.WithHost(planner.HostInfo{MemTotal: 64 << 30, MemAvailable: 32 << 30, Cores: 8}), planner.WithContext(ctx))
+		pl, ds := planner.Plan(progtest.Decoded(t, p), planner.WithCosts(costs.Engines()...), planner.WithHost(planner.HostInfo{MemTotal: 64 << 30, MemAvailable: 32 << 30, Cores: 8}), planner.WithContext(ctx))
 		got = ds
 		return CostsFromPlan(p, pl), ds
 	}

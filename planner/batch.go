@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"pipe/diag"
-	"pipe/lang"
 	"pipe/planner/plan"
 	"pipe/stdlib"
 )
@@ -115,30 +114,25 @@ type batchChoice struct {
 
 func (pl *planner) batchSpec() batchSpec {
 	var s batchSpec
-	f := pl.train.Field("batch")
-	s.at = rangeOf(f)
-	if v := f.First(); v != nil {
+	s.at = pl.train.At.Written("batch")
+	if v := pl.train.Batch; v != nil {
 		s.fileText = "auto"
-		if !v.Auto {
-			s.fileText = fmt.Sprint(v.Int)
+		if !v.IsAuto {
+			s.fileText = fmt.Sprint(v.Value)
 		}
-		if v.Auto {
-			if v.AutoMin != nil {
-				s.min = int64(*v.AutoMin)
+		if v.IsAuto {
+			if v.Min != nil {
+				s.min = int64(*v.Min)
 			}
-			if v.AutoMax != nil {
-				s.max = int64(*v.AutoMax)
+			if v.Max != nil {
+				s.max = int64(*v.Max)
 			}
 		} else {
-			s.explicit, s.fileBatch = v.Int, v.Int
+			s.explicit, s.fileBatch = v.Value, v.Value
 		}
 	}
-	if ef := pl.train.Field("effective_batch"); ef != nil {
-		s.effAt = rangeOf(ef)
-		if v := ef.First(); v != nil {
-			s.effective = v.Int
-		}
-	}
+	s.effAt = pl.train.At.Written("effective_batch")
+	s.effective = pl.train.EffectiveBatch
 	// With data parallelism the batch is per device, and effective_batch
 	// is what all the devices' micro-batches make together.
 	if w := int64(pl.plan.WorldSize()); w > 1 && s.effective > 0 {
@@ -151,19 +145,19 @@ func (pl *planner) batchSpec() batchSpec {
 	if pl.cfg.batch > 0 {
 		s.explicit, s.fromFlag, s.min, s.max = pl.cfg.batch, true, 0, 0
 	}
-	if s.at == nil && pl.train != nil {
-		r := pl.train.KindRange
+	if s.at == nil && pl.sp.Train != nil {
+		r := pl.train.At.KindRange
 		s.at = &r
 	}
 	return s
 }
 
 func (pl *planner) checkpointMode() (string, *diag.Range) {
-	f := pl.train.Field("checkpoint")
-	if v := f.First(); v != nil && !v.Auto {
-		return v.Str, rangeOf(f)
+	at := pl.train.At.Written("checkpoint")
+	if v, ok := pl.train.Checkpoint.Fixed(); ok {
+		return v, at
 	}
-	return "auto", rangeOf(f)
+	return "auto", at
 }
 
 // chooseBatch decides the batch, the accumulation and the checkpoint plan.
@@ -241,7 +235,7 @@ func (pl *planner) chooseBatch(budget, extra int64, prec plan.Precision) batchCh
 	}
 	src := "the training source"
 	if b := pl.source(); b != nil {
-		src = "source " + b.Name()
+		src = "source " + b.Name
 	}
 	if n > 0 && E > 0 && E*world > n {
 		pl.errorf(s.effAt, "effective-exceeds-data", fmt.Sprintf("effective_batch %d is larger than the training set (%d samples)", E*world, n),
@@ -617,19 +611,16 @@ func (pl *planner) accumDecision(E, b, accum int64, auto bool) {
 // from the one the lr was written for (Goyal et al. 2017), with warm-up.
 func (pl *planner) lr(o plan.Optimizer, b, accum, fileBatch int64) {
 	p := pl.plan
-	given := pl.train.Arg("optimizer", "lr") != nil
+	given := pl.train.Optimizer != nil && pl.train.Optimizer.LR != nil
 	ref := fileBatch
 	refWhat := "the file's batch"
-	if ref == 0 {
-		if v := pl.train.Field("effective_batch").First(); v != nil {
-			ref, refWhat = v.Int, "the effective_batch"
-		}
+	if ref == 0 && pl.train.EffectiveBatch > 0 {
+		ref, refWhat = pl.train.EffectiveBatch, "the effective_batch"
 	}
 	running := mul(mul(b, accum), int64(pl.plan.WorldSize()))
 	o.ReferenceBatch = ref
-	warm := pl.train.Arg("schedule", "warmup")
-	if warm != nil {
-		o.WarmupEpochs = warm.Int
+	if sc := pl.train.Schedule; sc != nil && sc.Warmup != nil {
+		o.WarmupEpochs = *sc.Warmup
 	}
 	switch {
 	case !given:
@@ -644,10 +635,7 @@ func (pl *planner) lr(o plan.Optimizer, b, accum, fileBatch int64) {
 		pl.decide("lr", fmt.Sprintf("%.6g", o.LR), fmt.Sprintf("scaled linearly by %d/%d: %.6g was written for %s (%d) and %d samples make each update.",
 			running, ref, o.LRWritten, refWhat, ref, running))
 		if o.LRScale > 1 && o.WarmupEpochs == 0 {
-			epochs := int64(1)
-			if v := pl.train.Field("epochs").First(); v != nil {
-				epochs = v.Int
-			}
+			epochs := pl.train.Epochs
 			o.WarmupEpochs = max(1, min(5, epochs/5))
 			pl.decide("warmup", plural(o.WarmupEpochs, "epoch"),
 				fmt.Sprintf("the scaled-up lr starts with %s of linear warm-up from 0, as large-batch training needs (the schedule gives none).", plural(o.WarmupEpochs, "epoch")))
@@ -697,16 +685,18 @@ func (pl *planner) staticBatch(s batchSpec) (accum int64) {
 // CheckStatic reports the planner's findings that need no device: a
 // batch and an effective_batch that cannot go together, a train block
 // that does not say which of several models it trains, a path at a URL
-// pipe cannot serve (stdlib.CheckLocations). pipe check runs it after lang.Check, so that check reports every mistake pipe plan
-// would report on any device.
-func CheckStatic(prog *lang.Program) diag.Diagnostics {
+// pipe cannot serve (stdlib.CheckLocations). pipe check runs it on the
+// decoded program, so that check reports every mistake pipe plan would
+// report on any device.
+func CheckStatic(prog *stdlib.Program) diag.Diagnostics {
 	if prog == nil {
 		return nil
 	}
-	pl := &planner{prog: prog, plan: &plan.Plan{}}
-	pl.diags = append(pl.diags, stdlib.CheckLocations(prog)...)
-	pl.train = prog.Block("train")
-	if len(prog.Models) > 0 {
+	pl := newPlanner(prog, config{}, HostInfo{})
+	pl.plan = &plan.Plan{}
+	pl.diags = append(pl.diags, stdlib.CheckLocations(prog.Spec)...)
+	pl.setTrain()
+	if len(prog.Spec.Models) > 0 {
 		pl.pickModel()
 	}
 	pl.staticBatch(pl.batchSpec())

@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"pipe/planner/plan"
-	"pipe/stdlib"
 )
 
 // randomChain makes a graph of n nodes in topological order: each node
@@ -398,7 +397,7 @@ func TestSolveOnModels(t *testing.T) {
 		"../examples/cells.pipe", "../examples/olinda.pipe", "../examples/pills.pipe", "../examples/resblock.pipe"}
 	for _, f := range files {
 		prog, _ := load(t, f, f)
-		g, ds := stdlib.BuildGraph(prog.Models[0])
+		g, ds := prog.Graph(prog.Spec.Models[0].Name)
 		if ds.HasErrors() {
 			t.Fatal(ds)
 		}

@@ -9,15 +9,15 @@ import (
 	"github.com/agnivade/levenshtein"
 
 	"pipe/diag"
-	"pipe/lang"
 	"pipe/planner/plan"
+	"pipe/spec"
 	"pipe/stdlib"
 )
 
 // Devices lists every device a plan can be made for, in the order `pipe
 // devices` prints them: the local CPU, the local GPUs (cuda:N), the
 // built-in profiles, then the device blocks of prog (which may be nil).
-func Devices(prog *lang.Program, host HostInfo) []plan.Device {
+func Devices(prog *spec.Program, host HostInfo) []plan.Device {
 	out := []plan.Device{host.cpuDevice()}
 	for i := range host.GPUs {
 		out = append(out, localGPU(host, i))
@@ -26,8 +26,8 @@ func Devices(prog *lang.Program, host HostInfo) []plan.Device {
 		out = append(out, fromProfile(p, host))
 	}
 	if prog != nil {
-		for _, b := range prog.BlocksOf("device") {
-			out = append(out, fromBlock(b, host))
+		for _, d := range prog.Devices {
+			out = append(out, fromBlock(d, host))
 		}
 	}
 	return out
@@ -96,32 +96,19 @@ func matchProfile(name string, memTotal int64) *stdlib.DeviceProfile {
 }
 
 // fromBlock turns a device block into a plan.Device.
-func fromBlock(b *lang.Block, host HostInfo) plan.Device {
-	d := plan.Device{Name: b.Name(), Kind: plan.BackendGPU, Origin: "file",
-		Doc: fmt.Sprintf("device block at line %d", b.KindRange.Start.Line), Cores: host.Cores, HostMemory: host.MemTotal}
-	if v := b.Field("kind").First(); v != nil && v.Str != "" {
-		d.Kind = v.Str
-	}
-	if v := b.Field("memory").First(); v != nil {
-		d.Memory = v.Int
-	}
-	if v := b.Field("bandwidth").First(); v != nil {
-		d.Bandwidth = v.Float
-	}
-	for _, p := range []struct {
-		name string
-		to   *float64
-	}{{"fp32", &d.FP32}, {"tf32", &d.TF32}, {"fp16", &d.FP16}, {"bf16", &d.BF16}} {
-		if v := b.Field(p.name).First(); v != nil {
-			*p.to = v.Float
-		}
+func fromBlock(b *spec.Device, host HostInfo) plan.Device {
+	d := plan.Device{Name: b.Name, Kind: plan.BackendGPU, Origin: "file",
+		Doc: fmt.Sprintf("device block at line %d", b.At.KindRange.Start.Line), Cores: host.Cores, HostMemory: host.MemTotal,
+		Memory: b.Memory, Bandwidth: b.Bandwidth, Peaks: spec.Peaks{FP32: b.FP32, TF32: b.TF32, FP16: b.FP16, BF16: b.BF16}}
+	if b.Kind != "" {
+		d.Kind = b.Kind
 	}
 	d.HasBF16, d.HasTF32 = d.BF16 > 0, d.TF32 > 0
-	if v := b.Field("cores").First(); v != nil {
-		d.Cores = int(v.Int)
+	if b.At.Has("cores") {
+		d.Cores = int(b.Cores)
 	}
-	if v := b.Field("host_memory").First(); v != nil {
-		d.HostMemory = v.Int
+	if b.At.Has("host_memory") {
+		d.HostMemory = b.HostMemory
 	}
 	return d
 }
@@ -129,7 +116,7 @@ func fromBlock(b *lang.Block, host HostInfo) plan.Device {
 // resolveDevice finds the device a plan is for: the --device flag's name
 // when given, else the file's device field, else auto. at is where the
 // name was written (nil for the flag).
-func resolveDevice(prog *lang.Program, name string, at *diag.Range, host HostInfo) (plan.Device, string, diag.Diagnostics) {
+func resolveDevice(prog *spec.Program, name string, at *diag.Range, host HostInfo) (plan.Device, string, diag.Diagnostics) {
 	why := "the file's device field"
 	if at == nil {
 		why = "the --device flag"
@@ -161,8 +148,8 @@ func resolveDevice(prog *lang.Program, name string, at *diag.Range, host HostInf
 		return localGPU(host, i), name + ", from " + why, nil
 	}
 	if prog != nil {
-		if b := prog.Named("device", name); b != nil {
-			return fromBlock(b, host), fmt.Sprintf("%s, the device block at line %d, from %s", name, b.KindRange.Start.Line, why), nil
+		if b := prog.DeviceNamed(name); b != nil {
+			return fromBlock(b, host), fmt.Sprintf("%s, the device block at line %d, from %s", name, b.At.KindRange.Start.Line, why), nil
 		}
 	}
 	if p := stdlib.Device(name); p != nil {
@@ -171,7 +158,7 @@ func resolveDevice(prog *lang.Program, name string, at *diag.Range, host HostInf
 	return plan.Device{}, "", unknownDevice(prog, name, at, host)
 }
 
-func unknownDevice(prog *lang.Program, name string, at *diag.Range, host HostInfo) diag.Diagnostics {
+func unknownDevice(prog *spec.Program, name string, at *diag.Range, host HostInfo) diag.Diagnostics {
 	var known []string
 	for _, d := range Devices(prog, host) {
 		known = append(known, d.Name)

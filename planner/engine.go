@@ -49,11 +49,9 @@ func joinNames(names []string, and string) string {
 // claim the device's kind.
 func (pl *planner) pickEngine() bool {
 	req, at := "auto", (*diag.Range)(nil)
-	if f := pl.prog.Top.Field("engine"); f != nil {
-		at = rangeOf(f)
-		if v := f.First(); v != nil && !v.Auto {
-			req = v.Str
-		}
+	at = pl.sp.At.Written("engine")
+	if v, ok := pl.sp.Engine.Fixed(); ok {
+		req = v
 	}
 	if pl.cfg.engine != "" {
 		req, at = pl.cfg.engine, nil
@@ -154,11 +152,9 @@ func (pl *planner) engineDecisions() {
 		Warn: func(at *diag.Range, code, summary, detail string) {
 			pl.warnf(at, code, summary, "%s", detail)
 		}}
-	if f := pl.train.Field("sync_batchnorm"); f != nil {
-		s.At = rangeOf(f)
-		if v := f.First(); v != nil && !v.Auto {
-			s.SyncBatchnorm = fmt.Sprint(v.Bool)
-		}
+	s.At = pl.train.At.Written("sync_batchnorm")
+	if v, ok := pl.train.SyncBatchnorm.Fixed(); ok {
+		s.SyncBatchnorm = fmt.Sprint(v)
 	}
 	if d := &pl.plan.Distributed; d.WorldSize > 1 {
 		s.AllReduce, s.AllReduceWhy = allReduceValue(d), allReduceWhy(pl.allReduce(), d)

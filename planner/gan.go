@@ -3,8 +3,8 @@ package planner
 import (
 	"fmt"
 
-	"pipe/lang"
 	"pipe/planner/plan"
+	"pipe/spec"
 )
 
 // ganLoss is the discriminator's loss as the executors compute it: bce on
@@ -19,15 +19,15 @@ func ganLoss(adversarial string) string {
 // planGAN plans the discriminator of a gan-mode train block at the
 // generator's batch and adds it to the plan's memory (plan.GANMemory says
 // what is counted when).
-func (pl *planner) planGAN(gan *lang.GAN) {
+func (pl *planner) planGAN(gan *spec.GAN) {
 	p := pl.plan
 	d := pl.ganCost(gan)
 	if d == nil {
 		return
 	}
 	g, m, opt := d.g, d.m, d.opt
-	pg := &plan.GAN{Discriminator: gan.Discriminator.Name, Conditional: gan.Conditional, Adversarial: gan.Adversarial,
-		AdvWeight: gan.AdvWeight, L1: gan.L1, DSteps: int64(gan.DSteps), Parameters: g.Params(), FLOPsPerSample: g.FLOPs(),
+	pg := &plan.GAN{Discriminator: gan.Discriminator, Conditional: gan.Conditional, Adversarial: gan.Adversarial,
+		AdvWeight: gan.AdvWeight, L1: gan.L1, DSteps: gan.DSteps, Parameters: g.Params(), FLOPsPerSample: g.FLOPs(),
 		Layers: []plan.Layer{}}
 	opt.LRScale, opt.ReferenceBatch, opt.WarmupEpochs = p.Optimizer.LRScale, p.Optimizer.ReferenceBatch, p.Optimizer.WarmupEpochs
 	opt.LR = opt.LRWritten * opt.LRScale
@@ -65,28 +65,6 @@ func (pl *planner) planGAN(gan *lang.GAN) {
 			p.Model, pg.Discriminator, pg.Adversarial, pg.AdvWeight, pg.L1, pg.DSteps, FormatBytes(gm.Total), b))
 }
 
-// optimizerOfField reads an optimizer field (d_optimizer) as
-// planner.optimizer reads train's.
-func optimizerOfField(f *lang.Field) plan.Optimizer {
-	o := plan.Optimizer{Kind: "adam", LRWritten: 1e-3, LRScale: 1}
-	if v := f.Args["kind"]; v != nil {
-		o.Kind = v.Str
-	}
-	if v := f.Args["lr"]; v != nil {
-		o.LRWritten = v.Float
-	}
-	switch o.Kind {
-	case "sgd":
-		if v := f.Args["momentum"]; v != nil && v.Float > 0 {
-			o.StateBuffers = 1
-		}
-	default:
-		o.StateBuffers = 2
-	}
-	o.LR = o.LRWritten
-	return o
-}
-
 // ganDecisions says in the batch decision that the discriminator's share
 // was counted.
 func (pl *planner) ganDecisions(b int64) {
@@ -94,7 +72,7 @@ func (pl *planner) ganDecisions(b int64) {
 	for i := range p.Decisions {
 		if d := &p.Decisions[i]; d.What == "batch" {
 			d.Reason += fmt.Sprintf(" Gan mode: the discriminator %s is counted beside the generator, %s at batch %d (%s of parameters, gradients and optimizer state, %s a sample).",
-				pl.prog.GAN().Discriminator.Name, FormatBytes(s.at(b)), b, FormatBytes(s.fixed), FormatBytes(s.per))
+				pl.sp.GAN.Discriminator, FormatBytes(s.at(b)), b, FormatBytes(s.fixed), FormatBytes(s.per))
 		}
 	}
 }

@@ -3,8 +3,8 @@ package planner
 import (
 	"fmt"
 
-	"pipe/lang"
 	"pipe/planner/plan"
+	"pipe/spec"
 	"pipe/stdlib"
 )
 
@@ -62,18 +62,18 @@ type ganModel struct {
 
 // ganCost builds the discriminator's cost model; nil when its graph does
 // not build (its diagnostics are added).
-func (pl *planner) ganCost(gan *lang.GAN) *ganModel {
+func (pl *planner) ganCost(gan *spec.GAN) *ganModel {
 	if pl.ganD != nil {
 		return pl.ganD
 	}
-	g, ds := stdlib.BuildGraph(gan.Discriminator)
+	g, ds := pl.dec.Graph(gan.Discriminator)
 	pl.diags = append(pl.diags, ds...)
 	if ds.HasErrors() || g == nil || len(g.Nodes) == 0 {
 		return nil
 	}
 	opt := pl.optimizer()
-	if f := gan.DOptimizer; f != nil {
-		opt = optimizerOfField(f)
+	if f := pl.train.DOptimizer; f != nil {
+		opt = optimizerOf(f)
 	}
 	p := pl.plan
 	loss := ganLoss(gan.Adversarial)
@@ -110,7 +110,7 @@ func (pl *planner) ganMemory(d *ganModel, b int64) plan.GANMemory {
 // ganShareOf is the discriminator's share for the batch solve: its
 // memory at batch 1 and the growth from 1 to 2 samples a sample.
 func (pl *planner) ganShareOf() ganShare {
-	gan := pl.prog.GAN()
+	gan := pl.sp.GAN
 	if gan == nil {
 		return ganShare{}
 	}
@@ -131,5 +131,5 @@ func (pl *planner) ganNoFit(b int64) string {
 		return ""
 	}
 	return fmt.Sprintf(" Of that, the discriminator %s takes %s: %s of parameters, gradients and optimizer state, and %s per sample (its activations and their gradients, its input, the generator's output and the gradient at its input).",
-		pl.prog.GAN().Discriminator.Name, FormatBytes(s.at(b)), FormatBytes(s.fixed), FormatBytes(s.per))
+		pl.sp.GAN.Discriminator, FormatBytes(s.at(b)), FormatBytes(s.fixed), FormatBytes(s.per))
 }

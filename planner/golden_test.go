@@ -12,6 +12,7 @@ import (
 
 	"pipe/diag"
 	"pipe/engine/costs"
+	"pipe/internal/progtest"
 	"pipe/lang"
 	"pipe/planner/plan"
 	"pipe/stdlib"
@@ -30,8 +31,8 @@ var testHost = HostInfo{MemTotal: 24 << 30, MemAvailable: 24 << 30, Cores: 2}
 // goldenDevices are the devices every example is planned for.
 var goldenDevices = []string{"cpu", "a100-80gb"}
 
-// load parses and checks a file, naming it as display.
-func load(t testing.TB, path, display string) (*lang.Program, []byte) {
+// load parses, checks and decodes a file, naming it as display.
+func load(t testing.TB, path, display string) (*stdlib.Program, []byte) {
 	t.Helper()
 	src, err := os.ReadFile(path)
 	if err != nil {
@@ -40,7 +41,8 @@ func load(t testing.TB, path, display string) (*lang.Program, []byte) {
 	return check(t, display, src), src
 }
 
-func check(t testing.TB, name string, src []byte) *lang.Program {
+// check parses, checks and decodes src as the planner's callers do.
+func check(t testing.TB, name string, src []byte) *stdlib.Program {
 	t.Helper()
 	f, ds := lang.Parse(name, src)
 	p, cds := lang.Check(f, stdlib.Schema())
@@ -48,7 +50,7 @@ func check(t testing.TB, name string, src []byte) *lang.Program {
 	if ds.HasErrors() {
 		t.Fatalf("%s does not check:\n%v", name, ds)
 	}
-	return p
+	return progtest.Decoded(t, p)
 }
 
 func examples(t testing.TB) []string {

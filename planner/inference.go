@@ -15,28 +15,27 @@ import (
 // engine, which quantises the layers stdlib.Int8 names; on another engine
 // the plan says fp32 and why.
 func (pl *planner) inference() {
-	pb := pl.prog.Block("predict")
+	pb := pl.sp.Predict
 	if pb == nil {
 		return
 	}
 	inf := &plan.Inference{Precision: "fp32"}
 	pl.plan.Inference = inf
-	f := pb.Field("precision")
-	if v := f.First(); v == nil || v.Str != "int8" {
+	if pb.Precision != "int8" {
 		pl.decide("inference precision", "fp32", "predict asks for fp32 (the default; precision int8 quantises conv and dense layers on the native engine).")
 		return
 	}
 	if !pl.traits().Int8 {
 		i8 := pl.enginesWith(func(t cost.Traits) bool { return t.Int8 })
-		pl.warnf(rangeOf(f), "int8-engine", "int8 inference needs the "+i8+" engine",
+		pl.warnf(pb.At.Written("precision"), "int8-engine", "int8 inference needs the "+i8+" engine",
 			"predict asks for precision int8, which the %s engine (CPU) runs; this plan's engine is %s, so predict runs in fp32. Write engine %s to predict in int8.", i8, pl.plan.Engine.Name, i8)
 		pl.decide("inference precision", "fp32", fmt.Sprintf("int8 runs on the %s engine; the engine is %s.", i8, pl.plan.Engine.Name))
 		return
 	}
 	inf.Precision = "int8"
 	inf.CalibrateBatches = 8
-	if v := pb.Field("calibrate").First(); v != nil {
-		inf.CalibrateBatches = v.Int
+	if pb.Calibrate != nil {
+		inf.CalibrateBatches = *pb.Calibrate
 	}
 	var kept []string
 	for _, n := range pl.graph.Nodes {
@@ -55,7 +54,7 @@ func (pl *planner) inference() {
 	}
 	pl.decide("inference precision", "int8", fmt.Sprintf(
 		"predict asks for int8: %d conv and dense layers with int8 weights per output channel, %s against %s in fp32, activations per tensor, calibrated on %d training batches; %s; layers without weights run in fp32.%s",
-		len(inf.Int8Layers), FormatBytes(inf.WeightsInt8), FormatBytes(inf.WeightsFP32), inf.CalibrateBatches, fp, pl.int8Speed(rangeOf(f))))
+		len(inf.Int8Layers), FormatBytes(inf.WeightsInt8), FormatBytes(inf.WeightsFP32), inf.CalibrateBatches, fp, pl.int8Speed(pb.At.Written("precision"))))
 }
 
 // int8Speed says which kernel the host's int8 products run and what it

@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"pipe/planner/plan"
+	"pipe/spec"
 	"pipe/stdlib"
 )
 
@@ -31,7 +32,7 @@ type loaderChoice struct {
 func (pl *planner) loaderFor(g *stdlib.Graph) plan.Loader {
 	ld := plan.Loader{Prefetch: defaultPrefetch}
 	if src := pl.source(); src != nil {
-		ld.Source, ld.Kind = src.Name(), src.Label("kind")
+		ld.Source, ld.Kind = src.Name, src.Kind
 	}
 	ld.SampleBytes = add(mul(numel(g.Input), 4), targetBytes(pl.loss(), g.OutShape()))
 	if pl.traits().DatasetSamples {
@@ -50,8 +51,8 @@ func (pl *planner) loaderFor(g *stdlib.Graph) plan.Loader {
 		cores = max(cores/n, 1)
 	}
 	pl.lc = loaderChoice{workersAuto: true, prefetchAuto: true}
-	if v := pl.train.Field("workers").First(); v != nil && !v.Auto {
-		ld.Workers, pl.lc.workersAuto = int(v.Int), false
+	if v, ok := pl.train.Workers.Fixed(); ok {
+		ld.Workers, pl.lc.workersAuto = int(v), false
 		pl.lc.why = "as written"
 	} else {
 		switch {
@@ -75,8 +76,8 @@ func (pl *planner) loaderFor(g *stdlib.Graph) plan.Loader {
 	if pl.lc.workersAuto {
 		pl.lc.why += share
 	}
-	if v := pl.train.Field("prefetch").First(); v != nil && !v.Auto {
-		ld.Prefetch, pl.lc.prefetchAuto = int(v.Int), false
+	if v, ok := pl.train.Prefetch.Fixed(); ok {
+		ld.Prefetch, pl.lc.prefetchAuto = int(v), false
 	}
 	hostAvail := pl.host.MemAvailable
 	if pl.traits().LoaderInBudget {
@@ -101,7 +102,7 @@ func (pl *planner) cpuSampleBytes(g *stdlib.Graph) int64 {
 			y = mul(out[1], out[2])
 		}
 	}
-	if src := pl.source(); src != nil && src.Label("kind") == "geotiff" && src.Field("target") != nil {
+	if src := pl.source(); src != nil && src.Kind == spec.KindGeoTIFF && src.At.Has("target") {
 		y = mul(y, 2)
 	}
 	return sum(mul(numel(g.Input), 4), mul(y, 4), 8)
@@ -137,11 +138,11 @@ func (pl *planner) loaderBatches(ld plan.Loader, all bool) int64 {
 // evaluates says whether a run evaluates the model: at the end on an
 // evaluate block's source, or each epoch on the train source's split.
 func (pl *planner) evaluates() bool {
-	if pl.prog.Block("evaluate") != nil {
+	if pl.sp.Evaluate != nil {
 		return true
 	}
 	src := pl.source()
-	return src != nil && src.Field("split") != nil
+	return src != nil && src.Split != nil
 }
 
 // fitLoaderToHost shrinks an automatic prefetch, then automatic workers,
@@ -161,7 +162,7 @@ func (pl *planner) fitLoaderToHost(ld *plan.Loader, b int64) {
 		case pl.lc.workersAuto && ld.Workers > 0:
 			ld.Workers--
 		default:
-			pl.warnf(rangeOf(pl.train.Field("workers")), "loader-memory", "the loader's buffers exceed the host's memory",
+			pl.warnf(pl.train.At.Written("workers"), "loader-memory", "the loader's buffers exceed the host's memory",
 				"%d workers × %d batches × %d samples of %s take %s; the host has %s for them (a quarter of its available memory). Lower workers or prefetch.",
 				ld.Workers, ld.Prefetch, b, FormatBytes(ld.SampleBytes), FormatBytes(bytes()), FormatBytes(ld.HostBudget))
 			return

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"pipe/planner/plan"
-	"pipe/stdlib"
 )
 
 func gpuPlan(t *testing.T, path string, opts ...Option) *plan.Plan {
@@ -167,7 +166,7 @@ train { epochs 1  batch 4  optimizer sgd lr 0.1  loss mse }
 `
 	walk := func(body string) backwardWalk {
 		p := check(t, "s.pipe", []byte(strings.Replace(src, "%s", body, 1)))
-		g, ds := stdlib.BuildGraph(p.Models[0])
+		g, ds := p.Graph(p.Spec.Models[0].Name)
 		if g == nil || ds.HasErrors() {
 			t.Fatal(ds)
 		}

@@ -7,9 +7,9 @@ import (
 	"strings"
 
 	"pipe/diag"
-	"pipe/lang"
 	"pipe/planner/cost"
 	"pipe/planner/plan"
+	"pipe/spec"
 	"pipe/stdlib"
 )
 
@@ -30,7 +30,7 @@ const CodeCancelled = "cancelled"
 // warnings for fallbacks, an error with code CodeNoFit when the memory does
 // not fit, other errors when the program cannot be planned (the plan is
 // then nil or partial).
-func Plan(prog *lang.Program, opts ...Option) (*plan.Plan, diag.Diagnostics) {
+func Plan(prog *stdlib.Program, opts ...Option) (*plan.Plan, diag.Diagnostics) {
 	var cfg config
 	for _, o := range opts {
 		o(&cfg)
@@ -40,13 +40,18 @@ func Plan(prog *lang.Program, opts ...Option) (*plan.Plan, diag.Diagnostics) {
 		h := *cfg.host
 		host = func() HostInfo { return h }
 	}
-	pl := &planner{prog: prog, cfg: cfg, host: host()}
+	pl := newPlanner(prog, cfg, host())
 	if err := pl.runUntilStopped(); err != nil {
 		return nil, diag.Diagnostics{&diag.Diagnostic{Severity: diag.Error, Code: CodeCancelled, Summary: "planning was cancelled",
 			Detail: fmt.Sprintf("The planner stopped before it finished (%v), so there is no plan.", err)}}
 	}
 	pl.diags.Sort()
 	return pl.plan, pl.diags
+}
+
+// newPlanner is a planner of dec under cfg on host.
+func newPlanner(dec *stdlib.Program, cfg config, host HostInfo) *planner {
+	return &planner{dec: dec, sp: dec.Spec, cfg: cfg, host: host}
 }
 
 // stopped is the panic that unwinds a cancelled planning from wherever it
@@ -83,15 +88,19 @@ func (pl *planner) runUntilStopped() (err error) {
 
 type planner struct {
 	// ganD is a gan plan's discriminator (gan_batch.go).
-	ganD  *ganModel
-	prog  *lang.Program
+	ganD *ganModel
+	// dec is the program as planned, sp its specs.
+	dec   *stdlib.Program
+	sp    *spec.Program
 	cfg   config
 	host  HostInfo
 	plan  *plan.Plan
 	diags diag.Diagnostics
 
-	train *lang.Block
-	model *lang.Model
+	// train is the train block's settings; an empty one when the file
+	// has none (sp.Train is nil).
+	train *spec.Train
+	model *spec.Model
 	graph *stdlib.Graph
 	dev   plan.Device
 	// eng is the plan's engine's descriptor (pickEngine).
@@ -119,35 +128,25 @@ func (pl *planner) warnf(at *diag.Range, code, summary, format string, args ...a
 		Detail: fmt.Sprintf(format, args...), Subject: at})
 }
 
-func rangeOf(f *lang.Field) *diag.Range {
-	if f == nil {
-		return nil
-	}
-	r := f.Range
-	return &r
-}
-
 func (pl *planner) run() {
 	pl.poll()
-	p := pl.prog
+	p := pl.sp
 	pl.plan = &plan.Plan{Version: plan.Version, Pipeline: p.Name, Layers: []plan.Layer{}, Decisions: []plan.Decision{},
 		Checkpoint: plan.Checkpoint{Segments: []plan.CheckpointSegment{}}, Fusion: plan.Fusion{Groups: []plan.FusionGroup{}, InferenceFolds: [][]string{}}}
-	if p.File != nil {
-		pl.plan.File = p.File.Name
-	}
+	pl.plan.File = p.File
 	if pl.cfg.src != nil {
 		pl.plan.SourceSHA256 = plan.SourceHash(pl.cfg.src)
 	}
-	pl.train = p.Block("train")
+	pl.setTrain()
 	// A path pipe cannot serve fails here, before any data is read.
 	pl.diags = append(pl.diags, stdlib.CheckLocations(p)...)
 	if !pl.pickModel() {
 		return
 	}
-	if pl.train == nil {
+	if p.Train == nil {
 		pl.decide("train", "defaults", "The file has no train block: the plan is for training with the defaults (batch auto, adam, checkpoint auto).")
 	}
-	g, ds := stdlib.BuildGraph(pl.model)
+	g, ds := pl.dec.Graph(pl.model.Name)
 	pl.poll()
 	pl.diags = append(pl.diags, ds...)
 	if ds.HasErrors() || g == nil || len(g.Nodes) == 0 {
@@ -189,18 +188,27 @@ func (pl *planner) run() {
 	pl.poll()
 	pl.sizeAll(prec, opt)
 	pl.processDecision()
-	if gan := p.GAN(); gan != nil {
+	if gan := p.GAN; gan != nil {
 		pl.planGAN(gan)
 	}
 	pl.schedule()
 	pl.inference()
 	pl.ganFits()
 	pl.planServe()
-	if pl.train == nil {
+	if p.Train == nil {
 		p := pl.plan
 		pl.warnf(nil, "train-defaults", "no train block: training with the defaults",
 			"The file has no train block, so a run trains %s for 1 epoch with batch auto (%d here), %s lr %g, loss %s, a constant schedule and checkpoint auto. Write a train block to choose them: train { epochs 10  batch 64  optimizer adam lr 1e-3 }.",
 			p.Model, p.BatchSize, p.Optimizer.Kind, p.Optimizer.LR, p.Loss)
+	}
+}
+
+// setTrain sets pl.train to the train block's settings, or to those of
+// an empty train block (one epoch) when the file has none.
+func (pl *planner) setTrain() {
+	pl.train = pl.sp.Train
+	if pl.train == nil {
+		pl.train = &spec.Train{Epochs: 1}
 	}
 }
 
@@ -209,9 +217,9 @@ func (pl *planner) run() {
 func (pl *planner) fuse() {
 	p, g := pl.plan, pl.graph
 	fmode, fused := "auto", true
-	if v := pl.train.Field("fuse").First(); v != nil && !v.Auto {
-		fused = v.Bool
-		fmode = fmt.Sprint(v.Bool)
+	if v, ok := pl.train.Fuse.Fixed(); ok {
+		fused = v
+		fmode = fmt.Sprint(v)
 	}
 	p.Fusion.Mode = fmode
 	pl.fused = fused
@@ -242,18 +250,18 @@ func (pl *planner) fusedGroups() []cost.Group {
 // pickModel finds the model to plan: the generator in gan mode, train's
 // model field, else the only model.
 func (pl *planner) pickModel() bool {
-	p := pl.prog
-	if gan := p.GAN(); gan != nil {
-		pl.model = gan.Generator
-	} else if v := pl.train.Field("model").First(); v != nil {
-		pl.model = p.Model(v.Str)
+	p := pl.sp
+	if gan := p.GAN; gan != nil {
+		pl.model = p.Model(gan.Generator)
+	} else if pl.train.Model != "" {
+		pl.model = p.Model(pl.train.Model)
 	} else if len(p.Models) == 1 {
 		pl.model = p.Models[0]
 	}
 	if pl.model == nil {
 		var at *diag.Range
-		if pl.train != nil {
-			at = &pl.train.KindRange
+		if p.Train != nil {
+			at = &pl.train.At.KindRange
 		}
 		names := make([]string, len(p.Models))
 		for i, m := range p.Models {
@@ -273,7 +281,7 @@ func (pl *planner) pickModel() bool {
 
 func (pl *planner) planOnlyWarnings() {
 	reg := stdlib.Schema()
-	for _, n := range pl.model.Calls() {
+	for _, n := range pl.model.Calls {
 		if reg.PlanOnly(n.Name) {
 			r := n.NameRange
 			pl.warnf(&r, "plan-only", fmt.Sprintf("%s can be planned but not run yet", n.Name),
@@ -284,19 +292,13 @@ func (pl *planner) planOnlyWarnings() {
 
 func (pl *planner) pickDevice() bool {
 	name, at := pl.cfg.device, (*diag.Range)(nil)
-	if name == "" {
-		if f := pl.prog.Top.Field("device"); f != nil {
-			if v := f.First(); v != nil {
-				name = v.Str
-				if v.Auto {
-					name = "auto"
-				}
-				r := v.Range
-				at = &r
-			}
+	if d := pl.sp.Device; name == "" && d != nil {
+		name, at = d.Value, d.At()
+		if d.IsAuto {
+			name = "auto"
 		}
 	}
-	dev, why, ds := resolveDevice(pl.prog, name, at, pl.host)
+	dev, why, ds := resolveDevice(pl.sp, name, at, pl.host)
 	if ds.HasErrors() {
 		if at != nil {
 			// The checker reported the name written in the file; a GPU
@@ -328,11 +330,9 @@ func (pl *planner) pickDevice() bool {
 // pickPrecision resolves the precision field against the device.
 func (pl *planner) pickPrecision() plan.Precision {
 	req, at := "auto", (*diag.Range)(nil)
-	if f := pl.prog.Top.Field("precision"); f != nil {
-		at = rangeOf(f)
-		if v := f.First(); v != nil && !v.Auto {
-			req = v.Str
-		}
+	at = pl.sp.At.Written("precision")
+	if v, ok := pl.sp.Precision.Fixed(); ok {
+		req = v
 	}
 	d := pl.dev
 	compute, reason := req, ""
@@ -407,17 +407,21 @@ func (pl *planner) pickPrecision() plan.Precision {
 	return p
 }
 
-func (pl *planner) optimizer() plan.Optimizer {
+func (pl *planner) optimizer() plan.Optimizer { return optimizerOf(pl.train.Optimizer) }
+
+// optimizerOf is an optimizer field's settings (train's optimizer, gan
+// mode's d_optimizer), with the defaults for what it leaves out.
+func optimizerOf(f *spec.Optimizer) plan.Optimizer {
 	o := plan.Optimizer{Kind: "adam", LRWritten: 1e-3, LRScale: 1}
-	if v := pl.train.Arg("optimizer", "kind"); v != nil {
-		o.Kind = v.Str
+	if f != nil && f.Kind != "" {
+		o.Kind = f.Kind
 	}
-	if v := pl.train.Arg("optimizer", "lr"); v != nil {
-		o.LRWritten = v.Float
+	if f != nil && f.LR != nil {
+		o.LRWritten = *f.LR
 	}
 	switch o.Kind {
 	case "sgd":
-		if v := pl.train.Arg("optimizer", "momentum"); v != nil && v.Float > 0 {
+		if f != nil && f.Momentum != nil && *f.Momentum > 0 {
 			o.StateBuffers = 1
 		}
 	default:
@@ -429,18 +433,18 @@ func (pl *planner) optimizer() plan.Optimizer {
 
 // loss returns the loss as written, or the one the data implies.
 func (pl *planner) loss() string {
-	if pl.prog.GAN() != nil {
+	if pl.sp.GAN != nil {
 		return "mae" // the generator's L1 term; planGAN plans the adversarial loss
 	}
-	if v := pl.train.Field("loss").First(); v != nil {
-		return v.Str
+	if pl.train.Loss != "" {
+		return pl.train.Loss
 	}
 	if src := pl.source(); src != nil {
-		switch src.Label("kind") {
-		case "geotiff":
+		switch src.Kind {
+		case spec.KindGeoTIFF:
 			return "mse"
-		case "synthetic":
-			if src.Field("classes") == nil {
+		case spec.KindSynthetic:
+			if !src.At.Has("classes") {
 				return "mse"
 			}
 		}
@@ -448,15 +452,15 @@ func (pl *planner) loss() string {
 	return "cross_entropy"
 }
 
-// source is the block train reads (lang's rule, Program.TrainSource).
-func (pl *planner) source() *lang.Block { return pl.prog.TrainSource() }
+// source is the source train reads (spec.Program.TrainSource).
+func (pl *planner) source() *spec.Source { return pl.sp.TrainSource() }
 
 // budget returns the memory a plan may use on the device, and fills the
 // plan's capacity, margin and reserve.
 func (pl *planner) budget() int64 {
 	margin := 0.10
-	if v := pl.train.Field("memory_margin").First(); v != nil {
-		margin = v.Float
+	if v := pl.train.MemoryMargin; v != nil {
+		margin = *v
 	}
 	capacity := pl.dev.Memory
 	var reserve int64
@@ -662,22 +666,20 @@ func FormatSeconds(s float64) string {
 // a tenfold drop every epoch).
 func (pl *planner) schedule() {
 	sc := plan.Schedule{Kind: "constant"}
-	if v := pl.train.Arg("schedule", "kind"); v != nil {
-		sc.Kind = v.Str
+	sched := pl.train.Schedule
+	if sched != nil && sched.Kind != "" {
+		sc.Kind = sched.Kind
 	}
-	epochs := int64(1)
-	if v := pl.train.Field("epochs").First(); v != nil {
-		epochs = v.Int
-	}
+	epochs := pl.train.Epochs
 	why := ""
 	switch sc.Kind {
 	case "step":
 		sc.Gamma = 0.1
-		if v := pl.train.Arg("schedule", "gamma"); v != nil {
-			sc.Gamma = v.Float
+		if sched.Gamma != nil {
+			sc.Gamma = *sched.Gamma
 		}
-		if v := pl.train.Arg("schedule", "every"); v != nil {
-			sc.Every = v.Int
+		if sched.Every != nil {
+			sc.Every = *sched.Every
 			why = fmt.Sprintf("step as written: the learning rate is multiplied by %g every %s.", sc.Gamma, plural(sc.Every, "epoch"))
 		} else {
 			sc.Every = max(1, epochs/3)

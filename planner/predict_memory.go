@@ -14,7 +14,7 @@ func WithPredictMemory(f func(outChannels int64) (bytes int64, what string)) Opt
 // predictTerm adds the prediction's buffers to the data term when the
 // file predicts, and says so.
 func (pl *planner) predictTerm(reasons []string) []string {
-	if pl.cfg.predict == nil || pl.prog.Block("predict") == nil {
+	if pl.cfg.predict == nil || pl.sp.Predict == nil {
 		return reasons
 	}
 	k := int64(1)

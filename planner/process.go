@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"pipe/spec"
 	"pipe/stdlib"
 )
 
@@ -51,15 +52,20 @@ const GDALAtWork = 12 << 20
 // readsRasters says whether the run opens a raster source.
 func (pl *planner) readsRasters() bool {
 	for _, kind := range []string{"train", "evaluate", "predict"} {
-		var b = pl.prog.TrainSource()
+		b := pl.sp.TrainSource()
 		if kind != "train" {
-			v := pl.prog.Block(kind).Field("source").First()
-			if v == nil {
+			name := ""
+			if kind == "evaluate" && pl.sp.Evaluate != nil {
+				name = pl.sp.Evaluate.Source
+			} else if kind == "predict" && pl.sp.Predict != nil {
+				name = pl.sp.Predict.Source
+			}
+			if name == "" {
 				continue
 			}
-			b = pl.prog.Named("source", v.Str)
+			b = pl.sp.Source(name)
 		}
-		if b != nil && b.Label("kind") == "geotiff" {
+		if b != nil && b.Kind == spec.KindGeoTIFF {
 			return true
 		}
 	}
@@ -148,7 +154,7 @@ func (pl *planner) processTerms() {
 	// Evaluation folds each batchnorm into the conv before it (the
 	// plan's inference folds): the executor keeps the folded weights and
 	// biases beside the trained ones (engine/native's convKernel.refold).
-	if pl.evaluates() || pl.prog.Block("predict") != nil {
+	if pl.evaluates() || pl.sp.Predict != nil {
 		var folds int64
 		for _, f := range pl.plan.Fusion.InferenceFolds {
 			for _, nd := range g.Nodes {
@@ -187,7 +193,7 @@ func (pl *planner) processTerms() {
 func (pl *planner) predictRaster() (heap, gdal int64) {
 	w, h := pl.cfg.predictW, pl.cfg.predictH
 	g := pl.graph
-	if w <= 0 || h <= 0 || pl.prog.Block("predict") == nil || g == nil {
+	if w <= 0 || h <= 0 || pl.sp.Predict == nil || g == nil {
 		return 0, 0
 	}
 	in, out := g.Input, g.OutShape()
@@ -202,7 +208,7 @@ func (pl *planner) predictRaster() (heap, gdal int64) {
 // savesCheckpoints says whether a run writes checkpoint files (train's
 // save field is not none).
 func (pl *planner) savesCheckpoints() bool {
-	if v := pl.train.Field("save").First(); v != nil && !v.Auto && v.Str == "none" {
+	if pl.train.Save == "none" {
 		return false
 	}
 	return true

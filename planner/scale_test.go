@@ -101,7 +101,7 @@ func planWork(t *testing.T, src string) (work int64, nodes int) {
 	var cfg config
 	WithHost(testHost)(&cfg)
 	testCosts(&cfg)
-	pl := &planner{prog: prog, cfg: cfg, host: testHost}
+	pl := newPlanner(prog, cfg, testHost)
 	pl.run()
 	if pl.cost == nil || pl.plan == nil || pl.diags.HasErrors() {
 		t.Fatalf("no plan:\n%v", pl.diags)
@@ -170,7 +170,7 @@ func TestPlanCancelledInTheProgramme(t *testing.T) {
 	WithHost(testHost)(&cfg)
 	testCosts(&cfg)
 	WithContext(ctx)(&cfg)
-	pl := &planner{prog: prog, cfg: cfg, host: testHost}
+	pl := newPlanner(prog, cfg, testHost)
 	if err := pl.runUntilStopped(); !errors.Is(err, context.Canceled) {
 		t.Fatalf("the planning was not stopped: %v", err)
 	}

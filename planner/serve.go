@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"math"
 
-	"pipe/lang"
 	"pipe/planner/cost"
 	"pipe/planner/plan"
+	"pipe/spec"
 )
 
 // Serving: how `pipe serve` answers requests (plan.Serve). Each auto
@@ -49,7 +49,7 @@ func WithServe() Option { return func(c *config) { c.serve = true } }
 const CodeServeLatency = "serve-latency"
 
 func (pl *planner) planServe() {
-	sb := pl.prog.Block("serve")
+	sb := pl.sp.Serve
 	if (sb == nil && !pl.cfg.serve) || pl.cost == nil || pl.graph == nil || pl.plan.GAN != nil {
 		return
 	}
@@ -59,32 +59,31 @@ func (pl *planner) planServe() {
 	decide := func(what, value, reason string) {
 		s.Decisions = append(s.Decisions, plan.Decision{What: what, Value: value, Reason: reason})
 	}
-	field := func(name string) (*lang.Value, *lang.Field) {
-		f := sb.Field(name)
-		return f.First(), f
+	if sb == nil {
+		sb = &spec.Serve{} // every choice automatic (WithServe)
 	}
 	cpu := pl.dev.Kind == plan.BackendCPU
 	cores := max(pl.dev.Cores, 1)
 
 	// Precision, timeout, latency target: as written or the defaults.
-	if v, _ := field("precision"); v != nil {
-		s.Precision = v.Str
+	if sb.Precision != "" {
+		s.Precision = sb.Precision
 	}
 	s.TimeoutSeconds = ServeTimeout
-	if v, _ := field("timeout"); v != nil {
-		s.TimeoutSeconds = v.Float
-		decide("timeout", FormatSeconds(v.Float), "as written: reading, answering and writing one request.")
+	if v := sb.Timeout; v != nil {
+		s.TimeoutSeconds = *v
+		decide("timeout", FormatSeconds(*v), "as written: reading, answering and writing one request.")
 	} else {
 		decide("timeout", FormatSeconds(ServeTimeout), "no timeout written: pipe's default for reading, answering and writing one request.")
 	}
 	s.LatencyTargetSeconds = ServeLatencyTarget
-	if v, _ := field("latency_target"); v != nil {
-		s.LatencyTargetSeconds = v.Float
+	if v := sb.LatencyTarget; v != nil {
+		s.LatencyTargetSeconds = *v
 	}
 
 	// Workers and their threads.
-	if v, _ := field("workers"); v != nil && !v.Auto {
-		s.Workers = int(v.Int)
+	if v, ok := sb.Workers.Fixed(); ok {
+		s.Workers = int(v)
 		decide("workers", fmt.Sprint(s.Workers), "as written.")
 	} else if cpu {
 		s.Workers = max(1, cores/ServeThreadsPerWorker)
@@ -129,9 +128,9 @@ func (pl *planner) planServe() {
 	room = sub(room, mul(w, static))
 	if room <= 0 {
 		s.Fits = false
-		at := rangeOf(sb.Field("workers"))
-		if at == nil && sb != nil {
-			at = &sb.KindRange
+		at := sb.At.Written("workers")
+		if at == nil && pl.sp.Serve != nil {
+			at = &sb.At.KindRange
 		}
 		pl.errorf(at, CodeNoFit, "the serving workers do not fit",
 			"%d workers of %s of weights and fixed buffers each need more than the %s budget of %s. Write fewer workers in the serve block.",
@@ -157,17 +156,16 @@ func (pl *planner) planServe() {
 	known := fwd(1) > 0
 
 	// max_wait.
-	maxWaitV, _ := field("max_wait")
+	maxWait, maxWaitFixed := sb.MaxWait.Fixed()
 	s.MaxWaitSeconds = min(ServeMaxWait, s.LatencyTargetSeconds/10)
 	waitWhy := fmt.Sprintf("max_wait auto: %s, or a tenth of the %s latency target when that is less, so waiting for company costs little of it.",
 		FormatSeconds(ServeMaxWait), FormatSeconds(s.LatencyTargetSeconds))
-	if maxWaitV != nil && !maxWaitV.Auto {
-		s.MaxWaitSeconds = maxWaitV.Float
+	if maxWaitFixed {
+		s.MaxWaitSeconds = maxWait
 		waitWhy = "as written."
 	}
 
 	// max_batch.
-	mbV, mbF := field("max_batch")
 	latBatch := int64(ServeMaxBatchCap)
 	if known {
 		if fwd(1)+s.MaxWaitSeconds > s.LatencyTargetSeconds {
@@ -185,11 +183,11 @@ func (pl *planner) planServe() {
 			latBatch = lo
 		}
 	}
-	if mbV != nil && !mbV.Auto {
-		s.MaxBatch = mbV.Int
+	if mb, ok := sb.MaxBatch.Fixed(); ok {
+		s.MaxBatch = mb
 		if s.MaxBatch > memBatch {
 			s.Fits = false
-			pl.errorf(rangeOf(mbF), CodeNoFit, fmt.Sprintf("max_batch %d does not fit %s", s.MaxBatch, pl.dev.Name),
+			pl.errorf(sb.At.Written("max_batch"), CodeNoFit, fmt.Sprintf("max_batch %d does not fit %s", s.MaxBatch, pl.dev.Name),
 				"%d workers at %d samples need %s for their batches (%s a sample); half of what the weights leave of the budget, %s, is theirs: %d samples fit. Write max_batch auto, or at most %d.",
 				s.Workers, s.MaxBatch, FormatBytes(mul(mul(w, s.MaxBatch), s.SampleBytes)), FormatBytes(s.SampleBytes), FormatBytes(batchRoom), max(memBatch, 0), max(memBatch, 1))
 		}
@@ -207,12 +205,11 @@ func (pl *planner) planServe() {
 		decide("max_batch", fmt.Sprint(s.MaxBatch), why)
 	}
 	if known && fwd(1)+s.MaxWaitSeconds > s.LatencyTargetSeconds {
-		_, at := field("latency_target")
-		pl.warnf(rangeOf(at), CodeServeLatency, "no batch meets the latency target",
+		pl.warnf(sb.At.Written("latency_target"), CodeServeLatency, "no batch meets the latency target",
 			"One sample's estimated forward time on one worker of %d is %s; with max_wait %s that is over the %s target, so batching is off (max_batch 1). Give a larger latency_target, fewer workers, or a faster device.",
 			s.Workers, FormatSeconds(fwd(1)), FormatSeconds(s.MaxWaitSeconds), FormatSeconds(s.LatencyTargetSeconds))
 	}
-	if s.MaxBatch == 1 && (maxWaitV == nil || maxWaitV.Auto) {
+	if s.MaxBatch == 1 && !maxWaitFixed {
 		s.MaxWaitSeconds = 0
 		waitWhy = "max_wait auto: batching is off (max_batch 1), so a request never waits for another."
 	}
@@ -240,10 +237,10 @@ func (pl *planner) planServe() {
 		queueRoom = sub(queueRoom, mul(s.Decodes, s.DecodeBytes))
 	}
 	memQueue := queueRoom / max(s.RequestBytes, 1)
-	if qv, _ := field("queue"); qv != nil && !qv.Auto {
-		s.Queue = qv.Int
+	if q, ok := sb.Queue.Fixed(); ok {
+		s.Queue = q
 		if s.Queue > memQueue {
-			pl.warnf(rangeOf(sb.Field("queue")), "serve-queue-memory", fmt.Sprintf("a full queue of %d requests may not fit", s.Queue),
+			pl.warnf(sb.At.Written("queue"), "serve-queue-memory", fmt.Sprintf("a full queue of %d requests may not fit", s.Queue),
 				"Each admitted request holds up to %s (a full body and its decoded samples); %s is left after the workers, room for %d.",
 				FormatBytes(s.RequestBytes), FormatBytes(queueRoom), memQueue)
 		}
@@ -263,15 +260,14 @@ func (pl *planner) planServe() {
 	s.Memory = sum(m.static.runtime, mul(w, static), mul(mul(w, s.MaxBatch), s.SampleBytes), mul(s.Queue, s.RequestBytes), mul(s.Decodes, s.DecodeBytes))
 	if s.Precision == "int8" {
 		s.CalibrateBatches = 8
-		if v, _ := field("calibrate"); v != nil {
-			s.CalibrateBatches = v.Int
+		if v := sb.Calibrate; v != nil {
+			s.CalibrateBatches = *v
 		}
 		why := fmt.Sprintf("as written: dense and conv weights quantised per channel, activation scales calibrated on %d training batches.", s.CalibrateBatches)
 		if !pl.traits().Int8 {
 			why += " int8 runs on the " + pl.enginesWith(func(t cost.Traits) bool { return t.Int8 }) + " engine only: pipe serve refuses it on this plan's engine."
 		} else {
-			_, f := field("precision")
-			why += pl.int8Speed(rangeOf(f))
+			why += pl.int8Speed(sb.At.Written("precision"))
 		}
 		decide("precision", "int8", why)
 	} else {
@@ -284,13 +280,13 @@ func (pl *planner) planServe() {
 // ServeDecodeFloorPixels), what one decode holds, and how many run at
 // once (decodes: auto is one per core, as decoding is CPU work, within
 // half of room). It returns false, with an error, when not one fits.
-func (pl *planner) planDecodes(s *plan.Serve, sb *lang.Block, h, w int64, cores int, room int64) bool {
+func (pl *planner) planDecodes(s *plan.Serve, sb *spec.Serve, h, w int64, cores int, room int64) bool {
 	decide := func(what, value, reason string) {
 		s.Decisions = append(s.Decisions, plan.Decision{What: what, Value: value, Reason: reason})
 	}
 	factor, why := int64(ServeDecodeFactor), fmt.Sprintf("max_decode_factor %d (the default: 4 times a side)", ServeDecodeFactor)
-	if v := sb.Field("max_decode_factor").First(); v != nil {
-		factor, why = v.Int, fmt.Sprintf("max_decode_factor %d as written", v.Int)
+	if v := sb.MaxDecodeFactor; v != nil {
+		factor, why = *v, fmt.Sprintf("max_decode_factor %d as written", *v)
 	}
 	s.MaxDecodePixels = max(mul(factor, mul(h, w)), ServeDecodeFloorPixels)
 	s.DecodeBytes = mul(s.MaxDecodePixels, ServeDecodeBytesPerPixel)
@@ -298,8 +294,8 @@ func (pl *planner) planDecodes(s *plan.Serve, sb *lang.Block, h, w int64, cores 
 		"an image model: an upload's header may claim at most %s times the %dx%d input's pixels (%d), and at least %d (2048x2048); a larger one gets 413 before it is decoded. One decode holds at most %s (%d bytes a pixel, the most a decoder keeps).",
 		why, h, w, mul(factor, mul(h, w)), ServeDecodeFloorPixels, FormatBytes(s.DecodeBytes), ServeDecodeBytesPerPixel))
 	fit := room / max(s.DecodeBytes, 1)
-	if v := sb.Field("decodes").First(); v != nil && !v.Auto {
-		s.Decodes = v.Int
+	if v, ok := sb.Decodes.Fixed(); ok {
+		s.Decodes = v
 		decide("decodes", fmt.Sprint(s.Decodes), fmt.Sprintf("as written: %s of decode memory; a request waits, within its timeout, for a slot.", FormatBytes(mul(s.Decodes, s.DecodeBytes))))
 	} else {
 		s.Decodes = max(1, min(int64(cores), fit/2))
@@ -309,12 +305,12 @@ func (pl *planner) planDecodes(s *plan.Serve, sb *lang.Block, h, w int64, cores 
 	}
 	if s.Decodes > fit {
 		s.Fits = false
-		at := rangeOf(sb.Field("decodes"))
+		at := sb.At.Written("decodes")
 		if at == nil {
-			at = rangeOf(sb.Field("max_decode_factor"))
+			at = sb.At.Written("max_decode_factor")
 		}
-		if at == nil && sb != nil {
-			at = &sb.KindRange
+		if at == nil && pl.sp.Serve != nil {
+			at = &sb.At.KindRange
 		}
 		pl.errorf(at, CodeNoFit, "the image decodes do not fit",
 			"%d decodes of up to %s each (images of %d pixels) need more than the %s the workers' batches leave of the %s budget. Write a smaller max_decode_factor or fewer decodes in the serve block.",

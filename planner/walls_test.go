@@ -110,3 +110,31 @@ func namesNoEngine(t *testing.T, paths, allowed, debt []string) {
 		}
 	}
 }
+
+// TestPlannerReadsNoSyntax holds that no non-test file of the planner or
+// a package below it imports pipe/lang or a package under it: the planner
+// takes the decoded program (stdlib.Program, spec.Program), which
+// workflow decodes once, so that a setting has one decoder.
+func TestPlannerReadsNoSyntax(t *testing.T) {
+	fset := token.NewFileSet()
+	checked := 0
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".go") || strings.HasSuffix(path, "_test.go") {
+			return err
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		checked++
+		for _, im := range f.Imports {
+			if p := strings.Trim(im.Path.Value, `"`); p == "pipe/lang" || strings.HasPrefix(p, "pipe/lang/") {
+				t.Errorf("%s imports %s", path, p)
+			}
+		}
+		return nil
+	})
+	if err != nil || checked < 20 {
+		t.Fatalf("%d files checked: %v", checked, err)
+	}
+}

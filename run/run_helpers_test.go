@@ -40,13 +40,13 @@ func newJob(t *testing.T, src string) *job {
 	if ds.HasErrors() {
 		t.Fatalf("the test program does not check:\n%v", ds)
 	}
-	p, pds := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithSource(b), planner.WithHost(testHost), planner.WithDevice("cpu"))
-	if pds.HasErrors() || p == nil {
-		t.Fatalf("the test program does not plan:\n%v", pds)
-	}
 	dec, dds := stdlib.Decode(prog)
 	if dds.HasErrors() {
 		t.Fatalf("the test program does not decode:\n%v", dds)
+	}
+	p, pds := planner.Plan(dec, planner.WithCosts(costs.Engines()...), planner.WithSource(b), planner.WithHost(testHost), planner.WithDevice("cpu"))
+	if pds.HasErrors() || p == nil {
+		t.Fatalf("the test program does not plan:\n%v", pds)
 	}
 	return &job{prog: dec, plan: p, src: b, dir: dir}
 }

@@ -97,7 +97,7 @@ func tinyPlan(t *testing.T) (*plan.Plan, *lang.Program) {
 	if ds = append(ds, cds...); ds.HasErrors() {
 		t.Fatalf("the tiny program does not check:\n%v", ds)
 	}
-	p, pds := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithSource([]byte(tinySrc)), planner.WithDevice("cpu"), planner.WithServe(),
+	p, pds := planner.Plan(progtest.Decoded(t, prog), planner.WithCosts(costs.Engines()...), planner.WithSource([]byte(tinySrc)), planner.WithDevice("cpu"), planner.WithServe(),
 		planner.WithHost(planner.HostInfo{MemTotal: 8 << 30, MemAvailable: 8 << 30, Cores: 2}))
 	if p == nil || pds.HasErrors() {
 		t.Fatalf("the tiny program does not plan:\n%v", pds)

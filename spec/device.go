@@ -26,3 +26,20 @@ func (p Peaks) Peak(precision string) float64 {
 	}
 	return 0
 }
+
+// Device is a device block: a device described by hand. Fields the block
+// leaves out are zero (At.Has says which were given); Kind is "" for the
+// default, a GPU.
+type Device struct {
+	Name       string  `json:"name"`
+	Kind       string  `json:"kind,omitempty" pipe:"kind"`
+	Memory     int64   `json:"memory" pipe:"memory"`
+	Bandwidth  float64 `json:"bandwidth" pipe:"bandwidth"`
+	FP32       float64 `json:"fp32,omitempty" pipe:"fp32"`
+	TF32       float64 `json:"tf32,omitempty" pipe:"tf32"`
+	FP16       float64 `json:"fp16,omitempty" pipe:"fp16"`
+	BF16       float64 `json:"bf16,omitempty" pipe:"bf16"`
+	Cores      int64   `json:"cores,omitempty" pipe:"cores"`
+	HostMemory int64   `json:"host_memory,omitempty" pipe:"host_memory"`
+	At         Where   `json:"at"`
+}

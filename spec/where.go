@@ -59,3 +59,15 @@ func (w *Where) Label() *diag.Range {
 	r := w.KindRange
 	return &r
 }
+
+// Written is the range of the named field when the block gives it, else
+// nil (unlike Field, which falls back to the keyword).
+func (w *Where) Written(field string) *diag.Range {
+	if w == nil {
+		return nil
+	}
+	if r, ok := w.Fields[field]; ok {
+		return &r
+	}
+	return nil
+}

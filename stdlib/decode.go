@@ -48,23 +48,32 @@ func WhereOf(b *lang.Block) spec.Where {
 	return w
 }
 
-// Program is a checked program decoded for the stages after the planner:
-// its blocks as typed specs, and its models, whose graphs Graph builds.
-// The run loop takes it instead of the syntax tree.
+// Program is a checked program decoded for the planner and the stages
+// after it: its blocks as typed specs, and its models, whose graphs Graph
+// builds. The planner and the run loop take it instead of the syntax
+// tree.
 type Program struct {
 	Spec   *spec.Program
 	models map[string]*lang.Model
 }
 
-// Decode decodes a checked program's sources, train, evaluate and predict
-// blocks into specs, once, after lang.Check. Its diagnostics are errors
+// Decode decodes a checked program's top-level fields, sources, device
+// blocks, train (with its gan settings), evaluate, predict, serve and
+// sweep blocks into specs, once, after lang.Check. Its diagnostics are errors
 // only where the schema and the specs disagree.
 func Decode(prog *lang.Program) (*Program, diag.Diagnostics) {
 	out := &Program{Spec: &spec.Program{Name: prog.Name}, models: map[string]*lang.Model{}}
 	var ds diag.Diagnostics
-	if v := prog.Top.Field("seed").First(); v != nil {
-		seed := v.Int
-		out.Spec.Seed = &seed
+	if prog.File != nil {
+		out.Spec.File = prog.File.Name
+	}
+	if prog.Top != nil {
+		if v := prog.Top.Field("seed").First(); v != nil {
+			seed := v.Int
+			out.Spec.Seed = &seed
+		}
+		out.Spec.At = WhereOf(prog.Top)
+		ds = append(ds, lang.Decode(prog.Top, out.Spec)...)
 	}
 	for _, b := range prog.BlocksOf("source") {
 		s, sds := DecodeSource(b)
@@ -73,7 +82,25 @@ func Decode(prog *lang.Program) (*Program, diag.Diagnostics) {
 	}
 	for _, m := range prog.Models {
 		out.models[m.Name] = m
-		out.Spec.Models = append(out.Spec.Models, &spec.Model{Name: m.Name, NameRange: m.NameRange, InputRange: m.InputRange})
+		sm := &spec.Model{Name: m.Name, NameRange: m.NameRange, InputRange: m.InputRange}
+		for _, c := range m.Calls() {
+			sm.Calls = append(sm.Calls, spec.Call{Name: c.Name, NameRange: c.NameRange})
+		}
+		out.Spec.Models = append(out.Spec.Models, sm)
+	}
+	for _, b := range prog.BlocksOf("device") {
+		d := &spec.Device{Name: b.Name(), At: WhereOf(b)}
+		ds = append(ds, lang.Decode(b, d)...)
+		out.Spec.Devices = append(out.Spec.Devices, d)
+	}
+	if g := prog.GAN(); g != nil {
+		out.Spec.GAN = &spec.GAN{Generator: g.Generator.Name, Discriminator: g.Discriminator.Name, Conditional: g.Conditional,
+			Adversarial: g.Adversarial, AdvWeight: g.AdvWeight, L1: g.L1, DSteps: int64(g.DSteps)}
+	}
+	if b := prog.Block("serve"); b != nil {
+		s := &spec.Serve{At: WhereOf(b)}
+		ds = append(ds, lang.Decode(b, s)...)
+		out.Spec.Serve = s
 	}
 	if b := prog.Block("train"); b != nil {
 		t := &spec.Train{Epochs: 1, At: WhereOf(b)}

@@ -144,3 +144,87 @@ func TestDecodeExamples(t *testing.T) {
 		}
 	}
 }
+
+// TestDecodePlannerSettings decodes what the planner reads: the
+// top-level fields, a device block, train's auto settings, gan mode, a
+// serve block and the calls of each model.
+func TestDecodePlannerSettings(t *testing.T) {
+	src := `device lab {
+  kind cpu
+  memory 8GiB
+  bandwidth 50GB/s
+  fp32 1TFLOPS
+  cores 4
+}
+device lab
+precision auto
+source s synthetic {
+  shape [3, 8, 8]
+  samples 16
+}
+model g {
+  input [3, 8, 8]
+  conv 3 k3 pad1
+}
+model d {
+  input [3, 8, 8]
+  conv 1 k3
+}
+train {
+  epochs 4
+  mode gan
+  generator g
+  discriminator d
+  l1 100
+  batch auto(max 32)
+  workers 2
+  fuse false
+  optimizer sgd lr 0.5 momentum 0.9
+  schedule step warmup 1
+}
+serve {
+  max_batch 8
+  queue auto
+  timeout 2s
+}
+`
+	f, ds := lang.Parse("t.pipe", []byte(src))
+	p, cds := lang.Check(f, Schema())
+	if ds = append(ds, cds...); ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	dec, ds := Decode(p)
+	if len(ds) > 0 {
+		t.Fatal(ds)
+	}
+	sp := dec.Spec
+	if sp.File != "t.pipe" || sp.Device == nil || sp.Device.Value != "lab" || sp.Device.Range.Start.Line != 8 || sp.Precision == nil || !sp.Precision.IsAuto || sp.Engine != nil {
+		t.Errorf("top: file %q, device %+v, precision %+v, engine %+v", sp.File, sp.Device, sp.Precision, sp.Engine)
+	}
+	if r := sp.At.Written("precision"); r == nil || r.Start.Line != 9 {
+		t.Errorf("precision written at %v", r)
+	}
+	if len(sp.Devices) != 1 || sp.Devices[0].Name != "lab" || sp.Devices[0].Kind != "cpu" || sp.Devices[0].Memory != 8<<30 || sp.Devices[0].Cores != 4 || sp.Devices[0].At.Has("host_memory") {
+		t.Errorf("devices %+v", sp.Devices)
+	}
+	tr := sp.Train
+	if b := tr.Batch; b == nil || !b.IsAuto || b.Min != nil || b.Max == nil || *b.Max != 32 {
+		t.Errorf("batch %+v", tr.Batch)
+	}
+	if n, ok := tr.Workers.Fixed(); !ok || n != 2 || tr.Prefetch != nil {
+		t.Errorf("workers %+v, prefetch %+v", tr.Workers, tr.Prefetch)
+	}
+	if v, ok := tr.Fuse.Fixed(); !ok || v || *tr.Optimizer.LR != 0.5 || *tr.Schedule.Warmup != 1 || tr.Mode != "gan" {
+		t.Errorf("fuse %+v, optimizer %+v, schedule %+v, mode %q", tr.Fuse, tr.Optimizer, tr.Schedule, tr.Mode)
+	}
+	if g := sp.GAN; g == nil || g.Generator != "g" || g.Discriminator != "d" || g.L1 != 100 || g.Adversarial != "bce" || g.AdvWeight != 1 || g.DSteps != 1 {
+		t.Errorf("gan %+v", sp.GAN)
+	}
+	s := sp.Serve
+	if n, ok := s.MaxBatch.Fixed(); s == nil || !ok || n != 8 || !s.Queue.IsAuto || *s.Timeout != 2 || s.Workers != nil {
+		t.Errorf("serve %+v", s)
+	}
+	if m := sp.Model("d"); m == nil || len(m.Calls) != 1 || m.Calls[0].Name != "conv" || m.Calls[0].NameRange.Start.Line != 20 {
+		t.Errorf("model d %+v", m)
+	}
+}

@@ -8,8 +8,8 @@
 // and the docs. Each primitive op is one descriptor (Op, ops.go); how it is
 // computed lives in the engines, so a new op is one descriptor here plus
 // its kernels there. Decode turns a checked program into the typed specs
-// of package spec, once, so that the run loop and the data readers never
-// read the syntax tree. stdlib imports only pipe/lang, pipe/diag and
-// pipe/spec from the project (TestImports). The long form:
+// of package spec, once, so that the planner, the run loop and the data
+// readers never read the syntax tree. stdlib imports only pipe/lang,
+// pipe/diag and pipe/spec from the project (TestImports). The long form:
 // docs/design/stdlib.md.
 package stdlib

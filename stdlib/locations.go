@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"pipe/diag"
-	"pipe/lang"
 	"pipe/spec"
 )
 
@@ -51,17 +50,16 @@ func SourceReadsURL(kind, scheme string) string {
 // scheme its kind does not read, train's checkpoint_dir at a scheme pipe
 // cannot write, and predict's write at any URL (predictions are written
 // to local files).
-func CheckLocations(prog *lang.Program) diag.Diagnostics {
+func CheckLocations(prog *spec.Program) diag.Diagnostics {
 	if prog == nil {
 		return nil
 	}
-	dec, _ := Decode(prog)
 	var ds diag.Diagnostics
 	add := func(at diag.Range, summary, detail string, args ...any) {
 		r := at
 		ds = append(ds, &diag.Diagnostic{Severity: diag.Error, Code: CodeURL, Summary: summary, Detail: fmt.Sprintf(detail, args...), Subject: &r})
 	}
-	for _, s := range dec.Spec.Sources {
+	for _, s := range prog.Sources {
 		for _, pf := range s.PathFields() {
 			sch := spec.URLScheme(pf.Path)
 			if sch == "" {
@@ -78,13 +76,13 @@ func CheckLocations(prog *lang.Program) diag.Diagnostics {
 			}
 		}
 	}
-	if t := dec.Spec.Train; t != nil && t.At.Has("checkpoint_dir") {
+	if t := prog.Train; t != nil && t.At.Has("checkpoint_dir") {
 		if sch := spec.URLScheme(t.CheckpointDir); sch != "" && !spec.SchemeIn(sch, spec.WriteSchemes) {
 			add(t.At.FieldOrBlock("checkpoint_dir"), "pipe cannot write checkpoints to "+sch+":// URLs",
 				"%s", CheckpointDirProblem(t.CheckpointDir))
 		}
 	}
-	if p := dec.Spec.Predict; p != nil && p.At.Has("write") && spec.URLScheme(p.Write) != "" {
+	if p := prog.Predict; p != nil && p.At.Has("write") && spec.URLScheme(p.Write) != "" {
 		add(p.At.FieldOrBlock("write"), "predictions are written to a local path",
 			"predict's write is %s, a URL; pipe writes predictions to local files. Give a local path (copy the file to the store after the run).", p.Write)
 	}

@@ -38,7 +38,8 @@ func TestCheckLocations(t *testing.T) {
 				t.Fatalf("%q: %v", c.src, d)
 			}
 		}
-		got := CheckLocations(p)
+		dec, _ := Decode(p)
+		got := CheckLocations(dec.Spec)
 		switch {
 		case c.want == "" && len(got) > 0:
 			t.Errorf("%q: %v", c.src, got)

@@ -54,10 +54,13 @@ func (w *Workflow) Recheck(ctx context.Context, prog *lang.Program, src []byte, 
 		req.Network = p.StepTime.NetworkBandwidth
 	}
 	dec, dds := decode(prog)
-	again, ds := w.plan(ctx, prog, req, w.gather(specOf(dec), ForRun), req.Device, 0)
+	if dec == nil {
+		return &Recheck{Verdict: Unplannable, Diags: dds}
+	}
+	again, ds := w.plan(ctx, dec, req, w.gather(dec.Spec, ForRun), req.Device, 0)
 	r := &Recheck{Again: again, Diags: append(ds, dds...)}
 	switch {
-	case again == nil || dec == nil || HasOtherErrors(r.Diags):
+	case again == nil || HasOtherErrors(r.Diags):
 		r.Verdict = Unplannable
 	case !again.Fits || again.AccumulationSteps != p.AccumulationSteps:
 		r.Verdict = Moved

@@ -97,7 +97,12 @@ func (w *Workflow) hostInfo() planner.HostInfo {
 // Devices lists the devices a plan can target on this machine: the
 // host's, the built-in profiles and prog's device blocks (prog may be nil).
 func (w *Workflow) Devices(prog *lang.Program) []plan.Device {
-	return planner.Devices(prog, w.hostInfo())
+	var sp *spec.Program
+	if prog != nil {
+		dec, _ := decode(prog)
+		sp = specOf(dec)
+	}
+	return planner.Devices(sp, w.hostInfo())
 }
 
 // Request is what a command asks to plan: the flags that override the
@@ -201,22 +206,25 @@ func (f *Fallback) Reason() string {
 // the planning (the language server cancels it on a newer edit).
 func (w *Workflow) Plan(ctx context.Context, prog *lang.Program, req Request) (*Planned, diag.Diagnostics) {
 	dec, dds := decode(prog)
-	f := w.gather(specOf(dec), req.Purpose)
+	if dec == nil {
+		return &Planned{purpose: req.Purpose}, dds
+	}
+	f := w.gather(dec.Spec, req.Purpose)
 	f.host = req.Node.on(f.host)
 	if req.Torch != "" {
 		f.host.Torch, f.host.TorchVersion = req.Torch, req.Torch
 	}
 	out := &Planned{Program: dec, purpose: req.Purpose, localGPUs: len(f.host.GPUs)}
-	p, ds := w.plan(ctx, prog, req, f, req.Device, 0)
+	p, ds := w.plan(ctx, dec, req, f, req.Device, 0)
 	if req.Purpose.runs() {
-		p, ds = w.decideRun(ctx, prog, req, f, out, p, ds)
+		p, ds = w.decideRun(ctx, dec, req, f, out, p, ds)
 		if v := w.runtimeForAttention(out, p); v != "" {
 			// Attention's kernels, and on a GPU torch.compile and the
 			// fused optimizers, and so the memory, depend on the worker's
 			// library: plan again with it.
 			f.host.Torch = v
-			p, ds = w.plan(ctx, prog, req, f, req.Device, 0)
-			p, ds = w.decideRun(ctx, prog, req, f, out, p, ds)
+			p, ds = w.plan(ctx, dec, req, f, req.Device, 0)
+			p, ds = w.decideRun(ctx, dec, req, f, out, p, ds)
 		}
 	}
 	out.Plan = carrySources(p, dec)
@@ -287,7 +295,7 @@ func carrySources(p *plan.Plan, dec *stdlib.Program) *plan.Plan {
 
 // plan calls the planner once: device overrides the request's device,
 // and nproc is the data parallelism to take when the request gives none.
-func (w *Workflow) plan(ctx context.Context, prog *lang.Program, req Request, f facts, device string, nproc int) (*plan.Plan, diag.Diagnostics) {
+func (w *Workflow) plan(ctx context.Context, prog *stdlib.Program, req Request, f facts, device string, nproc int) (*plan.Plan, diag.Diagnostics) {
 	opts := []planner.Option{planner.WithCosts(costs.Engines()...), planner.WithHost(f.host)}
 	if req.Source != nil {
 		opts = append(opts, planner.WithSource(req.Source))

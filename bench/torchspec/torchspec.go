@@ -70,7 +70,11 @@ func Load(path string, threads int, opts ...planner.Option) (*Model, error) {
 	if ds = append(ds, cds...); ds.HasErrors() {
 		return nil, fmt.Errorf("%s: %w", path, ds)
 	}
-	p, pds := planner.Plan(prog, append([]planner.Option{planner.WithCosts(costs.Engines()...), planner.WithDevice("cpu"), planner.WithSource(src)}, opts...)...)
+	dec, dds := stdlib.Decode(prog)
+	if dds.HasErrors() {
+		return nil, fmt.Errorf("%s: %w", path, dds)
+	}
+	p, pds := planner.Plan(dec, append([]planner.Option{planner.WithCosts(costs.Engines()...), planner.WithDevice("cpu"), planner.WithSource(src)}, opts...)...)
 	if p == nil || pds.HasErrors() {
 		return nil, fmt.Errorf("%s: %w", path, pds)
 	}
@@ -84,10 +88,6 @@ func Load(path string, threads int, opts ...planner.Option) (*Model, error) {
 	g, gds := stdlib.BuildGraph(lm)
 	if gds.HasErrors() {
 		return nil, fmt.Errorf("%s: %w", path, gds)
-	}
-	dec, dds := stdlib.Decode(prog)
-	if dds.HasErrors() {
-		return nil, fmt.Errorf("%s: %w", path, dds)
 	}
 	cfg := run.ConfigFromPlan(p, dec)
 	if threads <= 0 {

@@ -4,8 +4,10 @@ import (
 	"fmt"
 
 	"pipe/diag"
+	"pipe/lang"
 	"pipe/lang/render"
 	"pipe/planner"
+	"pipe/stdlib"
 )
 
 func runCheck(a *app, args []string) int {
@@ -30,7 +32,7 @@ func runCheck(a *app, args []string) int {
 			ds = diag.Diagnostics{{Severity: diag.Error, Code: "read", Summary: "cannot read " + display, Detail: err.Error()}}
 		} else if !ds.HasErrors() {
 			// What pipe plan would refuse on any device.
-			ds = append(ds, planner.CheckStatic(prog)...)
+			ds = append(ds, checkStatic(prog)...)
 		}
 		sources[display] = src
 		if *over.printConfig && err == nil && !ds.HasErrors() {
@@ -67,4 +69,14 @@ func plural(n int, word string) string {
 		return fmt.Sprintf("1 %s", word)
 	}
 	return fmt.Sprintf("%d %ss", n, word)
+}
+
+// checkStatic decodes prog and reports what pipe plan would refuse on any
+// device (planner.CheckStatic).
+func checkStatic(prog *lang.Program) diag.Diagnostics {
+	dec, ds := stdlib.Decode(prog)
+	if ds.HasErrors() {
+		return ds
+	}
+	return append(ds, planner.CheckStatic(dec)...)
 }

@@ -199,7 +199,7 @@ func planExample(t *testing.T, file string, src []byte, n int64) (*lang.Program,
 	if ds = append(ds, cds...); ds.HasErrors() {
 		t.Fatalf("check:\n%v", ds)
 	}
-	p, pds := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithSource(src), planner.WithHost(hostInfo()), planner.WithDevice("cpu"), planner.WithBatch(n))
+	p, pds := planner.Plan(progtest.Decoded(t, prog), planner.WithCosts(costs.Engines()...), planner.WithSource(src), planner.WithHost(hostInfo()), planner.WithDevice("cpu"), planner.WithBatch(n))
 	if p == nil || pds.HasErrors() {
 		t.Fatalf("plan:\n%v", pds)
 	}

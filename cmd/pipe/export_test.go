@@ -75,7 +75,7 @@ func TestExportCommand(t *testing.T) {
 	ort := onnxtest.Runtime(t)
 	f, _ := lang.Parse(file, []byte(exportSrc))
 	prog, _ := lang.Check(f, stdlib.Schema())
-	p, _ := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithSource([]byte(exportSrc)), planner.WithDevice("cpu"))
+	p, _ := planner.Plan(progtest.Decoded(t, prog), planner.WithCosts(costs.Engines()...), planner.WithSource([]byte(exportSrc)), planner.WithDevice("cpu"))
 	tr, err := run.LoadTrained(p, progtest.Decoded(t, prog), filepath.Join(dir, "ckpt", run.LastCheckpoint), native.Backend{}, 5, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -128,7 +128,7 @@ func TestExportGANGenerator(t *testing.T) {
 	src, _ := os.ReadFile(file)
 	f, _ := lang.Parse(file, src)
 	prog, _ := lang.Check(f, stdlib.Schema())
-	p, _ := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithSource(src), planner.WithDevice("cpu"))
+	p, _ := planner.Plan(progtest.Decoded(t, prog), planner.WithCosts(costs.Engines()...), planner.WithSource(src), planner.WithDevice("cpu"))
 	tr, err := run.LoadTrained(p, progtest.Decoded(t, prog), filepath.Join(dir, "ckpt", run.LastCheckpoint), native.Backend{}, 2, 1)
 	if err != nil {
 		t.Fatal(err)
@@ -170,7 +170,7 @@ func TestExportFashionFirstTestBatch(t *testing.T) {
 	src, _ := os.ReadFile(file)
 	f, _ := lang.Parse(file, src)
 	prog, _ := lang.Check(f, stdlib.Schema())
-	p, _ := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithSource(src), planner.WithDevice("cpu"))
+	p, _ := planner.Plan(progtest.Decoded(t, prog), planner.WithCosts(costs.Engines()...), planner.WithSource(src), planner.WithDevice("cpu"))
 	tr, err := run.LoadTrained(p, progtest.Decoded(t, prog), filepath.Join(dir, "ckpt", run.LastCheckpoint), native.Backend{}, n, 1)
 	if err != nil {
 		t.Fatal(err)

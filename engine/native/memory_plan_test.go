@@ -46,7 +46,7 @@ func loadProgram(t *testing.T, path string) *lang.Program {
 
 func planCPU(t *testing.T, prog *lang.Program, host planner.HostInfo, opts ...planner.Option) *plan.Plan {
 	t.Helper()
-	p, ds := planner.Plan(prog, append([]planner.Option{planner.WithCosts(Cost{}), planner.WithHost(host), planner.WithDevice("cpu")}, opts...)...)
+	p, ds := planner.Plan(progtest.Decoded(t, prog), append([]planner.Option{planner.WithCosts(Cost{}), planner.WithHost(host), planner.WithDevice("cpu")}, opts...)...)
 	if p == nil || ds.HasErrors() {
 		t.Fatalf("%s does not plan:\n%v", prog.Name, ds)
 	}
@@ -187,7 +187,7 @@ func TestCheckpointLowersMemory(t *testing.T) {
 		budget := free.Memory.Total - int64((1-keep)*float64(free.Checkpoint.PeakBefore))
 		capacity := int64(float64(budget+free.Memory.Reserve)/(1-free.Memory.MarginPercent/100)) + 1
 		host := planner.HostInfo{MemTotal: capacity, MemAvailable: capacity, Cores: planHost.Cores}
-		q, ds := planner.Plan(prog, planner.WithCosts(Cost{}), planner.WithHost(host), planner.WithDevice("cpu"), planner.WithBatch(batch))
+		q, ds := planner.Plan(progtest.Decoded(t, prog), planner.WithCosts(Cost{}), planner.WithHost(host), planner.WithDevice("cpu"), planner.WithBatch(batch))
 		if q != nil && q.Fits && !ds.HasErrors() && len(q.Checkpoint.Segments) > 0 {
 			p = q
 			break

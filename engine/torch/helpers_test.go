@@ -8,6 +8,7 @@ import (
 	"pipe/engine"
 
 	"pipe/engine/native"
+	"pipe/internal/progtest"
 	"pipe/internal/torchtest"
 	"pipe/lang"
 	"pipe/planner"
@@ -31,7 +32,7 @@ func loadSrc(t testing.TB, name string, src []byte, opts ...planner.Option) (*la
 		t.Fatalf("%s does not check:\n%v", name, ds)
 	}
 	opts = append([]planner.Option{planner.WithCosts(native.Cost{}, Cost{}), planner.WithDevice("cpu"), planner.WithHost(testHost), planner.WithSource(src)}, opts...)
-	p, pds := planner.Plan(prog, opts...)
+	p, pds := planner.Plan(progtest.Decoded(t, prog), opts...)
 	if pds.HasErrors() || p == nil {
 		t.Fatalf("%s does not plan:\n%v", name, pds)
 	}

@@ -33,7 +33,7 @@ func trained(t *testing.T, name string, src []byte, batch int) *run.Trained {
 	if ds = append(ds, cds...); ds.HasErrors() {
 		t.Fatalf("%s does not check:\n%v", name, ds)
 	}
-	p, pds := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithSource(src), planner.WithDevice("cpu"), planner.WithBatch(4))
+	p, pds := planner.Plan(progtest.Decoded(t, prog), planner.WithCosts(costs.Engines()...), planner.WithSource(src), planner.WithDevice("cpu"), planner.WithBatch(4))
 	if pds.HasErrors() || p == nil {
 		t.Fatalf("%s does not plan:\n%v", name, pds)
 	}

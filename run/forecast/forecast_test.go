@@ -35,13 +35,13 @@ func planned(t *testing.T, src string, opts ...planner.Option) (*plan.Plan, *std
 	}
 	opts = append([]planner.Option{planner.WithCosts(costs.Engines()...), planner.WithSource([]byte(src)), planner.WithDevice("cpu"),
 		planner.WithHost(planner.HostInfo{MemTotal: 8 << 30, MemAvailable: 8 << 30, Cores: 2}), planner.WithTrainSamples(900, true)}, opts...)
-	p, pds := planner.Plan(prog, opts...)
-	if pds.HasErrors() {
-		t.Fatal(pds)
-	}
 	dec, dds := stdlib.Decode(prog)
 	if dds.HasErrors() {
 		t.Fatal(dds)
+	}
+	p, pds := planner.Plan(dec, opts...)
+	if pds.HasErrors() {
+		t.Fatal(pds)
 	}
 	g, _ := dec.Graph(p.Model)
 	return p, dec, g

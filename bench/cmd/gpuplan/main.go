@@ -159,8 +159,12 @@ func planFor(src, dev, torchVersion string, batch int64) (*plan.Plan, error) {
 	if ds = append(ds, cds...); ds.HasErrors() {
 		return nil, fmt.Errorf("%s: %w", src, ds)
 	}
+	dec, dds := stdlib.Decode(prog)
+	if dds.HasErrors() {
+		return nil, fmt.Errorf("%s: %w", src, dds)
+	}
 	host := planner.HostInfo{Torch: strings.SplitN(torchVersion, "+", 2)[0]}
-	p, pds := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithDevice(dev), planner.WithEngine(plan.EngineTorch),
+	p, pds := planner.Plan(dec, planner.WithCosts(costs.Engines()...), planner.WithDevice(dev), planner.WithEngine(plan.EngineTorch),
 		planner.WithBatch(batch), planner.WithHost(host), planner.WithSource(text))
 	if p == nil || pds.HasErrors() {
 		return nil, fmt.Errorf("%s: %w", src, pds)

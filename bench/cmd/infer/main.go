@@ -110,13 +110,13 @@ func bench(rounds int, roundTime time.Duration, threads int, out string) error {
 	if ds = append(ds, cds...); ds.HasErrors() {
 		return ds
 	}
-	p, pds := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithSource(raw), planner.WithDevice("cpu"), planner.WithEngine("native"))
-	if pds.HasErrors() {
-		return pds
-	}
 	dec, dds := stdlib.Decode(prog)
 	if dds.HasErrors() {
 		return dds
+	}
+	p, pds := planner.Plan(dec, planner.WithCosts(costs.Engines()...), planner.WithSource(raw), planner.WithDevice("cpu"), planner.WithEngine("native"))
+	if pds.HasErrors() {
+		return pds
 	}
 	tmp, err := os.MkdirTemp("", "pipe-infer-")
 	if err != nil {

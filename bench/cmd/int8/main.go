@@ -194,13 +194,13 @@ func (b *bench) model(m model, dir string) (*result, error) {
 	if ds = append(ds, cds...); ds.HasErrors() {
 		return nil, ds
 	}
-	p, pds := planner.Plan(prog, planner.WithCosts(costs.Engines()...), planner.WithSource([]byte(src)), planner.WithDevice("cpu"), planner.WithEngine("native"))
-	if pds.HasErrors() {
-		return nil, pds
-	}
 	dec, dds := stdlib.Decode(prog)
 	if dds.HasErrors() {
 		return nil, dds
+	}
+	p, pds := planner.Plan(dec, planner.WithCosts(costs.Engines()...), planner.WithSource([]byte(src)), planner.WithDevice("cpu"), planner.WithEngine("native"))
+	if pds.HasErrors() {
+		return nil, pds
 	}
 	ckdir := filepath.Join(dir, "ckpt")
 	fmt.Fprintf(os.Stderr, "int8: training %s (%s)\n", m.name, m.trained)
