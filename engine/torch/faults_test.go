@@ -569,3 +569,44 @@ func TestPeerLostSignsAreTheWorkers(t *testing.T) {
 		}
 	}
 }
+
+// TestNodesSayTheirRestartsWhenTheyMeet: two nodes whose launcher
+// restarted one (LauncherRestarts 2) and not the other (0, as torchrun
+// leaves a healthy node's ranks) meet at the build, and both models say
+// the world's largest count, 2. Before, each rank's count named its keys
+// in the store, and the two never met.
+func TestNodesSayTheirRestartsWhenTheyMeet(t *testing.T) {
+	py := testPython(t)
+	src := strings.Replace(resumable, "dense 32 bias false -> batchnorm -> relu", "dense 32 -> relu", 1)
+	prog, p, g := loadSrc(t, "nodes.pipe", []byte(src), planner.WithEngine("torch"), planner.WithDevices(1, 2), planner.WithBatch(10))
+	port := freePort(t)
+	var wg sync.WaitGroup
+	var said [2]int
+	var errs [2]error
+	for node := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
+			cfg.LauncherRestarts = 2 * node
+			b := Backend{Python: py, NProcPerNode: 1, NNodes: 2, NodeRank: node, MasterPort: port, RendezvousTimeout: time.Minute}
+			m, err := b.Build(g, cfg)
+			if err != nil {
+				errs[node] = err
+				return
+			}
+			defer m.Close()
+			if w := m.Capabilities().World; w != nil {
+				said[node] = w.LauncherRestarts()
+			} else {
+				errs[node] = errors.New("no World facet")
+			}
+		}()
+	}
+	wg.Wait()
+	for node := range 2 {
+		if errs[node] != nil || said[node] != 2 {
+			t.Errorf("node %d: world's restarts %d (%v), want 2", node, said[node], errs[node])
+		}
+	}
+}
