@@ -126,6 +126,9 @@ type Capabilities struct {
 	// over nodes, or ranks a launcher started one a process), makes the
 	// ranks stop after the same step.
 	Stop Stopper
+	// World, set when the model's ranks met at a rendezvous (ranks a
+	// launcher started one a process), says what the ranks said there.
+	World Worlder
 	// Rows, set on one node of several, gives the rows [lo, hi) of a
 	// training batch of n samples that this node's ranks train on, so that
 	// the run loop reads only those (dataset.LoaderOptions.Rows); the
@@ -182,6 +185,17 @@ type Stopper interface {
 	RequestStop()
 	Stopping() bool
 	StopTogether() error
+}
+
+// Worlder is the Capabilities facet of a Model whose ranks met at a
+// rendezvous when it was built. LauncherRestarts is the largest
+// Config.LauncherRestarts among them: a launcher that restarts failed
+// ranks counts only those (torchrun's healthy ranks, restarted because
+// another node rejoined, keep their count), so a rank learns here
+// whether its world was restarted. Without the facet, a model's world
+// is itself and the count its own.
+type Worlder interface {
+	LauncherRestarts() int
 }
 
 // StepResult is the outcome of one queued optimizer step.
@@ -282,6 +296,11 @@ type Config struct {
 	// Engine is how the torch engine applies the plan; the native engine
 	// ignores it.
 	Engine EngineSettings
+	// LauncherRestarts is how often the launcher that started this rank
+	// started it again after a failure (torchrun's
+	// TORCHELASTIC_RESTART_COUNT, SLURM's requeues); 0 for none. The
+	// ranks say theirs when they meet (Worlder).
+	LauncherRestarts int
 	// InputGrad makes TrainStep keep the gradient with respect to the
 	// model's input, for InputGrad (a GAN's discriminator, whose input
 	// gradient trains the generator).

@@ -415,6 +415,12 @@ type runConfig struct {
 	// restart is how the run goes on after a failure when its launcher
 	// starts it again by itself (WithRestart); "" for --resume.
 	restart string
+	// restarts is the launcher's restart count of this rank
+	// (WithLauncherRestarts); worldDecides that the run continues its
+	// folder's last checkpoint if its world was restarted
+	// (WithContinueIfRestarted).
+	restarts     int
+	worldDecides bool
 	// settings are recorded in the run's folder (WithSettings); nil
 	// records none.
 	settings *Settings
@@ -435,6 +441,18 @@ func WithBackend(b engine.Backend) Option {
 // for a lost rank, and continues it from its checkpoint: how is the
 // phrase the failure's diagnostic gives in place of --resume.
 func WithRestart(how string) Option { return func(c *runConfig) { c.restart = how } }
+
+// WithLauncherRestarts says how often the launcher that started this
+// rank started it again after a failure (engine.Config.LauncherRestarts).
+func WithLauncherRestarts(n int) Option { return func(c *runConfig) { c.restarts = n } }
+
+// WithContinueIfRestarted makes the run continue its folder's last
+// checkpoint, as WithResume("") would, when any rank of its world was
+// restarted by the launcher, and start afresh otherwise: every rank
+// decides the same once the ranks have met (engine.Worlder), where a
+// rank's own count would not (torchrun counts only the ranks it
+// restarted for a failure). Design: docs/design/run-identity.md.
+func WithContinueIfRestarted() Option { return func(c *runConfig) { c.worldDecides = true } }
 
 // WithMaxSteps stops training after n optimizer steps in all, resumed
 // steps included (the file's max_steps does the same; the smaller wins).

@@ -358,9 +358,41 @@ func (r *runner) claim() bool {
 			return false
 		}
 	}
-	r.stale = true
-	r.log.Warn("an earlier run's checkpoint will be replaced by this run's first (--resume continues it instead); its best.ckpt and epoch files go with it", "folder", dir)
+	if r.rc.worldDecides {
+		// Whether the run continues them is known once the ranks met.
+		r.claimed = true
+		return true
+	}
+	r.markStale()
 	return true
+}
+
+// markStale has the run's first checkpoint replace the folder's earlier
+// run's (clearStale), and says so while there is time to stop.
+func (r *runner) markStale() {
+	r.stale = true
+	r.log.Warn("an earlier run's checkpoint will be replaced by this run's first (--resume continues it instead); its best.ckpt and epoch files go with it", "folder", r.set.ckptDir)
+}
+
+// decideResume decides, after the model was built, whether a run given
+// WithContinueIfRestarted continues its folder's last checkpoint: when
+// the launcher restarted any rank of the world. The ranks met at the
+// build and each knows the world's largest count (engine.Worlder), so
+// all decide alike, a rank the launcher restarted only because another
+// failed too. Otherwise an earlier run's checkpoints are replaced, as
+// claim would have said.
+func (r *runner) decideResume() {
+	n := r.worldRestarts
+	last := filepath.Join(r.set.ckptDir, LastCheckpoint)
+	if n > 0 && fileExists(last) {
+		r.rc.resume, r.rc.resumeAt = true, ""
+		r.log.Info("continuing from the run's last checkpoint: the launcher restarted this run's ranks",
+			"rank", r.rc.nodeRank, "restarts", n, "this rank's", r.cfg.LauncherRestarts, "checkpoint", last)
+		return
+	}
+	if r.claimed {
+		r.markStale()
+	}
 }
 
 // clearStale removes an earlier run's best.ckpt and epoch files from the

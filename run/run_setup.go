@@ -54,6 +54,12 @@ type runner struct {
 	// the run's first checkpoint replaces (claim); wrote that the run
 	// wrote a checkpoint.
 	stale, wrote bool
+	// claimed says claim left the folder's earlier checkpoints for
+	// decideResume to continue or replace (WithContinueIfRestarted).
+	claimed bool
+	// worldRestarts is the largest launcher restart count of the ranks
+	// the model was built with (engine.Worlder), else this rank's.
+	worldRestarts int
 	// rank0Wrote is, on a rank above 0, the checkpoint rank 0 wrote at
 	// the last point where this rank would have written one ("" for
 	// none): the ranks step together, so it is rank 0's latest.
@@ -79,6 +85,9 @@ func (r *runner) close() {
 func (r *runner) run(ctx context.Context) {
 	if !r.setup(ctx) {
 		return
+	}
+	if r.rc.worldDecides {
+		r.decideResume()
 	}
 	if r.rc.resume && !r.resume() {
 		return
@@ -172,6 +181,7 @@ func (r *runner) setup(ctx context.Context) bool {
 	}
 	r.cfg = ConfigFromPlan(p, prog)
 	r.cfg.Threads = r.rc.threads
+	r.cfg.LauncherRestarts = r.rc.restarts
 	if !r.openData() {
 		return false
 	}
@@ -215,6 +225,10 @@ func (r *runner) setup(ctx context.Context) bool {
 		}
 		r.errorf(rangeOf(r.mspec.NameRange), CodeBuild, what, "%s backend: %v.", r.backend.Name(), err)
 		return false
+	}
+	r.worldRestarts = r.cfg.LauncherRestarts
+	if w := m.Capabilities().World; w != nil {
+		r.worldRestarts = max(r.worldRestarts, w.LauncherRestarts())
 	}
 	if p.GAN != nil {
 		gm, ok := r.buildGAN(m)

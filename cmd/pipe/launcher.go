@@ -25,7 +25,8 @@ type launched struct {
 	// restarts is how often the launcher started this rank again after a
 	// failure (TORCHELASTIC_RESTART_COUNT) or requeued the job
 	// (SLURM_RESTART_COUNT). A run of a job continues its checkpoint
-	// without it (continueRun); one of no job, in a folder given, with it.
+	// without it (continueRun); one of no job, in a folder given, when
+	// the largest count of its world's ranks is above 0.
 	restarts int
 	// maxRestarts is how often torchrun starts the ranks again after a
 	// failure (TORCHELASTIC_MAX_RESTARTS); SLURM requeues only a run
@@ -170,12 +171,16 @@ func srunStep(getenv func(string) string) bool {
 // continueRun makes a run continue its own run's last checkpoint, as
 // --resume would: a run of a job whose folder holds one, at any start
 // of the job, whether or not a restart count says it is one (a
-// container restarted in its pod has none); and a rank that a launcher
-// restarted (l.restarts), in a folder given to it. The latest run is
+// container restarted in its pod has none); and, in a folder given, a
+// run whose launcher restarts ranks, once its world has met and knows
+// whether any rank was restarted (run.WithContinueIfRestarted): torchrun
+// counts only the ranks it restarted for a failure, and a rank of a
+// healthy node started again beside them says 0. The latest run is
 // never a restart's: it may be another job's.
 func (a *app) continueRun(f *runFlags, place run.Place, l *launched) {
 	restarted := l != nil && l.restarts > 0
-	if f.resume.set || (place.Job.ID == "" && !restarted) {
+	restarts := l != nil && (l.restarts > 0 || l.maxRestarts > 0)
+	if f.resume.set || (place.Job.ID == "" && !restarts) {
 		return
 	}
 	last := filepath.Join(place.Dir, run.LastCheckpoint)
@@ -185,8 +190,12 @@ func (a *app) continueRun(f *runFlags, place run.Place, l *launched) {
 	}
 	switch {
 	case place.Job.ID == "" && place.Root != "":
-		fmt.Fprintf(a.env.Stderr, "pipe run: %s restarted this rank (%d), but the run has no id to find its folder by: starting afresh in %s (give pipe run --run-id ID, or torchrun --rdzv-id, and a restart continues its run)\n",
-			l.by, l.restarts, place.Dir)
+		if restarted {
+			fmt.Fprintf(a.env.Stderr, "pipe run: %s restarted this rank (%d), but the run has no id to find its folder by: starting afresh in %s (give pipe run --run-id ID, or torchrun --rdzv-id, and a restart continues its run)\n",
+				l.by, l.restarts, place.Dir)
+		}
+	case err == nil && place.Job.ID == "":
+		f.worldDecides = true
 	case err == nil:
 		f.resume.set = true
 		fmt.Fprintf(a.env.Stderr, "pipe run: continuing from the run's last checkpoint, %s%s\n", last, jobSaid(place.Job))

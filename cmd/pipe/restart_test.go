@@ -148,3 +148,70 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return b
 }
+
+// TestRestartedWorldContinuesOnEveryRank: two ranks started by hand as
+// torchrun starts them after rank 1 failed once and rank 0's node was
+// healthy: rank 1 with TORCHELASTIC_RESTART_COUNT=1, rank 0 with 0
+// (torchrun counts only the ranks it restarted for a failure), in the
+// folder of a first run of the two that stopped at step 3. Both ranks
+// continue from step 3, rank 0 too, and the run completes; a rank's own
+// count decided it before, and rank 0 started afresh.
+func TestRestartedWorldContinuesOnEveryRank(t *testing.T) {
+	py := torchPython(t)
+	// 64 samples, 16 a step over the two ranks: 4 steps an epoch.
+	src := `pipeline world
+seed 3
+source blobs synthetic { samples 64  shape [12]  classes 4  seed 5 }
+model net {
+  input [12]
+  dense 16 -> relu -> dense 4
+}
+train { epochs 2  batch 8  optimizer adam lr 0.01  loss cross_entropy }
+`
+	dir, file := tiny(t, src)
+	ckpt := filepath.Join(dir, "ckpt")
+	start := func(counts [2]int, more ...string) [2]string {
+		port := freePort(t)
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		defer cancel()
+		var wg sync.WaitGroup
+		var outs [2]string
+		for n := range 2 {
+			args := append([]string{"run", "--engine", "torch", "--python", py, "--threads", "1", "--checkpoint-dir", ckpt,
+				"--report", filepath.Join(dir, fmt.Sprintf("rank%d.json", n))}, append(more, file)...)
+			cmd := exec.CommandContext(ctx, os.Args[0], args...)
+			cmd.Env = append(os.Environ(), "PIPE_TEST_MAIN=1", "PIPE_RUN_ID=", "SLURM_JOB_ID=", "TORCHELASTIC_RUN_ID=",
+				"RANK="+strconv.Itoa(n), "WORLD_SIZE=2", "LOCAL_RANK=0", "LOCAL_WORLD_SIZE=1", "GROUP_RANK="+strconv.Itoa(n),
+				"GROUP_WORLD_SIZE=2", "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+port,
+				"TORCHELASTIC_RESTART_COUNT="+strconv.Itoa(counts[n]), "TORCHELASTIC_MAX_RESTARTS=1")
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				out, err := cmd.CombinedOutput()
+				outs[n] = string(out)
+				if err != nil {
+					outs[n] += fmt.Sprintf("\n(rank %d: %v)", n, err)
+				}
+			}()
+		}
+		wg.Wait()
+		for n := range 2 {
+			if strings.Contains(outs[n], fmt.Sprintf("(rank %d:", n)) {
+				t.Fatalf("rank %d failed\n%s\n----\n%s", n, outs[0], outs[1])
+			}
+		}
+		return outs
+	}
+	start([2]int{0, 0}, "--max-steps", "3")
+	outs := start([2]int{0, 1})
+	for n := range 2 {
+		if !strings.Contains(outs[n], "continuing from the run's last checkpoint") || strings.Contains(outs[n], "will be replaced") {
+			t.Errorf("rank %d did not continue the run\n%s", n, outs[n])
+		}
+	}
+	rep := readJSON(t, mustRead(t, filepath.Join(dir, "rank0.json")))
+	from, _ := rep["resumed_from"].(map[string]any)
+	if from == nil || from["step"].(float64) != 3 || rep["steps"].(float64) != 8 || rep["status"] != "completed" {
+		t.Errorf("rank 0 resumed from %v; %v steps, %v", rep["resumed_from"], rep["steps"], rep["status"])
+	}
+}

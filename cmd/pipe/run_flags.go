@@ -28,6 +28,9 @@ type runFlags struct {
 	// launcher is the launcher that started this rank, nil for none (no
 	// flag: launcherEnv's).
 	launcher *launched
+	// worldDecides: the run continues its folder's last checkpoint if the
+	// launcher restarted any rank of its world (continueRun).
+	worldDecides bool
 	// settings are what the run records in its folder for a resume
 	// (run_settings.go).
 	settings run.Settings
@@ -122,6 +125,12 @@ func (f *runFlags) execOptions(log hclog.Logger, engines []engine.Backend, place
 	opts = append(opts, run.WithPlace(place), run.WithSettings(f.settings))
 	if how := f.launcher.restartAdvice(); how != "" {
 		opts = append(opts, run.WithRestart(how))
+	}
+	if f.launcher != nil {
+		opts = append(opts, run.WithLauncherRestarts(f.launcher.restarts))
+	}
+	if f.worldDecides {
+		opts = append(opts, run.WithContinueIfRestarted())
 	}
 	if f.resume.set {
 		opts = append(opts, run.WithResume(f.resume.path))

@@ -4,12 +4,14 @@ import "pipe/engine"
 
 // Capabilities implements engine.Model: queued steps, the devices' own
 // memory figures, how the plan was applied, gan mode in the worker, the
-// kernels' clock and a worker's death.
+// kernels' clock and a worker's death; over processes, the ranks' stop
+// and what they said when they met.
 func (m *model) Capabilities() engine.Capabilities {
 	c := engine.Capabilities{Queue: m, Devices: m, Applied: m, GAN: m, GANParts: m, Profile: m, Liveness: m}
 	if len(m.workers) < m.world {
 		c.Rows = m.nodeRows
 		c.Stop = m
+		c.World = m
 	}
 	return c
 }
@@ -19,6 +21,10 @@ func (m *model) RequestStop() { m.stopAsked = true }
 
 // Stopping implements engine.Stopper: a step's reply said some rank asked.
 func (m *model) Stopping() bool { return m.stopping }
+
+// LauncherRestarts implements engine.Worlder: the largest count the
+// ranks said at the rendezvous.
+func (m *model) LauncherRestarts() int { return m.restarts }
 
 // Lost implements engine.Liveness: died closes when any worker exits.
 func (m *model) Lost() <-chan struct{} { return m.died }

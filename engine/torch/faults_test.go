@@ -1,9 +1,11 @@
 package torch
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"math"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -566,6 +568,90 @@ func TestPeerLostSignsAreTheWorkers(t *testing.T) {
 	for _, s := range peerLostSigns {
 		if !strings.Contains(string(b), strconv.Quote(s)) {
 			t.Errorf("rendezvous.py's PEER_LOST lacks %q", s)
+		}
+	}
+}
+
+// TestNodesSayTheirRestartsWhenTheyMeet: two nodes whose launcher
+// restarted one (LauncherRestarts 2) and not the other (0, as torchrun
+// leaves a healthy node's ranks) meet at the build, and both models say
+// the world's largest count, 2. Before, each rank's count named its keys
+// in the store, and the two never met.
+func TestNodesSayTheirRestartsWhenTheyMeet(t *testing.T) {
+	meetTwoNodes(t, Backend{MasterPort: freePort(t)})
+}
+
+// TestNodesMeetAfreshUnderTheAgentStore: under torchrun's agent store
+// (torch 2.x), which outlives a start, the store holds an earlier
+// start's keys: an announcement of a store that is gone, its ranks'
+// joins and counts (7). The nodes still meet, in a store of their own,
+// and say their own world's count, 2.
+func TestNodesMeetAfreshUnderTheAgentStore(t *testing.T) {
+	py := testPython(t)
+	port := freePort(t)
+	agent := exec.Command(py, "-c", `import datetime, sys
+import torch.distributed as dist
+s = dist.TCPStore("127.0.0.1", int(sys.argv[1]), 1, True, datetime.timedelta(seconds=60), wait_for_workers=False)
+s.set("pipe/store", sys.argv[2] + " stale")
+s.set("pipe/restarts/0", "7")
+s.set("pipe/restarts/1", "7")
+s.add("pipe/joined", 2)
+print("ready", flush=True)
+sys.stdin.read()`, strconv.Itoa(port), strconv.Itoa(freePort(t)))
+	in, err := agent.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := agent.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := agent.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer agent.Wait()
+	defer in.Close() // the agent's store ends with its stdin
+	if line, _ := bufio.NewReader(out).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("the agent's store did not start: %q", line)
+	}
+	meetTwoNodes(t, Backend{MasterPort: port, AgentStore: true})
+}
+
+// meetTwoNodes builds a model on two nodes of b, node 1 restarted twice
+// by its launcher and node 0 never, and wants both to say 2.
+func meetTwoNodes(t *testing.T, b Backend) {
+	t.Helper()
+	py := testPython(t)
+	src := strings.Replace(resumable, "dense 32 bias false -> batchnorm -> relu", "dense 32 -> relu", 1)
+	prog, p, g := loadSrc(t, "nodes.pipe", []byte(src), planner.WithEngine("torch"), planner.WithDevices(1, 2), planner.WithBatch(10))
+	var wg sync.WaitGroup
+	var said [2]int
+	var errs [2]error
+	for node := range 2 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
+			cfg.LauncherRestarts = 2 * node
+			b := b
+			b.Python, b.NProcPerNode, b.NNodes, b.NodeRank, b.RendezvousTimeout = py, 1, 2, node, time.Minute
+			m, err := b.Build(g, cfg)
+			if err != nil {
+				errs[node] = err
+				return
+			}
+			defer m.Close()
+			if w := m.Capabilities().World; w != nil {
+				said[node] = w.LauncherRestarts()
+			} else {
+				errs[node] = errors.New("no World facet")
+			}
+		}()
+	}
+	wg.Wait()
+	for node := range 2 {
+		if errs[node] != nil || said[node] != 2 {
+			t.Errorf("node %d: world's restarts %d (%v), want 2", node, said[node], errs[node])
 		}
 	}
 }

@@ -97,6 +97,9 @@ type model struct {
 	names    map[string]int
 	applied  map[string]string
 	device   string
+	// restarts is the largest launcher restart count of the ranks that
+	// met at the build (engine.Worlder).
+	restarts int
 
 	ws []*wstate
 
@@ -338,7 +341,7 @@ func (m *model) build(b Backend, init engine.State) error {
 				MasterAddr: addr, MasterPort: port, BucketMB: bucket,
 				TimeoutS: seconds(b.CollectiveTimeout, DefaultCollectiveTimeout), RendezvousTimeoutS: seconds(b.RendezvousTimeout, DefaultRendezvousTimeout),
 				AgentStore: b.AgentStore, AgreeStop: len(m.workers) < m.world,
-				SyncBatchnorm: m.cfg.Engine.SyncBatchnorm}
+				SyncBatchnorm: m.cfg.Engine.SyncBatchnorm, Restarts: m.cfg.LauncherRestarts}
 		}
 		if err := w.send(buildRequest{Spec: &s}, -1, 0); err != nil {
 			return err
@@ -362,6 +365,7 @@ func (m *model) build(b Backend, init engine.State) error {
 			}
 			m.device = br.Device
 		}
+		m.restarts = max(m.restarts, m.cfg.LauncherRestarts, br.WorldRestarts)
 		if br.Params != m.params {
 			return fmt.Errorf("torch: the worker's model has %d parameters, pipe's graph %d", br.Params, m.params)
 		}

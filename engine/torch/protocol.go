@@ -335,6 +335,9 @@ type buildReply struct {
 	Applied map[string]string `json:"applied"`
 	Device  string            `json:"device"`
 	Torch   string            `json:"torch"`
+	// WorldRestarts is the largest Distributed.Restarts of the ranks that
+	// met at the rendezvous; 0 without one.
+	WorldRestarts int `json:"world_restarts,omitempty"`
 }
 
 // paramsReply is a discriminator built: its parameter count.

@@ -167,6 +167,10 @@ type Distributed struct {
 	// samples (SyncBatchNorm on CUDA, the worker's own over gloo on the
 	// CPU, whose tensors torch's refuses).
 	SyncBatchnorm bool `json:"sync_batchnorm,omitempty"`
+	// Restarts is how often the launcher started this rank again
+	// (engine.Config.LauncherRestarts): each rank says its own at the
+	// rendezvous, and the build's reply is the world's largest.
+	Restarts int `json:"restarts,omitempty"`
 }
 
 // TensorRef is a named tensor in the benchmark's data file: Offset and

@@ -160,6 +160,7 @@ STRUCTS = {
         "applied": "map[string]str",
         "device": "str",
         "torch": "str",
+        "world_restarts": "int",
     },
     "paramsReply": {
         "params": "int",
@@ -368,5 +369,6 @@ STRUCTS = {
         "agent_store": "bool",
         "agree_stop": "bool",
         "sync_batchnorm": "bool",
+        "restarts": "int",
     },
 }

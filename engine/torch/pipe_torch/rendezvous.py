@@ -42,12 +42,17 @@ def connect(dist, addr, port, world, rank, limit, t0):
 
 
 def meet(dist, d):
-    """The store every rank has checked in to, once all have."""
+    """The store every rank has checked in to, once all have, and the
+    largest launcher restart count any rank said there (d["restarts"]):
+    a launcher counts only the ranks it restarted for a failure, so this
+    is how a rank learns that its world was restarted."""
     addr, port, rank, world = d["master_addr"], int(d["master_port"]), int(d["rank"]), int(d["world_size"])
     limit = int(d.get("rendezvous_timeout_s") or 300)
     where = f"{addr}:{port}"
     t0 = time.monotonic()
-    if rank == 0 and not d.get("agent_store"):
+    if d.get("agent_store"):
+        store = own_store(dist, addr, port, world, rank, limit, t0)
+    elif rank == 0:
         try:
             store = dist.TCPStore(addr, port, world, True, datetime.timedelta(seconds=limit), wait_for_workers=False)
         except Exception as e:  # noqa: BLE001
@@ -55,9 +60,11 @@ def meet(dist, d):
                           "give another --master-port)") from e
     else:
         store = connect(dist, addr, port, world, rank, limit, t0)
-    # Keys of this start of the job: a store torchrun's agent keeps across
-    # restarts still holds the last start's.
-    pre = f"pipe/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/"
+    # The store is this start's alone (rank 0's worker made it), so the
+    # keys need no name of the start: the restart counts, which once
+    # named them, differ between ranks of one start.
+    pre = "pipe/"
+    store.set(f"{pre}restarts/{rank}", str(int(d.get("restarts") or 0)))
     store.add(f"{pre}in/{rank}", 1)
     store.add(f"{pre}joined", 1)
     last = t0
@@ -66,7 +73,8 @@ def meet(dist, d):
         # wait for a key that is not there yet: one read a poll, and the
         # ranks one by one only when they are to be named.
         if store.add(f"{pre}joined", 0) >= world:
-            return store
+            restarts = max(int(store.get(f"{pre}restarts/{r}")) for r in range(world))
+            return store, restarts
         now = time.monotonic()
         if now - t0 < limit and now - last < EVERY:
             time.sleep(0.2)
@@ -79,6 +87,49 @@ def meet(dist, d):
                           "--master-port and --nnodes, each with its own --node-rank")
         report(rank, where, present, missing, now - t0, limit)
         last = now
+
+
+STORE_KEY = "pipe/store"
+
+
+def own_store(dist, addr, port, world, rank, limit, t0):
+    """Under torchrun's agent store (torch 2.x), a store of this start's
+    own. The agent's outlives the start, with the last start's keys in
+    it, and nothing the ranks are told names the start (each rank's
+    restart count is its own): so rank 0 opens a store at a free port and
+    announces it, with a token, in the agent's; another rank takes an
+    announcement only once the store it names answers with its token
+    (an earlier start's names a store that is gone)."""
+    agent = connect(dist, addr, port, world, rank, limit, t0)
+    if rank == 0:
+        try:
+            own = dist.TCPStore(addr, 0, world, True, datetime.timedelta(seconds=limit), wait_for_workers=False)
+        except Exception as e:  # noqa: BLE001
+            raise Failure("error", f"rank 0 cannot listen at {addr}: {e}") from e
+        token = os.urandom(8).hex()
+        own.set("pipe/token", token)
+        agent.set(STORE_KEY, f"{own.port} {token}")
+        return own
+    last = t0
+    while True:
+        left = limit - (time.monotonic() - t0)
+        if left <= 0:
+            raise Failure("error", f"rank {rank} found no store of rank 0's announced at {addr}:{port} within {limit} s: "
+                          "start rank 0 with the others")
+        wait = datetime.timedelta(seconds=min(EVERY, left))
+        try:
+            agent.set_timeout(wait)
+            own_port, token = agent.get(STORE_KEY).decode().split()
+            own = dist.TCPStore(addr, int(own_port), world, False, wait)
+            if own.get("pipe/token").decode() == token:
+                return own
+        except Exception:  # noqa: BLE001 - not announced yet, or an earlier start's store: gone, or another's
+            pass
+        now = time.monotonic()
+        if now - last >= EVERY - 0.5:
+            report(rank, f"{addr}:{port}", [], [0], now - t0, limit)
+            last = now
+        time.sleep(0.2)
 
 
 # What gloo and NCCL say on a rank whose peer went away (errors.go's
@@ -97,7 +148,7 @@ def who_left(store, rank, world, wait=5.0):
     within wait seconds are named, by the lowest rank left alone (the
     others point at it), so that the job's output names them once. The
     store is rank 0's: when it cannot be reached, rank 0 went away."""
-    pre = f"pipe/{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}/left/"
+    pre = "pipe/left/"
     try:
         store.add(f"{pre}{rank}", 1)
         t0 = time.monotonic()

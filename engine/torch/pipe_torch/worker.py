@@ -209,8 +209,10 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
         self.events = {}
         self.net.train()
         params = sum(p.numel() for p in net.parameters())
-        return {"params": params, "applied": self.applied, "device": str(self.device),
-                "torch": torch.__version__}
+        reply = {"params": params, "applied": self.applied, "device": str(self.device), "torch": torch.__version__}
+        if self.dist:
+            reply["world_restarts"] = self.world_restarts
+        return reply
 
     def init_distributed(self, dev):
         import datetime
@@ -221,7 +223,7 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
         kw = {}
         if dev.startswith("cuda") and "device_id" in inspect.signature(dist.init_process_group).parameters:
             kw["device_id"] = torch.device(dev)  # torch 2.3 and later: the communicator is made eagerly for it
-        self.store = meet(dist, d)
+        self.store, self.world_restarts = meet(dist, d)
         dist.init_process_group(backend=backend, store=self.store, rank=d["rank"], world_size=d["world_size"],
                                 timeout=timeout, **kw)
         self.rank = d["rank"]
