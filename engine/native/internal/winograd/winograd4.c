@@ -1,50 +1,49 @@
 //go:build cgo
 
-// Winograd F(4x4, 3x3) transforms (see winograd.go), with Lavin and
-// Gray's points 0, ±1, ±2, ∞: 6×6 input tiles, 4×4 output tiles. The
-// matrices and the why of the points are in docs/design/native-winograd.md.
-// Every product in the tile transforms is by a power of two, so they are
-// exact; only the weight transforms multiply by 1/6, and the package is
-// built with -ffp-contract=off so that no compiler fuses those into a
-// different rounding (the tests compare bits).
+// Winograd F(4x4, 3x3) transforms (see winograd.go), with the points
+// 0, 1, -1, 2, -1/2, ∞: 6×6 input tiles, 4×4 output tiles. The matrices
+// and the why of the points are in docs/design/native-winograd.md. The
+// tile transforms multiply by powers of two, exact, and by 3/2, which
+// rounds like the sum it stands for; the weight transforms by 1/3 and
+// 1/15. The package builds in ISO C mode, where GCC fuses no product
+// into a sum, so the rounding is the same on every target clone (the
+// tests compare bits).
 
 #include <string.h>
 #include "winograd.h"
 
 #define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
-static const float sixth = 1.0f / 6;
+static const float third = 1.0f / 3, fifteenth = 1.0f / 15;
+
+// g6 is G·g for one column of three. G's rows: (1, 0, 0), -(1, 1, 1)/3,
+// (1, -1, 1)/3, (1, 2, 4)/15, -(4, -2, 1)/15, (0, 0, 1).
+static inline void g6(float g0, float g1, float g2, float *t)
+{
+	float s = g0 + g2;
+	t[0] = g0;
+	t[1] = -((s + g1) * third);
+	t[2] = (s - g1) * third;
+	t[3] = ((g0 + 2 * g1) + 4 * g2) * fifteenth;
+	t[4] = -(((4 * g0 - 2 * g1) + g2) * fifteenth);
+	t[5] = g2;
+}
 
 // wino4_wt writes U[36][co][ci] = G·g·Gᵀ for the weights g[co][ci][3][3].
-// Gᵀ's columns: (1/4, 0, 0), -(1, 1, 1)/6, -(1, -1, 1)/6,
-// (1/4, 1/2, 1)/6, (1/4, -1/2, 1)/6, (0, 0, 1).
 void wino4_wt(const float *g, float *U, int co, int ci)
 {
 	long plane = (long)co * ci;
 	for (int o = 0; o < co; o++) {
 		for (int i = 0; i < ci; i++) {
 			const float *k = g + ((long)o * ci + i) * 9;
-			float t[6][3];
-			for (int b = 0; b < 3; b++) {
-				float g0 = k[b], g1 = k[3 + b], g2 = k[6 + b];
-				float s = g0 + g2, q = g0 * 0.25f + g2, h = g1 * 0.5f;
-				t[0][b] = g0 * 0.25f;
-				t[1][b] = -((s + g1) * sixth);
-				t[2][b] = -((s - g1) * sixth);
-				t[3][b] = (q + h) * sixth;
-				t[4][b] = (q - h) * sixth;
-				t[5][b] = g2;
-			}
+			float c[3][6], t[6];
+			for (int b = 0; b < 3; b++)
+				g6(k[b], k[3 + b], k[6 + b], c[b]); // c[b][a]: row a of G·g, column b
 			float *u = U + (long)o * ci + i;
 			for (int a = 0; a < 6; a++) {
-				float g0 = t[a][0], g1 = t[a][1], g2 = t[a][2];
-				float s = g0 + g2, q = g0 * 0.25f + g2, h = g1 * 0.5f;
-				u[(a * 6 + 0) * plane] = g0 * 0.25f;
-				u[(a * 6 + 1) * plane] = -((s + g1) * sixth);
-				u[(a * 6 + 2) * plane] = -((s - g1) * sixth);
-				u[(a * 6 + 3) * plane] = (q + h) * sixth;
-				u[(a * 6 + 4) * plane] = (q - h) * sixth;
-				u[(a * 6 + 5) * plane] = g2;
+				g6(c[0][a], c[1][a], c[2][a], t);
+				for (int b = 0; b < 6; b++)
+					u[(a * 6 + b) * plane] = t[b];
 			}
 		}
 	}
@@ -53,10 +52,10 @@ void wino4_wt(const float *g, float *U, int co, int ci)
 // gt6 is Gᵀ·u for one column of six.
 static inline void gt6(float u0, float u1, float u2, float u3, float u4, float u5, float *r0, float *r1, float *r2)
 {
-	float e = u1 + u2, o = u2 - u1, f = u3 + u4, p = u3 - u4;
-	*r0 = u0 * 0.25f + (f * 0.25f - e) * sixth;
-	*r1 = (o + p * 0.5f) * sixth;
-	*r2 = (f - e) * sixth + u5;
+	float o = (u2 - u1) * third;
+	*r0 = (u0 + o) + (u3 - 4 * u4) * fifteenth;
+	*r1 = (2 * (u3 + u4)) * fifteenth - (u1 + u2) * third;
+	*r2 = (u5 + o) + (4 * u3 - u4) * fifteenth;
 }
 
 // wino4_wgrad adds Gᵀ·dU·G, dU[36][co][ci], into dw[co][ci][3][3].
@@ -85,9 +84,9 @@ void wino4_wgrad(const float *dU, float *dw, int co, int ci)
 
 // input_tiles4 transforms cnt tiles whose 6 input rows (from column -1
 // of the first tile) are r[0..5], into v (ξ stride xs): first Bᵀ·d down
-// the columns, in place, then ·B along the rows. Bᵀ's rows:
-// 4(d0-d2) + (d4-d2), (d3+d4) - 4(d1+d2), (d4-d3) + 4(d1-d2),
-// (d4-d2) + 2(d3-d1), (d4-d2) - 2(d3-d1), 4(d1-d3) + (d5-d3).
+// the columns, in place, then ·B along the rows. With a = d4-d2 and
+// b = d3-d1, Bᵀ's rows: (d0-d2) + (a - 3b/2), (a - 3d3/2) ± (b - 3d2/2),
+// a + b/2, a - 2b, (d5-d3) - (b + 3a/2).
 CLONES
 static void input_tiles4(float *restrict r0, float *restrict r1, float *restrict r2, float *restrict r3,
 			 float *restrict r4, float *restrict r5, float *restrict v, long xs, int cnt)
@@ -95,13 +94,13 @@ static void input_tiles4(float *restrict r0, float *restrict r1, float *restrict
 	int nc = 4 * cnt + 2;
 	for (int j = 0; j < nc; j++) {
 		float d0 = r0[j], d1 = r1[j], d2 = r2[j], d3 = r3[j], d4 = r4[j], d5 = r5[j];
-		float a = d4 - d2, b = 2 * (d3 - d1);
-		r0[j] = 4 * (d0 - d2) + a;
-		r1[j] = (d3 + d4) - 4 * (d1 + d2);
-		r2[j] = (d4 - d3) + 4 * (d1 - d2);
-		r3[j] = a + b;
-		r4[j] = a - b;
-		r5[j] = 4 * (d1 - d3) + (d5 - d3);
+		float a = d4 - d2, b = d3 - d1, h3 = a - 1.5f * d3, h2 = b - 1.5f * d2;
+		r0[j] = (d0 - d2) + (a - 1.5f * b);
+		r1[j] = h3 + h2;
+		r2[j] = h3 - h2;
+		r3[j] = a + 0.5f * b;
+		r4[j] = a - 2 * b;
+		r5[j] = (d5 - d3) - (b + 1.5f * a);
 	}
 	float *rs[6] = {r0, r1, r2, r3, r4, r5};
 	for (int a = 0; a < 6; a++) {
@@ -113,13 +112,13 @@ static void input_tiles4(float *restrict r0, float *restrict r1, float *restrict
 		for (int k = 0; k < cnt; k++) {
 			float d0 = t[4 * k], d1 = t[4 * k + 1], d2 = t[4 * k + 2];
 			float d3 = t[4 * k + 3], d4 = t[4 * k + 4], d5 = t[4 * k + 5];
-			float p = d4 - d2, q = 2 * (d3 - d1);
-			v0[k] = 4 * (d0 - d2) + p;
-			v1[k] = (d3 + d4) - 4 * (d1 + d2);
-			v2[k] = (d4 - d3) + 4 * (d1 - d2);
-			v3[k] = p + q;
-			v4[k] = p - q;
-			v5[k] = 4 * (d1 - d3) + (d5 - d3);
+			float a = d4 - d2, b = d3 - d1, h3 = a - 1.5f * d3, h2 = b - 1.5f * d2;
+			v0[k] = (d0 - d2) + (a - 1.5f * b);
+			v1[k] = h3 + h2;
+			v2[k] = h3 - h2;
+			v3[k] = a + 0.5f * b;
+			v4[k] = a - 2 * b;
+			v5[k] = (d5 - d3) - (b + 1.5f * a);
 		}
 	}
 }
@@ -161,8 +160,8 @@ void wino4_in(const float *x, float *V, int ci, int n, int h, int w, long t0, lo
 }
 
 // output_tiles4 writes Aᵀ·m·A of cnt tiles (ξ stride xs) into the rows
-// o[0..3]. Aᵀ's rows: m0 + (m1+m2) + (m3+m4), (m1-m2) + 2(m3-m4),
-// (m1+m2) + 4(m3+m4), (m1-m2) + 8(m3-m4) + m5.
+// o[0..3]. With e = m1+m2 and d = m1-m2, Aᵀ's rows: (m0 + e) + (m3 + 4m4),
+// d + 2(m3 - m4), e + (4m3 + m4), (d + 8m3) + (m5 - m4/2).
 CLONES
 static void output_tiles4(const float *restrict m, long xs, float *restrict o0, float *restrict o1,
 			  float *restrict o2, float *restrict o3, int cnt)
@@ -174,20 +173,20 @@ static void output_tiles4(const float *restrict m, long xs, float *restrict o0, 
 			float m0 = m[(0 * 6 + c) * xs + k], m1 = m[(1 * 6 + c) * xs + k];
 			float m2 = m[(2 * 6 + c) * xs + k], m3 = m[(3 * 6 + c) * xs + k];
 			float m4 = m[(4 * 6 + c) * xs + k], m5 = m[(5 * 6 + c) * xs + k];
-			float e1 = m1 + m2, d1 = m1 - m2, e2 = m3 + m4, d2 = m3 - m4;
-			s[0][c] = (m0 + e1) + e2;
-			s[1][c] = d1 + 2 * d2;
-			s[2][c] = e1 + 4 * e2;
-			s[3][c] = (d1 + 8 * d2) + m5;
+			float e = m1 + m2, d = m1 - m2;
+			s[0][c] = (m0 + e) + (m3 + 4 * m4);
+			s[1][c] = d + 2 * (m3 - m4);
+			s[2][c] = e + (4 * m3 + m4);
+			s[3][c] = (d + 8 * m3) + (m5 - 0.5f * m4);
 		}
 		float *o[4] = {o0, o1, o2, o3};
 		for (int i = 0; i < 4; i++) {
 			float m0 = s[i][0], m1 = s[i][1], m2 = s[i][2], m3 = s[i][3], m4 = s[i][4], m5 = s[i][5];
-			float e1 = m1 + m2, d1 = m1 - m2, e2 = m3 + m4, d2 = m3 - m4;
-			o[i][4 * k + 0] = (m0 + e1) + e2;
-			o[i][4 * k + 1] = d1 + 2 * d2;
-			o[i][4 * k + 2] = e1 + 4 * e2;
-			o[i][4 * k + 3] = (d1 + 8 * d2) + m5;
+			float e = m1 + m2, d = m1 - m2;
+			o[i][4 * k + 0] = (m0 + e) + (m3 + 4 * m4);
+			o[i][4 * k + 1] = d + 2 * (m3 - m4);
+			o[i][4 * k + 2] = e + (4 * m3 + m4);
+			o[i][4 * k + 3] = (d + 8 * m3) + (m5 - 0.5f * m4);
 		}
 	}
 }
@@ -228,8 +227,8 @@ void wino4_out(const float *M, float *y, int co, int n, int h, int w, long t0, l
 
 // dy_tiles4 transforms cnt tiles whose 4 rows of dy are r[0..3] into m
 // (ξ stride xs): first A·dy down the columns into r[0..5], then ·Aᵀ
-// along the rows. A's rows: p0, (p0+p2) + (p1+p3), (p0+p2) - (p1+p3),
-// (p0 + 4p2) + 2(p1 + 4p3), (p0 + 4p2) - 2(p1 + 4p3), p3.
+// along the rows. A's rows: p0, (p0+p2) ± (p1+p3), (p0 + 4p2) + 2(p1 + 4p3),
+// (4p0 + p2) - (2p1 + p3/2), p3.
 CLONES
 static void dy_tiles4(float *restrict r0, float *restrict r1, float *restrict r2, float *restrict r3,
 		      float *restrict r4, float *restrict r5, float *restrict m, long xs, int cnt)
@@ -237,11 +236,11 @@ static void dy_tiles4(float *restrict r0, float *restrict r1, float *restrict r2
 	int nc = 4 * cnt;
 	for (int j = 0; j < nc; j++) {
 		float p0 = r0[j], p1 = r1[j], p2 = r2[j], p3 = r3[j];
-		float e = p0 + p2, o = p1 + p3, e2 = p0 + 4 * p2, o2 = 2 * (p1 + 4 * p3);
+		float e = p0 + p2, o = p1 + p3;
 		r1[j] = e + o;
 		r2[j] = e - o;
-		r3[j] = e2 + o2;
-		r4[j] = e2 - o2;
+		r3[j] = (p0 + 4 * p2) + 2 * (p1 + 4 * p3);
+		r4[j] = (4 * p0 + p2) - (2 * p1 + 0.5f * p3);
 		r5[j] = p3;
 	}
 	float *rs[6] = {r0, r1, r2, r3, r4, r5};
@@ -253,12 +252,12 @@ static void dy_tiles4(float *restrict r0, float *restrict r1, float *restrict r2
 #pragma GCC ivdep
 		for (int k = 0; k < cnt; k++) {
 			float p0 = s[4 * k], p1 = s[4 * k + 1], p2 = s[4 * k + 2], p3 = s[4 * k + 3];
-			float e = p0 + p2, o = p1 + p3, e2 = p0 + 4 * p2, o2 = 2 * (p1 + 4 * p3);
+			float e = p0 + p2, o = p1 + p3;
 			m0[k] = p0;
 			m1[k] = e + o;
 			m2[k] = e - o;
-			m3[k] = e2 + o2;
-			m4[k] = e2 - o2;
+			m3[k] = (p0 + 4 * p2) + 2 * (p1 + 4 * p3);
+			m4[k] = (4 * p0 + p2) - (2 * p1 + 0.5f * p3);
 			m5[k] = p3;
 		}
 	}

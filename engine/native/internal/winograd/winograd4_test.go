@@ -9,57 +9,62 @@ import (
 
 // F(4×4, 3×3)'s transforms against a plain Go reading of their algebra,
 // tile by tile, in the same order of operations, as
-// TestTransformsMatchTheirAlgebra does for F(2×2, 3×3). The products by
-// 1/6 are wrapped in float32() so that Go never fuses them (the C is
-// built in ISO C mode, which does not contract either).
+// TestTransformsMatchTheirAlgebra does for F(2×2, 3×3). The products
+// that round (by 3/2, 1/3, 1/15) are wrapped in float32() so that Go
+// never fuses them into a sum (the C is built in ISO C mode, which does
+// not either); products by powers of two are exact, fused or not.
 
-const sixth = float32(1.0 / 6)
+const (
+	third     = float32(1.0 / 3)
+	fifteenth = float32(1.0 / 15)
+)
 
 // bt6 is Bᵀ·d.
 func bt6(d [6]float32) [6]float32 {
-	a, b := d[4]-d[2], 2*(d[3]-d[1])
+	a, b := d[4]-d[2], d[3]-d[1]
+	h3, h2 := a-float32(1.5*d[3]), b-float32(1.5*d[2])
 	return [6]float32{
-		4*(d[0]-d[2]) + a,
-		(d[3] + d[4]) - 4*(d[1]+d[2]),
-		(d[4] - d[3]) + 4*(d[1]-d[2]),
-		a + b,
-		a - b,
-		4*(d[1]-d[3]) + (d[5] - d[3]),
+		(d[0] - d[2]) + (a - float32(1.5*b)),
+		h3 + h2,
+		h3 - h2,
+		a + 0.5*b,
+		a - 2*b,
+		(d[5] - d[3]) - (b + float32(1.5*a)),
 	}
 }
 
 // at6 is Aᵀ·m.
 func at6(m [6]float32) [4]float32 {
-	e1, d1, e2, d2 := m[1]+m[2], m[1]-m[2], m[3]+m[4], m[3]-m[4]
-	return [4]float32{(m[0] + e1) + e2, d1 + 2*d2, e1 + 4*e2, (d1 + 8*d2) + m[5]}
+	e, d := m[1]+m[2], m[1]-m[2]
+	return [4]float32{(m[0] + e) + (m[3] + 4*m[4]), d + 2*(m[3]-m[4]), e + (4*m[3] + m[4]), (d + 8*m[3]) + (m[5] - 0.5*m[4])}
 }
 
 // a4 is A·p.
 func a4(p [4]float32) [6]float32 {
-	e, o, e2, o2 := p[0]+p[2], p[1]+p[3], p[0]+4*p[2], 2*(p[1]+4*p[3])
-	return [6]float32{p[0], e + o, e - o, e2 + o2, e2 - o2, p[3]}
+	e, o := p[0]+p[2], p[1]+p[3]
+	return [6]float32{p[0], e + o, e - o, (p[0] + 4*p[2]) + 2*(p[1]+4*p[3]), (4*p[0] + p[2]) - (2*p[1] + 0.5*p[3]), p[3]}
 }
 
 // g3 is G·g.
 func g3(g [3]float32) [6]float32 {
-	s, q, h := g[0]+g[2], g[0]*0.25+g[2], g[1]*0.5
+	s := g[0] + g[2]
 	return [6]float32{
-		g[0] * 0.25,
-		-float32((s + g[1]) * sixth),
-		-float32((s - g[1]) * sixth),
-		float32((q + h) * sixth),
-		float32((q - h) * sixth),
+		g[0],
+		-float32((s + g[1]) * third),
+		float32((s - g[1]) * third),
+		float32(((g[0] + 2*g[1]) + 4*g[2]) * fifteenth),
+		-float32(((4*g[0] - 2*g[1]) + g[2]) * fifteenth),
 		g[2],
 	}
 }
 
 // gt6 is Gᵀ·u.
 func gt6(u [6]float32) [3]float32 {
-	e, o, f, p := u[1]+u[2], u[2]-u[1], u[3]+u[4], u[3]-u[4]
+	o := float32((u[2] - u[1]) * third)
 	return [3]float32{
-		u[0]*0.25 + float32((f*0.25-e)*sixth),
-		float32((o + p*0.5) * sixth),
-		float32((f-e)*sixth) + u[5],
+		(u[0] + o) + float32((u[3]-4*u[4])*fifteenth),
+		float32((2*(u[3]+u[4]))*fifteenth) - float32((u[1]+u[2])*third),
+		(u[5] + o) + float32((4*u[3]-u[4])*fifteenth),
 	}
 }
 
