@@ -42,9 +42,10 @@ type convGeom struct {
 	// of a col2im scatter, and a product whose inner dimension is
 	// co·k·k rather than co.
 	flip *convGeom
-	// wino: the convolution runs as Winograd F(2×2, 3×3) (winograd.go),
-	// wtb tiles per block.
+	// wino: the convolution runs as Winograd (winograd.go) on wm×wm
+	// output tiles (F(2×2, 3×3) or F(4×4, 3×3)), wtb tiles per block.
 	wino bool
+	wm   int
 	wtb  int
 }
 
@@ -88,7 +89,8 @@ func geomOnly(ci, h, w, co, ho, wo, k, s, p, d, g int) convGeom {
 	c.depthwise = c.isDepthwise()
 	c.chunk = max(1, colBudget/(c.ckk*wo))
 	if c.wino = winoEligible(ci, h, w, co, ho, wo, k, s, p, d, g); c.wino {
-		c.wtb = winoTiles(ci, co)
+		c.wm = winoTile(ci, co)
+		c.wtb = winoTiles(ci, co, c.wm)
 	}
 	return c
 }

@@ -27,7 +27,7 @@ type costUnit struct {
 	params  bool
 	col     int64
 	part    int64
-	wino    bool // a convolution the kernels run as Winograd F(2×2, 3×3)
+	wino    bool // a convolution the kernels run as Winograd (F(2×2) or F(4×4))
 	kernel  bool // priced by its kernel (else by stdlib's rule)
 }
 

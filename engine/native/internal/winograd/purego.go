@@ -17,3 +17,14 @@ func Out(m, y []float32, co, n, h, w, t0, t1, ld int, beta float32, rows []float
 func Dy(dy, m []float32, co, n, h, w, t0, t1, ld int, rows []float32) {
 	panic("winograd: built without cgo")
 }
+func Weights4(g, u []float32, co, ci int)      { panic("winograd: built without cgo") }
+func WeightGrad4(du, dw []float32, co, ci int) { panic("winograd: built without cgo") }
+func In4(x, v []float32, ci, n, h, w, t0, t1, ld int, rows []float32) {
+	panic("winograd: built without cgo")
+}
+func Out4(m, y []float32, co, n, h, w, t0, t1, ld int, beta float32, rows []float32) {
+	panic("winograd: built without cgo")
+}
+func Dy4(dy, m []float32, co, n, h, w, t0, t1, ld int, rows []float32) {
+	panic("winograd: built without cgo")
+}

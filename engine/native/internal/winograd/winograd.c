@@ -61,26 +61,6 @@ void wino_wgrad(const float *dU, float *dw, int co, int ci)
 	}
 }
 
-// run is a stretch of tiles [tx0, tx1) of tile row ty of image nn.
-struct run {
-	long nn;
-	int ty, tx0, tx1;
-};
-
-static struct run run_at(long t, long t1, int th, int tw)
-{
-	struct run r;
-	long tpi = (long)th * tw;
-	r.nn = t / tpi;
-	long q = t - r.nn * tpi;
-	r.ty = (int)(q / tw);
-	r.tx0 = (int)(q - (long)r.ty * tw);
-	r.tx1 = tw;
-	if (t + (r.tx1 - r.tx0) > t1)
-		r.tx1 = r.tx0 + (int)(t1 - t);
-	return r;
-}
-
 // input_tiles transforms cnt tiles whose 4 input rows (from column -1
 // of the first tile) are r0..r3, into v (ξ stride xs): first Bᵀ·d down
 // the columns, in place, then ·B along the rows, each loop a plain one
