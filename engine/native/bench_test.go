@@ -1,6 +1,7 @@
 package native
 
 import (
+	"syscall"
 	"testing"
 
 	"pipe/engine"
@@ -40,12 +41,25 @@ func benchStep(b *testing.B, g *stdlib.Graph, batch int, loss, opt string, fuse 
 		step()
 	}
 	b.ResetTimer()
+	cpu0 := cpuTime(b)
 	for i := 0; i < b.N; i++ {
 		step()
 	}
 	b.StopTimer()
+	b.ReportMetric((cpuTime(b)-cpu0)*1e3/float64(b.N), "cpu-ms/op")
 	mem := m.Memory()
 	b.ReportMetric(float64(mem.Arena)/(1<<20), "arena-MiB")
+}
+
+// cpuTime is the process's user and system CPU seconds so far: on a
+// machine shared with other work, a step's CPU time varies far less than
+// its wall time.
+func cpuTime(b *testing.B) float64 {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return float64(ru.Utime.Nano()+ru.Stime.Nano()) / 1e9
 }
 
 func BenchmarkStepMLP(b *testing.B) {
