@@ -12,14 +12,16 @@ import (
 
 // TestMax2x2C holds internal/cvec's C max-pool to pool2d.go's max2x2, bit
 // for bit and index for index, on planes with ties, signed zeros,
-// infinities and NaNs, of even and odd sides.
+// infinities and NaNs, of even and odd sides, on each path this CPU runs
+// (AVX-512, AVX2, the compiler's loop), rows of outputs shorter and
+// longer than a vector.
 func TestMax2x2C(t *testing.T) {
 	if !cvec.Built {
 		t.Skip("built without cgo")
 	}
 	r := rand.New(rand.NewPCG(1, 2))
 	special := []float32{0, float32(math.Copysign(0, -1)), 1, 1, -1, float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN()), math.Float32frombits(0xffc00001)}
-	for _, sz := range [][2]int{{2, 2}, {4, 6}, {5, 7}, {28, 28}, {14, 14}, {3, 33}} {
+	for _, sz := range [][2]int{{2, 2}, {4, 6}, {5, 7}, {28, 28}, {14, 14}, {3, 33}, {4, 34}, {2, 67}, {6, 96}} {
 		h, w := sz[0], sz[1]
 		ho, wo := h/2, w/2
 		for trial := 0; trial < 20; trial++ {
@@ -34,12 +36,18 @@ func TestMax2x2C(t *testing.T) {
 			want, got := make([]float32, ho*wo), make([]float32, ho*wo)
 			wi, gi := make([]int32, ho*wo), make([]int32, ho*wo)
 			max2x2(src, want, wi, w, ho, wo)
-			cvec.Max2x2Planes(src, got, gi, w, h, ho, wo, 1)
-			for i := range want {
-				if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(want[i] != want[i] && got[i] != got[i]) || gi[i] != wi[i] {
-					t.Fatalf("%s: [%d] C %v at %d, Go %v at %d", fmt.Sprint(sz), i, got[i], gi[i], want[i], wi[i])
+			for _, isa := range []int{2, 1, 0} {
+				if !cvec.UseMax2x2(isa) {
+					continue
+				}
+				cvec.Max2x2Planes(src, got, gi, w, h, ho, wo, 1)
+				for i := range want {
+					if math.Float32bits(got[i]) != math.Float32bits(want[i]) && !(want[i] != want[i] && got[i] != got[i]) || gi[i] != wi[i] {
+						t.Fatalf("%s, path %d: [%d] C %v at %d, Go %v at %d", fmt.Sprint(sz), isa, i, got[i], gi[i], want[i], wi[i])
+					}
 				}
 			}
+			cvec.UseMax2x2(-2)
 		}
 	}
 }
@@ -52,7 +60,7 @@ func TestMax2x2PlanesC(t *testing.T) {
 		t.Skip("built without cgo")
 	}
 	r := rand.New(rand.NewPCG(3, 4))
-	for _, sz := range [][3]int{{28, 28, 5}, {5, 7, 3}, {14, 14, 9}} {
+	for _, sz := range [][3]int{{28, 28, 5}, {5, 7, 3}, {14, 14, 9}, {7, 35, 4}} {
 		h, w, n := sz[0], sz[1], sz[2]
 		ho, wo := h/2, w/2
 		src := make([]float32, n*h*w)
@@ -65,12 +73,18 @@ func TestMax2x2PlanesC(t *testing.T) {
 		for p := range n {
 			max2x2(src[p*h*w:(p+1)*h*w], want[p*ho*wo:(p+1)*ho*wo], wi[p*ho*wo:(p+1)*ho*wo], w, ho, wo)
 		}
-		cvec.Max2x2Planes(src, got, gi, w, h, ho, wo, n)
-		for i := range want {
-			if math.Float32bits(got[i]) != math.Float32bits(want[i]) || gi[i] != wi[i] {
-				t.Fatalf("%v: [%d] C %v at %d, Go %v at %d", sz, i, got[i], gi[i], want[i], wi[i])
+		for _, isa := range []int{2, 1, 0} {
+			if !cvec.UseMax2x2(isa) {
+				continue
+			}
+			cvec.Max2x2Planes(src, got, gi, w, h, ho, wo, n)
+			for i := range want {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) || gi[i] != wi[i] {
+					t.Fatalf("%v, path %d: [%d] C %v at %d, Go %v at %d", sz, isa, i, got[i], gi[i], want[i], wi[i])
+				}
 			}
 		}
+		cvec.UseMax2x2(-2)
 	}
 }
 
@@ -112,7 +126,7 @@ func TestBatchnormLoopsC(t *testing.T) {
 		t.Skip("built without cgo")
 	}
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, n := range []int{1, 2, 3, 4, 5, 7, 8, 63, 64, 65, 511, 512, 513, 1000, 1025, 4099} {
+	for _, n := range []int{1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 511, 512, 513, 1000, 1025, 4099} {
 		for trial := range 3 {
 			src, x, g := vecInputs(r, n), vecInputs(r, n), vecInputs(r, n)
 			a, b := float32(r.NormFloat64()), float32(r.NormFloat64())

@@ -135,6 +135,10 @@ func Max2x2PlanesEval(src, dst []float32, w, h, ho, wo, n int) {
 // whether this CPU runs that path; tests compare them.
 func UseMax2x2Eval(isa int) bool { return C.max2x2_eval_use(C.int(isa)) != 0 }
 
+// UseMax2x2 makes Max2x2Planes run one path, as UseMax2x2Eval does for
+// Max2x2PlanesEval.
+func UseMax2x2(isa int) bool { return C.max2x2_use(C.int(isa)) != 0 }
+
 // MaxOf4Rows is native.maxOf4Rows.
 func MaxOf4Rows(c []int32, m, co, ldc int) {
 	if m == 0 || co == 0 {

@@ -12,6 +12,7 @@ void requant_t(float *y, long P, const int32_t *c, long cop, long rows, long co,
 void requant_row(float *dst, const int32_t *c, const float *mul, const float *bias, const int32_t *corr, int relu, long n);
 void max2x2_planes_eval(const float *src, float *dst, int w, int h, int ho, int wo, int n);
 int max2x2_eval_use(int isa);
+int max2x2_use(int isa);
 void max_of_4_rows(int32_t *c, int m, int co, int ldc);
 void gelu(float *dst, const float *src, float c1, long n);
 void gelu_grad(float *g, const float *x, float c1, float c2, long n);

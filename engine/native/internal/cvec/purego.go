@@ -23,6 +23,7 @@ func SumCentered(g, x, out []float32, mean float32, relu bool) (sg, sgx float64)
 }
 func Max2x2PlanesEval(src, dst []float32, w, h, ho, wo, n int) { panic("cvec: built without cgo") }
 func UseMax2x2Eval(isa int) bool                               { return false }
+func UseMax2x2(isa int) bool                                   { return false }
 func QuantU8(dst []uint8, src []float32, inv float32, lo, hi, zero int32) {
 	panic("cvec: built without cgo")
 }
