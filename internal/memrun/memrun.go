@@ -87,21 +87,70 @@ func Lowered(name string, src []byte, n int) ([]byte, bool) {
 	return effective.ReplaceAll(src, []byte(fmt.Sprintf("effective_batch %d", n))), true
 }
 
+// PeakSteps is how many optimizer steps Run should train example for
+// its peak: least, or, where the first epoch ends before most steps,
+// most, past that end, whose evaluation and checkpoint join the step's
+// memory. pipe plan (with the same pipe, environment and --engine or
+// --set among args) says the epoch's steps.
+func PeakSteps(pipe string, env []string, dir, example string, least, most int, args ...string) (int, error) {
+	if least >= most {
+		return least, nil
+	}
+	name := strings.TrimSuffix(filepath.Base(example), ".pipe")
+	example, err := runnable(dir, example, name)
+	if err != nil {
+		return 0, err
+	}
+	flags := []string{"plan", "--device", "cpu", "--json"}
+	for i := 0; i+1 < len(args); i++ {
+		if args[i] == "--engine" || args[i] == "--set" {
+			flags = append(flags, args[i], args[i+1])
+		}
+	}
+	cmd := exec.Command(pipe, append(flags, example)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	out, err := cmd.Output()
+	if err != nil {
+		return 0, fmt.Errorf("pipe plan %s: %v", name, err)
+	}
+	var p struct {
+		TrainSamples   int64 `json:"train_samples"`
+		EffectiveBatch int64 `json:"effective_batch"`
+	}
+	if err := json.Unmarshal(out, &p); err != nil {
+		return 0, fmt.Errorf("pipe plan %s: %w", name, err)
+	}
+	if p.TrainSamples > 0 && p.EffectiveBatch > 0 && (p.TrainSamples+p.EffectiveBatch-1)/p.EffectiveBatch < int64(most) {
+		return most, nil
+	}
+	return least, nil
+}
+
+// runnable is the example Run runs: its own file, or its Lowered source
+// written into dir.
+func runnable(dir, example, name string) (string, error) {
+	src, err := os.ReadFile(example)
+	if err != nil {
+		return "", err
+	}
+	low, ok := Lowered(name, src, 4)
+	if !ok {
+		return example, nil
+	}
+	example = filepath.Join(dir, name+".pipe")
+	return example, os.WriteFile(example, low, 0o644)
+}
+
 // Run runs example (a .pipe path) with pipe (a command and the
 // environment it needs) from dir, on the CPU for steps optimizer steps,
 // with pipe run's flags args besides (--engine torch).
 func Run(pipe string, env []string, dir, example string, steps int, args ...string) (Result, error) {
 	name := strings.TrimSuffix(filepath.Base(example), ".pipe")
 	res := Result{Example: name}
-	src, err := os.ReadFile(example)
+	example, err := runnable(dir, example, name)
 	if err != nil {
 		return res, err
-	}
-	if low, ok := Lowered(name, src, 4); ok {
-		example = filepath.Join(dir, name+".pipe")
-		if err := os.WriteFile(example, low, 0o644); err != nil {
-			return res, err
-		}
 	}
 	rep := filepath.Join(dir, name+".report.json")
 	flags := append([]string{"run", "--device", "cpu", "--max-steps", fmt.Sprint(steps),
