@@ -160,6 +160,14 @@ type Queuer interface {
 	// QueueStep queues gradient clipping at clip (0 for none), then an
 	// optimizer step at lr.
 	QueueStep(clip, lr float64) error
+	// QueueSteps queues len(bs) optimizer steps of one micro-batch each,
+	// as one unit that the engine runs with nothing between its steps:
+	// step i zeroes the gradients, trains bs[i] at scale 1, clips at clip
+	// (0 for none) and steps at lrs[i], with the results QueueTrain and
+	// QueueStep give step by step. Results reports them one a step; a
+	// failure stops the unit at the failed step, and its steps after it
+	// are not trained. bs may be released once it returns.
+	QueueSteps(bs []*samples.Batch, lrs []float64, clip float64) error
 	// Results returns the queued steps that finished since the last call,
 	// oldest first; with wait it waits for all of them. A non-finite loss
 	// (*NonFiniteError), a device out of memory (*OutOfMemoryError) or a

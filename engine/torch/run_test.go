@@ -362,3 +362,63 @@ func TestResumeChannelsLast(t *testing.T) {
 		}
 	}
 }
+
+// runJobUnit is runJob with the plan's steps per command set to unit.
+func runJobUnit(t *testing.T, eng, dir, py string, unit int64, ctx context.Context, hooks run.Hooks, opts ...run.Option) (*run.Result, diag.Diagnostics) {
+	t.Helper()
+	prog, p, _ := loadSrc(t, "resumable.pipe", []byte(resumable), planner.WithEngine(eng))
+	p.StepsPerCommand = unit
+	all := append([]run.Option{run.WithBackend(native.Backend{}), run.WithBackend(Backend{Python: py}),
+		run.WithBase(dir), run.WithCheckpointDir(filepath.Join(dir, "ckpt")), run.WithThreads(1)}, opts...)
+	return run.Run(ctx, p, progtest.Decoded(t, prog), hooks, all...)
+}
+
+// TestStepsPerCommandChangeNothing: on either engine, a run whose steps
+// go 32 or 5 to a command trains the losses of one step a command bit for
+// bit, evaluates the same model, and a run interrupted mid-epoch stops
+// at a command's end and resumes to the same losses.
+func TestStepsPerCommandChangeNothing(t *testing.T) {
+	py := testPython(t)
+	for _, eng := range []string{"native", "torch"} {
+		t.Run(eng, func(t *testing.T) {
+			job := func(unit int64, dir string, ctx context.Context, hooks run.Hooks, opts ...run.Option) *run.Result {
+				t.Helper()
+				res, ds := runJobUnit(t, eng, dir, py, unit, ctx, hooks, opts...)
+				if ds.HasErrors() {
+					t.Fatalf("%d steps a command:\n%v", unit, ds)
+				}
+				return res
+			}
+			same := func(what string, got, want *run.Result) {
+				t.Helper()
+				if len(got.StepLosses) != len(want.StepLosses) || len(want.StepLosses) != 48 {
+					t.Fatalf("%s: %d losses, want %d", what, len(got.StepLosses), len(want.StepLosses))
+				}
+				for i := range want.StepLosses {
+					if math.Float64bits(got.StepLosses[i]) != math.Float64bits(want.StepLosses[i]) {
+						t.Fatalf("%s: step %d: loss %v, one step a command %v", what, i+1, got.StepLosses[i], want.StepLosses[i])
+					}
+				}
+				if got.Final == nil || want.Final == nil || got.Final.Loss != want.Final.Loss {
+					t.Errorf("%s: the final evaluations differ: %+v and %+v", what, got.Final, want.Final)
+				}
+			}
+			bg := context.Background()
+			want := job(1, t.TempDir(), bg, run.Hooks{})
+			same("32 steps a command", job(32, t.TempDir(), bg, run.Hooks{}), want)
+
+			dir := t.TempDir()
+			ctx, cancel := context.WithCancel(bg)
+			defer cancel()
+			first := job(5, dir, ctx, run.Hooks{Step: func(s run.StepInfo) {
+				if s.Step == 7 {
+					cancel()
+				}
+			}})
+			if first.Status != run.StatusInterrupted || first.Position.Step%5 != 0 || first.Position.Step >= 24 {
+				t.Fatalf("interrupted at step 7 of commands of 5: %s at step %d", first.Status, first.Position.Step)
+			}
+			same("interrupted and resumed", job(5, dir, bg, run.Hooks{}, run.WithResume("")), want)
+		})
+	}
+}

@@ -1,6 +1,7 @@
 """Training micro-batches, the optimizer step, and evaluation."""
 
 import contextlib
+import gc
 import math
 
 import torch
@@ -102,14 +103,49 @@ class TrainMixin:
             res = {}
         else:
             res = {"loss": v}
-        if getattr(self, "applied_changed", False):
-            res["applied"] = dict(self.applied)
-            self.applied_changed = False
         step = msg.get("step")
         if step is not None:
             # The step's last micro-batch carries the optimizer step: one
             # round trip a step.
             res.update(self.cmd_step(step))
+        if getattr(self, "applied_changed", False):
+            res["applied"] = dict(self.applied)
+            self.applied_changed = False
+        return res
+
+    def cmd_train_steps(self, msg):
+        """K optimizer steps of one micro-batch each, with no message
+        between them (protocol.go's trainStepsRequest). Each runs as a
+        train command carrying its step does, so losses, state, counters
+        and failures are those of K such commands. With sync readback the
+        reply's done holds the K steps; with lagged readback those of the
+        command before, read once this one's kernels are queued. A failure
+        carries the steps finished before it."""
+        if self.gan is not None:
+            raise Failure("unsupported", "train_steps: a gan trains step by step")
+        clip = msg.get("clip") or 0
+        done, applied = [], None
+        prev = None
+        if self.lagged:
+            prev, self.pending, self.batching = self.pending, [], True
+        try:
+            for s in msg["steps"]:
+                one = {"n": s["n"], "x": s.get("x"), "y": s.get("y"), "mask": s.get("mask"), "scale": s["scale"],
+                       "zero": True, "sync": True, "step": {"lr": s["lr"], "clip": clip}}
+                res = self.train_micro(one, None)
+                applied = res.get("applied", applied)
+                if not self.lagged:
+                    done.append({"step": self.step_no, "losses": [res["loss"]], "n": [s["n"]]})
+        except Failure as e:
+            e.extra["done"] = done
+            raise
+        finally:
+            self.batching = False
+        if self.lagged:
+            done = self.read_losses(prev)
+        res = {"done": done}
+        if applied is not None:
+            res["applied"] = applied
         return res
 
     def rank_weight(self, y, mask, n):
@@ -239,7 +275,13 @@ class TrainMixin:
             self.opt.step()
         self.phase = None
         self.step_no += 1
-        if self.lagged:
+        if not self.frozen:
+            self.freeze_gc()
+        if self.lagged and self.batching:
+            # train_steps reads its steps' losses together, a command later.
+            self.pending.append((self.step_no, self.current))
+            self.current = []
+        elif self.lagged:
             # The losses of the step before this one: its kernels finished
             # while this step's were queued, so reading them costs no wait.
             done = self.pending
@@ -247,6 +289,20 @@ class TrainMixin:
             self.current = []
             res["done"] = self.read_losses(done)
         return res
+
+    def freeze_gc(self):
+        """After the first step taken, moves every object alive (the
+        model, its compiled code, torch's modules) to the collector's
+        permanent generation: the collections the steps' own allocations
+        set off no longer walk them (gc.freeze, Python 3.7 and later)."""
+        self.frozen = True
+        if hasattr(gc, "freeze"):
+            gc.collect()
+            gc.freeze()
+            self.applied["gc"] = f"frozen after step {self.step_no} ({gc.get_freeze_count()} objects)"
+        else:
+            self.applied["gc"] = "not frozen: this Python has no gc.freeze"
+        self.applied_changed = True
 
     def read_losses(self, steps):
         out = []

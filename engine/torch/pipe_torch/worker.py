@@ -42,6 +42,8 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
         self.stop_group = None  # the group agree_stop all-reduces over
         self.failed = None  # why a training command failed (training_failed)
         self.copying = None  # the event of a batch's copy to the device not yet waited for
+        self.batching = False  # in train_steps: lagged losses are read at its end
+        self.frozen = False  # gc.freeze has run (freeze_gc)
 
     # -- protocol --------------------------------------------------------
     def reply(self, obj, cmd):
@@ -385,7 +387,7 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
 
 
 # The commands of a training step, which pipe queues ahead of replies.
-_TRAINING = frozenset(("train", "step", "flush"))
+_TRAINING = frozenset(("train", "step", "flush", "train_steps"))
 
 
 def hello():
