@@ -196,6 +196,7 @@ func (pl *planner) run() {
 	pl.inference()
 	pl.ganFits()
 	pl.planServe()
+	pl.stepsPerCommand()
 	if pl.train == nil {
 		p := pl.plan
 		pl.warnf(nil, "train-defaults", "no train block: training with the defaults",
