@@ -126,6 +126,9 @@ type Capabilities struct {
 	// over nodes, or ranks a launcher started one a process), makes the
 	// ranks stop after the same step.
 	Stop Stopper
+	// Phases reports where the training steps' time went by phase,
+	// when the engine was asked to time them.
+	Phases PhaseTimer
 	// Rows, set on one node of several, gives the rows [lo, hi) of a
 	// training batch of n samples that this node's ranks train on, so that
 	// the run loop reads only those (dataset.LoaderOptions.Rows); the
@@ -174,6 +177,27 @@ type Queuer interface {
 	// failed worker is returned as the error, with the steps that
 	// finished before it.
 	Results(wait bool) ([]StepResult, error)
+}
+
+// PhaseTimer is the Capabilities facet of a Model that can time its
+// training steps by phase (the torch engine, under PIPE_TORCH_PHASES=1):
+// ok is false when it was not asked to, or has timed no step.
+type PhaseTimer interface {
+	StepPhases() (p StepPhases, ok bool)
+}
+
+// StepPhases is where training steps' time went, summed over Steps steps
+// of rank 0: Total from each command's arrival in the worker to its
+// reply, of which Copy went to the batches (their copies to the device
+// queued), Queue to running the forward, backward and optimizer step on
+// the host (on a GPU, queueing their kernels), and Host to the rest (the
+// command read, the checks, the readback, the reply made). Device is the
+// device's own time for DeviceSteps of the steps (CUDA events); on the
+// CPU the compute is the device's, Device is Queue's time and Queue 0.
+type StepPhases struct {
+	Steps                            int64
+	Total, Copy, Queue, Host, Device float64 // seconds
+	DeviceSteps                      int64
 }
 
 // Stopper is the Capabilities facet of a Model whose ranks train in

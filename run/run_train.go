@@ -70,6 +70,13 @@ func (r *runner) train(ctx context.Context) bool {
 	defer cancel()
 	size := func(i int) int64 { return int64(min(bs, n-i*bs)) }
 	t := &trainer{r: r}
+	if pt := r.model.Capabilities().Phases; pt != nil {
+		defer func() {
+			if ph, ok := pt.StepPhases(); ok {
+				r.res.StepPhases = &ph
+			}
+		}()
+	}
 	if q := r.model.Capabilities().Queue; q != nil && r.prof == nil {
 		t.q = q // a profile times each step as a whole: one at a time
 	}

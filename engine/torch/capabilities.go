@@ -6,7 +6,7 @@ import "pipe/engine"
 // memory figures, how the plan was applied, gan mode in the worker, the
 // kernels' clock and a worker's death.
 func (m *model) Capabilities() engine.Capabilities {
-	c := engine.Capabilities{Queue: m, Devices: m, Applied: m, GAN: m, GANParts: m, Profile: m, Liveness: m}
+	c := engine.Capabilities{Queue: m, Devices: m, Applied: m, GAN: m, GANParts: m, Profile: m, Liveness: m, Phases: m}
 	if len(m.workers) < m.world {
 		c.Rows = m.nodeRows
 		c.Stop = m

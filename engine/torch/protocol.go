@@ -409,6 +409,25 @@ type trainReply struct {
 	Applied map[string]string `json:"applied,omitempty"`
 	GAN     []jfloat          `json:"gan,omitempty"`
 	Spans   [][4]int64        `json:"spans,omitempty"`
+	// Phases is where a command's time went in the worker, on a step's
+	// command, under PIPE_TORCH_PHASES=1 (phases.go).
+	Phases *stepPhases `json:"phases,omitempty"`
+}
+
+// stepPhases is one training command's time in the worker by phase (see
+// pipe_torch/phases.py), in ms: its steps, the time from the command's
+// line read to its reply, the batches' copies, the queueing of the
+// steps' work (on the CPU, the work itself, which is then the device's),
+// the rest on the host, and the device's time of DeviceSteps steps
+// whose end the device had reached.
+type stepPhases struct {
+	Steps       int     `json:"steps"`
+	Total       float64 `json:"total_ms"`
+	Copy        float64 `json:"copy_ms"`
+	Queue       float64 `json:"queue_ms"`
+	Host        float64 `json:"host_ms"`
+	Device      float64 `json:"device_ms"`
+	DeviceSteps int     `json:"device_steps"`
 }
 
 // normReply is the gradients' norm before clipping.

@@ -204,6 +204,7 @@ func (m *model) handle(k int) error {
 	}
 	if k == 0 {
 		m.keepSpans(s, tr.Spans)
+		m.addPhases(tr.Phases)
 		for key, v := range tr.Applied {
 			m.applied[key] = v
 		}

@@ -422,3 +422,29 @@ func TestStepsPerCommandChangeNothing(t *testing.T) {
 		})
 	}
 }
+
+// TestStepPhasesTimed: under PIPE_TORCH_PHASES=1 every step's command
+// says where its time went, one step a command or five, and the run's
+// result sums them; without it, nothing is timed.
+func TestStepPhasesTimed(t *testing.T) {
+	py := testPython(t)
+	bg := context.Background()
+	res, ds := runJobUnit(t, "torch", t.TempDir(), py, 5, bg, run.Hooks{}, run.WithMaxSteps(10))
+	if ds.HasErrors() || res.StepPhases != nil {
+		t.Fatalf("phases %+v without %s\n%v", res.StepPhases, PhasesEnv, ds)
+	}
+	t.Setenv(PhasesEnv, "1")
+	for _, unit := range []int64{1, 5} {
+		res, ds := runJobUnit(t, "torch", t.TempDir(), py, unit, bg, run.Hooks{}, run.WithMaxSteps(10))
+		if ds.HasErrors() {
+			t.Fatal(ds)
+		}
+		ph := res.StepPhases
+		if ph == nil || ph.Steps != 10 || ph.DeviceSteps != 10 {
+			t.Fatalf("%d a command: phases %+v, want 10 steps timed", unit, ph)
+		}
+		if !(ph.Device > 0 && ph.Copy > 0 && ph.Host > 0 && ph.Queue == 0) || ph.Copy+ph.Host+ph.Device > ph.Total*1.000001 {
+			t.Errorf("%d a command: phases %+v: on the CPU the device's time is the compute, and the parts sum to the total", unit, ph)
+		}
+	}
+}

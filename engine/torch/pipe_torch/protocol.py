@@ -184,6 +184,7 @@ STRUCTS = {
         "applied": "map[string]str",
         "gan": "[]float",
         "spans": "[][4]int",
+        "phases": "*stepPhases",
     },
     "stepReply": {
         "norm": "*float",
@@ -290,6 +291,15 @@ STRUCTS = {
         "step": "int",
         "losses": "[]float",
         "n": "[]int",
+    },
+    "stepPhases": {
+        "steps": "int",
+        "total_ms": "float",
+        "copy_ms": "float",
+        "queue_ms": "float",
+        "host_ms": "float",
+        "device_ms": "float",
+        "device_steps": "int",
     },
     "SavedPart": {
         "bytes": "int",

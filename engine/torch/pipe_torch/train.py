@@ -3,6 +3,7 @@
 import contextlib
 import gc
 import math
+import time
 
 import torch
 import torch.nn as nn
@@ -20,7 +21,10 @@ class TrainMixin:
         if self.gan is not None:
             return self.gan_train(msg)
         if not msg.get("profile"):
-            return self.train_micro(msg, None)
+            res = self.train_micro(msg, None)
+            if self.phases is not None and msg.get("step") is not None:
+                res["phases"] = self.phases.take()
+            return res
         # Profiled: the nodes timed, eagerly (a compiled graph has no
         # nodes to time).
         timer = Timer(self.cuda, self.device)
@@ -86,7 +90,12 @@ class TrainMixin:
                     timer.backward(tb, timer.now())
             return loss, v
 
-        if timer is None:
+        if timer is None and self.phases is not None:
+            self.phases.begin_step()
+            t0 = time.perf_counter()
+            loss, v = self.compiled_step(run)
+            self.phases.queue += time.perf_counter() - t0
+        elif timer is None:
             loss, v = self.compiled_step(run)
         else:
             loss, v = run(self.model)  # profiled: eager, node by node
@@ -146,6 +155,8 @@ class TrainMixin:
         res = {"done": done}
         if applied is not None:
             res["applied"] = applied
+        if self.phases is not None:
+            res["phases"] = self.phases.take()
         return res
 
     def rank_weight(self, y, mask, n):
@@ -268,11 +279,15 @@ class TrainMixin:
                 self.phase = None
                 raise Failure("nonfinite", f"the gradient of {bad} is not finite", step=self.step_no,
                               micro_step=self.micro, param="the gradient of " + bad, loss=0.0)
+        t0 = time.perf_counter() if self.phases is not None else 0
         if self.scaler is not None:
             self.scaler.step(self.opt)
             self.scaler.update()
         else:
             self.opt.step()
+        if self.phases is not None:
+            self.phases.queue += time.perf_counter() - t0
+            self.phases.end_step()
         self.phase = None
         self.step_no += 1
         if not self.frozen:
