@@ -57,6 +57,8 @@ type Result struct {
 	Plain  Side `json:"plain_loop_in_worker"`
 	// K is Unit's steps a command.
 	K int `json:"steps_per_command"`
+	// LossReadback is the engine's: sync, or lagged as on a GPU.
+	LossReadback string `json:"loss_readback"`
 	// OverheadMS is Ahead's median less Plain's (as pipe run drives the
 	// engine one step a command); UnitOverheadMS Unit's, WaitedOverheadMS
 	// Waited's.
@@ -89,6 +91,7 @@ type options struct {
 	model, python, jsonOut string
 	threads, rounds, steps int
 	warmup, k              int
+	lagged                 bool
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -103,6 +106,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.steps, "steps", 1000, "timed steps per side and round")
 	fs.IntVar(&o.warmup, "warmup", 50, "untimed steps of each side before its first round")
 	fs.IntVar(&o.k, "k", 32, "steps a command on the side that sends several (QueueSteps)")
+	fs.BoolVar(&o.lagged, "lagged", false, "the engine reads losses back lagged, as a GPU plan does (no loss read and no gradient check a step)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -134,6 +138,11 @@ func measure(o options, log io.Writer) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.lagged {
+		m.Config.Engine.LossReadback = "lagged"
+	} else if m.Config.Engine.LossReadback == "" {
+		m.Config.Engine.LossReadback = "sync" // the engine's default
+	}
 	eng, err := (enginetorch.Backend{Python: o.python}).Build(m.Graph, m.Config)
 	if err != nil {
 		return nil, fmt.Errorf("the torch engine: %w", err)
@@ -143,7 +152,7 @@ func measure(o options, log io.Writer) (*Result, error) {
 	b := torchspec.RandomBatch(m.Graph, m.Config.Loss.Kind, m.Config.Batch, 1)
 	res := &Result{Date: time.Now().UTC().Format(time.RFC3339), Host: Host{CPU: memrun.CPUName(), CPUs: runtime.NumCPU(), Go: runtime.Version()},
 		Torch: enginetorch.TorchVersion(eng), Model: m.Name(), Batch: m.Config.Batch, Params: m.Graph.Params(),
-		Threads: o.threads, Rounds: o.rounds, Steps: o.steps, K: o.k, LoadBefore: memrun.LoadAvg()}
+		Threads: o.threads, Rounds: o.rounds, Steps: o.steps, K: o.k, LossReadback: m.Config.Engine.LossReadback, LoadBefore: memrun.LoadAvg()}
 
 	ahead := func(n int) (float64, error) { return steps(q, b, m.LR, n, 1, false) }
 	unit := func(n int) (float64, error) { return steps(q, b, m.LR, n, o.k, false) }
@@ -223,8 +232,8 @@ func steps(q engine.Queuer, b *dataset.Batch, lr float64, n, k int, wait bool) (
 }
 
 func (r *Result) print(w io.Writer) {
-	fmt.Fprintf(w, "\nthe torch engine's overhead per training step on %s, torch %s, %s batch %d, %d worker thread(s)\n",
-		r.Host.CPU, r.Torch, r.Model, r.Batch, r.Threads)
+	fmt.Fprintf(w, "\nthe torch engine's overhead per training step on %s, torch %s, %s batch %d, %d worker thread(s), %s readback\n",
+		r.Host.CPU, r.Torch, r.Model, r.Batch, r.Threads, r.LossReadback)
 	fmt.Fprintf(w, "(%d rounds of %d steps a side; load average %s before, %s after; medians of the rounds' means)\n\n",
 		r.Rounds, r.Steps, r.LoadBefore, r.LoadAfter)
 	fmt.Fprintf(w, "%-34s %10s %12s\n", "side", "ms a step", "overhead ms")
