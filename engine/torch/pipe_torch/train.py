@@ -146,6 +146,9 @@ class TrainMixin:
                 if not self.lagged:
                     done.append({"step": self.step_no, "losses": [res["loss"]], "n": [s["n"]]})
         except Failure as e:
+            if self.lagged:
+                # The command before's steps, and this one's before the failure.
+                done, self.pending = self.read_losses(prev + self.pending), []
             e.extra["done"] = done
             raise
         finally:
