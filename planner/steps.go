@@ -35,6 +35,9 @@ func (pl *planner) stepsPerCommand() {
 	}
 	st := p.StepTime
 	switch {
+	case pl.traits().InProcess:
+		one(fmt.Sprintf("the %s engine computes in pipe's process, where a step costs no message, so one at a time loses nothing (and holds no more batches than the memory above counts).", pl.eng.Name()))
+		return
 	case p.GAN != nil:
 		one("gan mode: the discriminator's and the generator's steps take turns, one at a time.")
 		return

@@ -45,13 +45,20 @@ func (r *runner) train(ctx context.Context) bool {
 	k := int(max(p.AccumulationSteps, 1))
 	bs := r.globalBatch()
 	n := r.data.train.Len()
+	// Steps of one micro-batch go to the engine in units of the plan's
+	// StepsPerCommand (an engine that computes in this thread runs the
+	// unit as a loop); stops, checkpoints and evaluation fall between.
+	unit := 1
+	if p.StepsPerCommand > 1 && k == 1 && r.prof == nil {
+		unit = int(p.StepsPerCommand)
+	}
 	// On one node of several, the loader reads only this node's rows of
 	// each global batch.
 	loader := dataset.NewLoader(r.data.train, dataset.LoaderOptions{
 		BatchSize: bs, Shuffle: true, Seed: r.set.seed,
 		Workers: p.Loader.Workers, Prefetch: p.Loader.Prefetch,
 		Augment: dataset.Augmentations(r.data.trainSrc),
-		Rows:    r.model.Capabilities().Rows,
+		Rows:    r.model.Capabilities().Rows, Held: unit,
 	})
 	defer func() { r.res.SamplesRead += loader.SamplesRead() }()
 	counter := r.newCounter(true)
@@ -80,15 +87,8 @@ func (r *runner) train(ctx context.Context) bool {
 	if q := r.model.Capabilities().Queue; q != nil && r.prof == nil {
 		t.q = q // a profile times each step as a whole: one at a time
 	}
-	// Steps of one micro-batch go to the engine in units of the plan's
-	// StepsPerCommand (an engine that computes in this thread runs the
-	// unit as a loop); stops, checkpoints and evaluation fall between.
-	t.unit = 1
-	if p.StepsPerCommand > 1 && k == 1 && r.prof == nil {
-		t.unit = int(p.StepsPerCommand)
-		if t.q == nil {
-			t.q = engine.Sequential(r.model)
-		}
+	if t.unit = unit; unit > 1 && t.q == nil {
+		t.q = engine.Sequential(r.model)
 	}
 	lr := r.sched.lr(r.pos.Step)
 	// Ranks in several processes stop together: a rank asked to stop
