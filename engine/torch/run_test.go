@@ -161,7 +161,9 @@ func workers(t *testing.T) []int {
 
 // TestKilledWorker: a worker killed in the middle of training stops the
 // run within seconds with an error that says so and shows the worker's
-// last lines of stderr; the checkpoint written before is intact.
+// last lines of stderr; the checkpoint written before is intact. The
+// steps go 5 to a command, so that a command is in flight when step 30's
+// progress comes back (the plan's unit here is the whole epoch).
 func TestKilledWorker(t *testing.T) {
 	py := testPython(t)
 	dir := t.TempDir()
@@ -175,7 +177,7 @@ func TestKilledWorker(t *testing.T) {
 		}
 	}}
 	start := time.Now()
-	res, ds := runJob(t, resumable, "torch", dir, py, context.Background(), hooks)
+	res, ds := runJobUnit(t, "torch", dir, py, 5, context.Background(), hooks)
 	if !killed {
 		t.Fatal("no worker found to kill")
 	}
