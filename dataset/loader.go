@@ -55,6 +55,10 @@ type LoaderOptions struct {
 	// this process reads (a node's share of a data-parallel batch,
 	// engine.Capabilities.Rows); the others are never read.
 	Rows func(n int) (lo, hi int)
+	// Held is how many batches the consumer holds before it releases
+	// them (a unit of steps, plan.StepsPerCommand); the free list keeps
+	// room for them, so that none released is dropped and made again.
+	Held int
 }
 
 // Loader reads a Dataset in batches. Its methods may be called from one
@@ -92,7 +96,7 @@ func NewLoader(ds Dataset, opt LoaderOptions) *Loader {
 	if l.err == nil {
 		l.aug, l.err = newAugmenter(opt.Augment, ds.XShape(), ds.YShape())
 	}
-	l.free = make(chan *Batch, max(opt.Workers, 1)*opt.Prefetch+2)
+	l.free = make(chan *Batch, max(opt.Workers, 1)*opt.Prefetch+2+max(opt.Held, 0))
 	return l
 }
 

@@ -333,3 +333,31 @@ func TestLoaderReadsItsRowsOnly(t *testing.T) {
 		}
 	}
 }
+
+// TestLoaderKeepsHeldBatches: a consumer that holds Held batches before
+// it releases them (a unit of steps) gets them back in the next unit: the
+// free list drops none, so none is made again.
+func TestLoaderKeepsHeldBatches(t *testing.T) {
+	const held = 8
+	l := NewLoader(newMem(200), LoaderOptions{BatchSize: 10, Held: held})
+	it := l.Epoch(0)
+	defer it.Close()
+	seen := map[*Batch]bool{}
+	for unit := range 2 {
+		var bs []*Batch
+		for range held {
+			b, err := it.Next(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if unit == 1 && !seen[b] {
+				t.Fatalf("unit 2 got a batch made anew; the %d released after unit 1 were dropped", held)
+			}
+			seen[b] = true
+			bs = append(bs, b)
+		}
+		for _, b := range bs {
+			it.Release(b)
+		}
+	}
+}

@@ -129,6 +129,9 @@ type Capabilities struct {
 	// World, set when the model's ranks met at a rendezvous (ranks a
 	// launcher started one a process), says what the ranks said there.
 	World Worlder
+	// Phases reports where the training steps' time went by phase,
+	// when the engine was asked to time them.
+	Phases PhaseTimer
 	// Rows, set on one node of several, gives the rows [lo, hi) of a
 	// training batch of n samples that this node's ranks train on, so that
 	// the run loop reads only those (dataset.LoaderOptions.Rows); the
@@ -163,12 +166,41 @@ type Queuer interface {
 	// QueueStep queues gradient clipping at clip (0 for none), then an
 	// optimizer step at lr.
 	QueueStep(clip, lr float64) error
+	// QueueSteps queues len(bs) optimizer steps of one micro-batch each,
+	// as one unit that the engine runs with nothing between its steps:
+	// step i zeroes the gradients, trains bs[i] at scale 1, clips at clip
+	// (0 for none) and steps at lrs[i], with the results QueueTrain and
+	// QueueStep give step by step. Results reports them one a step; a
+	// failure stops the unit at the failed step, and its steps after it
+	// are not trained. bs may be released once it returns.
+	QueueSteps(bs []*samples.Batch, lrs []float64, clip float64) error
 	// Results returns the queued steps that finished since the last call,
 	// oldest first; with wait it waits for all of them. A non-finite loss
 	// (*NonFiniteError), a device out of memory (*OutOfMemoryError) or a
 	// failed worker is returned as the error, with the steps that
 	// finished before it.
 	Results(wait bool) ([]StepResult, error)
+}
+
+// PhaseTimer is the Capabilities facet of a Model that can time its
+// training steps by phase (the torch engine, under PIPE_TORCH_PHASES=1):
+// ok is false when it was not asked to, or has timed no step.
+type PhaseTimer interface {
+	StepPhases() (p StepPhases, ok bool)
+}
+
+// StepPhases is where training steps' time went, summed over Steps steps
+// of rank 0: Total from each command's arrival in the worker to its
+// reply, of which Copy went to the batches (their copies to the device
+// queued), Queue to running the forward, backward and optimizer step on
+// the host (on a GPU, queueing their kernels), and Host to the rest (the
+// command read, the checks, the readback, the reply made). Device is the
+// device's own time for DeviceSteps of the steps (CUDA events); on the
+// CPU the compute is the device's, Device is Queue's time and Queue 0.
+type StepPhases struct {
+	Steps                            int64
+	Total, Copy, Queue, Host, Device float64 // seconds
+	DeviceSteps                      int64
 }
 
 // Stopper is the Capabilities facet of a Model whose ranks train in

@@ -195,6 +195,7 @@ func (pl *planner) run() {
 	pl.inference()
 	pl.ganFits()
 	pl.planServe()
+	pl.stepsPerCommand()
 	if p.Train == nil {
 		p := pl.plan
 		pl.warnf(nil, "train-defaults", "no train block: training with the defaults",

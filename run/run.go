@@ -366,6 +366,10 @@ type Result struct {
 	// Applied is how the engine applied the plan where that depends on
 	// the machine (Applier); nil for the native engine.
 	Applied map[string]string
+	// StepPhases is where the training steps' time went in the engine, by
+	// phase (engine.PhaseTimer, the torch engine under PIPE_TORCH_PHASES=1);
+	// nil when it was not timed.
+	StepPhases *engine.StepPhases `json:",omitempty"`
 	// Int8 is what int8 quantisation did, when the final evaluation or
 	// predict ran in int8 (run_int8.go); nil otherwise.
 	Int8 *engine.QuantReport `json:",omitempty"`

@@ -3,6 +3,7 @@ package run_test
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -15,18 +16,23 @@ import (
 // the same way progress does (from 1), and the result counts the steps
 // trained before it.
 func TestNonFiniteStepNumbersAgree(t *testing.T) {
-	for _, ahead := range []bool{false, true} {
-		t.Run(map[bool]string{false: "waited", true: "queued ahead"}[ahead], func(t *testing.T) {
-			nonFiniteStepNumbersAgree(t, &enginetest.Backend{NaNAt: 25, Ahead: ahead})
-		})
+	for _, unit := range []int64{1, 8} {
+		for _, ahead := range []bool{false, true} {
+			name := map[bool]string{false: "waited", true: "queued ahead"}[ahead] + fmt.Sprintf(", %d steps a command", unit)
+			t.Run(name, func(t *testing.T) {
+				nonFiniteStepNumbersAgree(t, &enginetest.Backend{NaNAt: 25, Ahead: ahead}, unit)
+			})
+		}
 	}
 }
 
 // nonFiniteStepNumbersAgree runs blobs on be, whose 25th micro-batch is
-// NaN. An engine that queues ahead (Backend.Ahead) has step 26 queued
-// when the NaN comes back: it was not trained, and not counted.
-func nonFiniteStepNumbersAgree(t *testing.T, be *enginetest.Backend) {
+// NaN, unit steps a command. An engine that queues ahead (Backend.Ahead)
+// has step 26 queued when the NaN comes back: it was not trained, and
+// not counted; nor are the steps after the NaN in its command.
+func nonFiniteStepNumbersAgree(t *testing.T, be *enginetest.Backend, unit int64) {
 	j := newJob(t, blobs)
+	j.plan.StepsPerCommand = unit
 	res, ds := j.run(t, context.Background(), be, run.Hooks{})
 	d := findDiag(t, ds, run.CodeNonFinite)
 	if !strings.Contains(d.Summary, "at step 25") || !strings.Contains(d.Detail, "at step 25 (micro-batch 25)") {

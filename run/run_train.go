@@ -45,13 +45,20 @@ func (r *runner) train(ctx context.Context) bool {
 	k := int(max(p.AccumulationSteps, 1))
 	bs := r.globalBatch()
 	n := r.data.train.Len()
+	// Steps of one micro-batch go to the engine in units of the plan's
+	// StepsPerCommand (an engine that computes in this thread runs the
+	// unit as a loop); stops, checkpoints and evaluation fall between.
+	unit := 1
+	if p.StepsPerCommand > 1 && k == 1 && r.prof == nil {
+		unit = int(p.StepsPerCommand)
+	}
 	// On one node of several, the loader reads only this node's rows of
 	// each global batch.
 	loader := dataset.NewLoader(r.data.train, dataset.LoaderOptions{
 		BatchSize: bs, Shuffle: true, Seed: r.set.seed,
 		Workers: p.Loader.Workers, Prefetch: p.Loader.Prefetch,
 		Augment: dataset.Augmentations(r.data.trainSrc),
-		Rows:    r.model.Capabilities().Rows,
+		Rows:    r.model.Capabilities().Rows, Held: unit,
 	})
 	defer func() { r.res.SamplesRead += loader.SamplesRead() }()
 	counter := r.newCounter(true)
@@ -70,8 +77,18 @@ func (r *runner) train(ctx context.Context) bool {
 	defer cancel()
 	size := func(i int) int64 { return int64(min(bs, n-i*bs)) }
 	t := &trainer{r: r}
+	if pt := r.model.Capabilities().Phases; pt != nil {
+		defer func() {
+			if ph, ok := pt.StepPhases(); ok {
+				r.res.StepPhases = &ph
+			}
+		}()
+	}
 	if q := r.model.Capabilities().Queue; q != nil && r.prof == nil {
 		t.q = q // a profile times each step as a whole: one at a time
+	}
+	if t.unit = unit; unit > 1 && t.q == nil {
+		t.q = engine.Sequential(r.model)
 	}
 	lr := r.sched.lr(r.pos.Step)
 	// Ranks in several processes stop together: a rank asked to stop
@@ -109,9 +126,14 @@ func (r *runner) train(ctx context.Context) bool {
 				lr = r.sched.lr(r.pos.Step)
 				var res []engine.StepResult
 				var err error
-				if t.q != nil {
+				switch {
+				case t.unit > 1:
+					n := int(min(int64(min(t.unit, r.nb-r.pos.Batch)), r.stopAt-r.pos.Step))
+					res, err = t.queueSteps(it, counter, n, e)
+					lr = r.sched.lr(max(r.pos.Step-1, 0))
+				case t.q != nil:
 					res, err = t.queueStep(it, counter, group, gs, lr, e)
-				} else {
+				default:
 					res, err = t.syncStep(it, counter, group, gs, lr, e)
 				}
 				dt := time.Since(t0)
@@ -255,6 +277,8 @@ func (e *sourceError) Unwrap() error { return e.err }
 type trainer struct {
 	r *runner
 	q engine.Queuer
+	// unit is the steps queued together (queueSteps), 1 for one at a time.
+	unit int
 	// epochTime is this invocation's training time in the epoch.
 	epochTime time.Duration
 	// epochStall is the part of it spent in the loader's Next.
@@ -367,6 +391,35 @@ func (t *trainer) queueStep(it dataset.Iterator, counter *batchCounter, group in
 		return nil, err
 	}
 	t.advance(e, ns, lr)
+	return t.q.Results(false)
+}
+
+// queueSteps queues a unit of n optimizer steps of one micro-batch each
+// (plan.StepsPerCommand) and takes the results that came back meanwhile
+// (the unit before's).
+func (t *trainer) queueSteps(it dataset.Iterator, counter *batchCounter, n, e int) ([]engine.StepResult, error) {
+	r := t.r
+	bs := make([]*dataset.Batch, 0, n)
+	lrs := make([]float64, 0, n)
+	defer func() {
+		for _, b := range bs {
+			it.Release(b) // the model copied it
+		}
+	}()
+	for i := range n {
+		b, err := t.next(it, counter)
+		if err != nil {
+			return nil, err
+		}
+		bs = append(bs, b)
+		lrs = append(lrs, r.sched.lr(r.pos.Step+int64(i)))
+	}
+	if err := t.q.QueueSteps(bs, lrs, r.set.gradClip); err != nil {
+		return nil, err
+	}
+	for i, b := range bs {
+		t.advance(e, []int{b.Whole()}, lrs[i])
+	}
 	return t.q.Results(false)
 }
 

@@ -237,7 +237,9 @@ step mlp_split 60 sh -c "'$PY' bench/gpu/mlp_split.py --module-dir '$O/worker' -
 
 S=bench/gpu/smoke.pipe
 R="bin/pipe-static --log-level debug run --device $DEV --engine torch"
-step fresh 60 $R --max-steps "$STEPS" --checkpoint-dir "$O/ck" --report "$O/fresh.json" $S
+# The fresh run times its steps by phase (PIPE_TORCH_PHASES: host, copy,
+# queue, device), which its report's step_phases holds.
+step fresh 60 env PIPE_TORCH_PHASES=1 $R --max-steps "$STEPS" --checkpoint-dir "$O/ck" --report "$O/fresh.json" $S
 step resume 60 $R --resume --max-steps $((2 * STEPS)) --checkpoint-dir "$O/ck" --report "$O/resume.json" $S
 sed 's/^\(  loss *cross_entropy\)$/\1\n  checkpoint all/' $S > "$O/smoke_ckall.pipe"
 if grep -q 'checkpoint all' "$O/smoke_ckall.pipe"; then

@@ -78,7 +78,7 @@ def count(out, pattern, by=None):
 def run_row(out, name, st):
     r = load(os.path.join(out, name + ".json")) or {}
     keep = ("status", "steps", "final_loss", "samples_per_second", "estimated_samples_per_second", "engine_applied",
-            "estimated_peak_bytes", "measured_peak_bytes", "measured_by", "estimate_error_percent", "checkpoint")
+            "estimated_peak_bytes", "measured_peak_bytes", "measured_by", "estimate_error_percent", "checkpoint", "step_phases")
     row = {k: r[k] for k in keep if k in r}
     if "checkpoint" in row:  # the machine's folder says nothing
         row["checkpoint"] = os.path.basename(row["checkpoint"])

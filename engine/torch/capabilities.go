@@ -7,7 +7,7 @@ import "pipe/engine"
 // kernels' clock and a worker's death; over processes, the ranks' stop
 // and what they said when they met.
 func (m *model) Capabilities() engine.Capabilities {
-	c := engine.Capabilities{Queue: m, Devices: m, Applied: m, GAN: m, GANParts: m, Profile: m, Liveness: m}
+	c := engine.Capabilities{Queue: m, Devices: m, Applied: m, GAN: m, GANParts: m, Profile: m, Liveness: m, Phases: m}
 	if len(m.workers) < m.world {
 		c.Rows = m.nodeRows
 		c.Stop = m

@@ -134,6 +134,8 @@ type model struct {
 	parts []float64
 	// prof is the profile's state while profiling is on (profile.go).
 	prof *profile
+	// phases sums rank 0's commands' phase timings (phases.go).
+	phases engine.StepPhases
 }
 
 // wstate is pipe's side of one worker: its regions and what it owes.

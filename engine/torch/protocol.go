@@ -23,7 +23,7 @@ import (
 
 // protocolVersion is the wire's version, said in the hello; pipe refuses
 // a worker with another.
-const protocolVersion = 4
+const protocolVersion = 5
 
 // envelope is one line to the worker.
 type envelope struct {
@@ -50,6 +50,7 @@ var commands = []struct {
 	{getStateRequest{}, stateReply{}},
 	{trainRequest{}, trainReply{}},
 	{stepRequest{}, stepReply{}},
+	{trainStepsRequest{}, trainReply{}},
 	{flushRequest{}, stepReply{}},
 	{zeroRequest{}, emptyReply{}},
 	{clipRequest{}, normReply{}},
@@ -159,6 +160,25 @@ type stepRequest struct {
 	Stop bool    `json:"stop,omitempty"`
 }
 
+// trainStepsRequest is len(Steps) optimizer steps of one micro-batch
+// each, run by the worker with no message between them: each zeroes the
+// gradients, trains its batch at its Scale, clips at Clip (0: no
+// clipping) and steps at its LR, as a train command with its step would.
+// The reply's Done holds the steps finished (lagged readback: those of
+// the command before); a failure's Done those finished before it.
+type trainStepsRequest struct {
+	Steps []stepBatch `json:"steps"`
+	Clip  float64     `json:"clip"`
+}
+
+// stepBatch is one step of a trainStepsRequest: its batch, the scale of
+// its gradient and its learning rate.
+type stepBatch struct {
+	batchRef
+	Scale float64 `json:"scale"`
+	LR    float64 `json:"lr"`
+}
+
 // barrierRequest waits until every rank has sent it (the ranks' stop
 // group): ranks that stopped together leave together, so that no
 // launcher takes one's early exit for a failure while rank 0 still
@@ -225,25 +245,26 @@ type torchscriptRequest struct {
 
 func (torchscriptRequest) command() string { return "torchscript" }
 
-func (helloRequest) command() string     { return "hello" }
-func (quitRequest) command() string      { return "quit" }
-func (mapRequest) command() string       { return "map" }
-func (buildRequest) command() string     { return "build" }
-func (buildGANRequest) command() string  { return "build_gan" }
-func (layoutRequest) command() string    { return "layout" }
-func (setStateRequest) command() string  { return "set_state" }
-func (getStateRequest) command() string  { return "get_state" }
-func (trainRequest) command() string     { return "train" }
-func (stepRequest) command() string      { return "step" }
-func (flushRequest) command() string     { return "flush" }
-func (zeroRequest) command() string      { return "zero" }
-func (clipRequest) command() string      { return "clip" }
-func (evalRequest) command() string      { return "eval" }
-func (memoryRequest) command() string    { return "memory" }
-func (savedRequest) command() string     { return "saved" }
-func (timePlainRequest) command() string { return "time_plain" }
-func (barrierRequest) command() string   { return "barrier" }
-func (resumeRequest) command() string    { return "resume" }
+func (helloRequest) command() string      { return "hello" }
+func (quitRequest) command() string       { return "quit" }
+func (mapRequest) command() string        { return "map" }
+func (buildRequest) command() string      { return "build" }
+func (buildGANRequest) command() string   { return "build_gan" }
+func (layoutRequest) command() string     { return "layout" }
+func (setStateRequest) command() string   { return "set_state" }
+func (getStateRequest) command() string   { return "get_state" }
+func (trainRequest) command() string      { return "train" }
+func (stepRequest) command() string       { return "step" }
+func (trainStepsRequest) command() string { return "train_steps" }
+func (flushRequest) command() string      { return "flush" }
+func (zeroRequest) command() string       { return "zero" }
+func (clipRequest) command() string       { return "clip" }
+func (evalRequest) command() string       { return "eval" }
+func (memoryRequest) command() string     { return "memory" }
+func (savedRequest) command() string      { return "saved" }
+func (timePlainRequest) command() string  { return "time_plain" }
+func (barrierRequest) command() string    { return "barrier" }
+func (resumeRequest) command() string     { return "resume" }
 
 // The failure kinds.
 const (
@@ -281,6 +302,10 @@ type failure struct {
 
 	Executable string `json:"executable,omitempty"`
 	Python     string `json:"python,omitempty"`
+
+	// Done are the steps of a train_steps command finished before it
+	// failed.
+	Done []doneStep `json:"done,omitempty"`
 }
 
 // response is one line from a worker: its failure part, and its bytes,
@@ -387,6 +412,25 @@ type trainReply struct {
 	Applied map[string]string `json:"applied,omitempty"`
 	GAN     []jfloat          `json:"gan,omitempty"`
 	Spans   [][4]int64        `json:"spans,omitempty"`
+	// Phases is where a command's time went in the worker, on a step's
+	// command, under PIPE_TORCH_PHASES=1 (phases.go).
+	Phases *stepPhases `json:"phases,omitempty"`
+}
+
+// stepPhases is one training command's time in the worker by phase (see
+// pipe_torch/phases.py), in ms: its steps, the time from the command's
+// line read to its reply, the batches' copies, the queueing of the
+// steps' work (on the CPU, the work itself, which is then the device's),
+// the rest on the host, and the device's time of DeviceSteps steps
+// whose end the device had reached.
+type stepPhases struct {
+	Steps       int     `json:"steps"`
+	Total       float64 `json:"total_ms"`
+	Copy        float64 `json:"copy_ms"`
+	Queue       float64 `json:"queue_ms"`
+	Host        float64 `json:"host_ms"`
+	Device      float64 `json:"device_ms"`
+	DeviceSteps int     `json:"device_steps"`
 }
 
 // normReply is the gradients' norm before clipping.

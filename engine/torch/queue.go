@@ -174,7 +174,7 @@ func (m *model) handle(k int) error {
 	}
 	training := false
 	switch s.cmd {
-	case "train", "train+step", "step", "flush":
+	case "train", "train+step", "step", "flush", "train_steps":
 		training = true
 	}
 	if !r.OK && r.Kind == kindSkipped {
@@ -183,6 +183,8 @@ func (m *model) handle(k int) error {
 		return nil
 	}
 	if err := m.replyErr(r, k); err != nil {
+		// The steps of a train_steps command finished before its failure.
+		ws.done = append(ws.done, doneOf(r.Done)...)
 		if training && m.err == nil {
 			// The worker refuses what was sent behind the failed command
 			// (queued ahead) until this, which follows all of it.
@@ -202,6 +204,7 @@ func (m *model) handle(k int) error {
 	}
 	if k == 0 {
 		m.keepSpans(s, tr.Spans)
+		m.addPhases(tr.Phases)
 		for key, v := range tr.Applied {
 			m.applied[key] = v
 		}
@@ -230,7 +233,7 @@ func (m *model) handle(k int) error {
 		}
 		ws.done = append(ws.done, doneOf(tr.Done)...)
 		m.stopping = m.stopping || tr.Stop
-	case "flush":
+	case "flush", "train_steps":
 		ws.done = append(ws.done, doneOf(tr.Done)...)
 	}
 	return nil
@@ -328,17 +331,28 @@ func (m *model) fill(k int, b *samples.Batch, lo, hi int) (ref batchRef, slot, n
 			return batchRef{}, 0, 0, err
 		}
 	}
+	ref, err = m.fillAt(k, b, lo, hi, slot*ws.slotFloats)
+	return ref, slot, n, err
+}
+
+// fillAt copies rows [lo, hi) of b into local rank k's input region from
+// the float at base on, where a batch of Config.Batch samples fits, and
+// returns the command's batch references.
+func (m *model) fillAt(k int, b *samples.Batch, lo, hi, base int) (batchRef, error) {
+	ws, n := m.ws[k], hi-lo
+	if n > m.cfg.Batch {
+		return batchRef{}, fmt.Errorf("%w: %d samples for a model built for micro-batches of %d", engine.ErrBadBatch, n, m.cfg.Batch)
+	}
 	yPer, mPer := 0, 0
 	if b.N > 0 {
 		yPer, mPer = len(b.Y)/b.N, len(b.Mask)/b.N
 	}
 	if b.N*m.xPer != len(b.X) {
-		return batchRef{}, 0, 0, fmt.Errorf("%w: the batch's inputs hold %d values for %d samples of %v", engine.ErrBadBatch, len(b.X), b.N, m.g.Input)
+		return batchRef{}, fmt.Errorf("%w: the batch's inputs hold %d values for %d samples of %v", engine.ErrBadBatch, len(b.X), b.N, m.g.Input)
 	}
 	if yPer > m.yPer || mPer > m.yPer {
-		return batchRef{}, 0, 0, fmt.Errorf("%w: the batch's targets hold %d values a sample; the model's output has %d", engine.ErrBadBatch, yPer, m.yPer)
+		return batchRef{}, fmt.Errorf("%w: the batch's targets hold %d values a sample; the model's output has %d", engine.ErrBadBatch, yPer, m.yPer)
 	}
-	base := slot * ws.slotFloats
 	cap := m.cfg.Batch
 	put := func(part int, src []float32, per int) *regionRef {
 		if src == nil {
@@ -349,8 +363,7 @@ func (m *model) fill(k int, b *samples.Batch, lo, hi int) (ref batchRef, slot, n
 		copy(dst, src[lo*per:hi*per])
 		return &regionRef{4 * off, n * per}
 	}
-	ref = batchRef{N: n, X: put(0, b.X, m.xPer), Y: put(cap*m.xPer, b.Y, yPer), Mask: put(cap*(m.xPer+m.yPer), b.Mask, mPer)}
-	return ref, slot, n, nil
+	return batchRef{N: n, X: put(0, b.X, m.xPer), Y: put(cap*m.xPer, b.Y, yPer), Mask: put(cap*(m.xPer+m.yPer), b.Mask, mPer)}, nil
 }
 
 // QueueTrain implements engine.Queuer.
@@ -406,6 +419,67 @@ func (m *model) QueueStep(clip, lr float64) error {
 			continue
 		}
 		if err := w.send(step, -1, 0); err != nil {
+			return m.fail(err)
+		}
+	}
+	return nil
+}
+
+// QueueSteps implements engine.Queuer: one train_steps command a worker,
+// its batches side by side in one input slot. A gan, a profile and ranks
+// in other processes (whose stop is agreed at every step) queue step by
+// step.
+func (m *model) QueueSteps(bs []*samples.Batch, lrs []float64, clip float64) error {
+	if err := m.usable(); err != nil {
+		return err
+	}
+	if len(bs) != len(lrs) {
+		return fmt.Errorf("%w: %d batches and %d learning rates", engine.ErrInternal, len(bs), len(lrs))
+	}
+	if len(bs) == 1 || m.gan || m.prof != nil || !m.aheadOK() || m.stopAsked {
+		for i, b := range bs {
+			if err := m.QueueTrain(b, 1, true, true); err != nil {
+				return err
+			}
+			if err := m.QueueStep(clip, lrs[i]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	per := max(m.cfg.Batch, 1) * (m.xPer + 2*m.yPer)
+	for k, w := range m.workers {
+		if err := m.fit(k, len(bs)*max(m.cfg.Batch, 1), false); err != nil {
+			return err
+		}
+		req := trainStepsRequest{Clip: clip, Steps: make([]stepBatch, 0, len(bs))}
+		slot := -1
+		for i, b := range bs {
+			if b == nil || b.N <= 0 {
+				return fmt.Errorf("%w: an empty batch", engine.ErrBadBatch)
+			}
+			whole := b.Whole()
+			lo, hi := m.shard(whole, k)
+			s := float64(hi-lo) * float64(m.world) / float64(whole)
+			if hi == lo {
+				lo, hi, s = 0, min(2, b.N), 0
+			} else if lo, hi = lo-b.Offset, hi-b.Offset; lo < 0 || hi > b.N {
+				return fmt.Errorf("%w: rank %d trains rows [%d, %d) of %d; the batch holds rows [%d, %d)",
+					engine.ErrBadBatch, m.base+k, lo+b.Offset, hi+b.Offset, whole, b.Offset, b.Offset+b.N)
+			}
+			var ref batchRef
+			var err error
+			if i == 0 {
+				ref, slot, _, err = m.fill(k, b, lo, hi)
+			} else {
+				ref, err = m.fillAt(k, b, lo, hi, slot*m.ws[k].slotFloats+i*per)
+			}
+			if err != nil {
+				return err
+			}
+			req.Steps = append(req.Steps, stepBatch{batchRef: ref, Scale: s, LR: lrs[i]})
+		}
+		if err := w.send(req, slot, 0); err != nil {
 			return m.fail(err)
 		}
 	}

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"reflect"
+	"strings"
 	"testing"
 
 	"pipe/dataset"
@@ -126,5 +127,136 @@ func TestStepQueuedBehindAFailureIsNotRun(t *testing.T) {
 	}
 	if losses[0] != losses[1] {
 		t.Errorf("the step after the failure: loss %.8g, want %.8g", losses[0], losses[1])
+	}
+}
+
+// TestQueueStepsMatchesOneAtATime: K steps in one train_steps command
+// give the losses and the state of the same steps sent one a command,
+// learning rates changing from step to step; the command is one message
+// each way, and Results(false) leaves it in flight.
+func TestQueueStepsMatchesOneAtATime(t *testing.T) {
+	for _, readback := range []string{"sync", "lagged"} {
+		t.Run(readback, func(t *testing.T) { queueStepsMatch(t, readback) })
+	}
+}
+
+// queueStepsMatch is TestQueueStepsMatchesOneAtATime with the losses read
+// back as readback says (lagged: a command's come with the next one's
+// reply).
+func queueStepsMatch(t *testing.T, readback string) {
+	py := testPython(t)
+	prog, p, g := loadSrc(t, "smallconv.pipe", []byte(smallConv), planner.WithEngine("torch"))
+	cfg := run.ConfigFromPlan(p, progtest.Decoded(t, prog))
+	cfg.Engine.LossReadback = readback
+	multi, single := buildTorch(t, g, cfg, Backend{Python: py}), buildTorch(t, g, cfg, Backend{Python: py})
+	const k, commands = 8, 3
+	var got, want []float64
+	for c := range commands {
+		var bs []*dataset.Batch
+		var lrs []float64
+		for i := range k {
+			s := uint64(c*k + i + 1)
+			bs = append(bs, randomBatch(g, cfg.Loss.Kind, 8, s))
+			lrs = append(lrs, p.Optimizer.LR*float64(1+s%3))
+		}
+		before := len(multi.workers[0].outstanding)
+		if err := multi.QueueSteps(bs, lrs, 0.5); err != nil {
+			t.Fatal(err)
+		}
+		if n := len(multi.workers[0].outstanding); n != before+1 {
+			t.Fatalf("command %d: QueueSteps sent %d commands, want 1", c, n-before)
+		}
+		res, err := multi.Results(false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n := len(multi.workers[0].outstanding); n != 1 {
+			t.Fatalf("command %d: %d commands in flight after Results(false), want the one just sent", c, n)
+		}
+		if c > 0 && readback == "sync" && len(res) != k {
+			t.Fatalf("command %d: %d steps back, want the command before's %d", c, len(res), k)
+		}
+		for _, r := range res {
+			got = append(got, r.Losses...)
+		}
+		for i, b := range bs {
+			if err := single.QueueTrain(b, 1, true, true); err != nil {
+				t.Fatal(err)
+			}
+			if err := single.QueueStep(0.5, lrs[i]); err != nil {
+				t.Fatal(err)
+			}
+			res, err := single.Results(true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, r := range res {
+				want = append(want, r.Losses...)
+			}
+		}
+	}
+	res, err := multi.Results(true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range res {
+		got = append(got, r.Losses...)
+	}
+	if len(want) != k*commands || !reflect.DeepEqual(got, want) {
+		t.Errorf("losses of train_steps %v, of one step a command %v", got, want)
+	}
+	if a, w := multi.State(), single.State(); !reflect.DeepEqual(a, w) {
+		t.Error("the states differ after the same steps")
+	}
+}
+
+// TestQueueStepsStopsAtAFailure: a NaN input in the third of five steps
+// of one command fails it there: the two steps before come back, the
+// failure names step 2, and the state is that of the two steps alone.
+func TestQueueStepsStopsAtAFailure(t *testing.T) {
+	m, ref, p, g, cfg := smallConvTwice(t)
+	lr := p.Optimizer.LR
+	var bs []*dataset.Batch
+	var lrs []float64
+	for s := uint64(1); s <= 5; s++ {
+		bs = append(bs, randomBatch(g, cfg.Loss.Kind, 8, s))
+		lrs = append(lrs, lr)
+	}
+	bs[2].X[3] = float32(math.NaN())
+	if err := m.QueueSteps(bs, lrs, 0); err != nil {
+		t.Fatal(err)
+	}
+	res, err := m.Results(true)
+	var nf *engine.NonFiniteError
+	if !errors.As(err, &nf) || nf.Step != 2 {
+		t.Fatalf("got %v, want the NaN input's failure at step 2", err)
+	}
+	if len(res) != 2 {
+		t.Fatalf("%d steps came back before the failure, want 2", len(res))
+	}
+	for _, b := range bs[:2] {
+		if _, err := trainStep(t, ref, b, lr, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got, want := m.State(), ref.State(); !reflect.DeepEqual(got.Tensors, want.Tensors) {
+		t.Fatal("the steps after the failure changed the state")
+	}
+}
+
+// TestGCFrozenAfterTheFirstStep: the worker freezes Python's collector
+// once a step has been taken, and says so.
+func TestGCFrozenAfterTheFirstStep(t *testing.T) {
+	m, _, p, g, cfg := smallConvTwice(t)
+	if _, ok := m.Applied()["gc"]; ok {
+		t.Fatal("gc frozen before any step")
+	}
+	for s := uint64(1); s <= 2; s++ {
+		if _, err := trainStep(t, m, randomBatch(g, cfg.Loss.Kind, 8, s), p.Optimizer.LR, true); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := m.Applied()["gc"]; !strings.HasPrefix(got, "frozen after step 1") {
+		t.Errorf("applied gc %q, want frozen after step 1", got)
 	}
 }

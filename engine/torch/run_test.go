@@ -161,7 +161,9 @@ func workers(t *testing.T) []int {
 
 // TestKilledWorker: a worker killed in the middle of training stops the
 // run within seconds with an error that says so and shows the worker's
-// last lines of stderr; the checkpoint written before is intact.
+// last lines of stderr; the checkpoint written before is intact. The
+// steps go 5 to a command, so that a command is in flight when step 30's
+// progress comes back (the plan's unit here is the whole epoch).
 func TestKilledWorker(t *testing.T) {
 	py := testPython(t)
 	dir := t.TempDir()
@@ -175,7 +177,7 @@ func TestKilledWorker(t *testing.T) {
 		}
 	}}
 	start := time.Now()
-	res, ds := runJob(t, resumable, "torch", dir, py, context.Background(), hooks)
+	res, ds := runJobUnit(t, "torch", dir, py, 5, context.Background(), hooks)
 	if !killed {
 		t.Fatal("no worker found to kill")
 	}
@@ -359,6 +361,92 @@ func TestResumeChannelsLast(t *testing.T) {
 		la, lb := step(a, s), step(b, s)
 		if d := math.Abs(la-lb) / la; d > 1e-6 {
 			t.Errorf("batch %d: loss %.8g uninterrupted, %.8g resumed", s, la, lb)
+		}
+	}
+}
+
+// runJobUnit is runJob with the plan's steps per command set to unit.
+func runJobUnit(t *testing.T, eng, dir, py string, unit int64, ctx context.Context, hooks run.Hooks, opts ...run.Option) (*run.Result, diag.Diagnostics) {
+	t.Helper()
+	prog, p, _ := loadSrc(t, "resumable.pipe", []byte(resumable), planner.WithEngine(eng))
+	p.StepsPerCommand = unit
+	all := append([]run.Option{run.WithBackend(native.Backend{}), run.WithBackend(Backend{Python: py}),
+		run.WithBase(dir), run.WithCheckpointDir(filepath.Join(dir, "ckpt")), run.WithThreads(1)}, opts...)
+	return run.Run(ctx, p, progtest.Decoded(t, prog), hooks, all...)
+}
+
+// TestStepsPerCommandChangeNothing: on either engine, a run whose steps
+// go 32 or 5 to a command trains the losses of one step a command bit for
+// bit, evaluates the same model, and a run interrupted mid-epoch stops
+// at a command's end and resumes to the same losses.
+func TestStepsPerCommandChangeNothing(t *testing.T) {
+	py := testPython(t)
+	for _, eng := range []string{"native", "torch"} {
+		t.Run(eng, func(t *testing.T) {
+			job := func(unit int64, dir string, ctx context.Context, hooks run.Hooks, opts ...run.Option) *run.Result {
+				t.Helper()
+				res, ds := runJobUnit(t, eng, dir, py, unit, ctx, hooks, opts...)
+				if ds.HasErrors() {
+					t.Fatalf("%d steps a command:\n%v", unit, ds)
+				}
+				return res
+			}
+			same := func(what string, got, want *run.Result) {
+				t.Helper()
+				if len(got.StepLosses) != len(want.StepLosses) || len(want.StepLosses) != 48 {
+					t.Fatalf("%s: %d losses, want %d", what, len(got.StepLosses), len(want.StepLosses))
+				}
+				for i := range want.StepLosses {
+					if math.Float64bits(got.StepLosses[i]) != math.Float64bits(want.StepLosses[i]) {
+						t.Fatalf("%s: step %d: loss %v, one step a command %v", what, i+1, got.StepLosses[i], want.StepLosses[i])
+					}
+				}
+				if got.Final == nil || want.Final == nil || got.Final.Loss != want.Final.Loss {
+					t.Errorf("%s: the final evaluations differ: %+v and %+v", what, got.Final, want.Final)
+				}
+			}
+			bg := context.Background()
+			want := job(1, t.TempDir(), bg, run.Hooks{})
+			same("32 steps a command", job(32, t.TempDir(), bg, run.Hooks{}), want)
+
+			dir := t.TempDir()
+			ctx, cancel := context.WithCancel(bg)
+			defer cancel()
+			first := job(5, dir, ctx, run.Hooks{Step: func(s run.StepInfo) {
+				if s.Step == 7 {
+					cancel()
+				}
+			}})
+			if first.Status != run.StatusInterrupted || first.Position.Step%5 != 0 || first.Position.Step >= 24 {
+				t.Fatalf("interrupted at step 7 of commands of 5: %s at step %d", first.Status, first.Position.Step)
+			}
+			same("interrupted and resumed", job(5, dir, bg, run.Hooks{}, run.WithResume("")), want)
+		})
+	}
+}
+
+// TestStepPhasesTimed: under PIPE_TORCH_PHASES=1 every step's command
+// says where its time went, one step a command or five, and the run's
+// result sums them; without it, nothing is timed.
+func TestStepPhasesTimed(t *testing.T) {
+	py := testPython(t)
+	bg := context.Background()
+	res, ds := runJobUnit(t, "torch", t.TempDir(), py, 5, bg, run.Hooks{}, run.WithMaxSteps(10))
+	if ds.HasErrors() || res.StepPhases != nil {
+		t.Fatalf("phases %+v without %s\n%v", res.StepPhases, PhasesEnv, ds)
+	}
+	t.Setenv(PhasesEnv, "1")
+	for _, unit := range []int64{1, 5} {
+		res, ds := runJobUnit(t, "torch", t.TempDir(), py, unit, bg, run.Hooks{}, run.WithMaxSteps(10))
+		if ds.HasErrors() {
+			t.Fatal(ds)
+		}
+		ph := res.StepPhases
+		if ph == nil || ph.Steps != 10 || ph.DeviceSteps != 10 {
+			t.Fatalf("%d a command: phases %+v, want 10 steps timed", unit, ph)
+		}
+		if !(ph.Device > 0 && ph.Copy > 0 && ph.Host > 0 && ph.Queue == 0) || ph.Copy+ph.Host+ph.Device > ph.Total*1.000001 {
+			t.Errorf("%d a command: phases %+v: on the CPU the device's time is the compute, and the parts sum to the total", unit, ph)
 		}
 	}
 }

@@ -274,8 +274,13 @@ func (w *worker) sendAs(req request, name string, slot, n int) error {
 		return w.died()
 	}
 	s := sent{cmd: name, slot: slot, n: n, step: w.steps + 1}
-	if name == "step" || name == "train+step" {
+	switch name {
+	case "step", "train+step":
 		w.steps++
+	case "train_steps":
+		// It belongs to its last step: Results(false) leaves it in flight.
+		w.steps += int64(len(req.(trainStepsRequest).Steps))
+		s.step = w.steps
 	}
 	if w.stamp {
 		s.at = time.Now()

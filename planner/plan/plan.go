@@ -73,6 +73,12 @@ type Plan struct {
 	BatchSize         int64 `json:"batch_size"`
 	AccumulationSteps int64 `json:"accumulation_steps"`
 	EffectiveBatch    int64 `json:"effective_batch"`
+	// StepsPerCommand is how many optimizer steps the run loop hands the
+	// engine as one unit (engine.Queuer.QueueSteps), run with nothing
+	// between them; stops, checkpoints, evaluation and progress fall
+	// between units. 0 (plans written before it) and 1 are a step at a
+	// time.
+	StepsPerCommand int64 `json:"steps_per_command,omitempty"`
 	// TrainSamples is the training set's size the plan was made for (0:
 	// unknown), and TrainSamplesExact whether it is exact or an upper
 	// bound.
@@ -723,6 +729,9 @@ const (
 	MaxBatch        = 1 << 24
 	MaxAccumulation = 1 << 20
 	MaxWorkers      = 1024
+	// MaxStepsPerCommand bounds StepsPerCommand: the unit's batches lie
+	// side by side in the engine's input memory.
+	MaxStepsPerCommand = 64
 )
 
 // ErrInvalid is wrapped by Validate's errors.
@@ -741,6 +750,10 @@ func (p *Plan) Validate() error {
 		return bad("batch_size %d is outside 1 to %d", p.BatchSize, MaxBatch)
 	case p.AccumulationSteps < 1 || p.AccumulationSteps > MaxAccumulation:
 		return bad("accumulation_steps %d is outside 1 to %d", p.AccumulationSteps, MaxAccumulation)
+	case p.StepsPerCommand < 0 || p.StepsPerCommand > MaxStepsPerCommand:
+		return bad("steps_per_command %d is outside 0 to %d", p.StepsPerCommand, MaxStepsPerCommand)
+	case p.StepsPerCommand > 1 && (p.AccumulationSteps > 1 || p.WorldSize() > 1):
+		return bad("steps_per_command %d with accumulation_steps %d over %d devices: a unit of steps is of one micro-batch each, on one device", p.StepsPerCommand, p.AccumulationSteps, p.WorldSize())
 	case p.WorldSize() > 1<<16:
 		return bad("world_size %d", p.Distributed.WorldSize)
 	case p.EffectiveBatch != p.BatchSize*p.AccumulationSteps*int64(p.WorldSize()):

@@ -56,14 +56,17 @@ type Report struct {
 	// invocation's training seconds over its steps, their error
 	// (estimated − measured) / measured, the forecast's epoch, and the
 	// roofline, the lower bound.
-	EstimatedStepSeconds  float64  `json:"estimated_step_seconds,omitempty"`
-	EstimatedEpochSeconds float64  `json:"estimated_epoch_seconds,omitempty"`
-	StepTimeSource        string   `json:"step_time_source,omitempty"`
-	ForecastMissing       string   `json:"forecast_missing,omitempty"`
-	MeasuredStepSeconds   float64  `json:"measured_step_seconds,omitempty"`
-	StepTimeErrorPercent  *float64 `json:"step_time_error_percent,omitempty"`
-	RooflineStepSeconds   float64  `json:"roofline_step_seconds,omitempty"`
-	ResumedFrom           *Resumed `json:"resumed_from,omitempty"`
+	EstimatedStepSeconds  float64 `json:"estimated_step_seconds,omitempty"`
+	EstimatedEpochSeconds float64 `json:"estimated_epoch_seconds,omitempty"`
+	StepTimeSource        string  `json:"step_time_source,omitempty"`
+	ForecastMissing       string  `json:"forecast_missing,omitempty"`
+	MeasuredStepSeconds   float64 `json:"measured_step_seconds,omitempty"`
+	// StepPhases is where the training steps' time went in the engine,
+	// in ms a step, when it was asked to time them (PIPE_TORCH_PHASES=1).
+	StepPhases           *StepPhases `json:"step_phases,omitempty"`
+	StepTimeErrorPercent *float64    `json:"step_time_error_percent,omitempty"`
+	RooflineStepSeconds  float64     `json:"roofline_step_seconds,omitempty"`
+	ResumedFrom          *Resumed    `json:"resumed_from,omitempty"`
 
 	// EstimatedPeakBytes is the plan's Memory.Total (on a GPU with the
 	// CUDA context), EstimatedReservedBytes a GPU plan's reserved memory
@@ -273,6 +276,11 @@ func New(res *run.Result, p *plan.Plan) *Report {
 		r.EstimateErrorPercent = num(100 * float64(e-m) / float64(m))
 	}
 	r.Engine, r.EngineApplied = res.Engine, res.Applied
+	if ph := res.StepPhases; ph != nil && ph.Steps > 0 {
+		per := func(s float64, n int64) float64 { return 1e3 * s / float64(max(n, 1)) }
+		r.StepPhases = &StepPhases{Steps: ph.Steps, TotalMS: per(ph.Total, ph.Steps), CopyMS: per(ph.Copy, ph.Steps),
+			QueueMS: per(ph.Queue, ph.Steps), HostMS: per(ph.Host, ph.Steps), DeviceMS: per(ph.Device, ph.DeviceSteps), DeviceSteps: ph.DeviceSteps}
+	}
 	r.MeasuredStepSeconds, r.RooflineStepSeconds = res.StepSeconds(), res.RooflineStepSeconds
 	if f := res.Forecast; f != nil {
 		r.EstimatedStepSeconds, r.EstimatedEpochSeconds, r.StepTimeSource, r.ForecastMissing = f.StepSeconds, f.EpochSeconds, f.Source, f.Missing
@@ -347,4 +355,17 @@ func (r *Report) Encode(w io.Writer) error {
 // Write writes the report to path atomically.
 func (r *Report) Write(path string) error {
 	return run.WriteFileAtomic(path, r.Encode)
+}
+
+// StepPhases is engine.StepPhases per step, in ms: the total in the
+// worker, its parts (copy, queue, host) and the device's own time,
+// averaged over the DeviceSteps steps it was read for.
+type StepPhases struct {
+	Steps       int64   `json:"steps"`
+	TotalMS     float64 `json:"total_ms"`
+	CopyMS      float64 `json:"copy_ms"`
+	QueueMS     float64 `json:"queue_ms"`
+	HostMS      float64 `json:"host_ms"`
+	DeviceMS    float64 `json:"device_ms"`
+	DeviceSteps int64   `json:"device_steps"`
 }

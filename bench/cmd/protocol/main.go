@@ -3,12 +3,13 @@
 // network, optimizer and batch in the same worker process.
 //
 //	go run ./bench/cmd/protocol [-model bench/models/mlp.pipe] [-threads 1] [-rounds 5]
-//	                            [-steps 1000] [-json bench/protocol.json]
+//	                            [-steps 1000] [-k 32] [-json bench/protocol.json]
 //
-// (make bench runs it.) Each round times three sides in turns: the engine
-// as pipe run drives it (each step queued before the one before it has
-// replied), the engine waited for step by step (a round trip a step), and
-// the plain loop; the figures are each round's mean per step, and their
+// (make bench runs it.) Each round times four sides in turns: the engine
+// as pipe run drives it one step a command (each step queued before the
+// one before it has replied), the same with -k steps a command
+// (QueueSteps, plan.StepsPerCommand), the engine waited for step by step
+// (a round trip a step), and the plain loop; the figures are each round's mean per step, and their
 // medians over the rounds. The overhead is the engine's mean less the
 // plain loop's. Nothing here asserts a time.
 //
@@ -51,11 +52,18 @@ type Result struct {
 	Steps   int    `json:"steps_per_round"`
 	// Each side's mean ms per step, per round, and their median.
 	Ahead  Side `json:"engine_queued_ahead"`
+	Unit   Side `json:"engine_steps_per_command"`
 	Waited Side `json:"engine_waited_each_step"`
 	Plain  Side `json:"plain_loop_in_worker"`
+	// K is Unit's steps a command.
+	K int `json:"steps_per_command"`
+	// LossReadback is the engine's: sync, or lagged as on a GPU.
+	LossReadback string `json:"loss_readback"`
 	// OverheadMS is Ahead's median less Plain's (as pipe run drives the
-	// engine); WaitedOverheadMS Waited's less Plain's.
+	// engine one step a command); UnitOverheadMS Unit's, WaitedOverheadMS
+	// Waited's.
 	OverheadMS       float64 `json:"overhead_ms"`
+	UnitOverheadMS   float64 `json:"steps_per_command_overhead_ms"`
 	WaitedOverheadMS float64 `json:"waited_overhead_ms"`
 	LoadBefore       string  `json:"load_before"`
 	LoadAfter        string  `json:"load_after"`
@@ -82,7 +90,8 @@ func (s *Side) add(ms float64) {
 type options struct {
 	model, python, jsonOut string
 	threads, rounds, steps int
-	warmup                 int
+	warmup, k              int
+	lagged                 bool
 }
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -96,14 +105,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&o.rounds, "rounds", 5, "rounds, each side once a round, in turns")
 	fs.IntVar(&o.steps, "steps", 1000, "timed steps per side and round")
 	fs.IntVar(&o.warmup, "warmup", 50, "untimed steps of each side before its first round")
+	fs.IntVar(&o.k, "k", 32, "steps a command on the side that sends several (QueueSteps)")
+	fs.BoolVar(&o.lagged, "lagged", false, "the engine reads losses back lagged, as a GPU plan does (no loss read and no gradient check a step)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if o.threads == 0 {
 		o.threads = runtime.NumCPU()
 	}
-	if o.rounds < 1 || o.steps < 1 || o.warmup < 1 || o.threads < 0 {
-		fmt.Fprintln(stderr, "protocol: -rounds, -steps and -warmup must be at least 1")
+	if o.rounds < 1 || o.steps < 1 || o.warmup < 1 || o.threads < 0 || o.k < 1 {
+		fmt.Fprintln(stderr, "protocol: -rounds, -steps, -warmup and -k must be at least 1")
 		return 2
 	}
 	res, err := measure(o, stderr)
@@ -127,6 +138,11 @@ func measure(o options, log io.Writer) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	if o.lagged {
+		m.Config.Engine.LossReadback = "lagged"
+	} else if m.Config.Engine.LossReadback == "" {
+		m.Config.Engine.LossReadback = "sync" // the engine's default
+	}
 	eng, err := (enginetorch.Backend{Python: o.python}).Build(m.Graph, m.Config)
 	if err != nil {
 		return nil, fmt.Errorf("the torch engine: %w", err)
@@ -136,10 +152,11 @@ func measure(o options, log io.Writer) (*Result, error) {
 	b := torchspec.RandomBatch(m.Graph, m.Config.Loss.Kind, m.Config.Batch, 1)
 	res := &Result{Date: time.Now().UTC().Format(time.RFC3339), Host: Host{CPU: memrun.CPUName(), CPUs: runtime.NumCPU(), Go: runtime.Version()},
 		Torch: enginetorch.TorchVersion(eng), Model: m.Name(), Batch: m.Config.Batch, Params: m.Graph.Params(),
-		Threads: o.threads, Rounds: o.rounds, Steps: o.steps, LoadBefore: memrun.LoadAvg()}
+		Threads: o.threads, Rounds: o.rounds, Steps: o.steps, K: o.k, LossReadback: m.Config.Engine.LossReadback, LoadBefore: memrun.LoadAvg()}
 
-	ahead := func(n int) (float64, error) { return steps(q, b, m.LR, n, false) }
-	waited := func(n int) (float64, error) { return steps(q, b, m.LR, n, true) }
+	ahead := func(n int) (float64, error) { return steps(q, b, m.LR, n, 1, false) }
+	unit := func(n int) (float64, error) { return steps(q, b, m.LR, n, o.k, false) }
+	waited := func(n int) (float64, error) { return steps(q, b, m.LR, n, 1, true) }
 	plain := func(n int) (float64, error) {
 		ms, err := enginetorch.TimePlain(eng, b, m.LR, 1, n)
 		if err != nil {
@@ -155,7 +172,7 @@ func measure(o options, log io.Writer) (*Result, error) {
 		name string
 		time func(int) (float64, error)
 		into *Side
-	}{{"queued ahead", ahead, &res.Ahead}, {"waited", waited, &res.Waited}, {"plain loop", plain, &res.Plain}}
+	}{{"queued ahead", ahead, &res.Ahead}, {fmt.Sprintf("%d a command", o.k), unit, &res.Unit}, {"waited", waited, &res.Waited}, {"plain loop", plain, &res.Plain}}
 	for _, s := range sides {
 		if _, err := s.time(o.warmup); err != nil {
 			return nil, fmt.Errorf("%s: %w", s.name, err)
@@ -172,26 +189,36 @@ func measure(o options, log io.Writer) (*Result, error) {
 			}
 			s.into.add(ms)
 		}
-		fmt.Fprintf(log, "protocol: round %d/%d: queued ahead %.3f ms, waited %.3f ms, plain loop %.3f ms a step\n",
-			r+1, o.rounds, res.Ahead.Rounds[r], res.Waited.Rounds[r], res.Plain.Rounds[r])
+		fmt.Fprintf(log, "protocol: round %d/%d: queued ahead %.3f ms, %d a command %.3f ms, waited %.3f ms, plain loop %.3f ms a step\n",
+			r+1, o.rounds, res.Ahead.Rounds[r], o.k, res.Unit.Rounds[r], res.Waited.Rounds[r], res.Plain.Rounds[r])
 	}
 	res.OverheadMS = res.Ahead.Median - res.Plain.Median
+	res.UnitOverheadMS = res.Unit.Median - res.Plain.Median
 	res.WaitedOverheadMS = res.Waited.Median - res.Plain.Median
 	res.LoadAfter = memrun.LoadAvg()
 	return res, nil
 }
 
 // steps trains n steps of b as pipe run drives the engine (wait false:
-// Results(false) after each, which leaves the step just queued in
-// flight) or waiting for each, and returns the mean ms a step by the
-// clock, the last step's wait included.
-func steps(q engine.Queuer, b *dataset.Batch, lr float64, n int, wait bool) (float64, error) {
+// Results(false) after each command, which leaves the command just queued
+// in flight) or waiting for each, k steps a command (the last command
+// holds what is left), and returns the mean ms a step by the clock, the
+// last command's wait included.
+func steps(q engine.Queuer, b *dataset.Batch, lr float64, n, k int, wait bool) (float64, error) {
+	bs, lrs := make([]*dataset.Batch, k), make([]float64, k)
+	for i := range k {
+		bs[i], lrs[i] = b, lr
+	}
 	t0 := time.Now()
-	for range n {
-		if err := q.QueueTrain(b, 1, true, true); err != nil {
-			return 0, err
-		}
-		if err := q.QueueStep(0, lr); err != nil {
+	for done := 0; done < n; done += k {
+		if k == 1 {
+			if err := q.QueueTrain(b, 1, true, true); err != nil {
+				return 0, err
+			}
+			if err := q.QueueStep(0, lr); err != nil {
+				return 0, err
+			}
+		} else if err := q.QueueSteps(bs[:min(k, n-done)], lrs[:min(k, n-done)], 0); err != nil {
 			return 0, err
 		}
 		if _, err := q.Results(wait); err != nil {
@@ -205,12 +232,13 @@ func steps(q engine.Queuer, b *dataset.Batch, lr float64, n int, wait bool) (flo
 }
 
 func (r *Result) print(w io.Writer) {
-	fmt.Fprintf(w, "\nthe torch engine's overhead per training step on %s, torch %s, %s batch %d, %d worker thread(s)\n",
-		r.Host.CPU, r.Torch, r.Model, r.Batch, r.Threads)
+	fmt.Fprintf(w, "\nthe torch engine's overhead per training step on %s, torch %s, %s batch %d, %d worker thread(s), %s readback\n",
+		r.Host.CPU, r.Torch, r.Model, r.Batch, r.Threads, r.LossReadback)
 	fmt.Fprintf(w, "(%d rounds of %d steps a side; load average %s before, %s after; medians of the rounds' means)\n\n",
 		r.Rounds, r.Steps, r.LoadBefore, r.LoadAfter)
 	fmt.Fprintf(w, "%-34s %10s %12s\n", "side", "ms a step", "overhead ms")
 	fmt.Fprintf(w, "%-34s %10.3f %12s\n", "plain PyTorch loop in the worker", r.Plain.Median, "-")
 	fmt.Fprintf(w, "%-34s %10.3f %12.3f\n", "engine, queued ahead (pipe run)", r.Ahead.Median, r.OverheadMS)
+	fmt.Fprintf(w, "%-34s %10.3f %12.4f\n", fmt.Sprintf("engine, %d steps a command", r.K), r.Unit.Median, r.UnitOverheadMS)
 	fmt.Fprintf(w, "%-34s %10.3f %12.3f\n", "engine, waited for each step", r.Waited.Median, r.WaitedOverheadMS)
 }

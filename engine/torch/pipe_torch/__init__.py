@@ -21,6 +21,7 @@ Its modules, one concern each:
     state       loading and saving the state through shared memory
     train       micro-batches, the optimizer step, evaluation
     readback    the loss read back without waiting for the step queued
+    phases      where a training command's time goes (PIPE_TORCH_PHASES)
     scaler      fp16's loss scaling (GradScaler, or a stand-in for tests)
     gan         a gan's discriminator beside the model
     measure     memory, the bytes autograd saves, the plain loop's time

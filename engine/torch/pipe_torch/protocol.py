@@ -6,7 +6,7 @@ syntax ("*T" may be null, "[]T" a list, "map[string]T" an object; int,
 float, bool and str are the scalars); REQUESTS and REPLIES name each
 command's argument and reply structs, FAILURE a failed reply's."""
 
-PROTOCOL = 4
+PROTOCOL = 5
 SPEC_VERSION = 3
 GAN_PREFIX = "discriminator."
 KINDS = ("error", "no-torch", "oom", "nonfinite", "unsupported", "bad-batch", "skipped")
@@ -22,6 +22,7 @@ REQUESTS = {
     "get_state": "getStateRequest",
     "train": "trainRequest",
     "step": "stepRequest",
+    "train_steps": "trainStepsRequest",
     "flush": "flushRequest",
     "zero": "zeroRequest",
     "clip": "clipRequest",
@@ -45,6 +46,7 @@ REPLIES = {
     "get_state": "stateReply",
     "train": "trainReply",
     "step": "stepReply",
+    "train_steps": "trainReply",
     "flush": "stepReply",
     "zero": "emptyReply",
     "clip": "normReply",
@@ -97,6 +99,10 @@ STRUCTS = {
         "lr": "float",
         "clip": "float",
         "stop": "bool",
+    },
+    "trainStepsRequest": {
+        "steps": "[]stepBatch",
+        "clip": "float",
     },
     "flushRequest": {},
     "zeroRequest": {},
@@ -179,6 +185,7 @@ STRUCTS = {
         "applied": "map[string]str",
         "gan": "[]float",
         "spans": "[][4]int",
+        "phases": "*stepPhases",
     },
     "stepReply": {
         "norm": "*float",
@@ -231,6 +238,7 @@ STRUCTS = {
         "memory": "*memoryReply",
         "executable": "str",
         "python": "str",
+        "done": "[]doneStep",
     },
     "Spec": {
         "version": "int",
@@ -267,6 +275,14 @@ STRUCTS = {
         "offset": "int",
         "count": "int",
     },
+    "stepBatch": {
+        "n": "int",
+        "x": "*[2]int",
+        "y": "*[2]int",
+        "mask": "*[2]int",
+        "scale": "float",
+        "lr": "float",
+    },
     "GPU": {
         "name": "str",
         "memory": "int",
@@ -277,6 +293,15 @@ STRUCTS = {
         "step": "int",
         "losses": "[]float",
         "n": "[]int",
+    },
+    "stepPhases": {
+        "steps": "int",
+        "total_ms": "float",
+        "copy_ms": "float",
+        "queue_ms": "float",
+        "host_ms": "float",
+        "device_ms": "float",
+        "device_steps": "int",
     },
     "SavedPart": {
         "bytes": "int",

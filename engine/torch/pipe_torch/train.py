@@ -1,7 +1,9 @@
 """Training micro-batches, the optimizer step, and evaluation."""
 
 import contextlib
+import gc
 import math
+import time
 
 import torch
 import torch.nn as nn
@@ -20,7 +22,10 @@ class TrainMixin:
         if self.gan is not None:
             return self.gan_train(msg)
         if not msg.get("profile"):
-            return self.train_micro(msg, None)
+            res = self.train_micro(msg, None)
+            if self.phases is not None and msg.get("step") is not None:
+                res["phases"] = self.phases.take()
+            return res
         # Profiled: the nodes timed, eagerly (a compiled graph has no
         # nodes to time).
         timer = Timer(self.cuda, self.device)
@@ -86,7 +91,12 @@ class TrainMixin:
                     timer.backward(tb, timer.now())
             return loss, v
 
-        if timer is None:
+        if timer is None and self.phases is not None:
+            self.phases.begin_step()
+            t0 = time.perf_counter()
+            loss, v = self.compiled_step(run)
+            self.phases.queue += time.perf_counter() - t0
+        elif timer is None:
             loss, v = self.compiled_step(run)
         else:
             loss, v = run(self.model)  # profiled: eager, node by node
@@ -104,14 +114,54 @@ class TrainMixin:
             res = {}
         else:
             res = {"loss": v}
-        if getattr(self, "applied_changed", False):
-            res["applied"] = dict(self.applied)
-            self.applied_changed = False
         step = msg.get("step")
         if step is not None:
             # The step's last micro-batch carries the optimizer step: one
             # round trip a step.
             res.update(self.cmd_step(step))
+        if getattr(self, "applied_changed", False):
+            res["applied"] = dict(self.applied)
+            self.applied_changed = False
+        return res
+
+    def cmd_train_steps(self, msg):
+        """K optimizer steps of one micro-batch each, with no message
+        between them (protocol.go's trainStepsRequest). Each runs as a
+        train command carrying its step does, so losses, state, counters
+        and failures are those of K such commands. With sync readback the
+        reply's done holds the K steps; with lagged readback those of the
+        command before, read once this one's kernels are queued. A failure
+        carries the steps finished before it."""
+        if self.gan is not None:
+            raise Failure("unsupported", "train_steps: a gan trains step by step")
+        clip = msg.get("clip") or 0
+        done, applied = [], None
+        prev = None
+        if self.lagged:
+            prev, self.pending, self.batching = self.pending, [], True
+        try:
+            for s in msg["steps"]:
+                one = {"n": s["n"], "x": s.get("x"), "y": s.get("y"), "mask": s.get("mask"), "scale": s["scale"],
+                       "zero": True, "sync": True, "step": {"lr": s["lr"], "clip": clip}}
+                res = self.train_micro(one, None)
+                applied = res.get("applied", applied)
+                if not self.lagged:
+                    done.append({"step": self.step_no, "losses": [res["loss"]], "n": [s["n"]]})
+        except Failure as e:
+            if self.lagged:
+                # The command before's steps, and this one's before the failure.
+                done, self.pending = self.read_losses(prev + self.pending), []
+            e.extra["done"] = done
+            raise
+        finally:
+            self.batching = False
+        if self.lagged:
+            done = self.read_losses(prev)
+        res = {"done": done}
+        if applied is not None:
+            res["applied"] = applied
+        if self.phases is not None:
+            res["phases"] = self.phases.take()
         return res
 
     def rank_weight(self, y, mask, n):
@@ -234,14 +284,24 @@ class TrainMixin:
                 self.phase = None
                 raise Failure("nonfinite", f"the gradient of {bad} is not finite", step=self.step_no,
                               micro_step=self.micro, param="the gradient of " + bad, loss=0.0)
+        t0 = time.perf_counter() if self.phases is not None else 0
         if self.scaler is not None:
             self.scaler.step(self.opt)
             self.scaler.update()
         else:
             self.opt.step()
+        if self.phases is not None:
+            self.phases.queue += time.perf_counter() - t0
+            self.phases.end_step()
         self.phase = None
         self.step_no += 1
-        if self.lagged:
+        if not self.frozen:
+            self.freeze_gc()
+        if self.lagged and self.batching:
+            # train_steps reads its steps' losses together, a command later.
+            self.pending.append((self.step_no, self.current))
+            self.current = []
+        elif self.lagged:
             # The losses of the step before this one: its kernels finished
             # while this step's were queued, so reading them costs no wait.
             done = self.pending
@@ -249,6 +309,20 @@ class TrainMixin:
             self.current = []
             res["done"] = self.read_losses(done)
         return res
+
+    def freeze_gc(self):
+        """After the first step taken, moves every object alive (the
+        model, its compiled code, torch's modules) to the collector's
+        permanent generation: the collections the steps' own allocations
+        set off no longer walk them (gc.freeze, Python 3.7 and later)."""
+        self.frozen = True
+        if hasattr(gc, "freeze"):
+            gc.collect()
+            gc.freeze()
+            self.applied["gc"] = f"frozen after step {self.step_no} ({gc.get_freeze_count()} objects)"
+        else:
+            self.applied["gc"] = "not frozen: this Python has no gc.freeze"
+        self.applied_changed = True
 
     def read_losses(self, steps):
         out = []

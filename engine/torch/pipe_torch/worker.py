@@ -4,6 +4,7 @@ import contextlib
 import inspect
 import os
 import sys
+import time
 import traceback
 
 import torch
@@ -12,6 +13,7 @@ from .compiled import CompileMixin, version_tuple
 from .export import ExportMixin
 from .gan import GANMixin
 from .measure import MeasureMixin, is_oom
+from .phases import Phases, enabled as phases_enabled
 from .net import Net, dead_params, make_optimizer, module_key, state_names
 from .readback import Readback
 from .rendezvous import meet
@@ -42,6 +44,9 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
         self.stop_group = None  # the group agree_stop all-reduces over
         self.failed = None  # why a training command failed (training_failed)
         self.copying = None  # the event of a batch's copy to the device not yet waited for
+        self.batching = False  # in train_steps: lagged losses are read at its end
+        self.frozen = False  # gc.freeze has run (freeze_gc)
+        self.phases = None  # the commands' phase timings, under PIPE_TORCH_PHASES=1 (phases.py)
 
     # -- protocol --------------------------------------------------------
     def reply(self, obj, cmd):
@@ -62,6 +67,8 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
                 continue
             cmd = None
             self.phase = None
+            if self.phases is not None:
+                self.phases.start()
             if getattr(self, "net", None) is not None:
                 self.net.at[0] = self.net.at[1] = None
             try:
@@ -158,6 +165,7 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
             torch.cuda.reset_peak_memory_stats(self.device)
         self.apply_flags()
         self.readback = Readback(self.cuda)
+        self.phases = Phases(self.cuda) if phases_enabled() else None
         torch.manual_seed(self.seed)
         self.ends_sigmoid = spec["nodes"][spec["output"]]["op"] == "sigmoid"
         self.dropout = any(n["op"] == "dropout" and n["args"]["p"] > 0 for n in spec["nodes"])
@@ -286,6 +294,15 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
         CUDA device the values go through a pinned buffer and a copy
         stream, which lets the copy of the next batch run while this
         step's kernels do."""
+        if self.phases is not None:
+            t0 = time.perf_counter()
+            try:
+                return self.batch_parts(msg, train)
+            finally:
+                self.phases.copy += time.perf_counter() - t0
+        return self.batch_parts(msg, train)
+
+    def batch_parts(self, msg, train):
         region = self.regions["in"]
         n = msg["n"]
         parts = []
@@ -388,7 +405,7 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
 
 
 # The commands of a training step, which pipe queues ahead of replies.
-_TRAINING = frozenset(("train", "step", "flush"))
+_TRAINING = frozenset(("train", "step", "flush", "train_steps"))
 
 
 def hello():
