@@ -126,7 +126,7 @@ func TestBatchnormLoopsC(t *testing.T) {
 		t.Skip("built without cgo")
 	}
 	r := rand.New(rand.NewPCG(5, 6))
-	for _, n := range []int{1, 2, 3, 4, 5, 7, 8, 15, 16, 17, 31, 33, 63, 64, 65, 511, 512, 513, 1000, 1025, 4099} {
+	for _, n := range []int{1, 2, 3, 4, 5, 7, 8, 63, 64, 65, 511, 512, 513, 1000, 1025, 4099} {
 		for trial := range 3 {
 			src, x, g := vecInputs(r, n), vecInputs(r, n), vecInputs(r, n)
 			a, b := float32(r.NormFloat64()), float32(r.NormFloat64())

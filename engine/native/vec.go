@@ -3,7 +3,7 @@ package native
 // Elementwise loops of the hot path. Go does not vectorise, so these are
 // written for the scalar pipeline: no branches on data (a relu's branch
 // mispredicts half the time on real activations and costs more than the
-// arithmetic), independent accumulators, and slices re-sliced to a
+// arithmetic), four independent accumulators, and slices re-sliced to a
 // common length so the compiler drops the bounds checks. Sums of
 // gradients accumulate in float64 (sumCentered); sums of squares, which
 // do not cancel, are float32 within blocks of reduceBlock values and
@@ -112,29 +112,30 @@ func sumCenteredGo(g, x, out []float32, mean float32, relu bool) (sg, sgx float6
 		out = out[:n]
 	}
 	m := float64(mean)
-	var s, t [nAcc]float64
+	var s0, s1, t0, t1 float64
 	i := 0
-	for ; i+nAcc <= n; i += nAcc {
-		gg := g[i : i+nAcc : i+nAcc]
-		xx := x[i : i+nAcc : i+nAcc]
-		for j := range s {
-			v := gg[j]
-			if relu {
-				v = keepIfPos(v, out[i+j])
-			}
-			s[j] += float64(v)
-			t[j] += float64(v) * (float64(xx[j]) - m)
+	for ; i+2 <= n; i += 2 {
+		gg := g[i : i+2 : i+2]
+		xx := x[i : i+2 : i+2]
+		g0, g1 := gg[0], gg[1]
+		if relu {
+			o := out[i : i+2 : i+2]
+			g0, g1 = keepIfPos(g0, o[0]), keepIfPos(g1, o[1])
 		}
+		s0 += float64(g0)
+		s1 += float64(g1)
+		t0 += float64(g0) * (float64(xx[0]) - m)
+		t1 += float64(g1) * (float64(xx[1]) - m)
 	}
 	for ; i < n; i++ {
 		v := g[i]
 		if relu {
 			v = keepIfPos(v, out[i])
 		}
-		s[0] += float64(v)
-		t[0] += float64(v) * (float64(x[i]) - m)
+		s0 += float64(v)
+		t0 += float64(v) * (float64(x[i]) - m)
 	}
-	return fold64(&s), fold64(&t)
+	return s0 + s1, t0 + t1
 }
 
 // bnDx sets (or adds to, when acc) dx = k·(n·g' - sg - (x-mean)·xk),
@@ -182,20 +183,21 @@ func sumSqDevGo(x []float32, m float32) float64 {
 	var q float64
 	for blk := 0; blk < len(x); blk += reduceBlock {
 		e := min(blk+reduceBlock, len(x))
-		var a [nAcc]float32
+		var q0, q1, q2, q3 float32
 		i := blk
-		for ; i+nAcc <= e; i += nAcc {
-			v := x[i : i+nAcc : i+nAcc]
-			for j := range a {
-				d := v[j] - m
-				a[j] += d * d
-			}
+		for ; i+4 <= e; i += 4 {
+			v := x[i : i+4 : i+4]
+			d0, d1, d2, d3 := v[0]-m, v[1]-m, v[2]-m, v[3]-m
+			q0 += d0 * d0
+			q1 += d1 * d1
+			q2 += d2 * d2
+			q3 += d3 * d3
 		}
 		for ; i < e; i++ {
 			d := x[i] - m
-			a[0] += d * d
+			q0 += d * d
 		}
-		q += float64(fold32(&a))
+		q += float64(q0 + q1 + q2 + q3)
 	}
 	return q
 }
@@ -210,43 +212,19 @@ func sum64(x []float32) float64 {
 }
 
 func sum64Go(x []float32) float64 {
-	var s [nAcc]float64
+	var s0, s1, s2, s3 float64
 	i := 0
-	for ; i+nAcc <= len(x); i += nAcc {
-		v := x[i : i+nAcc : i+nAcc]
-		for j := range s {
-			s[j] += float64(v[j])
-		}
+	for ; i+4 <= len(x); i += 4 {
+		v := x[i : i+4 : i+4]
+		s0 += float64(v[0])
+		s1 += float64(v[1])
+		s2 += float64(v[2])
+		s3 += float64(v[3])
 	}
 	for ; i < len(x); i++ {
-		s[0] += float64(x[i])
+		s0 += float64(x[i])
 	}
-	return fold64(&s)
-}
-
-// nAcc is the reductions' independent accumulators: element i goes to
-// accumulator i mod nAcc (a tail shorter than nAcc to the first), and
-// fold64 and fold32 add them pairwise. Enough of them that the C twins
-// (internal/cvec, which keep the same order) run at memory's pace rather
-// than an add's latency.
-const nAcc = 16
-
-func fold64(s *[nAcc]float64) float64 {
-	for w := nAcc / 2; w >= 1; w /= 2 {
-		for j := 0; j < w; j++ {
-			s[j] += s[j+w]
-		}
-	}
-	return s[0]
-}
-
-func fold32(s *[nAcc]float32) float32 {
-	for w := nAcc / 2; w >= 1; w /= 2 {
-		for j := 0; j < w; j++ {
-			s[j] += s[j+w]
-		}
-	}
-	return s[0]
+	return (s0 + s1) + (s2 + s3)
 }
 
 // addTo adds src into dst elementwise.

@@ -128,57 +128,34 @@ void bn_dx(float *dx, const float *g, const float *x, const float *out, float me
 	}
 }
 
-// The reductions below keep NACC independent accumulators, element i
-// going to accumulator i mod NACC (a tail shorter than NACC to the
-// first), and add them pairwise at the end (fold64, fold32): enough
-// accumulators that the loop runs at the pace of memory, not of an add's
-// latency (four of them took 0.99 ms of a 1.6 M-value channel set's
-// batchnorm statistics where a pass over memory takes 0.19 ms).
-#define NACC 16
-
-static inline double fold64(double *s)
-{
-	for (int w = NACC / 2; w >= 1; w /= 2)
-		for (int j = 0; j < w; j++)
-			s[j] += s[j + w];
-	return s[0];
-}
-
-static inline float fold32(float *s)
-{
-	for (int w = NACC / 2; w >= 1; w /= 2)
-		for (int j = 0; j < w; j++)
-			s[j] += s[j + w];
-	return s[0];
-}
-
-// sum64 is native.sum64: NACC float64 accumulators.
+// sum64 is native.sum64: four float64 accumulators over i mod 4, the tail
+// into the first, (s0+s1)+(s2+s3).
 CLONES
 double sum64(const float *x, long n)
 {
-	double s[NACC] = {0};
+	double s[4] = {0, 0, 0, 0};
 	long i = 0;
-	for (; i + NACC <= n; i += NACC)
-		for (int j = 0; j < NACC; j++)
+	for (; i + 4 <= n; i += 4)
+		for (int j = 0; j < 4; j++)
 			s[j] += (double)x[i + j];
 	for (; i < n; i++)
 		s[0] += (double)x[i];
-	return fold64(s);
+	return (s[0] + s[1]) + (s[2] + s[3]);
 }
 
-// sum_sq_dev is the second pass of native.meanVar: Σ (x-m)² with NACC
-// float32 accumulators within each block of 512, added to a float64 per
-// block.
+// sum_sq_dev is the second pass of native.meanVar: Σ (x-m)² with four
+// float32 accumulators within each block of 512, ((q0+q1)+q2)+q3 added
+// to a float64 per block.
 CLONES
 double sum_sq_dev(const float *x, float m, long n)
 {
 	double q = 0;
 	for (long blk = 0; blk < n; blk += 512) {
 		long e = blk + 512 < n ? blk + 512 : n;
-		float a[NACC] = {0};
+		float a[4] = {0, 0, 0, 0};
 		long i = blk;
-		for (; i + NACC <= e; i += NACC)
-			for (int j = 0; j < NACC; j++) {
+		for (; i + 4 <= e; i += 4)
+			for (int j = 0; j < 4; j++) {
 				float d = x[i + j] - m;
 				a[j] += d * d;
 			}
@@ -186,29 +163,28 @@ double sum_sq_dev(const float *x, float m, long n)
 			float d = x[i] - m;
 			a[0] += d * d;
 		}
-		q += (double)fold32(a);
+		q += (double)(((a[0] + a[1]) + a[2]) + a[3]);
 	}
 	return q;
 }
 
-// sum_centered is native.sumCentered: NACC float64 accumulators for each
-// sum.
+// sum_centered is native.sumCentered: accumulators over i mod 2, in float64.
 CLONES
 void sum_centered(const float *g, const float *x, const float *out, float mean, int relu, long n, double *sg, double *sgx)
 {
-	double s[NACC] = {0}, t[NACC] = {0};
+	double s[2] = {0, 0}, t[2] = {0, 0};
 	double m = (double)mean;
 	long i = 0;
 	if (relu) {
-		for (; i + NACC <= n; i += NACC)
-			for (int j = 0; j < NACC; j++) {
+		for (; i + 2 <= n; i += 2)
+			for (int j = 0; j < 2; j++) {
 				double v = (double)keep_if_pos(g[i + j], out[i + j]);
 				s[j] += v;
 				t[j] += v * ((double)x[i + j] - m);
 			}
 	} else {
-		for (; i + NACC <= n; i += NACC)
-			for (int j = 0; j < NACC; j++) {
+		for (; i + 2 <= n; i += 2)
+			for (int j = 0; j < 2; j++) {
 				double v = (double)g[i + j];
 				s[j] += v;
 				t[j] += v * ((double)x[i + j] - m);
@@ -219,8 +195,8 @@ void sum_centered(const float *g, const float *x, const float *out, float mean, 
 		s[0] += v;
 		t[0] += v * ((double)x[i] - m);
 	}
-	*sg = fold64(s);
-	*sgx = fold64(t);
+	*sg = s[0] + s[1];
+	*sgx = t[0] + t[1];
 }
 
 // The int8 layers' loops (package native's int8.go). Sums are int32 that wrap
