@@ -71,11 +71,20 @@ func (s *sequential) QueueStep(clip, lr float64) error {
 
 // QueueSteps implements Queuer: a loop of QueueTrain and QueueStep.
 func (s *sequential) QueueSteps(bs []*samples.Batch, lrs []float64, clip float64) error {
+	return QueueEach(s, bs, lrs, clip)
+}
+
+// QueueEach queues a unit of steps one step at a time, each batch its
+// step's one micro-batch: QueueSteps for an engine that sends no unit.
+func QueueEach(q interface {
+	QueueTrain(b *samples.Batch, scale float64, zero, last bool) error
+	QueueStep(clip, lr float64) error
+}, bs []*samples.Batch, lrs []float64, clip float64) error {
 	for i, b := range bs {
-		if err := s.QueueTrain(b, 1, true, true); err != nil {
+		if err := q.QueueTrain(b, 1, true, true); err != nil {
 			return err
 		}
-		if err := s.QueueStep(clip, lrs[i]); err != nil {
+		if err := q.QueueStep(clip, lrs[i]); err != nil {
 			return err
 		}
 	}

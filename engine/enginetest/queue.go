@@ -83,13 +83,5 @@ func (m *Model) Results(wait bool) ([]engine.StepResult, error) {
 // QueueSteps implements engine.Queuer: a loop, each step reported on its
 // own.
 func (m *Model) QueueSteps(bs []*samples.Batch, lrs []float64, clip float64) error {
-	for i, b := range bs {
-		if err := m.QueueTrain(b, 1, true, true); err != nil {
-			return err
-		}
-		if err := m.QueueStep(clip, lrs[i]); err != nil {
-			return err
-		}
-	}
-	return nil
+	return engine.QueueEach(m, bs, lrs, clip)
 }

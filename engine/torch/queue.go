@@ -437,15 +437,7 @@ func (m *model) QueueSteps(bs []*samples.Batch, lrs []float64, clip float64) err
 		return fmt.Errorf("%w: %d batches and %d learning rates", engine.ErrInternal, len(bs), len(lrs))
 	}
 	if len(bs) == 1 || m.gan || m.prof != nil || !m.aheadOK() || m.stopAsked {
-		for i, b := range bs {
-			if err := m.QueueTrain(b, 1, true, true); err != nil {
-				return err
-			}
-			if err := m.QueueStep(clip, lrs[i]); err != nil {
-				return err
-			}
-		}
-		return nil
+		return engine.QueueEach(m, bs, lrs, clip)
 	}
 	per := max(m.cfg.Batch, 1) * (m.xPer + 2*m.yPer)
 	for k, w := range m.workers {
