@@ -106,21 +106,8 @@ void wino_in(const float *x, float *V, int ci, int n, int h, int w, long t0, lon
 		int cs = 2 * r.tx0 - 1, ce = 2 * r.tx1 + 2; // input columns [cs, ce)
 		for (int c = 0; c < ci; c++) {
 			const float *plane = x + ((long)c * n + r.nn) * h * w;
-			for (int i = 0; i < 4; i++) {
-				float *rb = rows + i * rw;
-				int iy = 2 * r.ty - 1 + i;
-				if (iy < 0 || iy >= h) {
-					memset(rb, 0, (size_t)(ce - cs) * sizeof(float));
-					continue;
-				}
-				const float *src = plane + (long)iy * w;
-				int a = cs < 0 ? 0 : cs, b = ce > w ? w : ce;
-				for (int j = cs; j < a; j++)
-					rb[j - cs] = 0;
-				memcpy(rb + (a - cs), src + a, (size_t)(b - a) * sizeof(float));
-				for (int j = b; j < ce; j++)
-					rb[j - cs] = 0;
-			}
+			for (int i = 0; i < 4; i++)
+				padded_row(rows + i * rw, plane, 2 * r.ty - 1 + i, h, w, cs, ce);
 			input_tiles(rows, rows + rw, rows + 2 * rw, rows + 3 * rw, V + (long)c * ldv + (t - t0), xs, cnt);
 		}
 		t += cnt;
@@ -218,20 +205,11 @@ void wino_dy(const float *dy, float *M, int co, int n, int h, int w, long t0, lo
 	for (long t = t0; t < t1;) {
 		struct run r = run_at(t, t1, th, tw);
 		int cnt = r.tx1 - r.tx0;
-		int c0 = 2 * r.tx0, c1 = 2 * r.tx1, cv = c1 > w ? w : c1;
+		int c0 = 2 * r.tx0, c1 = 2 * r.tx1;
 		for (int o = 0; o < co; o++) {
 			const float *plane = dy + ((long)o * n + r.nn) * h * w;
-			for (int i = 0; i < 2; i++) {
-				float *rb = rows + i * rw;
-				int oy = 2 * r.ty + i;
-				if (oy >= h) {
-					memset(rb, 0, (size_t)(c1 - c0) * sizeof(float));
-					continue;
-				}
-				memcpy(rb, plane + (long)oy * w + c0, (size_t)(cv - c0) * sizeof(float));
-				for (int j = cv; j < c1; j++)
-					rb[j - c0] = 0;
-			}
+			for (int i = 0; i < 2; i++)
+				padded_row(rows + i * rw, plane, 2 * r.ty + i, h, w, c0, c1);
 			dy_tiles(rows, rows + rw, rows + 2 * rw, rows + 3 * rw, M + (long)o * ldm + (t - t0), xs, cnt);
 		}
 		t += cnt;

@@ -1,5 +1,7 @@
 // Winograd F(2x2, 3x3) and F(4x4, 3x3) transforms: see winograd.go.
 
+#include <string.h>
+
 // run is a stretch of tiles [tx0, tx1) of tile row ty of image nn.
 struct run {
 	long nn;
@@ -18,6 +20,23 @@ static inline struct run run_at(long t, long t1, int th, int tw)
 	if (t + (r.tx1 - r.tx0) > t1)
 		r.tx1 = r.tx0 + (int)(t1 - t);
 	return r;
+}
+
+// padded_row writes columns [cs, ce) of row iy of an h × w plane into
+// rb, zero where they fall outside it (the convolution's padding, or
+// the last tile's columns past the image).
+static inline void padded_row(float *rb, const float *plane, int iy, int h, int w, int cs, int ce)
+{
+	if (iy < 0 || iy >= h) {
+		memset(rb, 0, (size_t)(ce - cs) * sizeof(float));
+		return;
+	}
+	int a = cs < 0 ? 0 : cs, b = ce > w ? w : ce;
+	for (int j = cs; j < a; j++)
+		rb[j - cs] = 0;
+	memcpy(rb + (a - cs), plane + (long)iy * w + a, (size_t)(b - a) * sizeof(float));
+	for (int j = b; j < ce; j++)
+		rb[j - cs] = 0;
 }
 
 // F(2x2, 3x3): winograd.c.
