@@ -132,7 +132,7 @@ func (gm *gpuTerms) Terms(s cost.GPUStep) []cost.Term {
 			actSizes[i] = cost.Mul(b, int64(float64(a)*float64(act)/float64(base)))
 		}
 	}
-	put("saved activations", actSizes, cost.InForward, plan.SourceFormula, say("batch × %s per sample kept for the backward (stdlib's saving rules, after checkpointing), at the forward's end", cost.FormatBytes(act)))
+	put("saved activations", actSizes, cost.InForward, plan.SourceFormula, say("batch × %s per sample kept for the backward (%s, after checkpointing), at the forward's end", cost.FormatBytes(act), savingRules(gm.compiled)))
 	var savedB int64
 	var grads []int64
 	if act == base {
@@ -186,8 +186,8 @@ func (gm *gpuTerms) Terms(s cost.GPUStep) []cost.Term {
 			say("unmodelled: Inductor's autotuning flushes L2 with a buffer of its size, and this device's L2 is not known"))
 	}
 	if gm.compiled {
-		put("torch.compile", nil, cost.InAll, plan.SourceUnmodelled,
-			say("unmodelled: Inductor's fused kernels may keep fewer activations than eager's saving rules, which the saved activations follow"))
+		put("torch.compile", nil, cost.InAll, plan.SourceFormula,
+			say("0 beside the saved activations, which follow AOTAutograd's min-cut partition (torch/_functorch/partitioners.py): a relu no conv or matmul reads in the backward keeps a 1-byte mask, or nothing after a batchnorm; %s; other ops keep eager's tensors (a bound)", poolSaying(gm.torch)))
 	} else {
 		put("torch.compile", nil, cost.InAll, plan.SourceFormula,
 			say("0: torch %s has no torch.compile, so the step runs eager, whose saving rules the saved activations follow", gm.torch))

@@ -47,6 +47,11 @@ type savedCtx struct {
 	contig            []bool // whether each output is contiguous
 	in                func(j int) int64
 
+	// compiled: the step runs under torch.compile (a CUDA GPU, torch
+	// 2.x), whose partitioner decides what is saved (compiled.go);
+	// offsetPool: its max pools keep int8 offsets (torch >= 2.8).
+	compiled, offsetPool bool
+
 	// the node: its ID, its first input (-1: none), that input's bytes
 	// per element, and its output's elements.
 	i, x int
@@ -86,6 +91,7 @@ func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss, torch, 
 	c := &savedCtx{s: s, gpu: gpu, ac: low != 4, low: low, torch: torch, capability: capability,
 		dt: make([]int64, n), base: make([]int, n), contig: make([]bool, n),
 		in: func(j int) int64 { return cost.Numel(g.Nodes[j].Out) }}
+	c.compiled, c.offsetPool = compiledSaves(gpu, torch)
 	for _, nd := range g.Nodes {
 		i := nd.ID
 		c.base[i], c.contig[i] = i, true
@@ -111,6 +117,9 @@ func newTorchSaved(g *stdlib.Graph, gpu bool, prec plan.Precision, loss, torch, 
 		s.out[i] = cost.Mul(c.out, c.dt[i])
 	}
 	s.loss = lossSaved(g, loss, c.dt, c.base, s)
+	if c.compiled {
+		compiledMasks(g, c)
+	}
 	return s
 }
 

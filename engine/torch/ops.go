@@ -135,6 +135,12 @@ var torchOps = map[string]torchOp{
 
 	"maxpool": {args: poolArgs, saved: func(c *savedCtx, nd *stdlib.Node) {
 		c.as(c.ex)
+		if c.offsetPool && poolWindow(nd) <= inductorPoolWindow {
+			// Inductor's low-memory max pool: an int8 offset in the
+			// window per output, and the input not kept (compiled.go).
+			c.own(c.out)
+			return
+		}
 		if len(nd.Out) == 4 && !c.gpu {
 			// CPU autocast in PyTorch 1.13 lists max_pool3d among its
 			// fp32 ops: it keeps an fp32 copy of a bf16 input.

@@ -36,3 +36,28 @@ func TestComparesEveryRow(t *testing.T) {
 		t.Errorf("%d lines of Markdown, want a header, a rule and 4 rows:\n%s", n, b.String())
 	}
 }
+
+// TestAllocatedWithinToday holds each H100 row's allocated memory to
+// max_memory_allocated no worse than the plan of the commit that added
+// torch.compile's saved tensors (docs/design/gpu-memory-h100.md): a
+// term that moves a row away from the device fails here.
+func TestAllocatedWithinToday(t *testing.T) {
+	bound := map[string]float64{"fashion_mlp": 2.6, "fashion": 22.7, "vit_fashion": 3.8, "volume_unet": 73.4, "resnet50": 7.4}
+	for _, f := range []string{"../../gpu/nvidia-h100-80gb-hbm3.json", "../../gpu/nvidia-h100-80gb-hbm3-run2.json"} {
+		rows, err := compare(f, "../../..")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range rows {
+			b, ok := bound[r.Example]
+			if !ok || r.Err != "" {
+				t.Errorf("%s %s: no bound, or the plan failed: %s", f, r.Example, r.Err)
+				continue
+			}
+			e := 100 * float64(r.PlanAllocated-r.MaxAllocated) / float64(r.MaxAllocated)
+			if e > b || e < -b {
+				t.Errorf("%s %s: allocated %.1f MiB against %.1f measured, %+.1f%%, past ±%.1f%%", f, r.Example, float64(r.PlanAllocated)/(1<<20), float64(r.MaxAllocated)/(1<<20), e, b)
+			}
+		}
+	}
+}
