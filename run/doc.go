@@ -8,5 +8,6 @@
 // the checkpoint segments and the fusion groups come from the plan, and
 // reach the engine through engine.Config (ConfigFromPlan). Its
 // neighbours: engine (the contract it drives), dataset (the sources),
-// planner/plan (what it executes), run/report (the report it writes).
+// planner/plan (what it executes), run/report (the report it writes),
+// run/folder (the run folder's files and the rules that keep runs apart).
 package run

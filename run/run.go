@@ -3,8 +3,9 @@ package run
 // Run is the executor's entry point: it takes a plan and the checked
 // program it was made from, and does what the plan says. It checks that
 // the data fits the model (run_data.go), trains (run_train.go) with a
-// checkpoint after every epoch and on cancellation (run_checkpoint.go),
-// then evaluates and writes predictions (run_predict.go). It decides
+// checkpoint after every epoch and on cancellation (run_checkpoint.go,
+// into a run folder: package folder), then evaluates and writes
+// predictions (run_predict.go). It decides
 // nothing the plan decided; what the plan does not hold (epochs, schedule,
 // metrics, the optimizer's settings, sources) is read from the program. A
 // resumed run reproduces the uninterrupted run's losses bit for bit.
@@ -50,7 +51,7 @@ const (
 	// are another pipeline's.
 	CodeOtherFolder = "another-pipelines-folder"
 	// CodeOtherJob refuses a run into a folder that records another
-	// job's run (run_job.go).
+	// job's run (folder.CheckJob).
 	CodeOtherJob  = "another-jobs-folder"
 	CodeDiverging = "diverging"
 	CodeEvalLeak  = "test-selects-model"

@@ -1,11 +1,8 @@
 package run
 
 import (
-	"bufio"
-	"bytes"
 	"crypto/sha256"
 	"encoding/binary"
-	"encoding/gob"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -22,31 +19,15 @@ import (
 	"time"
 
 	"pipe/dataset"
+	"pipe/run/folder"
 	"pipe/stdlib"
 )
 
-// Checkpoint files.
-//
-// A checkpoint is one file: a 64-byte header (magic "PIPECKPT", the format
-// version, the lengths of the metadata and of the tensor data, and the
-// sha256 of both), a gob of checkpointMeta, then the tensors' float32
-// values, little-endian. A file whose length or checksum does not match its
-// header is refused. Files are written atomically (a temporary file,
-// fsynced, renamed, the folder fsynced), so a failed write leaves the
-// previous checkpoint as it was. train's checkpoint field says which files
-// a run keeps (auto: last.ckpt and best.ckpt; all: also epoch-NNN.ckpt).
-//
-// Layout and rules: docs/design/checkpoint-files.md.
-
-const (
-	ckptMagic   = "PIPECKPT"
-	ckptVersion = 1
-	ckptHeader  = 64
-	// LastCheckpoint is the file a run resumes from.
-	LastCheckpoint = "last.ckpt"
-	// BestCheckpoint holds the epoch with the best validation loss.
-	BestCheckpoint = "best.ckpt"
-)
+// Checkpoint files: package folder frames them (a header with lengths
+// and a checksum, this metadata, the tensors' values) and writes them
+// atomically; run says what the metadata holds and which files a run
+// keeps (train's checkpoint: auto keeps last.ckpt and best.ckpt, all
+// also epoch-NNN.ckpt). Layout and rules: docs/design/checkpoint-files.md.
 
 // checkpointMeta is a checkpoint's metadata.
 type checkpointMeta struct {
@@ -103,97 +84,31 @@ type tensorMeta struct {
 	Len   int
 }
 
-// ErrBadCheckpoint is wrapped by the errors that refuse a checkpoint file:
-// truncated, corrupt, or not a checkpoint.
-var ErrBadCheckpoint = errors.New("bad checkpoint")
-
 // encodeCheckpoint writes a checkpoint of meta and st to w.
 func encodeCheckpoint(w io.Writer, meta *checkpointMeta, st engine.State) error {
 	meta.Tensors = meta.Tensors[:0]
-	var dlen uint64
-	for _, t := range st.Tensors {
+	data := make([][]float32, len(st.Tensors))
+	for i, t := range st.Tensors {
 		meta.Tensors = append(meta.Tensors, tensorMeta{Name: t.Name, Shape: t.Shape, Len: len(t.Data)})
-		dlen += uint64(len(t.Data)) * 4
+		data[i] = t.Data
 	}
 	meta.Counters = st.Counters
-	var mb bytes.Buffer
-	if err := gob.NewEncoder(&mb).Encode(meta); err != nil {
-		return fmt.Errorf("encoding the checkpoint's metadata: %w", err)
-	}
-	h := sha256.New()
-	h.Write(mb.Bytes())
-	buf := make([]byte, 0, 1<<16)
-	each := func(f func([]byte) error) error {
-		for _, t := range st.Tensors {
-			for i := 0; i < len(t.Data); {
-				buf = buf[:0]
-				for ; i < len(t.Data) && len(buf) < cap(buf); i++ {
-					buf = binary.LittleEndian.AppendUint32(buf, math.Float32bits(t.Data[i]))
-				}
-				if err := f(buf); err != nil {
-					return err
-				}
-			}
-		}
-		return nil
-	}
-	_ = each(func(b []byte) error { h.Write(b); return nil })
-	hdr := make([]byte, ckptHeader)
-	copy(hdr, ckptMagic)
-	binary.LittleEndian.PutUint32(hdr[8:], ckptVersion)
-	binary.LittleEndian.PutUint64(hdr[16:], uint64(mb.Len()))
-	binary.LittleEndian.PutUint64(hdr[24:], dlen)
-	copy(hdr[32:], h.Sum(nil))
-	if _, err := w.Write(hdr); err != nil {
-		return err
-	}
-	if _, err := w.Write(mb.Bytes()); err != nil {
-		return err
-	}
-	return each(func(b []byte) error { _, err := w.Write(b); return err })
+	return folder.EncodeCheckpoint(w, meta, data)
 }
 
 // readCheckpoint reads and verifies a checkpoint file.
 func readCheckpoint(path string) (*checkpointMeta, engine.State, error) {
-	b, err := os.ReadFile(path)
+	var meta checkpointMeta
+	d, err := folder.ReadCheckpoint(path, &meta)
 	if err != nil {
 		return nil, engine.State{}, err
 	}
-	bad := func(format string, args ...any) (*checkpointMeta, engine.State, error) {
-		return nil, engine.State{}, fmt.Errorf("%s: %s: %w", path, fmt.Sprintf(format, args...), ErrBadCheckpoint)
-	}
-	if n := min(len(b), len(ckptMagic)); string(b[:n]) != ckptMagic[:n] {
-		return bad("not a pipe checkpoint")
-	}
-	if len(b) < ckptHeader {
-		return bad("truncated: %d bytes, shorter than the header", len(b))
-	}
-	if v := binary.LittleEndian.Uint32(b[8:]); v != ckptVersion {
-		return bad("format version %d; this pipe reads version %d", v, ckptVersion)
-	}
-	mlen := binary.LittleEndian.Uint64(b[16:])
-	dlen := binary.LittleEndian.Uint64(b[24:])
-	body := b[ckptHeader:]
-	if want := mlen + dlen; uint64(len(body)) != want || mlen > want {
-		if uint64(len(body)) < want {
-			return bad("truncated: %d bytes, the header says %d (an interrupted copy, or a full disk?)", len(b), want+ckptHeader)
-		}
-		return bad("%d bytes, the header says %d", len(b), want+ckptHeader)
-	}
-	if sum := sha256.Sum256(body); !bytes.Equal(sum[:], b[32:64]) {
-		return bad("corrupt: the checksum does not match its contents")
-	}
-	var meta checkpointMeta
-	if err := gob.NewDecoder(bytes.NewReader(body[:mlen])).Decode(&meta); err != nil {
-		return bad("unreadable metadata: %v", err)
-	}
-	d := body[mlen:]
 	st := engine.State{Counters: meta.Counters}
 	var off uint64
 	for _, t := range meta.Tensors {
 		n := uint64(t.Len)
 		if off+n*4 > uint64(len(d)) {
-			return bad("tensor %s runs past the end of the data", t.Name)
+			return nil, engine.State{}, folder.Bad(path, "tensor %s runs past the end of the data", t.Name)
 		}
 		data := make([]float32, n)
 		for i := range data {
@@ -203,71 +118,18 @@ func readCheckpoint(path string) (*checkpointMeta, engine.State, error) {
 		st.Tensors = append(st.Tensors, engine.Tensor{Name: t.Name, Shape: t.Shape, Data: data})
 	}
 	if off != uint64(len(d)) {
-		return bad("%d bytes of tensor data left over", uint64(len(d))-off)
+		return nil, engine.State{}, folder.Bad(path, "%d bytes of tensor data left over", uint64(len(d))-off)
 	}
 	return &meta, st, nil
 }
 
-// WriteFileAtomic writes path through a temporary file in its folder, as
-// checkpoints are written: write fills it, then it is flushed, fsynced,
-// closed, renamed over path and the folder fsynced. On any failure the
-// temporary file is removed and path is left as it was. Reports, plots and
-// predictions use it too.
-func WriteFileAtomic(path string, write func(io.Writer) error) error {
-	return writeFileAtomic(path, write, nil)
-}
-
-// writeFileAtomic writes path through a temporary file in its folder: write
-// fills it, then it is flushed, fsynced, closed, renamed over path and the
-// folder fsynced. On any failure the temporary file is removed and path is
-// left as it was. wrap wraps the file's writer (tests inject failures).
-func writeFileAtomic(path string, write func(io.Writer) error, wrap func(io.Writer) io.Writer) (err error) {
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+// readCheckpointMeta reads a checkpoint's metadata alone (folder.ReadMeta).
+func readCheckpointMeta(path string) (*checkpointMeta, error) {
+	var meta checkpointMeta
+	if err := folder.ReadMeta(path, &meta); err != nil {
+		return nil, err
 	}
-	f, err := os.CreateTemp(dir, "."+filepath.Base(path)+".*.tmp")
-	if err != nil {
-		return err
-	}
-	tmp, closed := f.Name(), false
-	defer func() {
-		if err != nil {
-			if !closed {
-				f.Close()
-			}
-			os.Remove(tmp)
-		}
-	}()
-	var w io.Writer = f
-	if wrap != nil {
-		w = wrap(w)
-	}
-	bw := bufio.NewWriterSize(w, 1<<20)
-	if err = write(bw); err != nil {
-		return err
-	}
-	if err = bw.Flush(); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	closed = true
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Chmod(tmp, 0o644); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	if d, derr := os.Open(dir); derr == nil {
-		_ = d.Sync()
-		d.Close()
-	}
-	return nil
+	return &meta, nil
 }
 
 // effectiveThreads is Config.Threads as the backend reads it: 0 is
@@ -283,7 +145,7 @@ func effectiveThreads(n int) int {
 func (r *runner) meta(reason string) *checkpointMeta {
 	p := r.p
 	m := &checkpointMeta{
-		Pipeline: p.Pipeline, Model: p.Model, File: p.File, FileAbs: absSource(p.File), SourceSHA256: p.SourceSHA256, Backend: r.backend.Name(),
+		Pipeline: p.Pipeline, Model: p.Model, File: p.File, FileAbs: folder.AbsSource(p.File), SourceSHA256: p.SourceSHA256, Backend: r.backend.Name(),
 		Structure: structureOf(r.graph), OptimizerKind: p.Optimizer.Kind, LossKind: p.Loss,
 		BatchSize: p.BatchSize, AccumulationSteps: max(p.AccumulationSteps, 1), WorldSize: p.WorldSize(), Seed: r.set.seed, Threads: effectiveThreads(r.rc.threads),
 		Epochs: r.set.epochs, Position: r.pos, StepLosses: r.res.StepLosses, EpochResults: r.res.EpochResults,
@@ -333,15 +195,14 @@ func (r *runner) checkpoint(reason string, best bool) bool {
 	if best {
 		names = append(names, BestCheckpoint)
 	}
-	if r.stale && !r.clearStale() {
+	if r.folder.Stale() && !r.clearStale() {
 		return false
 	}
-	if !r.wrote && !r.recordSettings() {
+	if !r.folder.Written() && !r.recordSettings() {
 		return false
 	}
 	for _, name := range names {
-		path := filepath.Join(r.set.ckptDir, name)
-		err := writeFileAtomic(path, func(w io.Writer) error { return encodeCheckpoint(w, meta, st) }, r.rc.wrapCheckpoint)
+		path, err := r.folder.Write(name, func(w io.Writer) error { return encodeCheckpoint(w, meta, st) }, r.rc.wrapCheckpoint)
 		if err != nil {
 			fix := "free some space or give another folder with --checkpoint-dir"
 			if !errors.Is(err, syscall.ENOSPC) {
@@ -372,24 +233,10 @@ func (r *runner) checkpoint(reason string, best bool) bool {
 	return r.publish(append(names[1:], names[0])...)
 }
 
-// CheckpointIn is the checkpoint file that path names: path itself, or
-// the file name in it when path is a folder (pipe run --resume DIR, pipe
-// serve --checkpoint DIR). A path that does not exist is returned as it
-// is, for the error that reading it gives.
-func CheckpointIn(path, name string) string {
-	if st, err := os.Stat(path); err == nil && st.IsDir() {
-		return filepath.Join(path, name)
-	}
-	return path
-}
-
 // resume loads the checkpoint to continue from and restores the model and
 // the position.
 func (r *runner) resume() bool {
-	path := CheckpointIn(r.rc.resumeAt, LastCheckpoint)
-	if r.rc.resumeAt == "" {
-		path = filepath.Join(r.set.ckptDir, LastCheckpoint) // the folder's, or the file it would hold
-	}
+	path := r.folder.ResumeFrom(r.rc.resumeAt)
 	meta, st, err := readCheckpoint(path)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -514,28 +361,6 @@ func epochSamples(meta *checkpointMeta, n int) int64 {
 	return min(int64(pos.Batch)*meta.BatchSize*int64(max(meta.WorldSize, 1)), int64(n))
 }
 
-// absSource is a source file's absolute path, "" for standard input.
-func absSource(file string) string {
-	if file == "" || file == "-" || file == "<stdin>" {
-		return ""
-	}
-	abs, err := filepath.Abs(file)
-	if err != nil {
-		return ""
-	}
-	return abs
-}
-
-func orUnknown(s, alt string) string {
-	if s != "" {
-		return s
-	}
-	if alt != "" {
-		return alt
-	}
-	return "an unnamed source"
-}
-
 // intactOthers names the checkpoints beside path that read back whole,
 // with their position, for the message of a path that does not.
 func intactOthers(path string) string {
@@ -560,11 +385,11 @@ func intactOthers(path string) string {
 // continues this pipeline's training (otherPipeline says how it differs).
 func (r *runner) samePipeline(path string, meta *checkpointMeta) bool {
 	if m := r.otherPipeline(path, meta); m != nil {
-		detail := m.fact + "."
-		if m.resumeFix != "" {
-			detail += " " + m.resumeFix
+		detail := m.Fact + "."
+		if m.ResumeFix != "" {
+			detail += " " + m.ResumeFix
 		}
-		r.errorf(nil, CodeResume, m.summary, "%s", detail)
+		r.errorf(nil, CodeResume, m.Summary, "%s", detail)
 		return false
 	}
 	if meta.LossKind != "" && meta.LossKind != r.p.Loss {
@@ -618,41 +443,11 @@ func ShellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-// mismatch is how a checkpoint is not this run's pipeline: the
-// diagnostic's summary, the fact (a sentence without its period), and
-// what to do instead of resuming it.
-type mismatch struct{ summary, fact, resumeFix string }
-
 // otherPipeline says how the checkpoint at path differs from this run's
-// pipeline, nil when it is this pipeline's: another name, model or
-// optimizer, wherever its file lies now (a model whose layers changed is
-// SetState's to refuse, tensor by tensor). A checkpoint written before
-// the structure was kept is matched by its file's absolute path, as it
-// was then.
-func (r *runner) otherPipeline(path string, meta *checkpointMeta) *mismatch {
-	p := r.p
-	here := absSource(p.File)
-	another := func(why string) *mismatch {
-		return &mismatch{"the checkpoint is another pipeline's",
-			fmt.Sprintf("%s was written by pipeline %s from %s; this run is pipeline %s from %s%s",
-				path, meta.Pipeline, orUnknown(meta.FileAbs, meta.File), p.Pipeline, orUnknown(here, p.File), why),
-			"Resuming would continue the other training under this one's name. Start afresh without --resume, or give this run its own folder with --checkpoint-dir."}
-	}
-	switch {
-	case meta.Pipeline != p.Pipeline:
-		return another("")
-	case meta.Model != p.Model:
-		return &mismatch{"the checkpoint is of another model", fmt.Sprintf("%s holds model %s; the plan trains %s", path, meta.Model, p.Model), ""}
-	case meta.Structure == "":
-		if meta.FileAbs != "" && here != "" && meta.FileAbs != here {
-			return another(" (the checkpoint predates content identity, so its file's path must match)")
-		}
-	case meta.OptimizerKind != "" && meta.OptimizerKind != p.Optimizer.Kind:
-		return &mismatch{"the checkpoint was trained with another optimizer",
-			fmt.Sprintf("%s holds the state of optimizer %s; this plan trains with %s, which would read it as its own", path, meta.OptimizerKind, p.Optimizer.Kind),
-			fmt.Sprintf("Start afresh without --resume, or train with %s.", meta.OptimizerKind)}
-	}
-	return nil
+// pipeline, nil when it is this pipeline's (folder.Identity.Differs).
+func (r *runner) otherPipeline(path string, meta *checkpointMeta) *folder.Mismatch {
+	return r.identity().Differs(path, folder.Identity{Pipeline: meta.Pipeline, Model: meta.Model, File: meta.File,
+		FileAbs: meta.FileAbs, Structure: meta.Structure, OptimizerKind: meta.OptimizerKind, LossKind: meta.LossKind})
 }
 
 // structureOf fingerprints a model's graph: every node's name, op,

@@ -16,5 +16,5 @@ func AsOldCheckpoint(path string) error {
 		return err
 	}
 	meta.Position.EpochSamples = 0
-	return writeFileAtomic(path, func(w io.Writer) error { return encodeCheckpoint(w, meta, st) }, nil)
+	return WriteFileAtomic(path, func(w io.Writer) error { return encodeCheckpoint(w, meta, st) })
 }

@@ -1,18 +1,14 @@
 package run
 
 import (
-	"encoding/binary"
-	"encoding/gob"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"time"
 
+	"pipe/run/folder"
 	"pipe/spec"
 )
 
@@ -26,19 +22,6 @@ import (
 // checkpoint_dir is the run's folder as it is. Out/PIPELINE/checkpoints,
 // the layout before run folders, is read while no latest exists.
 // Rules and reasons: docs/design/checkpoint-files.md.
-
-const (
-	// RunsFolder holds a pipeline's run folders, in out/PIPELINE.
-	RunsFolder = "runs"
-	// LatestName names the newest run's folder, in out/PIPELINE: a
-	// symbolic link, or where none can be made a file holding its path.
-	LatestName = "latest"
-	// legacyFolder is the one checkpoint folder of the layout before runs.
-	legacyFolder = "checkpoints"
-)
-
-// ErrNoRun is wrapped by the error of a --resume that finds no run.
-var ErrNoRun = errors.New("no run to resume")
 
 // Place is where a run writes: Dir its folder; Root the pipeline's folder
 // whose latest names Dir once Dir holds a checkpoint ("" for a folder
@@ -78,6 +61,19 @@ func (pl Place) Discard() {
 			return
 		}
 	}
+}
+
+// folder is the Folder of a run placed at pl whose checkpoints go to
+// dir (pl.Dir, or the folder given when pl is nil).
+func (pl *Place) folder(dir string) *folder.Folder {
+	f := &folder.Folder{Dir: dir}
+	if pl != nil {
+		f.Root, f.Job = pl.Root, pl.Job
+		if pl.Remote != "" {
+			f.Mirror = mirror{pl.Remote}
+		}
+	}
+	return f
 }
 
 // mkdirs is os.MkdirAll(dir), returning the folders it made, innermost
@@ -133,7 +129,7 @@ func PlaceRun(prog *spec.Program, base string, w Where) (Place, error) {
 	default:
 		return placeDefault(prog, base, w)
 	}
-	return pl, checkJob(pl.Dir, w.Job)
+	return pl, folder.CheckJob(pl.Dir, w.Job)
 }
 
 // ContinuedFolder is the folder whose run a run placed by w would
@@ -151,7 +147,7 @@ func ContinuedFolder(prog *spec.Program, base string, w Where) string {
 	case w.Job.ID != "":
 		return JobFolder(root, w.Job)
 	case w.Resume && w.ResumeAt == "":
-		if d, _, err := LatestRun(root); err == nil {
+		if d, _, err := folder.LatestRun(root); err == nil {
 			return d
 		}
 	}
@@ -165,7 +161,7 @@ func placeDefault(prog *spec.Program, base string, w Where) (Place, error) {
 		d := JobFolder(root, w.Job)
 		_, err := os.Stat(d)
 		pl := Place{Dir: d, Root: root, Job: w.Job, Fresh: errors.Is(err, fs.ErrNotExist) && w.Rank == 0}
-		if w.Resume && w.ResumeAt == "" && !fileExists(filepath.Join(d, LastCheckpoint)) {
+		if w.Resume && w.ResumeAt == "" && !folder.FileExists(filepath.Join(d, LastCheckpoint)) {
 			return pl, fmt.Errorf("%s holds no run of job %s (%s) to resume; --resume=%s continues the latest run instead: %w",
 				d, w.Job.ID, w.Job.From, filepath.Join(root, LatestName), ErrNoRun)
 		}
@@ -178,10 +174,10 @@ func placeDefault(prog *spec.Program, base string, w Where) (Place, error) {
 				pl.made = made[1:] // made[0] is Dir
 			}
 		}
-		return pl, checkJob(d, w.Job)
+		return pl, folder.CheckJob(d, w.Job)
 	}
 	if w.Resume && w.ResumeAt == "" {
-		d, legacy, err := LatestRun(root)
+		d, legacy, err := folder.LatestRun(root)
 		if err != nil {
 			return Place{Root: root}, err
 		}
@@ -198,179 +194,52 @@ func placeDefault(prog *spec.Program, base string, w Where) (Place, error) {
 	if err != nil {
 		return Place{Root: root}, err
 	}
-	d, err := NewStampFolder(filepath.Join(root, RunsFolder), time.Now(), "runs")
+	d, err := folder.NewStampFolder(filepath.Join(root, RunsFolder), time.Now(), "runs")
 	if err != nil {
 		return Place{Root: root}, err
 	}
 	return Place{Dir: d, Root: root, Fresh: true, made: made}, nil
 }
 
-// NewStampFolder makes parent/STAMP, STAMP the local time to the
-// second, with -2, -3, ... when another of the same second has it: Mkdir
-// fails on a folder that exists, so two never get the same one. what
-// names them in the error ("runs", "sweeps").
-func NewStampFolder(parent string, now time.Time, what string) (string, error) {
-	if err := os.MkdirAll(parent, 0o755); err != nil {
-		return "", err
-	}
-	stamp := now.Format("20060102-150405")
-	for i := 1; i < 1000; i++ {
-		name := stamp
-		if i > 1 {
-			name += "-" + strconv.Itoa(i)
-		}
-		d := filepath.Join(parent, name)
-		err := os.Mkdir(d, 0o755)
-		if err == nil {
-			return d, nil
-		}
-		if !errors.Is(err, fs.ErrExist) {
-			return "", err
-		}
-	}
-	return "", fmt.Errorf("%s: a thousand %s started in the second %s", parent, what, stamp)
-}
-
-// LatestRun is the folder of root's latest run: what root/latest names,
-// else (legacy true) root/checkpoints when it holds a checkpoint, as the
-// layout before run folders left it. With neither the error wraps ErrNoRun.
-func LatestRun(root string) (dir string, legacy bool, err error) {
-	latest := filepath.Join(root, LatestName)
-	st, err := os.Lstat(latest)
-	switch {
-	case err == nil:
-		var target string
-		if st.Mode()&fs.ModeSymlink != 0 {
-			target, err = os.Readlink(latest)
-		} else {
-			var b []byte
-			b, err = os.ReadFile(latest)
-			target = strings.TrimSpace(string(b))
-		}
-		if err != nil {
-			return "", false, fmt.Errorf("reading %s: %w", latest, err)
-		}
-		if !filepath.IsAbs(target) {
-			target = filepath.Join(root, target)
-		}
-		if st, err := os.Stat(target); err != nil || !st.IsDir() {
-			return "", false, fmt.Errorf("%s names %s, which is not a folder (was it removed?): %w", latest, target, ErrNoRun)
-		}
-		return target, false, nil
-	case !errors.Is(err, fs.ErrNotExist):
-		return "", false, err
-	}
-	old := filepath.Join(root, legacyFolder)
-	for _, name := range []string{LastCheckpoint, BestCheckpoint} {
-		if fileExists(filepath.Join(old, name)) {
-			return old, true, nil
-		}
-	}
-	return "", false, fmt.Errorf("%s has no %s and no %s folder: %w", root, LatestName, legacyFolder, ErrNoRun)
-}
-
-// markLatest points root/latest at dir, replacing what it named at once
-// (a rename): a relative symbolic link, so that the tree can move and a
-// shell can cd into it, or where the file system makes none (Windows
-// without the privilege) a file holding the path.
-func markLatest(root, dir string) error {
-	target, err := filepath.Rel(root, dir)
-	if err != nil {
-		target = dir
-	}
-	latest := filepath.Join(root, LatestName)
-	tmp := filepath.Join(root, fmt.Sprintf(".%s.%d.tmp", LatestName, os.Getpid()))
-	_ = os.Remove(tmp)
-	if err := os.Symlink(target, tmp); err == nil {
-		if err := os.Rename(tmp, latest); err != nil {
-			os.Remove(tmp)
-			return err
-		}
-		return nil
-	}
-	return WriteFileAtomic(latest, func(w io.Writer) error {
-		_, err := io.WriteString(w, target+"\n")
-		return err
-	})
-}
-
-func fileExists(path string) bool {
-	st, err := os.Stat(path)
-	return err == nil && !st.IsDir()
-}
-
-// sameFolder reports whether a and b name one folder.
-func sameFolder(a, b string) bool {
-	if a == "" || b == "" {
-		return false
-	}
-	if sa, err := os.Stat(a); err == nil {
-		if sb, err := os.Stat(b); err == nil {
-			return os.SameFile(sa, sb)
-		}
-	}
-	aa, _ := filepath.Abs(a)
-	ab, _ := filepath.Abs(b)
-	return aa == ab
-}
-
 // resumesHere reports whether the run continues the checkpoints of its
 // own folder: --resume without a path, or one in the run's folder. Only
 // then are the folder's checkpoints, best.ckpt among them, this run's.
 func (r *runner) resumesHere() bool {
-	if !r.rc.resume {
-		return false
-	}
-	if r.rc.resumeAt == "" {
-		return true
-	}
-	from := r.rc.resumeAt
-	if st, err := os.Stat(from); err != nil || !st.IsDir() {
-		from = filepath.Dir(from)
-	}
-	return sameFolder(from, r.set.ckptDir)
+	return r.rc.resume && r.folder.ResumesHere(r.rc.resumeAt)
+}
+
+// identity is whose the run's checkpoints are (folder.Identity).
+func (r *runner) identity() folder.Identity {
+	p := r.p
+	return folder.Identity{Pipeline: p.Pipeline, Model: p.Model, File: p.File, FileAbs: folder.AbsSource(p.File),
+		Structure: structureOf(r.graph), OptimizerKind: p.Optimizer.Kind, LossKind: p.Loss}
 }
 
 // claim checks, before a run that does not continue its folder's
-// checkpoints trains, whose checkpoints the folder holds: another
-// pipeline's are refused (a run there would mix the two); this
-// pipeline's earlier run's are replaced, all of them, at the run's first
-// checkpoint (stale), so that best.ckpt is never an earlier run's beside
-// this one's last.ckpt. It warns then, while there is time to stop.
+// checkpoints trains, whose checkpoints the folder holds (Folder.Claim):
+// another pipeline's are refused (a run there would mix the two); this
+// pipeline's earlier run's are replaced at the run's first checkpoint,
+// and the run warns while there is time to stop.
 func (r *runner) claim() bool {
 	if r.resumesHere() {
 		return true
 	}
-	dir := r.set.ckptDir
-	if files, _ := filepath.Glob(filepath.Join(dir, "*.ckpt")); len(files) == 0 {
-		return true
+	stale, m := r.folder.Claim(r.identity(), r.rc.worldDecides)
+	if m != nil {
+		r.errorf(nil, CodeOtherFolder, "the checkpoint folder is another pipeline's",
+			"%s. This run would put its checkpoints beside (and over) that one's, so nothing was trained: give it its own folder with --checkpoint-dir, or leave --checkpoint-dir out and every run gets one under out/%s/runs.",
+			m.Fact, r.p.Pipeline)
+		return false
 	}
-	for _, name := range []string{LastCheckpoint, BestCheckpoint} {
-		path := filepath.Join(dir, name)
-		meta, err := readCheckpointMeta(path)
-		if err != nil {
-			continue // missing or unreadable: nothing says whose it is
-		}
-		if m := r.otherPipeline(path, meta); m != nil {
-			r.errorf(nil, CodeOtherFolder, "the checkpoint folder is another pipeline's",
-				"%s. This run would put its checkpoints beside (and over) that one's, so nothing was trained: give it its own folder with --checkpoint-dir, or leave --checkpoint-dir out and every run gets one under out/%s/runs.",
-				m.fact, r.p.Pipeline)
-			return false
-		}
+	if stale {
+		r.warnStale()
 	}
-	if r.rc.worldDecides {
-		// Whether the run continues them is known once the ranks met.
-		r.claimed = true
-		return true
-	}
-	r.markStale()
 	return true
 }
 
-// markStale has the run's first checkpoint replace the folder's earlier
-// run's (clearStale), and says so while there is time to stop.
-func (r *runner) markStale() {
-	r.stale = true
+// warnStale says that the run's first checkpoint replaces the folder's
+// earlier run's, while there is time to stop.
+func (r *runner) warnStale() {
 	r.log.Warn("an earlier run's checkpoint will be replaced by this run's first (--resume continues it instead); its best.ckpt and epoch files go with it", "folder", r.set.ckptDir)
 }
 
@@ -383,44 +252,23 @@ func (r *runner) markStale() {
 // claim would have said.
 func (r *runner) decideResume() {
 	n := r.worldRestarts
-	last := filepath.Join(r.set.ckptDir, LastCheckpoint)
-	if n > 0 && fileExists(last) {
+	resume, stale := r.folder.Restarted(n)
+	if resume {
 		r.rc.resume, r.rc.resumeAt = true, ""
 		r.log.Info("continuing from the run's last checkpoint: the launcher restarted this run's ranks",
-			"rank", r.rc.nodeRank, "restarts", n, "this rank's", r.cfg.LauncherRestarts, "checkpoint", last)
+			"rank", r.rc.nodeRank, "restarts", n, "this rank's", r.cfg.LauncherRestarts, "checkpoint", filepath.Join(r.set.ckptDir, LastCheckpoint))
 		return
 	}
-	if r.claimed {
-		r.markStale()
+	if stale {
+		r.warnStale()
 	}
 }
 
-// clearStale removes an earlier run's best.ckpt and epoch files from the
-// run's folder before its first checkpoint replaces last.ckpt: stopped
-// between the two, the folder holds the earlier run's last.ckpt alone,
-// never a pair of two runs. It returns false (with a diagnostic) when a
-// file cannot be removed.
+// clearStale removes an earlier run's files from the run's folder before
+// its first checkpoint (Folder.ClearStale). It returns false (with a
+// diagnostic) when a file cannot be removed.
 func (r *runner) clearStale() bool {
-	r.stale = false
-	old, _ := filepath.Glob(filepath.Join(r.set.ckptDir, "epoch-*.ckpt"))
-	old = append(old, filepath.Join(r.set.ckptDir, BestCheckpoint), filepath.Join(r.set.ckptDir, SettingsFile))
-	if r.rc.place == nil || r.rc.place.Job.ID == "" {
-		// The job that recorded the folder no longer has its run here.
-		old = append(old, filepath.Join(r.set.ckptDir, JobFile))
-	}
-	remoteOld, err := r.remoteEpochFiles()
-	for _, path := range old {
-		if err == nil {
-			if rerr := os.Remove(path); rerr != nil && !errors.Is(rerr, fs.ErrNotExist) {
-				err = rerr
-			}
-		}
-		remoteOld = append(remoteOld, filepath.Base(path))
-	}
-	if err == nil {
-		err = r.unpublish(remoteOld...)
-	}
-	if err != nil {
+	if err := r.folder.ClearStale(); err != nil {
 		r.res.Status = StatusFailed
 		r.errorf(nil, CodeCheckpoint, "cannot remove an earlier run's checkpoints",
 			"%v. The run keeps no checkpoint beside another run's, so it stopped; remove the file, or give this run its own folder with --checkpoint-dir.", err)
@@ -429,45 +277,11 @@ func (r *runner) clearStale() bool {
 	return true
 }
 
-// markLatest points the pipeline's latest at the run's folder after its
-// first checkpoint, when the run was placed under out/PIPELINE/runs: a
-// run that wrote nothing never becomes the one to resume or serve.
+// markLatest records the run's last.ckpt in its folder, which points the
+// pipeline's latest at the folder after the first (Folder.Wrote).
 func (r *runner) markLatest() {
-	if r.wrote {
-		return
-	}
-	r.wrote = true
-	pl := r.rc.place
-	if pl == nil || pl.Root == "" {
-		return
-	}
-	if err := markLatest(pl.Root, r.set.ckptDir); err != nil {
+	if err := r.folder.Wrote(); err != nil {
 		r.warnf(nil, CodeCheckpoint, "cannot mark the run as the latest",
 			"%v. The checkpoints are in %s; give that folder to --resume, pipe serve and pipe export with --checkpoint.", err, r.set.ckptDir)
 	}
-}
-
-// readCheckpointMeta reads a checkpoint's metadata alone, without its
-// tensors and so without the checksum, which covers both: enough to tell
-// whose a checkpoint is before a run writes beside it.
-func readCheckpointMeta(path string) (*checkpointMeta, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	hdr := make([]byte, ckptHeader)
-	if _, err := io.ReadFull(f, hdr); err != nil || string(hdr[:len(ckptMagic)]) != ckptMagic ||
-		binary.LittleEndian.Uint32(hdr[8:]) != ckptVersion {
-		return nil, fmt.Errorf("%s: %w", path, ErrBadCheckpoint)
-	}
-	mlen := binary.LittleEndian.Uint64(hdr[16:])
-	if st, err := f.Stat(); err != nil || mlen > uint64(st.Size()) {
-		return nil, fmt.Errorf("%s: truncated: %w", path, ErrBadCheckpoint)
-	}
-	var meta checkpointMeta
-	if err := gob.NewDecoder(io.LimitReader(f, int64(mlen))).Decode(&meta); err != nil {
-		return nil, fmt.Errorf("%s: unreadable metadata: %v: %w", path, err, ErrBadCheckpoint)
-	}
-	return &meta, nil
 }

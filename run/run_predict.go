@@ -266,7 +266,7 @@ func (r *runner) predictCSV(ctx context.Context, ds dataset.Dataset, src *spec.S
 		cw.Flush()
 		return cw.Error()
 	}
-	if err := writeFileAtomic(path, write, nil); err != nil {
+	if err := WriteFileAtomic(path, write); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &Prediction{Source: src.Name, Path: path, Format: "csv", Samples: count}, nil

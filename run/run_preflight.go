@@ -61,7 +61,7 @@ func (r *runner) preflight() bool {
 				"%s. Nothing was trained. Give a folder that can be written with --checkpoint-dir, or write save none in train.", diskFull(err))
 			ok = false
 		} else {
-			lock, err := lockFolder(r.set.ckptDir, r.p.File)
+			err := r.folder.Lock(r.p.File)
 			switch {
 			case errors.Is(err, ErrLocked):
 				r.errorf(nil, CodeLocked, "another run is using "+r.set.ckptDir,
@@ -71,7 +71,6 @@ func (r *runner) preflight() bool {
 				r.errorf(nil, CodeCheckpoint, "cannot lock "+r.set.ckptDir, "%v. Nothing was trained.", err)
 				ok = false
 			default:
-				r.lock = lock
 				ok = r.ownJob() && r.claim() && ok
 			}
 		}

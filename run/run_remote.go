@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"pipe/dataset/remote"
+	"pipe/run/folder"
 	"pipe/spec"
 )
 
@@ -71,7 +72,7 @@ func placeRemote(root, u string, w Where) (Place, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return pl, err
 	}
-	if folderBusy(dir) {
+	if folder.Busy(filepath.Join(dir, LockFile)) {
 		return pl, nil // the lock refuses this run; the holder's files stay
 	}
 	// The prefix is the run's truth: what an earlier start left here
@@ -96,7 +97,7 @@ func placeRemote(root, u string, w Where) (Place, error) {
 			return pl, fmt.Errorf("reading the run's folder %s: %w", remote.Redact(u), err)
 		}
 	}
-	return pl, checkJob(dir, w.Job)
+	return pl, folder.CheckJob(dir, w.Job)
 }
 
 // publish uploads the named files of the run's folder to its URL, when
@@ -121,28 +122,22 @@ func (r *runner) publish(names ...string) bool {
 	return true
 }
 
-// unpublish deletes the named files from the run's URL, when it has
-// one; it returns the first error.
-func (r *runner) unpublish(names ...string) error {
-	pl := r.rc.place
-	if pl == nil || pl.Remote == "" {
-		return nil
-	}
+// mirror is a run folder's copy at the URL u (folder.Mirror).
+type mirror struct{ u string }
+
+// Delete deletes the named files from the copy; it returns the first error.
+func (m mirror) Delete(names ...string) error {
 	for _, name := range names {
-		if err := remote.Delete(context.Background(), pl.Remote+"/"+name); err != nil {
+		if err := remote.Delete(context.Background(), m.u+"/"+name); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// remoteEpochFiles are the epoch-NNN.ckpt files at the run's URL.
-func (r *runner) remoteEpochFiles() ([]string, error) {
-	pl := r.rc.place
-	if pl == nil || pl.Remote == "" {
-		return nil, nil
-	}
-	es, err := remote.List(context.Background(), pl.Remote)
+// Epochs are the epoch-NNN.ckpt files of the copy.
+func (m mirror) Epochs() ([]string, error) {
+	es, err := remote.List(context.Background(), m.u)
 	if err != nil {
 		return nil, err
 	}

@@ -11,6 +11,7 @@ import (
 
 	"pipe/diag"
 	"pipe/planner/plan"
+	"pipe/run/folder"
 	"pipe/spec"
 	"pipe/stdlib"
 )
@@ -48,15 +49,9 @@ type runner struct {
 	bestLoss float64
 	hasBest  bool
 	counters []*batchCounter
-	// lock is the checkpoint folder's run lock (run_lock.go).
-	lock *folderLock
-	// stale says the folder holds an earlier run's checkpoints, which
-	// the run's first checkpoint replaces (claim); wrote that the run
-	// wrote a checkpoint.
-	stale, wrote bool
-	// claimed says claim left the folder's earlier checkpoints for
-	// decideResume to continue or replace (WithContinueIfRestarted).
-	claimed bool
+	// folder is the checkpoint folder: its lock, whether its earlier
+	// checkpoints are stale, whether the run wrote one (package folder).
+	folder *folder.Folder
 	// worldRestarts is the largest launcher restart count of the ranks
 	// the model was built with (engine.Worlder), else this rank's.
 	worldRestarts int
@@ -73,8 +68,10 @@ func (r *runner) close() {
 		_ = r.model.Close()
 	}
 	r.data.close()
-	r.lock.release()
-	if pl := r.rc.place; pl != nil && !r.wrote {
+	if r.folder != nil {
+		r.folder.Release()
+	}
+	if pl := r.rc.place; pl != nil && (r.folder == nil || !r.folder.Written()) {
 		// A run folder made for a run that wrote nothing goes again,
 		// with the folders above it that placing it made.
 		pl.Discard()
@@ -174,6 +171,7 @@ func (r *runner) setup(ctx context.Context) bool {
 		return false
 	}
 	r.set = settingsOf(prog.Spec, r.rc)
+	r.folder = r.rc.place.folder(r.set.ckptDir)
 	r.res.EpochsPlanned = r.set.epochs
 	r.res.CheckpointDir = r.set.ckptDir
 	if !r.preflight() {

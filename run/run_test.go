@@ -233,23 +233,16 @@ func TestDamagedCheckpointIsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cases := map[string][]byte{
-		"truncated": good[:len(good)/2],
-		"corrupt":   append(append([]byte(nil), good[:len(good)-5]...), good[len(good)-5]^0xff, 0, 0, 0, 0),
-		"not a pipe checkpoint": []byte("hello, world, this is not a checkpoint at all; it is longer than a header is, " +
-			"so only the magic number can tell"),
+	// Which files are refused, and how each is named: folder's
+	// TestATornCheckpointIsNeverRead. Here, that the run says so.
+	if err := os.WriteFile(last, good[:len(good)/2], 0o644); err != nil {
+		t.Fatal(err)
 	}
-	for want, b := range cases {
-		if err := os.WriteFile(last, b, 0o644); err != nil {
-			t.Fatal(err)
-		}
-		_, ds := j.run(t, context.Background(), nil, run.Hooks{}, run.WithResume(""))
-		d := findDiag(t, ds, run.CodeResume)
-		if !strings.Contains(d.Detail, want) {
-			t.Errorf("%s checkpoint: %s", want, d.Detail)
-		}
+	res, ds := j.run(t, context.Background(), nil, run.Hooks{}, run.WithResume(""))
+	if d := findDiag(t, ds, run.CodeResume); !strings.Contains(d.Detail, "truncated") || res.SamplesTrained != 0 {
+		t.Errorf("a truncated checkpoint: trained %d samples: %s", res.SamplesTrained, d.Detail)
 	}
-	_, ds := j.run(t, context.Background(), nil, run.Hooks{}, run.WithResume(filepath.Join(j.dir, "nowhere")))
+	_, ds = j.run(t, context.Background(), nil, run.Hooks{}, run.WithResume(filepath.Join(j.dir, "nowhere")))
 	if d := findDiag(t, ds, run.CodeResume); !strings.Contains(d.Summary, "no checkpoint") {
 		t.Errorf("missing checkpoint: %s", d.Summary)
 	}

@@ -30,9 +30,9 @@ import (
 // batches; an evaluation cut short is done again on resume.
 
 // train runs the epochs from r.pos; false when it failed (diagnostics
-// say why).
+// say why). Each epoch is trained (steps), stopped when asked (stopped),
+// or evaluated, recorded and checkpointed (endEpoch).
 func (r *runner) train(ctx context.Context) bool {
-	p := r.p
 	// An epoch trained but not evaluated (interrupted in its validation)
 	// is evaluated, recorded and checkpointed before anything is finished.
 	unevaluated := r.pos.Epoch < r.set.epochs && r.pos.Batch >= r.nb
@@ -42,41 +42,8 @@ func (r *runner) train(ctx context.Context) bool {
 		r.res.Position = r.pos
 		return true
 	}
-	k := int(max(p.AccumulationSteps, 1))
-	bs := r.globalBatch()
-	n := r.data.train.Len()
-	// Steps of one micro-batch go to the engine in units of the plan's
-	// StepsPerCommand (an engine that computes in this thread runs the
-	// unit as a loop); stops, checkpoints and evaluation fall between.
-	unit := 1
-	if p.StepsPerCommand > 1 && k == 1 && r.prof == nil {
-		unit = int(p.StepsPerCommand)
-	}
-	// On one node of several, the loader reads only this node's rows of
-	// each global batch.
-	loader := dataset.NewLoader(r.data.train, dataset.LoaderOptions{
-		BatchSize: bs, Shuffle: true, Seed: r.set.seed,
-		Workers: p.Loader.Workers, Prefetch: p.Loader.Prefetch,
-		Augment: dataset.Augmentations(r.data.trainSrc),
-		Rows:    r.model.Capabilities().Rows, Held: unit,
-	})
-	defer func() { r.res.SamplesRead += loader.SamplesRead() }()
-	counter := r.newCounter(true)
-	valN := 0
-	if r.data.val != nil {
-		valN = r.data.val.Len()
-	}
-	if r.hooks.Start != nil {
-		r.hooks.Start(StartInfo{Pipeline: p.Pipeline, Model: p.Model, Backend: r.backend.Name(), Precision: r.model.Precision(),
-			Epochs: r.set.epochs, StepsPerEpoch: r.spe, TotalSteps: r.stopAt, From: r.pos,
-			BatchSize: p.BatchSize, AccumulationSteps: int64(k), EffectiveBatch: p.EffectiveBatch,
-			TrainSamples: n, ValSamples: valN, Workers: p.Loader.Workers, Prefetch: p.Loader.Prefetch})
-	}
-	// The loader outlives a cancelled ctx: the step in progress finishes.
-	loadCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancel()
-	size := func(i int) int64 { return int64(min(bs, n-i*bs)) }
-	t := &trainer{r: r}
+	t := r.newTrainer()
+	defer func() { r.res.SamplesRead += t.loader.SamplesRead() }()
 	if pt := r.model.Capabilities().Phases; pt != nil {
 		defer func() {
 			if ph, ok := pt.StepPhases(); ok {
@@ -84,81 +51,14 @@ func (r *runner) train(ctx context.Context) bool {
 			}
 		}()
 	}
-	if q := r.model.Capabilities().Queue; q != nil && r.prof == nil {
-		t.q = q // a profile times each step as a whole: one at a time
-	}
-	if t.unit = unit; unit > 1 && t.q == nil {
-		t.q = engine.Sequential(r.model)
-	}
-	lr := r.sched.lr(r.pos.Step)
-	// Ranks in several processes stop together: a rank asked to stop
-	// says so with its next step, and all stop after that one.
-	stopper := r.model.Capabilities().Stop
-
+	// The loader outlives a cancelled ctx: the step in progress finishes.
+	loadCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancel()
 	for r.pos.Epoch < r.set.epochs {
 		e := r.pos.Epoch
-		t.epochTime, t.epochStall = 0, 0
-		stop := StatusCompleted
-		if r.pos.Batch < r.nb {
-			it := loader.EpochFrom(loadCtx, e, r.pos.Batch) // resuming inside the epoch: from its next batch
-			for r.pos.Batch < r.nb {
-				if stopper != nil && stopper.Stopping() {
-					stop = StatusInterrupted
-					break
-				}
-				if ctx.Err() != nil {
-					if stopper == nil {
-						stop = StatusInterrupted
-						break
-					}
-					stopper.RequestStop()
-				}
-				if r.pos.Step >= r.stopAt {
-					stop = StatusMaxSteps
-					break
-				}
-				t0 := time.Now()
-				group := min(k, r.nb-r.pos.Batch)
-				var gs int64
-				for j := range group {
-					gs += size(r.pos.Batch + j)
-				}
-				lr = r.sched.lr(r.pos.Step)
-				var res []engine.StepResult
-				var err error
-				switch {
-				case t.unit > 1:
-					n := int(min(int64(min(t.unit, r.nb-r.pos.Batch)), r.stopAt-r.pos.Step))
-					res, err = t.queueSteps(it, counter, n, e)
-					lr = r.sched.lr(max(r.pos.Step-1, 0))
-				case t.q != nil:
-					res, err = t.queueStep(it, counter, group, gs, lr, e)
-				default:
-					res, err = t.syncStep(it, counter, group, gs, lr, e)
-				}
-				dt := time.Since(t0)
-				t.account(dt)
-				if r.prof != nil {
-					r.prof.endStep(r.pos.Step, t0, dt)
-				}
-				if ferr := t.finish(res); ferr != nil {
-					err = ferr
-				}
-				if err != nil {
-					t.unwind()
-					it.Close()
-					if r.stalledStop(ctx, err) {
-						return true
-					}
-					if se := (*sourceError)(nil); errors.As(err, &se) {
-						r.sourceErr(r.data.trainSrc, se.err)
-					} else {
-						r.trainErr(err)
-					}
-					return false
-				}
-			}
-			it.Close()
+		stop, ok, done := t.steps(ctx, loadCtx, e)
+		if done {
+			return ok
 		}
 		// Every step queued is finished before the epoch ends, is
 		// evaluated or is saved.
@@ -171,73 +71,202 @@ func (r *runner) train(ctx context.Context) bool {
 			return false
 		}
 		r.res.Position = r.pos
-		switch stop {
-		case StatusInterrupted:
-			r.res.Status = StatusInterrupted
-			r.log.Info("interrupted", "epoch", e+1, "step", r.pos.Step)
-			if t.stepsRun == 0 {
-				// Nothing new to keep, and a checkpoint of an untrained
-				// model would replace an earlier run's last.ckpt.
-				r.log.Info("nothing trained in this run; no checkpoint written")
-				return true
-			}
-			ok := r.checkpoint("interrupt", false)
-			if stopper != nil {
-				if err := stopper.StopTogether(); err != nil {
-					r.log.Warn("the ranks did not stop together", "error", err.Error())
-				}
-			}
+		if stop != StatusCompleted {
+			return t.stopped(stop, e)
+		}
+		if ok, done := t.endEpoch(ctx, e); done {
 			return ok
-		case StatusMaxSteps:
-			r.res.Status = StatusMaxSteps
-			r.log.Info("step limit reached", "step", r.pos.Step)
-			return r.checkpoint("max-steps", false) && t.unrecovered()
-		}
-
-		// The epoch is trained: evaluate it.
-		res := EpochResult{Epoch: e + 1, Step: r.pos.Step, LR: lr, Seconds: t.epochTime.Seconds(),
-			LoaderStallSeconds: t.epochStall.Seconds()}
-		if r.pos.LossSamples > 0 {
-			res.TrainLoss = r.pos.LossSum / float64(r.pos.LossSamples)
-		}
-		if r.data.val != nil && r.rc.nodeRank == 0 {
-			ev, err := r.evaluate(ctx, r.data.val, r.data.valName, r.data.valPart, r.set.metrics, int(p.BatchSize))
-			if err != nil {
-				if ctx.Err() != nil {
-					r.res.Status = StatusInterrupted
-					r.log.Info("interrupted during evaluation", "epoch", e+1)
-					return r.checkpoint("interrupt", false)
-				}
-				r.evalErr(r.data.valName, err)
-				return false
-			}
-			res.Val = ev
-		}
-		r.pos = Position{Epoch: e + 1, Step: r.pos.Step, MicroStep: r.pos.MicroStep, Samples: r.pos.Samples}
-		r.res.Position = r.pos
-		r.res.EpochResults = append(r.res.EpochResults, res)
-		r.res.Epochs = len(r.res.EpochResults)
-		score := res.TrainLoss
-		if res.Val != nil {
-			score = res.Val.Loss
-		}
-		better := !math.IsNaN(score) && (!r.hasBest || score < r.bestLoss)
-		if better {
-			r.bestLoss, r.hasBest = score, true
-		}
-		if !r.checkpoint("epoch", better) {
-			return false
-		}
-		if r.hooks.Epoch != nil {
-			r.hooks.Epoch(res)
-		}
-		if r.pos.Step >= r.stopAt && r.pos.Epoch < r.set.epochs {
-			r.res.Status = r.endStatus()
-			return t.unrecovered()
 		}
 	}
 	r.res.Status = StatusCompleted
 	return t.unrecovered()
+}
+
+// newTrainer opens the training loader, chooses how steps reach the
+// engine, and calls the Start hook.
+func (r *runner) newTrainer() *trainer {
+	p := r.p
+	t := &trainer{r: r, k: int(max(p.AccumulationSteps, 1)), bs: r.globalBatch(), n: r.data.train.Len()}
+	// Steps of one micro-batch go to the engine in units of the plan's
+	// StepsPerCommand (an engine that computes in this thread runs the
+	// unit as a loop); stops, checkpoints and evaluation fall between.
+	t.unit = 1
+	if p.StepsPerCommand > 1 && t.k == 1 && r.prof == nil {
+		t.unit = int(p.StepsPerCommand)
+	}
+	// On one node of several, the loader reads only this node's rows of
+	// each global batch.
+	t.loader = dataset.NewLoader(r.data.train, dataset.LoaderOptions{
+		BatchSize: t.bs, Shuffle: true, Seed: r.set.seed,
+		Workers: p.Loader.Workers, Prefetch: p.Loader.Prefetch,
+		Augment: dataset.Augmentations(r.data.trainSrc),
+		Rows:    r.model.Capabilities().Rows, Held: t.unit,
+	})
+	t.counter = r.newCounter(true)
+	valN := 0
+	if r.data.val != nil {
+		valN = r.data.val.Len()
+	}
+	if r.hooks.Start != nil {
+		r.hooks.Start(StartInfo{Pipeline: p.Pipeline, Model: p.Model, Backend: r.backend.Name(), Precision: r.model.Precision(),
+			Epochs: r.set.epochs, StepsPerEpoch: r.spe, TotalSteps: r.stopAt, From: r.pos,
+			BatchSize: p.BatchSize, AccumulationSteps: int64(t.k), EffectiveBatch: p.EffectiveBatch,
+			TrainSamples: t.n, ValSamples: valN, Workers: p.Loader.Workers, Prefetch: p.Loader.Prefetch})
+	}
+	if q := r.model.Capabilities().Queue; q != nil && r.prof == nil {
+		t.q = q // a profile times each step as a whole: one at a time
+	}
+	if t.unit > 1 && t.q == nil {
+		t.q = engine.Sequential(r.model)
+	}
+	t.lr = r.sched.lr(r.pos.Step)
+	// Ranks in several processes stop together: a rank asked to stop
+	// says so with its next step, and all stop after that one.
+	t.stopper = r.model.Capabilities().Stop
+	return t
+}
+
+// steps trains epoch e's steps from r.pos until the epoch ends or the
+// run is to stop: stop says why it stopped (StatusCompleted: the epoch
+// ended). done says train returns ok now (a failed step, or a stalled
+// peer).
+func (t *trainer) steps(ctx, loadCtx context.Context, e int) (stop Status, ok, done bool) {
+	r := t.r
+	t.epochTime, t.epochStall = 0, 0
+	stop = StatusCompleted
+	if r.pos.Batch >= r.nb {
+		return stop, true, false
+	}
+	it := t.loader.EpochFrom(loadCtx, e, r.pos.Batch) // resuming inside the epoch: from its next batch
+	defer it.Close()
+	for r.pos.Batch < r.nb {
+		if t.stopper != nil && t.stopper.Stopping() {
+			return StatusInterrupted, true, false
+		}
+		if ctx.Err() != nil {
+			if t.stopper == nil {
+				return StatusInterrupted, true, false
+			}
+			t.stopper.RequestStop()
+		}
+		if r.pos.Step >= r.stopAt {
+			return StatusMaxSteps, true, false
+		}
+		t0 := time.Now()
+		group := min(t.k, r.nb-r.pos.Batch)
+		var gs int64
+		for j := range group {
+			gs += int64(min(t.bs, t.n-(r.pos.Batch+j)*t.bs))
+		}
+		t.lr = r.sched.lr(r.pos.Step)
+		var res []engine.StepResult
+		var err error
+		switch {
+		case t.unit > 1:
+			n := int(min(int64(min(t.unit, r.nb-r.pos.Batch)), r.stopAt-r.pos.Step))
+			res, err = t.queueSteps(it, t.counter, n, e)
+			t.lr = r.sched.lr(max(r.pos.Step-1, 0))
+		case t.q != nil:
+			res, err = t.queueStep(it, t.counter, group, gs, t.lr, e)
+		default:
+			res, err = t.syncStep(it, t.counter, group, gs, t.lr, e)
+		}
+		dt := time.Since(t0)
+		t.account(dt)
+		if r.prof != nil {
+			r.prof.endStep(r.pos.Step, t0, dt)
+		}
+		if ferr := t.finish(res); ferr != nil {
+			err = ferr
+		}
+		if err != nil {
+			t.unwind()
+			it.Close()
+			if r.stalledStop(ctx, err) {
+				return stop, true, true
+			}
+			if se := (*sourceError)(nil); errors.As(err, &se) {
+				r.sourceErr(r.data.trainSrc, se.err)
+			} else {
+				r.trainErr(err)
+			}
+			return stop, false, true
+		}
+	}
+	return stop, true, false
+}
+
+// stopped ends a run stopped inside epoch e (interrupted, or at the step
+// limit) with its checkpoint; false when that failed.
+func (t *trainer) stopped(stop Status, e int) bool {
+	r := t.r
+	r.res.Status = stop
+	if stop == StatusMaxSteps {
+		r.log.Info("step limit reached", "step", r.pos.Step)
+		return r.checkpoint("max-steps", false) && t.unrecovered()
+	}
+	r.log.Info("interrupted", "epoch", e+1, "step", r.pos.Step)
+	if t.stepsRun == 0 {
+		// Nothing new to keep, and a checkpoint of an untrained
+		// model would replace an earlier run's last.ckpt.
+		r.log.Info("nothing trained in this run; no checkpoint written")
+		return true
+	}
+	ok := r.checkpoint("interrupt", false)
+	if t.stopper != nil {
+		if err := t.stopper.StopTogether(); err != nil {
+			r.log.Warn("the ranks did not stop together", "error", err.Error())
+		}
+	}
+	return ok
+}
+
+// endEpoch evaluates the trained epoch e, records it and checkpoints it
+// (best.ckpt too when it is the best yet). done says train returns ok
+// now: a failure, an interrupted evaluation, or the step limit reached.
+func (t *trainer) endEpoch(ctx context.Context, e int) (ok, done bool) {
+	r := t.r
+	res := EpochResult{Epoch: e + 1, Step: r.pos.Step, LR: t.lr, Seconds: t.epochTime.Seconds(),
+		LoaderStallSeconds: t.epochStall.Seconds()}
+	if r.pos.LossSamples > 0 {
+		res.TrainLoss = r.pos.LossSum / float64(r.pos.LossSamples)
+	}
+	if r.data.val != nil && r.rc.nodeRank == 0 {
+		ev, err := r.evaluate(ctx, r.data.val, r.data.valName, r.data.valPart, r.set.metrics, int(r.p.BatchSize))
+		if err != nil {
+			if ctx.Err() != nil {
+				r.res.Status = StatusInterrupted
+				r.log.Info("interrupted during evaluation", "epoch", e+1)
+				return r.checkpoint("interrupt", false), true
+			}
+			r.evalErr(r.data.valName, err)
+			return false, true
+		}
+		res.Val = ev
+	}
+	r.pos = Position{Epoch: e + 1, Step: r.pos.Step, MicroStep: r.pos.MicroStep, Samples: r.pos.Samples}
+	r.res.Position = r.pos
+	r.res.EpochResults = append(r.res.EpochResults, res)
+	r.res.Epochs = len(r.res.EpochResults)
+	score := res.TrainLoss
+	if res.Val != nil {
+		score = res.Val.Loss
+	}
+	better := !math.IsNaN(score) && (!r.hasBest || score < r.bestLoss)
+	if better {
+		r.bestLoss, r.hasBest = score, true
+	}
+	if !r.checkpoint("epoch", better) {
+		return false, true
+	}
+	if r.hooks.Epoch != nil {
+		r.hooks.Epoch(res)
+	}
+	if r.pos.Step >= r.stopAt && r.pos.Epoch < r.set.epochs {
+		r.res.Status = r.endStatus()
+		return t.unrecovered(), true
+	}
+	return true, false
 }
 
 // endStatus is how a run that has no step left ends: at the step limit
@@ -277,6 +306,15 @@ func (e *sourceError) Unwrap() error { return e.err }
 type trainer struct {
 	r *runner
 	q engine.Queuer
+	// k is the micro-batches of a step, bs a micro-batch's samples over
+	// every device, n the training samples.
+	k, bs, n int
+	loader   *dataset.Loader
+	counter  *batchCounter
+	// stopper stops the ranks together (engine.Stopper); nil for one.
+	stopper engine.Stopper
+	// lr is the learning rate of the last step trained.
+	lr float64
 	// unit is the steps queued together (queueSteps), 1 for one at a time.
 	unit int
 	// epochTime is this invocation's training time in the epoch.

@@ -11,6 +11,7 @@ import (
 
 	"pipe/dataset"
 	"pipe/planner/plan"
+	"pipe/run/folder"
 	"pipe/stdlib"
 )
 
@@ -83,7 +84,7 @@ func LoadTrained(p *plan.Plan, prog *stdlib.Program, path string, backend engine
 		return nil, err
 	}
 	if meta.Pipeline != p.Pipeline {
-		return nil, fmt.Errorf("%s was written by pipeline %s (%s), not %s: %w", path, meta.Pipeline, orUnknown(meta.FileAbs, meta.File), p.Pipeline, ErrCheckpointMismatch)
+		return nil, fmt.Errorf("%s was written by pipeline %s (%s), not %s: %w", path, meta.Pipeline, folder.OrUnknown(meta.FileAbs, meta.File), p.Pipeline, ErrCheckpointMismatch)
 	}
 	if meta.Model != p.Model {
 		return nil, fmt.Errorf("%s holds model %s, not %s: %w", path, meta.Model, p.Model, ErrCheckpointMismatch)
