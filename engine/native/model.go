@@ -755,8 +755,13 @@ func toNCHW(dst, src []float32, l layout, n int) {
 		copy(dst[:n*l.size()], src)
 		return
 	}
+	toNCHWChannels(dst, src, l, n, 0, l.c)
+}
+
+// toNCHWChannels is toNCHW for channels [c0, c1) of a spatial layout.
+func toNCHWChannels(dst, src []float32, l layout, n, c0, c1 int) {
 	s := l.s()
-	for c := 0; c < l.c; c++ {
+	for c := c0; c < c1; c++ {
 		for i := 0; i < n; i++ {
 			copy(dst[(i*l.c+c)*s:(i*l.c+c+1)*s], src[(c*n+i)*s:(c*n+i+1)*s])
 		}
@@ -769,10 +774,16 @@ func fromNCHW(dst, src []float32, l layout, n int) {
 		copy(dst[:n*l.size()], src)
 		return
 	}
+	fromNCHWChannels(dst, src, l, n, 0, l.c, false)
+}
+
+// fromNCHWChannels is fromNCHW for channels [c0, c1) of a spatial layout,
+// adding into dst when acc.
+func fromNCHWChannels(dst, src []float32, l layout, n, c0, c1 int, acc bool) {
 	s := l.s()
-	for c := 0; c < l.c; c++ {
+	for c := c0; c < c1; c++ {
 		for i := 0; i < n; i++ {
-			copy(dst[(c*n+i)*s:(c*n+i+1)*s], src[(i*l.c+c)*s:(i*l.c+c+1)*s])
+			put(dst[(c*n+i)*s:(c*n+i+1)*s], src[(i*l.c+c)*s:(i*l.c+c+1)*s], acc)
 		}
 	}
 }

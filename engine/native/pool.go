@@ -43,7 +43,14 @@ func newPool(n int) *pool {
 	return p
 }
 
+// poolShare, when set (by a test that measures), is called as each
+// worker's share of a run begins and returns what to call as it ends.
+var poolShare func(w int) (end func())
+
 func (p *pool) call(f func(int), w int) {
+	if h := poolShare; h != nil {
+		defer h(w)()
+	}
 	defer func() {
 		if r := recover(); r != nil {
 			p.pmu.Lock()
