@@ -25,7 +25,8 @@ import (
 // summation order. What a step changes is compared tensor by tensor
 // (updateDiffs): the median over tensors and steps must stay under
 // medianTol, as an engine's error is systematic, and every tensor at every
-// step under maxTol, which float32 itself sets. The engines run in
+// step under maxTol, which float32 itself sets, or within float32Slack
+// times PyTorch's own float32 error of its gradient (checkFloat32). The engines run in
 // lockstep (the torch engine is given the native engine's whole state
 // before each step), since two free float32 runs part ways chaotically.
 // Measurements: docs/design/native-torch-twin.md (the last section).
