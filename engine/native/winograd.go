@@ -48,16 +48,12 @@ func winoTile(ci, co int) int {
 }
 
 // winoF4MaxChannels is the most channels, in and out together, that run
-// F(4×4, 3×3); 0, so none does. BenchmarkWinogradTile found F(4×4)
-// faster up to 256 (0.47–0.95 of F(2×2)'s CPU time at 8 to 128 channels
-// a side), 5–10% of unet_small's step. But its rounding (4 to 7 times
-// direct's on the points 0, ±1, 2, -1/2) left the DeepLab twin's
-// gradients 1.64 times further from float64 than PyTorch's float32 at the
-// median, against a bound of 2, and moved pills' update of
-// layer1.1.bn1.bias (a gradient that nearly cancels) 3.9e-2 from the
-// torch engine's, past the lockstep test's 2e-2: margins that another
-// CPU's kernels would cross (docs/design/native-winograd.md).
-const winoF4MaxChannels = 0
+// F(4×4, 3×3): BenchmarkWinogradTile found it faster up to 256 (0.47–0.95
+// of F(2×2)'s CPU time at 8 to 128 channels a side): 4–8% of
+// unet_small's step, 8–18% of fashion's. Its rounding is 4 to 7 times direct's;
+// the engines' comparisons hold it to PyTorch's own float32 error on the
+// same inputs (docs/design/native-winograd.md).
+const winoF4MaxChannels = 256
 
 // winoTiles is the tiles of a worker's block for tile side m: as many as
 // fit winoBudget, at least 16.
