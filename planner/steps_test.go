@@ -1,8 +1,12 @@
 package planner
 
 import (
+	"math"
 	"strings"
 	"testing"
+
+	enginetorch "pipe/engine/torch"
+	"pipe/planner/plan"
 )
 
 // TestStepsPerCommand: a small model's steps go to the torch worker
@@ -44,5 +48,63 @@ func TestStepsPerCommand(t *testing.T) {
 		if err := p.Validate(); err != nil {
 			t.Errorf("%s: %v", c.name, err)
 		}
+	}
+}
+
+// smallMLP is a plan's source for a small MLP whose roofline step is
+// microseconds on a GPU and a fraction of a millisecond on the CPU.
+func smallMLP(device string) string {
+	return strings.Replace(program("mlp", device, "fp32", "batch 64"), models["mlp"], "input [784]\n  mlp hidden [256, 128] out 10", 1)
+}
+
+// TestHostFloorSizesTheUnit: the torch engine's host floor stands beside
+// the roofline in the step time (the longer of the two on a GPU, which
+// computes while the host queues; their sum on the CPU, which does
+// both), the bound says when the floor is the larger, and the unit of
+// steps is sized from the step's work with the floor: a GPU step whose
+// roofline is microseconds gets a unit of a few steps, not the largest.
+func TestHostFloorSizesTheUnit(t *testing.T) {
+	for _, dev := range []string{"a100-80gb", "cpu"} {
+		p, ds := planSrc(t, smallMLP(dev), WithEngine("torch"))
+		if ds.HasErrors() || p == nil {
+			t.Fatalf("%s:\n%v", dev, ds)
+		}
+		kind := plan.BackendGPU
+		if dev == "cpu" {
+			kind = plan.BackendCPU
+		}
+		f := enginetorch.Cost{}.HostFloor(kind)
+		st := p.StepTime
+		roof := st.RooflineSeconds
+		if !(roof > 0) || st.HostStepSeconds != f.StepSeconds || st.HostCommandSeconds != f.CommandSeconds || st.HostSource != f.Source {
+			t.Fatalf("%s: step time %+v, want the roofline beside the floor %+v", dev, st, f)
+		}
+		work, step := roof+f.StepSeconds, roof+f.At(p.StepsPerCommand)
+		if f.Overlaps {
+			work, step = max(roof, f.StepSeconds), max(roof, f.At(p.StepsPerCommand))
+		}
+		if want := min(int64(math.Ceil(commandSeconds/work)), maxStepsPerCommand); p.StepsPerCommand != want {
+			t.Errorf("%s: %d steps per command, want %d: %s of work a step (roofline %s, floor %s)", dev, p.StepsPerCommand, want,
+				FormatSeconds(work), FormatSeconds(roof), FormatSeconds(f.StepSeconds))
+		}
+		if math.Abs(st.StepSeconds-step) > 1e-3*step || math.Abs(st.HostSeconds-f.At(p.StepsPerCommand)) > 1e-3*step {
+			t.Errorf("%s: step %s, host %s; want %s, %s", dev, FormatSeconds(st.StepSeconds), FormatSeconds(st.HostSeconds), FormatSeconds(step), FormatSeconds(f.At(p.StepsPerCommand)))
+		}
+		if wantHost := f.At(p.StepsPerCommand) > roof; (st.Bound == "host") != wantHost {
+			t.Errorf("%s: bound %q with roofline %s and floor %s", dev, st.Bound, FormatSeconds(roof), FormatSeconds(f.At(p.StepsPerCommand)))
+		}
+		if d := decision(p, "step time"); d == nil || !strings.Contains(d.Reason, "host floor") || !strings.Contains(d.Reason, f.Source) ||
+			!strings.Contains(d.Value, st.Bound+"-bound") {
+			t.Errorf("%s: step time decision %+v", dev, d)
+		}
+		if dev != "cpu" && (p.StepsPerCommand >= maxStepsPerCommand || st.Bound != "host") {
+			t.Errorf("%s: %d steps per command, bound %s: a roofline of %s under a floor of %s should size the unit from the floor",
+				dev, p.StepsPerCommand, st.Bound, FormatSeconds(roof), FormatSeconds(f.StepSeconds))
+		}
+	}
+	// The native engine states no floor: the roofline alone.
+	p, ds := planSrc(t, smallMLP("cpu"), WithEngine("native"))
+	if ds.HasErrors() || p.StepTime.HostSeconds != 0 || p.StepTime.RooflineSeconds != 0 {
+		t.Errorf("native: %+v\n%v", p.StepTime, ds)
 	}
 }
