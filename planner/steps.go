@@ -14,7 +14,10 @@ import (
 // step of a fraction of a millisecond loses a large share of its time to
 // them one step at a time; in units of several milliseconds it loses a
 // percent or less. Stops, checkpoints, evaluation and progress output
-// fall between units.
+// fall between units. A unit's batches are held side by side: the run
+// loop holds K in pipe's process (plan.Loader.Held), and each of the
+// torch worker's input slots K (plan.Memory.Input on the CPU, where the
+// worker's memory is the plan's).
 
 // commandSeconds is the work a unit of steps is sized to hold.
 const commandSeconds = 5e-3
@@ -29,10 +32,12 @@ const commandInputBytes = 64 << 20
 // stepsPerCommand decides plan.StepsPerCommand from the step's work (the
 // roofline with the engine's host floor a step), with its reason; a step
 // at a time wherever a step needs the run loop between its micro-batches
-// or its ranks. Then the step time takes the host floor at that unit.
+// or its ranks. Then the step time takes the host floor at that unit and
+// the memory the unit's batches.
 func (pl *planner) stepsPerCommand() {
 	pl.decideSteps()
 	pl.hostFloorTime()
+	pl.holdBatches()
 }
 
 func (pl *planner) decideSteps() {
@@ -66,6 +71,9 @@ func (pl *planner) decideSteps() {
 	bound := fmt.Sprintf("at most %d, and %s of batches", maxStepsPerCommand, FormatBytes(commandInputBytes))
 	if byBytes := max(commandInputBytes/in, 1); k > byBytes {
 		k = byBytes
+	}
+	if room := pl.unitRoom(); k > room {
+		k, bound = room, fmt.Sprintf("at most %d: a step more a command holds %s more, and the memory has room for %d", room, FormatBytes(pl.unitBytes()), room)
 	}
 	p.StepsPerCommand = k
 	if k == 1 {
@@ -126,4 +134,46 @@ func (pl *planner) hostFloorTime() {
 	}
 	st.StepSeconds = significant(step, 4)
 	st.SamplesPerSecond = significant(float64(p.BatchSize*p.AccumulationSteps)/st.StepSeconds, 4)
+}
+
+// unitBytes is what one more step a command adds to the plan's memory
+// total: its batch in each of the torch worker's input slots where the
+// plan's total is the worker's (the CPU), none where it is the device's.
+func (pl *planner) unitBytes() int64 {
+	return mul(pl.cost.unitInput, pl.plan.BatchSize)
+}
+
+// unitRoom is the most steps a command whose batches the memory budget
+// and the loader's host budget have room for.
+func (pl *planner) unitRoom() int64 {
+	p := pl.plan
+	room := int64(maxStepsPerCommand)
+	if u := pl.unitBytes(); u > 0 {
+		room = min(room, 1+max(p.Memory.Budget-p.Memory.Total, 0)/u)
+	}
+	if ld := p.Loader; ld.HostBudget > 0 {
+		b := mul(p.BatchSize, ld.SampleBytes)
+		room = min(room, max((ld.HostBudget-ld.BufferBytes)/max(b, 1), 1))
+	}
+	return max(room, 1)
+}
+
+// holdBatches prices the unit's batches: the run loop holds them in
+// pipe's process beside the loader's (plan.Loader.Held, in BufferBytes
+// where the loader's batches are outside the training budget), and the
+// torch worker's input slots each hold them side by side.
+func (pl *planner) holdBatches() {
+	p := pl.plan
+	k := max(p.StepsPerCommand, 1)
+	if pl.traits().LoaderInBudget {
+		return // dataset's free list counts the one training (loaderBatches)
+	}
+	ld := &p.Loader
+	ld.Held = k
+	ld.BufferBytes = add(ld.BufferBytes, mul(mul(k, p.BatchSize), ld.SampleBytes))
+	if extra := mul(k-1, pl.unitBytes()); extra > 0 {
+		m := &p.Memory
+		m.Input, m.Total = add(m.Input, extra), add(m.Total, extra)
+		p.Fits = m.Total <= m.Budget
+	}
 }

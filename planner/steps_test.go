@@ -1,11 +1,13 @@
 package planner
 
 import (
+	"fmt"
 	"math"
 	"strings"
 	"testing"
 
 	enginetorch "pipe/engine/torch"
+	"pipe/planner/cost"
 	"pipe/planner/plan"
 )
 
@@ -50,6 +52,15 @@ func TestStepsPerCommand(t *testing.T) {
 		}
 	}
 }
+
+// floored is the torch engine's descriptor with a host floor of the
+// test's own, whatever the device.
+type floored struct {
+	enginetorch.Cost
+	f cost.HostFloor
+}
+
+func (e floored) HostFloor(string) cost.HostFloor { return e.f }
 
 // smallMLP is a plan's source for a small MLP whose roofline step is
 // microseconds on a GPU and a fraction of a millisecond on the CPU.
@@ -106,5 +117,72 @@ func TestHostFloorSizesTheUnit(t *testing.T) {
 	p, ds := planSrc(t, smallMLP("cpu"), WithEngine("native"))
 	if ds.HasErrors() || p.StepTime.HostSeconds != 0 || p.StepTime.RooflineSeconds != 0 {
 		t.Errorf("native: %+v\n%v", p.StepTime, ds)
+	}
+}
+
+// TestHeldBatchesArePriced: a unit of K steps holds K batches in each of
+// the torch worker's input slots (on the CPU the plan's total is the
+// worker's) and K in pipe's run loop beside the loader's; the plan
+// counts them, K − 1 batches a slot more than a unit of one step.
+func TestHeldBatchesArePriced(t *testing.T) {
+	at := func(step float64) *plan.Plan {
+		f := cost.HostFloor{StepSeconds: step, Source: "the test"}
+		src := smallMLP("cpu")
+		p, ds := Plan(check(t, "test.pipe", []byte(src)), WithCosts(floored{f: f}), WithHost(testHost), WithSource([]byte(src)), WithEngine("torch"))
+		if ds.HasErrors() || p == nil {
+			t.Fatalf("floor %g s:\n%v", step, ds)
+		}
+		return p
+	}
+	one, unit := at(commandSeconds), at(commandSeconds/8)
+	k := unit.StepsPerCommand
+	if one.StepsPerCommand != 1 || k < 2 {
+		t.Fatalf("%d and %d steps per command, want 1 and several", one.StepsPerCommand, k)
+	}
+	b := one.BatchSize
+	slot := one.Memory.Input / torchInputSlots // a slot of one batch
+	if got, want := unit.Memory.Input-one.Memory.Input, (k-1)*torchInputSlots*slot; got != want || slot < b*784*4 {
+		t.Errorf("input %s at %d steps a command, %s at 1: %s more, want %s (%d slots of %d batches of %s)", FormatBytes(unit.Memory.Input),
+			k, FormatBytes(one.Memory.Input), FormatBytes(got), FormatBytes(want), torchInputSlots, k, FormatBytes(slot))
+	}
+	if got := unit.Memory.Total - one.Memory.Total; got != (k-1)*torchInputSlots*slot {
+		t.Errorf("total %s more at %d steps a command, want the slots' %s", FormatBytes(got), k, FormatBytes((k-1)*torchInputSlots*slot))
+	}
+	batch := b * one.Loader.SampleBytes
+	if one.Loader.Held != 1 || unit.Loader.Held != k || unit.Loader.BufferBytes-one.Loader.BufferBytes != (k-1)*batch {
+		t.Errorf("loader %+v and %+v: want the run loop's 1 and %d held batches of %s counted", one.Loader, unit.Loader, k, FormatBytes(batch))
+	}
+}
+
+// TestUnitFitsTheMemory: a unit holds no more steps than the memory has
+// room for their batches, and says so.
+func TestUnitFitsTheMemory(t *testing.T) {
+	f := floored{f: cost.HostFloor{StepSeconds: 1e-6, Source: "the test"}}
+	host := testHost
+	host.MemTotal, host.MemAvailable = 3<<29, 3<<29 // a CPU of 1.5 GiB
+	at := func(margin string) *plan.Plan {
+		src := smallMLP("cpu")
+		if margin != "" {
+			src = strings.Replace(src, "batch 64", "batch 64  memory_margin "+margin, 1)
+		}
+		p, ds := Plan(check(t, "test.pipe", []byte(src)), WithCosts(f), WithHost(host), WithSource([]byte(src)), WithEngine("torch"))
+		if ds.HasErrors() || p == nil {
+			t.Fatalf("margin %q:\n%v", margin, ds)
+		}
+		return p
+	}
+	free := at("")
+	m := free.Memory
+	unit := m.Input / free.StepsPerCommand // a batch in each slot
+	one := m.Total - (free.StepsPerCommand-1)*unit
+	// A margin that leaves the budget room for one and a half units more.
+	budget := one + unit*3/2
+	margin := 1 - float64(budget+m.Reserve)/float64(m.Capacity)
+	p := at(fmt.Sprintf("%.9f", margin))
+	if free.StepsPerCommand < 3 || p.StepsPerCommand != 2 || !p.Fits {
+		t.Fatalf("%d steps a command with room, %d with room for one more (fits %v), want several and 2", free.StepsPerCommand, p.StepsPerCommand, p.Fits)
+	}
+	if d := decision(p, "steps per command"); d == nil || !strings.Contains(d.Reason, "the memory has room for 2") {
+		t.Errorf("decision %+v", d)
 	}
 }

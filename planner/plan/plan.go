@@ -530,6 +530,11 @@ type Loader struct {
 	// is 0).
 	SampleBytes int64 `json:"sample_bytes"`
 	BufferBytes int64 `json:"buffer_bytes"`
+	// Held is, where the loader's batches are outside the training
+	// budget, the batches the run loop holds for a unit of steps
+	// (StepsPerCommand) while it hands them to the engine, which
+	// BufferBytes counts beside Workers × Prefetch; 0 elsewhere.
+	Held int64 `json:"held_batches,omitempty"`
 	// HostBudget is the host memory the buffers may use.
 	HostBudget int64 `json:"host_budget"`
 }
