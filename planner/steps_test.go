@@ -148,6 +148,9 @@ func TestHeldBatchesArePriced(t *testing.T) {
 	if got := unit.Memory.Total - one.Memory.Total; got != (k-1)*torchInputSlots*slot {
 		t.Errorf("total %s more at %d steps a command, want the slots' %s", FormatBytes(got), k, FormatBytes((k-1)*torchInputSlots*slot))
 	}
+	if d := decision(unit, "process"); d == nil || !strings.Contains(d.Reason, fmt.Sprintf("a unit's %d batches side by side", k)) {
+		t.Errorf("the process decision does not say the slots hold %d batches each: %+v", k, d)
+	}
 	batch := b * one.Loader.SampleBytes
 	if one.Loader.Held != 1 || unit.Loader.Held != k || unit.Loader.BufferBytes-one.Loader.BufferBytes != (k-1)*batch {
 		t.Errorf("loader %+v and %+v: want the run loop's 1 and %d held batches of %s counted", one.Loader, unit.Loader, k, FormatBytes(batch))
