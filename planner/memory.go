@@ -32,10 +32,14 @@ type costModel struct {
 	workspace int64
 	// gan is the discriminator's share while the batch is chosen
 	// (gan_batch.go): total, maxBatch and actBudget count it.
-	gan    ganShare
-	input  int64
-	eval   int64
-	static staticMem
+	gan   ganShare
+	input int64
+	// unitInput is what one more step a command adds per sample: the
+	// torch worker's input slots on the CPU, each of which holds a unit's
+	// batches side by side (0 where the plan's total is the device's).
+	unitInput int64
+	eval      int64
+	static    staticMem
 	// perNode is each node's a_i, for the layer table.
 	perNode []int64
 	// lossSaved is what the loss keeps per sample, part of the

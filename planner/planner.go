@@ -1,6 +1,7 @@
 package planner
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"math"
@@ -89,6 +90,9 @@ func (pl *planner) runUntilStopped() (err error) {
 type planner struct {
 	// ganD is a gan plan's discriminator (gan_batch.go).
 	ganD *ganModel
+	// rooflineBound is the roofline's bound where the host floor has
+	// taken plan.StepTime.Bound (steps.go).
+	rooflineBound string
 	// dec is the program as planned, sp its specs.
 	dec   *stdlib.Program
 	sp    *spec.Program
@@ -195,7 +199,6 @@ func (pl *planner) run() {
 	pl.inference()
 	pl.ganFits()
 	pl.planServe()
-	pl.stepsPerCommand()
 	if p.Train == nil {
 		p := pl.plan
 		pl.warnf(nil, "train-defaults", "no train block: training with the defaults",
@@ -561,6 +564,7 @@ func (pl *planner) sizeAll(prec plan.Precision, opt plan.Optimizer) {
 	pl.fewerNodes(func(b int64) plan.StepTime {
 		return stepTime(g, m, pl.dev, prec, b, p.AccumulationSteps, nil, group, pl.fused, nil)
 	}, func(b int64) bool { return m.total(b, m.baseline, extra) <= budget })
+	pl.stepsPerCommand()
 	pl.stepDecision()
 	pl.engineDecisions()
 }
@@ -606,13 +610,37 @@ func (pl *planner) stepDecision() {
 		pl.decide("step time", "unknown", fmt.Sprintf("%s has no known peak FLOP/s or bandwidth, so no estimate.", pl.dev.Name))
 		return
 	}
-	why := fmt.Sprintf("Roofline estimate, not a measurement: %s per micro-batch (%s FLOPs, %s moved; mostly %s-bound) × %d, plus %s for the optimizer update; about %.0f samples/s.",
+	why := fmt.Sprintf("Roofline estimate, not a measurement: %s per micro-batch (%s FLOPs, %s moved; mostly %s-bound) × %d, plus %s for the optimizer update",
 		FormatSeconds(st.MicroBatchSeconds), FormatCount(int64(math.Min(st.FLOPs, float64(sat)))), FormatBytes(int64(math.Min(st.Bytes, float64(sat)))),
-		st.Bound, pl.plan.AccumulationSteps, FormatSeconds(st.OptimizerSeconds), st.SamplesPerSecond)
+		cmp.Or(pl.rooflineBound, st.Bound), pl.plan.AccumulationSteps, FormatSeconds(st.OptimizerSeconds))
 	if st.AllReduceSeconds > 0 {
-		why = strings.TrimSuffix(why, "; about "+fmt.Sprintf("%.0f samples/s.", st.SamplesPerSecond)) + pl.allReduceReason()
+		why += pl.allReduceReason()
 	}
-	pl.decide("step time", fmt.Sprintf("%s (estimate)", FormatSeconds(st.StepSeconds)), why)
+	if st.HostSeconds > 0 {
+		why += hostFloorReason(st, pl.plan.StepsPerCommand)
+	}
+	why += fmt.Sprintf("; about %.0f samples/s", st.SamplesPerSecond)
+	if d := pl.plan.Distributed; st.AllReduceSeconds > 0 {
+		why += fmt.Sprintf(" a device, %.0f for the job of %d", st.SamplesPerSecond*float64(d.WorldSize), d.WorldSize)
+	}
+	why += "."
+	value := fmt.Sprintf("%s (estimate)", FormatSeconds(st.StepSeconds))
+	if st.HostSeconds > 0 {
+		why += " Floor measured by " + st.HostSource + "."
+		value = fmt.Sprintf("%s (estimate, %s-bound)", FormatSeconds(st.StepSeconds), st.Bound)
+	}
+	pl.decide("step time", value, why)
+}
+
+// hostFloorReason is the step time's host floor part: the floor at the
+// plan's steps per command, and how it meets the roofline.
+func hostFloorReason(st plan.StepTime, k int64) string {
+	how := fmt.Sprintf("which adds to the roofline's %s (the CPU computes on the host's own cores)", FormatSeconds(st.RooflineSeconds))
+	if st.HostOverlaps {
+		how = fmt.Sprintf("against the roofline's %s: the device computes while the host prepares the next step, so the step takes the longer", FormatSeconds(st.RooflineSeconds))
+	}
+	return fmt.Sprintf(". The engine's host floor: %s a step and %s a command, at %d steps a command %s a step, %s",
+		FormatSeconds(st.HostStepSeconds), FormatSeconds(st.HostCommandSeconds), k, FormatSeconds(st.HostSeconds), how)
 }
 
 // allReduceReason is the step time's all-reduce part, in words.
@@ -639,8 +667,8 @@ func (pl *planner) allReduceReason() string {
 		}
 		parts = append(parts, net)
 	}
-	return fmt.Sprintf(", plus %s for the all-reduce (%s), counted in full though DDP overlaps all but its last bucket with the backward pass; about %.0f samples/s a device, %.0f for the job of %d.",
-		FormatSeconds(st.AllReduceSeconds), strings.Join(parts, "; "), st.SamplesPerSecond, st.SamplesPerSecond*float64(d.WorldSize), d.WorldSize)
+	return fmt.Sprintf(", plus %s for the all-reduce (%s), counted in full though DDP overlaps all but its last bucket with the backward pass",
+		FormatSeconds(st.AllReduceSeconds), strings.Join(parts, "; "))
 }
 
 // FormatSeconds renders a duration for people: "52.9 ms", "1.32 s",

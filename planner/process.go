@@ -263,6 +263,7 @@ func (pl *planner) torchCPUTerms() {
 	m := pl.cost
 	m.static.runtime = TorchCPURuntime
 	m.input = mul(m.input, torchInputSlots)
+	m.unitInput = m.input
 	alloc := "the worker allocates with tcmalloc, which reuses the pages of the tensors a step frees, so its peak is the step's"
 	if pl.host.TorchAllocator == "" {
 		alloc = "the worker allocates with the C library's malloc, priced as if it reused freed tensors' pages: glibc keeps them (its mmap threshold rises to the largest block freed), so the measured peak may pass the plan by up to a third; with tcmalloc's library installed (Debian's libtcmalloc-minimal4) the engine preloads it"

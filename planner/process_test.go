@@ -22,14 +22,14 @@ model m {
 train { epochs 1  batch 8  optimizer adam lr 1e-3  loss cross_entropy  ` + save + ` }
 `
 	}
-	var runtime, input int64
+	var runtime, input, k int64
 	process := func(h HostInfo, save string) (string, int64, int64) {
 		t.Helper()
 		p, ds := planSrc(t, src(save), WithHost(h), WithEngine("torch"))
 		if ds.HasErrors() {
 			t.Fatal(ds)
 		}
-		runtime, input = p.Memory.Runtime, p.Memory.Input
+		runtime, input, k = p.Memory.Runtime, p.Memory.Input, p.StepsPerCommand
 		for _, d := range p.Decisions {
 			if d.What == "process" {
 				return d.Reason, p.Memory.Checkpoint, p.Parameters
@@ -47,9 +47,10 @@ train { epochs 1  batch 8  optimizer adam lr 1e-3  loss cross_entropy  ` + save 
 	if runtime != TorchCPURuntime+TorchTCMalloc {
 		t.Errorf("with tcmalloc: runtime %d bytes, want %d", runtime, TorchCPURuntime+TorchTCMalloc)
 	}
-	// Three slots of 8 samples: the fp32 image and an int64 label each.
-	if want := int64(3 * 8 * (4*3*32*32 + 8)); input != want {
-		t.Errorf("input batches %d bytes, want %d", input, want)
+	// Three slots of k batches of 8 samples (a unit of k steps lies in
+	// a slot): the fp32 image and an int64 label each.
+	if want := 3 * k * 8 * (4*3*32*32 + 8); k < 1 || input != want {
+		t.Errorf("input batches %d bytes at %d steps a command, want %d", input, k, want)
 	}
 	// Parameters and adam's two buffers, fp32, and the batchnorm's
 	// running mean and variance.

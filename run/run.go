@@ -538,7 +538,7 @@ func Run(ctx context.Context, p *plan.Plan, prog *stdlib.Program, hooks Hooks, o
 		if ph, ok := p.Memory.Peak(); ok {
 			r.res.Memory.EstimatedReserved = ph.Reserved
 		}
-		r.res.Forecast, r.res.RooflineStepSeconds = p.Forecast, p.StepTime.StepSeconds
+		r.res.Forecast, r.res.RooflineStepSeconds = p.Forecast, p.StepTime.Roofline()
 	}
 	if p != nil && p.Memory.GCLimit > 0 && os.Getenv("GOMEMLIMIT") == "" {
 		// The plan's total is the process's peak: the collector is told

@@ -530,6 +530,11 @@ type Loader struct {
 	// is 0).
 	SampleBytes int64 `json:"sample_bytes"`
 	BufferBytes int64 `json:"buffer_bytes"`
+	// Held is, where the loader's batches are outside the training
+	// budget, the batches the run loop holds for a unit of steps
+	// (StepsPerCommand) while it hands them to the engine, which
+	// BufferBytes counts beside Workers × Prefetch; 0 elsewhere.
+	Held int64 `json:"held_batches,omitempty"`
 	// HostBudget is the host memory the buffers may use.
 	HostBudget int64 `json:"host_budget"`
 }
@@ -550,8 +555,24 @@ type StepTime struct {
 	FLOPs float64 `json:"flops"`
 	Bytes float64 `json:"bytes"`
 	// Bound is "compute" or "memory": which side of the roofline most of
-	// the time is on; "unknown" when the device's peaks are not known.
+	// the time is on; "host" when the engine's host floor is the larger
+	// part of the step; "unknown" when the device's peaks are not known.
 	Bound string `json:"bound"`
+	// RooflineSeconds is the step at the device's peak rates (the
+	// all-reduce included), before the host floor: StepSeconds when the
+	// engine states no floor. HostSeconds is the engine's host floor a
+	// step at the plan's StepsPerCommand: HostStepSeconds a step and
+	// HostCommandSeconds a command, shared by its steps. HostOverlaps
+	// says the device computes while the host prepares the next step (a
+	// GPU): StepSeconds is then the longer of the roofline and the floor,
+	// else their sum (the CPU computes on the host's cores). HostSource
+	// says what measured the floor. All zero without a floor.
+	RooflineSeconds    float64 `json:"roofline_seconds,omitempty"`
+	HostSeconds        float64 `json:"host_seconds,omitempty"`
+	HostStepSeconds    float64 `json:"host_step_seconds,omitempty"`
+	HostCommandSeconds float64 `json:"host_command_seconds,omitempty"`
+	HostOverlaps       bool    `json:"host_overlaps,omitempty"`
+	HostSource         string  `json:"host_source,omitempty"`
 	// AllReduceSeconds is a data-parallel step's gradient all-reduce,
 	// LinkSeconds within each machine and NetworkSeconds between them.
 	// Network names what the step's all-reduce waits on: "network" when
@@ -567,6 +588,15 @@ type StepTime struct {
 	Network          string  `json:"network,omitempty"`
 	NetworkBandwidth float64 `json:"network_bandwidth,omitempty"`
 	LinkBandwidth    float64 `json:"link_bandwidth,omitempty"`
+}
+
+// Roofline is the step at the device's peak rates, without the host
+// floor.
+func (st StepTime) Roofline() float64 {
+	if st.RooflineSeconds > 0 {
+		return st.RooflineSeconds
+	}
+	return st.StepSeconds
 }
 
 // Forecast is how long a step and an epoch of the plan take on this

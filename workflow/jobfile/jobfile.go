@@ -43,6 +43,9 @@ func (j *Job) Summary() []string {
 	}
 	if st := p.StepTime; st.Bound != "unknown" && st.StepSeconds > 0 {
 		l := fmt.Sprintf("step time %.4g s (roofline estimate)", st.StepSeconds)
+		if st.HostSeconds > 0 {
+			l = fmt.Sprintf("step time %.4g s (estimate: the roofline's %.4g s and the engine's host floor %.4g s)", st.StepSeconds, st.RooflineSeconds, st.HostSeconds)
+		}
 		if st.AllReduceSeconds > 0 {
 			l += fmt.Sprintf(", all-reduce %.4g s of it over %s at %s", st.AllReduceSeconds, st.Network, planner.FormatBandwidth(st.NetworkBandwidth))
 		}

@@ -16,7 +16,10 @@
 // -threads 1 gives the worker one compute thread and leaves the host's
 // other cores to pipe's side, as a GPU machine's host does; -threads 0
 // gives it every core, where on a small host pipe's own work then takes
-// time from the worker's threads. Method: docs/design/torch-protocol.md.
+// time from the worker's threads. Each side's CPU time a step, the
+// worker's and pipe's (the kernel's schedstat), is kept beside the
+// clock: other processes' load moves it far less. Method:
+// docs/design/torch-protocol.md.
 package main
 
 import (
@@ -24,8 +27,11 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
+	"strings"
 	"time"
 
 	"pipe/bench/torchspec"
@@ -65,8 +71,22 @@ type Result struct {
 	OverheadMS       float64 `json:"overhead_ms"`
 	UnitOverheadMS   float64 `json:"steps_per_command_overhead_ms"`
 	WaitedOverheadMS float64 `json:"waited_overhead_ms"`
-	LoadBefore       string  `json:"load_before"`
-	LoadAfter        string  `json:"load_after"`
+	// WorkerCPUOverheadMS is Ahead's worker CPU time a step less
+	// Plain's, UnitWorkerCPUOverheadMS Unit's: what the worker does for
+	// a step beyond the network's own loop (whose zero_grad frees the
+	// gradients and allocates them again each step, so this may fall
+	// below 0). FloorStepMS and FloorCommandMS split pipe's own CPU time
+	// a step (Ahead's PipeCPU = step + command, Unit's = step +
+	// command/K) into what a step costs at any K and what a command
+	// costs, shared by its K steps: the torch engine's host floor on the
+	// CPU (engine/torch's host_floor.json), where the worker has every
+	// core and pipe's work takes time from its compute.
+	WorkerCPUOverheadMS     float64 `json:"worker_cpu_overhead_ms"`
+	UnitWorkerCPUOverheadMS float64 `json:"steps_per_command_worker_cpu_overhead_ms"`
+	FloorStepMS             float64 `json:"floor_step_ms"`
+	FloorCommandMS          float64 `json:"floor_command_ms"`
+	LoadBefore              string  `json:"load_before"`
+	LoadAfter               string  `json:"load_after"`
 }
 
 // Host is the machine the figures were measured on.
@@ -76,15 +96,27 @@ type Host struct {
 	Go   string `json:"go"`
 }
 
-// Side is one side's mean ms per step in each round, and their median.
+// Side is one side's mean ms per step in each round, and their median;
+// WorkerCPU and PipeCPU the same of the CPU time the worker's threads
+// and pipe's process spent a step (the kernel's schedstat), which other
+// processes' load moves far less than the clock.
 type Side struct {
-	Rounds []float64 `json:"round_means_ms"`
-	Median float64   `json:"median_ms"`
+	Rounds    []float64 `json:"round_means_ms"`
+	Median    float64   `json:"median_ms"`
+	WorkerCPU []float64 `json:"worker_cpu_ms,omitempty"`
+	PipeCPU   []float64 `json:"pipe_cpu_ms,omitempty"`
+	// WorkerCPUMedian and PipeCPUMedian are their medians.
+	WorkerCPUMedian float64 `json:"worker_cpu_median_ms,omitempty"`
+	PipeCPUMedian   float64 `json:"pipe_cpu_median_ms,omitempty"`
 }
 
-func (s *Side) add(ms float64) {
+func (s *Side) add(ms, worker, pipe float64) {
 	s.Rounds = append(s.Rounds, ms)
 	s.Median = memrun.Median(s.Rounds)
+	if worker >= 0 && pipe >= 0 {
+		s.WorkerCPU, s.PipeCPU = append(s.WorkerCPU, worker), append(s.PipeCPU, pipe)
+		s.WorkerCPUMedian, s.PipeCPUMedian = memrun.Median(s.WorkerCPU), memrun.Median(s.PipeCPU)
+	}
 }
 
 type options struct {
@@ -178,16 +210,25 @@ func measure(o options, log io.Writer) (*Result, error) {
 			return nil, fmt.Errorf("%s: %w", s.name, err)
 		}
 	}
+	workers := enginetorch.PIDs(eng)
 	for r := range o.rounds {
 		order := slices.Clone(sides)
 		k := r % len(order) // each side takes each place in turn
 		order = append(order[k:], order[:k]...)
 		for _, s := range order {
+			w0, p0 := cpuNS(workers...), cpuNS(os.Getpid())
 			ms, err := s.time(o.steps)
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", s.name, err)
 			}
-			s.into.add(ms)
+			w1, p1 := cpuNS(workers...), cpuNS(os.Getpid())
+			per := func(a, b int64) float64 {
+				if a < 0 || b < 0 {
+					return -1
+				}
+				return float64(b-a) / 1e6 / float64(o.steps)
+			}
+			s.into.add(ms, per(w0, w1), per(p0, p1))
 		}
 		fmt.Fprintf(log, "protocol: round %d/%d: queued ahead %.3f ms, %d a command %.3f ms, waited %.3f ms, plain loop %.3f ms a step\n",
 			r+1, o.rounds, res.Ahead.Rounds[r], o.k, res.Unit.Rounds[r], res.Waited.Rounds[r], res.Plain.Rounds[r])
@@ -195,6 +236,12 @@ func measure(o options, log io.Writer) (*Result, error) {
 	res.OverheadMS = res.Ahead.Median - res.Plain.Median
 	res.UnitOverheadMS = res.Unit.Median - res.Plain.Median
 	res.WaitedOverheadMS = res.Waited.Median - res.Plain.Median
+	res.WorkerCPUOverheadMS = res.Ahead.WorkerCPUMedian - res.Plain.WorkerCPUMedian
+	res.UnitWorkerCPUOverheadMS = res.Unit.WorkerCPUMedian - res.Plain.WorkerCPUMedian
+	if o.k > 1 {
+		res.FloorCommandMS = (res.Ahead.PipeCPUMedian - res.Unit.PipeCPUMedian) * float64(o.k) / float64(o.k-1)
+		res.FloorStepMS = res.Ahead.PipeCPUMedian - res.FloorCommandMS
+	}
 	res.LoadAfter = memrun.LoadAvg()
 	return res, nil
 }
@@ -241,4 +288,39 @@ func (r *Result) print(w io.Writer) {
 	fmt.Fprintf(w, "%-34s %10.3f %12.3f\n", "engine, queued ahead (pipe run)", r.Ahead.Median, r.OverheadMS)
 	fmt.Fprintf(w, "%-34s %10.3f %12.4f\n", fmt.Sprintf("engine, %d steps a command", r.K), r.Unit.Median, r.UnitOverheadMS)
 	fmt.Fprintf(w, "%-34s %10.3f %12.3f\n", "engine, waited for each step", r.Waited.Median, r.WaitedOverheadMS)
+	fmt.Fprintf(w, "\nCPU time a step, ms (worker, pipe): plain %.3f, queued ahead %.3f %.3f, %d a command %.3f %.3f, waited %.3f %.3f\n",
+		r.Plain.WorkerCPUMedian, r.Ahead.WorkerCPUMedian, r.Ahead.PipeCPUMedian, r.K, r.Unit.WorkerCPUMedian, r.Unit.PipeCPUMedian,
+		r.Waited.WorkerCPUMedian, r.Waited.PipeCPUMedian)
+	if r.K > 1 {
+		fmt.Fprintf(w, "host floor: %.4f ms a step and %.4f ms a command (pipe's CPU time at 1 and %d steps a command)\n", r.FloorStepMS, r.FloorCommandMS, r.K)
+	}
+}
+
+// cpuNS is the CPU time the threads of pids have run, in nanoseconds:
+// the first field of each thread's schedstat; -1 where it cannot be
+// read.
+func cpuNS(pids ...int) int64 {
+	var sum int64
+	for _, pid := range pids {
+		tasks, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+		if err != nil || len(tasks) == 0 {
+			return -1
+		}
+		for _, t := range tasks {
+			b, err := os.ReadFile(t)
+			if err != nil {
+				continue // a thread that ended meanwhile
+			}
+			f := strings.Fields(string(b))
+			if len(f) == 0 {
+				return -1
+			}
+			n, err := strconv.ParseInt(f[0], 10, 64)
+			if err != nil {
+				return -1
+			}
+			sum += n
+		}
+	}
+	return sum
 }

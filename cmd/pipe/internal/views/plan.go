@@ -110,13 +110,16 @@ func Plan(w io.Writer, p *plan.Plan) {
 // epoch and training, beside the roofline, which is a lower bound only
 // where the device's peak rates are its own (a local CPU's are assumed).
 func forecast(w io.Writer, p *plan.Plan) {
-	f, roof := p.Forecast, p.StepTime.StepSeconds
-	if f == nil {
+	f, roof := p.Forecast, p.StepTime.Roofline()
+	if f == nil && p.StepTime.HostSeconds <= 0 {
 		return
 	}
+	defer hostFloor(w, p.StepTime, p.StepsPerCommand)
 	fmt.Fprintf(w, "\nTime (%s engine on %s)\n", p.EngineName(), p.Device.Name)
-	if f.StepSeconds <= 0 {
-		fmt.Fprintf(w, "  not forecast: %s\n", f.Missing)
+	if f == nil || f.StepSeconds <= 0 {
+		if f != nil {
+			fmt.Fprintf(w, "  not forecast: %s\n", f.Missing)
+		}
 		if roof > 0 {
 			fmt.Fprintf(w, "  roofline      %s a step at the device's peak rates (pipe devices says where they are assumed)\n", planner.FormatSeconds(roof))
 		}
@@ -140,6 +143,21 @@ func forecast(w io.Writer, p *plan.Plan) {
 	if roof > 0 {
 		fmt.Fprintf(w, "  roofline      %s a step at the device's peak rates (pipe devices says where they are assumed): %.2f× the forecast\n", planner.FormatSeconds(roof), roof/f.StepSeconds)
 	}
+}
+
+// hostFloor prints the engine's host floor beside the roofline, and the
+// plan's step that takes both, with which bound it is.
+func hostFloor(w io.Writer, st plan.StepTime, k int64) {
+	if st.HostSeconds <= 0 {
+		return
+	}
+	how := "added to the roofline: the CPU computes on the host's cores"
+	if st.HostOverlaps {
+		how = "the longer of it and the roofline: the device computes while the host prepares the next step"
+	}
+	fmt.Fprintf(w, "  host floor    %s a step at %d steps a command (%s a step, %s a command; %s)\n",
+		planner.FormatSeconds(st.HostSeconds), max(k, 1), planner.FormatSeconds(st.HostStepSeconds), planner.FormatSeconds(st.HostCommandSeconds), st.HostSource)
+	fmt.Fprintf(w, "  plan's step   %s, %s-bound (%s)\n", planner.FormatSeconds(st.StepSeconds), st.Bound, how)
 }
 
 // memRow is a line of the memory's table: a component, its size and
