@@ -206,5 +206,11 @@ func TestGPUConvWorkspacePerLayer(t *testing.T) {
 				t.Errorf("%s: %s %d (present %v), the layers' largest %d over %d convs", path, name, w.Bytes, ok, most, convs)
 			}
 		}
+		// cudnn.benchmark's first-step trials, where the engine runs it.
+		for _, name := range []string{"cuDNN benchmark trials (forward)", "cuDNN benchmark trials (backward)"} {
+			if w, ok := term(p.Memory, name); ok && (convs == 0 || w.Bytes > most) {
+				t.Errorf("%s: %s %d, the layers' largest %d over %d convs", path, name, w.Bytes, most, convs)
+			}
+		}
 	}
 }

@@ -243,7 +243,11 @@ type gpuTerms struct {
 	bucket       int64
 	pinned       bool
 	matmul, blas bool
-	cudnnCap     int64
+	// benchmark says the engine runs cudnn.benchmark (and sets
+	// CUDNN_CONV_WSCAP_DBG to cudnnCap, 0 otherwise); channelsLast that it
+	// lays 2-D activations out as NHWC (cudnnSetup).
+	benchmark, channelsLast bool
+	cudnnCap                int64
 	// l2 is the device's L2 bytes (0: not known); torch is the torch the
 	// terms are priced for, assumed when the worker's was not known
 	// (gpuTorch); compiled says it has torch.compile (2.x), and fused that
@@ -264,7 +268,7 @@ func newGPUTerms(g *stdlib.Graph, prec plan.Precision, s cost.GPUSetup, torch st
 	torch, assumed := gpuTorch(torch)
 	gm := &gpuTerms{capability: s.Capability, mixed: prec.Mixed, buffers: s.StateBuffers, optimizer: s.Optimizer,
 		fused: fusedOptimizer(s.Optimizer) && fusedIn(s.Optimizer, torch), world: max(s.World, 1), pinned: true, total: g.Params(), inY: s.TargetBytes,
-		cudnnCap: CudnnWorkspaceLimit, l2: s.L2, torch: torch, assumed: assumed, compiled: torchMajor(torch) >= 2}
+		l2: s.L2, torch: torch, assumed: assumed, compiled: torchMajor(torch) >= 2}
 	if gm.world > 1 {
 		gm.bucket = min(25<<20, max(cost.Mul(gm.total, 4), 1<<20))
 	}
@@ -285,7 +289,11 @@ func newGPUTerms(g *stdlib.Graph, prec plan.Precision, s cost.GPUSetup, torch st
 	if gm.mixed {
 		elem = 2
 	}
-	gm.convWS = convWorkspaces(g, elem)
+	gm.channelsLast, gm.benchmark = cudnnSetup(g)
+	if gm.benchmark {
+		gm.cudnnCap = CudnnWorkspaceLimit
+	}
+	gm.convWS = convWorkspaces(g, elem, gm.channelsLast)
 	return gm
 }
 

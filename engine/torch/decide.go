@@ -48,6 +48,15 @@ func hasVolume(g *stdlib.Graph) bool {
 	return false
 }
 
+// cudnnSetup is how the engine runs g's convolutions on a GPU:
+// channels_last and cudnn.benchmark (with CUDNN_CONV_WSCAP_DBG) for a
+// model of 2-D convolutions, neither where it has volumes, whose 5-D
+// tensors channels_last cannot hold. Decide and the memory terms read it.
+func cudnnSetup(g *stdlib.Graph) (channelsLast, benchmark bool) {
+	on := hasConv(g) && !hasVolume(g)
+	return on, on
+}
+
 // Decide implements cost.Decider: the torch engine's settings, each
 // with its reason, once the precision, the batch and the checkpoint
 // segments are known.
@@ -98,7 +107,7 @@ func (Cost) Decide(s *cost.Settings) {
 		"torch.compile on CUDA when the worker's torch has it (2.x), else eager; the fusion groups above are what it is given to fuse. The run report says which ran.")
 	if conv && hasVolume(s.Graph) {
 		s.Decide("channels_last", "off", "the model has 3-D convolutions, whose 5-D tensors channels_last (a 4-D format) cannot hold.")
-	} else if conv {
+	} else if cl, bench := cudnnSetup(s.Graph); cl && bench {
 		e.ChannelsLast = true
 		s.Decide("channels_last", "on", "the model has convolutions: NHWC tensors let cuDNN use its tensor-core kernels without transposes.")
 		e.CudnnBenchmark = true
