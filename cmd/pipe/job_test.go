@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"pipe/run"
+	"pipe/run/folder"
 )
 
 // TestSlurmBatchStepIsNoLauncherRank: a job's batch script (SLURM_PROCID
@@ -57,7 +57,7 @@ func TestJobContinuesItsOwnRun(t *testing.T) {
 		t.Fatalf("job 101: exit %d\n%s", code, out)
 	}
 	own := filepath.Join("out", "tiny", "runs", "slurm-101")
-	if got, err := run.ReadJob(own); got != "slurm-101" || err != nil {
+	if got, err := folder.ReadJob(own); got != "slurm-101" || err != nil {
 		t.Fatalf("%s records job %q (%v)", own, got, err)
 	}
 	// Another job runs meanwhile, and is the latest.
@@ -78,12 +78,12 @@ func TestJobContinuesItsOwnRun(t *testing.T) {
 		t.Errorf("job 202's run went on to step %v", rep["steps"])
 	}
 
-	before, _ := os.Stat(filepath.Join(own, run.LastCheckpoint))
+	before, _ := os.Stat(filepath.Join(own, folder.LastCheckpoint))
 	code, out = start(map[string]string{"SLURM_JOB_ID": "303"}, "--checkpoint-dir", own, "--max-steps", "4")
 	if code != exitErrors || !strings.Contains(out, "slurm-101") || !strings.Contains(out, "slurm-303") {
 		t.Errorf("job 303 in job 101's folder: exit %d\n%s", code, out)
 	}
-	if after, _ := os.Stat(filepath.Join(own, run.LastCheckpoint)); !after.ModTime().Equal(before.ModTime()) {
+	if after, _ := os.Stat(filepath.Join(own, folder.LastCheckpoint)); !after.ModTime().Equal(before.ModTime()) {
 		t.Errorf("job 303 wrote into job 101's folder")
 	}
 	// A run by hand still gets a folder of its own.

@@ -18,7 +18,7 @@ import (
 
 	"pipe/dataset/remote"
 	"pipe/internal/s3test"
-	"pipe/run"
+	"pipe/run/folder"
 )
 
 // startS3 starts the in-process S3 server and points pipe at it.
@@ -208,7 +208,7 @@ func TestPyTorchJobContainerRestartResumesFromS3(t *testing.T) {
 	if from == nil || int(from["step"].(float64)) != step || rep["steps"].(float64) != 320 || rep["status"] != "completed" || rep["run_id"] != "pytorchjob-team-train" {
 		t.Errorf("resumed from %v (stopped at step %d); %v steps, %v, run %v", rep["resumed_from"], step, rep["steps"], rep["status"], rep["run_id"])
 	}
-	if job, _ := s.Get("pods/train/" + run.JobFile); string(job) != "pytorchjob-team-train\n" {
+	if job, _ := s.Get("pods/train/" + folder.JobFile); string(job) != "pytorchjob-team-train\n" {
 		t.Errorf("the prefix's job record reads %q", job)
 	}
 	t.Logf("stopped at step %d; the new container continued there from s3:// to step %v", step, rep["steps"])
