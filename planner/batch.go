@@ -163,54 +163,65 @@ func (pl *planner) checkpointMode() (string, *diag.Range) {
 // chooseBatch decides the batch, the accumulation and the checkpoint plan.
 // extra is per-sample memory beyond the model's (the CPU's loader buffers).
 func (pl *planner) chooseBatch(budget, extra int64, prec plan.Precision) batchChoice {
+	bs := pl.batchBounds(budget, extra)
+	bs.checkEffective()
+	if bs.s.explicit > 0 {
+		return bs.explicit()
+	}
+	lo := max(bs.s.min, 1)
+	fitMax := bs.bCk
+	if bs.mode == "none" {
+		fitMax = bs.bNo
+	}
+	var b int64
+	var why string
+	if bs.s.effective > 0 {
+		b, why = bs.divisorBatch(lo, fitMax)
+	} else {
+		b, why = bs.largestBatch(lo, fitMax, prec)
+	}
+	return bs.auto(lo, b, why)
+}
+
+// batchSearch is chooseBatch's work in phases: the batch as written
+// (s), the checkpoint mode, the largest batch that fits without
+// checkpointing (bNo) and with the plan of least peak (bCk), and the
+// training set, for the messages.
+type batchSearch struct {
+	pl            *planner
+	m             *costModel
+	s             batchSpec
+	mode          string
+	budget, extra int64
+	// base is the activation peak a sample without checkpointing, minPk
+	// with the plan of least peak (base when mode is none).
+	base, minPk int64
+	bNo, bCk    int64
+	// n is the training samples (0 when unknown), world the devices;
+	// about says how n is known and src of which source.
+	n, world   int64
+	about, src string
+}
+
+// batchBounds finds the largest batches that fit, with and without
+// checkpointing.
+func (pl *planner) batchBounds(budget, extra int64) *batchSearch {
 	m := pl.cost
 	s := pl.batchSpec()
 	if m.gpu != nil {
 		m.gpu.effective = s.effective
 	}
 	mode, _ := pl.checkpointMode()
-	out := batchChoice{mode: mode, fileBatch: s.fileBatch, accum: 1}
-	base := m.baseline
-	minPk := base
+	bs := &batchSearch{pl: pl, m: m, s: s, mode: mode, budget: budget, extra: extra, base: m.baseline, minPk: m.baseline}
 	if mode != "none" {
-		_, minPk, _ = m.minPlan()
+		_, bs.minPk, _ = m.minPlan()
 	}
-	bNo := m.maxBatch(budget, base, extra)
-	bCk := m.maxBatch(budget, minPk, extra)
+	bs.bNo = m.maxBatch(budget, bs.base, extra)
+	bs.bCk = m.maxBatch(budget, bs.minPk, extra)
 	if mode == "all" {
-		bNo = bCk
+		bs.bNo = bs.bCk
 	}
-	// fit returns the cheapest checkpoint plan at batch b, and whether b fits.
-	fit := func(b int64) (ckptResult, bool) {
-		pl.poll()
-		if mode == "all" {
-			r, _, ok := m.minPlan()
-			return r, ok && m.total(b, r.Peak, extra) <= budget
-		}
-		if m.total(b, base, extra) <= budget {
-			return ckptResult{Peak: base, Exact: true}, true
-		}
-		if mode == "none" {
-			return ckptResult{Peak: base, Exact: true}, false
-		}
-		r, ok := m.solve(m.actBudget(budget, b, extra))
-		if ok && m.gpu != nil && m.total(b, r.Peak, extra) > budget {
-			// The GPU's activation budget is a bound (memory_gpu.go);
-			// where its plan does not fit after all, the plan of least
-			// peak may.
-			ok = false
-		}
-		if !ok && m.gpu != nil {
-			if r, _, okMin := m.minPlan(); okMin && m.total(b, r.Peak, extra) <= budget {
-				return r, true
-			}
-		}
-		if !ok {
-			return ckptResult{Peak: base, Exact: true}, false
-		}
-		return r, true
-	}
-	if m.cpu != nil && mode == "auto" && bCk >= bNo {
+	if m.cpu != nil && mode == "auto" && bs.bCk >= bs.bNo {
 		// On the CPU the plan of least kept memory need not have the
 		// least peak, so a larger batch may fit with another plan.
 		limit := int64(defaultMaxBatch)
@@ -223,146 +234,205 @@ func (pl *planner) chooseBatch(budget, extra int64, prec plan.Precision) batchCh
 		if s.explicit > 0 {
 			limit = 0
 		}
-		bCk = largestFitting(bCk, limit, func(b int64) bool { _, ok := fit(b); return ok })
+		bs.bCk = largestFitting(bs.bCk, limit, func(b int64) bool { _, ok := bs.fit(b); return ok })
+	}
+	bs.n, bs.world = pl.cfg.samples, int64(pl.plan.WorldSize())
+	bs.about = "has"
+	if !pl.cfg.samplesExact {
+		bs.about = "has at most"
+	}
+	bs.src = "the training source"
+	if b := pl.source(); b != nil {
+		bs.src = "source " + b.Name
+	}
+	return bs
+}
+
+// fit returns the cheapest checkpoint plan at batch b, and whether b fits.
+func (bs *batchSearch) fit(b int64) (ckptResult, bool) {
+	m, budget, extra, base := bs.m, bs.budget, bs.extra, bs.base
+	bs.pl.poll()
+	if bs.mode == "all" {
+		r, _, ok := m.minPlan()
+		return r, ok && m.total(b, r.Peak, extra) <= budget
+	}
+	if m.total(b, base, extra) <= budget {
+		return ckptResult{Peak: base, Exact: true}, true
+	}
+	if bs.mode == "none" {
+		return ckptResult{Peak: base, Exact: true}, false
+	}
+	r, ok := m.solve(m.actBudget(budget, b, extra))
+	if ok && m.gpu != nil && m.total(b, r.Peak, extra) > budget {
+		// The GPU's activation budget is a bound (memory_gpu.go);
+		// where its plan does not fit after all, the plan of least
+		// peak may.
+		ok = false
+	}
+	if !ok && m.gpu != nil {
+		if r, _, okMin := m.minPlan(); okMin && m.total(b, r.Peak, extra) <= budget {
+			return r, true
+		}
+	}
+	if !ok {
+		return ckptResult{Peak: base, Exact: true}, false
+	}
+	return r, true
+}
+
+// noFit explains that batch b does not fit.
+func (bs *batchSearch) noFit(b int64) {
+	bs.pl.noFit(bs.s, b, bs.bNo, bs.bCk, bs.base, bs.minPk, bs.extra, bs.budget, bs.mode)
+}
+
+// checkEffective refuses an effective_batch larger than the training set.
+func (bs *batchSearch) checkEffective() {
+	E, n, world := bs.s.effective, bs.n, bs.world
+	if n > 0 && E > 0 && E*world > n {
+		bs.pl.errorf(bs.s.effAt, "effective-exceeds-data", fmt.Sprintf("effective_batch %d is larger than the training set (%d samples)", E*world, n),
+			"%s %s %d training samples (after its split): an optimizer step could never take %d of them, and the learning rate would be scaled for a batch that is never formed. Lower effective_batch to %d or less.",
+			bs.src, bs.about, n, E*world, n)
+	}
+}
+
+// explicit takes the batch as written (or --batch), saying whether it
+// fits.
+func (bs *batchSearch) explicit() batchChoice {
+	pl, s, n, world := bs.pl, bs.s, bs.n, bs.world
+	out := batchChoice{mode: bs.mode, fileBatch: s.fileBatch, accum: 1}
+	b := s.explicit
+	if n > 0 && b*world > n {
+		what := s.name(b)
+		if world > 1 {
+			what = fmt.Sprintf("%s on %d devices (%d a step)", s.name(b), world, b*world)
+		}
+		pl.errorf(s.subject(), "batch-exceeds-data", fmt.Sprintf("%s is larger than the training set (%d samples)", what, n),
+			"%s %s %d training samples (after its split): every step would see those %d, and the learning rate would be scaled for %d that are never formed. %s",
+			bs.src, bs.about, n, n, b*world, s.lower(max(n/world, 1)))
+	}
+	out.batch = b
+	if a := pl.staticBatch(s); a > 0 {
+		out.accum = a
+	}
+	r, ok := bs.fit(b)
+	out.ck = r
+	how := "as written"
+	if s.fromFlag {
+		how = "from --batch"
+	}
+	if !ok {
+		bs.noFit(b)
+		pl.decide("batch", fmt.Sprint(b), fmt.Sprintf("%d %s; it does not fit: %s.", b, how, pl.fitSummary(bs.bNo, bs.bCk, bs.mode)))
+	} else {
+		pl.decide("batch", fmt.Sprint(b), fmt.Sprintf("%d %s; it fits (%s).", b, how, pl.fitSummary(bs.bNo, bs.bCk, bs.mode)))
+	}
+	pl.checkpointDecision(bs.mode, b, r, bs.base, ok)
+	pl.accumDecision(s.effective, b, out.accum, false)
+	return out
+}
+
+// divisorBatch is auto's batch under an effective_batch: its largest
+// divisor from lo that fits, without checkpointing when one does; 0
+// when none fits.
+func (bs *batchSearch) divisorBatch(lo, fitMax int64) (int64, string) {
+	pl, s, E, mode := bs.pl, bs.s, bs.s.effective, bs.mode
+	pl.staticBatch(s)
+	capBy := func(limit int64) int64 {
+		if s.max > 0 {
+			limit = min(limit, s.max)
+		}
+		return largestDivisor(E, lo, limit)
+	}
+	if d := capBy(bs.bNo); d > 0 && mode != "all" {
+		return d, pl.divisorReason(E, d, bs.bNo, s.max, "")
+	}
+	if d := capBy(bs.bCk); d > 0 && mode != "none" {
+		why := pl.divisorReason(E, d, bs.bCk, s.max, " with checkpointing")
+		if bs.bNo >= lo && mode == "auto" {
+			why = strings.TrimSuffix(why, ".") + fmt.Sprintf("; no divisor of %d from %d up fits without checkpointing.", E, lo)
+		}
+		return d, why
+	}
+	if fitMax >= lo {
+		pl.errorf(s.effAt, "no-divisor-fits", fmt.Sprintf("no micro-batch between %d and %d divides effective_batch %d", lo, fitMax, E),
+			"The largest batch that fits is %d; effective_batch needs a micro-batch dividing it (%s). Pick an effective_batch with a divisor in that range.",
+			fitMax, divisorList(E))
+		return fitMax, ""
+	}
+	return 0, ""
+}
+
+// largestBatch is auto's batch without an effective_batch: the largest
+// that fits, within auto(max N) or pipe's bound and the training set's
+// steps, no larger than the CPU saturates at, and a multiple of 8 for
+// tensor cores.
+func (bs *batchSearch) largestBatch(lo, fitMax int64, prec plan.Precision) (int64, string) {
+	pl, s, n, world := bs.pl, bs.s, bs.n, bs.world
+	b := fitMax
+	limit := "memory"
+	switch {
+	case s.max > 0 && s.max < b:
+		b, limit = s.max, fmt.Sprintf("the auto(max %d) bound", s.max)
+	case s.max == 0 && b > defaultMaxBatch:
+		b, limit = defaultMaxBatch, fmt.Sprintf("pipe's default bound of %d (write auto(max N) to go higher)", defaultMaxBatch)
+	}
+	if n > 0 {
+		if dc := max(n/(MinStepsPerEpoch*world), 1); dc < b {
+			b = max(dc, lo)
+			limit = fmt.Sprintf("the training set: %s %s %d samples, and a batch of at most %d leaves %d or more optimizer steps an epoch", bs.src, bs.about, n, dc, MinStepsPerEpoch)
+			if world > 1 {
+				limit += fmt.Sprintf(" over %d devices", world)
+			}
+		}
+	}
+	why := fmt.Sprintf("the largest batch that fits is %d; the batch is limited by %s", fitMax, limit)
+	if fitMax > bs.bNo && b > bs.bNo {
+		why = fmt.Sprintf("the largest batch that fits is %d without checkpointing and %d with it; the batch is limited by %s", bs.bNo, fitMax, limit)
+	}
+	if pl.dev.Kind == plan.BackendCPU && !pl.cfg.largest {
+		floor := int64(cpuMinBatch)
+		if s.min > 0 {
+			floor = s.min
+		}
+		if c, note := pl.cpuSaturation(prec, floor, b); c < b {
+			why += note
+			b = c
+		}
 	}
 	tensor := pl.dev.Kind == plan.BackendGPU && prec.Compute != "fp32"
-	E := s.effective
+	if tensor && b >= 8 && b%8 != 0 && b/8*8 >= lo {
+		why += fmt.Sprintf(", then rounded down from %d to a multiple of 8 for tensor cores", b)
+		b = b / 8 * 8
+	}
+	return b, why + "."
+}
 
-	n, world := pl.cfg.samples, int64(pl.plan.WorldSize())
-	about := "has"
-	if !pl.cfg.samplesExact {
-		about = "has at most"
-	}
-	src := "the training source"
-	if b := pl.source(); b != nil {
-		src = "source " + b.Name
-	}
-	if n > 0 && E > 0 && E*world > n {
-		pl.errorf(s.effAt, "effective-exceeds-data", fmt.Sprintf("effective_batch %d is larger than the training set (%d samples)", E*world, n),
-			"%s %s %d training samples (after its split): an optimizer step could never take %d of them, and the learning rate would be scaled for a batch that is never formed. Lower effective_batch to %d or less.",
-			src, about, n, E*world, n)
-	}
-	if s.explicit > 0 {
-		b := s.explicit
-		if n > 0 && b*world > n {
-			what := s.name(b)
-			if world > 1 {
-				what = fmt.Sprintf("%s on %d devices (%d a step)", s.name(b), world, b*world)
-			}
-			pl.errorf(s.subject(), "batch-exceeds-data", fmt.Sprintf("%s is larger than the training set (%d samples)", what, n),
-				"%s %s %d training samples (after its split): every step would see those %d, and the learning rate would be scaled for %d that are never formed. %s",
-				src, about, n, n, b*world, s.lower(max(n/world, 1)))
-		}
-		out.batch = b
-		if a := pl.staticBatch(s); a > 0 {
-			out.accum = a
-		}
-		r, ok := fit(b)
-		out.ck = r
-		how := "as written"
-		if s.fromFlag {
-			how = "from --batch"
-		}
-		if !ok {
-			pl.noFit(s, b, bNo, bCk, base, minPk, extra, budget, mode)
-			pl.decide("batch", fmt.Sprint(b), fmt.Sprintf("%d %s; it does not fit: %s.", b, how, pl.fitSummary(bNo, bCk, mode)))
-		} else {
-			pl.decide("batch", fmt.Sprint(b), fmt.Sprintf("%d %s; it fits (%s).", b, how, pl.fitSummary(bNo, bCk, mode)))
-		}
-		pl.checkpointDecision(mode, b, r, base, ok)
-		pl.accumDecision(E, b, out.accum, false)
-		return out
-	}
-
-	lo := max(s.min, 1)
-	fitMax := bCk
-	if mode == "none" {
-		fitMax = bNo
-	}
-	var b int64
-	var why string
-	if E > 0 {
-		pl.staticBatch(s)
-		capBy := func(limit int64) int64 {
-			if s.max > 0 {
-				limit = min(limit, s.max)
-			}
-			return largestDivisor(E, lo, limit)
-		}
-		if d := capBy(bNo); d > 0 && mode != "all" {
-			b = d
-			why = pl.divisorReason(E, d, bNo, s.max, "")
-		} else if d := capBy(bCk); d > 0 && mode != "none" {
-			b = d
-			why = pl.divisorReason(E, d, bCk, s.max, " with checkpointing")
-			if bNo >= lo && mode == "auto" {
-				why = strings.TrimSuffix(why, ".") + fmt.Sprintf("; no divisor of %d from %d up fits without checkpointing.", E, lo)
-			}
-		} else if fitMax >= lo {
-			pl.errorf(s.effAt, "no-divisor-fits", fmt.Sprintf("no micro-batch between %d and %d divides effective_batch %d", lo, fitMax, E),
-				"The largest batch that fits is %d; effective_batch needs a micro-batch dividing it (%s). Pick an effective_batch with a divisor in that range.",
-				fitMax, divisorList(E))
-			b = fitMax
-		}
-	} else {
-		b = fitMax
-		limit := "memory"
-		switch {
-		case s.max > 0 && s.max < b:
-			b, limit = s.max, fmt.Sprintf("the auto(max %d) bound", s.max)
-		case s.max == 0 && b > defaultMaxBatch:
-			b, limit = defaultMaxBatch, fmt.Sprintf("pipe's default bound of %d (write auto(max N) to go higher)", defaultMaxBatch)
-		}
-		if n > 0 {
-			if dc := max(n/(MinStepsPerEpoch*world), 1); dc < b {
-				b = max(dc, lo)
-				limit = fmt.Sprintf("the training set: %s %s %d samples, and a batch of at most %d leaves %d or more optimizer steps an epoch", src, about, n, dc, MinStepsPerEpoch)
-				if world > 1 {
-					limit += fmt.Sprintf(" over %d devices", world)
-				}
-			}
-		}
-		why = fmt.Sprintf("the largest batch that fits is %d; the batch is limited by %s", fitMax, limit)
-		if fitMax > bNo && b > bNo {
-			why = fmt.Sprintf("the largest batch that fits is %d without checkpointing and %d with it; the batch is limited by %s", bNo, fitMax, limit)
-		}
-		if pl.dev.Kind == plan.BackendCPU && !pl.cfg.largest {
-			floor := int64(cpuMinBatch)
-			if s.min > 0 {
-				floor = s.min
-			}
-			if c, note := pl.cpuSaturation(prec, floor, b); c < b {
-				why += note
-				b = c
-			}
-		}
-		if tensor && b >= 8 && b%8 != 0 && b/8*8 >= lo {
-			why += fmt.Sprintf(", then rounded down from %d to a multiple of 8 for tensor cores", b)
-			b = b / 8 * 8
-		}
-		why += "."
-	}
+// auto decides the automatic batch b (why: the reason), or, when it is
+// below lo, says that nothing fits.
+func (bs *batchSearch) auto(lo, b int64, why string) batchChoice {
+	pl, E := bs.pl, bs.s.effective
+	out := batchChoice{mode: bs.mode, fileBatch: bs.s.fileBatch, accum: 1}
 	if b < lo || b < 1 {
 		out.batch = max(lo, 1)
-		r, _ := fit(out.batch)
+		r, _ := bs.fit(out.batch)
 		out.ck = r
-		pl.noFit(s, out.batch, bNo, bCk, base, minPk, extra, budget, mode)
-		pl.decide("batch", fmt.Sprint(out.batch), fmt.Sprintf("auto: nothing between %d and the bounds fits: %s.", lo, pl.fitSummary(bNo, bCk, mode)))
-		pl.checkpointDecision(mode, out.batch, r, base, false)
+		bs.noFit(out.batch)
+		pl.decide("batch", fmt.Sprint(out.batch), fmt.Sprintf("auto: nothing between %d and the bounds fits: %s.", lo, pl.fitSummary(bs.bNo, bs.bCk, bs.mode)))
+		pl.checkpointDecision(bs.mode, out.batch, r, bs.base, false)
 		return out
 	}
 	out.batch = b
 	if E > 0 {
 		out.accum = E / b
 	}
-	r, ok := fit(b)
+	r, ok := bs.fit(b)
 	if !ok {
 		// Cannot happen when maxBatch and solve agree; keep the numbers honest.
-		pl.noFit(s, b, bNo, bCk, base, minPk, extra, budget, mode)
+		bs.noFit(b)
 	}
 	out.ck = r
 	pl.decide("batch", fmt.Sprint(b), "auto: "+why)
-	pl.checkpointDecision(mode, b, r, base, ok)
+	pl.checkpointDecision(bs.mode, b, r, bs.base, ok)
 	pl.accumDecision(E, b, out.accum, true)
 	return out
 }

@@ -53,80 +53,121 @@ func (pl *planner) planServe() {
 	if (sb == nil && !pl.cfg.serve) || pl.cost == nil || pl.graph == nil || pl.plan.GAN != nil {
 		return
 	}
-	p, g, m := pl.plan, pl.graph, pl.cost
-	s := &plan.Serve{Precision: "fp32", Fits: true, Decisions: []plan.Decision{}}
-	p.Serve = s
-	decide := func(what, value, reason string) {
-		s.Decisions = append(s.Decisions, plan.Decision{What: what, Value: value, Reason: reason})
-	}
 	if sb == nil {
 		sb = &spec.Serve{} // every choice automatic (WithServe)
 	}
-	cpu := pl.dev.Kind == plan.BackendCPU
-	cores := max(pl.dev.Cores, 1)
+	sp := &servePlan{pl: pl, sb: sb, s: &plan.Serve{Precision: "fp32", Fits: true, Decisions: []plan.Decision{}},
+		cpu: pl.dev.Kind == plan.BackendCPU, cores: max(pl.dev.Cores, 1)}
+	pl.plan.Serve = sp.s
+	sp.limits()
+	sp.workers()
+	if !sp.memory() {
+		return
+	}
+	sp.batching()
+	sp.body()
+	if !sp.queue() {
+		return
+	}
+	sp.precision()
+}
 
-	// Precision, timeout, latency target: as written or the defaults.
+// servePlan is planServe's work in phases, in the order of its
+// decisions: what each phase decides is in s, and what a later phase
+// needs of an earlier one is kept here.
+type servePlan struct {
+	pl    *planner
+	sb    *spec.Serve
+	s     *plan.Serve
+	cpu   bool
+	cores int
+
+	w       int64 // the workers
+	in, out int64 // one sample's input and output values
+	static  int64 // one worker's weights and fixed buffers
+	// room is what the budget leaves after the runtime and the workers'
+	// static parts; batchRoom is the half of it the batches may take and
+	// memBatch the batch that fits in that.
+	room, batchRoom, memBatch int64
+	// known: the device has peaks, so the forward time bounds the batch.
+	known bool
+}
+
+func (sp *servePlan) decide(what, value, reason string) {
+	sp.s.Decisions = append(sp.s.Decisions, plan.Decision{What: what, Value: value, Reason: reason})
+}
+
+// limits: precision, timeout and latency target, as written or the
+// defaults.
+func (sp *servePlan) limits() {
+	s, sb := sp.s, sp.sb
 	if sb.Precision != "" {
 		s.Precision = sb.Precision
 	}
 	s.TimeoutSeconds = ServeTimeout
 	if v := sb.Timeout; v != nil {
 		s.TimeoutSeconds = *v
-		decide("timeout", FormatSeconds(*v), "as written: reading, answering and writing one request.")
+		sp.decide("timeout", FormatSeconds(*v), "as written: reading, answering and writing one request.")
 	} else {
-		decide("timeout", FormatSeconds(ServeTimeout), "no timeout written: pipe's default for reading, answering and writing one request.")
+		sp.decide("timeout", FormatSeconds(ServeTimeout), "no timeout written: pipe's default for reading, answering and writing one request.")
 	}
 	s.LatencyTargetSeconds = ServeLatencyTarget
 	if v := sb.LatencyTarget; v != nil {
 		s.LatencyTargetSeconds = *v
 	}
+}
 
-	// Workers and their threads.
-	if v, ok := sb.Workers.Fixed(); ok {
+// workers: how many models serve, and their threads.
+func (sp *servePlan) workers() {
+	s, dev := sp.s, sp.pl.dev
+	if v, ok := sp.sb.Workers.Fixed(); ok {
 		s.Workers = int(v)
-		decide("workers", fmt.Sprint(s.Workers), "as written.")
-	} else if cpu {
-		s.Workers = max(1, cores/ServeThreadsPerWorker)
-		decide("workers", fmt.Sprint(s.Workers), fmt.Sprintf("workers auto: one per %d of the %s's %d cores (at least one), each running its batch on its share of the cores.",
-			ServeThreadsPerWorker, pl.dev.Name, cores))
+		sp.decide("workers", fmt.Sprint(s.Workers), "as written.")
+	} else if sp.cpu {
+		s.Workers = max(1, sp.cores/ServeThreadsPerWorker)
+		sp.decide("workers", fmt.Sprint(s.Workers), fmt.Sprintf("workers auto: one per %d of the %s's %d cores (at least one), each running its batch on its share of the cores.",
+			ServeThreadsPerWorker, dev.Name, sp.cores))
 	} else {
 		s.Workers = 1
-		decide("workers", "1", fmt.Sprintf("workers auto: one model on %s; more would share the device and its memory without adding compute.", pl.dev.Name))
+		sp.decide("workers", "1", fmt.Sprintf("workers auto: one model on %s; more would share the device and its memory without adding compute.", dev.Name))
 	}
 	s.ThreadsPerWorker = 1
-	if cpu {
-		s.ThreadsPerWorker = max(1, cores/s.Workers)
+	if sp.cpu {
+		s.ThreadsPerWorker = max(1, sp.cores/s.Workers)
 	}
-	w := int64(s.Workers)
+	sp.w = int64(s.Workers)
+}
 
-	// Memory: the room the process has, each worker's fixed part, and
-	// what a sample and a request add.
-	in, out := numel(g.Input), numel(g.OutShape())
-	var evalPer, static int64
+// memory: the room the process has, each worker's fixed part, and what
+// a sample adds; false, with an error, when the workers do not fit.
+func (sp *servePlan) memory() bool {
+	pl, s, sb, m, g := sp.pl, sp.s, sp.sb, sp.pl.cost, sp.pl.graph
+	sp.in, sp.out = numel(g.Input), numel(g.OutShape())
+	var evalPer int64
 	if m.cpu != nil {
 		folds := pl.foldBytes()
 		evalPer = m.eval
-		static = sum(m.static.parameters, sub(m.cpu.fixedEval, m.folds), folds)
+		sp.static = sum(m.static.parameters, sub(m.cpu.fixedEval, m.folds), folds)
 	} else {
 		evalPer = forwardPeak(m)
-		static = m.static.parameters
-		if static == 0 {
-			static = mul(p.Parameters, 4)
+		sp.static = m.static.parameters
+		if sp.static == 0 {
+			sp.static = mul(pl.plan.Parameters, 4)
 		}
 	}
-	s.WorkerStaticBytes = static
-	s.SampleBytes = sum(evalPer, mul(in, 4), mul(out, 4))
-	budget := p.Memory.Budget
+	s.WorkerStaticBytes = sp.static
+	s.SampleBytes = sum(evalPer, mul(sp.in, 4), mul(sp.out, 4))
+	budget := pl.plan.Memory.Budget
 	s.Budget = budget
 	room := budget
-	if cpu {
+	if sp.cpu {
 		room = sub(room, m.static.runtime)
 		if m.gcDiv > 0 && room > 0 {
 			room = room / (m.gcDiv + 1) * m.gcDiv
 		}
 	}
-	room = sub(room, mul(w, static))
-	if room <= 0 {
+	sp.room = sub(room, mul(sp.w, sp.static))
+	if sp.room <= 0 {
 		s.Fits = false
 		at := sb.At.Written("workers")
 		if at == nil && pl.sp.Serve != nil {
@@ -134,28 +175,57 @@ func (pl *planner) planServe() {
 		}
 		pl.errorf(at, CodeNoFit, "the serving workers do not fit",
 			"%d workers of %s of weights and fixed buffers each need more than the %s budget of %s. Write fewer workers in the serve block.",
-			s.Workers, FormatBytes(static), FormatBytes(budget), pl.dev.Name)
-		return
+			s.Workers, FormatBytes(sp.static), FormatBytes(budget), pl.dev.Name)
+		return false
 	}
-	batchRoom := room / 2
-	memBatch := batchRoom / max(mul(w, s.SampleBytes), 1)
+	sp.batchRoom = sp.room / 2
+	sp.memBatch = sp.batchRoom / max(mul(sp.w, s.SampleBytes), 1)
+	sp.known = sp.fwd(1) > 0
+	return true
+}
 
-	// The forward time of one worker at batch b, every worker running.
-	prec := p.Precision
-	fwd := func(b int64) float64 {
-		ls := make([]plan.Layer, len(g.Nodes))
-		stepTime(g, m, pl.dev, prec, b, 1, nil, pl.group, pl.fused, ls)
-		var s float64
-		for _, l := range ls {
-			if l.Roofline != nil {
-				s += l.Roofline.ForwardSeconds
-			}
+// fwd is the forward time of one worker at batch b, every worker running.
+func (sp *servePlan) fwd(b int64) float64 {
+	pl, g := sp.pl, sp.pl.graph
+	ls := make([]plan.Layer, len(g.Nodes))
+	stepTime(g, pl.cost, pl.dev, pl.plan.Precision, b, 1, nil, pl.group, pl.fused, ls)
+	var t float64
+	for _, l := range ls {
+		if l.Roofline != nil {
+			t += l.Roofline.ForwardSeconds
 		}
-		return s * float64(w)
 	}
-	known := fwd(1) > 0
+	return t * float64(sp.w)
+}
 
-	// max_wait.
+// latencyBatch is the largest batch (up to the cap) whose forward time
+// plus max_wait is within the latency target: 1 when not even one
+// sample's is, the cap when the device has no known peaks.
+func (sp *servePlan) latencyBatch() int64 {
+	s := sp.s
+	if !sp.known {
+		return ServeMaxBatchCap
+	}
+	if sp.fwd(1)+s.MaxWaitSeconds > s.LatencyTargetSeconds {
+		return 1
+	}
+	lo, hi := int64(1), int64(ServeMaxBatchCap)
+	for lo < hi {
+		mid := (lo + hi + 1) / 2
+		if sp.fwd(mid)+s.MaxWaitSeconds <= s.LatencyTargetSeconds {
+			lo = mid
+		} else {
+			hi = mid - 1
+		}
+	}
+	return lo
+}
+
+// batching: max_wait and max_batch, each bounding the other (a batch of
+// one waits for no company), and the warning that no batch meets the
+// latency target.
+func (sp *servePlan) batching() {
+	pl, s, sb := sp.pl, sp.s, sp.sb
 	maxWait, maxWaitFixed := sb.MaxWait.Fixed()
 	s.MaxWaitSeconds = min(ServeMaxWait, s.LatencyTargetSeconds/10)
 	waitWhy := fmt.Sprintf("max_wait auto: %s, or a tenth of the %s latency target when that is less, so waiting for company costs little of it.",
@@ -165,74 +235,65 @@ func (pl *planner) planServe() {
 		waitWhy = "as written."
 	}
 
-	// max_batch.
-	latBatch := int64(ServeMaxBatchCap)
-	if known {
-		if fwd(1)+s.MaxWaitSeconds > s.LatencyTargetSeconds {
-			latBatch = 1
-		} else {
-			lo, hi := int64(1), int64(ServeMaxBatchCap)
-			for lo < hi {
-				mid := (lo + hi + 1) / 2
-				if fwd(mid)+s.MaxWaitSeconds <= s.LatencyTargetSeconds {
-					lo = mid
-				} else {
-					hi = mid - 1
-				}
-			}
-			latBatch = lo
-		}
-	}
+	latBatch := sp.latencyBatch()
 	if mb, ok := sb.MaxBatch.Fixed(); ok {
 		s.MaxBatch = mb
-		if s.MaxBatch > memBatch {
+		if s.MaxBatch > sp.memBatch {
 			s.Fits = false
 			pl.errorf(sb.At.Written("max_batch"), CodeNoFit, fmt.Sprintf("max_batch %d does not fit %s", s.MaxBatch, pl.dev.Name),
 				"%d workers at %d samples need %s for their batches (%s a sample); half of what the weights leave of the budget, %s, is theirs: %d samples fit. Write max_batch auto, or at most %d.",
-				s.Workers, s.MaxBatch, FormatBytes(mul(mul(w, s.MaxBatch), s.SampleBytes)), FormatBytes(s.SampleBytes), FormatBytes(batchRoom), max(memBatch, 0), max(memBatch, 1))
+				s.Workers, s.MaxBatch, FormatBytes(mul(mul(sp.w, s.MaxBatch), s.SampleBytes)), FormatBytes(s.SampleBytes), FormatBytes(sp.batchRoom), max(sp.memBatch, 0), max(sp.memBatch, 1))
 		}
-		decide("max_batch", fmt.Sprint(s.MaxBatch), "as written.")
+		sp.decide("max_batch", fmt.Sprint(s.MaxBatch), "as written.")
 	} else {
-		s.MaxBatch = max(1, min(latBatch, memBatch, ServeMaxBatchCap))
+		s.MaxBatch = max(1, min(latBatch, sp.memBatch, ServeMaxBatchCap))
 		why := fmt.Sprintf("max_batch auto: the smallest of the latency bound (%d), the memory bound (%d: half of the %s the workers' weights leave, at %s a sample per worker) and pipe's cap (%d).",
-			latBatch, memBatch, FormatBytes(room), FormatBytes(s.SampleBytes), ServeMaxBatchCap)
-		if known {
+			latBatch, sp.memBatch, FormatBytes(sp.room), FormatBytes(s.SampleBytes), ServeMaxBatchCap)
+		if sp.known {
 			why += fmt.Sprintf(" Latency: the largest batch whose roofline forward time on one worker of %d (%s at %d) plus max_wait %s is within the latency target %s.",
-				s.Workers, FormatSeconds(fwd(s.MaxBatch)), s.MaxBatch, FormatSeconds(s.MaxWaitSeconds), FormatSeconds(s.LatencyTargetSeconds))
+				s.Workers, FormatSeconds(sp.fwd(s.MaxBatch)), s.MaxBatch, FormatSeconds(s.MaxWaitSeconds), FormatSeconds(s.LatencyTargetSeconds))
 		} else {
 			why += fmt.Sprintf(" %s has no known peaks, so the latency gives no bound.", pl.dev.Name)
 		}
-		decide("max_batch", fmt.Sprint(s.MaxBatch), why)
+		sp.decide("max_batch", fmt.Sprint(s.MaxBatch), why)
 	}
-	if known && fwd(1)+s.MaxWaitSeconds > s.LatencyTargetSeconds {
+	if sp.known && sp.fwd(1)+s.MaxWaitSeconds > s.LatencyTargetSeconds {
 		pl.warnf(sb.At.Written("latency_target"), CodeServeLatency, "no batch meets the latency target",
 			"One sample's estimated forward time on one worker of %d is %s; with max_wait %s that is over the %s target, so batching is off (max_batch 1). Give a larger latency_target, fewer workers, or a faster device.",
-			s.Workers, FormatSeconds(fwd(1)), FormatSeconds(s.MaxWaitSeconds), FormatSeconds(s.LatencyTargetSeconds))
+			s.Workers, FormatSeconds(sp.fwd(1)), FormatSeconds(s.MaxWaitSeconds), FormatSeconds(s.LatencyTargetSeconds))
 	}
 	if s.MaxBatch == 1 && !maxWaitFixed {
 		s.MaxWaitSeconds = 0
 		waitWhy = "max_wait auto: batching is off (max_batch 1), so a request never waits for another."
 	}
-	decide("max_wait", FormatSeconds(s.MaxWaitSeconds), waitWhy)
-	if known {
-		s.ForwardSeconds = significant(fwd(s.MaxBatch), 4)
+	sp.decide("max_wait", FormatSeconds(s.MaxWaitSeconds), waitWhy)
+	if sp.known {
+		s.ForwardSeconds = significant(sp.fwd(s.MaxBatch), 4)
 	}
+}
 
-	// The body limit and a request's memory.
-	s.MaxBodyBytes = add(mul(mul(s.MaxBatch, in), ServeJSONBytesPerValue), 64<<10)
-	bodyWhy := fmt.Sprintf("%d samples of %d values as JSON (%d characters a value) and 64 KiB", s.MaxBatch, in, ServeJSONBytesPerValue)
+// body: the request body limit, and what a request holds in memory.
+func (sp *servePlan) body() {
+	s, g := sp.s, sp.pl.graph
+	s.MaxBodyBytes = add(mul(mul(s.MaxBatch, sp.in), ServeJSONBytesPerValue), 64<<10)
+	bodyWhy := fmt.Sprintf("%d samples of %d values as JSON (%d characters a value) and 64 KiB", s.MaxBatch, sp.in, ServeJSONBytesPerValue)
 	if len(g.Input) == 3 && s.MaxBodyBytes < ServeImageBody {
 		s.MaxBodyBytes = ServeImageBody
 		bodyWhy = fmt.Sprintf("an image model: room for one encoded image of up to %s, more than %s", FormatBytes(ServeImageBody), bodyWhy)
 	}
-	decide("body limit", FormatBytes(s.MaxBodyBytes), bodyWhy+"; a larger body gets 413.")
-	s.RequestBytes = add(s.MaxBodyBytes, mul(s.MaxBatch, mul(add(in, out), 4)))
+	sp.decide("body limit", FormatBytes(s.MaxBodyBytes), bodyWhy+"; a larger body gets 413.")
+	s.RequestBytes = add(s.MaxBodyBytes, mul(s.MaxBatch, mul(add(sp.in, sp.out), 4)))
+}
 
-	// Image decodes, then the queue in what they leave.
-	queueRoom := sub(room, mul(mul(w, s.MaxBatch), s.SampleBytes))
-	if in := g.Input; len(in) == 3 && (in[0] == 1 || in[0] == 3) {
-		if !pl.planDecodes(s, sb, in[1], in[2], cores, queueRoom) {
-			return
+// queue: an image model's decodes, then the queue in what they leave,
+// and the process's memory in all; false, with an error, when not one
+// decode fits.
+func (sp *servePlan) queue() bool {
+	pl, s, sb, w := sp.pl, sp.s, sp.sb, sp.w
+	queueRoom := sub(sp.room, mul(mul(w, s.MaxBatch), s.SampleBytes))
+	if in := pl.graph.Input; len(in) == 3 && (in[0] == 1 || in[0] == 3) {
+		if !pl.planDecodes(s, sb, in[1], in[2], sp.cores, queueRoom) {
+			return false
 		}
 		queueRoom = sub(queueRoom, mul(s.Decodes, s.DecodeBytes))
 	}
@@ -244,35 +305,41 @@ func (pl *planner) planServe() {
 				"Each admitted request holds up to %s (a full body and its decoded samples); %s is left after the workers, room for %d.",
 				FormatBytes(s.RequestBytes), FormatBytes(queueRoom), memQueue)
 		}
-		decide("queue", fmt.Sprint(s.Queue), "as written: past it the server answers 503.")
+		sp.decide("queue", fmt.Sprint(s.Queue), "as written: past it the server answers 503.")
 	} else {
 		q := min(memQueue, ServeMaxQueue)
 		why := fmt.Sprintf("queue auto: %d requests of at most %s each fit in the %s the workers leave", memQueue, FormatBytes(s.RequestBytes), FormatBytes(queueRoom))
-		if known {
-			rate := float64(w) * float64(s.MaxBatch) / (fwd(s.MaxBatch) + s.MaxWaitSeconds)
+		if sp.known {
+			rate := float64(w) * float64(s.MaxBatch) / (sp.fwd(s.MaxBatch) + s.MaxWaitSeconds)
 			byTime := int64(math.Min(rate*s.TimeoutSeconds, ServeMaxQueue))
 			why += fmt.Sprintf("; the workers answer about %.0f samples/s (estimate), %d within the %s timeout, and a request waiting longer fails anyway", rate, byTime, FormatSeconds(s.TimeoutSeconds))
 			q = min(q, max(byTime, mul(w, s.MaxBatch)))
 		}
 		s.Queue = max(q, 1)
-		decide("queue", fmt.Sprint(s.Queue), why+"; past it the server answers 503 with Retry-After.")
+		sp.decide("queue", fmt.Sprint(s.Queue), why+"; past it the server answers 503 with Retry-After.")
 	}
-	s.Memory = sum(m.static.runtime, mul(w, static), mul(mul(w, s.MaxBatch), s.SampleBytes), mul(s.Queue, s.RequestBytes), mul(s.Decodes, s.DecodeBytes))
-	if s.Precision == "int8" {
-		s.CalibrateBatches = 8
-		if v := sb.Calibrate; v != nil {
-			s.CalibrateBatches = *v
-		}
-		why := fmt.Sprintf("as written: dense and conv weights quantised per channel, activation scales calibrated on %d training batches.", s.CalibrateBatches)
-		if !pl.traits().Int8 {
-			why += " int8 runs on the " + pl.enginesWith(func(t cost.Traits) bool { return t.Int8 }) + " engine only: pipe serve refuses it on this plan's engine."
-		} else {
-			why += pl.int8Speed(sb.At.Written("precision"))
-		}
-		decide("precision", "int8", why)
+	s.Memory = sum(pl.cost.static.runtime, mul(w, sp.static), mul(mul(w, s.MaxBatch), s.SampleBytes), mul(s.Queue, s.RequestBytes), mul(s.Decodes, s.DecodeBytes))
+	return true
+}
+
+// precision: int8's calibration and whether this plan's engine runs it.
+func (sp *servePlan) precision() {
+	pl, s, sb := sp.pl, sp.s, sp.sb
+	if s.Precision != "int8" {
+		sp.decide("precision", "fp32", "as trained.")
+		return
+	}
+	s.CalibrateBatches = 8
+	if v := sb.Calibrate; v != nil {
+		s.CalibrateBatches = *v
+	}
+	why := fmt.Sprintf("as written: dense and conv weights quantised per channel, activation scales calibrated on %d training batches.", s.CalibrateBatches)
+	if !pl.traits().Int8 {
+		why += " int8 runs on the " + pl.enginesWith(func(t cost.Traits) bool { return t.Int8 }) + " engine only: pipe serve refuses it on this plan's engine."
 	} else {
-		decide("precision", "fp32", "as trained.")
+		why += pl.int8Speed(sb.At.Written("precision"))
 	}
+	sp.decide("precision", "int8", why)
 }
 
 // planDecodes bounds an image model's decodes: the largest image its

@@ -12,6 +12,7 @@ import (
 	"pipe/engine"
 	"pipe/engine/native"
 	"pipe/run"
+	"pipe/run/folder"
 )
 
 const int8Pipe = `pipeline q8
@@ -70,7 +71,7 @@ func TestRunPredictsInInt8(t *testing.T) {
 		t.Errorf("int8 accuracy %.4f is more than 0.05 under fp32's %.4f", a8, a32)
 	}
 
-	tr, err := run.LoadTrained(j.plan, j.prog, filepath.Join(ckdir, run.LastCheckpoint), native.Backend{}, 16, 1)
+	tr, err := run.LoadTrained(j.plan, j.prog, filepath.Join(ckdir, folder.LastCheckpoint), native.Backend{}, 16, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

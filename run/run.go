@@ -18,6 +18,7 @@ import (
 	"io"
 	"os"
 	"pipe/engine"
+	"pipe/run/folder"
 	"runtime/debug"
 	"time"
 
@@ -428,7 +429,7 @@ type runConfig struct {
 	worldDecides bool
 	// settings are recorded in the run's folder (WithSettings); nil
 	// records none.
-	settings *Settings
+	settings *folder.Settings
 	// wrapCheckpoint wraps the checkpoint file's writer (tests inject
 	// failures with it).
 	wrapCheckpoint func(w io.Writer) io.Writer

@@ -183,17 +183,17 @@ func (r *runner) checkpoint(reason string, best bool) bool {
 		return true
 	}
 	if r.rc.nodeRank > 0 {
-		r.rank0Wrote = fmt.Sprintf("%s at step %d", LastCheckpoint, r.pos.Step)
+		r.rank0Wrote = fmt.Sprintf("%s at step %d", folder.LastCheckpoint, r.pos.Step)
 		return true
 	}
 	st := r.model.State()
 	meta := r.meta(reason)
-	names := []string{LastCheckpoint}
+	names := []string{folder.LastCheckpoint}
 	if reason == "epoch" && r.set.ckptMode == "all" {
 		names = append(names, fmt.Sprintf("epoch-%03d.ckpt", r.pos.Epoch))
 	}
 	if best {
-		names = append(names, BestCheckpoint)
+		names = append(names, folder.BestCheckpoint)
 	}
 	if r.folder.Stale() && !r.clearStale() {
 		return false
@@ -209,17 +209,17 @@ func (r *runner) checkpoint(reason string, best bool) bool {
 				fix = "give another folder with --checkpoint-dir"
 			}
 			kept := "No earlier checkpoint was there, so the steps trained are lost: " + fix + ", then run again."
-			lastPath := filepath.Join(r.set.ckptDir, LastCheckpoint)
+			lastPath := filepath.Join(r.set.ckptDir, folder.LastCheckpoint)
 			if _, serr := os.Stat(path); serr == nil {
 				kept = "The previous " + name + " is intact: " + fix + ", then continue from it with --resume."
-			} else if _, serr := os.Stat(lastPath); serr == nil && name != LastCheckpoint {
+			} else if _, serr := os.Stat(lastPath); serr == nil && name != folder.LastCheckpoint {
 				kept = lastPath + " is intact: " + fix + ", then continue from it with --resume."
 			}
 			r.res.Status = StatusFailed
 			r.errorf(nil, CodeCheckpoint, "cannot write checkpoint "+path, "%s. %s", diskFull(err), kept)
 			return false
 		}
-		if name == LastCheckpoint {
+		if name == folder.LastCheckpoint {
 			r.res.Checkpoint = path
 			r.markLatest()
 		}

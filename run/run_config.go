@@ -4,6 +4,7 @@ import (
 	"math"
 	"path/filepath"
 	"pipe/engine"
+	"pipe/run/folder"
 	"strings"
 
 	"pipe/planner/plan"
@@ -154,7 +155,7 @@ func settingsOf(prog *spec.Program, rc *runConfig) settings {
 	case train.At.Has("checkpoint_dir"):
 		s.ckptDir = resolve(rc.base, train.CheckpointDir)
 	default: // Run places a run given no folder first (run_folders.go)
-		s.ckptDir = filepath.Join(PipelineFolder(rc.base, prog.Name), LatestName)
+		s.ckptDir = filepath.Join(PipelineFolder(rc.base, prog.Name), folder.LatestName)
 	}
 	return s
 }

@@ -1,6 +1,10 @@
 package run
 
-import "io"
+import (
+	"io"
+
+	"pipe/run/folder"
+)
 
 // WithCheckpointWriter wraps the writer of every checkpoint file, so a test
 // can make it fail as a full disk does.
@@ -16,5 +20,5 @@ func AsOldCheckpoint(path string) error {
 		return err
 	}
 	meta.Position.EpochSamples = 0
-	return WriteFileAtomic(path, func(w io.Writer) error { return encodeCheckpoint(w, meta, st) })
+	return folder.WriteFileAtomic(path, func(w io.Writer) error { return encodeCheckpoint(w, meta, st) })
 }

@@ -34,7 +34,7 @@ type Place struct {
 	Legacy bool
 	// Job is the job the run belongs to (run_job.go); none for a run
 	// started by hand.
-	Job Job
+	Job folder.Job
 	// Remote is the folder's URL when the run was placed in an object
 	// store (run_remote.go); Dir is then its local staging folder.
 	Remote string
@@ -51,8 +51,8 @@ func (pl Place) Discard() {
 	if !pl.Fresh {
 		return
 	}
-	os.Remove(filepath.Join(pl.Dir, LockFile))
-	os.Remove(filepath.Join(pl.Dir, JobFile))
+	os.Remove(filepath.Join(pl.Dir, folder.LockFile))
+	os.Remove(filepath.Join(pl.Dir, folder.JobFile))
 	if os.Remove(pl.Dir) != nil {
 		return
 	}
@@ -96,7 +96,7 @@ type Where struct {
 	Dir      string
 	Resume   bool
 	ResumeAt string
-	Job      Job
+	Job      folder.Job
 	Rank     int
 }
 
@@ -113,8 +113,8 @@ func PipelineFolder(base, name string) string {
 // out/NAME/runs. Rank 0 makes the folder now; another rank makes none
 // (it writes nothing), and is given the job's folder or, with no job, one
 // that is never made. A folder that records another job is refused
-// (ErrOtherJob), and a resume with nothing to resume returns an error
-// wrapping ErrNoRun.
+// (folder.ErrOtherJob), and a resume with nothing to resume returns an error
+// wrapping folder.ErrNoRun.
 func PlaceRun(prog *spec.Program, base string, w Where) (Place, error) {
 	var pl Place
 	switch {
@@ -145,7 +145,7 @@ func ContinuedFolder(prog *spec.Program, base string, w Where) string {
 	case prog.Train != nil && prog.Train.At.Has("checkpoint_dir"):
 		return resolve(base, prog.Train.CheckpointDir)
 	case w.Job.ID != "":
-		return JobFolder(root, w.Job)
+		return folder.JobFolder(root, w.Job)
 	case w.Resume && w.ResumeAt == "":
 		if d, _, err := folder.LatestRun(root); err == nil {
 			return d
@@ -158,12 +158,12 @@ func ContinuedFolder(prog *spec.Program, base string, w Where) string {
 func placeDefault(prog *spec.Program, base string, w Where) (Place, error) {
 	root := PipelineFolder(base, prog.Name)
 	if w.Job.ID != "" {
-		d := JobFolder(root, w.Job)
+		d := folder.JobFolder(root, w.Job)
 		_, err := os.Stat(d)
 		pl := Place{Dir: d, Root: root, Job: w.Job, Fresh: errors.Is(err, fs.ErrNotExist) && w.Rank == 0}
-		if w.Resume && w.ResumeAt == "" && !folder.FileExists(filepath.Join(d, LastCheckpoint)) {
+		if w.Resume && w.ResumeAt == "" && !folder.FileExists(filepath.Join(d, folder.LastCheckpoint)) {
 			return pl, fmt.Errorf("%s holds no run of job %s (%s) to resume; --resume=%s continues the latest run instead: %w",
-				d, w.Job.ID, w.Job.From, filepath.Join(root, LatestName), ErrNoRun)
+				d, w.Job.ID, w.Job.From, filepath.Join(root, folder.LatestName), folder.ErrNoRun)
 		}
 		if pl.Fresh {
 			made, err := mkdirs(d)
@@ -188,13 +188,13 @@ func placeDefault(prog *spec.Program, base string, w Where) (Place, error) {
 	}
 	if w.Rank > 0 {
 		// Rank 0 makes the run's folder; this rank writes into none.
-		return Place{Dir: filepath.Join(root, RunsFolder, fmt.Sprintf(".rank-%d-writes-nothing", w.Rank))}, nil
+		return Place{Dir: filepath.Join(root, folder.RunsFolder, fmt.Sprintf(".rank-%d-writes-nothing", w.Rank))}, nil
 	}
-	made, err := mkdirs(filepath.Join(root, RunsFolder))
+	made, err := mkdirs(filepath.Join(root, folder.RunsFolder))
 	if err != nil {
 		return Place{Root: root}, err
 	}
-	d, err := folder.NewStampFolder(filepath.Join(root, RunsFolder), time.Now(), "runs")
+	d, err := folder.NewStampFolder(filepath.Join(root, folder.RunsFolder), time.Now(), "runs")
 	if err != nil {
 		return Place{Root: root}, err
 	}
@@ -256,7 +256,7 @@ func (r *runner) decideResume() {
 	if resume {
 		r.rc.resume, r.rc.resumeAt = true, ""
 		r.log.Info("continuing from the run's last checkpoint: the launcher restarted this run's ranks",
-			"rank", r.rc.nodeRank, "restarts", n, "this rank's", r.cfg.LauncherRestarts, "checkpoint", filepath.Join(r.set.ckptDir, LastCheckpoint))
+			"rank", r.rc.nodeRank, "restarts", n, "this rank's", r.cfg.LauncherRestarts, "checkpoint", filepath.Join(r.set.ckptDir, folder.LastCheckpoint))
 		return
 	}
 	if stale {

@@ -11,6 +11,7 @@ import (
 	"pipe/diag"
 	"pipe/engine/enginetest"
 	"pipe/run"
+	"pipe/run/folder"
 )
 
 // runPlaced runs the job as pipe run does without --checkpoint-dir: Run
@@ -32,7 +33,7 @@ func mustPlaced(t *testing.T, j *job, opts ...run.Option) *run.Result {
 
 func latestOf(t *testing.T, j *job) string {
 	t.Helper()
-	dir, legacy, err := run.LatestRun(filepath.Join(j.dir, "out", "tiny"))
+	dir, legacy, err := folder.LatestRun(filepath.Join(j.dir, "out", "tiny"))
 	if err != nil || legacy {
 		t.Fatalf("latest: %v (legacy %v)", err, legacy)
 	}
@@ -60,19 +61,19 @@ func TestEveryRunHasItsOwnFolder(t *testing.T) {
 	if filepath.Dir(a) != filepath.Join(j.dir, "out", "tiny", "runs") || latestOf(t, j) != a {
 		t.Fatalf("the first run wrote to %s; latest is %s", a, latestOf(t, j))
 	}
-	lastA, bestA := readBytes(t, filepath.Join(a, run.LastCheckpoint)), readBytes(t, filepath.Join(a, run.BestCheckpoint))
+	lastA, bestA := readBytes(t, filepath.Join(a, folder.LastCheckpoint)), readBytes(t, filepath.Join(a, folder.BestCheckpoint))
 	second := mustPlaced(t, j, run.WithMaxSteps(5))
 	b := second.CheckpointDir
 	if b == a || filepath.Dir(b) != filepath.Dir(a) || latestOf(t, j) != b {
 		t.Fatalf("the second run wrote to %s (the first to %s); latest is %s", b, a, latestOf(t, j))
 	}
-	if !bytes.Equal(readBytes(t, filepath.Join(a, run.LastCheckpoint)), lastA) || !bytes.Equal(readBytes(t, filepath.Join(a, run.BestCheckpoint)), bestA) {
+	if !bytes.Equal(readBytes(t, filepath.Join(a, folder.LastCheckpoint)), lastA) || !bytes.Equal(readBytes(t, filepath.Join(a, folder.BestCheckpoint)), bestA) {
 		t.Error("the second run changed the first run's checkpoints")
 	}
-	if _, err := os.Stat(filepath.Join(b, run.BestCheckpoint)); err == nil {
+	if _, err := os.Stat(filepath.Join(b, folder.BestCheckpoint)); err == nil {
 		t.Error("a run of 5 steps, which validated no epoch, has a best.ckpt")
 	}
-	if st, err := os.Lstat(filepath.Join(j.dir, "out", "tiny", run.LatestName)); err != nil || st.Mode()&os.ModeSymlink == 0 {
+	if st, err := os.Lstat(filepath.Join(j.dir, "out", "tiny", folder.LatestName)); err != nil || st.Mode()&os.ModeSymlink == 0 {
 		t.Errorf("latest is not a symbolic link: %v", err)
 	}
 }
@@ -87,16 +88,16 @@ func TestResumeContinuesTheLatestRun(t *testing.T) {
 	}
 	a := mustPlaced(t, j, run.WithMaxSteps(3)).CheckpointDir
 	b := mustPlaced(t, j, run.WithMaxSteps(21)).CheckpointDir // an epoch is 19 steps: b has a best.ckpt
-	lastA := readBytes(t, filepath.Join(a, run.LastCheckpoint))
-	bestB := readBytes(t, filepath.Join(b, run.BestCheckpoint))
+	lastA := readBytes(t, filepath.Join(a, folder.LastCheckpoint))
+	bestB := readBytes(t, filepath.Join(b, folder.BestCheckpoint))
 	res := mustPlaced(t, j, run.WithMaxSteps(25), run.WithResume(""))
 	if res.ResumedFrom == nil || res.ResumedFrom.Step != 21 || res.CheckpointDir != b || res.Position.Step != 25 {
 		t.Fatalf("resumed from %+v into %s (latest run %s), at step %d", res.ResumedFrom, res.CheckpointDir, b, res.Position.Step)
 	}
-	if !bytes.Equal(readBytes(t, filepath.Join(b, run.BestCheckpoint)), bestB) {
+	if !bytes.Equal(readBytes(t, filepath.Join(b, folder.BestCheckpoint)), bestB) {
 		t.Error("resumed in its own folder, the run lost its best.ckpt")
 	}
-	if !bytes.Equal(readBytes(t, filepath.Join(a, run.LastCheckpoint)), lastA) {
+	if !bytes.Equal(readBytes(t, filepath.Join(a, folder.LastCheckpoint)), lastA) {
 		t.Error("resuming the latest run changed an earlier one")
 	}
 }
@@ -108,14 +109,14 @@ func TestAFreshRunInAUsedFolderReplacesItAll(t *testing.T) {
 	j := newJob(t, strings.Replace(blobs, "loss cross_entropy", "loss cross_entropy  save all", 1))
 	dir := filepath.Join(j.dir, "ckpt")
 	mustRun(t, j, nil)
-	for _, f := range []string{run.BestCheckpoint, "epoch-003.ckpt"} {
+	for _, f := range []string{folder.BestCheckpoint, "epoch-003.ckpt"} {
 		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
 			t.Fatalf("the full run left no %s: %v", f, err)
 		}
 	}
 	mustRun(t, j, nil, run.WithMaxSteps(5))
 	files, _ := filepath.Glob(filepath.Join(dir, "*.ckpt"))
-	if len(files) != 1 || filepath.Base(files[0]) != run.LastCheckpoint {
+	if len(files) != 1 || filepath.Base(files[0]) != folder.LastCheckpoint {
 		t.Errorf("after a fresh run of 5 steps the folder holds %v, want its last.ckpt alone", files)
 	}
 }
@@ -128,7 +129,7 @@ func TestAFreshRunRefusesAnotherPipelinesFolder(t *testing.T) {
 	a := newJob(t, blobs)
 	shared := run.WithCheckpointDir(filepath.Join(a.dir, "shared"))
 	mustRun(t, a, nil, run.WithMaxSteps(3), shared)
-	last := filepath.Join(a.dir, "shared", run.LastCheckpoint)
+	last := filepath.Join(a.dir, "shared", folder.LastCheckpoint)
 	before := readBytes(t, last)
 	b := newJob(t, strings.Replace(blobs, "pipeline tiny", "pipeline other", 1))
 	res, ds := b.run(t, context.Background(), nil, run.Hooks{}, shared)
@@ -151,7 +152,7 @@ func TestTheOldLayoutStillResumes(t *testing.T) {
 	if res.ResumedFrom == nil || res.ResumedFrom.Step != 3 || res.CheckpointDir != old {
 		t.Errorf("resumed from %+v into %s", res.ResumedFrom, res.CheckpointDir)
 	}
-	if _, err := os.Lstat(filepath.Join(j.dir, "out", "tiny", run.LatestName)); err == nil {
+	if _, err := os.Lstat(filepath.Join(j.dir, "out", "tiny", folder.LatestName)); err == nil {
 		t.Error("resuming the old layout made a latest")
 	}
 }

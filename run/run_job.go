@@ -22,7 +22,7 @@ func (r *runner) ownJob() bool {
 			err, r.p.Pipeline, job.ID)
 		return false
 	}
-	if err := folder.RecordJob(dir, job); err != nil || !r.publish(JobFile) {
+	if err := folder.RecordJob(dir, job); err != nil || !r.publish(folder.JobFile) {
 		if err == nil {
 			return false // publish said why
 		}

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"pipe/run"
+	"pipe/run/folder"
 )
 
 // heldOut is blobs validated every epoch on a source of its own.
@@ -35,7 +36,7 @@ func TestInterruptedLastValidationIsResumed(t *testing.T) {
 	if ds.HasErrors() || first.Status != run.StatusInterrupted || first.Epochs != 0 || first.Position.Step != want.Position.Step {
 		t.Fatalf("interrupted run: %s after %d epochs at %+v\n%v", first.Status, first.Epochs, first.Position, ds)
 	}
-	best := filepath.Join(j.dir, "ckpt", run.BestCheckpoint)
+	best := filepath.Join(j.dir, "ckpt", folder.BestCheckpoint)
 	if _, err := os.Stat(best); err == nil {
 		t.Fatalf("best.ckpt written before the epoch was evaluated")
 	}
@@ -82,7 +83,7 @@ func TestCheckpointRecordsAStepLimit(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			j := newJob(t, c.src)
 			mustRun(t, j, nil, c.opts...)
-			info, err := run.ReadCheckpointInfo(filepath.Join(j.dir, "ckpt", run.LastCheckpoint))
+			info, err := run.ReadCheckpointInfo(filepath.Join(j.dir, "ckpt", folder.LastCheckpoint))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"pipe/run/folder"
 	"slices"
 	"strconv"
 
@@ -266,7 +267,7 @@ func (r *runner) predictCSV(ctx context.Context, ds dataset.Dataset, src *spec.S
 		cw.Flush()
 		return cw.Error()
 	}
-	if err := WriteFileAtomic(path, write); err != nil {
+	if err := folder.WriteFileAtomic(path, write); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	return &Prediction{Source: src.Name, Path: path, Format: "csv", Samples: count}, nil

@@ -5,13 +5,14 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"pipe/run/folder"
 	"syscall"
 
 	"pipe/diag"
 )
 
 // CheckWritable reports whether a file can be written at path, as
-// WriteFileAtomic writes it: its folder exists or can be made, a file can
+// folder.WriteFileAtomic writes it: its folder exists or can be made, a file can
 // be created in it, and path is not itself a folder. It creates the
 // folder and removes the file it tried. A run calls it for its checkpoint
 // folder and its predictions before it trains, so that a read-only or
@@ -51,7 +52,7 @@ func (r *runner) preflight() bool {
 	ok := true
 	// Rank 0 alone writes checkpoints; another rank makes no folder.
 	if !r.rc.skipTrain && r.set.ckptMode != "none" && r.rc.nodeRank == 0 {
-		path := filepath.Join(r.set.ckptDir, LastCheckpoint)
+		path := filepath.Join(r.set.ckptDir, folder.LastCheckpoint)
 		if err := CheckWritable(path); err != nil {
 			var at *diag.Range // --checkpoint-dir or the default folder: no line says it
 			if train := r.spec.Train; r.rc.ckptDir == "" && train != nil && train.At.Has("checkpoint_dir") {
@@ -63,7 +64,7 @@ func (r *runner) preflight() bool {
 		} else {
 			err := r.folder.Lock(r.p.File)
 			switch {
-			case errors.Is(err, ErrLocked):
+			case errors.Is(err, folder.ErrLocked):
 				r.errorf(nil, CodeLocked, "another run is using "+r.set.ckptDir,
 					"%v. Two runs in one folder would replace each other's checkpoints. Nothing was trained: wait for that run to end, or give this one its own folder with --checkpoint-dir.", err)
 				ok = false

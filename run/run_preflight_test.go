@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"pipe/run"
+	"pipe/run/folder"
 )
 
 // A checkpoint folder or a predictions path that cannot be written fails
@@ -78,7 +79,7 @@ func TestResumeNamesTheMissingFile(t *testing.T) {
 	j := newJob(t, blobs)
 	_, ds := j.run(t, context.Background(), nil, run.Hooks{}, run.WithResume(""), run.WithCheckpointDir(filepath.Join(j.dir, "none")))
 	d := findDiag(t, ds, run.CodeResume)
-	if want := filepath.Join(j.dir, "none", run.LastCheckpoint); !strings.Contains(d.Detail, "There is no "+want+".") {
+	if want := filepath.Join(j.dir, "none", folder.LastCheckpoint); !strings.Contains(d.Detail, "There is no "+want+".") {
 		t.Errorf("%s", d.Detail)
 	}
 }

@@ -50,13 +50,13 @@ func StagingFolder(root, u string) string {
 
 // remoteFiles are the files a placement downloads: the job's record
 // first, then the checkpoints a run resumes from or claims.
-var remoteFiles = []string{JobFile, LastCheckpoint, BestCheckpoint}
+var remoteFiles = []string{folder.JobFile, folder.LastCheckpoint, folder.BestCheckpoint}
 
 // placeRemote places a run in the folder at URL u: it refuses a URL pipe
 // cannot write, makes the staging folder, empties it and fills it with
 // the prefix's job record and checkpoints, unless another run on this
 // machine holds the staging folder, which the run's lock then refuses. A folder that records another job is
-// refused (ErrOtherJob).
+// refused (folder.ErrOtherJob).
 func placeRemote(root, u string, w Where) (Place, error) {
 	u = strings.TrimSuffix(u, "/")
 	if err := remote.Writable(u); err != nil {
@@ -72,7 +72,7 @@ func placeRemote(root, u string, w Where) (Place, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return pl, err
 	}
-	if folder.Busy(filepath.Join(dir, LockFile)) {
+	if folder.Busy(filepath.Join(dir, folder.LockFile)) {
 		return pl, nil // the lock refuses this run; the holder's files stay
 	}
 	// The prefix is the run's truth: what an earlier start left here
@@ -82,7 +82,7 @@ func placeRemote(root, u string, w Where) (Place, error) {
 		return pl, err
 	}
 	for _, e := range entries {
-		if e.Name() != LockFile {
+		if e.Name() != folder.LockFile {
 			if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
 				return pl, err
 			}
@@ -169,7 +169,7 @@ func PublishOutputs(pl Place) error {
 			}
 			return nil // the lock, temporary files
 		}
-		if d.IsDir() || strings.HasSuffix(name, ".ckpt") || name == JobFile {
+		if d.IsDir() || strings.HasSuffix(name, ".ckpt") || name == folder.JobFile {
 			return nil
 		}
 		rel, err := filepath.Rel(pl.Dir, p)

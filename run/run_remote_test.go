@@ -3,6 +3,7 @@ package run
 import (
 	"os"
 	"path/filepath"
+	"pipe/run/folder"
 	"testing"
 
 	"pipe/dataset/remote"
@@ -32,14 +33,14 @@ func TestPlaceRemote(t *testing.T) {
 	if err := os.MkdirAll(stage, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(stage, LastCheckpoint), []byte("an older run's"), 0o644)
+	os.WriteFile(filepath.Join(stage, folder.LastCheckpoint), []byte("an older run's"), 0o644)
 	os.WriteFile(filepath.Join(stage, "report.json"), []byte("{}"), 0o644)
-	job := Job{ID: "slurm-1", From: "SLURM_JOB_ID=1"}
+	job := folder.Job{ID: "slurm-1", From: "SLURM_JOB_ID=1"}
 	pl, err := PlaceRun(prog, base, Where{Dir: u, Job: job})
 	if err != nil || pl.Dir != stage || pl.Remote != s.URL("ck") {
 		t.Fatalf("placed %+v, %v", pl, err)
 	}
-	for name, want := range map[string]string{JobFile: "slurm-1\n", BestCheckpoint: "best", LastCheckpoint: "", "report.json": ""} {
+	for name, want := range map[string]string{folder.JobFile: "slurm-1\n", folder.BestCheckpoint: "best", folder.LastCheckpoint: "", "report.json": ""} {
 		b, err := os.ReadFile(filepath.Join(stage, name))
 		if got := string(b); got != want || (want == "") != (err != nil) {
 			t.Errorf("%s reads %q (%v), want %q", name, got, err, want)
@@ -49,7 +50,7 @@ func TestPlaceRemote(t *testing.T) {
 	if err != nil || other.Dir == stage {
 		t.Errorf("rank 1 placed at %s (%v), want a folder of its own", other.Dir, err)
 	}
-	if _, err := PlaceRun(prog, base, Where{Dir: u, Job: Job{ID: "slurm-2", From: "SLURM_JOB_ID=2"}}); err == nil {
+	if _, err := PlaceRun(prog, base, Where{Dir: u, Job: folder.Job{ID: "slurm-2", From: "SLURM_JOB_ID=2"}}); err == nil {
 		t.Error("another job's prefix was not refused")
 	}
 	if _, err := PlaceRun(prog, base, Where{Dir: "http://h/ck"}); err == nil {

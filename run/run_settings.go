@@ -2,10 +2,10 @@ package run
 
 import "pipe/run/folder"
 
-// WithSettings has the run record s in its folder's SettingsFile, before
+// WithSettings has the run record s in its folder's folder.SettingsFile, before
 // its first checkpoint there (rank 0 alone), so that the folder's
 // checkpoints and its settings are always one run's.
-func WithSettings(s Settings) Option { return func(c *runConfig) { c.settings = &s } }
+func WithSettings(s folder.Settings) Option { return func(c *runConfig) { c.settings = &s } }
 
 // recordSettings writes the run's Settings into its folder unless the
 // folder records them already; false, with a diagnostic, when it cannot.

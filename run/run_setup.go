@@ -271,7 +271,7 @@ func (r *runner) place() bool {
 	}
 	pl, err := PlaceRun(r.prog.Spec, rc.base, Where{Resume: rc.resume, ResumeAt: rc.resumeAt, Rank: rc.nodeRank})
 	switch {
-	case errors.Is(err, ErrNoRun):
+	case errors.Is(err, folder.ErrNoRun):
 		r.errorf(nil, CodeResume, "no run to resume", "%v. Run without --resume to start one, or give the checkpoint with --resume=PATH.", err)
 		return false
 	case err != nil:

@@ -19,6 +19,7 @@ import (
 	"pipe/engine/enginetest"
 	"pipe/planner/cost"
 	"pipe/run"
+	"pipe/run/folder"
 	"pipe/stdlib"
 )
 
@@ -66,7 +67,7 @@ func TestRunTrainsEvaluatesAndCheckpoints(t *testing.T) {
 	}
 	// evaluate reads the training source, which has no split: a warning.
 	findDiag(t, ds, run.CodeEvalOnTrain)
-	for _, name := range []string{run.LastCheckpoint, run.BestCheckpoint} {
+	for _, name := range []string{folder.LastCheckpoint, folder.BestCheckpoint} {
 		if _, err := os.Stat(filepath.Join(j.dir, "ckpt", name)); err != nil {
 			t.Errorf("no %s: %v", name, err)
 		}
@@ -168,7 +169,7 @@ func TestMaxStepsCountsOptimizerSteps(t *testing.T) {
 	if res.Status != run.StatusMaxSteps || res.Position.Step != 4 || res.Position.MicroStep != 12 || res.Epochs != 0 {
 		t.Errorf("status %s at %+v after %d epochs", res.Status, res.Position, res.Epochs)
 	}
-	if _, err := os.Stat(filepath.Join(j.dir, "ckpt", run.LastCheckpoint)); err != nil {
+	if _, err := os.Stat(filepath.Join(j.dir, "ckpt", folder.LastCheckpoint)); err != nil {
 		t.Errorf("a run stopped by the step limit leaves no checkpoint: %v", err)
 	}
 }
@@ -195,7 +196,7 @@ func TestFullDiskKeepsThePreviousCheckpoint(t *testing.T) {
 		t.Fatalf("first run: %d epochs", res.Epochs)
 	}
 	dir := filepath.Join(j.dir, "ckpt")
-	last := filepath.Join(dir, run.LastCheckpoint)
+	last := filepath.Join(dir, folder.LastCheckpoint)
 	before, err := os.ReadFile(last)
 	if err != nil {
 		t.Fatal(err)
@@ -228,7 +229,7 @@ func TestFullDiskKeepsThePreviousCheckpoint(t *testing.T) {
 func TestDamagedCheckpointIsRefused(t *testing.T) {
 	j := newJob(t, blobs)
 	mustRun(t, j, nil, run.WithMaxSteps(3))
-	last := filepath.Join(j.dir, "ckpt", run.LastCheckpoint)
+	last := filepath.Join(j.dir, "ckpt", folder.LastCheckpoint)
 	good, err := os.ReadFile(last)
 	if err != nil {
 		t.Fatal(err)
@@ -404,7 +405,7 @@ func ftoa(v float64) string { return strconv.FormatFloat(v, 'g', -1, 64) }
 // checkpointing only; checkpoint files follow "save".
 func TestSaveIsNotGradientCheckpointing(t *testing.T) {
 	last := func(j *job) bool {
-		_, err := os.Stat(filepath.Join(j.dir, "ckpt", run.LastCheckpoint))
+		_, err := os.Stat(filepath.Join(j.dir, "ckpt", folder.LastCheckpoint))
 		return err == nil
 	}
 	grad := newJob(t, strings.Replace(accumulating, "  loss cross_entropy\n", "  loss cross_entropy\n  checkpoint none\n", 1))
@@ -442,7 +443,7 @@ func TestOutOfMemoryStopsCleanly(t *testing.T) {
 	if d.Subject == nil || d.Subject.Start.Line != lineOf(blobs, "dense 3") {
 		t.Errorf("at %v, want the dense layer's line", d.Subject)
 	}
-	if _, err := os.Stat(filepath.Join(j.dir, "ckpt", run.LastCheckpoint)); err != nil {
+	if _, err := os.Stat(filepath.Join(j.dir, "ckpt", folder.LastCheckpoint)); err != nil {
 		t.Errorf("the first epoch's checkpoint: %v", err)
 	}
 }
@@ -545,7 +546,7 @@ func TestFullDiskAfterLastSaysLastIsIntact(t *testing.T) {
 	})
 	_, ds := j.run(t, context.Background(), nil, run.Hooks{}, full)
 	d := findDiag(t, ds, run.CodeCheckpoint)
-	if !strings.Contains(d.Detail, run.LastCheckpoint+" is intact") || strings.Contains(d.Detail, "lost") {
+	if !strings.Contains(d.Detail, folder.LastCheckpoint+" is intact") || strings.Contains(d.Detail, "lost") {
 		t.Errorf("epoch checkpoint on a full disk: %s", d.Detail)
 	}
 }

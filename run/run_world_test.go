@@ -12,6 +12,7 @@ import (
 	"pipe/engine"
 	"pipe/engine/enginetest"
 	"pipe/run"
+	"pipe/run/folder"
 )
 
 // TestResumeAtAnotherSplitOfTheStep: a run of 8 a micro-batch × 3
@@ -54,7 +55,7 @@ func TestResumeAtAnotherSplitOfTheStep(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			j := interrupted(t)
 			if c.old {
-				if err := run.AsOldCheckpoint(filepath.Join(j.dir, "ckpt", run.LastCheckpoint)); err != nil {
+				if err := run.AsOldCheckpoint(filepath.Join(j.dir, "ckpt", folder.LastCheckpoint)); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -139,7 +140,7 @@ func TestLostRankUnderARestartingLauncher(t *testing.T) {
 func TestLostRankSaysWhereTheRunGoesOn(t *testing.T) {
 	be := &enginetest.Backend{FailAt: 30, Fail: fmt.Errorf("%w: rank 1 went away", engine.ErrWorkerLost)}
 	j := newJob(t, accumulating)
-	job := run.Job{ID: "slurm-7", From: "SLURM_JOB_ID=7"}
+	job := folder.Job{ID: "slurm-7", From: "SLURM_JOB_ID=7"}
 	_, ds := j.run(t, context.Background(), be, run.Hooks{}, run.WithPlace(run.Place{Dir: filepath.Join(j.dir, "ckpt"), Job: job}))
 	if msg := ds.Error(); !strings.Contains(msg, "--run-id slurm-7") || strings.Contains(msg, "--resume") || !strings.Contains(msg, "last.ckpt, is kept") {
 		t.Errorf("a job's run:\n%v", ds)

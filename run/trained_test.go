@@ -11,6 +11,7 @@ import (
 	"pipe/dataset"
 	"pipe/engine/native"
 	"pipe/run"
+	"pipe/run/folder"
 )
 
 // A trained model loaded for inference gives the outputs the run's own
@@ -32,7 +33,7 @@ evaluate { source blobs }
 		run.WithBase(j.dir), run.WithCheckpointDir(ckdir), run.WithThreads(1)); ds.HasErrors() {
 		t.Fatalf("run failed:\n%v", ds)
 	}
-	tr, err := run.LoadTrained(j.plan, j.prog, filepath.Join(ckdir, run.LastCheckpoint), native.Backend{}, 5, 1)
+	tr, err := run.LoadTrained(j.plan, j.prog, filepath.Join(ckdir, folder.LastCheckpoint), native.Backend{}, 5, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -66,11 +67,11 @@ evaluate { source blobs }
 	}
 
 	other := newJob(t, strings.Replace(src, "conv 4 k3", "conv 5 k3", 1))
-	if _, err := run.LoadTrained(other.plan, other.prog, filepath.Join(ckdir, run.LastCheckpoint), native.Backend{}, 1, 1); !errors.Is(err, run.ErrCheckpointMismatch) {
+	if _, err := run.LoadTrained(other.plan, other.prog, filepath.Join(ckdir, folder.LastCheckpoint), native.Backend{}, 1, 1); !errors.Is(err, run.ErrCheckpointMismatch) {
 		t.Fatalf("a checkpoint of another model's shapes: %v, want ErrCheckpointMismatch", err)
 	}
 	renamed := newJob(t, strings.Replace(src, "model small", "model big", 1))
-	if _, err := run.LoadTrained(renamed.plan, renamed.prog, filepath.Join(ckdir, run.LastCheckpoint), native.Backend{}, 1, 1); !errors.Is(err, run.ErrCheckpointMismatch) || !strings.Contains(err.Error(), "holds model small") {
+	if _, err := run.LoadTrained(renamed.plan, renamed.prog, filepath.Join(ckdir, folder.LastCheckpoint), native.Backend{}, 1, 1); !errors.Is(err, run.ErrCheckpointMismatch) || !strings.Contains(err.Error(), "holds model small") {
 		t.Fatalf("a checkpoint of another model's name: %v", err)
 	}
 }

@@ -34,6 +34,7 @@ import (
 	"pipe/planner"
 	"pipe/planner/plan"
 	"pipe/run"
+	"pipe/run/folder"
 	"pipe/stdlib"
 )
 
@@ -82,7 +83,7 @@ func checkpoint(t *testing.T) string {
 			ckptErr = fmt.Errorf("training the tiny model: %v", ds)
 			return
 		}
-		ckptPath = filepath.Join(ck, run.LastCheckpoint)
+		ckptPath = filepath.Join(ck, folder.LastCheckpoint)
 	})
 	if ckptErr != nil {
 		t.Fatal(ckptErr)

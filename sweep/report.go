@@ -15,7 +15,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 	"gonum.org/v1/plot/vg/vgimg"
 
-	"pipe/run"
+	"pipe/run/folder"
 )
 
 // Table writes the trials, best first: their values, status, batch,
@@ -98,7 +98,7 @@ func Plot(s *State, path string) (wrote bool, err error) {
 	for j := range plots[0] {
 		plots[0][j].Draw(canvases[0][j])
 	}
-	err = run.WriteFileAtomic(path, func(w io.Writer) error {
+	err = folder.WriteFileAtomic(path, func(w io.Writer) error {
 		_, err := vgimg.PngCanvas{Canvas: img}.WriteTo(w)
 		return err
 	})

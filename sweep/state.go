@@ -7,7 +7,7 @@ import (
 	"math"
 	"os"
 
-	"pipe/run"
+	"pipe/run/folder"
 )
 
 // MarshalJSON writes a trial with each metric that is not a number
@@ -82,7 +82,7 @@ func Save(path string, s *State) error {
 	if err != nil {
 		return err
 	}
-	return run.WriteFileAtomic(path, func(w io.Writer) error {
+	return folder.WriteFileAtomic(path, func(w io.Writer) error {
 		_, err := w.Write(append(b, '\n'))
 		return err
 	})

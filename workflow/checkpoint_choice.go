@@ -6,6 +6,7 @@ import (
 
 	"pipe/lang"
 	"pipe/run"
+	"pipe/run/folder"
 )
 
 // CheckpointChoice is the checkpoint pipe serve and pipe export load, with
@@ -40,10 +41,10 @@ func ChooseCheckpoint(prog *lang.Program, flag, dir string) CheckpointChoice {
 		return describeChoice(c)
 	}
 	latest := filepath.Dir(c.Path)
-	short, err := run.ReadCheckpointInfo(filepath.Join(latest, run.LastCheckpoint))
+	short, err := run.ReadCheckpointInfo(filepath.Join(latest, folder.LastCheckpoint))
 	if err == nil && short.StepLimit > 0 {
 		root := run.PipelineFolder("", prog.Name)
-		if other := furtherRun(filepath.Join(root, run.RunsFolder), latest, short); other != "" {
+		if other := furtherRun(filepath.Join(root, folder.RunsFolder), latest, short); other != "" {
 			c = CheckpointChoice{Path: bestOrLast(other), PassedOver: latest, Passed: short}
 		}
 	}
@@ -54,7 +55,7 @@ func ChooseCheckpoint(prog *lang.Program, flag, dir string) CheckpointChoice {
 // the run stands (a best.ckpt may predate its run's --max-steps or its
 // end), else from the file itself.
 func describeChoice(c CheckpointChoice) CheckpointChoice {
-	for _, p := range []string{filepath.Join(filepath.Dir(c.Path), run.LastCheckpoint), c.Path} {
+	for _, p := range []string{filepath.Join(filepath.Dir(c.Path), folder.LastCheckpoint), c.Path} {
 		if info, err := run.ReadCheckpointInfo(p); err == nil {
 			c.Run = &info
 			break
@@ -79,7 +80,7 @@ func furtherRun(runs, skip string, short run.CheckpointInfo) string {
 		if !e.IsDir() || sameDir(d, skip) {
 			continue
 		}
-		info, err := run.ReadCheckpointInfo(filepath.Join(d, run.LastCheckpoint))
+		info, err := run.ReadCheckpointInfo(filepath.Join(d, folder.LastCheckpoint))
 		switch {
 		case err != nil, info.StepLimit > 0, info.Pipeline != short.Pipeline, info.Model != short.Model,
 			info.Structure != "" && short.Structure != "" && info.Structure != short.Structure,

@@ -5,7 +5,7 @@ import (
 	"regexp"
 	"strings"
 
-	"pipe/run"
+	"pipe/run/folder"
 )
 
 // Environment variables that name a run's job besides the launchers'
@@ -30,10 +30,10 @@ var notID = regexp.MustCompile(`[^A-Za-z0-9._-]+`)
 // stays the same over every restart of its job, by its launcher or a
 // container's restart, which is what lets a restart find its own run.
 // An id given that cannot name a folder is an error.
-func JobOf(getenv func(string) string, flagID string) (run.Job, error) {
-	given := func(id, from string) (run.Job, error) {
-		j := run.Job{ID: id, From: from}
-		return j, run.CheckJobID(id)
+func JobOf(getenv func(string) string, flagID string) (folder.Job, error) {
+	given := func(id, from string) (folder.Job, error) {
+		j := folder.Job{ID: id, From: from}
+		return j, folder.CheckJobID(id)
 	}
 	if flagID != "" {
 		return given(flagID, "--run-id")
@@ -62,5 +62,5 @@ func JobOf(getenv func(string) string, flagID string) (run.Job, error) {
 		}
 		return given("torchrun-"+clean, "TORCHELASTIC_RUN_ID="+id)
 	}
-	return run.Job{}, nil
+	return folder.Job{}, nil
 }

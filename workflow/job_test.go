@@ -9,6 +9,7 @@ import (
 
 	"pipe/internal/progtest"
 	"pipe/run"
+	"pipe/run/folder"
 	"pipe/workflow"
 )
 
@@ -48,7 +49,7 @@ func TestJobOf(t *testing.T) {
 func TestPlaceJobRun(t *testing.T) {
 	t.Chdir(t.TempDir())
 	prog := progtest.Decoded(t, program(t, strings.Replace(tinyPipe, "pipeline tiny", "pipeline jobs", 1)))
-	job := run.Job{ID: "slurm-7", From: "SLURM_JOB_ID=7"}
+	job := folder.Job{ID: "slurm-7", From: "SLURM_JOB_ID=7"}
 	p1, err := workflow.PlaceRun(prog, run.Where{Job: job, Rank: 1})
 	want := filepath.Join("out", "jobs", "runs", "slurm-7")
 	if err != nil || p1.Dir != want || p1.Fresh {
@@ -57,7 +58,7 @@ func TestPlaceJobRun(t *testing.T) {
 	if _, err := os.Stat(want); err == nil {
 		t.Errorf("rank 1 made %s", want)
 	}
-	if _, err := workflow.PlaceRun(prog, run.Where{Job: job, Resume: true}); !errors.Is(err, run.ErrNoRun) {
+	if _, err := workflow.PlaceRun(prog, run.Where{Job: job, Resume: true}); !errors.Is(err, folder.ErrNoRun) {
 		t.Errorf("--resume of a job with no run: %v", err)
 	}
 	p0, err := workflow.PlaceRun(prog, run.Where{Job: job})
@@ -74,12 +75,12 @@ func TestPlaceJobRun(t *testing.T) {
 	if runs, _ := filepath.Glob(filepath.Join("out", "jobs", "runs", "*")); len(runs) != 1 {
 		t.Errorf("run folders %v, want the job's alone", runs)
 	}
-	if err := os.WriteFile(filepath.Join(want, run.JobFile), []byte("slurm-7\n"), 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(want, folder.JobFile), []byte("slurm-7\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	other := run.Job{ID: "pytorchjob-team-b", From: "PyTorchJob b in namespace team"}
+	other := folder.Job{ID: "pytorchjob-team-b", From: "PyTorchJob b in namespace team"}
 	_, err = workflow.PlaceRun(prog, run.Where{Dir: want, Job: other})
-	if !errors.Is(err, run.ErrOtherJob) || !strings.Contains(err.Error(), "slurm-7") || !strings.Contains(err.Error(), "pytorchjob-team-b") {
+	if !errors.Is(err, folder.ErrOtherJob) || !strings.Contains(err.Error(), "slurm-7") || !strings.Contains(err.Error(), "pytorchjob-team-b") {
 		t.Errorf("another job's folder: %v", err)
 	}
 	if _, err := workflow.PlaceRun(prog, run.Where{Dir: want}); err != nil {

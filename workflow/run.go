@@ -9,6 +9,7 @@ import (
 	"pipe/lang"
 	"pipe/planner/plan"
 	"pipe/run"
+	"pipe/run/folder"
 	"pipe/run/report"
 	"pipe/stdlib"
 )
@@ -118,7 +119,7 @@ func Finish(res *run.Result, p *plan.Plan, o Outputs, nodeRank int) *Written {
 
 // WriteTrace writes a run's profile as a Chrome trace.
 func WriteTrace(pr *run.Profile, path string) error {
-	return run.WriteFileAtomic(path, func(w io.Writer) error { return pr.WriteTrace(w) })
+	return folder.WriteFileAtomic(path, func(w io.Writer) error { return pr.WriteTrace(w) })
 }
 
 // DefaultCheckpoint is the checkpoint pipe serve and pipe export load when
@@ -130,10 +131,10 @@ func WriteTrace(pr *run.Profile, path string) error {
 func DefaultCheckpoint(prog *lang.Program, dir string) string {
 	if dir == "" {
 		root := run.PipelineFolder("", prog.Name)
-		dir = filepath.Join(root, run.LatestName)
+		dir = filepath.Join(root, folder.LatestName)
 		if f := prog.Block("train").Field("checkpoint_dir"); f != nil {
 			dir = f.First().Str
-		} else if latest, _, err := run.LatestRun(root); err == nil {
+		} else if latest, _, err := folder.LatestRun(root); err == nil {
 			dir = latest
 		}
 	}
@@ -144,7 +145,7 @@ func DefaultCheckpoint(prog *lang.Program, dir string) string {
 // --checkpoint path: the file, or for a folder what DefaultCheckpoint
 // takes in it, best.ckpt when there is one, else last.ckpt.
 func CheckpointFile(path string) string {
-	if run.CheckpointIn(path, run.LastCheckpoint) == path {
+	if folder.CheckpointIn(path, folder.LastCheckpoint) == path {
 		return path
 	}
 	return bestOrLast(path)
@@ -152,10 +153,10 @@ func CheckpointFile(path string) string {
 
 // bestOrLast is best.ckpt in dir when there is one, else last.ckpt.
 func bestOrLast(dir string) string {
-	if best := run.CheckpointIn(dir, run.BestCheckpoint); fileExists(best) {
+	if best := folder.CheckpointIn(dir, folder.BestCheckpoint); fileExists(best) {
 		return best
 	}
-	return filepath.Join(dir, run.LastCheckpoint)
+	return filepath.Join(dir, folder.LastCheckpoint)
 }
 
 func fileExists(path string) bool {

@@ -18,6 +18,7 @@ import (
 	"pipe/planner"
 	"pipe/planner/plan"
 	"pipe/run"
+	"pipe/run/folder"
 	"pipe/stdlib"
 	"pipe/workflow"
 )
@@ -243,17 +244,17 @@ func TestRecheckRefusesAChangedSource(t *testing.T) {
 func TestDefaultCheckpointPrefersBest(t *testing.T) {
 	dir := t.TempDir()
 	prog := program(t, tinyPipe)
-	if got := workflow.DefaultCheckpoint(prog, dir); got != filepath.Join(dir, run.LastCheckpoint) {
+	if got := workflow.DefaultCheckpoint(prog, dir); got != filepath.Join(dir, folder.LastCheckpoint) {
 		t.Errorf("without best.ckpt: %s", got)
 	}
-	if err := os.WriteFile(filepath.Join(dir, run.BestCheckpoint), nil, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(dir, folder.BestCheckpoint), nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if got := workflow.DefaultCheckpoint(prog, dir); got != filepath.Join(dir, run.BestCheckpoint) {
+	if got := workflow.DefaultCheckpoint(prog, dir); got != filepath.Join(dir, folder.BestCheckpoint) {
 		t.Errorf("with best.ckpt: %s", got)
 	}
 	t.Chdir(t.TempDir())
-	if got := workflow.DefaultCheckpoint(prog, ""); got != filepath.Join("out", "tiny", run.LatestName, run.LastCheckpoint) {
+	if got := workflow.DefaultCheckpoint(prog, ""); got != filepath.Join("out", "tiny", folder.LatestName, folder.LastCheckpoint) {
 		t.Errorf("no run yet: %s", got)
 	}
 }
@@ -276,8 +277,8 @@ func TestDefaultCheckpointIsTheLatestRuns(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	touch(filepath.Join(old, run.LastCheckpoint))
-	if got := workflow.DefaultCheckpoint(prog, ""); got != filepath.Join(old, run.LastCheckpoint) {
+	touch(filepath.Join(old, folder.LastCheckpoint))
+	if got := workflow.DefaultCheckpoint(prog, ""); got != filepath.Join(old, folder.LastCheckpoint) {
 		t.Errorf("the old layout: %s", got)
 	}
 	first, err := workflow.PlaceRun(progtest.Decoded(t, prog), run.Where{})
@@ -288,16 +289,16 @@ func TestDefaultCheckpointIsTheLatestRuns(t *testing.T) {
 	if err != nil || second.Dir == first.Dir {
 		t.Fatalf("two runs placed in %s and %s (%v)", first.Dir, second.Dir, err)
 	}
-	touch(filepath.Join(first.Dir, run.BestCheckpoint))
-	touch(filepath.Join(second.Dir, run.LastCheckpoint))
-	if err := os.Symlink(filepath.Join("runs", filepath.Base(second.Dir)), filepath.Join(root, run.LatestName)); err != nil {
+	touch(filepath.Join(first.Dir, folder.BestCheckpoint))
+	touch(filepath.Join(second.Dir, folder.LastCheckpoint))
+	if err := os.Symlink(filepath.Join("runs", filepath.Base(second.Dir)), filepath.Join(root, folder.LatestName)); err != nil {
 		t.Fatal(err)
 	}
-	if got := workflow.DefaultCheckpoint(prog, ""); got != filepath.Join(second.Dir, run.LastCheckpoint) {
+	if got := workflow.DefaultCheckpoint(prog, ""); got != filepath.Join(second.Dir, folder.LastCheckpoint) {
 		t.Errorf("the latest run has last.ckpt alone, an earlier run best.ckpt: %s", got)
 	}
-	touch(filepath.Join(second.Dir, run.BestCheckpoint))
-	if got := workflow.DefaultCheckpoint(prog, ""); got != filepath.Join(second.Dir, run.BestCheckpoint) {
+	touch(filepath.Join(second.Dir, folder.BestCheckpoint))
+	if got := workflow.DefaultCheckpoint(prog, ""); got != filepath.Join(second.Dir, folder.BestCheckpoint) {
 		t.Errorf("the latest run's best.ckpt: %s", got)
 	}
 }

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"pipe/run"
+	"pipe/run/folder"
 )
 
 // TestShortRunServedWhenNoOtherFits: pipe export passes a latest run cut
@@ -30,11 +30,11 @@ func TestShortRunServedWhenNoOtherFits(t *testing.T) {
 		if code, _, stderr := runPipe(t, "", "run", "--threads", "1", "--max-steps", "2", file); code != exitOK {
 			t.Fatalf("smoke run: exit %d\n%s", code, stderr)
 		}
-		latest, _, err := run.LatestRun(filepath.Join("out", "tiny"))
+		latest, _, err := folder.LatestRun(filepath.Join("out", "tiny"))
 		if err != nil {
 			t.Fatal(err)
 		}
-		return filepath.Join("out", "tiny", run.RunsFolder, filepath.Base(latest))
+		return filepath.Join("out", "tiny", folder.RunsFolder, filepath.Base(latest))
 	}
 	export(smoke())
 

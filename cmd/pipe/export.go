@@ -13,6 +13,7 @@ import (
 	"pipe/lang/render"
 	"pipe/planner/plan"
 	"pipe/run"
+	"pipe/run/folder"
 	"pipe/stdlib"
 	"pipe/workflow"
 )
@@ -110,7 +111,7 @@ func (a *app) writeTorchScript(p *plan.Plan, prog *stdlib.Program, path, out, py
 // writeONNX writes t as an ONNX file at out and says what it wrote.
 func (a *app) writeONNX(t *run.Trained, out string, opset int, path string) int {
 	var sum onnx.Summary
-	err := run.WriteFileAtomic(out, func(w io.Writer) error {
+	err := folder.WriteFileAtomic(out, func(w io.Writer) error {
 		var err error
 		sum, err = onnx.Export(w, t, onnx.WithOpset(opset), onnx.WithProducer(pipeVersion()))
 		return err

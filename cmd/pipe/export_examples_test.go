@@ -22,6 +22,7 @@ import (
 	"pipe/planner"
 	"pipe/planner/plan"
 	"pipe/run"
+	"pipe/run/folder"
 	"pipe/stdlib"
 )
 
@@ -114,7 +115,7 @@ func TestExportedExamplesMatchOnnxruntime(t *testing.T) {
 			if ds.HasErrors() || res.Position.Step != 2 {
 				t.Fatalf("run: %d steps trained\n%v", res.Position.Step, ds)
 			}
-			last := filepath.Join(ckpt, run.LastCheckpoint)
+			last := filepath.Join(ckpt, folder.LastCheckpoint)
 			out := filepath.Join(dir, name+".onnx")
 			if code, stdout, stderr := runPipe(t, "", "export", file, "--checkpoint", last, "--onnx", out); code != exitOK {
 				t.Fatalf("pipe export: exit %d\n%s%s", code, stdout, stderr)

@@ -17,6 +17,7 @@ import (
 	"pipe/lang"
 	"pipe/planner"
 	"pipe/run"
+	"pipe/run/folder"
 	"pipe/stdlib"
 )
 
@@ -59,7 +60,7 @@ func TestExportCommand(t *testing.T) {
 	other := filepath.Join(dir, "other.pipe")
 	os.WriteFile(other, []byte(strings.Replace(exportSrc, "conv 4 k3", "conv 5 k3", 1)), 0o644)
 	bad := filepath.Join(dir, "bad.onnx")
-	if code, _, stderr := runPipe(t, "", "export", other, "--checkpoint", filepath.Join(dir, "ckpt", run.LastCheckpoint), "--onnx", bad); code != exitErrors || !strings.Contains(stderr, "does not fit") {
+	if code, _, stderr := runPipe(t, "", "export", other, "--checkpoint", filepath.Join(dir, "ckpt", folder.LastCheckpoint), "--onnx", bad); code != exitErrors || !strings.Contains(stderr, "does not fit") {
 		t.Errorf("another model's checkpoint: exit %d\n%s", code, stderr)
 	}
 	if code, _, stderr := runPipe(t, "", "export", file, "--checkpoint-dir", filepath.Join(dir, "ckpt"), "--onnx", bad, "--opset", "16"); code != exitErrors || !strings.Contains(stderr, "opset 16") {
@@ -76,7 +77,7 @@ func TestExportCommand(t *testing.T) {
 	f, _ := lang.Parse(file, []byte(exportSrc))
 	prog, _ := lang.Check(f, stdlib.Schema())
 	p, _ := planner.Plan(progtest.Decoded(t, prog), planner.WithCosts(costs.Engines()...), planner.WithSource([]byte(exportSrc)), planner.WithDevice("cpu"))
-	tr, err := run.LoadTrained(p, progtest.Decoded(t, prog), filepath.Join(dir, "ckpt", run.LastCheckpoint), native.Backend{}, 5, 1)
+	tr, err := run.LoadTrained(p, progtest.Decoded(t, prog), filepath.Join(dir, "ckpt", folder.LastCheckpoint), native.Backend{}, 5, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -129,7 +130,7 @@ func TestExportGANGenerator(t *testing.T) {
 	f, _ := lang.Parse(file, src)
 	prog, _ := lang.Check(f, stdlib.Schema())
 	p, _ := planner.Plan(progtest.Decoded(t, prog), planner.WithCosts(costs.Engines()...), planner.WithSource(src), planner.WithDevice("cpu"))
-	tr, err := run.LoadTrained(p, progtest.Decoded(t, prog), filepath.Join(dir, "ckpt", run.LastCheckpoint), native.Backend{}, 2, 1)
+	tr, err := run.LoadTrained(p, progtest.Decoded(t, prog), filepath.Join(dir, "ckpt", folder.LastCheckpoint), native.Backend{}, 2, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +172,7 @@ func TestExportFashionFirstTestBatch(t *testing.T) {
 	f, _ := lang.Parse(file, src)
 	prog, _ := lang.Check(f, stdlib.Schema())
 	p, _ := planner.Plan(progtest.Decoded(t, prog), planner.WithCosts(costs.Engines()...), planner.WithSource(src), planner.WithDevice("cpu"))
-	tr, err := run.LoadTrained(p, progtest.Decoded(t, prog), filepath.Join(dir, "ckpt", run.LastCheckpoint), native.Backend{}, n, 1)
+	tr, err := run.LoadTrained(p, progtest.Decoded(t, prog), filepath.Join(dir, "ckpt", folder.LastCheckpoint), native.Backend{}, n, 1)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,12 +4,12 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io"
 
 	"pipe/diag"
 	"pipe/lang/format"
 	"pipe/lang/render"
+	"pipe/run/folder"
 	"pipe/stdlib"
 )
 
@@ -73,31 +73,13 @@ func runFmt(a *app, args []string) int {
 	return code
 }
 
-// writeFileAtomic replaces name with data through a temporary file in the
-// same folder, so an interrupted write never leaves a half-written file.
+// writeFileAtomic replaces name with data as a run's files are written
+// (folder.WriteFileAtomic): an interrupted write never leaves a
+// half-written file, and a file written over keeps its permissions.
 func writeFileAtomic(name string, data []byte) error {
-	mode := os.FileMode(0o644)
-	if st, err := os.Stat(name); err == nil {
-		mode = st.Mode().Perm()
-	}
-	tmp, err := os.CreateTemp(filepath.Dir(name), "."+filepath.Base(name)+".*")
+	err := folder.WriteFileAtomic(name, func(w io.Writer) error { _, err := w.Write(data); return err })
 	if err != nil {
-		return err
-	}
-	defer os.Remove(tmp.Name())
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
 		return fmt.Errorf("writing %s: %w", name, err)
 	}
-	if err := tmp.Sync(); err != nil {
-		tmp.Close()
-		return fmt.Errorf("writing %s: %w", name, err)
-	}
-	if err := tmp.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp.Name(), mode); err != nil {
-		return err
-	}
-	return os.Rename(tmp.Name(), name)
+	return nil
 }

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"pipe/run"
+	"pipe/run/folder"
 )
 
 // TestSlurmBatchStepIsNoLauncherRank: a job's batch script (SLURM_PROCID
@@ -57,7 +57,7 @@ func TestJobContinuesItsOwnRun(t *testing.T) {
 		t.Fatalf("job 101: exit %d\n%s", code, out)
 	}
 	own := filepath.Join("out", "tiny", "runs", "slurm-101")
-	if got, err := run.ReadJob(own); got != "slurm-101" || err != nil {
+	if got, err := folder.ReadJob(own); got != "slurm-101" || err != nil {
 		t.Fatalf("%s records job %q (%v)", own, got, err)
 	}
 	// Another job runs meanwhile, and is the latest.
@@ -78,12 +78,12 @@ func TestJobContinuesItsOwnRun(t *testing.T) {
 		t.Errorf("job 202's run went on to step %v", rep["steps"])
 	}
 
-	before, _ := os.Stat(filepath.Join(own, run.LastCheckpoint))
+	before, _ := os.Stat(filepath.Join(own, folder.LastCheckpoint))
 	code, out = start(map[string]string{"SLURM_JOB_ID": "303"}, "--checkpoint-dir", own, "--max-steps", "4")
 	if code != exitErrors || !strings.Contains(out, "slurm-101") || !strings.Contains(out, "slurm-303") {
 		t.Errorf("job 303 in job 101's folder: exit %d\n%s", code, out)
 	}
-	if after, _ := os.Stat(filepath.Join(own, run.LastCheckpoint)); !after.ModTime().Equal(before.ModTime()) {
+	if after, _ := os.Stat(filepath.Join(own, folder.LastCheckpoint)); !after.ModTime().Equal(before.ModTime()) {
 		t.Errorf("job 303 wrote into job 101's folder")
 	}
 	// A run by hand still gets a folder of its own.
@@ -104,48 +104,10 @@ func TestJobContinuesItsOwnRun(t *testing.T) {
 // count. The second start continues the run at the step the first
 // stopped at, in the job's folder, and completes it.
 func TestPyTorchJobContainerRestartContinues(t *testing.T) {
-	py := torchPython(t)
-	src := strings.Replace(ranksPipe, "epochs 1", "epochs 40", 1) // the stop at epoch 3 lands long before the end
-	src = strings.Replace(src, "samples 640", "samples 64", 1)
-	dir, file := tiny(t, strings.Replace(src, "%s", "podrestart", 1))
-	env := append(os.Environ(), "PIPE_TEST_MAIN=1", "MASTER_ADDR=train-master-0", "MASTER_PORT="+freePort(t), "RANK=0", "WORLD_SIZE=1",
-		"PIPE_JOB_NAME=train", "PIPE_JOB_NAMESPACE=team", "TORCHELASTIC_RESTART_COUNT=", "SLURM_JOB_ID=", "PIPE_RUN_ID=")
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	container := func(stopAt string) (string, error) {
-		cmd := exec.CommandContext(ctx, os.Args[0], "run", "--engine", "torch", "--python", py, file)
-		cmd.Dir, cmd.Env = dir, env
-		pr, pw, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdout, cmd.Stderr = pw, pw
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		pw.Close()
-		var out strings.Builder
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			out.WriteString(sc.Text() + "\n")
-			if stopAt != "" && strings.Contains(sc.Text(), stopAt) {
-				cmd.Process.Signal(syscall.SIGTERM)
-				stopAt = ""
-			}
-		}
-		return out.String(), cmd.Wait()
-	}
-	out, err := container("epoch done: epoch=3/")
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
-		t.Fatalf("the first start: %v, want exit %d\n%s", err, exitInterrupted, out)
-	}
-	m := regexp.MustCompile(`interrupted at epoch \d+, step (\d+); checkpoint written`).FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no checkpoint written at the stop\n%s", out)
-	}
-	step, _ := strconv.Atoi(m[1])
-	out, err = container("")
+	p := newPod(t, "podrestart")
+	dir := p.dir
+	step := p.stopAtEpoch3()
+	out, err := p.start("")
 	if err != nil || !strings.Contains(out, "continuing from the run's last checkpoint") {
 		t.Fatalf("the second start: %v\n%s", err, out)
 	}
@@ -159,4 +121,78 @@ func TestPyTorchJobContainerRestartContinues(t *testing.T) {
 		t.Errorf("resumed from %v (stopped at step %d); %v steps, %v", rep["resumed_from"], step, rep["steps"], rep["status"])
 	}
 	t.Logf("stopped at step %d; the restarted container continued there to step %v", step, rep["steps"])
+}
+
+// pod is a PyTorchJob's container as the operator starts it (MASTER_ADDR
+// JOB-master-0, RANK, WORLD_SIZE, MASTER_PORT) with what pipe launch
+// --k8s adds (the job's name and namespace): pipe run --engine torch of
+// ranksPipe, 40 epochs of 64 samples (320 steps), as pipeline name.
+// flags go before the file; env may be added to before a start.
+type pod struct {
+	t             *testing.T
+	ctx           context.Context
+	dir, file, py string
+	flags, env    []string
+}
+
+func newPod(t *testing.T, name string) *pod {
+	t.Helper()
+	py := torchPython(t)
+	src := strings.Replace(ranksPipe, "epochs 1", "epochs 40", 1) // the stop at epoch 3 lands long before the end
+	src = strings.Replace(src, "samples 640", "samples 64", 1)
+	dir, file := tiny(t, strings.Replace(src, "%s", name, 1))
+	env := append(os.Environ(), "PIPE_TEST_MAIN=1", "MASTER_ADDR=train-master-0", "MASTER_PORT="+freePort(t), "RANK=0", "WORLD_SIZE=1",
+		"PIPE_JOB_NAME=train", "PIPE_JOB_NAMESPACE=team", "TORCHELASTIC_RESTART_COUNT=", "SLURM_JOB_ID=", "PIPE_RUN_ID=")
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	t.Cleanup(cancel)
+	return &pod{t: t, ctx: ctx, dir: dir, file: file, py: py, env: env}
+}
+
+// start runs the container to its end, sending it SIGTERM (as a pod's
+// eviction does) at the first line of its output holding stopAt ("":
+// never); it returns the output and how the process ended.
+func (p *pod) start(stopAt string) (string, error) {
+	t := p.t
+	t.Helper()
+	args := append(append([]string{"run", "--engine", "torch", "--python", p.py}, p.flags...), p.file)
+	cmd := exec.CommandContext(p.ctx, os.Args[0], args...)
+	cmd.Dir, cmd.Env = p.dir, p.env
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stdout, cmd.Stderr = pw, pw
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	var out strings.Builder
+	sc := bufio.NewScanner(pr)
+	for sc.Scan() {
+		out.WriteString(sc.Text() + "\n")
+		if stopAt != "" && strings.Contains(sc.Text(), stopAt) {
+			cmd.Process.Signal(syscall.SIGTERM)
+			stopAt = ""
+		}
+	}
+	return out.String(), cmd.Wait()
+}
+
+// stopAtEpoch3 starts the container and stops it after epoch 3; it
+// returns the step its checkpoint was written at, failing the test
+// unless it exited as interrupted, having written one.
+func (p *pod) stopAtEpoch3() int {
+	t := p.t
+	t.Helper()
+	out, err := p.start("epoch done: epoch=3/")
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
+		t.Fatalf("the first start: %v, want exit %d\n%s", err, exitInterrupted, out)
+	}
+	m := regexp.MustCompile(`interrupted at epoch \d+, step (\d+); checkpoint written`).FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("no checkpoint written at the stop\n%s", out)
+	}
+	step, _ := strconv.Atoi(m[1])
+	return step
 }

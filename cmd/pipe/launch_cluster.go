@@ -12,6 +12,7 @@ import (
 	"pipe/engine/torch"
 	"pipe/planner/plan"
 	"pipe/run"
+	"pipe/run/folder"
 	"pipe/workflow"
 	"pipe/workflow/jobfile"
 )
@@ -102,7 +103,7 @@ func (c *clusterFlags) k8s(o *jobfile.K8s, node workflow.Node) error {
 // SLURM does not make it and fails a job whose output it cannot open.
 func (c *clusterFlags) slurm(o *jobfile.Slurm, p *plan.Plan, node workflow.Node) error {
 	o.Account, o.QOS, o.Constraint, o.Extra, o.MemPerNode = *c.account, *c.qos, *c.constraint, c.sbatch, node.Memory
-	dir := filepath.Join(run.PipelineFolder("", p.Pipeline), run.RunsFolder)
+	dir := filepath.Join(run.PipelineFolder("", p.Pipeline), folder.RunsFolder)
 	for i, a := range o.RunArgs {
 		if v, ok := strings.CutPrefix(a, "--checkpoint-dir="); ok {
 			dir = v

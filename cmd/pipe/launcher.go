@@ -11,6 +11,7 @@ import (
 
 	"pipe/planner/plan"
 	"pipe/run"
+	"pipe/run/folder"
 )
 
 // launched is what a launcher told this process through its environment:
@@ -183,10 +184,10 @@ func (a *app) continueRun(f *runFlags, place run.Place, l *launched) {
 	if f.resume.set || (place.Job.ID == "" && !restarts) {
 		return
 	}
-	last := filepath.Join(place.Dir, run.LastCheckpoint)
+	last := filepath.Join(place.Dir, folder.LastCheckpoint)
 	_, err := os.Stat(last)
 	if place.Remote != "" {
-		last = place.Remote + "/" + run.LastCheckpoint // downloaded into place.Dir
+		last = place.Remote + "/" + folder.LastCheckpoint // downloaded into place.Dir
 	}
 	switch {
 	case place.Job.ID == "" && place.Root != "":
@@ -230,7 +231,7 @@ func (l *launched) share(nodeRank, nnodes int) string {
 }
 
 // jobSaid is ", of job ID (FROM)" for a run of a job, else "".
-func jobSaid(j run.Job) string {
+func jobSaid(j folder.Job) string {
 	if j.ID == "" {
 		return ""
 	}

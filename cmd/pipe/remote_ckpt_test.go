@@ -1,24 +1,16 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
-	"context"
-	"errors"
 	"os"
-	"os/exec"
 	"path/filepath"
-	"regexp"
 	"slices"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	"pipe/dataset/remote"
 	"pipe/internal/s3test"
-	"pipe/run"
+	"pipe/run/folder"
 )
 
 // startS3 starts the in-process S3 server and points pipe at it.
@@ -149,53 +141,16 @@ func TestCheckpointDirSchemesRefused(t *testing.T) {
 // command started again continues at the step the first stopped at,
 // from the object store, and completes.
 func TestPyTorchJobContainerRestartResumesFromS3(t *testing.T) {
-	py := torchPython(t)
 	s := startS3(t)
-	src := strings.Replace(ranksPipe, "epochs 1", "epochs 40", 1) // the stop at epoch 3 lands long before the end
-	src = strings.Replace(src, "samples 640", "samples 64", 1)
-	dir, file := tiny(t, strings.Replace(src, "%s", "pods3", 1))
-	env := append(os.Environ(), "PIPE_TEST_MAIN=1", "MASTER_ADDR=train-master-0", "MASTER_PORT="+freePort(t), "RANK=0", "WORLD_SIZE=1",
-		"PIPE_JOB_NAME=train", "PIPE_JOB_NAMESPACE=team", "TORCHELASTIC_RESTART_COUNT=", "SLURM_JOB_ID=", "PIPE_RUN_ID=",
-		"PIPE_REMOTE_CACHE_DIR="+filepath.Join(dir, "cache"))
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
-	defer cancel()
-	container := func(stopAt string) (string, error) {
-		cmd := exec.CommandContext(ctx, os.Args[0], "run", "--engine", "torch", "--python", py, "--checkpoint-dir", s.URL("pods/train"), file)
-		cmd.Dir, cmd.Env = dir, env
-		pr, pw, err := os.Pipe()
-		if err != nil {
-			t.Fatal(err)
-		}
-		cmd.Stdout, cmd.Stderr = pw, pw
-		if err := cmd.Start(); err != nil {
-			t.Fatal(err)
-		}
-		pw.Close()
-		var out strings.Builder
-		sc := bufio.NewScanner(pr)
-		for sc.Scan() {
-			out.WriteString(sc.Text() + "\n")
-			if stopAt != "" && strings.Contains(sc.Text(), stopAt) {
-				cmd.Process.Signal(syscall.SIGTERM)
-				stopAt = ""
-			}
-		}
-		return out.String(), cmd.Wait()
-	}
-	out, err := container("epoch done: epoch=3/")
-	var ee *exec.ExitError
-	if !errors.As(err, &ee) || ee.ExitCode() != exitInterrupted {
-		t.Fatalf("the first start: %v, want exit %d\n%s", err, exitInterrupted, out)
-	}
-	m := regexp.MustCompile(`interrupted at epoch \d+, step (\d+); checkpoint written`).FindStringSubmatch(out)
-	if m == nil {
-		t.Fatalf("no checkpoint written at the stop\n%s", out)
-	}
-	step, _ := strconv.Atoi(m[1])
+	p := newPod(t, "pods3")
+	dir := p.dir
+	p.env = append(p.env, "PIPE_REMOTE_CACHE_DIR="+filepath.Join(dir, "cache"))
+	p.flags = []string{"--checkpoint-dir", s.URL("pods/train")}
+	step := p.stopAtEpoch3()
 	if err := os.RemoveAll(filepath.Join(dir, "out")); err != nil {
 		t.Fatal(err)
 	}
-	out, err = container("")
+	out, err := p.start("")
 	if err != nil || !strings.Contains(out, "continuing from the run's last checkpoint, "+s.URL("pods/train/last.ckpt")+", of job pytorchjob-team-train") {
 		t.Fatalf("the second start: %v\n%s", err, out)
 	}
@@ -208,7 +163,7 @@ func TestPyTorchJobContainerRestartResumesFromS3(t *testing.T) {
 	if from == nil || int(from["step"].(float64)) != step || rep["steps"].(float64) != 320 || rep["status"] != "completed" || rep["run_id"] != "pytorchjob-team-train" {
 		t.Errorf("resumed from %v (stopped at step %d); %v steps, %v, run %v", rep["resumed_from"], step, rep["steps"], rep["status"], rep["run_id"])
 	}
-	if job, _ := s.Get("pods/train/" + run.JobFile); string(job) != "pytorchjob-team-train\n" {
+	if job, _ := s.Get("pods/train/" + folder.JobFile); string(job) != "pytorchjob-team-train\n" {
 		t.Errorf("the prefix's job record reads %q", job)
 	}
 	t.Logf("stopped at step %d; the new container continued there from s3:// to step %v", step, rep["steps"])

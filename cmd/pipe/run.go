@@ -20,6 +20,7 @@ import (
 	"pipe/planner"
 	"pipe/planner/plan"
 	"pipe/run"
+	"pipe/run/folder"
 	"pipe/run/report"
 	"pipe/run/tensorboard"
 	"pipe/spec"
@@ -93,7 +94,7 @@ func runRun(a *app, args []string) int {
 	if err == nil && l != nil {
 		err = l.apply(fs, f)
 	}
-	var job run.Job
+	var job folder.Job
 	if err == nil {
 		job, err = workflow.JobOf(a.env.Getenv, *f.runID)
 	}

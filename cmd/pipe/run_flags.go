@@ -9,6 +9,7 @@ import (
 
 	"pipe/engine"
 	"pipe/run"
+	"pipe/run/folder"
 	"pipe/spec"
 	"pipe/stdlib"
 )
@@ -33,7 +34,7 @@ type runFlags struct {
 	worldDecides bool
 	// settings are what the run records in its folder for a resume
 	// (run_settings.go).
-	settings run.Settings
+	settings folder.Settings
 	// againFlags, ownFlags and everyNode are for the command to
 	// continue an interrupted run (again).
 	againFlags, ownFlags []string

@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"pipe/run"
+	"pipe/run/folder"
 )
 
 // TestEveryRunHasItsOwnFolder: pipe run given no folder writes each
@@ -32,20 +32,20 @@ func TestEveryRunHasItsOwnFolder(t *testing.T) {
 		t.Fatalf("run folders %v, want two", runs)
 	}
 	full, short := runs[0], runs[1]
-	for _, f := range []string{filepath.Join(full, run.BestCheckpoint), filepath.Join(full, "report.json"), filepath.Join(full, "report-loss.png"),
-		filepath.Join(short, run.LastCheckpoint), filepath.Join(short, "report.json")} {
+	for _, f := range []string{filepath.Join(full, folder.BestCheckpoint), filepath.Join(full, "report.json"), filepath.Join(full, "report-loss.png"),
+		filepath.Join(short, folder.LastCheckpoint), filepath.Join(short, "report.json")} {
 		if _, err := os.Stat(f); err != nil {
 			t.Errorf("missing: %v", err)
 		}
 	}
-	if _, err := os.Stat(filepath.Join(short, run.BestCheckpoint)); err == nil {
+	if _, err := os.Stat(filepath.Join(short, folder.BestCheckpoint)); err == nil {
 		t.Errorf("the short run has a best.ckpt")
 	}
 	if _, err := os.Stat(filepath.Join("out", "tiny", "report.json")); err == nil {
 		t.Errorf("a report was written to out/tiny, shared by every run")
 	}
 	loaded := "run " + full + ": best.ckpt (step 4, 1 epoch done"
-	passed := "warning: the latest run, " + short + ", was cut short by --max-steps 2 (step 2, 0 of 1 epoch done); loading " + filepath.Join(full, run.BestCheckpoint)
+	passed := "warning: the latest run, " + short + ", was cut short by --max-steps 2 (step 2, 0 of 1 epoch done); loading " + filepath.Join(full, folder.BestCheckpoint)
 	if _, stderr := serveOne(t, file, "", make([]float32, 16)); !strings.Contains(stderr, loaded) || !strings.Contains(stderr, passed) {
 		t.Errorf("pipe serve does not say %q and %q:\n%s", loaded, passed, stderr)
 	}
@@ -53,7 +53,7 @@ func TestEveryRunHasItsOwnFolder(t *testing.T) {
 	if code != exitOK || !strings.Contains(stdout, loaded) || !strings.Contains(stderr, passed) {
 		t.Errorf("pipe export: exit %d, does not say %q and %q:\n%s%s", code, loaded, passed, stdout, stderr)
 	}
-	cut := "warning: " + filepath.Join(short, run.LastCheckpoint) + " is of a run cut short by --max-steps 2 (step 2, 0 of 1 epoch done)"
+	cut := "warning: " + filepath.Join(short, folder.LastCheckpoint) + " is of a run cut short by --max-steps 2 (step 2, 0 of 1 epoch done)"
 	if _, stderr := serveOne(t, file, short, make([]float32, 16)); !strings.Contains(stderr, "run "+short+": last.ckpt (step 2") || !strings.Contains(stderr, cut) {
 		t.Errorf("pipe serve --checkpoint of the short run does not say %q:\n%s", cut, stderr)
 	}

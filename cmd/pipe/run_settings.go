@@ -9,11 +9,12 @@ import (
 	"strings"
 
 	"pipe/run"
+	"pipe/run/folder"
 	"pipe/stdlib"
 )
 
 // A run's folder records the run's --set overrides and the flags that
-// shape what it trains (run.Settings), so that a resume trains as the
+// shape what it trains (folder.Settings), so that a resume trains as the
 // run did whatever its command line says: given none of them, it takes
 // the run's (and says so); given other overrides, it is refused, naming
 // both; a flag given wins, said, and the resume's own checks decide
@@ -33,8 +34,8 @@ var (
 
 // settings are what this run records in its folder: the overrides as
 // parsed and the recorded flags the command line gave.
-func (a *app) settings(fs *flag.FlagSet) run.Settings {
-	s := run.Settings{Overrides: a.overrides()}
+func (a *app) settings(fs *flag.FlagSet) folder.Settings {
+	s := folder.Settings{Overrides: a.overrides()}
 	for _, name := range recordedFlags {
 		if isSet(fs, name) {
 			if s.Flags == nil {
@@ -59,10 +60,10 @@ func (a *app) recall(fs *flag.FlagSet, f *runFlags, files []string, in *runInput
 	if dir == "" || (!inPlace && w.Job.ID == "" && !restarted) {
 		return in, exitOK
 	}
-	if _, err := os.Stat(filepath.Join(dir, run.LastCheckpoint)); err != nil && !inPlace {
+	if _, err := os.Stat(filepath.Join(dir, folder.LastCheckpoint)); err != nil && !inPlace {
 		return in, exitOK // a first start: nothing to continue
 	}
-	rec, err := run.ReadSettings(dir)
+	rec, err := folder.ReadSettings(dir)
 	if err != nil {
 		fmt.Fprintf(a.env.Stderr, "pipe run: reading the run's settings: %v\n", err)
 		return nil, exitErrors
@@ -71,10 +72,10 @@ func (a *app) recall(fs *flag.FlagSet, f *runFlags, files []string, in *runInput
 		return in, exitOK // a run of an older pipe: the checkpoint's overrides are checked
 	}
 	took, replaced, differ := a.adoptSettings(fs, f, rec, l != nil)
-	recorded := filepath.Join(dir, run.SettingsFile)
+	recorded := filepath.Join(dir, folder.SettingsFile)
 	if len(differ) > 0 {
 		fmt.Fprintf(a.env.Stderr, "pipe run: refusing to continue the run in %s: it was started with other overrides (%s records them): %s. Leave --set out and the run's own are taken; to train otherwise, start a new run from its checkpoint with --resume=%s\n",
-			dir, recorded, strings.Join(differ, "; "), filepath.Join(dir, run.LastCheckpoint))
+			dir, recorded, strings.Join(differ, "; "), filepath.Join(dir, folder.LastCheckpoint))
 		return nil, exitErrors
 	}
 	if len(replaced) > 0 {
@@ -95,7 +96,7 @@ func (a *app) recall(fs *flag.FlagSet, f *runFlags, files []string, in *runInput
 // it returns those it took, as flags, the flags given that replace the
 // run's, and how the overrides given differ from the run's. Under a
 // launcher the world's flags are left to it.
-func (a *app) adoptSettings(fs *flag.FlagSet, f *runFlags, rec *run.Settings, launcher bool) (took, replaced, differ []string) {
+func (a *app) adoptSettings(fs *flag.FlagSet, f *runFlags, rec *folder.Settings, launcher bool) (took, replaced, differ []string) {
 	now := a.settings(fs)
 	switch {
 	case slices.Equal(now.Overrides, rec.Overrides):

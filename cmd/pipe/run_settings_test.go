@@ -12,6 +12,7 @@ import (
 
 	"pipe/cmd/pipe/internal/views"
 	"pipe/run"
+	"pipe/run/folder"
 )
 
 // cancelOn is an Env whose stderr cancels the run (as a Ctrl-C does)
@@ -75,7 +76,7 @@ func TestResumeHintReproducesTheRun(t *testing.T) {
 	if want := "pipe run --resume --checkpoint-dir " + ckdir + " " + file; hint[1] != want {
 		t.Errorf("the command to continue is\n%s\nwant\n%s", hint[1], want)
 	}
-	rec, err := run.ReadSettings(ckdir)
+	rec, err := folder.ReadSettings(ckdir)
 	if err != nil || rec == nil || len(rec.Overrides) != 1 || rec.Flags["batch"] != "8" {
 		t.Fatalf("the run's settings: %+v (%v)", rec, err)
 	}
@@ -83,7 +84,7 @@ func TestResumeHintReproducesTheRun(t *testing.T) {
 	// Other overrides are refused before anything is trained; a flag
 	// given replaces the run's, and the resume's own checks hold it (a
 	// step of another size is refused).
-	before := mustRead(t, filepath.Join(ckdir, run.LastCheckpoint))
+	before := mustRead(t, filepath.Join(ckdir, folder.LastCheckpoint))
 	code, _, stderr = runPipe(t, "", "run", "--resume", "--checkpoint-dir", ckdir, "--set", "train.epochs=1", file)
 	if code != exitErrors || !strings.Contains(stderr, "refusing to continue the run in "+ckdir) || !strings.Contains(stderr, "it had --set train.epochs=3, this command --set train.epochs=1") {
 		t.Errorf("other overrides: exit %d\n%s", code, stderr)
@@ -92,7 +93,7 @@ func TestResumeHintReproducesTheRun(t *testing.T) {
 	if code != exitErrors || !strings.Contains(stderr, "replace the run's") || !strings.Contains(stderr, "--batch 16 for its 8") || !strings.Contains(stderr, "another step") {
 		t.Errorf("another batch: exit %d\n%s", code, stderr)
 	}
-	if !bytes.Equal(before, mustRead(t, filepath.Join(ckdir, run.LastCheckpoint))) {
+	if !bytes.Equal(before, mustRead(t, filepath.Join(ckdir, folder.LastCheckpoint))) {
 		t.Fatal("a refused resume changed the checkpoint")
 	}
 
@@ -125,7 +126,7 @@ func TestResumeWithoutARecordChecksTheOverrides(t *testing.T) {
 	if code, _, stderr := runPipe(t, "", runArgs(dir, "--set", "train.epochs=3", "--max-steps", "5", file)...); code != exitOK {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}
-	if err := os.Remove(filepath.Join(ckdir, run.SettingsFile)); err != nil {
+	if err := os.Remove(filepath.Join(ckdir, folder.SettingsFile)); err != nil {
 		t.Fatal(err)
 	}
 	code, _, stderr := runPipe(t, "", runArgs(dir, "--resume", file)...)
@@ -133,7 +134,7 @@ func TestResumeWithoutARecordChecksTheOverrides(t *testing.T) {
 		!strings.Contains(stderr, "--set train.epochs=3") || !strings.Contains(stderr, "no --set") || strings.Contains(stderr, "source changed") {
 		t.Errorf("resumed in place: exit %d\n%s", code, stderr)
 	}
-	code, _, stderr = runPipe(t, "", "run", "--checkpoint-dir", filepath.Join(dir, "other"), "--resume="+filepath.Join(ckdir, run.LastCheckpoint), file)
+	code, _, stderr = runPipe(t, "", "run", "--checkpoint-dir", filepath.Join(dir, "other"), "--resume="+filepath.Join(ckdir, folder.LastCheckpoint), file)
 	if code != exitOK || !strings.Contains(stderr, "the overrides differ from the checkpoint's") {
 		t.Errorf("a new run from the checkpoint: exit %d\n%s", code, stderr)
 	}

@@ -30,6 +30,7 @@ import (
 	"pipe/lang/render"
 	"pipe/planner"
 	"pipe/run"
+	"pipe/run/folder"
 	"pipe/spec"
 	"pipe/stdlib"
 	"pipe/sweep"
@@ -354,7 +355,7 @@ func (a *app) sweepState(f *sweepFlags, prog *lang.Program, sp *spec.Program, pa
 			return fail("%v", err)
 		}
 	} else {
-		d, err := run.NewStampFolder(root, time.Now(), "sweeps")
+		d, err := folder.NewStampFolder(root, time.Now(), "sweeps")
 		if err != nil {
 			return fail("%v", err)
 		}

@@ -18,6 +18,7 @@ import (
 	"pipe/internal/onnxtest"
 	"pipe/internal/progtest"
 	"pipe/run"
+	"pipe/run/folder"
 )
 
 // loadTorchScript is the fresh Python that runs the exported files: for
@@ -96,7 +97,7 @@ func TestExportTorchScript(t *testing.T) {
 		if ds.HasErrors() || res.Position.Step != 2 {
 			t.Fatalf("%s: %d steps trained\n%v", name, res.Position.Step, ds)
 		}
-		last := filepath.Join(ckpt, run.LastCheckpoint)
+		last := filepath.Join(ckpt, folder.LastCheckpoint)
 		out := filepath.Join(dir, name+".pt")
 		code, stdout, stderr := runPipe(t, "", "export", file, "--checkpoint", last, "--torchscript", out, "--python", py)
 		if code != exitOK {
@@ -173,7 +174,7 @@ func TestExportTorchScriptNamesTheOp(t *testing.T) {
 		t.Fatalf("run: exit %d\n%s%s", code, stdout, stderr)
 	}
 	out := filepath.Join(dir, "tiny.pt")
-	code, _, stderr := runPipe(t, "", "export", file, "--checkpoint", filepath.Join(dir, "ckpt", run.LastCheckpoint), "--torchscript", out, "--python", py)
+	code, _, stderr := runPipe(t, "", "export", file, "--checkpoint", filepath.Join(dir, "ckpt", folder.LastCheckpoint), "--torchscript", out, "--python", py)
 	if code != exitErrors {
 		t.Fatalf("exit %d\n%s", code, stderr)
 	}

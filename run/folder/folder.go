@@ -139,7 +139,7 @@ func (f *Folder) ClearStale() error {
 // returns its path: a failed write leaves the previous file as it was.
 func (f *Folder) Write(name string, write func(io.Writer) error, wrap func(io.Writer) io.Writer) (string, error) {
 	path := filepath.Join(f.Dir, name)
-	return path, WriteFileAtomic(path, write, wrap)
+	return path, writeFileAtomic(path, write, wrap)
 }
 
 // Wrote records that the run wrote its last.ckpt; the first time, it

@@ -32,7 +32,7 @@ func writeCkpt(t *testing.T, dir, name string, m meta) string {
 	path := filepath.Join(dir, name)
 	err := folder.WriteFileAtomic(path, func(w io.Writer) error {
 		return folder.EncodeCheckpoint(w, &m, [][]float32{{1, 2, 3}})
-	}, nil)
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -312,7 +312,7 @@ func TestATornCheckpointIsNeverRead(t *testing.T) {
 		}
 	}
 	full := func(w io.Writer) io.Writer { return failAfter{w, 10} }
-	err := folder.WriteFileAtomic(path, func(w io.Writer) error {
+	_, err := (&folder.Folder{Dir: dir}).Write(folder.LastCheckpoint, func(w io.Writer) error {
 		return folder.EncodeCheckpoint(w, &meta{Pipeline: "tiny", Step: 4}, [][]float32{make([]float32, 1<<19)})
 	}, full)
 	if !errors.Is(err, syscall.ENOSPC) {
@@ -323,6 +323,29 @@ func TestATornCheckpointIsNeverRead(t *testing.T) {
 	}
 	if tmp, _ := filepath.Glob(filepath.Join(dir, ".*.tmp")); len(tmp) > 0 {
 		t.Errorf("a failed write left %v", tmp)
+	}
+}
+
+// TestRewriteKeepsTheMode: a file written over keeps its permission
+// bits (pipe fmt -w of a file only its owner may read); a new one is
+// 0644, not CreateTemp's 0600.
+func TestRewriteKeepsTheMode(t *testing.T) {
+	dir := t.TempDir()
+	mine, fresh := filepath.Join(dir, "mine.pipe"), filepath.Join(dir, "new.pipe")
+	if err := os.WriteFile(mine, []byte("old"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	write := func(w io.Writer) error { _, err := io.WriteString(w, "new"); return err }
+	for _, path := range []string{mine, fresh} {
+		if err := folder.WriteFileAtomic(path, write); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for path, want := range map[string]os.FileMode{mine: 0o600, fresh: 0o644} {
+		st, err := os.Stat(path)
+		if b, _ := os.ReadFile(path); err != nil || st.Mode().Perm() != want || string(b) != "new" {
+			t.Errorf("%s: %v, %q (%v), want %v", filepath.Base(path), st.Mode().Perm(), b, err, want)
+		}
 	}
 }
 

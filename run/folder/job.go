@@ -89,7 +89,7 @@ func RecordJob(dir string, job Job) error {
 	return WriteFileAtomic(filepath.Join(dir, JobFile), func(w io.Writer) error {
 		_, err := io.WriteString(w, job.ID+"\n")
 		return err
-	}, nil)
+	})
 }
 
 // JobFolder is the run folder of job under the pipeline's folder root.

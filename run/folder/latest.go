@@ -91,7 +91,7 @@ func MarkLatest(root, dir string) error {
 	return WriteFileAtomic(latest, func(w io.Writer) error {
 		_, err := io.WriteString(w, target+"\n")
 		return err
-	}, nil)
+	})
 }
 
 // NewStampFolder makes parent/STAMP, STAMP the local time to the

@@ -69,5 +69,5 @@ func RecordSettings(dir string, s *Settings) error {
 		}
 		_, err = w.Write(append(b, '\n'))
 		return err
-	}, nil)
+	})
 }

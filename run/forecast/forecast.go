@@ -31,6 +31,7 @@ import (
 	"pipe/internal/hostcpu"
 	"pipe/planner/plan"
 	"pipe/run"
+	"pipe/run/folder"
 	"pipe/stdlib"
 )
 
@@ -332,7 +333,7 @@ func write(path, key string, set func(*entry)) {
 	if err != nil {
 		return
 	}
-	_ = run.WriteFileAtomic(path, func(w io.Writer) error { _, err := w.Write(b); return err })
+	_ = folder.WriteFileAtomic(path, func(w io.Writer) error { _, err := w.Write(b); return err })
 }
 
 func median(xs []float64) float64 {

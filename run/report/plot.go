@@ -11,6 +11,7 @@ import (
 	"gonum.org/v1/plot/vg/draw"
 
 	"pipe/run"
+	"pipe/run/folder"
 )
 
 // Colours of the loss curve.
@@ -81,7 +82,7 @@ func LossCurve(res *run.Result, path string) error {
 	if err != nil {
 		return fmt.Errorf("loss curve: %w", err)
 	}
-	return run.WriteFileAtomic(path, func(w io.Writer) error {
+	return folder.WriteFileAtomic(path, func(w io.Writer) error {
 		_, err := wt.WriteTo(w)
 		return err
 	})

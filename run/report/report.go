@@ -9,6 +9,7 @@ import (
 	"pipe/engine"
 	"pipe/planner/plan"
 	"pipe/run"
+	"pipe/run/folder"
 	"pipe/run/metric"
 )
 
@@ -354,7 +355,7 @@ func (r *Report) Encode(w io.Writer) error {
 
 // Write writes the report to path atomically.
 func (r *Report) Write(path string) error {
-	return run.WriteFileAtomic(path, r.Encode)
+	return folder.WriteFileAtomic(path, r.Encode)
 }
 
 // StepPhases is engine.StepPhases per step, in ms: the total in the

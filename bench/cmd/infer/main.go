@@ -37,6 +37,7 @@ import (
 	"pipe/lang"
 	"pipe/planner"
 	"pipe/run"
+	"pipe/run/folder"
 	"pipe/stdlib"
 )
 
@@ -129,7 +130,7 @@ func bench(rounds int, roundTime time.Duration, threads int, out string) error {
 		run.WithCheckpointDir(ckdir), run.WithThreads(threads), run.WithMaxSteps(trainSteps)); rds.HasErrors() {
 		return rds
 	}
-	ckpt := filepath.Join(ckdir, run.LastCheckpoint)
+	ckpt := filepath.Join(ckdir, folder.LastCheckpoint)
 	const batch = 64
 	fp, err := run.LoadTrained(p, dec, ckpt, native.Backend{}, batch, threads)
 	if err != nil {

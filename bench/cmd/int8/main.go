@@ -36,6 +36,7 @@ import (
 	"pipe/lang"
 	"pipe/planner"
 	"pipe/run"
+	"pipe/run/folder"
 	"pipe/stdlib"
 )
 
@@ -212,7 +213,7 @@ func (b *bench) model(m model, dir string) (*result, error) {
 	}
 	fmt.Fprintf(os.Stderr, "int8: trained %s in %s, %d steps\n", m.name, time.Since(t0).Round(time.Second), res.Position.Step)
 	batch := int(p.BatchSize)
-	ckpt := filepath.Join(ckdir, run.LastCheckpoint)
+	ckpt := filepath.Join(ckdir, folder.LastCheckpoint)
 	fp, err := run.LoadTrained(p, dec, ckpt, native.Backend{}, batch, b.threads)
 	if err != nil {
 		return nil, err

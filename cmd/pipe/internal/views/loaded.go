@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"pipe/run"
+	"pipe/run/folder"
 	"pipe/workflow"
 )
 
@@ -53,11 +54,11 @@ func standing(i run.CheckpointInfo) string {
 
 // PlaceError says why pipe run has no folder to run in.
 func PlaceError(w io.Writer, err error) {
-	if errors.Is(err, run.ErrNoRun) {
+	if errors.Is(err, folder.ErrNoRun) {
 		fmt.Fprintf(w, "pipe run: --resume: %v; run without --resume to start one, or give the checkpoint with --resume=PATH or the run's folder with --checkpoint-dir\n", err)
 		return
 	}
-	if errors.Is(err, run.ErrOtherJob) {
+	if errors.Is(err, folder.ErrOtherJob) {
 		fmt.Fprintf(w, "pipe run: %v; nothing was trained: a job continues its own run and no other's (leave --checkpoint-dir out and each job gets out/PIPELINE/runs/ID)\n", err)
 		return
 	}
