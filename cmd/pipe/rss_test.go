@@ -106,11 +106,12 @@ type stepRule struct{ least, most int }
 
 // peakSteps trains 4 steps, where every example has reached its peak
 // (on the torch worker, 4 steps' peaks were 12's within 0.3 point of the
-// plan's error), and 12 where an epoch ends sooner (olinda's is eleven
-// steps, deeplab_olinda's five), past that end: its evaluation and
-// checkpoint join the step's memory (deeplab_olinda's worker peaked
-// 16 MiB higher there). At 30 steps on the native engine (2.5 times the
-// time) the peaks were 12's within 2 points.
+// plan's error), and one step past the first epoch's end where it comes
+// before 12 (olinda's is eleven steps, deeplab_olinda's five): its
+// evaluation and checkpoint join the step's memory (deeplab_olinda's
+// worker peaked 16 MiB higher there; at 5 steps its peak was 12's within
+// 0.8%, in a third of the CPU time). At 30 steps on the native engine
+// (2.5 times the time) the peaks were 12's within 2 points.
 var peakSteps = stepRule{4, 12}
 
 // TestTorchPlanTotalIsTheWorkerPeak is TestPlanTotalIsTheProcessPeak for

@@ -89,9 +89,10 @@ func Lowered(name string, src []byte, n int) ([]byte, bool) {
 
 // PeakSteps is how many optimizer steps Run should train example for
 // its peak: least, or, where the first epoch ends before most steps,
-// most, past that end, whose evaluation and checkpoint join the step's
-// memory. pipe plan (with the same pipe, environment and --engine or
-// --set among args) says the epoch's steps.
+// one step past that end (at least least), so that the epoch's
+// evaluation and checkpoint join the step's memory and a step runs after
+// them. pipe plan (with the same pipe, environment and --engine or --set
+// among args) says the epoch's steps.
 func PeakSteps(pipe string, env []string, dir, example string, least, most int, args ...string) (int, error) {
 	if least >= most {
 		return least, nil
@@ -121,10 +122,18 @@ func PeakSteps(pipe string, env []string, dir, example string, least, most int, 
 	if err := json.Unmarshal(out, &p); err != nil {
 		return 0, fmt.Errorf("pipe plan %s: %w", name, err)
 	}
-	if p.TrainSamples > 0 && p.EffectiveBatch > 0 && (p.TrainSamples+p.EffectiveBatch-1)/p.EffectiveBatch < int64(most) {
-		return most, nil
+	if p.TrainSamples <= 0 || p.EffectiveBatch <= 0 {
+		return least, nil
 	}
-	return least, nil
+	return epochPeakSteps(int((p.TrainSamples+p.EffectiveBatch-1)/p.EffectiveBatch), least, most), nil
+}
+
+// epochPeakSteps is PeakSteps' rule for an epoch of epoch steps.
+func epochPeakSteps(epoch, least, most int) int {
+	if epoch >= most {
+		return least
+	}
+	return max(least, epoch+1)
 }
 
 // runnable is the example Run runs: its own file, or its Lowered source
