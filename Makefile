@@ -3,7 +3,7 @@
 #   make deps    install missing system packages (apt-get; no network when all present)
 #   make data    fetch the real data sets into data/ (skips what is already there)
 #   make build   build bin/pipe
-#   make test    go vet + go test (TESTFLAGS='-run Foo -v' to narrow); installs onnxruntime-node for the ONNX checks; then test-cpus-fast, test-dist
+#   make test    go vet + go test (TESTFLAGS='-run Foo -v' to narrow) with test-dist beside it; installs onnxruntime-node for the ONNX checks; then test-cpus-fast
 #   make test-cpus  the numerics and memory-plan tests under emulated CPUs (OpenBLAS cores, oneDNN ISAs, Go without AVX-512)
 #   make test-dist  a real single-machine SLURM (slurm-wlm, munge) runs pipe launch --slurm's job, signalled and requeued
 #   make run     build, fetch data, check the examples, train the Fashion-MNIST CNN on the CPU
@@ -130,12 +130,19 @@ build:
 TORCH_PYTHON ?= /usr/bin/python3
 # The ONNX export's tests run onnxruntime-node (bench/onnx), and fail rather than skip
 # when it is missing; the TensorBoard tests likewise fail without protoc or bench/tfrecords.
-test: deps data $(ONNX_RT) $(TFRECORDS)
+# test-dist runs beside go test (its jobs mostly wait on SLURM's daemons and on each other; its
+# log is printed after go test's); a failure of either fails make test.
+test: deps data $(ONNX_RT) $(TFRECORDS) deps-dist build
 	@$(MAKE) --no-print-directory editor-test
 	$(GO) vet ./...
-	PIPE_PYTHON=$(TORCH_PYTHON) PIPE_REQUIRE_TORCH=1 PIPE_REQUIRE_ONNX=1 PIPE_REQUIRE_K8S_SCHEMA=1 PIPE_REQUIRE_PROTOC=1 PIPE_REQUIRE_TFRECORDS=1 $(GO) test -timeout 30m $(TESTFLAGS) ./...
+	@log=$$(mktemp); \
+	( rc=0; $(MAKE) --no-print-directory test-dist >$$log 2>&1 || rc=$$?; echo $$rc >$$log.rc ) & \
+	rc=0; set -x; PIPE_PYTHON=$(TORCH_PYTHON) PIPE_REQUIRE_TORCH=1 PIPE_REQUIRE_ONNX=1 PIPE_REQUIRE_K8S_SCHEMA=1 PIPE_REQUIRE_PROTOC=1 PIPE_REQUIRE_TFRECORDS=1 $(GO) test -timeout 30m $(TESTFLAGS) ./... || rc=$$?; set +x; \
+	wait; cat $$log; drc=$$(cat $$log.rc); rm -f $$log $$log.rc; \
+	[ "$$drc" = 0 ] || echo "make test: test-dist failed (exit $$drc)"; \
+	[ "$$rc" = 0 ] || echo "make test: go test failed (exit $$rc)"; \
+	[ "$$rc" = 0 ] && [ "$$drc" = 0 ]
 	@$(MAKE) --no-print-directory test-cpus-fast
-	@$(MAKE) --no-print-directory test-dist
 
 # test-cpus runs the numerics and memory-plan tests under the CPU personalities this machine
 # can emulate, one variable at a time: OPENBLAS_CORETYPE Haswell, SkylakeX and Prescott (the
