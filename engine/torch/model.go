@@ -173,7 +173,7 @@ func numel(s []int64) int {
 
 // Build implements engine.Backend.
 func (b Backend) Build(g *stdlib.Graph, cfg engine.Config) (engine.Model, error) {
-	spec, err := NewSpec(g, cfg, 0)
+	m, err := b.newModel(g, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -188,6 +188,23 @@ func (b Backend) Build(g *stdlib.Graph, cfg engine.Config) (engine.Model, error)
 	if err != nil {
 		return nil, fmt.Errorf("torch: pipe's initial weights: %w", err)
 	}
+	if err := m.start(b, max(b.NProcPerNode, 1)); err != nil {
+		m.Close()
+		return nil, err
+	}
+	if err := m.build(b, init); err != nil {
+		m.Close()
+		return nil, err
+	}
+	return m, nil
+}
+
+// newModel is the model of g and cfg for b's world, with no workers yet.
+func (b Backend) newModel(g *stdlib.Graph, cfg engine.Config) (*model, error) {
+	spec, err := NewSpec(g, cfg, 0)
+	if err != nil {
+		return nil, err
+	}
 	nproc, nnodes := max(b.NProcPerNode, 1), max(b.NNodes, 1)
 	world := nproc * nnodes
 	if cfg.Engine.WorldSize > 0 && cfg.Engine.WorldSize != world {
@@ -200,14 +217,6 @@ func (b Backend) Build(g *stdlib.Graph, cfg engine.Config) (engine.Model, error)
 		xPer: numel(g.Input), applied: map[string]string{}, died: make(chan struct{}), slowest: map[string]time.Duration{}}
 	m.yPer = max(numel(m.outShape), 1)
 	m.params = g.Params()
-	if err := m.start(b, nproc); err != nil {
-		m.Close()
-		return nil, err
-	}
-	if err := m.build(b, init); err != nil {
-		m.Close()
-		return nil, err
-	}
 	return m, nil
 }
 
@@ -237,12 +246,7 @@ func (m *model) start(b Backend, nproc int) error {
 		}
 		return err
 	}
-	for _, w := range m.workers {
-		go func() {
-			<-w.exited
-			m.dieOnce.Do(func() { close(m.died) })
-		}()
-	}
+	m.watchWorkers()
 	h := m.workers[0].hello
 	dev := m.cfg.Device
 	if dev == "" {
@@ -278,6 +282,16 @@ func (m *model) start(b Backend, nproc int) error {
 		m.cfg.Engine.Backend = be
 	}
 	return nil
+}
+
+// watchWorkers closes m.died when any of its workers exits.
+func (m *model) watchWorkers() {
+	for _, w := range m.workers {
+		go func() {
+			<-w.exited
+			m.dieOnce.Do(func() { close(m.died) })
+		}()
+	}
 }
 
 // deviceOf is the device of local rank k.
@@ -487,6 +501,12 @@ func (m *model) Close() error {
 		m.stallTick.Stop()
 	}
 	m.everyWorker((*worker).close)
+	m.closeRegions()
+	return nil
+}
+
+// closeRegions closes the shared memory m made for its workers.
+func (m *model) closeRegions() {
 	for _, ws := range m.ws {
 		if ws != nil {
 			ws.in.close()
@@ -494,7 +514,6 @@ func (m *model) Close() error {
 			ws.st.close()
 		}
 	}
-	return nil
 }
 
 // rendezvousPort is the port rank 0 listens on: the one asked for, else

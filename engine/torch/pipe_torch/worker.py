@@ -146,10 +146,15 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
             torch.set_num_threads(threads)
         # The report says the threads the steps ran on, whoever set them.
         self.applied["threads"] = str(torch.get_num_threads())
-        try:
-            torch.set_num_interop_threads(1)
-        except RuntimeError:
-            pass
+        if not getattr(self, "interop_set", False):
+            # Once a process: torch 1.13 aborts the process on a second
+            # call (a C++ error no Python handler sees), and pipe may
+            # build again in the same worker.
+            self.interop_set = True
+            try:
+                torch.set_num_interop_threads(1)
+            except RuntimeError:
+                pass
         dev = cfg.get("device", "cpu")
         self.dist = cfg.get("distributed")
         if self.dist:
