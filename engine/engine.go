@@ -357,6 +357,9 @@ type EngineSettings struct {
 	// Compile runs the model through torch.compile where the worker's
 	// torch has it and the device is CUDA, else eagerly.
 	Compile bool
+	// CUDAGraph captures each training step of the plan's batch as one
+	// CUDA graph and replays it (batches of another shape run eagerly).
+	CUDAGraph bool
 	// FusedOptimizer uses the fused Adam/AdamW kernels (CUDA).
 	FusedOptimizer bool
 	// PinnedMemory copies batches through pinned host memory on a copy

@@ -130,11 +130,14 @@ type gpuPhase struct {
 	raw, allocated, reserved, device int64
 }
 
-// phases prices the three phases of the terms.
+// phases prices the three phases of the terms. A private pool's terms
+// (cost.Term.Pool) are packed apart from the general pool's, and the pool
+// keeps its segments in every phase at its own peak.
 func phases(alloc cost.Allocator, ts []cost.Term) [3]gpuPhase {
 	var out [3]gpuPhase
+	held := map[string]int64{}
 	for p := range out {
-		var sizes []int64
+		sizes := map[string][]int64{}
 		var outside int64
 		for _, t := range ts {
 			if t.Phases&(1<<p) == 0 {
@@ -145,10 +148,24 @@ func phases(alloc cost.Allocator, ts []cost.Term) [3]gpuPhase {
 				continue
 			}
 			out[p].raw = add(out[p].raw, t.Bytes)
-			sizes = append(sizes, t.Sizes...)
+			sizes[t.Pool] = append(sizes[t.Pool], t.Sizes...)
 		}
-		out[p].allocated, out[p].reserved = alloc.Reserve(sizes)
-		out[p].device = add(out[p].reserved, outside)
+		for pool, ss := range sizes {
+			a, r := alloc.Reserve(ss)
+			out[p].allocated = add(out[p].allocated, a)
+			if pool == "" {
+				out[p].reserved = add(out[p].reserved, r)
+				continue
+			}
+			held[pool] = max(held[pool], r)
+		}
+		out[p].device = outside
+	}
+	for p := range out {
+		for _, r := range held {
+			out[p].reserved = add(out[p].reserved, r)
+		}
+		out[p].device = add(out[p].device, out[p].reserved)
 	}
 	return out
 }
@@ -278,7 +295,7 @@ func (gm *gpuModel) memory(m *costModel, mem *plan.Memory, b, act int64) {
 				names = append(names, phaseNames[p])
 			}
 		}
-		mem.Terms = append(mem.Terms, plan.MemoryTerm{Name: t.Name, Bytes: t.Bytes, Source: t.Source, Basis: t.Basis, Phases: names, Outside: t.Outside})
+		mem.Terms = append(mem.Terms, plan.MemoryTerm{Name: t.Name, Bytes: t.Bytes, Source: t.Source, Basis: t.Basis, Phases: names, Outside: t.Outside, Pool: t.Pool})
 		switch t.Name {
 		case "cuBLAS workspace", "cuBLASLt workspace", "cuDNN workspace (forward)", "cuDNN workspace (backward)", "optimizer temporaries", "Inductor autotuning buffer":
 			ws = add(ws, t.Bytes)

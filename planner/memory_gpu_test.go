@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"pipe/planner/cost"
 	"pipe/planner/plan"
 )
 
@@ -212,5 +213,34 @@ func TestGPUConvWorkspacePerLayer(t *testing.T) {
 				t.Errorf("%s: %s %d, the layers' largest %d over %d convs", path, name, w.Bytes, most, convs)
 			}
 		}
+	}
+}
+
+// TestPrivatePoolHeld: a private pool's terms (a captured CUDA graph's)
+// are packed apart from the general pool and held, at the pool's own
+// peak, in every phase, where a general term counts in its phases only.
+func TestPrivatePoolHeld(t *testing.T) {
+	const mib = 1 << 20
+	alloc := torch.CachingAllocator{}
+	ts := []cost.Term{
+		{Name: "weights", Bytes: 40 * mib, Sizes: []int64{40 * mib}, Phases: cost.InAll},
+		{Name: "activations", Bytes: 30 * mib, Sizes: []int64{30 * mib}, Phases: cost.InForward},
+		{Name: "gradients", Bytes: 12 * mib, Sizes: []int64{12 * mib}, Phases: cost.InBackward},
+	}
+	eager := phases(alloc, ts)
+	for i := 1; i < 3; i++ {
+		ts[i].Pool = cost.PoolCUDAGraph
+	}
+	graph := phases(alloc, ts)
+	for p, want := range []int64{70 * mib, 70 * mib, 70 * mib} {
+		if graph[p].reserved != want {
+			t.Errorf("phase %d: reserved %d MiB with the pool held, want %d", p, graph[p].reserved/mib, want/mib)
+		}
+		if graph[p].allocated != eager[p].allocated {
+			t.Errorf("phase %d: allocated %d with the pool, %d without: the pool's live tensors are the same", p, graph[p].allocated, eager[p].allocated)
+		}
+	}
+	if eager[1].reserved != 52*mib || eager[2].reserved != 40*mib {
+		t.Errorf("eager: reserved %d, %d MiB in the backward and the optimizer step", eager[1].reserved/mib, eager[2].reserved/mib)
 	}
 }

@@ -47,7 +47,7 @@ func ConfigFromPlan(p *plan.Plan, prog *stdlib.Program) engine.Config {
 	}
 	e := p.Engine
 	cfg.Engine = engine.EngineSettings{Autocast: e.Autocast, GradScaler: e.GradScaler, TF32: e.TF32, CudnnBenchmark: e.CudnnBenchmark,
-		CudnnWorkspaceLimit: e.CudnnWorkspaceLimit, ChannelsLast: e.ChannelsLast, Compile: e.Compile, FusedOptimizer: e.FusedOptimizer, PinnedMemory: e.PinnedMemory,
+		CudnnWorkspaceLimit: e.CudnnWorkspaceLimit, ChannelsLast: e.ChannelsLast, Compile: e.Compile, CUDAGraph: e.CUDAGraph, FusedOptimizer: e.FusedOptimizer, PinnedMemory: e.PinnedMemory,
 		LossReadback: e.LossReadback, WorldSize: p.WorldSize(), Backend: p.Distributed.Backend, BucketBytes: p.Distributed.BucketBytes,
 		SyncBatchnorm: p.Distributed.SyncBatchnorm}
 	return cfg

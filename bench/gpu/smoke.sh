@@ -233,6 +233,9 @@ PYEOF
 
 # shellcheck disable=SC2086 # the examples are a list
 step gpucheck 170 $GC -steps "$CHECK_STEPS" -json "$O/gpucheck.json" $EXAMPLES
+# The same fashion_mlp with its planned CUDA graph kept off (the row
+# above has it on, as planned): what one graph a step saves.
+step gpucheck_graph_off 60 env PIPE_TORCH_GRAPH=off $GC -steps "$CHECK_STEPS" -json "$O/gpucheck_graph_off.json" examples/fashion_mlp.pipe
 step mlp_split 60 sh -c "'$PY' bench/gpu/mlp_split.py --module-dir '$O/worker' --spec '$O/worker/fashion_mlp.spec.json' --steps '$MS' --warmup $((4 * CW)) > '$O/mlp_split.json'"
 
 S=bench/gpu/smoke.pipe

@@ -99,6 +99,7 @@ def main():
     smi, machine, cache = text(out, "nvidia-smi.txt"), text(out, "machine.txt"), text(out, "inductor-cache.txt")
     rep = {"what": "make gpu-smoke (bench/gpu/smoke.sh)", "environment": env, "nvidia_smi": smi, "machine": machine,
            "steps": st, "gpucheck": load(os.path.join(out, "gpucheck.json")),
+           "gpucheck_graph_off": load(os.path.join(out, "gpucheck_graph_off.json")),
            "h2d": load(os.path.join(out, "h2d.json")),
            "mlp_split": load(os.path.join(out, "mlp_split.json")),
            "runs": {n: run_row(out, n, st) for n in ("fresh", "resume", "ckall")},

@@ -65,8 +65,40 @@ func contextOf(capability string) (int64, string, string) {
 }
 
 // Terms implements cost.GPU: the step's terms at s's batch and kept
-// activations.
+// activations; where the step runs as a CUDA graph, its transient terms
+// in the graph's pool and the eager last batch beside it (graphPool).
 func (gm *gpuTerms) Terms(s cost.GPUStep) []cost.Term {
+	ts := gm.stepTerms(s)
+	if on, _ := cudaGraph(gm.graphCase(s)); on {
+		last, exact := lastBatch(gm.samples, gm.samplesExact, s.Batch)
+		at := s
+		at.Batch = last
+		ts = graphPool(ts, gm.stepTerms(at), last, exact)
+		ts = append(ts, cost.Term{Name: "CUDA graph private pool", Phases: cost.InAll, Source: plan.SourceFormula, Pool: cost.PoolCUDAGraph,
+			Basis: graphPoolBasis(s.Text)})
+	}
+	return ts
+}
+
+// graphCase is the graph decision's case at step s.
+func (gm *gpuTerms) graphCase(s cost.GPUStep) graphCase {
+	return graphCase{torch: gm.torch, optimizer: gm.optimizer, world: gm.world, gan: gm.gan, gradScaler: gm.fp16,
+		accumulate: s.Accumulate, recompute: s.Baseline > 0 && s.Act != s.Baseline}
+}
+
+// graphPoolBasis says how the pool is priced (no bytes of its own: the
+// terms in pool "cuda graph" are its tensors).
+func graphPoolBasis(text bool) string {
+	if !text {
+		return ""
+	}
+	return "0 beside the terms marked pool \"cuda graph\": captured, the step's tensors that live in some phases only come from the graph's private pool, " +
+		"packed apart from the general pool and held whole, at the pool's own peak, in every phase while the graph lives (CUDACachingAllocator.cpp's private pools; " +
+		"torch.cuda.graph's pool); the eager warm-up's blocks are released before capture (torch.cuda.empty_cache), so they are not held twice"
+}
+
+// stepTerms is the step's terms, eager.
+func (gm *gpuTerms) stepTerms(s cost.GPUStep) []cost.Term {
 	b, act, accum, text := s.Batch, s.Act, s.Accumulate, s.Text
 	var ts []cost.Term
 	say := func(format string, args ...any) string {
@@ -260,6 +292,11 @@ type gpuTerms struct {
 	convWS []convWorkspace
 	// inX and inY are one sample's input and target bytes.
 	inX, inY int64
+	// samples and samplesExact are the training set's size; gan and fp16
+	// (loss scaling) what the CUDA graph decision reads beside the step.
+	samples           int64
+	samplesExact, gan bool
+	fp16              bool
 }
 
 // newGPUTerms reads g and the plan's choices for the terms; torch is the
@@ -268,7 +305,8 @@ func newGPUTerms(g *stdlib.Graph, prec plan.Precision, s cost.GPUSetup, torch st
 	torch, assumed := gpuTorch(torch)
 	gm := &gpuTerms{capability: s.Capability, mixed: prec.Mixed, buffers: s.StateBuffers, optimizer: s.Optimizer,
 		fused: fusedOptimizer(s.Optimizer) && fusedIn(s.Optimizer, torch), world: max(s.World, 1), pinned: true, total: g.Params(), inY: s.TargetBytes,
-		l2: s.L2, torch: torch, assumed: assumed, compiled: torchMajor(torch) >= 2}
+		l2: s.L2, torch: torch, assumed: assumed, compiled: torchMajor(torch) >= 2,
+		samples: s.Samples, samplesExact: s.SamplesExact, gan: s.GAN, fp16: prec.Compute == "fp16"}
 	if gm.world > 1 {
 		gm.bucket = min(25<<20, max(cost.Mul(gm.total, 4), 1<<20))
 	}

@@ -105,6 +105,7 @@ func (Cost) Decide(s *cost.Settings) {
 	e.Compile = true
 	s.Decide("compile", "where available",
 		"torch.compile on CUDA when the worker's torch has it (2.x), else eager; the fusion groups above are what it is given to fuse. The run report says which ran.")
+	graphDecision(s, segs > 0)
 	if conv && hasVolume(s.Graph) {
 		s.Decide("channels_last", "off", "the model has 3-D convolutions, whose 5-D tensors channels_last (a 4-D format) cannot hold.")
 	} else if cl, bench := cudnnSetup(s.Graph); cl && bench {

@@ -135,13 +135,17 @@ type Engine struct {
 	TF32           bool   `json:"tf32"`
 	CudnnBenchmark bool   `json:"cudnn_benchmark"`
 	// CudnnWorkspaceMiB becomes CUDNN_CONV_WSCAP_DBG (0: unset).
-	CudnnWorkspaceMiB int64        `json:"cudnn_workspace_mib,omitempty"`
-	ChannelsLast      bool         `json:"channels_last"`
-	Compile           bool         `json:"compile"`
-	FusedOptimizer    bool         `json:"fused_optimizer"`
-	Pinned            bool         `json:"pinned"`
-	LossReadback      string       `json:"loss_readback"`
-	Distributed       *Distributed `json:"distributed,omitempty"`
+	CudnnWorkspaceMiB int64 `json:"cudnn_workspace_mib,omitempty"`
+	ChannelsLast      bool  `json:"channels_last"`
+	Compile           bool  `json:"compile"`
+	// CUDAGraph: capture each step of the plan's batch as one CUDA graph
+	// after GraphWarmup eager steps (pipe_torch/graphs.py).
+	CUDAGraph      bool         `json:"cuda_graph,omitempty"`
+	GraphWarmup    int          `json:"graph_warmup,omitempty"`
+	FusedOptimizer bool         `json:"fused_optimizer"`
+	Pinned         bool         `json:"pinned"`
+	LossReadback   string       `json:"loss_readback"`
+	Distributed    *Distributed `json:"distributed,omitempty"`
 }
 
 // Distributed is a rank's place in DistributedDataParallel's group.
@@ -240,11 +244,14 @@ func NewSpec(g *stdlib.Graph, cfg engine.Config, lr float64) (*Spec, error) {
 	}
 	e := cfg.Engine
 	s.Engine = Engine{Device: cfg.Device, Autocast: e.Autocast, GradScaler: e.GradScaler, TF32: e.TF32,
-		CudnnBenchmark: e.CudnnBenchmark, ChannelsLast: e.ChannelsLast, Compile: e.Compile,
+		CudnnBenchmark: e.CudnnBenchmark, ChannelsLast: e.ChannelsLast, Compile: e.Compile, CUDAGraph: e.CUDAGraph,
 		FusedOptimizer: e.FusedOptimizer, Pinned: e.PinnedMemory, LossReadback: e.LossReadback,
 		CudnnWorkspaceMiB: e.CudnnWorkspaceLimit >> 20}
 	if s.Engine.Device == "" {
 		s.Engine.Device = "cpu"
+	}
+	if e.CUDAGraph {
+		s.Engine.GraphWarmup = graphWarmup
 	}
 	if s.Engine.LossReadback == "" {
 		s.Engine.LossReadback = "sync"

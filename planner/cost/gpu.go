@@ -31,6 +31,13 @@ type GPUSetup struct {
 	TargetBytes int64
 	// L2 is the device's L2 cache in bytes, 0 when not known.
 	L2 int64
+	// Samples is the training set's size (0: not known), SamplesExact
+	// whether it is exact; an engine whose batches of another size run
+	// another way (the last, partial one) prices that batch from it.
+	Samples      int64
+	SamplesExact bool
+	// GAN says the step trains a generator and a discriminator in turn.
+	GAN bool
 }
 
 // GPUStep is a step the planner prices: the batch, the kept activations
@@ -70,7 +77,15 @@ type Term struct {
 	// (a workspace held to a cap): the batch solver bounds the batch
 	// without it, then prices it whole.
 	Capped bool
+	// Pool names the allocator pool the term's tensors come from, "" for
+	// the general one. A private pool (PoolCUDAGraph) shares no segment
+	// with another and keeps its segments reserved in every phase at its
+	// own peak.
+	Pool string
 }
+
+// PoolCUDAGraph is a captured CUDA graph's private memory pool.
+const PoolCUDAGraph = "cuda graph"
 
 // GPU is set by an engine that prices its step on a GPU term by term.
 type GPU interface {

@@ -213,6 +213,10 @@ type Engine struct {
 	// Compile runs the model through torch.compile where the worker's
 	// torch has it (2.x) on CUDA; the run report says what ran.
 	Compile bool `json:"compile,omitempty"`
+	// CUDAGraph captures each training step of the plan's batch as one
+	// CUDA graph and replays it; batches of another shape run eagerly,
+	// and the run report says what ran.
+	CUDAGraph bool `json:"cuda_graph,omitempty"`
 	// FusedOptimizer uses the fused Adam/AdamW kernels.
 	FusedOptimizer bool `json:"fused_optimizer,omitempty"`
 	// PinnedMemory copies batches through pinned memory on a copy stream,
@@ -404,6 +408,10 @@ type MemoryTerm struct {
 	// torch.cuda.max_memory_reserved does not.
 	Phases  []string `json:"phases"`
 	Outside bool     `json:"outside_allocator,omitempty"`
+	// Pool is the allocator pool the term's tensors come from where it is
+	// not the general one: "cuda graph", a captured step's private pool,
+	// held whole in every phase.
+	Pool string `json:"pool,omitempty"`
 }
 
 // MemoryPhase is one phase's peak: Allocated is what the live tensors

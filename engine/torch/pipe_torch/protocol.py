@@ -340,6 +340,8 @@ STRUCTS = {
         "cudnn_workspace_mib": "int",
         "channels_last": "bool",
         "compile": "bool",
+        "cuda_graph": "bool",
+        "graph_warmup": "int",
         "fused_optimizer": "bool",
         "pinned": "bool",
         "loss_readback": "str",

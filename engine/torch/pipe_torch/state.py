@@ -73,6 +73,7 @@ class StateMixin:
             for name, m in self.bns():
                 m.num_batches_tracked.fill_(int(counters.get(name + ".num_batches_tracked", 0)))
         self.step_no = step
+        self.graph_drop("the state was set")  # its optimizer state tensors are new
         self.micro = int(counters.get("exec.micro_step", 0))
         if "exec.seed" in counters:
             self.seed = int(counters["exec.seed"])

@@ -38,6 +38,10 @@ class TrainMixin:
         return res
 
     def train_micro(self, msg, timer):
+        if timer is None:
+            res = self.graph_train(msg)  # graphs.py: None where the step runs eagerly
+            if res is not None:
+                return res
         n = msg["n"]
         x, y, mask = self.batch(msg, True)
         if msg.get("zero"):
@@ -293,6 +297,13 @@ class TrainMixin:
         if self.phases is not None:
             self.phases.queue += time.perf_counter() - t0
             self.phases.end_step()
+        res.update(self.finish_step())
+        return res
+
+    def finish_step(self):
+        """After an optimizer step, eager or replayed: the counters, the
+        collector's freeze, and the lagged losses the reply carries."""
+        res = {}
         self.phase = None
         self.step_no += 1
         if not self.frozen:

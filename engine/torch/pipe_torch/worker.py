@@ -12,6 +12,7 @@ import torch
 from .compiled import CompileMixin, version_tuple
 from .export import ExportMixin
 from .gan import GANMixin
+from .graphs import GraphMixin
 from .measure import MeasureMixin, is_oom
 from .phases import Phases, enabled as phases_enabled
 from .net import Net, dead_params, make_optimizer, module_key, state_names
@@ -25,7 +26,7 @@ from . import protocol, rendezvous, wire
 from .wire import Failure
 
 
-class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, ExportMixin):
+class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, ExportMixin, GraphMixin):
     """One device's model and its commands: cmd_NAME answers the command
     NAME (the mixins hold the state, training, gan, measuring and export
     ones)."""
@@ -221,6 +222,7 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
         self.staged = {}
         self.events = {}
         self.net.train()
+        self.graph_setup()
         params = sum(p.numel() for p in net.parameters())
         reply = {"params": params, "applied": self.applied, "device": str(self.device), "torch": torch.__version__}
         if self.dist:
