@@ -8,11 +8,12 @@
 
 #define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
-// wino_wt writes U[16][co][ci] = G·g·Gᵀ for the weights g[co][ci][3][3].
-void wino_wt(const float *g, float *U, int co, int ci)
+// wino_wt writes U[16][co][ci] = G·g·Gᵀ for the weights g[co][ci][3][3],
+// output channels [o0, o1).
+void wino_wt(const float *g, float *U, int co, int ci, int o0, int o1)
 {
 	long plane = (long)co * ci;
-	for (int o = 0; o < co; o++) {
+	for (int o = o0; o < o1; o++) {
 		for (int i = 0; i < ci; i++) {
 			const float *k = g + ((long)o * ci + i) * 9;
 			float t[4][3];

@@ -29,11 +29,12 @@ static inline void g6(float g0, float g1, float g2, float *t)
 	t[5] = g2;
 }
 
-// wino4_wt writes U[36][co][ci] = G·g·Gᵀ for the weights g[co][ci][3][3].
-void wino4_wt(const float *g, float *U, int co, int ci)
+// wino4_wt writes U[36][co][ci] = G·g·Gᵀ for the weights g[co][ci][3][3],
+// output channels [o0, o1).
+void wino4_wt(const float *g, float *U, int co, int ci, int o0, int o1)
 {
 	long plane = (long)co * ci;
-	for (int o = 0; o < co; o++) {
+	for (int o = o0; o < o1; o++) {
 		for (int i = 0; i < ci; i++) {
 			const float *k = g + ((long)o * ci + i) * 9;
 			float c[3][6], t[6];
