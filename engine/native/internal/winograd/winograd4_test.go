@@ -213,7 +213,7 @@ func TestTransforms4MatchTheirAlgebra(t *testing.T) {
 // leaves the second's rows as they were.
 func TestWeightTransforms4MatchTheirAlgebra(t *testing.T) {
 	r := rand.New(rand.NewSource(2))
-	for _, sz := range [][2]int{{1, 1}, {3, 5}, {8, 2}} {
+	for _, sz := range weightSizes {
 		co, ci := sz[0], sz[1]
 		plane := co * ci
 		g := randoms(r, plane*9)
