@@ -96,11 +96,20 @@ func geomOnly(ci, h, w, co, ho, wo, k, s, p, d, g int) convGeom {
 }
 
 // flipWeights writes w (co × ci × k × k) flipped in both spatial axes and
-// transposed to ci × co × k × k: the weights of c.flip.
-func (c *convGeom) flipWeights(w, wt []float32) {
+// transposed to ci × co × k × k: the weights of c.flip, split among the
+// workers by c's input channel (c.flip's output channel).
+func (m *model) flipWeights(c *convGeom, w, wt []float32) {
+	m.pool.forRange(c.ci, max(1, grain/(c.co*c.k*c.k)), func(lo, hi int) {
+		c.flipWeights(w, wt, lo, hi)
+	})
+}
+
+// flipWeights writes the flipped weights of input channels [i0, i1): rows
+// i0 to i1 of wt.
+func (c *convGeom) flipWeights(w, wt []float32, i0, i1 int) {
 	kk := c.k * c.k
-	for o := 0; o < c.co; o++ {
-		for i := 0; i < c.ci; i++ {
+	for i := i0; i < i1; i++ {
+		for o := 0; o < c.co; o++ {
 			src := w[(o*c.ci+i)*kk : (o*c.ci+i+1)*kk]
 			dst := wt[(i*c.co+o)*kk : (i*c.co+o+1)*kk]
 			for t := range src {

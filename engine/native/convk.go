@@ -189,7 +189,7 @@ func (k *convKernel) backward(e *env) {
 			if k.wt == nil {
 				k.wt = make([]float32, len(k.w.data))
 			}
-			g.flipWeights(k.w.data, k.wt)
+			e.m.flipWeights(g, k.w.data, k.wt)
 			var beta float32
 			if e.acc[0] {
 				beta = 1

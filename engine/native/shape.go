@@ -116,23 +116,53 @@ func (a *addKernel) backward(e *env) {
 }
 
 // concatKernel joins its inputs along channels. In CNHW each input is a
-// run of whole channel blocks, so the join is one copy per input; vectors
-// join row by row.
+// run of whole channel blocks, so the join is one copy per input, split
+// among the workers by range of the joined tensor (on the caller alone
+// the U-Net's were 0.4–2 ms each way, docs/design/native-threads.md);
+// vectors join row by row.
 type concatKernel struct{ k int }
 
 func (c *concatKernel) spec() kspec { return kspec{saveIn: make([]bool, c.k)} }
 
-func (*concatKernel) forward(e *env) {
+// blocks is the size of each input's block of the joined tensor, or nil
+// when an input is a vector (then the join is row by row).
+func (*concatKernel) blocks(e *env) []int {
+	sizes := make([]int, len(e.u.in))
+	for j, l := range e.u.in {
+		if !l.spatial {
+			return nil
+		}
+		sizes[j] = e.n * l.size()
+	}
+	return sizes
+}
+
+// forBlocks calls f(j, lo, hi, off) for each input j whose block
+// [off, off+sizes[j]) of the joined tensor meets [a, b), with [lo, hi)
+// the part of it inside, counted from the block's start.
+func forBlocks(sizes []int, a, b int, f func(j, lo, hi, off int)) {
+	off := 0
+	for j, sz := range sizes {
+		if lo, hi := max(a, off), min(b, off+sz); lo < hi {
+			f(j, lo-off, hi-off, off)
+		}
+		off += sz
+	}
+}
+
+func (c *concatKernel) forward(e *env) {
 	n := e.n
+	if sizes := c.blocks(e); sizes != nil {
+		e.m.pool.forRange(e.n*e.u.out.size(), grain, func(a, b int) {
+			forBlocks(sizes, a, b, func(j, lo, hi, off int) {
+				copy(e.out[off+lo:off+hi], e.in[j][lo:hi])
+			})
+		})
+		return
+	}
 	off := 0
 	for j, x := range e.in {
 		l := e.u.in[j]
-		if l.spatial {
-			sz := n * l.size()
-			copy(e.out[off:off+sz], x[:sz])
-			off += sz
-			continue
-		}
 		f, F := l.c, e.u.out.c
 		for i := 0; i < n; i++ {
 			copy(e.out[i*F+off:i*F+off+f], x[i*f:(i+1)*f])
@@ -141,19 +171,21 @@ func (*concatKernel) forward(e *env) {
 	}
 }
 
-func (*concatKernel) backward(e *env) {
+func (c *concatKernel) backward(e *env) {
 	n := e.n
+	if sizes := c.blocks(e); sizes != nil {
+		e.m.pool.forRange(e.n*e.u.out.size(), grain, func(a, b int) {
+			forBlocks(sizes, a, b, func(j, lo, hi, off int) {
+				if dx := e.din[j]; dx != nil {
+					put(dx[lo:hi], e.dout[off+lo:off+hi], e.acc[j])
+				}
+			})
+		})
+		return
+	}
 	off := 0
 	for j, dx := range e.din {
 		l := e.u.in[j]
-		if l.spatial {
-			sz := n * l.size()
-			if dx != nil {
-				put(dx[:sz], e.dout[off:off+sz], e.acc[j])
-			}
-			off += sz
-			continue
-		}
 		f, F := l.c, e.u.out.c
 		if dx != nil {
 			for i := 0; i < n; i++ {

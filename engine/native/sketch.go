@@ -155,7 +155,7 @@ func (k *skConvKernel) backward(e *env) {
 		if k.wt == nil {
 			k.wt = make([]float32, len(k.s.data))
 		}
-		g.flipWeights(k.s.data, k.wt)
+		e.m.flipWeights(g, k.s.data, k.wt)
 		var beta float32
 		if e.acc[0] {
 			beta = 1

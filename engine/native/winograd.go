@@ -85,11 +85,12 @@ func (c *convGeom) winoParts(s []float32) (v, mm, rows, u []float32) {
 
 // The transforms of the convolution's tile side.
 
-func (c *convGeom) winoWeights(w, u []float32) {
+// winoWeights writes U for output channels [o0, o1).
+func (c *convGeom) winoWeights(w, u []float32, o0, o1 int) {
 	if c.wm == 4 {
-		winograd.Weights4(w, u, c.co, c.ci)
+		winograd.Weights4(w, u, c.co, c.ci, o0, o1)
 	} else {
-		winograd.Weights(w, u, c.co, c.ci)
+		winograd.Weights(w, u, c.co, c.ci, o0, o1)
 	}
 }
 
@@ -125,10 +126,15 @@ func (c *convGeom) winoDy(dy, mm []float32, n, t0, t1 int, rows []float32) {
 	}
 }
 
-// winoForward computes y = conv(x, w) + beta·y.
+// winoForward computes y = conv(x, w) + beta·y. The weight transform
+// (U, in worker 0's scratch) is split by output channel among the
+// workers: on the caller alone it was 1–3 ms of serial time in each of
+// the U-Net's 128- to 256-channel units (docs/design/native-threads.md).
 func (m *model) winoForward(c *convGeom, w, x, y []float32, n int, beta float32) {
 	_, _, _, u := c.winoParts(m.scratch[0])
-	c.winoWeights(w, u)
+	m.pool.forRange(c.co, max(1, grain/(c.ci*c.winoXi())), func(lo, hi int) {
+		c.winoWeights(w, u, lo, hi)
+	})
 	T, xis := c.winoCount(n), c.winoXi()
 	m.pool.run(func(wk int) {
 		lo, hi := m.pool.span(T, wk)

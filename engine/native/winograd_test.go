@@ -70,7 +70,7 @@ func TestWinogradMatchesIm2col(t *testing.T) {
 						xs, ys := gc.ci*n*gc.h*gc.w, gc.co*n*gc.h*gc.w
 						x, dy, w, y0, dx0 := vec(xs), vec(ys), vec(gc.co*gc.ci*9), vec(ys), vec(xs)
 						wt := make([]float32, len(w))
-						wg.flipWeights(w, wt)
+						wg.flipWeights(w, wt, 0, wg.ci)
 						run := func(c *convGeom) (outs [5][]float32) {
 							outs[0] = make([]float32, ys)
 							m.convForward(c, w, x, outs[0], n)
@@ -238,4 +238,76 @@ func cpuTime() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// TestWeightPrepSplitByChannel holds the weight preparation that the
+// workers split by output channel to the caller's whole-range
+// transforms, bit for bit: the Winograd forward's U (F(2×2) and
+// F(4×4)), read back from worker 0's scratch after the forward, and the
+// input gradient's flipped weights, on 1 to 3 threads, with channel
+// counts that do not divide among them. The buffers start as NaN, so a
+// channel no worker wrote fails; with two threads or more each worker
+// takes a share of the transform and one of the products.
+func TestWeightPrepSplitByChannel(t *testing.T) {
+	if !winograd.Built {
+		t.Skip("built without cgo: no Winograd transforms")
+	}
+	const ci, co, h, w, n = 67, 131, 5, 7, 2
+	nan := float32(math.NaN())
+	for _, threads := range []int{1, 2, 3} {
+		for _, wm := range []int{2, 4} {
+			t.Run(fmt.Sprintf("threads%d/F%d", threads, wm), func(t *testing.T) {
+				g := graphOf(t, fmt.Sprintf("input [%d, %d, %d]\nconv %d k3 pad1 bias false", ci, h, w, co))
+				cfg := cfgOf(n, "mse", "sgd")
+				cfg.Threads = threads
+				m := mustBuild(t, g, cfg)
+				wg := m.units[1].k.(*convKernel).geo
+				if !wg.wino || wg.flip == nil {
+					t.Fatal("the geometry does not run as Winograd with a flip")
+				}
+				wg.wm, wg.wtb = wm, winoTiles(ci, co, wm)
+				for wk := range m.scratch {
+					m.scratch[wk] = make([]float32, wg.scratchNeed())
+					for i := range m.scratch[wk] {
+						m.scratch[wk][i] = nan
+					}
+				}
+				r := rand.New(rand.NewPCG(uint64(threads), uint64(wm)))
+				wts := make([]float32, co*ci*9)
+				for i := range wts {
+					wts[i] = float32(r.NormFloat64())
+				}
+				x, y := make([]float32, ci*n*h*w), make([]float32, co*n*h*w)
+				var shares [3]int
+				poolShare = func(wk int) func() { shares[wk]++; return func() {} }
+				m.convForward(&wg, wts, x, y, n)
+				poolShare = nil
+				if want := [3]int{2, 2, 2 * (threads - 2)}; threads > 1 && shares != want {
+					t.Errorf("forward: runs per worker %v, want %v (the transform's share and the products')", shares, want)
+				}
+				_, _, _, got := wg.winoParts(m.scratch[0])
+				want := make([]float32, len(got))
+				wg.winoWeights(wts, want, 0, co)
+				if i := sameBits32(got, want); i >= 0 {
+					t.Errorf("U[%d] = %v, want %v", i, got[i], want[i])
+				}
+
+				wt, wantT := make([]float32, len(wts)), make([]float32, len(wts))
+				for i := range wt {
+					wt[i] = nan
+				}
+				shares = [3]int{}
+				poolShare = func(wk int) func() { shares[wk]++; return func() {} }
+				m.flipWeights(&wg, wts, wt)
+				poolShare = nil
+				if want := [3]int{1, 1, threads - 2}; threads > 1 && shares != want {
+					t.Errorf("flip: runs per worker %v, want %v", shares, want)
+				}
+				wg.flipWeights(wts, wantT, 0, ci)
+				if i := sameBits32(wt, wantT); i >= 0 {
+					t.Errorf("flipped weight %d = %v, want %v", i, wt[i], wantT[i])
+				}
+			})
+		}
+	}
 }

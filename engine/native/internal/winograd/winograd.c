@@ -8,29 +8,36 @@
 
 #define CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 
-// wino_wt writes U[16][co][ci] = G·g·Gᵀ for the weights g[co][ci][3][3].
-void wino_wt(const float *g, float *U, int co, int ci)
+// wino_wt writes U[16][co][ci] = G·g·Gᵀ for the weights g[co][ci][3][3],
+// output channels [o0, o1).
+void wino_wt(const float *g, float *U, int co, int ci, int o0, int o1)
 {
 	long plane = (long)co * ci;
-	for (int o = 0; o < co; o++) {
-		for (int i = 0; i < ci; i++) {
-			const float *k = g + ((long)o * ci + i) * 9;
-			float t[4][3];
-			for (int b = 0; b < 3; b++) {
-				float g0 = k[b], g1 = k[3 + b], g2 = k[6 + b];
-				t[0][b] = g0;
-				t[1][b] = 0.5f * (g0 + g1 + g2);
-				t[2][b] = 0.5f * (g0 - g1 + g2);
-				t[3][b] = g2;
+	float tb[16][WT_BLOCK];
+	for (int o = o0; o < o1; o++) {
+		for (int i0 = 0; i0 < ci; i0 += WT_BLOCK) {
+			int cnt = ci - i0 < WT_BLOCK ? ci - i0 : WT_BLOCK;
+			for (int j = 0; j < cnt; j++) {
+				const float *k = g + ((long)o * ci + i0 + j) * 9;
+				float t[4][3];
+				for (int b = 0; b < 3; b++) {
+					float g0 = k[b], g1 = k[3 + b], g2 = k[6 + b];
+					t[0][b] = g0;
+					t[1][b] = 0.5f * (g0 + g1 + g2);
+					t[2][b] = 0.5f * (g0 - g1 + g2);
+					t[3][b] = g2;
+				}
+				for (int a = 0; a < 4; a++) {
+					float t0 = t[a][0], t1 = t[a][1], t2 = t[a][2];
+					tb[a * 4 + 0][j] = t0;
+					tb[a * 4 + 1][j] = 0.5f * (t0 + t1 + t2);
+					tb[a * 4 + 2][j] = 0.5f * (t0 - t1 + t2);
+					tb[a * 4 + 3][j] = t2;
+				}
 			}
-			float *u = U + (long)o * ci + i;
-			for (int a = 0; a < 4; a++) {
-				float t0 = t[a][0], t1 = t[a][1], t2 = t[a][2];
-				u[(a * 4 + 0) * plane] = t0;
-				u[(a * 4 + 1) * plane] = 0.5f * (t0 + t1 + t2);
-				u[(a * 4 + 2) * plane] = 0.5f * (t0 - t1 + t2);
-				u[(a * 4 + 3) * plane] = t2;
-			}
+			float *u = U + (long)o * ci + i0;
+			for (int x = 0; x < 16; x++)
+				memcpy(u + x * plane, tb[x], (size_t)cnt * sizeof(float));
 		}
 	}
 }
@@ -39,23 +46,29 @@ void wino_wt(const float *g, float *U, int co, int ci)
 void wino_wgrad(const float *dU, float *dw, int co, int ci)
 {
 	long plane = (long)co * ci;
+	float tb[16][WT_BLOCK];
 	for (int o = 0; o < co; o++) {
-		for (int i = 0; i < ci; i++) {
-			const float *u = dU + (long)o * ci + i;
-			float r[3][4];
-			for (int b = 0; b < 4; b++) {
-				float u0 = u[(0 * 4 + b) * plane], u1 = u[(1 * 4 + b) * plane];
-				float u2 = u[(2 * 4 + b) * plane], u3 = u[(3 * 4 + b) * plane];
-				r[0][b] = u0 + 0.5f * (u1 + u2);
-				r[1][b] = 0.5f * (u1 - u2);
-				r[2][b] = 0.5f * (u1 + u2) + u3;
-			}
-			float *k = dw + ((long)o * ci + i) * 9;
-			for (int a = 0; a < 3; a++) {
-				float r0 = r[a][0], r1 = r[a][1], r2 = r[a][2], r3 = r[a][3];
-				k[a * 3 + 0] += r0 + 0.5f * (r1 + r2);
-				k[a * 3 + 1] += 0.5f * (r1 - r2);
-				k[a * 3 + 2] += 0.5f * (r1 + r2) + r3;
+		for (int i0 = 0; i0 < ci; i0 += WT_BLOCK) {
+			int cnt = ci - i0 < WT_BLOCK ? ci - i0 : WT_BLOCK;
+			const float *us = dU + (long)o * ci + i0;
+			for (int x = 0; x < 16; x++)
+				memcpy(tb[x], us + x * plane, (size_t)cnt * sizeof(float));
+			for (int j = 0; j < cnt; j++) {
+				float r[3][4];
+				for (int b = 0; b < 4; b++) {
+					float u0 = tb[0 * 4 + b][j], u1 = tb[1 * 4 + b][j];
+					float u2 = tb[2 * 4 + b][j], u3 = tb[3 * 4 + b][j];
+					r[0][b] = u0 + 0.5f * (u1 + u2);
+					r[1][b] = 0.5f * (u1 - u2);
+					r[2][b] = 0.5f * (u1 + u2) + u3;
+				}
+				float *k = dw + ((long)o * ci + i0 + j) * 9;
+				for (int a = 0; a < 3; a++) {
+					float r0 = r[a][0], r1 = r[a][1], r2 = r[a][2], r3 = r[a][3];
+					k[a * 3 + 0] += r0 + 0.5f * (r1 + r2);
+					k[a * 3 + 1] += 0.5f * (r1 - r2);
+					k[a * 3 + 2] += 0.5f * (r1 + r2) + r3;
+				}
 			}
 		}
 	}

@@ -24,10 +24,14 @@ const Built = true
 
 func fp(s []float32) *C.float { return (*C.float)(unsafe.Pointer(unsafe.SliceData(s))) }
 
-// Weights writes U = G·g·Gᵀ.
-func Weights(g, u []float32, co, ci int) {
+// Weights writes U = G·g·Gᵀ for output channels [o0, o1): each of U's
+// planes' rows o0 to o1, so that workers can split it.
+func Weights(g, u []float32, co, ci, o0, o1 int) {
+	if o0 < 0 || o1 > co || o0 >= o1 {
+		return
+	}
 	_, _ = g[co*ci*9-1], u[16*co*ci-1]
-	C.wino_wt(fp(g), fp(u), C.int(co), C.int(ci))
+	C.wino_wt(fp(g), fp(u), C.int(co), C.int(ci), C.int(o0), C.int(o1))
 }
 
 // WeightGrad adds Gᵀ·dU·G into dw.
@@ -57,10 +61,14 @@ func Dy(dy, m []float32, co, n, h, w, t0, t1, ld int, rows []float32) {
 	C.wino_dy(fp(dy), fp(m), C.int(co), C.int(n), C.int(h), C.int(w), C.long(t0), C.long(t1), C.int(ld), fp(rows))
 }
 
-// Weights4 writes U = G·g·Gᵀ of F(4×4, 3×3).
-func Weights4(g, u []float32, co, ci int) {
+// Weights4 writes U = G·g·Gᵀ of F(4×4, 3×3) for output channels
+// [o0, o1).
+func Weights4(g, u []float32, co, ci, o0, o1 int) {
+	if o0 < 0 || o1 > co || o0 >= o1 {
+		return
+	}
 	_, _ = g[co*ci*9-1], u[36*co*ci-1]
-	C.wino4_wt(fp(g), fp(u), C.int(co), C.int(ci))
+	C.wino4_wt(fp(g), fp(u), C.int(co), C.int(ci), C.int(o0), C.int(o1))
 }
 
 // WeightGrad4 adds Gᵀ·dU·G of F(4×4, 3×3) into dw.

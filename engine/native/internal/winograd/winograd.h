@@ -39,15 +39,23 @@ static inline void padded_row(float *rb, const float *plane, int iy, int h, int 
 		rb[j - cs] = 0;
 }
 
+// WT_BLOCK is the input channels a weight transform takes at a time.
+// U's planes lie co·ci values apart, often a multiple of 4 KiB, so they
+// share cache sets: storing (or loading) one value in each of 16 or 36
+// planes in turn evicted each line before it was full (16 times over).
+// The transforms instead go through a block of WT_BLOCK channels in a
+// buffer and copy each plane's piece of the row whole.
+#define WT_BLOCK 64
+
 // F(2x2, 3x3): winograd.c.
-void wino_wt(const float *g, float *U, int co, int ci);
+void wino_wt(const float *g, float *U, int co, int ci, int o0, int o1);
 void wino_wgrad(const float *dU, float *dw, int co, int ci);
 void wino_in(const float *x, float *V, int ci, int n, int h, int w, long t0, long t1, int ldv, float *rows);
 void wino_out(const float *M, float *y, int co, int n, int h, int w, long t0, long t1, int ldm, float beta, float *rows);
 void wino_dy(const float *dy, float *M, int co, int n, int h, int w, long t0, long t1, int ldm, float *rows);
 
 // F(4x4, 3x3): winograd4.c.
-void wino4_wt(const float *g, float *U, int co, int ci);
+void wino4_wt(const float *g, float *U, int co, int ci, int o0, int o1);
 void wino4_wgrad(const float *dU, float *dw, int co, int ci);
 void wino4_in(const float *x, float *V, int ci, int n, int h, int w, long t0, long t1, int ldv, float *rows);
 void wino4_out(const float *M, float *y, int co, int n, int h, int w, long t0, long t1, int ldm, float beta, float *rows);

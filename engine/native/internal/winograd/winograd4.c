@@ -29,22 +29,29 @@ static inline void g6(float g0, float g1, float g2, float *t)
 	t[5] = g2;
 }
 
-// wino4_wt writes U[36][co][ci] = G·g·Gᵀ for the weights g[co][ci][3][3].
-void wino4_wt(const float *g, float *U, int co, int ci)
+// wino4_wt writes U[36][co][ci] = G·g·Gᵀ for the weights g[co][ci][3][3],
+// output channels [o0, o1).
+void wino4_wt(const float *g, float *U, int co, int ci, int o0, int o1)
 {
 	long plane = (long)co * ci;
-	for (int o = 0; o < co; o++) {
-		for (int i = 0; i < ci; i++) {
-			const float *k = g + ((long)o * ci + i) * 9;
-			float c[3][6], t[6];
-			for (int b = 0; b < 3; b++)
-				g6(k[b], k[3 + b], k[6 + b], c[b]); // c[b][a]: row a of G·g, column b
-			float *u = U + (long)o * ci + i;
-			for (int a = 0; a < 6; a++) {
-				g6(c[0][a], c[1][a], c[2][a], t);
-				for (int b = 0; b < 6; b++)
-					u[(a * 6 + b) * plane] = t[b];
+	float tb[36][WT_BLOCK];
+	for (int o = o0; o < o1; o++) {
+		for (int i0 = 0; i0 < ci; i0 += WT_BLOCK) {
+			int cnt = ci - i0 < WT_BLOCK ? ci - i0 : WT_BLOCK;
+			for (int j = 0; j < cnt; j++) {
+				const float *k = g + ((long)o * ci + i0 + j) * 9;
+				float c[3][6], t[6];
+				for (int b = 0; b < 3; b++)
+					g6(k[b], k[3 + b], k[6 + b], c[b]); // c[b][a]: row a of G·g, column b
+				for (int a = 0; a < 6; a++) {
+					g6(c[0][a], c[1][a], c[2][a], t);
+					for (int b = 0; b < 6; b++)
+						tb[a * 6 + b][j] = t[b];
+				}
 			}
+			float *u = U + (long)o * ci + i0;
+			for (int x = 0; x < 36; x++)
+				memcpy(u + x * plane, tb[x], (size_t)cnt * sizeof(float));
 		}
 	}
 }
@@ -62,21 +69,27 @@ static inline void gt6(float u0, float u1, float u2, float u3, float u4, float u
 void wino4_wgrad(const float *dU, float *dw, int co, int ci)
 {
 	long plane = (long)co * ci;
+	float tb[36][WT_BLOCK];
 	for (int o = 0; o < co; o++) {
-		for (int i = 0; i < ci; i++) {
-			const float *u = dU + (long)o * ci + i;
-			float r[3][6];
-			for (int b = 0; b < 6; b++)
-				gt6(u[(0 * 6 + b) * plane], u[(1 * 6 + b) * plane], u[(2 * 6 + b) * plane],
-				    u[(3 * 6 + b) * plane], u[(4 * 6 + b) * plane], u[(5 * 6 + b) * plane],
-				    &r[0][b], &r[1][b], &r[2][b]);
-			float *k = dw + ((long)o * ci + i) * 9;
-			for (int a = 0; a < 3; a++) {
-				float c0, c1, c2;
-				gt6(r[a][0], r[a][1], r[a][2], r[a][3], r[a][4], r[a][5], &c0, &c1, &c2);
-				k[a * 3 + 0] += c0;
-				k[a * 3 + 1] += c1;
-				k[a * 3 + 2] += c2;
+		for (int i0 = 0; i0 < ci; i0 += WT_BLOCK) {
+			int cnt = ci - i0 < WT_BLOCK ? ci - i0 : WT_BLOCK;
+			const float *us = dU + (long)o * ci + i0;
+			for (int x = 0; x < 36; x++)
+				memcpy(tb[x], us + x * plane, (size_t)cnt * sizeof(float));
+			for (int j = 0; j < cnt; j++) {
+				float r[3][6];
+				for (int b = 0; b < 6; b++)
+					gt6(tb[0 * 6 + b][j], tb[1 * 6 + b][j], tb[2 * 6 + b][j],
+					    tb[3 * 6 + b][j], tb[4 * 6 + b][j], tb[5 * 6 + b][j],
+					    &r[0][b], &r[1][b], &r[2][b]);
+				float *k = dw + ((long)o * ci + i0 + j) * 9;
+				for (int a = 0; a < 3; a++) {
+					float c0, c1, c2;
+					gt6(r[a][0], r[a][1], r[a][2], r[a][3], r[a][4], r[a][5], &c0, &c1, &c2);
+					k[a * 3 + 0] += c0;
+					k[a * 3 + 1] += c1;
+					k[a * 3 + 2] += c2;
+				}
 			}
 		}
 	}

@@ -3,6 +3,7 @@
 package winograd
 
 import (
+	"math"
 	"math/rand"
 	"testing"
 )
@@ -206,16 +207,30 @@ func TestTransforms4MatchTheirAlgebra(t *testing.T) {
 	}
 }
 
-// TestWeightTransforms4MatchTheirAlgebra holds Weights4 (G·g·Gᵀ) and
-// WeightGrad4 (dw += Gᵀ·dU·G) to the same reading, bit for bit.
+// TestWeightTransforms4MatchTheirAlgebra holds Weights4 (G·g·Gᵀ), written
+// in two ranges of output channels as workers split it, and WeightGrad4
+// (dw += Gᵀ·dU·G) to the same reading, bit for bit; the first range
+// leaves the second's rows as they were.
 func TestWeightTransforms4MatchTheirAlgebra(t *testing.T) {
 	r := rand.New(rand.NewSource(2))
-	for _, sz := range [][2]int{{1, 1}, {3, 5}, {8, 2}} {
+	for _, sz := range weightSizes {
 		co, ci := sz[0], sz[1]
 		plane := co * ci
 		g := randoms(r, plane*9)
 		u := make([]float32, 36*plane)
-		Weights4(g, u, co, ci)
+		for i := range u {
+			u[i] = float32(math.NaN())
+		}
+		half := co / 2
+		Weights4(g, u, co, ci, 0, half)
+		for x := 0; x < 36; x++ {
+			for k := half * ci; k < plane; k++ {
+				if e := u[x*plane+k]; e == e {
+					t.Fatalf("co %d ci %d: Weights4 of channels [0, %d) wrote U[%d][%d] = %v", co, ci, half, x, k, e)
+				}
+			}
+		}
+		Weights4(g, u, co, ci, half, co)
 		du := randoms(r, 36*plane)
 		dw := randoms(r, plane*9)
 		want, wantDw := make([]float32, 36*plane), append([]float32(nil), dw...)

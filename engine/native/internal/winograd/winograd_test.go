@@ -172,3 +172,80 @@ func TestTransformsMatchTheirAlgebra(t *testing.T) {
 		}
 	}
 }
+
+// weightSizes are the [co, ci] the weight transforms are tested on: rows
+// shorter than, as long as and longer than WT_BLOCK (64), with a part
+// block.
+var weightSizes = [][2]int{{1, 1}, {3, 5}, {8, 2}, {2, 64}, {3, 131}}
+
+// g4 is G·g of F(2×2, 3×3).
+func g4(g [3]float32) [4]float32 {
+	return [4]float32{g[0], 0.5 * (g[0] + g[1] + g[2]), 0.5 * (g[0] - g[1] + g[2]), g[2]}
+}
+
+// gt4 is Gᵀ·u of F(2×2, 3×3).
+func gt4(u [4]float32) [3]float32 {
+	h := float32(0.5 * (u[1] + u[2]))
+	return [3]float32{u[0] + h, float32(0.5 * (u[1] - u[2])), h + u[3]}
+}
+
+// TestWeightTransformsMatchTheirAlgebra holds Weights (G·g·Gᵀ), written
+// in two ranges of output channels as workers split it, and WeightGrad
+// (dw += Gᵀ·dU·G) to a plain Go reading, bit for bit; the first range
+// leaves the second's rows as they were.
+func TestWeightTransformsMatchTheirAlgebra(t *testing.T) {
+	r := rand.New(rand.NewSource(3))
+	for _, sz := range weightSizes {
+		co, ci := sz[0], sz[1]
+		plane := co * ci
+		g := randoms(r, plane*9)
+		u := make([]float32, 16*plane)
+		for i := range u {
+			u[i] = float32(math.NaN())
+		}
+		half := co / 2
+		Weights(g, u, co, ci, 0, half)
+		for x := 0; x < 16; x++ {
+			for k := half * ci; k < plane; k++ {
+				if e := u[x*plane+k]; e == e {
+					t.Fatalf("co %d ci %d: Weights of channels [0, %d) wrote U[%d][%d] = %v", co, ci, half, x, k, e)
+				}
+			}
+		}
+		Weights(g, u, co, ci, half, co)
+		du := randoms(r, 16*plane)
+		dw := randoms(r, plane*9)
+		want, wantDw := make([]float32, 16*plane), append([]float32(nil), dw...)
+		WeightGrad(du, dw, co, ci)
+		for k := 0; k < plane; k++ {
+			var tg [4][3]float32 // G·g
+			for b := 0; b < 3; b++ {
+				for a, e := range g4([3]float32{g[k*9+b], g[k*9+3+b], g[k*9+6+b]}) {
+					tg[a][b] = e
+				}
+			}
+			for a := 0; a < 4; a++ {
+				for b, e := range g4(tg[a]) {
+					want[(a*4+b)*plane+k] = e
+				}
+			}
+			var rd [3][4]float32 // Gᵀ·dU
+			for b := 0; b < 4; b++ {
+				var col [4]float32
+				for a := range col {
+					col[a] = du[(a*4+b)*plane+k]
+				}
+				for a, e := range gt4(col) {
+					rd[a][b] = e
+				}
+			}
+			for a := 0; a < 3; a++ {
+				for c, e := range gt4(rd[a]) {
+					wantDw[k*9+a*3+c] += e
+				}
+			}
+		}
+		sameBits(t, "Weights", u, want)
+		sameBits(t, "WeightGrad", dw, wantDw)
+	}
+}
