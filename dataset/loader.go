@@ -59,6 +59,11 @@ type LoaderOptions struct {
 	// them (a unit of steps, plan.StepsPerCommand); the free list keeps
 	// room for them, so that none released is dropped and made again.
 	Held int
+	// IndicesOnly fills each batch's Indices alone, with the samples'
+	// indices in the root dataset (Root), and reads no sample: the
+	// samples lie on the device, which gathers them (plan.DataOnDevice).
+	// X, Y and Mask are empty.
+	IndicesOnly bool
 }
 
 // Loader reads a Dataset in batches. Its methods may be called from one
@@ -92,6 +97,9 @@ func NewLoader(ds Dataset, opt LoaderOptions) *Loader {
 	l := &Loader{ds: ds, opt: opt, xs: prod(ds.XShape()), ys: prod(ds.YShape()), hasMask: ds.HasMask()}
 	if opt.BatchSize < 1 {
 		l.err = fmt.Errorf("loader: batch size %d; it must be at least 1", opt.BatchSize)
+	}
+	if l.err == nil && opt.IndicesOnly && len(opt.Augment) > 0 {
+		l.err = fmt.Errorf("loader: augmentations %v need the samples read on the host, and the loader reads indices only", opt.Augment)
 	}
 	if l.err == nil {
 		l.aug, l.err = newAugmenter(opt.Augment, ds.XShape(), ds.YShape())
@@ -332,6 +340,9 @@ func (l *Loader) batch() *Batch {
 		return b
 	default:
 	}
+	if l.opt.IndicesOnly {
+		return &Batch{X: []float32{}, Y: []float32{}, Indices: make([]int, bs)}
+	}
 	b := &Batch{X: make([]float32, bs*l.xs), Y: make([]float32, bs*l.ys), Indices: make([]int, bs)}
 	if l.hasMask {
 		b.Mask = make([]float32, bs*l.ys)
@@ -356,6 +367,13 @@ func (it *iterator) fill(k int, aug *augmenter) (b *Batch, err error) {
 	}
 	n := hi - lo
 	b.N = n
+	if l.opt.IndicesOnly {
+		b.Indices = b.Indices[:n]
+		for j := range n {
+			_, b.Indices[j] = Root(l.ds, it.order[lo+j])
+		}
+		return b, nil
+	}
 	b.X, b.Y, b.Indices = b.X[:n*l.xs], b.Y[:n*l.ys], b.Indices[:n]
 	if b.Mask != nil {
 		b.Mask = b.Mask[:n*l.ys]

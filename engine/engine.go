@@ -137,6 +137,9 @@ type Capabilities struct {
 	// the run loop reads only those (dataset.LoaderOptions.Rows); the
 	// model is then given batches of those rows (Batch.Offset, Global).
 	Rows func(n int) (lo, hi int)
+	// Resident keeps a training set on the device and gathers batches of
+	// indices alone there (plan.DataOnDevice).
+	Resident Resident
 }
 
 // Liveness is the Capabilities facet of a Model that computes in other

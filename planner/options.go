@@ -37,6 +37,10 @@ type config struct {
 	// largest keeps an auto batch on the CPU at the largest that fits,
 	// without cpuSaturation: the planner's tests of the memory bounds.
 	largest bool
+	// deviceData is the training set's form on a device (WithDeviceData);
+	// onCPU lets the CPU's torch worker keep it too (WithDataOnDevice).
+	deviceData *DeviceData
+	onCPU      bool
 }
 
 // WithCosts gives the engines' cost models, by which the planner prices
@@ -100,6 +104,29 @@ func WithTrainSamples(n int64, exact bool) Option {
 // ctx as it works). The language server passes the context that a newer
 // edit of the file cancels.
 func WithContext(ctx context.Context) Option { return func(c *config) { c.ctx = ctx } }
+
+// DeviceData is what the training set's samples take on a device that
+// keeps them and gathers batches by index there, as the data layer says
+// from the source's spec and headers (dataset.DeviceFormOf): Bytes, and
+// What they are; or Not, why a device cannot make the loader's batches
+// from them exactly.
+type DeviceData struct {
+	Bytes int64
+	What  string
+	Not   string
+}
+
+// WithDeviceData gives the training set's form on a device, which the
+// plan's data-on-device decision reads (plan.DataOnDevice); without it
+// the data stays on the host.
+func WithDeviceData(d DeviceData) Option { return func(c *config) { c.deviceData = &d } }
+
+// WithDataOnDevice lets a plan on the CPU keep the training set in the
+// torch worker and gather its batches there, as on a GPU, where the
+// plan would otherwise leave it in pipe's process (the worker reads
+// batches from shared memory with no copy): the device path run on the
+// CPU, which tests hold to the host path's losses.
+func WithDataOnDevice(onCPU bool) Option { return func(c *config) { c.onCPU = onCPU } }
 
 // WithDataMemory gives what the sources a run opens hold in memory, as a
 // function of the model's input size per sample (a CSV source's rows

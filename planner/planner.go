@@ -566,6 +566,7 @@ func (pl *planner) sizeAll(prec plan.Precision, opt plan.Optimizer) {
 		return stepTime(g, m, pl.dev, prec, b, p.AccumulationSteps, nil, group, pl.fused, nil)
 	}, func(b int64) bool { return m.total(b, m.baseline, extra) <= budget })
 	pl.stepsPerCommand()
+	pl.dataOnDevice()
 	pl.stepDecision()
 	pl.engineDecisions()
 }

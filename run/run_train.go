@@ -42,6 +42,10 @@ func (r *runner) train(ctx context.Context) bool {
 		r.res.Position = r.pos
 		return true
 	}
+	if err := r.keepData(); err != nil {
+		r.trainErr(err)
+		return false
+	}
 	t := r.newTrainer()
 	defer func() { r.res.SamplesRead += t.loader.SamplesRead() }()
 	if pt := r.model.Capabilities().Phases; pt != nil {
@@ -82,6 +86,24 @@ func (r *runner) train(ctx context.Context) bool {
 	return t.unrecovered()
 }
 
+// keepData sends the training set to the device where the plan keeps it
+// there (plan.DataOnDevice): the training loader then reads indices
+// alone, which the engine gathers.
+func (r *runner) keepData() error {
+	if d := r.p.DataOnDevice; d == nil || !d.On {
+		return nil
+	}
+	res := r.model.Capabilities().Resident
+	if res == nil {
+		return fmt.Errorf("the plan keeps the training set on the device, and the %s engine's model cannot (make the plan again)", r.backend.Name())
+	}
+	s, err := dataset.DeviceSamples(r.data.train)
+	if err != nil {
+		return err
+	}
+	return res.Keep(s)
+}
+
 // newTrainer opens the training loader, chooses how steps reach the
 // engine, and calls the Start hook.
 func (r *runner) newTrainer() *trainer {
@@ -101,6 +123,7 @@ func (r *runner) newTrainer() *trainer {
 		Workers: p.Loader.Workers, Prefetch: p.Loader.Prefetch,
 		Augment: dataset.Augmentations(r.data.trainSrc),
 		Rows:    r.model.Capabilities().Rows, Held: t.unit,
+		IndicesOnly: p.DataOnDevice != nil && p.DataOnDevice.On,
 	})
 	t.counter = r.newCounter(true)
 	valN := 0

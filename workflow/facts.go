@@ -69,6 +69,11 @@ func dataOptions(prog *spec.Program, rd *reads) ([]planner.Option, int64) {
 	if !rd.ok(train) {
 		return opts, 0
 	}
+	if f, err := dataset.DeviceFormOf(train); err == nil {
+		opts = append(opts, planner.WithDeviceData(planner.DeviceData{Bytes: f.Bytes, What: f.What, Not: f.Not}))
+	} else {
+		rd.missed(train, "its size on a device", err)
+	}
 	var seed int64 // the file's, the seed of splits that give none
 	if prog.Seed != nil {
 		seed = *prog.Seed

@@ -13,6 +13,9 @@ func (m *model) Capabilities() engine.Capabilities {
 		c.Stop = m
 		c.World = m
 	}
+	if !m.gan && m.world == 1 {
+		c.Resident = m
+	}
 	return c
 }
 

@@ -42,7 +42,7 @@ func (Cost) Name() string { return plan.EngineTorch }
 // CPU, in a PyTorch worker, data parallel, bf16 autocast on the CPU too.
 func (Cost) Traits() cost.Traits {
 	return cost.Traits{Devices: []string{plan.BackendCPU, plan.BackendGPU}, Auto: []string{plan.BackendGPU},
-		DataParallel: true, CPUAutocast: true}
+		DataParallel: true, CPUAutocast: true, DeviceData: true}
 }
 
 // Chosen implements cost.Explainer.

@@ -136,6 +136,9 @@ type model struct {
 	prof *profile
 	// phases sums rank 0's commands' phase timings (phases.go).
 	phases engine.StepPhases
+	// resident: the workers keep the training set (Keep), and batches
+	// of indices alone are gathered there.
+	resident bool
 }
 
 // wstate is pipe's side of one worker: its regions and what it owes.

@@ -23,7 +23,7 @@ import (
 
 // protocolVersion is the wire's version, said in the hello; pipe refuses
 // a worker with another.
-const protocolVersion = 5
+const protocolVersion = 6
 
 // envelope is one line to the worker.
 type envelope struct {
@@ -61,6 +61,7 @@ var commands = []struct {
 	{torchscriptRequest{}, torchscriptReply{}},
 	{barrierRequest{}, emptyReply{}},
 	{resumeRequest{}, emptyReply{}},
+	{residentRequest{}, emptyReply{}},
 }
 
 // helloRequest asks again for the hello (Info).
@@ -128,12 +129,31 @@ type stateEntry struct {
 type regionRef [2]int
 
 // batchRef is a batch of N samples in the "in" region: inputs, targets
-// (none to evaluate without a loss) and the targets' mask.
+// (none to evaluate without a loss) and the targets' mask; or, with Rows
+// (a training batch where the worker keeps the training set,
+// residentRequest), the samples' indices in it, and no region.
 type batchRef struct {
 	N    int        `json:"n"`
 	X    *regionRef `json:"x"`
 	Y    *regionRef `json:"y,omitempty"`
 	Mask *regionRef `json:"mask,omitempty"`
+	Rows []int      `json:"rows,omitempty"`
+}
+
+// residentRequest keeps a training set on the worker's device
+// (plan.DataOnDevice, samples.Resident): the shared-memory file at Path,
+// Size bytes, holds N samples of Per bytes from byte XOff, their labels
+// (a byte each) from YOff and the loader's 256 float32 values, byte v's
+// input, from LUTOff. The worker copies them to the device and unmaps
+// the file; a batch with Rows is gathered from them.
+type residentRequest struct {
+	Path   string `json:"path"`
+	Size   int    `json:"size"`
+	N      int    `json:"n"`
+	Per    int    `json:"per"`
+	XOff   int    `json:"x_off"`
+	YOff   int    `json:"y_off"`
+	LUTOff int    `json:"lut_off"`
 }
 
 // trainRequest is one micro-batch: forward, loss, backward of the loss
@@ -265,6 +285,7 @@ func (savedRequest) command() string      { return "saved" }
 func (timePlainRequest) command() string  { return "time_plain" }
 func (barrierRequest) command() string    { return "barrier" }
 func (resumeRequest) command() string     { return "resume" }
+func (residentRequest) command() string   { return "resident" }
 
 // The failure kinds.
 const (

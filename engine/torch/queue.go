@@ -343,6 +343,9 @@ func (m *model) fillAt(k int, b *samples.Batch, lo, hi, base int) (batchRef, err
 	if n > m.cfg.Batch {
 		return batchRef{}, fmt.Errorf("%w: %d samples for a model built for micro-batches of %d", engine.ErrBadBatch, n, m.cfg.Batch)
 	}
+	if ref, ok, err := m.rowsRef(b, lo, hi); ok {
+		return ref, err
+	}
 	yPer, mPer := 0, 0
 	if b.N > 0 {
 		yPer, mPer = len(b.Y)/b.N, len(b.Mask)/b.N

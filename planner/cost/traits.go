@@ -48,6 +48,10 @@ type Traits struct {
 	// cross_entropy, a raster target's mask, the sample's index); without
 	// it, fp32 inputs and the loss's targets as they cross to a device.
 	DatasetSamples bool
+	// DeviceData says it can keep a training set on its device and
+	// gather each batch there by index (samples.Resident): the planner
+	// decides plan.DataOnDevice where the set fits.
+	DeviceData bool
 }
 
 // Runs says whether the engine computes on the device kind.

@@ -79,6 +79,10 @@ type Plan struct {
 	// between units. 0 (plans written before it) and 1 are a step at a
 	// time.
 	StepsPerCommand int64 `json:"steps_per_command,omitempty"`
+	// DataOnDevice says whether the training set's samples lie on the
+	// device, sent once, each batch gathered there by index; nil in
+	// plans that do not train or were written before it.
+	DataOnDevice *DataOnDevice `json:"data_on_device,omitempty"`
 	// TrainSamples is the training set's size the plan was made for (0:
 	// unknown), and TrainSamplesExact whether it is exact or an upper
 	// bound.
@@ -114,6 +118,18 @@ type Plan struct {
 	// Sources are the file's source blocks as decoded specs, as the run
 	// reads them: the data the plan was made for.
 	Sources []spec.Source `json:"sources,omitempty"`
+}
+
+// DataOnDevice is the plan's data-on-device decision: On, the training
+// source's samples (Bytes, as the loader reads them before it normalises,
+// priced in Memory.DeviceData) are sent to the device once, and each
+// command carries the batches' sample indices, which the device gathers,
+// normalises and lays out; off, each batch is read on the host. Reason
+// says why.
+type DataOnDevice struct {
+	On     bool   `json:"on"`
+	Bytes  int64  `json:"bytes,omitempty"`
+	Reason string `json:"reason"`
 }
 
 // Inference is the arithmetic predict runs the trained model in.
@@ -340,6 +356,9 @@ type Memory struct {
 	Data       int64 `json:"data,omitempty"`
 	Checkpoint int64 `json:"checkpoint,omitempty"`
 	Headroom   int64 `json:"gc_headroom,omitempty"`
+	// DeviceData is the training set's samples on the device where the
+	// plan keeps them there (DataOnDevice), in Total.
+	DeviceData int64 `json:"device_data,omitempty"`
 	// Folds is the part of Eval that holds the evaluation's folded conv
 	// weights (batchnorm folded in), which the CPU executor keeps beside
 	// the trained ones, outside its arenas.

@@ -6,7 +6,7 @@ syntax ("*T" may be null, "[]T" a list, "map[string]T" an object; int,
 float, bool and str are the scalars); REQUESTS and REPLIES name each
 command's argument and reply structs, FAILURE a failed reply's."""
 
-PROTOCOL = 5
+PROTOCOL = 6
 SPEC_VERSION = 3
 GAN_PREFIX = "discriminator."
 KINDS = ("error", "no-torch", "oom", "nonfinite", "unsupported", "bad-batch", "skipped")
@@ -33,6 +33,7 @@ REQUESTS = {
     "torchscript": "torchscriptRequest",
     "barrier": "barrierRequest",
     "resume": "resumeRequest",
+    "resident": "residentRequest",
 }
 
 REPLIES = {
@@ -57,6 +58,7 @@ REPLIES = {
     "torchscript": "torchscriptReply",
     "barrier": "emptyReply",
     "resume": "emptyReply",
+    "resident": "emptyReply",
 }
 
 FAILURE = "failure"
@@ -89,6 +91,7 @@ STRUCTS = {
         "x": "*[2]int",
         "y": "*[2]int",
         "mask": "*[2]int",
+        "rows": "[]int",
         "scale": "float",
         "zero": "bool",
         "sync": "bool",
@@ -114,6 +117,7 @@ STRUCTS = {
         "x": "*[2]int",
         "y": "*[2]int",
         "mask": "*[2]int",
+        "rows": "[]int",
         "out": "*[2]int",
         "profile": "bool",
     },
@@ -125,6 +129,7 @@ STRUCTS = {
         "x": "*[2]int",
         "y": "*[2]int",
         "mask": "*[2]int",
+        "rows": "[]int",
         "no_checkpoint": "bool",
     },
     "timePlainRequest": {
@@ -132,6 +137,7 @@ STRUCTS = {
         "x": "*[2]int",
         "y": "*[2]int",
         "mask": "*[2]int",
+        "rows": "[]int",
         "lr": "float",
         "warmup": "int",
         "steps": "int",
@@ -144,6 +150,15 @@ STRUCTS = {
     },
     "barrierRequest": {},
     "resumeRequest": {},
+    "residentRequest": {
+        "path": "str",
+        "size": "int",
+        "n": "int",
+        "per": "int",
+        "x_off": "int",
+        "y_off": "int",
+        "lut_off": "int",
+    },
     "Info": {
         "protocol": "int",
         "python": "str",
@@ -280,6 +295,7 @@ STRUCTS = {
         "x": "*[2]int",
         "y": "*[2]int",
         "mask": "*[2]int",
+        "rows": "[]int",
         "scale": "float",
         "lr": "float",
     },

@@ -145,7 +145,8 @@ class TrainMixin:
             prev, self.pending, self.batching = self.pending, [], True
         try:
             for s in msg["steps"]:
-                one = {"n": s["n"], "x": s.get("x"), "y": s.get("y"), "mask": s.get("mask"), "scale": s["scale"],
+                one = {"n": s["n"], "x": s.get("x"), "y": s.get("y"), "mask": s.get("mask"), "rows": s.get("rows"),
+                       "scale": s["scale"],
                        "zero": True, "sync": True, "step": {"lr": s["lr"], "clip": clip}}
                 res = self.train_micro(one, None)
                 applied = res.get("applied", applied)

@@ -17,6 +17,7 @@ from .measure import MeasureMixin, is_oom
 from .phases import Phases, enabled as phases_enabled
 from .net import Net, dead_params, make_optimizer, module_key, state_names
 from .readback import Readback
+from .resident import ResidentMixin
 from .rendezvous import meet
 from .scaler import make_scaler
 from .shm import Region
@@ -26,7 +27,7 @@ from . import protocol, rendezvous, wire
 from .wire import Failure
 
 
-class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, ExportMixin, GraphMixin):
+class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, ExportMixin, GraphMixin, ResidentMixin):
     """One device's model and its commands: cmd_NAME answers the command
     NAME (the mixins hold the state, training, gan, measuring and export
     ones)."""
@@ -310,8 +311,11 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
         return self.batch_parts(msg, train)
 
     def batch_parts(self, msg, train):
-        region = self.regions["in"]
         n = msg["n"]
+        if msg.get("rows") is not None:
+            x, y, mask = self.gather(msg["rows"])
+            return self.lay_out(x, n), y, mask
+        region = self.regions["in"]
         parts = []
         for key in ("x", "y", "mask"):
             ref = msg.get(key)
@@ -328,10 +332,13 @@ class Worker(StateMixin, TrainMixin, GANMixin, MeasureMixin, CompileMixin, Expor
         else:
             parts = [None if p is None else p.to(self.device) for p in parts]
         x, y, mask = parts
+        return self.lay_out(x, n), y, mask
+
+    def lay_out(self, x, n):
         x = x.reshape([n] + list(self.input_shape))
         if self.net.channels_last and x.dim() == 4:
             x = x.contiguous(memory_format=torch.channels_last)
-        return x, y, mask
+        return x
 
     def to_device_registered(self, parts):
         """The batch copied straight from the shared memory, which is

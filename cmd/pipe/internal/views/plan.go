@@ -237,6 +237,9 @@ func memoryRows(p *plan.Plan) []memRow {
 	if m.Data > 0 {
 		row("data", m.Data, "the sources' samples as they are held")
 	}
+	if m.DeviceData > 0 {
+		row("device data", m.DeviceData, "the training set's samples, gathered there by index")
+	}
 	if m.Checkpoint > 0 {
 		row("checkpoint copy", m.Checkpoint, "the state a checkpoint is written from")
 	}
