@@ -26,8 +26,10 @@ import (
 // CPU whose kernels round more moves both engines). Gradients are held to
 // float32's own accuracy instead (with batch statistics float32 does not
 // determine them better than that): pipe's difference from float64 may be
-// at most gradSlack times PyTorch's float32 difference (or twinTol), and
-// at the median no larger than PyTorch's by more than medianSlack.
+// at most gradSlack times float32's (the largest of four PyTorch float32
+// computations, torch_twin.py), or twinTol, and at the median over the
+// tensors no more than medianSlack times it. TestDeepLabTwin compares
+// them at a state where they are well conditioned (twinDamp).
 //
 // Measurements: docs/design/native-torch-twin.md.
 const (
@@ -36,6 +38,10 @@ const (
 	gradSlack   = 20
 	medianSlack = 2
 )
+
+// twinDamp is the factor TestDeepLabTwin scales its bottlenecks' last
+// batchnorms by (dampResiduals).
+const twinDamp = 0.2
 
 // twinBound is what pipe's difference from float64 may be where PyTorch's
 // float32 is torch32 from it: twinSlack times that, or floor.
@@ -49,8 +55,9 @@ const exampleGradFloor = 2e-2
 // bottleneck's dilated 3×3 conv and its batchnorm, each ASPP branch
 // (1×1, depthwise and pointwise of a separable conv, the pooled branch),
 // the projection, the decoder's low-level projection and separable conv,
-// and the head. Every op of the network lies between the loss and the
-// stem.
+// the head, and the 3×3 convs of layer1 and layer2 (Winograd F(4×4, 3×3))
+// and layer3 (F(2×2, 3×3)). Every op of the network lies between the loss
+// and the stem.
 var twinGrads = []string{
 	"encoder.conv1.weight",
 	"encoder.layer4.0.conv2.weight",
@@ -68,6 +75,9 @@ var twinGrads = []string{
 	"segmentation_head.0.bias",
 	"decoder.block2.1.weight",
 	"decoder.block2.1.bias",
+	"encoder.layer1.1.conv2.weight",
+	"encoder.layer2.1.conv2.weight",
+	"encoder.layer3.1.conv2.weight",
 }
 
 // TestDeepLabTwin: DeepLabV3+ on a ResNet-50, planned for the CPU and run
@@ -75,7 +85,10 @@ var twinGrads = []string{
 // computes what the torch engine's network (bench/torch_twin.py) computes
 // from the same weights on the same batch: the evaluation output and the
 // training loss within twinTol of the network in float64 and in float32,
-// and the loss's gradients as accurately as float32 allows (see twinTol).
+// and the loss's gradients as accurately as float32 allows (see twinTol),
+// at a state where float32 determines them (twinDamp: at initialisation
+// it determines them to 1e-2 only, and a wrong Winograd coefficient
+// passed).
 // pipe's gradients are read from SGD's momentum buffer after one step,
 // which is the gradient itself. The input is 64×64 at batch 2 (PyTorch's
 // CPU float64 convolutions, dilated and grouped ones above all, take most
@@ -109,26 +122,28 @@ train { epochs 1  batch 2  optimizer sgd lr 0.1 momentum 0.9  loss cross_entropy
 	if len(m.Config.Fusion) == 0 || m.Config.Batch != 2 {
 		t.Fatalf("the plan fuses %d groups at batch %d; the test wants the planned fusion at batch 2", len(m.Config.Fusion), m.Config.Batch)
 	}
-	r := twinDiffs(t, py, m, twinGrads)
-	if len(r.Native.Grads) != len(twinGrads) {
-		t.Fatalf("torch_twin.py compared %d gradients; the test gave %d", len(r.Native.Grads), len(twinGrads))
+	r := twinDiffs(t, py, m, twinGrads, twinDamp)
+	if len(r.Native.Grads) != len(twinGrads) || len(r.Float32) != len(twinGrads) {
+		t.Fatalf("torch_twin.py compared %d gradients (%d in float32); the test gave %d", len(r.Native.Grads), len(r.Float32), len(twinGrads))
 	}
 	checkOutLoss(t, r)
 	var b strings.Builder
 	var ratios []float64
 	for _, name := range twinGrads {
-		nat, t32 := r.Native.Grads[name], r.Torch32.Grads[name]
-		ratios = append(ratios, nat/max(t32, 1e-12))
-		fmt.Fprintf(&b, "  %-44s native %.2e  torch float32 %.2e  native-torch32 %.2e\n", name, nat, t32, r.NativeTorch32.Grads[name])
-		if nat > max(twinTol, gradSlack*t32) {
-			t.Errorf("the gradient of %s differs from float64 by %.2e of its largest value; PyTorch's float32 by %.2e", name, nat, t32)
+		nat, f32 := r.Native.Grads[name], r.Float32[name]
+		ratios = append(ratios, nat/max(f32, 1e-12))
+		fmt.Fprintf(&b, "  %-44s native %.2e  float32 %.2e (PyTorch's as given %.2e)  ratio %.2f\n", name, nat, f32, r.Torch32.Grads[name], nat/max(f32, 1e-12))
+		if nat > max(twinTol, gradSlack*f32) {
+			t.Errorf("the gradient of %s differs from float64 by %.2e of its largest value; float32 by up to %.2e", name, nat, f32)
 		}
 	}
 	if len(ratios) > 0 {
 		slices.Sort(ratios)
-		if med := ratios[len(ratios)/2]; med > medianSlack {
-			t.Errorf("at the median gradient pipe is %.2g times further from float64 than PyTorch's float32 (> %d)", med, medianSlack)
+		med := ratios[len(ratios)/2]
+		if med > medianSlack {
+			t.Errorf("at the median gradient pipe is %.2g times further from float64 than float32's largest (> %d)", med, medianSlack)
 		}
+		fmt.Fprintf(&b, "  median ratio %.2f (bound %d)\n", med, medianSlack)
 	}
 	t.Logf("against the torch network in float64: native output %.2e, loss %.2e; PyTorch float32 output %.2e, loss %.2e; gradients:\n%s",
 		r.Native.Out, r.Native.TrainLoss, r.Torch32.Out, r.Torch32.TrainLoss, b.String())
@@ -137,8 +152,9 @@ train { epochs 1  batch 2  optimizer sgd lr 0.1 momentum 0.9  loss cross_entropy
 // twinDiffs runs m's network on the native engine (with SGD and momentum,
 // whose buffer after one step is the gradient) and in bench/torch_twin.py
 // on the same weights and a random batch of the plan's size, and returns
-// torch_twin.py's differences for the named gradients.
-func twinDiffs(t *testing.T, py string, m *Model, grads []string) twinResult {
+// torch_twin.py's differences for the named gradients. A damp other than
+// 0 first scales the residual blocks' last batchnorm (dampResiduals).
+func twinDiffs(t *testing.T, py string, m *Model, grads []string, damp float32) twinResult {
 	t.Helper()
 	dir := t.TempDir()
 	m.Config.Optimizer = engine.Optimizer{Kind: "sgd", Momentum: 0.9}
@@ -156,6 +172,9 @@ func twinDiffs(t *testing.T, py string, m *Model, grads []string) twinResult {
 		t.Fatalf("the native engine cannot build %s: %v", m.Name(), err)
 	}
 	defer mod.Close()
+	if damp != 0 {
+		dampResiduals(t, mod, damp)
+	}
 	bt := RandomBatch(m.Graph, m.Config.Loss.Kind, m.Config.Batch, 3)
 	var tensors []engine.Tensor
 	for _, x := range mod.State().Tensors {
@@ -224,6 +243,36 @@ func twinDiffs(t *testing.T, py string, m *Model, grads []string) twinResult {
 	return r
 }
 
+// dampResiduals scales the scale of every bottleneck's last batchnorm
+// (NAME.bn3.weight) in mod's state by f: each residual block then adds f
+// times a normalised branch to its input, and the network is near the
+// identity plus small branches, as ResNets are initialised when they are
+// trained deep (zero_init_residual). At f = 1 the batch statistics make
+// the network chaotic at initialisation: float32's rounding grows from
+// 1e-6 at the stem to 1e-3 at the decoder and every gradient is 1e-2 from
+// float64 whoever computes it; at 0.2 it stays under 1e-5, and the
+// gradients are determined to 1e-5 but where a relu's input lies within
+// rounding of zero (docs/design/native-torch-twin.md).
+func dampResiduals(t *testing.T, mod engine.Model, f float32) {
+	t.Helper()
+	st := mod.State()
+	n := 0
+	for _, x := range st.Tensors {
+		if strings.HasSuffix(x.Name, ".bn3.weight") && !strings.HasPrefix(x.Name, "optimizer.") {
+			for i := range x.Data {
+				x.Data[i] *= f
+			}
+			n++
+		}
+	}
+	if n == 0 {
+		t.Fatal("no bottleneck's bn3 to damp: the encoder is not a ResNet-50")
+	}
+	if err := mod.SetState(st); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // sideDiffs are torch_twin.py's differences of one side from another.
 type sideDiffs struct {
 	Out       float64            `json:"out"`
@@ -238,6 +287,9 @@ type twinResult struct {
 	Native        sideDiffs `json:"native"`
 	Torch32       sideDiffs `json:"torch32"`
 	NativeTorch32 sideDiffs `json:"native_torch32"`
+	// Float32 is each gradient's largest difference from float64 over
+	// four float32 computations of PyTorch's (torch_twin.py).
+	Float32 map[string]float64 `json:"float32"`
 }
 
 // twinPython is $PIPE_PYTHON, else Debian's /usr/bin/python3, when it
@@ -270,8 +322,8 @@ func checkOutLoss(t *testing.T, r twinResult) {
 // batchnorm biases of layer4 and the ASPP, the tensors on which the lockstep
 // comparison of the two engines (engine/torch's TestExamplesOnBothEngines)
 // finds them furthest apart. Each must be within twinBound of its largest
-// value from float64: twice PyTorch's own float32 error on the same machine
-// and inputs, or exampleGradFloor. That error depends on the CPU's kernels:
+// value from float64: twice float32's error on the same machine and inputs
+// (the largest of torch_twin.py's four), or exampleGradFloor. That error depends on the CPU's kernels:
 // PyTorch's 2.7e-2 to 8.2e-2 on an AMD EPYC with AVX-512, 2e-4 to 4e-4 on
 // one without; pipe's 4e-6 to 8e-6 on the EPYC, but 2.7e-2 to 8.2e-2 on a
 // 5th-generation Xeon (AVX-512, AMX), as far as PyTorch's there, which
@@ -295,13 +347,13 @@ func TestDeepLabExampleTwin(t *testing.T) {
 			grads = append(grads, n.Name+".bias")
 		}
 	}
-	r := twinDiffs(t, py, m, grads)
+	r := twinDiffs(t, py, m, grads, 0)
 	checkOutLoss(t, r)
 	var b strings.Builder
 	for _, g := range grads {
-		nat, t32 := r.Native.Grads[g], r.Torch32.Grads[g]
+		nat, t32 := r.Native.Grads[g], r.Float32[g]
 		bound := twinBound(exampleGradFloor, t32)
-		fmt.Fprintf(&b, "  %-36s native %.2e  torch float32 %.2e  bound %.2e\n", g, nat, t32, bound)
+		fmt.Fprintf(&b, "  %-36s native %.2e  float32 %.2e  bound %.2e\n", g, nat, t32, bound)
 		if nat > bound {
 			t.Errorf("the gradient of %s is %.2e of its largest value from float64 (> %.2e); PyTorch's float32 %.2e", g, nat, bound, t32)
 		}
