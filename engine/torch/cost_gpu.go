@@ -83,7 +83,7 @@ func (gm *gpuTerms) Terms(s cost.GPUStep) []cost.Term {
 // graphCase is the graph decision's case at step s.
 func (gm *gpuTerms) graphCase(s cost.GPUStep) graphCase {
 	return graphCase{torch: gm.torch, optimizer: gm.optimizer, world: gm.world, gan: gm.gan, gradScaler: gm.fp16,
-		accumulate: s.Accumulate, recompute: s.Baseline > 0 && s.Act != s.Baseline}
+		accumulate: s.Accumulate, recompute: s.Baseline > 0 && s.Act != s.Baseline, off: gm.graphOff}
 }
 
 // graphPoolBasis says how the pool is priced (no bytes of its own: the
@@ -297,6 +297,8 @@ type gpuTerms struct {
 	samples           int64
 	samplesExact, gan bool
 	fp16              bool
+	// graphOff is why the workers keep graphs off (GPUSetup.GraphOff).
+	graphOff string
 }
 
 // newGPUTerms reads g and the plan's choices for the terms; torch is the
@@ -306,7 +308,7 @@ func newGPUTerms(g *stdlib.Graph, prec plan.Precision, s cost.GPUSetup, torch st
 	gm := &gpuTerms{capability: s.Capability, mixed: prec.Mixed, buffers: s.StateBuffers, optimizer: s.Optimizer,
 		fused: fusedOptimizer(s.Optimizer) && fusedIn(s.Optimizer, torch), world: max(s.World, 1), pinned: true, total: g.Params(), inY: s.TargetBytes,
 		l2: s.L2, torch: torch, assumed: assumed, compiled: torchMajor(torch) >= 2,
-		samples: s.Samples, samplesExact: s.SamplesExact, gan: s.GAN, fp16: prec.Compute == "fp16"}
+		samples: s.Samples, samplesExact: s.SamplesExact, gan: s.GAN, fp16: prec.Compute == "fp16", graphOff: s.GraphOff}
 	if gm.world > 1 {
 		gm.bucket = min(25<<20, max(cost.Mul(gm.total, 4), 1<<20))
 	}

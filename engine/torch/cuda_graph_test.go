@@ -44,6 +44,7 @@ func TestCUDAGraphDecision(t *testing.T) {
 		{"accumulation", func(c *graphCase) { c.accumulate = true }, "accumulate"},
 		{"fp16", func(c *graphCase) { c.gradScaler = true }, "GradScaler"},
 		{"recompute", func(c *graphCase) { c.recompute = true }, "checkpoint segments"},
+		{"kept off", func(c *graphCase) { c.off = "PIPE_TORCH_GRAPH=off" }, "PIPE_TORCH_GRAPH=off: the workers keep CUDA graphs off"},
 	}
 	for _, c := range cases {
 		gc := ok
@@ -81,6 +82,16 @@ func TestCUDAGraphPlan(t *testing.T) {
 	_, fp16, _ := loadSrc(t, "graphnet.pipe", []byte(strings.Replace(graphNet, "seed 2\n", "seed 2\nprecision fp16\n", 1)), planner.WithDevice("v100-16gb"))
 	if d := decision(fp16, "cuda graph"); fp16.Engine.CUDAGraph || d == nil || !strings.Contains(d.Reason, "GradScaler") {
 		t.Errorf("fp16: graph %v, %+v", fp16.Engine.CUDAGraph, d)
+	}
+	_, off, _ := loadSrc(t, "graphnet.pipe", []byte(graphNet), planner.WithDevice("h100-80gb"), planner.WithTrainSamples(60, true),
+		planner.WithHost(planner.HostInfo{TorchGraphOff: "PIPE_TORCH_GRAPH=off"}))
+	if d := decision(off, "cuda graph"); off.Engine.CUDAGraph || d == nil || d.Value != "off" || !strings.Contains(d.Reason, "PIPE_TORCH_GRAPH=off") {
+		t.Errorf("the graph kept off by the host: graph %v, %+v", off.Engine.CUDAGraph, d)
+	}
+	for _, tm := range off.Memory.Terms {
+		if tm.Pool != "" || strings.HasPrefix(tm.Name, "eager last batch") {
+			t.Errorf("the graph kept off by the host, yet the plan prices %q (pool %q)", tm.Name, tm.Pool)
+		}
 	}
 	_, cpu, _ := loadSrc(t, "graphnet.pipe", []byte(graphNet), planner.WithEngine("torch"))
 	if cpu.Engine.CUDAGraph || decision(cpu, "cuda graph") != nil {

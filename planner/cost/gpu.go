@@ -38,6 +38,9 @@ type GPUSetup struct {
 	SamplesExact bool
 	// GAN says the step trains a generator and a discriminator in turn.
 	GAN bool
+	// GraphOff is why the engine's workers keep CUDA graphs off (the
+	// host's switch), "" where the engine decides.
+	GraphOff string
 }
 
 // GPUStep is a step the planner prices: the batch, the kept activations
