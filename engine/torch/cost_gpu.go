@@ -74,6 +74,12 @@ func (gm *gpuTerms) Terms(s cost.GPUStep) []cost.Term {
 		at := s
 		at.Batch = last
 		ts = graphPool(ts, gm.stepTerms(at), last, exact)
+		var why string
+		if s.Text {
+			why = "batch × (inputs + targets), a third copy beside the input batches: the worker copies each batch into the tensors the graph was captured on (graphs.py's graph_in), allocated before capture in the general pool and kept"
+		}
+		ts = append(ts, cost.Term{Name: "CUDA graph static inputs", Bytes: cost.Mul(cost.Add(gm.inX, gm.inY), s.Batch),
+			Sizes: []int64{cost.Mul(gm.inX, s.Batch), cost.Mul(gm.inY, s.Batch)}, Phases: cost.InAll, Source: plan.SourceFormula, Basis: why})
 		ts = append(ts, cost.Term{Name: "CUDA graph private pool", Phases: cost.InAll, Source: plan.SourceFormula, Pool: cost.PoolCUDAGraph,
 			Basis: graphPoolBasis(s.Text)})
 	}

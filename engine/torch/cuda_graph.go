@@ -69,7 +69,7 @@ const GraphOffEnv = "PIPE_TORCH_GRAPH"
 
 // GraphOff says why the workers this process starts keep CUDA graphs off
 // (GraphOffEnv), "" where they capture as the plan decides; its callers
-// put it in planner.HostInfo.TorchGraphOff, so that the plan prices the
+// put it in planner.HostInfo.GraphsOff, so that the plan prices the
 // steps as they run.
 func GraphOff() string {
 	if os.Getenv(GraphOffEnv) == "off" {
@@ -110,18 +110,43 @@ func lastBatch(samples int64, exact bool, b int64) (int64, bool) {
 // phase at the pool's own peak. The eager warm-up's blocks of the same
 // tensors are released before capture (torch.cuda.empty_cache), so they
 // are not counted twice. at is the step's terms at the last batch's size,
-// whose eager step allocates beside the held pool.
+// whose eager step allocates beside the held pool (in the general pool,
+// where the caching allocator serves every allocation outside a capture)
+// but never while the captured step's tensors are: its terms are Apart,
+// and so is the graph's gradients, which the worker keeps (graph_grads)
+// and so stay allocated in the pool while the eager step runs.
 func graphPool(ts, at []cost.Term, last int64, exact bool) []cost.Term {
+	var grads *cost.Term
 	for i := range ts {
 		if transient(ts[i]) {
 			ts[i].Pool = cost.PoolCUDAGraph
+			if ts[i].Name == "gradients" {
+				grads = &ts[i]
+			}
 		}
+	}
+	// The same terms at every batch (the solver lines them up by index),
+	// empty where no batch runs eagerly.
+	if grads != nil {
+		g := *grads
+		g.Name, g.Phases, g.Apart, g.Capped = "eager last batch: the graph's gradients", cost.InAll, true, true
+		switch {
+		case last == 0:
+			g.Bytes, g.Sizes = 0, nil
+			if g.Basis != "" {
+				g.Basis = "0: every batch of the epoch is full, so none runs eagerly beside the graph"
+			}
+		case g.Basis != "":
+			g.Basis = "the captured gradients stay allocated in the graph's pool (its blocks, not new ones) while the eager last batch runs: " + g.Basis
+		}
+		ts = append(ts, g)
 	}
 	for _, t := range at {
 		if !transient(t) {
 			continue
 		}
 		t.Name = "eager last batch: " + t.Name
+		t.Apart = true
 		t.Capped = true // the last batch is the set's size mod b: not in proportion to b
 		if last == 0 {
 			t.Bytes, t.Sizes = 0, nil

@@ -120,7 +120,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	host := planner.DetectHost()
-	host.TorchGraphOff = torch.GraphOff()
+	host.GraphsOff = torch.GraphOff()
 	if len(host.GPUs) == 0 {
 		// No nvidia-smi: the GPUs as torch sees them, all memory free.
 		for _, g := range info.GPUs {

@@ -44,7 +44,7 @@ type measured struct {
 }
 
 // graphOff is why row m ran without a CUDA graph, "" where it replayed
-// one: the plan of the row is priced so (planner.HostInfo.TorchGraphOff).
+// one: the plan of the row is priced so (planner.HostInfo.GraphsOff).
 func (m measured) graphOff() string {
 	a, ok := m.Applied["cuda_graph"]
 	switch {
@@ -188,7 +188,7 @@ func planFor(src, dev, torchVersion string, batch int64, graphOff string) (*plan
 	if dds.HasErrors() {
 		return nil, fmt.Errorf("%s: %w", src, dds)
 	}
-	host := planner.HostInfo{Torch: strings.SplitN(torchVersion, "+", 2)[0], TorchGraphOff: graphOff}
+	host := planner.HostInfo{Torch: strings.SplitN(torchVersion, "+", 2)[0], GraphsOff: graphOff}
 	p, pds := planner.Plan(dec, planner.WithCosts(costs.Engines()...), planner.WithDevice(dev), planner.WithEngine(plan.EngineTorch),
 		planner.WithBatch(batch), planner.WithHost(host), planner.WithSource(text))
 	if p == nil || pds.HasErrors() {
