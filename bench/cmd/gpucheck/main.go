@@ -183,6 +183,14 @@ func check(path string, be torch.Backend, device string, steps, warm int, batch 
 	if err != nil {
 		return fail(err)
 	}
+	if ld.Plan.Engine.CUDAGraph {
+		// The steps are full batches, none partial: no eager last batch
+		// runs beside the graph, and the plan says so.
+		opts = append(opts, planner.WithBatch(ld.Plan.BatchSize), planner.WithTrainSamples(int64(steps)*ld.Plan.BatchSize, true))
+		if ld, err = torchspec.Load(path, 0, opts...); err != nil {
+			return fail(err)
+		}
+	}
 	p, g, cfg := ld.Plan, ld.Graph, ld.Config
 	r.Batch, r.Precision, r.EstimatedBytes = p.BatchSize, p.Precision.Compute, p.Memory.Total
 	r.EstimatedReservedBytes, r.EstimatedAllocatedBytes, r.PeakPhase = estimates(p.Memory)

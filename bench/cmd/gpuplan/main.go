@@ -32,6 +32,7 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 type measured struct {
 	Example      string `json:"example"`
 	Batch        int64  `json:"batch"`
+	Steps        int64  `json:"steps"`
 	MaxReserved  int64  `json:"max_reserved_bytes"`
 	MaxAllocated int64  `json:"max_allocated_bytes"`
 	DeviceUsed   int64  `json:"device_used_bytes"`
@@ -143,7 +144,7 @@ func compare(path, root string) ([]Row, error) {
 			src = filepath.Join(root, "bench", "gpu", m.Example+".pipe")
 		}
 		r := Row{File: filepath.Base(path), Example: m.Example, Batch: m.Batch, Graph: m.graphOff() == "", MaxReserved: m.MaxReserved, MaxAllocated: m.MaxAllocated, DeviceUsed: m.DeviceUsed}
-		p, err := planFor(src, dev, s.Environment.Torch, m.Batch, m.graphOff())
+		p, err := planFor(src, dev, s.Environment.Torch, m.Batch, m.Steps, m.graphOff())
 		if err != nil {
 			r.Err = err.Error()
 		} else {
@@ -173,8 +174,10 @@ func profileOf(gpu string) string {
 
 // planFor plans src for the torch engine on the device profile dev, with
 // the worker's torch given, at the batch given, and with CUDA graphs kept
-// off for the reason graphOff ("" where the run replayed one).
-func planFor(src, dev, torchVersion string, batch int64, graphOff string) (*plan.Plan, error) {
+// off for the reason graphOff ("" where the run replayed one). gpucheck
+// trains steps full batches and no partial one, so the plan's training
+// set is that (no eager last batch beside a graph).
+func planFor(src, dev, torchVersion string, batch, steps int64, graphOff string) (*plan.Plan, error) {
 	text, err := os.ReadFile(src)
 	if err != nil {
 		return nil, err
@@ -190,7 +193,7 @@ func planFor(src, dev, torchVersion string, batch int64, graphOff string) (*plan
 	}
 	host := planner.HostInfo{Torch: strings.SplitN(torchVersion, "+", 2)[0], GraphsOff: graphOff}
 	p, pds := planner.Plan(dec, planner.WithCosts(costs.Engines()...), planner.WithDevice(dev), planner.WithEngine(plan.EngineTorch),
-		planner.WithBatch(batch), planner.WithHost(host), planner.WithSource(text))
+		planner.WithBatch(batch), planner.WithHost(host), planner.WithSource(text), planner.WithTrainSamples(max(steps, 1)*batch, true))
 	if p == nil || pds.HasErrors() {
 		return nil, fmt.Errorf("%s: %w", src, pds)
 	}
