@@ -71,6 +71,11 @@ type HostInfo struct {
 	// "" where not set: its callers fill it (torch.OneDNNMaxISA). It caps
 	// the kernels oneDNN may take, AMX's among them.
 	TorchOneDNNMaxISA string
+	// GraphsOff is why the engine's workers keep CUDA graphs off
+	// whatever the plan decides (the torch engine's PIPE_TORCH_GRAPH=off),
+	// "" where they capture as the plan decides: the plan then prices the
+	// steps as they run, eagerly. Its callers fill it.
+	GraphsOff string
 }
 
 // CPUFeatures is what CPUID says of the host's vector extensions; the

@@ -128,37 +128,66 @@ func (gm *gpuModel) accumulates(b int64) bool { return gm.effective > 0 && gm.ef
 // gpuPhase is one phase's figures while they are computed.
 type gpuPhase struct {
 	raw, allocated, reserved, device int64
+	// apart is what the terms of the phase count twice: of the private
+	// pools' tensors and the Apart terms', never allocated at once, the
+	// side not counted in allocated.
+	apart int64
 }
 
 // phases prices the three phases of the terms. A private pool's terms
 // (cost.Term.Pool) are packed apart from the general pool's, and the pool
-// keeps its segments in every phase at its own peak.
+// keeps its segments in every phase at its own peak. Apart terms (an
+// eager step between a graph's replays) reserve beside the held pools,
+// but are allocated only while the pools' other tensors are not: a
+// phase's allocated memory is the general pool's own plus the larger of
+// the private pools' and the Apart terms'.
 func phases(alloc cost.Allocator, ts []cost.Term) [3]gpuPhase {
 	var out [3]gpuPhase
 	held := map[string]int64{}
 	for p := range out {
 		sizes := map[string][]int64{}
-		var outside int64
+		var own, apart []int64
+		var outside, pooledRaw, apartRaw int64
 		for _, t := range ts {
 			if t.Phases&(1<<p) == 0 {
 				continue
 			}
-			if t.Outside {
+			switch {
+			case t.Outside:
 				outside = add(outside, t.Bytes)
-				continue
+			case t.Apart:
+				apartRaw = add(apartRaw, t.Bytes)
+				apart = append(apart, t.Sizes...)
+				if t.Pool == "" {
+					sizes[""] = append(sizes[""], t.Sizes...)
+				}
+			default:
+				if t.Pool == "" {
+					own = append(own, t.Sizes...)
+					out[p].raw = add(out[p].raw, t.Bytes)
+				} else {
+					pooledRaw = add(pooledRaw, t.Bytes)
+				}
+				sizes[t.Pool] = append(sizes[t.Pool], t.Sizes...)
 			}
-			out[p].raw = add(out[p].raw, t.Bytes)
-			sizes[t.Pool] = append(sizes[t.Pool], t.Sizes...)
 		}
+		var pooled int64
 		for pool, ss := range sizes {
 			a, r := alloc.Reserve(ss)
-			out[p].allocated = add(out[p].allocated, a)
 			if pool == "" {
 				out[p].reserved = add(out[p].reserved, r)
 				continue
 			}
+			pooled = add(pooled, a)
 			held[pool] = max(held[pool], r)
 		}
+		a, _ := alloc.Reserve(own)
+		out[p].apart = apartRaw
+		if b, _ := alloc.Reserve(apart); b > pooled {
+			pooled, pooledRaw, out[p].apart = b, apartRaw, pooledRaw
+		}
+		out[p].allocated = add(a, pooled)
+		out[p].raw = add(out[p].raw, pooledRaw)
 		out[p].device = outside
 	}
 	for p := range out {
@@ -295,7 +324,7 @@ func (gm *gpuModel) memory(m *costModel, mem *plan.Memory, b, act int64) {
 				names = append(names, phaseNames[p])
 			}
 		}
-		mem.Terms = append(mem.Terms, plan.MemoryTerm{Name: t.Name, Bytes: t.Bytes, Source: t.Source, Basis: t.Basis, Phases: names, Outside: t.Outside, Pool: t.Pool})
+		mem.Terms = append(mem.Terms, plan.MemoryTerm{Name: t.Name, Bytes: t.Bytes, Source: t.Source, Basis: t.Basis, Phases: names, Outside: t.Outside, Pool: t.Pool, Apart: t.Apart})
 		switch t.Name {
 		case "cuBLAS workspace", "cuBLASLt workspace", "cuDNN workspace (forward)", "cuDNN workspace (backward)", "optimizer temporaries", "Inductor autotuning buffer":
 			ws = add(ws, t.Bytes)
@@ -316,7 +345,7 @@ func (gm *gpuModel) memory(m *costModel, mem *plan.Memory, b, act int64) {
 			Basis: "the peak phase's blocks packed into segments: up to 1 MiB in 2 MiB blocks, 1 to 10 MiB in 20 MiB segments, larger ones rounded to 2 MiB; fragmentation beyond that perfect reuse is unmodelled"})
 	mem.Phases = mem.Phases[:0]
 	for p := range 3 {
-		mem.Phases = append(mem.Phases, plan.MemoryPhase{Name: phaseNames[p], Allocated: ps[p].allocated, Reserved: ps[p].reserved, Device: ps[p].device})
+		mem.Phases = append(mem.Phases, plan.MemoryPhase{Name: phaseNames[p], Allocated: ps[p].allocated, Reserved: ps[p].reserved, Device: ps[p].device, NotAtOnce: ps[p].apart})
 	}
 	mem.PeakPhase = phaseNames[k]
 	mem.Workspace = ws

@@ -30,7 +30,8 @@ func term(m plan.Memory, name string) (plan.MemoryTerm, bool) {
 }
 
 // TestGPUTermsMakeTheTotal: on a GPU the total is the largest phase, the
-// terms live in that phase add up to it, and every term has a source.
+// terms live in that phase add up to it (less what they count twice,
+// NotAtOnce), and every term has a source.
 func TestGPUTermsMakeTheTotal(t *testing.T) {
 	for _, path := range examples(t) {
 		name := strings.TrimSuffix(filepath.Base(path), ".pipe")
@@ -72,7 +73,7 @@ func TestGPUTermsMakeTheTotal(t *testing.T) {
 					t.Errorf("%s: term %q says nothing of its source", name, tm.Name)
 				}
 			}
-			if s != m.Total {
+			if ph, _ := m.Peak(); s-ph.NotAtOnce != m.Total {
 				t.Errorf("%s at batch %d: the %s phase's terms add up to %d, the total is %d", name, p.BatchSize, m.PeakPhase, s, m.Total)
 			}
 		}
@@ -242,5 +243,32 @@ func TestPrivatePoolHeld(t *testing.T) {
 	}
 	if eager[1].reserved != 52*mib || eager[2].reserved != 40*mib {
 		t.Errorf("eager: reserved %d, %d MiB in the backward and the optimizer step", eager[1].reserved/mib, eager[2].reserved/mib)
+	}
+}
+
+// TestApartNotAllocatedWithPool: an eager step between a graph's replays
+// (Apart terms) reserves beside the held pool, but its tensors and the
+// pool's transient ones are never allocated at once: a phase's allocated
+// memory is the larger side, plus the pool's tensors still allocated
+// meanwhile (the graph's gradients), not the sum.
+func TestApartNotAllocatedWithPool(t *testing.T) {
+	const mib = 1 << 20
+	alloc := torch.CachingAllocator{}
+	ts := []cost.Term{
+		{Name: "weights", Bytes: 40 * mib, Sizes: []int64{40 * mib}, Phases: cost.InAll},
+		{Name: "activations", Bytes: 30 * mib, Sizes: []int64{30 * mib}, Phases: cost.InForward, Pool: cost.PoolCUDAGraph},
+		{Name: "gradients", Bytes: 12 * mib, Sizes: []int64{12 * mib}, Phases: cost.InBackward, Pool: cost.PoolCUDAGraph},
+		{Name: "eager last batch: activations", Bytes: 20 * mib, Sizes: []int64{20 * mib}, Phases: cost.InForward, Apart: true},
+		{Name: "eager last batch: the graph's gradients", Bytes: 12 * mib, Sizes: []int64{12 * mib}, Phases: cost.InAll, Pool: cost.PoolCUDAGraph, Apart: true},
+	}
+	ps := phases(alloc, ts)
+	// Forward: 40 + max(30, 20 + 12); reserved 40 + 20 beside the pool's 30.
+	for p, want := range [3][2]int64{{72, 90}, {52, 70}, {52, 70}} {
+		if ps[p].allocated != want[0]*mib || ps[p].reserved != want[1]*mib {
+			t.Errorf("phase %d: allocated %d MiB, reserved %d; want %d and %d", p, ps[p].allocated/mib, ps[p].reserved/mib, want[0], want[1])
+		}
+		if ps[p].raw != ps[p].allocated {
+			t.Errorf("phase %d: raw %d, allocated %d: MiB sizes round to nothing", p, ps[p].raw, ps[p].allocated)
+		}
 	}
 }

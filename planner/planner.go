@@ -181,7 +181,7 @@ func (pl *planner) run() {
 		if pl.dev.Kind == plan.BackendGPU && pl.dev.Capability != "" {
 			gs = &cost.GPUSetup{Capability: pl.dev.Capability, Optimizer: opt.Kind, StateBuffers: int64(opt.StateBuffers),
 				World: pl.plan.Distributed.WorldSize, TargetBytes: targetBytes(loss, g.OutShape()), L2: pl.dev.L2,
-				Samples: pl.cfg.samples, SamplesExact: pl.cfg.samplesExact, GAN: pl.sp.GAN != nil}
+				Samples: pl.cfg.samples, SamplesExact: pl.cfg.samplesExact, GAN: pl.sp.GAN != nil, GraphOff: pl.host.GraphsOff}
 		}
 		pl.cost = newCostModel(eng, g, pl.dev.Kind, prec, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()), loss, gs, pl.cpuSetup(), pl.host.Torch)
 		newGPUModel(pl.cost, pl.cost.gpuTerms)

@@ -20,6 +20,7 @@ var (
 		h.TorchAllocator, _ = torch.CPUAllocator()
 		h.TorchOneDNNOff = torch.OneDNNOff()
 		h.TorchOneDNNMaxISA = torch.OneDNNMaxISA()
+		h.GraphsOff = torch.GraphOff()
 		return h
 	}
 	// probeWorker, when set, asks an engine's worker what it has in place of

@@ -74,6 +74,12 @@ func (gm *gpuTerms) Terms(s cost.GPUStep) []cost.Term {
 		at := s
 		at.Batch = last
 		ts = graphPool(ts, gm.stepTerms(at), last, exact)
+		var why string
+		if s.Text {
+			why = "batch × (inputs + targets), a third copy beside the input batches: the worker copies each batch into the tensors the graph was captured on (graphs.py's graph_in), allocated before capture in the general pool and kept"
+		}
+		ts = append(ts, cost.Term{Name: "CUDA graph static inputs", Bytes: cost.Mul(cost.Add(gm.inX, gm.inY), s.Batch),
+			Sizes: []int64{cost.Mul(gm.inX, s.Batch), cost.Mul(gm.inY, s.Batch)}, Phases: cost.InAll, Source: plan.SourceFormula, Basis: why})
 		ts = append(ts, cost.Term{Name: "CUDA graph private pool", Phases: cost.InAll, Source: plan.SourceFormula, Pool: cost.PoolCUDAGraph,
 			Basis: graphPoolBasis(s.Text)})
 	}
@@ -83,7 +89,7 @@ func (gm *gpuTerms) Terms(s cost.GPUStep) []cost.Term {
 // graphCase is the graph decision's case at step s.
 func (gm *gpuTerms) graphCase(s cost.GPUStep) graphCase {
 	return graphCase{torch: gm.torch, optimizer: gm.optimizer, world: gm.world, gan: gm.gan, gradScaler: gm.fp16,
-		accumulate: s.Accumulate, recompute: s.Baseline > 0 && s.Act != s.Baseline}
+		accumulate: s.Accumulate, recompute: s.Baseline > 0 && s.Act != s.Baseline, off: gm.graphOff}
 }
 
 // graphPoolBasis says how the pool is priced (no bytes of its own: the
@@ -297,6 +303,8 @@ type gpuTerms struct {
 	samples           int64
 	samplesExact, gan bool
 	fp16              bool
+	// graphOff is why the workers keep graphs off (GPUSetup.GraphOff).
+	graphOff string
 }
 
 // newGPUTerms reads g and the plan's choices for the terms; torch is the
@@ -306,7 +314,7 @@ func newGPUTerms(g *stdlib.Graph, prec plan.Precision, s cost.GPUSetup, torch st
 	gm := &gpuTerms{capability: s.Capability, mixed: prec.Mixed, buffers: s.StateBuffers, optimizer: s.Optimizer,
 		fused: fusedOptimizer(s.Optimizer) && fusedIn(s.Optimizer, torch), world: max(s.World, 1), pinned: true, total: g.Params(), inY: s.TargetBytes,
 		l2: s.L2, torch: torch, assumed: assumed, compiled: torchMajor(torch) >= 2,
-		samples: s.Samples, samplesExact: s.SamplesExact, gan: s.GAN, fp16: prec.Compute == "fp16"}
+		samples: s.Samples, samplesExact: s.SamplesExact, gan: s.GAN, fp16: prec.Compute == "fp16", graphOff: s.GraphOff}
 	if gm.world > 1 {
 		gm.bucket = min(25<<20, max(cost.Mul(gm.total, 4), 1<<20))
 	}

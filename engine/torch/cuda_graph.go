@@ -2,6 +2,7 @@ package torch
 
 import (
 	"fmt"
+	"os"
 
 	"pipe/planner/cost"
 )
@@ -29,6 +30,9 @@ type graphCase struct {
 	// accumulate: micro-batches accumulate into the gradients;
 	// recompute: the plan has checkpoint segments.
 	accumulate, recompute bool
+	// off is why the workers keep graphs off whatever the plan decides
+	// (GraphOff), "" where they capture as decided.
+	off string
 }
 
 // cudaGraph decides whether the worker captures each training step as
@@ -39,6 +43,8 @@ type graphCase struct {
 // default generator, which a graph's replay advances as eager steps do.
 func cudaGraph(c graphCase) (bool, string) {
 	switch {
+	case c.off != "":
+		return false, c.off + ": the workers keep CUDA graphs off, so the steps run eagerly, and the memory above is theirs."
 	case !versionAtLeast(c.torch, graphMinTorch):
 		return false, fmt.Sprintf("torch %s: the fused optimizers take the learning rate as a device tensor from %d.%d, which a replayed graph must read; the steps run eagerly.", c.torch, graphMinTorch[0], graphMinTorch[1])
 	case !fusedOptimizer(c.optimizer) || !fusedIn(c.optimizer, c.torch):
@@ -55,6 +61,21 @@ func cudaGraph(c graphCase) (bool, string) {
 		return false, "checkpoint segments: torch.utils.checkpoint saves and restores the CUDA generator's state around each segment, which capture forbids; the steps run eagerly."
 	}
 	return true, "every training batch of the plan's size has the same shapes, and a step reads nothing back to the host (losses come back lagged), so the worker captures the whole step (forward, backward, the fused optimizer with capturable=True and the learning rate as a device tensor, updated in place) once after 3 eager warm-up steps on a side stream, and replays it; a batch of another shape (an epoch's last, partial one) runs eagerly, exactly as without graphs. The report says what ran, and why where capture failed."
+}
+
+// GraphOffEnv keeps a planned graph off in the workers ("off"), as
+// pipe_torch/graphs.py reads it: make gpu-smoke's row of graphs off.
+const GraphOffEnv = "PIPE_TORCH_GRAPH"
+
+// GraphOff says why the workers this process starts keep CUDA graphs off
+// (GraphOffEnv), "" where they capture as the plan decides; its callers
+// put it in planner.HostInfo.GraphsOff, so that the plan prices the
+// steps as they run.
+func GraphOff() string {
+	if os.Getenv(GraphOffEnv) == "off" {
+		return GraphOffEnv + "=off"
+	}
+	return ""
 }
 
 // graphWarmup is how many eager steps of the captured shape run before
@@ -89,18 +110,43 @@ func lastBatch(samples int64, exact bool, b int64) (int64, bool) {
 // phase at the pool's own peak. The eager warm-up's blocks of the same
 // tensors are released before capture (torch.cuda.empty_cache), so they
 // are not counted twice. at is the step's terms at the last batch's size,
-// whose eager step allocates beside the held pool.
+// whose eager step allocates beside the held pool (in the general pool,
+// where the caching allocator serves every allocation outside a capture)
+// but never while the captured step's tensors are: its terms are Apart,
+// and so is the graph's gradients, which the worker keeps (graph_grads)
+// and so stay allocated in the pool while the eager step runs.
 func graphPool(ts, at []cost.Term, last int64, exact bool) []cost.Term {
+	var grads *cost.Term
 	for i := range ts {
 		if transient(ts[i]) {
 			ts[i].Pool = cost.PoolCUDAGraph
+			if ts[i].Name == "gradients" {
+				grads = &ts[i]
+			}
 		}
+	}
+	// The same terms at every batch (the solver lines them up by index),
+	// empty where no batch runs eagerly.
+	if grads != nil {
+		g := *grads
+		g.Name, g.Phases, g.Apart, g.Capped = "eager last batch: the graph's gradients", cost.InAll, true, true
+		switch {
+		case last == 0:
+			g.Bytes, g.Sizes = 0, nil
+			if g.Basis != "" {
+				g.Basis = "0: every batch of the epoch is full, so none runs eagerly beside the graph"
+			}
+		case g.Basis != "":
+			g.Basis = "the captured gradients stay allocated in the graph's pool (its blocks, not new ones) while the eager last batch runs: " + g.Basis
+		}
+		ts = append(ts, g)
 	}
 	for _, t := range at {
 		if !transient(t) {
 			continue
 		}
 		t.Name = "eager last batch: " + t.Name
+		t.Apart = true
 		t.Capped = true // the last batch is the set's size mod b: not in proportion to b
 		if last == 0 {
 			t.Bytes, t.Sizes = 0, nil
@@ -134,7 +180,7 @@ func graphDecision(s *cost.Settings, recompute bool) {
 	e := &p.Engine
 	torch, _ := gpuTorch(s.Memory.Version)
 	on, why := cudaGraph(graphCase{torch: torch, optimizer: p.Optimizer.Kind, world: p.Distributed.WorldSize, gan: p.GAN != nil,
-		gradScaler: e.GradScaler, accumulate: p.AccumulationSteps > 1, recompute: recompute})
+		gradScaler: e.GradScaler, accumulate: p.AccumulationSteps > 1, recompute: recompute, off: s.GraphOff})
 	if !on {
 		s.Decide("cuda graph", "off", why)
 		return

@@ -44,6 +44,7 @@ func TestCUDAGraphDecision(t *testing.T) {
 		{"accumulation", func(c *graphCase) { c.accumulate = true }, "accumulate"},
 		{"fp16", func(c *graphCase) { c.gradScaler = true }, "GradScaler"},
 		{"recompute", func(c *graphCase) { c.recompute = true }, "checkpoint segments"},
+		{"kept off", func(c *graphCase) { c.off = "PIPE_TORCH_GRAPH=off" }, "PIPE_TORCH_GRAPH=off: the workers keep CUDA graphs off"},
 	}
 	for _, c := range cases {
 		gc := ok
@@ -81,6 +82,16 @@ func TestCUDAGraphPlan(t *testing.T) {
 	_, fp16, _ := loadSrc(t, "graphnet.pipe", []byte(strings.Replace(graphNet, "seed 2\n", "seed 2\nprecision fp16\n", 1)), planner.WithDevice("v100-16gb"))
 	if d := decision(fp16, "cuda graph"); fp16.Engine.CUDAGraph || d == nil || !strings.Contains(d.Reason, "GradScaler") {
 		t.Errorf("fp16: graph %v, %+v", fp16.Engine.CUDAGraph, d)
+	}
+	_, off, _ := loadSrc(t, "graphnet.pipe", []byte(graphNet), planner.WithDevice("h100-80gb"), planner.WithTrainSamples(60, true),
+		planner.WithHost(planner.HostInfo{GraphsOff: "PIPE_TORCH_GRAPH=off"}))
+	if d := decision(off, "cuda graph"); off.Engine.CUDAGraph || d == nil || d.Value != "off" || !strings.Contains(d.Reason, "PIPE_TORCH_GRAPH=off") {
+		t.Errorf("the graph kept off by the host: graph %v, %+v", off.Engine.CUDAGraph, d)
+	}
+	for _, tm := range off.Memory.Terms {
+		if tm.Pool != "" || strings.HasPrefix(tm.Name, "eager last batch") {
+			t.Errorf("the graph kept off by the host, yet the plan prices %q (pool %q)", tm.Name, tm.Pool)
+		}
 	}
 	_, cpu, _ := loadSrc(t, "graphnet.pipe", []byte(graphNet), planner.WithEngine("torch"))
 	if cpu.Engine.CUDAGraph || decision(cpu, "cuda graph") != nil {
@@ -150,4 +161,60 @@ func decision(p *plan.Plan, what string) *plan.Decision {
 		}
 	}
 	return nil
+}
+
+// TestCUDAGraphWithinEager holds a graph's plan to the eager plan of the
+// same step. With full batches only, the pool holds the step's transient
+// tensors at the peak of their liveness and the general pool the rest, so
+// the graph adds its static inputs and what packing the pool apart can
+// waste: one part-filled 2 MiB block of small tensors and one part-filled
+// 20 MiB segment of medium ones (the caching allocator's size classes).
+// With an eager last batch, that batch's tensors and the captured step's
+// are never allocated at once: allocated memory adds the graph's
+// gradients, still allocated in its pool, not the eager step's tensors.
+func TestCUDAGraphWithinEager(t *testing.T) {
+	const mib = 1 << 20
+	plans := func(samples int64) (eager, graph *plan.Plan) {
+		opts := []planner.Option{planner.WithDevice("h100-80gb"), planner.WithTrainSamples(samples, true)}
+		_, graph, _ = loadSrc(t, "graphnet.pipe", []byte(graphNet), opts...)
+		_, eager, _ = loadSrc(t, "graphnet.pipe", []byte(graphNet), append(opts, planner.WithHost(planner.HostInfo{GraphsOff: "test"}))...)
+		if !graph.Engine.CUDAGraph || eager.Engine.CUDAGraph {
+			t.Fatalf("graph %v and %v", graph.Engine.CUDAGraph, eager.Engine.CUDAGraph)
+		}
+		return eager, graph
+	}
+	bytesOf := func(p *plan.Plan, name string) int64 {
+		for _, tm := range p.Memory.Terms {
+			if tm.Name == name {
+				return tm.Bytes
+			}
+		}
+		t.Fatalf("no term %q", name)
+		return 0
+	}
+	// raw is the peak phase's allocated bytes before the allocator's
+	// 512-byte rounding, which the plan lists apart.
+	raw := func(p *plan.Plan) int64 {
+		ph, _ := p.Memory.Peak()
+		return ph.Allocated - bytesOf(p, "allocator: 512-byte rounding")
+	}
+	eager, graph := plans(64) // batch 8: full batches only
+	static := bytesOf(graph, "CUDA graph static inputs")
+	if static <= 0 {
+		t.Fatalf("static inputs %d", static)
+	}
+	if d := graph.Memory.Total - eager.Memory.Total; d > static+22*mib {
+		t.Errorf("full batches: the graph's total is %d bytes above the eager plan's, past the static inputs' %d and 22 MiB of packing", d, static)
+	}
+	if d := raw(graph) - raw(eager); d > static {
+		t.Errorf("full batches: the graph's allocated memory is %d bytes above the eager plan's, past the static inputs' %d", d, static)
+	}
+	eager, graph = plans(60) // a last batch of 4
+	grads := bytesOf(graph, "eager last batch: the graph's gradients")
+	if grads <= 0 || grads != bytesOf(graph, "gradients") {
+		t.Fatalf("the graph's gradients beside the eager last batch: %d", grads)
+	}
+	if d := raw(graph) - raw(eager); d > static+grads {
+		t.Errorf("a last batch of 4: the graph's allocated memory is %d bytes above the eager plan's, past the static inputs' %d and the graph's gradients' %d", d, static, grads)
+	}
 }

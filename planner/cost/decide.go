@@ -31,6 +31,9 @@ type Settings struct {
 	// planner's network model makes for a data-parallel plan ("" for
 	// one device), which the engine places among its own.
 	AllReduce, AllReduceWhy string
+	// GraphOff is why the engine's workers keep CUDA graphs off (the
+	// host's switch, as GPUSetup.GraphOff), "" where the engine decides.
+	GraphOff string
 	// Decide records a decision; Warn a warning diagnostic.
 	Decide func(what, value, why string)
 	Warn   func(at *diag.Range, code, summary, detail string)

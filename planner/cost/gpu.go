@@ -38,6 +38,9 @@ type GPUSetup struct {
 	SamplesExact bool
 	// GAN says the step trains a generator and a discriminator in turn.
 	GAN bool
+	// GraphOff is why the engine's workers keep CUDA graphs off (the
+	// host's switch), "" where the engine decides.
+	GraphOff string
 }
 
 // GPUStep is a step the planner prices: the batch, the kept activations
@@ -82,6 +85,14 @@ type Term struct {
 	// with another and keeps its segments reserved in every phase at its
 	// own peak.
 	Pool string
+	// Apart says the term is alive only between a private pool's uses (a
+	// step that runs eagerly beside a captured graph): its tensors add to
+	// its pool's reserved memory, but are never allocated together with
+	// the private pools' tensors of the captured step, so a phase's
+	// allocated memory takes the larger of the two. An Apart term in a
+	// private pool is that pool's tensors still allocated meanwhile (its
+	// blocks are the pool's: they add nothing to its reserve).
+	Apart bool
 }
 
 // PoolCUDAGraph is a captured CUDA graph's private memory pool.

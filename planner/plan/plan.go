@@ -431,6 +431,10 @@ type MemoryTerm struct {
 	// not the general one: "cuda graph", a captured step's private pool,
 	// held whole in every phase.
 	Pool string `json:"pool,omitempty"`
+	// Apart says the term lives only in an eager step between a captured
+	// graph's replays: it reserves beside the graph's pool, but is never
+	// allocated together with the pool's other terms.
+	Apart bool `json:"apart,omitempty"`
 }
 
 // MemoryPhase is one phase's peak: Allocated is what the live tensors
@@ -443,6 +447,10 @@ type MemoryPhase struct {
 	Allocated int64  `json:"allocated"`
 	Reserved  int64  `json:"reserved"`
 	Device    int64  `json:"device"`
+	// NotAtOnce is what the phase's terms count twice: the smaller of a
+	// graph's pool's terms and the Apart ones, never allocated at once.
+	// The phase's terms less NotAtOnce make Device.
+	NotAtOnce int64 `json:"not_at_once,omitempty"`
 }
 
 // Peak is the phase a GPU plan's memory peaks in (PeakPhase), whose

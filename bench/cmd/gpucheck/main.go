@@ -45,6 +45,12 @@ type Result struct {
 	Precision string            `json:"precision"`
 	Applied   map[string]string `json:"applied,omitempty"`
 	Steps     int               `json:"steps"`
+	// CUDAGraph says the steps replayed a captured CUDA graph (the
+	// worker's applied cuda_graph after the steps), so that a later
+	// planner prices the row as it ran (bench/cmd/gpuplan); PlanCUDAGraph
+	// is the plan's decision, which PIPE_TORCH_GRAPH=off overrides.
+	CUDAGraph     bool `json:"cuda_graph"`
+	PlanCUDAGraph bool `json:"plan_cuda_graph"`
 	// EstimatedBytes is the plan's Memory.Total, what the device should
 	// show; EstimatedReservedBytes the peak phase's reserved memory (the
 	// total less the terms outside the allocator), EstimatedAllocatedBytes
@@ -114,6 +120,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	host := planner.DetectHost()
+	host.GraphsOff = torch.GraphOff()
 	if len(host.GPUs) == 0 {
 		// No nvidia-smi: the GPUs as torch sees them, all memory free.
 		for _, g := range info.GPUs {
@@ -176,6 +183,14 @@ func check(path string, be torch.Backend, device string, steps, warm int, batch 
 	if err != nil {
 		return fail(err)
 	}
+	if ld.Plan.Engine.CUDAGraph {
+		// The steps are full batches, none partial: no eager last batch
+		// runs beside the graph, and the plan says so.
+		opts = append(opts, planner.WithBatch(ld.Plan.BatchSize), planner.WithTrainSamples(int64(steps)*ld.Plan.BatchSize, true))
+		if ld, err = torchspec.Load(path, 0, opts...); err != nil {
+			return fail(err)
+		}
+	}
 	p, g, cfg := ld.Plan, ld.Graph, ld.Config
 	r.Batch, r.Precision, r.EstimatedBytes = p.BatchSize, p.Precision.Compute, p.Memory.Total
 	r.EstimatedReservedBytes, r.EstimatedAllocatedBytes, r.PeakPhase = estimates(p.Memory)
@@ -189,6 +204,7 @@ func check(path string, be torch.Backend, device string, steps, warm int, batch 
 		return fail(fmt.Errorf("build: %w", err))
 	}
 	defer m.Close()
+	r.PlanCUDAGraph = p.Engine.CUDAGraph
 	if a := m.Capabilities().Applied; a != nil {
 		r.Applied = a.Applied()
 	}
@@ -225,6 +241,11 @@ func check(path string, be torch.Backend, device string, steps, warm int, batch 
 		return fail(err)
 	}
 	r.SamplesPerSecond = float64(int64(steps-warm)*p.BatchSize) / time.Since(t0).Seconds()
+	// After the steps: the worker reports the graph's capture with them.
+	if a := m.Capabilities().Applied; a != nil {
+		r.Applied = a.Applied()
+		r.CUDAGraph = graphRan(r.Applied)
+	}
 	dm, err := m.Capabilities().Devices.DeviceMemory()
 	if err != nil || len(dm) == 0 {
 		return fail(fmt.Errorf("device memory: %v", err))
@@ -251,6 +272,13 @@ func check(path string, be torch.Backend, device string, steps, warm int, batch 
 		r.PlainSamplesPerSecond = float64(int64(len(ms))*p.BatchSize) / (sum / 1e3)
 	}
 	return r
+}
+
+// graphRan says the worker's applied settings report a captured CUDA
+// graph (pipe_torch/graphs.py: "captured after …"; "eager (…)" or
+// "pending: …" where the steps ran eagerly).
+func graphRan(applied map[string]string) bool {
+	return strings.HasPrefix(applied["cuda_graph"], "captured")
 }
 
 // writeSpec writes the spec the worker builds the example from, for a

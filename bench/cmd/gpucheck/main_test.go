@@ -268,3 +268,15 @@ func TestSmokePacksAfterASignal(t *testing.T) {
 		}
 	}
 }
+
+// TestGraphRan: a row records a CUDA graph only where the worker reports
+// one captured, not where it is pending, kept off or failed.
+func TestGraphRan(t *testing.T) {
+	for a, want := range map[string]bool{"captured after 3 eager steps; capturable optimizer": true,
+		"pending: captured after 3 eager steps of 128": false, "eager (PIPE_TORCH_GRAPH=off)": false,
+		"eager (capture failed: RuntimeError: x)": false, "": false} {
+		if got := graphRan(map[string]string{"cuda_graph": a}); got != want {
+			t.Errorf("graphRan(%q) = %v, want %v", a, got, want)
+		}
+	}
+}

@@ -32,10 +32,29 @@ func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 type measured struct {
 	Example      string `json:"example"`
 	Batch        int64  `json:"batch"`
+	Steps        int64  `json:"steps"`
 	MaxReserved  int64  `json:"max_reserved_bytes"`
 	MaxAllocated int64  `json:"max_allocated_bytes"`
 	DeviceUsed   int64  `json:"device_used_bytes"`
 	Error        string `json:"error"`
+	// CUDAGraph and Applied say whether the steps replayed a CUDA graph:
+	// gpucheck's cuda_graph, else the worker's applied cuda_graph; a row
+	// with neither predates graphs and ran eagerly.
+	CUDAGraph bool              `json:"cuda_graph"`
+	Applied   map[string]string `json:"applied"`
+}
+
+// graphOff is why row m ran without a CUDA graph, "" where it replayed
+// one: the plan of the row is priced so (planner.HostInfo.GraphsOff).
+func (m measured) graphOff() string {
+	a, ok := m.Applied["cuda_graph"]
+	switch {
+	case m.CUDAGraph || strings.HasPrefix(a, "captured"):
+		return ""
+	case ok:
+		return fmt.Sprintf("the measured row ran without a CUDA graph (applied: %s)", a)
+	}
+	return "the measured row ran without a CUDA graph (it records none)"
 }
 
 // smoke is what gpuplan reads of a make gpu-smoke JSON.
@@ -45,6 +64,9 @@ type smoke struct {
 		Torch string `json:"torch"`
 	} `json:"environment"`
 	GPUCheck []measured `json:"gpucheck"`
+	// GraphOff is make gpu-smoke's row of fashion_mlp with its planned
+	// graph kept off (PIPE_TORCH_GRAPH=off).
+	GraphOff []measured `json:"gpucheck_graph_off"`
 	ResNet50 struct {
 		Pipe measured `json:"pipe"`
 	} `json:"resnet50"`
@@ -58,6 +80,9 @@ type Row struct {
 	PlanAllocated, MaxAllocated int64
 	PlanTotal, DeviceUsed       int64
 	PeakPhase, Err              string
+	// Graph says the row replayed a CUDA graph, and PlanGraph that its
+	// plan prices one.
+	Graph, PlanGraph bool
 	// Terms is the plan's memory terms, for -terms.
 	Terms []plan.MemoryTerm
 }
@@ -105,7 +130,7 @@ func compare(path, root string) ([]Row, error) {
 	if dev == "" {
 		return nil, fmt.Errorf("%s: no built-in profile for the GPU %q", path, s.Environment.GPU)
 	}
-	ms := s.GPUCheck
+	ms := append(s.GPUCheck, s.GraphOff...)
 	if s.ResNet50.Pipe.Example != "" {
 		ms = append(ms, s.ResNet50.Pipe)
 	}
@@ -118,12 +143,12 @@ func compare(path, root string) ([]Row, error) {
 		if _, err := os.Stat(src); err != nil {
 			src = filepath.Join(root, "bench", "gpu", m.Example+".pipe")
 		}
-		r := Row{File: filepath.Base(path), Example: m.Example, Batch: m.Batch, MaxReserved: m.MaxReserved, MaxAllocated: m.MaxAllocated, DeviceUsed: m.DeviceUsed}
-		p, err := planFor(src, dev, s.Environment.Torch, m.Batch)
+		r := Row{File: filepath.Base(path), Example: m.Example, Batch: m.Batch, Graph: m.graphOff() == "", MaxReserved: m.MaxReserved, MaxAllocated: m.MaxAllocated, DeviceUsed: m.DeviceUsed}
+		p, err := planFor(src, dev, s.Environment.Torch, m.Batch, m.Steps, m.graphOff())
 		if err != nil {
 			r.Err = err.Error()
 		} else {
-			r.PlanTotal, r.PeakPhase, r.Terms = p.Memory.Total, p.Memory.PeakPhase, p.Memory.Terms
+			r.PlanTotal, r.PeakPhase, r.Terms, r.PlanGraph = p.Memory.Total, p.Memory.PeakPhase, p.Memory.Terms, p.Engine.CUDAGraph
 			for _, ph := range p.Memory.Phases {
 				if ph.Name == p.Memory.PeakPhase {
 					r.PlanReserved, r.PlanAllocated = ph.Reserved, ph.Allocated
@@ -148,8 +173,11 @@ func profileOf(gpu string) string {
 }
 
 // planFor plans src for the torch engine on the device profile dev, with
-// the worker's torch given and at the batch given.
-func planFor(src, dev, torchVersion string, batch int64) (*plan.Plan, error) {
+// the worker's torch given, at the batch given, and with CUDA graphs kept
+// off for the reason graphOff ("" where the run replayed one). gpucheck
+// trains steps full batches and no partial one, so the plan's training
+// set is that (no eager last batch beside a graph).
+func planFor(src, dev, torchVersion string, batch, steps int64, graphOff string) (*plan.Plan, error) {
 	text, err := os.ReadFile(src)
 	if err != nil {
 		return nil, err
@@ -163,9 +191,9 @@ func planFor(src, dev, torchVersion string, batch int64) (*plan.Plan, error) {
 	if dds.HasErrors() {
 		return nil, fmt.Errorf("%s: %w", src, dds)
 	}
-	host := planner.HostInfo{Torch: strings.SplitN(torchVersion, "+", 2)[0]}
+	host := planner.HostInfo{Torch: strings.SplitN(torchVersion, "+", 2)[0], GraphsOff: graphOff}
 	p, pds := planner.Plan(dec, planner.WithCosts(costs.Engines()...), planner.WithDevice(dev), planner.WithEngine(plan.EngineTorch),
-		planner.WithBatch(batch), planner.WithHost(host), planner.WithSource(text))
+		planner.WithBatch(batch), planner.WithHost(host), planner.WithSource(text), planner.WithTrainSamples(max(steps, 1)*batch, true))
 	if p == nil || pds.HasErrors() {
 		return nil, fmt.Errorf("%s: %w", src, pds)
 	}

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -58,6 +60,48 @@ func TestAllocatedWithinToday(t *testing.T) {
 			if e > b || e < -b {
 				t.Errorf("%s %s: allocated %.1f MiB against %.1f measured, %+.1f%%, past ±%.1f%%", f, r.Example, float64(r.PlanAllocated)/(1<<20), float64(r.MaxAllocated)/(1<<20), e, b)
 			}
+		}
+	}
+}
+
+// TestRowsPlannedAsTheyRan: a row whose worker reports a captured graph
+// is planned with the graph's pool; one that reports eager steps, or
+// records nothing of graphs (it predates them), is planned without.
+func TestRowsPlannedAsTheyRan(t *testing.T) {
+	row := func(extra string) string {
+		return `{"example": "fashion_mlp", "batch": 128, "max_reserved_bytes": 146800640, "max_allocated_bytes": 123278336` + extra + `}`
+	}
+	js := `{"environment": {"gpu": "NVIDIA H100 80GB HBM3", "torch": "2.11.0+cu130"}, "gpucheck": [` +
+		row(`, "cuda_graph": true`) + `, ` +
+		row(`, "applied": {"cuda_graph": "captured after 3 eager steps; capturable optimizer"}`) + `, ` +
+		row(`, "applied": {"cuda_graph": "eager (capture failed: RuntimeError: x)"}`) + `, ` +
+		row(``) + `], "gpucheck_graph_off": [` + row(`, "cuda_graph": false, "applied": {"cuda_graph": "eager (PIPE_TORCH_GRAPH=off)"}`) + `]}`
+	f := filepath.Join(t.TempDir(), "nvidia-h100-80gb-hbm3.json")
+	if err := os.WriteFile(f, []byte(js), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	rows, err := compare(f, "../../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []bool{true, true, false, false, false}
+	if len(rows) != len(want) {
+		t.Fatalf("%d rows, want %d", len(rows), len(want))
+	}
+	for i, r := range rows {
+		if r.Err != "" || r.Graph != want[i] || r.PlanGraph != want[i] {
+			t.Errorf("row %d: ran with a graph %v, planned with one %v, want %v (%s)", i, r.Graph, r.PlanGraph, want[i], r.Err)
+		}
+	}
+	for i, r := range rows {
+		pooled, last := false, false
+		for _, tm := range r.Terms {
+			pooled = pooled || tm.Pool != ""
+			last = last || (strings.HasPrefix(tm.Name, "eager last batch") && tm.Bytes > 0)
+		}
+		// gpucheck trains full batches only: no eager last batch.
+		if pooled != want[i] || last {
+			t.Errorf("row %d: terms in the graph's pool %v, want %v; an eager last batch priced %v", i, pooled, want[i], last)
 		}
 	}
 }

@@ -164,9 +164,12 @@ class GraphMixin:
             if self.graph_mode == "fail":
                 raise RuntimeError("CUDA error: operation not permitted when stream is capturing (PIPE_TORCH_FAKE_GRAPH)")
             self.graph_set_lr()
+            # The warm-up's gradients go before the cache is emptied, so
+            # that their blocks leave the general pool: the capture
+            # allocates the graph's own in its pool.
+            self.opt.zero_grad(set_to_none=True)
             torch.cuda.synchronize(self.device)
             torch.cuda.empty_cache()  # the warm-up's blocks: the pool holds the step's tensors now
-            self.opt.zero_grad(set_to_none=True)
             g = torch.cuda.CUDAGraph()
             with torch.cuda.graph(g):
                 self.graph_out = self.graph_body()
