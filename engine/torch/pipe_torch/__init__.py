@@ -27,6 +27,8 @@ Its modules, one concern each:
     measure     memory, the bytes autograd saves, the plain loop's time
     net         the network of a spec, its optimizer, its state's names
     compiled    torch.compile, and the fall back to eager when it fails
+    graphs      one CUDA graph a step, captured and replayed, or why not
+    resident    the training set kept on the device, batches by index
     modules     the torch.nn modules of pipe's own ops
     syncbn      batchnorm over every rank's batch (sync_batchnorm)
     losses      pipe's losses
