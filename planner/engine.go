@@ -94,7 +94,7 @@ func (pl *planner) pickEngine() bool {
 	}
 	blas := ""
 	if pl.dev.Origin == "local" {
-		blas = pl.host.BLAS
+		blas = pl.engineHost().Kernels
 	}
 	why := fmt.Sprintf("%s as written.", eng.Name())
 	if req == "auto" {

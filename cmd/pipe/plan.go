@@ -83,7 +83,7 @@ func runPlan(a *app, args []string) int {
 	if *f.over.printConfig {
 		return a.printConfig(src, display)
 	}
-	req := workflow.Request{Purpose: workflow.ForPlan, Source: src, Device: *f.device, Batch: *f.batch, Serve: *f.serving, Overrides: a.overrides(), Forecast: true, Torch: *f.torch}
+	req := workflow.Request{Purpose: workflow.ForPlan, Source: src, Device: *f.device, Batch: *f.batch, Serve: *f.serving, Overrides: a.overrides(), Forecast: true, Versions: map[string]string{"torch": *f.torch}}
 	f.engine.request(&req)
 	pl, pds := a.workflow("").Plan(context.Background(), prog, req)
 	all := append(ds, pds...)

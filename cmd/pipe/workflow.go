@@ -2,9 +2,7 @@ package main
 
 import (
 	"pipe/engine"
-	"pipe/engine/native"
 	"pipe/engine/torch"
-	"pipe/planner"
 	"pipe/run/forecast"
 	"pipe/workflow"
 )
@@ -12,16 +10,9 @@ import (
 // The facts' sources and the engines, which tests replace so that no
 // output depends on the machine that runs them.
 var (
-	// hostInfo measures the machine.
-	hostInfo = func() planner.HostInfo {
-		h := planner.DetectHost()
-		h.Int8 = native.Int8Kernel()
-		h.BLAS = native.BLASKernels()
-		h.TorchAllocator, _ = torch.CPUAllocator()
-		h.TorchOneDNNOff = torch.OneDNNOff()
-		h.TorchOneDNNMaxISA = torch.OneDNNMaxISA()
-		return h
-	}
+	// hostInfo measures the machine, and asks each engine what it reads
+	// of it.
+	hostInfo = workflow.DetectHost
 	// probeWorker, when set, asks an engine's worker what it has in place of
 	// the engine's own probe, which starts its Python once, before any
 	// data is read, to say at once what is missing.

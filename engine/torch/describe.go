@@ -33,7 +33,11 @@ func probe(python string) (engine.Runtime, error) {
 	return engine.Runtime{Executable: info.Executable, Version: info.Torch, GPU: info.CUDA, GPUs: info.CUDADevices}, nil
 }
 
-var _ cost.Explainer = Cost{}
+var (
+	_ cost.Explainer  = Cost{}
+	_ cost.HostProber = Cost{}
+	_ cost.Processor  = Cost{}
+)
 
 // Name implements cost.Engine.
 func (Cost) Name() string { return plan.EngineTorch }
@@ -42,7 +46,7 @@ func (Cost) Name() string { return plan.EngineTorch }
 // CPU, in a PyTorch worker, data parallel, bf16 autocast on the CPU too.
 func (Cost) Traits() cost.Traits {
 	return cost.Traits{Devices: []string{plan.BackendCPU, plan.BackendGPU}, Auto: []string{plan.BackendGPU},
-		DataParallel: true, CPUAutocast: true}
+		DataParallel: true, CPUAutocast: true, InputSlots: slots}
 }
 
 // Chosen implements cost.Explainer.

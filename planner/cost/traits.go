@@ -48,6 +48,11 @@ type Traits struct {
 	// cross_entropy, a raster target's mask, the sample's index); without
 	// it, fp32 inputs and the loss's targets as they cross to a device.
 	DatasetSamples bool
+	// InputSlots is how many input batches the engine's process holds at
+	// once, each resident (a worker reads them in turn from memory it
+	// shares with pipe); 0 where the engine reads the loader's batches
+	// in place.
+	InputSlots int
 }
 
 // Runs says whether the engine computes on the device kind.

@@ -22,6 +22,7 @@ import (
 	"pipe/engine/costs"
 	"pipe/lang"
 	"pipe/planner"
+	"pipe/planner/cost"
 	"pipe/planner/plan"
 	"pipe/stdlib"
 )
@@ -163,7 +164,7 @@ func planFor(src, dev, torchVersion string, batch int64) (*plan.Plan, error) {
 	if dds.HasErrors() {
 		return nil, fmt.Errorf("%s: %w", src, dds)
 	}
-	host := planner.HostInfo{Torch: strings.SplitN(torchVersion, "+", 2)[0]}
+	host := planner.HostInfo{}.WithEngineHost(plan.EngineTorch, cost.Host{Version: strings.SplitN(torchVersion, "+", 2)[0]})
 	p, pds := planner.Plan(dec, planner.WithCosts(costs.Engines()...), planner.WithDevice(dev), planner.WithEngine(plan.EngineTorch),
 		planner.WithBatch(batch), planner.WithHost(host), planner.WithSource(text))
 	if p == nil || pds.HasErrors() {
