@@ -13,17 +13,14 @@ import (
 
 // callerDebt is, for each caller of the planner, the identifiers that
 // still name an engine and the engines it still imports ("import
-// PATH"): cmd resolves the workers' Python, checks --torch-version,
-// exports TorchScript through the torch engine, and sizes a pod's shared
-// memory for its workers (docs/design/engines.md, "What is not moved
-// yet"). The lists may only shrink.
+// PATH"): cmd exports TorchScript through its exporter
+// (export/torchscript) and shows the plan's torch fields
+// (docs/design/engines.md, "What is not moved yet"). The lists may only
+// shrink.
 var callerDebt = map[string][]string{
 	"../workflow": nil,
 	"../run":      nil,
-	"../cmd": {
-		"import pipe/engine/torch", "torch", "Torch",
-		"writeTorchScript", "ExportTorchScript", "torchscript",
-	},
+	"../cmd":      {"Torch", "writeTorchScript", "ExportTorchScript", "torchscript"},
 }
 
 // TestPlannerNamesNoEngine holds that the planner's code decides by the

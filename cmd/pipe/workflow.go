@@ -2,7 +2,6 @@ package main
 
 import (
 	"pipe/engine"
-	"pipe/engine/torch"
 	"pipe/run/forecast"
 	"pipe/workflow"
 )
@@ -31,7 +30,7 @@ var (
 // PIPE_PYTHON names.
 func (a *app) workflow(python string) *workflow.Workflow {
 	opts := []workflow.Option{workflow.WithHost(hostInfo),
-		workflow.WithPython(torch.PythonFor(python, a.env.Getenv)), workflow.WithLogger(a.log)}
+		workflow.WithPython(engine.PythonFor(python, a.env.Getenv)), workflow.WithLogger(a.log)}
 	if probeWorker != nil {
 		opts = append(opts, workflow.WithProbe(probeWorker))
 	}

@@ -14,7 +14,9 @@ import (
 
 func init() {
 	cost.Register(Cost{})
-	engine.Register(engine.Registration{Name: plan.EngineTorch, New: start, Probe: probe})
+	engine.Register(engine.Registration{Name: plan.EngineTorch, New: start, Probe: probe, SharedMemory: SharedMemoryBytes,
+		Version: &engine.VersionFlag{Check: CheckVersion,
+			Usage: "price a GPU plan for this torch (1.13, 2.11) instead of the one it assumes (the plan's first line names it)"}})
 }
 
 // start is the engine set up as s says.

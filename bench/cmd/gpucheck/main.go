@@ -28,6 +28,7 @@ import (
 
 	"pipe/bench/torchspec"
 	"pipe/dataset"
+	"pipe/engine"
 	"pipe/engine/torch"
 	"pipe/planner"
 	"pipe/planner/plan"
@@ -85,7 +86,7 @@ type Result struct {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("gpucheck", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	python := fs.String("python", torch.PythonFor("", os.Getenv), "the Python with PyTorch")
+	python := fs.String("python", engine.PythonFor("", os.Getenv), "the Python with PyTorch")
 	device := fs.String("device", "cuda:0", "the device to plan and train on")
 	steps := fs.Int("steps", 50, "optimizer steps per example")
 	warm := fs.Int("warmup", 5, "of those, the untimed first ones")
