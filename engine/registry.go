@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/hashicorp/go-hclog"
+
+	"pipe/planner/plan"
 )
 
 // Setup is how a run starts an engine beyond what its plan says: the
@@ -55,6 +57,34 @@ type Registration struct {
 	// Probe, when set, starts the engine's worker with this interpreter
 	// and returns what it says, or why it cannot start.
 	Probe func(python string) (Runtime, error)
+	// Version, when set, says the engine's plans depend on its library's
+	// version, which pipe plan may be given (--NAME-version) instead of
+	// asking a worker.
+	Version *VersionFlag
+	// SharedMemory, when set, is what one rank's workers take in
+	// /dev/shm running p, which a pod must be given.
+	SharedMemory func(p *plan.Plan) int64
+}
+
+// VersionFlag is an engine's version flag: its help, and what is wrong
+// with a value (nil: nothing).
+type VersionFlag struct {
+	Usage string
+	Check func(v string) error
+}
+
+// PythonFor is the interpreter an engine's workers run with: flag (the
+// command's --python), else $PIPE_PYTHON, else python3.
+func PythonFor(flag string, getenv func(string) string) string {
+	if flag != "" {
+		return flag
+	}
+	if getenv != nil {
+		if v := getenv("PIPE_PYTHON"); v != "" {
+			return v
+		}
+	}
+	return "python3"
 }
 
 var backends = struct {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"pipe/planner/cost"
 	"pipe/planner/plan"
 )
 
@@ -401,7 +402,7 @@ func TestSolveOnModels(t *testing.T) {
 		if ds.HasErrors() {
 			t.Fatal(ds)
 		}
-		m := newCostModel(torch.Cost{}, g, plan.BackendGPU, plan.Precision{ActivationBytes: 2, Mixed: true}, 2, 8, "cross_entropy", nil, nil, "")
+		m := newCostModel(torch.Cost{}, g, cost.Setup{Device: plan.BackendGPU, Precision: plan.Precision{ActivationBytes: 2, Mixed: true}, Loss: "cross_entropy"}, 2, 8)
 		c := m.ch
 		base, low := c.baseline(), c.minPeak()
 		if low >= base {

@@ -94,7 +94,7 @@ func (pl *planner) pickEngine() bool {
 	}
 	blas := ""
 	if pl.dev.Origin == "local" {
-		blas = pl.host.BLAS
+		blas = pl.engineHost().Kernels
 	}
 	why := fmt.Sprintf("%s as written.", eng.Name())
 	if req == "auto" {
@@ -148,7 +148,7 @@ func (pl *planner) engineDecisions() {
 	s := &cost.Settings{Plan: pl.plan, Graph: pl.graph, SyncBatchnorm: "auto",
 		Memory: cost.Memory{Attention: pl.cost.attention, AttentionWhy: pl.cost.attentionWhy, ConvPath: pl.cost.convPath, ConvPathWhy: pl.cost.convPathWhy,
 			Version: pl.cost.version, VersionAssumed: pl.cost.versionAssumed},
-		Decide: pl.decide, GraphOff: pl.host.GraphsOff,
+		Decide: pl.decide, GraphOff: pl.engineHost().GraphsOff,
 		Warn: func(at *diag.Range, code, summary, detail string) {
 			pl.warnf(at, code, summary, "%s", detail)
 		}}

@@ -80,9 +80,9 @@ func (pl *planner) ganCost(gan *spec.GAN) *ganModel {
 	eng := pl.eng
 	var m *costModel
 	if pl.traits().InProcess {
-		m = newCPUCostModel(eng, g, nil, loss, int64(opt.StateBuffers), pl.dev.Cores)
+		m = newCPUCostModel(eng, g, pl.costSetup(p.Precision, loss, nil), int64(opt.StateBuffers))
 	} else {
-		m = newCostModel(eng, g, pl.dev.Kind, p.Precision, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()), loss, nil, pl.cpuSetup(), pl.host.Torch)
+		m = newCostModel(eng, g, pl.costSetup(p.Precision, loss, nil), int64(opt.StateBuffers), targetBytes(loss, g.OutShape()))
 	}
 	if m == nil {
 		return nil

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"runtime"
@@ -40,56 +41,18 @@ type HostInfo struct {
 	// (VmRSS), less its Go heap: pipe's runtime before any data or model
 	// (process.go); 0 when not measured.
 	RSS int64
-	// Int8 is the native engine's int8 kernel on this CPU, zero when not
-	// known: DetectHost does not import the engine, its callers fill it.
-	Int8 cost.Int8Kernel
-	// BLAS names the kernels the native engine's products run on this
-	// CPU and who chose them, "" when not known: its callers fill it
-	// (native.BLASKernels), as they do Int8.
-	BLAS string
-	// TorchAllocator is the malloc the torch engine's workers on the CPU
-	// run with ("tcmalloc"), "" for the C library's: its callers fill it
-	// (torch.CPUAllocator), as they do Int8.
-	TorchAllocator string
-	// CPU is the host's vector extensions, which PyTorch chooses a
-	// conv's kernels by (DetectHost reads them).
+	// CPU is the host's vector extensions, which an engine may choose
+	// its kernels by (DetectHost reads them).
 	CPU CPUFeatures
-	// TorchOneDNNOff says the torch engine's workers on the CPU run with
-	// oneDNN turned off (a test hook, torch.OneDNNOff): its callers fill
-	// it, as they do TorchAllocator.
-	TorchOneDNNOff bool
-	// Torch is the torch engine worker's torch version, "" when not
-	// known: pipe plan starts no Python, and pipe run fills it from its
-	// worker's hello when the model has attention, whose kernels depend
-	// on it (workflow.Plan).
-	Torch string
-	// TorchVersion is the torch engine's PyTorch where its callers know
-	// it, "" where not.
-	TorchVersion string
-	// TorchOneDNNMaxISA is the ONEDNN_MAX_CPU_ISA (or DNNL_MAX_CPU_ISA)
-	// the torch engine's workers run with, lowercased as oneDNN reads it,
-	// "" where not set: its callers fill it (torch.OneDNNMaxISA). It caps
-	// the kernels oneDNN may take, AMX's among them.
-	TorchOneDNNMaxISA string
-	// GraphsOff is why the engine's workers keep CUDA graphs off
-	// whatever the plan decides (the torch engine's PIPE_TORCH_GRAPH=off),
-	// "" where they capture as the plan decides: the plan then prices the
-	// steps as they run, eagerly. Its callers fill it.
-	GraphsOff string
+	// Engines is what each engine knows of this machine, by engine name
+	// (cost.Host): what its descriptor measured (cost.HostProber), which
+	// DetectHost does not ask, its callers do; and its library's version
+	// where a worker said it or a flag gave it.
+	Engines map[string]cost.Host
 }
 
-// CPUFeatures is what CPUID says of the host's vector extensions; the
-// zero value is unknown (a host not measured, or not x86-64).
-type CPUFeatures struct {
-	Known                                 bool
-	AVX2                                  bool
-	AVX512F, AVX512BW, AVX512VL, AVX512DQ bool
-	AVXVNNI, AVXVNNIInt8                  bool
-	// AMXTile, AMXBF16 and AMXInt8 are the AMX sets where the OS lets a
-	// process use the tile registers too (Linux 5.16 and later, on
-	// request, which oneDNN makes); false elsewhere.
-	AMXTile, AMXBF16, AMXInt8 bool
-}
+// CPUFeatures is what CPUID says of the host's vector extensions.
+type CPUFeatures = cost.CPUFeatures
 
 // GPUInfo is one GPU as nvidia-smi reports it.
 type GPUInfo struct {
@@ -237,5 +200,29 @@ func (h HostInfo) cpuDevice() plan.Device {
 		bw = float64(max(h.Cores, 1)) * CoreBandwidth
 	}
 	return plan.Device{Name: "cpu", Kind: plan.BackendCPU, Origin: "local", Doc: doc,
-		Memory: h.MemAvailable, Bandwidth: bw, Peaks: spec.Peaks{FP32: flops}, Cores: h.Cores, HostMemory: h.MemTotal, Kernels: h.BLAS}
+		Memory: h.MemAvailable, Bandwidth: bw, Peaks: spec.Peaks{FP32: flops}, Cores: h.Cores, HostMemory: h.MemTotal, Kernels: h.kernels()}
+}
+
+// kernels is the kernels the products run on this CPU as the first
+// engine, by name, that knows them says, "" where none does.
+func (h HostInfo) kernels() string {
+	names := slices.Sorted(maps.Keys(h.Engines))
+	for _, n := range names {
+		if k := h.Engines[n].Kernels; k != "" {
+			return k
+		}
+	}
+	return ""
+}
+
+// WithEngineHost is h with what engine name knows of it set to e; h's
+// own map is left as it was, so that a shared HostInfo stays unchanged.
+func (h HostInfo) WithEngineHost(name string, e cost.Host) HostInfo {
+	m := maps.Clone(h.Engines)
+	if m == nil {
+		m = map[string]cost.Host{}
+	}
+	m[name] = e
+	h.Engines = m
+	return h
 }

@@ -63,7 +63,7 @@ func (pl *planner) inference() {
 // where int8 is measured slower. int8 is only ever chosen as written: the
 // planner never picks it for speed.
 func (pl *planner) int8Speed(at *diag.Range) string {
-	k := pl.host.Int8
+	k := pl.engineHost().Int8
 	if k.Name == "" {
 		return ""
 	}

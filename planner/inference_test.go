@@ -75,8 +75,7 @@ func TestInferenceInt8Kernel(t *testing.T) {
 		{cost.Int8Kernel{Name: "AVX-512 VNNI", Speedup: 1.4, Measured: "a bench"}, false},
 		{cost.Int8Kernel{Name: "Go", Speedup: 0.1, Measured: "a bench"}, true},
 	} {
-		h := testHost
-		h.Int8 = c.k
+		h := testHost.WithEngineHost("native", cost.Host{Int8: c.k})
 		p, ds := Plan(prog, testCosts, WithHost(h), WithDevice("cpu"))
 		if ds.HasErrors() {
 			t.Fatal(ds)

@@ -152,16 +152,15 @@ func newChain(g *stdlib.Graph, mem cost.Memory) *chain {
 	return c
 }
 
-// newCostModel prices g for the torch engine on a GPU or the CPU
+// newCostModel prices g for an engine in a worker on a GPU or the CPU
 // with the engine's cost model e (autograd's saving rules; a caching
-// allocator on a GPU).
-// targetBytes is one sample's target on the device, loss the loss; gs
-// what the GPU terms depend on (nil: none priced), cs what the CPU
-// kernels are chosen by (nil: not known), version the engine worker's
-// library version ("" when not known; HostInfo.Torch).
-func newCostModel(e cost.Engine, g *stdlib.Graph, backend string, prec plan.Precision, buffers int64, targetBytes int64, loss string, gs *cost.GPUSetup, cs *cost.CPUSetup, version string) *costModel {
+// allocator on a GPU) under s (its device, precision and loss, what the
+// GPU terms depend on, the host's facts). buffers is the optimizer's
+// state buffers, targetBytes one sample's target on the device.
+func newCostModel(e cost.Engine, g *stdlib.Graph, s cost.Setup, buffers int64, targetBytes int64) *costModel {
+	backend, prec := s.Device, s.Precision
 	m := &costModel{backend: backend, elem: prec.ActivationBytes, mixed: prec.Mixed, buffers: buffers, params: g.Params()}
-	mem := e.Memory(g, cost.Setup{Device: backend, Precision: prec, Loss: loss, GPU: gs, CPU: cs, Torch: version})
+	mem := e.Memory(g, s)
 	m.attentionWhy, m.workspaces = mem.AttentionWhy, mem.Workspaces
 	m.attention, m.lossSaved, m.alloc, m.gpuTerms = mem.Attention, mem.Loss, mem.Allocator, mem.GPU
 	m.convPath, m.convPathWhy = mem.ConvPath, mem.ConvPathWhy

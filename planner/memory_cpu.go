@@ -41,8 +41,9 @@ func (cm *cpuModel) train(segs []segment) stepMem {
 // newCPUCostModel prices g for an engine that lays its step out in an
 // arena (the native engine), with the plan's fusion groups, loss,
 // optimizer buffers and worker threads; nil when the engine has no arena.
-func newCPUCostModel(e cost.Engine, g *stdlib.Graph, groups []cost.Group, loss string, buffers int64, threads int) *costModel {
-	mem := e.Memory(g, cost.Setup{Device: plan.BackendCPU, Precision: plan.Precision{ActivationBytes: 4}, Loss: loss, Fusion: groups, Threads: threads})
+func newCPUCostModel(e cost.Engine, g *stdlib.Graph, s cost.Setup, buffers int64) *costModel {
+	s.Device, s.Precision = plan.BackendCPU, plan.Precision{ActivationBytes: 4}
+	mem := e.Memory(g, s)
 	if mem.Arena == nil {
 		return nil
 	}

@@ -172,7 +172,7 @@ train { epochs 1  batch 4  optimizer sgd lr 0.1  loss mse }
 		if g == nil || ds.HasErrors() {
 			t.Fatal(ds)
 		}
-		m := newCostModel(torch.Cost{}, g, plan.BackendGPU, plan.Precision{ActivationBytes: 4}, 0, 0, "mse", nil, nil, "")
+		m := newCostModel(torch.Cost{}, g, cost.Setup{Device: plan.BackendGPU, Precision: plan.Precision{ActivationBytes: 4}, Loss: "mse"}, 0, 0)
 		return walkBackward(m.ch)
 	}
 	chain := walk("conv 16 k1")

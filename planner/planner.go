@@ -170,7 +170,9 @@ func (pl *planner) run() {
 	pl.fuse()
 	eng := pl.eng
 	if pl.traits().InProcess {
-		pl.cost = newCPUCostModel(eng, g, pl.fusedGroups(), loss, int64(opt.StateBuffers), pl.dev.Cores)
+		s := pl.costSetup(prec, loss, nil)
+		s.Fusion = pl.fusedGroups()
+		pl.cost = newCPUCostModel(eng, g, s, int64(opt.StateBuffers))
 		if pl.cost == nil {
 			pl.errorf(nil, "no-cost-model", "the "+eng.Name()+" engine's cost model has no arena", "The cost model given for %s lays out no arena (cost.Memory.Arena), which an engine in pipe's process (cost.Traits.InProcess) must.", eng.Name())
 			return
@@ -181,12 +183,12 @@ func (pl *planner) run() {
 		if pl.dev.Kind == plan.BackendGPU && pl.dev.Capability != "" {
 			gs = &cost.GPUSetup{Capability: pl.dev.Capability, Optimizer: opt.Kind, StateBuffers: int64(opt.StateBuffers),
 				World: pl.plan.Distributed.WorldSize, TargetBytes: targetBytes(loss, g.OutShape()), L2: pl.dev.L2,
-				Samples: pl.cfg.samples, SamplesExact: pl.cfg.samplesExact, GAN: pl.sp.GAN != nil, GraphOff: pl.host.GraphsOff}
+				Samples: pl.cfg.samples, SamplesExact: pl.cfg.samplesExact, GAN: pl.sp.GAN != nil, GraphOff: pl.engineHost().GraphsOff}
 		}
-		pl.cost = newCostModel(eng, g, pl.dev.Kind, prec, int64(opt.StateBuffers), targetBytes(loss, g.OutShape()), loss, gs, pl.cpuSetup(), pl.host.Torch)
+		pl.cost = newCostModel(eng, g, pl.costSetup(prec, loss, gs), int64(opt.StateBuffers), targetBytes(loss, g.OutShape()))
 		newGPUModel(pl.cost, pl.cost.gpuTerms)
 		if pl.dev.Kind == plan.BackendCPU {
-			pl.torchCPUTerms()
+			pl.workerTerms()
 		}
 	}
 	pl.cost.ch.ctx = pl.cfg.ctx

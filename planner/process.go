@@ -7,8 +7,9 @@ import (
 	"strconv"
 	"strings"
 
+	"pipe/planner/cost"
+	"pipe/planner/plan"
 	"pipe/spec"
-	"pipe/stdlib"
 )
 
 // A native run's process
@@ -230,66 +231,37 @@ func (pl *planner) processDecision() {
 	pl.decide("process", FormatBytes(mem.Total), "The process's peak resident memory, which the run measures: "+pl.processNote)
 }
 
-// TorchCPURuntime is the torch worker's resident memory once PyTorch is
-// imported, before any model: a calibration, Debian 12's PyTorch 1.13
-// (CPU), the worker at its hello measured at 228 MiB with the C library's
-// malloc (VmRSS; a bare import torch takes 226, the worker's own modules
-// 2 more) and the first step's kernels and thread pool at 9 MiB more,
-// rounded up. The torch engine on the CPU counts it, so that the plan's
-// total is the worker's peak resident memory, which the run reports
-// beside it; other PyTorch builds differ (a CUDA build maps far more),
-// which the report's error shows.
-const TorchCPURuntime = 238 << 20
-
-// TorchTCMalloc is what tcmalloc adds to the worker's runtime: the same
-// worker at its hello measured at 235 MiB against 228 with the C
-// library's malloc (VmRSS). tcmalloc keeps what import churns through in
-// its page heap and per-size caches and never gives it back (its heap
-// then holds 70 MiB, 4 to 5 more than is allocated, by its
-// MallocExtension counters), and it adds its own metadata.
-const TorchTCMalloc = 7 << 20
-
-// torchInputSlots is how many batches the worker's input region holds
-// (engine/torch's slots): pipe fills one while the worker reads another,
-// and the worker reads each in turn from the shared memory, so all three
-// stay resident in it.
-const torchInputSlots = 3
-
-// torchCPUTerms adds the torch worker's runtime to a torch plan on the
-// CPU, and names the allocator whose peak the plan is: the step's with
-// tcmalloc; glibc's malloc keeps freed tensors, which the plan does not
-// price (docs/design/torch-cpu-allocator.md).
-func (pl *planner) torchCPUTerms() {
+// workerTerms adds to a plan on the CPU what the engine's worker holds
+// beyond its step (cost.Processor): its runtime and the state it writes
+// each checkpoint into; and its input slots, each holding a batch.
+func (pl *planner) workerTerms() {
 	m := pl.cost
-	m.static.runtime = TorchCPURuntime
-	m.input = mul(m.input, torchInputSlots)
-	m.unitInput = m.input
-	alloc := "the worker allocates with tcmalloc, which reuses the pages of the tensors a step frees, so its peak is the step's"
-	if pl.host.TorchAllocator == "" {
-		alloc = "the worker allocates with the C library's malloc, priced as if it reused freed tensors' pages: glibc keeps them (its mmap threshold rises to the largest block freed), so the measured peak may pass the plan by up to a third; with tcmalloc's library installed (Debian's libtcmalloc-minimal4) the engine preloads it"
+	if n := pl.traits().InputSlots; n > 0 {
+		m.input = mul(m.input, int64(n))
+		m.unitInput = m.input
 	}
-	if pl.host.TorchAllocator == "tcmalloc" {
-		m.static.runtime = add(m.static.runtime, TorchTCMalloc)
-		alloc += fmt.Sprintf(", and holds %s of its own (its caches and metadata, measured)", FormatBytes(TorchTCMalloc))
+	pr, ok := pl.eng.(cost.Processor)
+	if !ok {
+		return
 	}
-	note := fmt.Sprintf("the torch worker's runtime %s: PyTorch's libraries once imported and at work, a calibration of Debian's PyTorch 1.13 (CPU); %s", FormatBytes(m.static.runtime), alloc)
-	note += fmt.Sprintf("; input batches: the worker reads %d of them in turn from memory it shares with pipe, whose pages stay resident in it", torchInputSlots)
-	if pl.savesCheckpoints() {
-		m.static.checkpoint = add(add(mul(m.params, 4), m.static.optimizer), torchBatchnormStats(pl.graph))
-		note += fmt.Sprintf("; checkpoint copy %s: the worker writes the model's state (fp32 parameters, batchnorm statistics, optimizer state) into memory it shares with pipe, whose pages stay resident in it", FormatBytes(m.static.checkpoint))
-	}
-	pl.processNote = note + "; the dataset stays in pipe's own process, which sends the worker its batches"
+	w := pr.Process(cost.ProcessSetup{Graph: pl.graph, Host: pl.engineHost(), Params: m.params, Optimizer: m.static.optimizer,
+		Checkpoints: pl.savesCheckpoints()})
+	m.static.runtime, m.static.checkpoint = w.Runtime, w.Checkpoint
+	pl.processNote = w.Note
 }
 
-// torchBatchnormStats is the bytes of g's batchnorms' running means and
-// variances, fp32: the state a torch checkpoint holds beside the
-// parameters and the optimizer's buffers.
-func torchBatchnormStats(g *stdlib.Graph) int64 {
-	var n int64
-	for _, nd := range g.Nodes {
-		if nd.Op == "batchnorm" && len(nd.Out) > 0 {
-			n = add(n, mul(8, nd.Out[0]))
-		}
+// engineHost is what the plan's engine knows of the host.
+func (pl *planner) engineHost() cost.Host {
+	if pl.eng == nil {
+		return cost.Host{}
 	}
-	return n
+	return pl.host.Engines[pl.eng.Name()]
+}
+
+// costSetup is what the plan's engine prices its step by: the device,
+// the precision and the loss, gs for a GPU's terms (nil: none priced),
+// its threads and the host's facts.
+func (pl *planner) costSetup(prec plan.Precision, loss string, gs *cost.GPUSetup) cost.Setup {
+	return cost.Setup{Device: pl.dev.Kind, Precision: prec, Loss: loss, GPU: gs, HostCPU: pl.host.CPU,
+		Host: pl.engineHost(), Threads: pl.dev.Cores}
 }

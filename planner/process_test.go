@@ -3,6 +3,9 @@ package planner
 import (
 	"strings"
 	"testing"
+
+	"pipe/engine/torch"
+	"pipe/planner/cost"
 )
 
 // TestTorchCPUPlanNamesItsAllocator: a torch plan on the CPU says which
@@ -38,14 +41,13 @@ train { epochs 1  batch 8  optimizer adam lr 1e-3  loss cross_entropy  ` + save 
 		t.Fatal("no process decision")
 		return "", 0, 0
 	}
-	tc := testHost
-	tc.TorchAllocator = "tcmalloc"
+	tc := testHost.WithEngineHost("torch", cost.Host{Own: torch.HostFacts{Allocator: torch.TCMalloc}})
 	why, ckpt, params := process(tc, "")
 	if !strings.Contains(why, "allocates with tcmalloc") {
 		t.Errorf("with tcmalloc: %s", why)
 	}
-	if runtime != TorchCPURuntime+TorchTCMalloc {
-		t.Errorf("with tcmalloc: runtime %d bytes, want %d", runtime, TorchCPURuntime+TorchTCMalloc)
+	if runtime != torch.CPURuntime+torch.TCMallocRuntime {
+		t.Errorf("with tcmalloc: runtime %d bytes, want %d", runtime, torch.CPURuntime+torch.TCMallocRuntime)
 	}
 	// Three slots of k batches of 8 samples (a unit of k steps lies in
 	// a slot): the fp32 image and an int64 label each.
@@ -61,8 +63,8 @@ train { epochs 1  batch 8  optimizer adam lr 1e-3  loss cross_entropy  ` + save 
 	if !strings.Contains(why, "C library's malloc") || !strings.Contains(why, "libtcmalloc-minimal4") {
 		t.Errorf("without tcmalloc: %s", why)
 	}
-	if runtime != TorchCPURuntime {
-		t.Errorf("without tcmalloc: runtime %d bytes, want %d", runtime, TorchCPURuntime)
+	if runtime != torch.CPURuntime {
+		t.Errorf("without tcmalloc: runtime %d bytes, want %d", runtime, torch.CPURuntime)
 	}
 	if _, ckpt, _ := process(tc, "save none"); ckpt != 0 {
 		t.Errorf("save none: checkpoint copy %d bytes", ckpt)

@@ -175,6 +175,6 @@ func (pl *planner) holdBatches() {
 		m := &p.Memory
 		m.Input, m.Total = add(m.Input, extra), add(m.Total, extra)
 		p.Fits = m.Total <= m.Budget
-		pl.processNote += fmt.Sprintf("; the input slots each hold a unit's %d batches side by side (steps per command), %d batches in all", k, k*torchInputSlots)
+		pl.processNote += fmt.Sprintf("; the input slots each hold a unit's %d batches side by side (steps per command), %d batches in all", k, k*int64(max(pl.traits().InputSlots, 1)))
 	}
 }

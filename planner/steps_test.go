@@ -140,13 +140,14 @@ func TestHeldBatchesArePriced(t *testing.T) {
 		t.Fatalf("%d and %d steps per command, want 1 and several", one.StepsPerCommand, k)
 	}
 	b := one.BatchSize
-	slot := one.Memory.Input / torchInputSlots // a slot of one batch
-	if got, want := unit.Memory.Input-one.Memory.Input, (k-1)*torchInputSlots*slot; got != want || slot < b*784*4 {
+	slots := int64(enginetorch.Cost{}.Traits().InputSlots)
+	slot := one.Memory.Input / slots // a slot of one batch
+	if got, want := unit.Memory.Input-one.Memory.Input, (k-1)*slots*slot; got != want || slot < b*784*4 {
 		t.Errorf("input %s at %d steps a command, %s at 1: %s more, want %s (%d slots of %d batches of %s)", FormatBytes(unit.Memory.Input),
-			k, FormatBytes(one.Memory.Input), FormatBytes(got), FormatBytes(want), torchInputSlots, k, FormatBytes(slot))
+			k, FormatBytes(one.Memory.Input), FormatBytes(got), FormatBytes(want), slots, k, FormatBytes(slot))
 	}
-	if got := unit.Memory.Total - one.Memory.Total; got != (k-1)*torchInputSlots*slot {
-		t.Errorf("total %s more at %d steps a command, want the slots' %s", FormatBytes(got), k, FormatBytes((k-1)*torchInputSlots*slot))
+	if got := unit.Memory.Total - one.Memory.Total; got != (k-1)*slots*slot {
+		t.Errorf("total %s more at %d steps a command, want the slots' %s", FormatBytes(got), k, FormatBytes((k-1)*slots*slot))
 	}
 	if d := decision(unit, "process"); d == nil || !strings.Contains(d.Reason, fmt.Sprintf("a unit's %d batches side by side", k)) {
 		t.Errorf("the process decision does not say the slots hold %d batches each: %+v", k, d)

@@ -1,7 +1,11 @@
 package workflow
 
 import (
+	"strings"
+
 	"pipe/engine"
+	"pipe/engine/costs"
+	"pipe/planner"
 	"pipe/planner/plan"
 	"pipe/run/forecast"
 )
@@ -47,9 +51,24 @@ func (w *Workflow) forecast(pl *Planned, req Request, validation int64) {
 // threads, the kernels and torch of this host, and the validation
 // samples gather counted.
 func (w *Workflow) forecastOptions(req Request, validation int64) forecast.Options {
-	h := w.hostInfo()
-	return forecast.Options{Threads: req.Threads, Facts: h.BLAS + "; torch " + h.TorchVersion, Cache: w.forecastCache,
+	return forecast.Options{Threads: req.Threads, Facts: engineFacts(w.hostInfo()), Cache: w.forecastCache,
 		ValidationSamples: validation}
+}
+
+// engineFacts is what of each engine on this host decides its speed: the
+// kernels an engine in this process runs on, and a worker's library
+// ("OpenBLAS (Haswell); torch "), by engine name.
+func engineFacts(h planner.HostInfo) string {
+	var out []string
+	for _, e := range costs.Engines() {
+		eh := h.Engines[e.Name()]
+		if e.Traits().InProcess {
+			out = append(out, eh.Kernels)
+		} else {
+			out = append(out, e.Name()+" "+eh.Version)
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // RecordStep keeps a run's measured step time for its plan, for the next

@@ -5,8 +5,10 @@ import (
 	"testing"
 
 	"pipe/engine"
+	"pipe/engine/costs"
 	"pipe/engine/enginetest"
 	"pipe/engine/native"
+	"pipe/planner"
 	"pipe/planner/cost"
 	"pipe/run"
 	"pipe/stdlib"
@@ -23,13 +25,52 @@ func (third) Name() string { return "third" }
 func (third) Traits() cost.Traits {
 	return cost.Traits{Devices: []string{"cpu"}, InProcess: true, LoaderInBudget: true, DatasetSamples: true}
 }
-func (third) Memory(g *stdlib.Graph, s cost.Setup) cost.Memory { return native.Cost{}.Memory(g, s) }
+func (third) Memory(g *stdlib.Graph, s cost.Setup) cost.Memory {
+	thirdPriced = s.Host
+	return native.Cost{}.Memory(g, s)
+}
+
+// ProbeHost is third's cost.HostProber: what it measures of the host.
+func (third) ProbeHost() cost.Host {
+	return cost.Host{Kernels: "third's kernels", Own: thirdFacts{cache: 7}}
+}
+
+type thirdFacts struct{ cache int }
+
+// thirdPriced is the host facts third's cost model was last given.
+var thirdPriced cost.Host
 
 func init() {
 	cost.Register(third{})
 	engine.Register(engine.Registration{Name: "third", New: func(engine.Setup) engine.Backend {
 		return &enginetest.Backend{BackendName: "third", Noise: 0.1}
 	}})
+}
+
+// TestThirdEngineReadsItsHost: the host's facts are gathered through
+// each engine's descriptor (workflow.DetectHost asks its
+// cost.HostProber), and the planner hands the engine its own, which no
+// one else reads, as it prices the plan.
+func TestThirdEngineReadsItsHost(t *testing.T) {
+	h := workflow.DetectHost()
+	if got := h.Engines["third"]; got.Kernels != "third's kernels" || got.Own != (thirdFacts{cache: 7}) {
+		t.Fatalf("DetectHost: third's facts %+v", got)
+	}
+	for _, e := range costs.Engines() {
+		if _, ok := e.(cost.HostProber); ok != (h.Engines[e.Name()] != cost.Host{}) && e.Name() != "third" {
+			t.Errorf("%s: prober %v, facts %+v", e.Name(), ok, h.Engines[e.Name()])
+		}
+	}
+	thirdPriced = cost.Host{}
+	host := cpuHost(0)().WithEngineHost("third", h.Engines["third"])
+	wf := workflow.New(workflow.WithHost(func() planner.HostInfo { return host }))
+	pl, ds := wf.Plan(context.Background(), program(t, tinyPipe), workflow.Request{Purpose: workflow.ForPlan, Engine: "third"})
+	if pl.Plan == nil || ds.HasErrors() {
+		t.Fatal(ds)
+	}
+	if thirdPriced.Own != (thirdFacts{cache: 7}) {
+		t.Errorf("third was priced with %+v, not its own facts", thirdPriced)
+	}
 }
 
 // TestThirdEngineRuns plans, starts and runs an engine that workflow and

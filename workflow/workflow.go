@@ -13,6 +13,7 @@ import (
 	"pipe/engine/costs"
 	"pipe/lang"
 	"pipe/planner"
+	"pipe/planner/cost"
 	"pipe/planner/plan"
 	"pipe/run/forecast"
 	"pipe/spec"
@@ -42,7 +43,7 @@ type Workflow struct {
 // Option sets an optional knob of New.
 type Option func(*Workflow)
 
-// WithHost measures the machine with f instead of planner.DetectHost;
+// WithHost measures the machine with f instead of DetectHost;
 // tests use it so that no plan depends on the machine that runs them.
 func WithHost(f func() planner.HostInfo) Option { return func(w *Workflow) { w.detectHost = f } }
 
@@ -68,7 +69,7 @@ func WithLogger(l hclog.Logger) Option { return func(w *Workflow) { w.log = l } 
 // registered engines, unless told otherwise.
 func New(opts ...Option) *Workflow {
 	w := &Workflow{
-		detectHost: planner.DetectHost,
+		detectHost: DetectHost,
 		engines:    registered,
 		python:     "python3",
 		log:        hclog.NewNullLogger(),
@@ -134,10 +135,11 @@ type Request struct {
 	// this one (pipe launch for a cluster's nodes); zero fields are this
 	// machine's.
 	Node Node
-	// Torch is the torch version to price a plan for where no worker is
-	// asked (pipe plan --torch-version); "" leaves it to the engine,
-	// which assumes one on a GPU. A run prices its worker's instead.
-	Torch string
+	// Versions is, by engine name, the library version to price a plan
+	// for where no worker is asked (pipe plan --torch-version); none
+	// leaves it to the engine, which may assume one. A run prices its
+	// worker's instead.
+	Versions map[string]string
 	// DataElsewhere says the data is read where the plan runs, not here
 	// (pipe launch: a cluster's shared file system, a pod's volume): a
 	// source this machine cannot read is a warning that the plan leaves
@@ -211,8 +213,10 @@ func (w *Workflow) Plan(ctx context.Context, prog *lang.Program, req Request) (*
 	}
 	f := w.gather(dec.Spec, req.Purpose)
 	f.host = req.Node.on(f.host)
-	if req.Torch != "" {
-		f.host.Torch, f.host.TorchVersion = req.Torch, req.Torch
+	for name, v := range req.Versions {
+		if v != "" {
+			f.host = withVersion(f.host, name, v)
+		}
 	}
 	out := &Planned{Program: dec, purpose: req.Purpose, localGPUs: len(f.host.GPUs)}
 	p, ds := w.plan(ctx, dec, req, f, req.Device, 0)
@@ -222,7 +226,7 @@ func (w *Workflow) Plan(ctx context.Context, prog *lang.Program, req Request) (*
 			// Attention's kernels, and on a GPU torch.compile and the
 			// fused optimizers, and so the memory, depend on the worker's
 			// library: plan again with it.
-			f.host.Torch = v
+			f.host = withVersion(f.host, p.EngineName(), v)
 			p, ds = w.plan(ctx, dec, req, f, req.Device, 0)
 			p, ds = w.decideRun(ctx, dec, req, f, out, p, ds)
 		}
@@ -236,6 +240,25 @@ func (w *Workflow) Plan(ctx context.Context, prog *lang.Program, req Request) (*
 		w.forecast(out, req, f.validation)
 	}
 	return out, append(ds, dds...)
+}
+
+// withVersion is h where engine name's library is version v.
+func withVersion(h planner.HostInfo, name, v string) planner.HostInfo {
+	e := h.Engines[name]
+	e.Version = v
+	return h.WithEngineHost(name, e)
+}
+
+// DetectHost measures this machine (planner.DetectHost) and asks each
+// registered engine what it reads of it (cost.HostProber).
+func DetectHost() planner.HostInfo {
+	h := planner.DetectHost()
+	for _, e := range costs.Engines() {
+		if p, ok := e.(cost.HostProber); ok {
+			h = h.WithEngineHost(e.Name(), p.ProbeHost())
+		}
+	}
+	return h
 }
 
 // runtimeForAttention is the version of the worker's library when a

@@ -434,7 +434,7 @@ func TestGPUPlanNamesItsTorch(t *testing.T) {
 		wf := workflow.New(workflow.WithHost(cpuHost(1)), workflow.WithProbe(func(python string) (engine.Runtime, error) {
 			return engine.Runtime{Executable: python, Version: "1.13.1", GPU: true, GPUs: 1}, nil
 		}))
-		pl, ds := wf.Plan(context.Background(), prog, workflow.Request{Purpose: c.purpose, Device: "a100-80gb", Torch: c.given})
+		pl, ds := wf.Plan(context.Background(), prog, workflow.Request{Purpose: c.purpose, Device: "a100-80gb", Versions: map[string]string{"torch": c.given}})
 		if pl.Plan == nil || ds.HasErrors() {
 			t.Fatal(ds)
 		}

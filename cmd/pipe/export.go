@@ -7,7 +7,7 @@ import (
 	"io"
 
 	"pipe/cmd/pipe/internal/views"
-	"pipe/engine/torch"
+	"pipe/engine"
 	"pipe/export/onnx"
 	"pipe/export/torchscript"
 	"pipe/lang/render"
@@ -82,7 +82,7 @@ func runExport(a *app, args []string) int {
 		}
 	}
 	if *ts != "" {
-		return a.writeTorchScript(pl.Plan, pl.Program, path, *ts, torch.PythonFor(*python, a.env.Getenv))
+		return a.writeTorchScript(pl.Plan, pl.Program, path, *ts, engine.PythonFor(*python, a.env.Getenv))
 	}
 	return exitOK
 }
@@ -90,7 +90,7 @@ func runExport(a *app, args []string) int {
 // writeTorchScript loads the checkpoint at path into the torch engine's
 // model of p, writes it as TorchScript at out and says what it wrote.
 func (a *app) writeTorchScript(p *plan.Plan, prog *stdlib.Program, path, out, python string) int {
-	t, err := run.LoadTrained(p, prog, path, torch.Backend{Python: python, Log: a.log}, 1, 0)
+	t, err := run.LoadTrained(p, prog, path, torchscript.Backend(python, a.log), 1, 0)
 	if err != nil {
 		fmt.Fprintf(a.env.Stderr, "pipe export: %v\n", err)
 		return exitErrors

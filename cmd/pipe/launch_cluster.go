@@ -9,7 +9,7 @@ import (
 
 	"github.com/dustin/go-humanize"
 
-	"pipe/engine/torch"
+	"pipe/engine"
 	"pipe/planner/plan"
 	"pipe/run"
 	"pipe/run/folder"
@@ -132,5 +132,11 @@ func (c *clusterFlags) nodeNote(p *plan.Plan) string {
 		p.Loader.Workers, p.Device.Cores, humanize.IBytes(uint64(max(p.Device.HostMemory, 0))))
 }
 
-// shm is one rank's /dev/shm, for the pods.
-func shm(p *plan.Plan) int64 { return torch.SharedMemoryBytes(p) }
+// shm is one rank's /dev/shm, for the pods: what the plan's engine's
+// workers take there, 0 for an engine without workers.
+func shm(p *plan.Plan) int64 {
+	if r, ok := engine.Lookup(p.EngineName()); ok && r.SharedMemory != nil {
+		return r.SharedMemory(p)
+	}
+	return 0
+}

@@ -7,7 +7,7 @@ import (
 
 	"pipe/cmd/pipe/internal/views"
 	"pipe/diag"
-	"pipe/engine/torch"
+	"pipe/engine"
 	"pipe/lang/render"
 	"pipe/planner/plan"
 	"pipe/workflow"
@@ -26,21 +26,56 @@ type planFlags struct {
 	asJSON  *bool
 	out     *string
 	serving *bool
-	torch   *string
-	over    *overrideFlags
+	// versions are the engines' version flags (--NAME-version), by
+	// engine name.
+	versions map[string]*string
+	over     *overrideFlags
 }
 
 func newPlanFlags(fs *flag.FlagSet) *planFlags {
 	return &planFlags{
-		device:  fs.String("device", "", "plan for this device instead of the file's (pipe devices lists them)"),
-		batch:   fs.Int64("batch", 0, "check whether this batch fits, whatever the file says"),
-		engine:  engineFlags(fs),
-		asJSON:  fs.Bool("json", false, "write the plan as JSON on standard output instead of the table"),
-		out:     fs.String("out", "", "also write the plan's JSON to this file, for pipe run"),
-		serving: fs.Bool("serve", false, "also plan pipe serve when the file has no serve block (every choice auto)"),
-		torch:   fs.String("torch-version", "", "price a GPU plan for this torch (1.13, 2.11) instead of the one it assumes (the plan's first line names it)"),
-		over:    newOverrideFlags(fs),
+		device:   fs.String("device", "", "plan for this device instead of the file's (pipe devices lists them)"),
+		batch:    fs.Int64("batch", 0, "check whether this batch fits, whatever the file says"),
+		engine:   engineFlags(fs),
+		asJSON:   fs.Bool("json", false, "write the plan as JSON on standard output instead of the table"),
+		out:      fs.String("out", "", "also write the plan's JSON to this file, for pipe run"),
+		serving:  fs.Bool("serve", false, "also plan pipe serve when the file has no serve block (every choice auto)"),
+		versions: versionFlags(fs),
+		over:     newOverrideFlags(fs),
 	}
+}
+
+// versionFlags defines the version flag of each engine that has one.
+func versionFlags(fs *flag.FlagSet) map[string]*string {
+	out := map[string]*string{}
+	for _, r := range engine.Registered() {
+		if r.Version != nil {
+			out[r.Name] = fs.String(r.Name+"-version", "", r.Version.Usage)
+		}
+	}
+	return out
+}
+
+// versionError says what is wrong with the version flags given, "" when
+// nothing.
+func (f *planFlags) versionError(fs *flag.FlagSet) string {
+	for _, r := range engine.Registered() {
+		if v, ok := f.versions[r.Name]; ok && isSet(fs, r.Name+"-version") {
+			if err := r.Version.Check(*v); err != nil {
+				return "pipe plan: --" + r.Name + "-version: " + err.Error()
+			}
+		}
+	}
+	return ""
+}
+
+// versionValues are the version flags' values, by engine name.
+func (f *planFlags) versionValues() map[string]string {
+	out := map[string]string{}
+	for name, v := range f.versions {
+		out[name] = *v
+	}
+	return out
 }
 
 // check says what is wrong with the flags and files, "" when nothing.
@@ -50,8 +85,8 @@ func (f *planFlags) check(fs *flag.FlagSet, files []string) string {
 		return oneFile("plan", files) + "\nusage: pipe plan [--device NAME] [--engine auto|native|torch] [--nproc-per-node N] [--nnodes N] [--network 100Gb/s] [--batch N] [--torch-version V] [--serve] [--set PATH=VALUE]... [--print-config] [--json] [--out FILE] FILE"
 	case f.engine.check() != "":
 		return "pipe plan: " + f.engine.check()
-	case isSet(fs, "torch-version") && torch.CheckVersion(*f.torch) != nil:
-		return "pipe plan: --torch-version: " + torch.CheckVersion(*f.torch).Error()
+	case f.versionError(fs) != "":
+		return f.versionError(fs)
 	case *f.batch < 1 && isSet(fs, "batch"):
 		return fmt.Sprintf("pipe plan: --batch %d: a batch is at least 1", *f.batch)
 	}
@@ -83,7 +118,7 @@ func runPlan(a *app, args []string) int {
 	if *f.over.printConfig {
 		return a.printConfig(src, display)
 	}
-	req := workflow.Request{Purpose: workflow.ForPlan, Source: src, Device: *f.device, Batch: *f.batch, Serve: *f.serving, Overrides: a.overrides(), Forecast: true, Torch: *f.torch}
+	req := workflow.Request{Purpose: workflow.ForPlan, Source: src, Device: *f.device, Batch: *f.batch, Serve: *f.serving, Overrides: a.overrides(), Forecast: true, Versions: f.versionValues()}
 	f.engine.request(&req)
 	pl, pds := a.workflow("").Plan(context.Background(), prog, req)
 	all := append(ds, pds...)

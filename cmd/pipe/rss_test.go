@@ -120,7 +120,7 @@ var peakSteps = stepRule{4, 12}
 // the torch worker (VmHWM, which the worker reads from /proc at the end
 // and pipe reports as the run's measured peak), within the native
 // engine's bound (the worker's runtime is a calibration of Debian's
-// PyTorch 1.13, planner.TorchCPURuntime). It fails where the worker's malloc keeps freed tensors
+// PyTorch 1.13, torch.CPURuntime). It fails where the worker's malloc keeps freed tensors
 // that the plan does not price (docs/design/torch-cpu-allocator.md):
 // cells, the furthest, is 7% short, by the holes tcmalloc's page heap
 // keeps between its large tensors.

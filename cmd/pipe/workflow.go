@@ -2,9 +2,6 @@ package main
 
 import (
 	"pipe/engine"
-	"pipe/engine/native"
-	"pipe/engine/torch"
-	"pipe/planner"
 	"pipe/run/forecast"
 	"pipe/workflow"
 )
@@ -12,17 +9,9 @@ import (
 // The facts' sources and the engines, which tests replace so that no
 // output depends on the machine that runs them.
 var (
-	// hostInfo measures the machine.
-	hostInfo = func() planner.HostInfo {
-		h := planner.DetectHost()
-		h.Int8 = native.Int8Kernel()
-		h.BLAS = native.BLASKernels()
-		h.TorchAllocator, _ = torch.CPUAllocator()
-		h.TorchOneDNNOff = torch.OneDNNOff()
-		h.TorchOneDNNMaxISA = torch.OneDNNMaxISA()
-		h.GraphsOff = torch.GraphOff()
-		return h
-	}
+	// hostInfo measures the machine, and asks each engine what it reads
+	// of it.
+	hostInfo = workflow.DetectHost
 	// probeWorker, when set, asks an engine's worker what it has in place of
 	// the engine's own probe, which starts its Python once, before any
 	// data is read, to say at once what is missing.
@@ -41,7 +30,7 @@ var (
 // PIPE_PYTHON names.
 func (a *app) workflow(python string) *workflow.Workflow {
 	opts := []workflow.Option{workflow.WithHost(hostInfo),
-		workflow.WithPython(torch.PythonFor(python, a.env.Getenv)), workflow.WithLogger(a.log)}
+		workflow.WithPython(engine.PythonFor(python, a.env.Getenv)), workflow.WithLogger(a.log)}
 	if probeWorker != nil {
 		opts = append(opts, workflow.WithProbe(probeWorker))
 	}

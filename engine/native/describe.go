@@ -17,7 +17,14 @@ func init() {
 	engine.Register(engine.Registration{Name: plan.EngineNative, New: func(engine.Setup) engine.Backend { return Backend{} }})
 }
 
-var _ cost.Explainer = Cost{}
+var (
+	_ cost.Explainer  = Cost{}
+	_ cost.HostProber = Cost{}
+)
+
+// ProbeHost implements cost.HostProber: the int8 kernel this CPU runs and
+// what it buys, and the kernels the products run on.
+func (Cost) ProbeHost() cost.Host { return cost.Host{Int8: Int8Kernel(), Kernels: BLASKernels()} }
 
 // Name implements cost.Engine.
 func (Cost) Name() string { return plan.EngineNative }

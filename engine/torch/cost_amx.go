@@ -27,14 +27,14 @@ import (
 
 // convAMX says whether oneDNN runs a conv computed in low bytes per
 // element on its AMX kernels on the CPU setup s.
-func convAMX(s *cost.CPUSetup, low int64) bool {
+func convAMX(s *CPUSetup, low int64) bool {
 	return s != nil && s.AMX && low == 2 && convOneDNN(s, low)
 }
 
 // convScratch is, by node ID, the scratchpad each conv's kernels hold on
 // the CPU beyond onednnWork, which does not grow with the batch: oneDNN's
 // AMX weight gradient where s runs it (amxWeightScratch), nil elsewhere.
-func convScratch(g *stdlib.Graph, low int64, s *cost.CPUSetup) []cost.Workspace {
+func convScratch(g *stdlib.Graph, low int64, s *CPUSetup) []cost.Workspace {
 	if !convAMX(s, low) {
 		return nil
 	}

@@ -68,9 +68,9 @@ func TestAMXScratchOnlyOnAnAMXHost(t *testing.T) {
 	g := cellsGraph(t)
 	bf16 := plan.Precision{Mixed: true, ActivationBytes: 2}
 	fp32 := plan.Precision{ActivationBytes: 4}
-	amx := &cost.CPUSetup{AVX512: true, AMX: true, Threads: 2}
-	mem := func(s *cost.CPUSetup, p plan.Precision) cost.Memory {
-		return Cost{}.Memory(g, cost.Setup{Device: plan.BackendCPU, Precision: p, Loss: "mse", CPU: s})
+	amx := &CPUSetup{AVX512: true, AMX: true, Threads: 2}
+	mem := func(s *CPUSetup, p plan.Precision) cost.Memory {
+		return Cost{}.memory(g, cost.Setup{Device: plan.BackendCPU, Precision: p, Loss: "mse"}, s)
 	}
 	on := mem(amx, bf16)
 	if on.Workspaces == nil || on.ConvPath != "oneDNN AMX" {
@@ -90,13 +90,13 @@ func TestAMXScratchOnlyOnAnAMXHost(t *testing.T) {
 	if lo, hi := int64(70<<20), int64(71<<20); largest < lo || largest > hi {
 		t.Errorf("largest AMX scratch %d, want conv8's 70.2 MiB", largest)
 	}
-	avx512 := mem(&cost.CPUSetup{AVX512: true, Threads: 2}, bf16)
+	avx512 := mem(&CPUSetup{AVX512: true, Threads: 2}, bf16)
 	for name, m := range map[string]cost.Memory{
 		"fp32":        mem(amx, fp32),
 		"AVX-512":     avx512,
 		"unknown":     mem(nil, bf16),
-		"oneDNN off":  mem(&cost.CPUSetup{AVX512: true, AMX: true, OneDNNOff: true, Threads: 2}, bf16),
-		"no AVX-512 ": mem(&cost.CPUSetup{Threads: 2}, bf16),
+		"oneDNN off":  mem(&CPUSetup{AVX512: true, AMX: true, OneDNNOff: true, Threads: 2}, bf16),
+		"no AVX-512 ": mem(&CPUSetup{Threads: 2}, bf16),
 	} {
 		if m.Workspaces != nil {
 			t.Errorf("%s: AMX scratch priced: %v", name, m.Workspaces)

@@ -48,7 +48,7 @@ func TestAttentionPathByTorch(t *testing.T) {
 func TestAttentionPricedByTorch(t *testing.T) {
 	_, p, g := loadFile(t, "../../examples/vit_fashion.pipe", planner.WithEngine("torch"), planner.WithDevice("a100-80gb"))
 	setup := func(v string) cost.Setup {
-		return cost.Setup{Device: plan.BackendGPU, Precision: p.Precision, Loss: "cross_entropy", Torch: v,
+		return cost.Setup{Device: plan.BackendGPU, Precision: p.Precision, Loss: "cross_entropy", Host: cost.Host{Version: v},
 			GPU: &cost.GPUSetup{Capability: "8.0", Optimizer: "adamw", StateBuffers: 2}}
 	}
 	old, cur := Cost{}.Memory(g, setup("1.13.1")), Cost{}.Memory(g, setup("2.11.0+cu130"))

@@ -27,7 +27,7 @@ import (
 
 // convOneDNN says whether oneDNN runs a conv computed in low bytes per
 // element on the CPU setup s (nil: not known, oneDNN).
-func convOneDNN(s *cost.CPUSetup, low int64) bool {
+func convOneDNN(s *CPUSetup, low int64) bool {
 	switch {
 	case s == nil:
 		return true
@@ -41,7 +41,7 @@ func convOneDNN(s *cost.CPUSetup, low int64) bool {
 
 // convPath names the kernels g's convs run on on the CPU setup s, and
 // why; "" where s is not known or g has no conv.
-func convPath(g *stdlib.Graph, low int64, s *cost.CPUSetup) (string, string) {
+func convPath(g *stdlib.Graph, low int64, s *CPUSetup) (string, string) {
 	if s == nil || !slices.ContainsFunc(g.Nodes, func(nd *stdlib.Node) bool { return nd.Op == "conv" }) {
 		return "", ""
 	}
@@ -64,7 +64,7 @@ func convPath(g *stdlib.Graph, low int64, s *cost.CPUSetup) (string, string) {
 }
 
 // isaCap says what the worker's ONEDNN_MAX_CPU_ISA allows.
-func isaCap(s *cost.CPUSetup) string {
+func isaCap(s *CPUSetup) string {
 	if s.MaxISA == "" {
 		return "ONEDNN_MAX_CPU_ISA is not set"
 	}
@@ -84,7 +84,7 @@ func torchMajor(v string) int {
 // on the CPU, on the path PyTorch takes there: oneDNN's copies or the
 // slow path's columns, at the precision of the product (low bytes per
 // element); 0 for every other node.
-func convWork(g *stdlib.Graph, low int64, s *cost.CPUSetup) []int64 {
+func convWork(g *stdlib.Graph, low int64, s *CPUSetup) []int64 {
 	w := make([]int64, len(g.Nodes))
 	onednn := convOneDNN(s, low)
 	for _, nd := range g.Nodes {

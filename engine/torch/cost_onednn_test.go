@@ -38,12 +38,12 @@ func TestOnednnCopiesOnTheCPU(t *testing.T) {
 // avx2_vnni_2), and the slow path elsewhere; fp32 runs oneDNN on any
 // x86-64 unless oneDNN is off; an unknown host prices oneDNN.
 func TestConvPathFollowsTheCPU(t *testing.T) {
-	avx512 := &cost.CPUSetup{AVX512: true}
-	avx2 := &cost.CPUSetup{}
-	vnni2 := &cost.CPUSetup{AVX2VNNI2: true}
+	avx512 := &CPUSetup{AVX512: true}
+	avx2 := &CPUSetup{}
+	vnni2 := &CPUSetup{AVX2VNNI2: true}
 	for _, c := range []struct {
 		name string
-		s    *cost.CPUSetup
+		s    *CPUSetup
 		low  int64
 		want bool
 	}{
@@ -52,8 +52,8 @@ func TestConvPathFollowsTheCPU(t *testing.T) {
 		{"AVX2, bf16", avx2, 2, false},
 		{"AVX2, fp32", avx2, 4, true},
 		{"avx2_vnni_2, bf16, 1.13", vnni2, 2, false},
-		{"avx2_vnni_2, bf16, 2.11", &cost.CPUSetup{AVX2VNNI2: true, TorchVersion: "2.11.0+cpu"}, 2, true},
-		{"oneDNN off, fp32", &cost.CPUSetup{AVX512: true, OneDNNOff: true}, 4, false},
+		{"avx2_vnni_2, bf16, 2.11", &CPUSetup{AVX2VNNI2: true, TorchVersion: "2.11.0+cpu"}, 2, true},
+		{"oneDNN off, fp32", &CPUSetup{AVX512: true, OneDNNOff: true}, 4, false},
 	} {
 		if got := convOneDNN(c.s, c.low); got != c.want {
 			t.Errorf("%s: oneDNN %v, want %v", c.name, got, c.want)
@@ -68,7 +68,7 @@ func TestConvPathFollowsTheCPU(t *testing.T) {
 func TestSlowPathColumns(t *testing.T) {
 	g := convGraph(t, "conv 32 k3 pad1 -> conv 32 k1 -> conv 8 k3 stride2 pad1 -> conv 8 k3 pad2 dilation 2 -> conv 8 k3 pad1 groups 4")
 	bf16 := plan.Precision{Mixed: true, ActivationBytes: 2}
-	m := Cost{}.Memory(g, cost.Setup{Device: plan.BackendCPU, Precision: bf16, Loss: "mse", CPU: &cost.CPUSetup{}})
+	m := Cost{}.memory(g, cost.Setup{Device: plan.BackendCPU, Precision: bf16, Loss: "mse"}, &CPUSetup{})
 	want := map[string]int64{
 		"conv1": 16 * 9 * 28 * 28 * 2,
 		"conv2": 0,
@@ -81,7 +81,7 @@ func TestSlowPathColumns(t *testing.T) {
 			t.Errorf("%s (%s): work %d, want %d", nd.Name, nd.Op, got, want[nd.Name])
 		}
 	}
-	on := Cost{}.Memory(g, cost.Setup{Device: plan.BackendCPU, Precision: bf16, Loss: "mse", CPU: &cost.CPUSetup{AVX512: true}})
+	on := Cost{}.memory(g, cost.Setup{Device: plan.BackendCPU, Precision: bf16, Loss: "mse"}, &CPUSetup{AVX512: true})
 	if c := g.Nodes[1]; on.Work[c.ID] != (16*28*28+32*28*28)*2 {
 		t.Errorf("AVX-512 %s: work %d, want oneDNN's copies", c.Name, on.Work[c.ID])
 	}

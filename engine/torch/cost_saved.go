@@ -270,26 +270,31 @@ var _ cost.Engine = Cost{}
 // Memory implements cost.Engine: what autograd saves per node on the
 // device, oneDNN's copies on the CPU, and PyTorch's caching allocator on
 // a GPU.
-func (Cost) Memory(g *stdlib.Graph, s cost.Setup) cost.Memory {
+func (c Cost) Memory(g *stdlib.Graph, s cost.Setup) cost.Memory {
+	return c.memory(g, s, cpuSetup(s))
+}
+
+// memory is Memory with the CPU kernels chosen by cpu (nil: not known).
+func (Cost) memory(g *stdlib.Graph, s cost.Setup, cpu *CPUSetup) cost.Memory {
 	capability := ""
 	if s.GPU != nil {
 		capability = s.GPU.Capability
 	}
-	ts := newTorchSaved(g, s.Device == plan.BackendGPU, s.Precision, s.Loss, s.Torch, capability)
+	ts := newTorchSaved(g, s.Device == plan.BackendGPU, s.Precision, s.Loss, s.Host.Version, capability)
 	m := cost.Memory{Out: ts.out, Keep: ts.keep, Own: ts.priv, Loss: ts.loss, Attention: ts.attention, AttentionWhy: ts.attentionWhy}
 	if s.Device != plan.BackendGPU {
 		low := int64(4)
 		if s.Precision.Mixed && s.Precision.ActivationBytes > 0 {
 			low = s.Precision.ActivationBytes
 		}
-		m.Work = convWork(g, low, s.CPU)
-		m.Workspaces = convScratch(g, low, s.CPU)
-		m.ConvPath, m.ConvPathWhy = convPath(g, low, s.CPU)
+		m.Work = convWork(g, low, cpu)
+		m.Workspaces = convScratch(g, low, cpu)
+		m.ConvPath, m.ConvPathWhy = convPath(g, low, cpu)
 	}
 	if s.Device == plan.BackendGPU {
 		m.Allocator = CachingAllocator{}
 		if s.GPU != nil && s.GPU.Capability != "" {
-			gt := newGPUTerms(g, s.Precision, *s.GPU, s.Torch)
+			gt := newGPUTerms(g, s.Precision, *s.GPU, s.Host.Version)
 			m.GPU = gt
 			m.Version, m.VersionAssumed = gt.torch, gt.assumed
 			m.Workspaces = gt.layerWorkspaces(g)

@@ -68,8 +68,8 @@ func cudaGraph(c graphCase) (bool, string) {
 const GraphOffEnv = "PIPE_TORCH_GRAPH"
 
 // GraphOff says why the workers this process starts keep CUDA graphs off
-// (GraphOffEnv), "" where they capture as the plan decides; its callers
-// put it in planner.HostInfo.GraphsOff, so that the plan prices the
+// (GraphOffEnv), "" where they capture as the plan decides; the engine's
+// host probe says it (cost.Host.GraphsOff), so that the plan prices the
 // steps as they run.
 func GraphOff() string {
 	if os.Getenv(GraphOffEnv) == "off" {

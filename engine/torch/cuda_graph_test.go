@@ -84,7 +84,7 @@ func TestCUDAGraphPlan(t *testing.T) {
 		t.Errorf("fp16: graph %v, %+v", fp16.Engine.CUDAGraph, d)
 	}
 	_, off, _ := loadSrc(t, "graphnet.pipe", []byte(graphNet), planner.WithDevice("h100-80gb"), planner.WithTrainSamples(60, true),
-		planner.WithHost(planner.HostInfo{GraphsOff: "PIPE_TORCH_GRAPH=off"}))
+		planner.WithHost(planner.HostInfo{}.WithEngineHost("torch", cost.Host{GraphsOff: "PIPE_TORCH_GRAPH=off"})))
 	if d := decision(off, "cuda graph"); off.Engine.CUDAGraph || d == nil || d.Value != "off" || !strings.Contains(d.Reason, "PIPE_TORCH_GRAPH=off") {
 		t.Errorf("the graph kept off by the host: graph %v, %+v", off.Engine.CUDAGraph, d)
 	}
@@ -177,7 +177,7 @@ func TestCUDAGraphWithinEager(t *testing.T) {
 	plans := func(samples int64) (eager, graph *plan.Plan) {
 		opts := []planner.Option{planner.WithDevice("h100-80gb"), planner.WithTrainSamples(samples, true)}
 		_, graph, _ = loadSrc(t, "graphnet.pipe", []byte(graphNet), opts...)
-		_, eager, _ = loadSrc(t, "graphnet.pipe", []byte(graphNet), append(opts, planner.WithHost(planner.HostInfo{GraphsOff: "test"}))...)
+		_, eager, _ = loadSrc(t, "graphnet.pipe", []byte(graphNet), append(opts, planner.WithHost(planner.HostInfo{}.WithEngineHost("torch", cost.Host{GraphsOff: "test"})))...)
 		if !graph.Engine.CUDAGraph || eager.Engine.CUDAGraph {
 			t.Fatalf("graph %v and %v", graph.Engine.CUDAGraph, eager.Engine.CUDAGraph)
 		}

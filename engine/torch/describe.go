@@ -14,7 +14,9 @@ import (
 
 func init() {
 	cost.Register(Cost{})
-	engine.Register(engine.Registration{Name: plan.EngineTorch, New: start, Probe: probe})
+	engine.Register(engine.Registration{Name: plan.EngineTorch, New: start, Probe: probe, SharedMemory: SharedMemoryBytes,
+		Version: &engine.VersionFlag{Check: CheckVersion,
+			Usage: "price a GPU plan for this torch (1.13, 2.11) instead of the one it assumes (the plan's first line names it)"}})
 }
 
 // start is the engine set up as s says.
@@ -33,7 +35,11 @@ func probe(python string) (engine.Runtime, error) {
 	return engine.Runtime{Executable: info.Executable, Version: info.Torch, GPU: info.CUDA, GPUs: info.CUDADevices}, nil
 }
 
-var _ cost.Explainer = Cost{}
+var (
+	_ cost.Explainer  = Cost{}
+	_ cost.HostProber = Cost{}
+	_ cost.Processor  = Cost{}
+)
 
 // Name implements cost.Engine.
 func (Cost) Name() string { return plan.EngineTorch }
@@ -42,7 +48,7 @@ func (Cost) Name() string { return plan.EngineTorch }
 // CPU, in a PyTorch worker, data parallel, bf16 autocast on the CPU too.
 func (Cost) Traits() cost.Traits {
 	return cost.Traits{Devices: []string{plan.BackendCPU, plan.BackendGPU}, Auto: []string{plan.BackendGPU},
-		DataParallel: true, CPUAutocast: true, DeviceData: true}
+		DataParallel: true, CPUAutocast: true, DeviceData: true, InputSlots: slots}
 }
 
 // Chosen implements cost.Explainer.

@@ -54,19 +54,6 @@ var _ engine.Backend = Backend{}
 // Name implements engine.Backend: plans name this engine "torch".
 func (Backend) Name() string { return "torch" }
 
-// PythonFor is the Python a run uses: flag, else $PIPE_PYTHON, else python3.
-func PythonFor(flag string, getenv func(string) string) string {
-	if flag != "" {
-		return flag
-	}
-	if getenv != nil {
-		if v := getenv("PIPE_PYTHON"); v != "" {
-			return v
-		}
-	}
-	return "python3"
-}
-
 // Probe starts python as a worker would, and returns what its torch is
 // and can do: the check pipe run makes before it reads any data.
 func Probe(python string) (Info, error) {

@@ -11,6 +11,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/hashicorp/go-hclog"
+
 	"pipe/engine"
 	"pipe/engine/torch"
 	"pipe/run"
@@ -52,6 +54,14 @@ type Summary struct {
 	Nodes  int
 	Torch  string
 	Meta   Metadata
+}
+
+// Backend is the engine a model is traced through, whose workers run
+// with python and log their stderr to log: the torch engine, whose
+// models are TorchScripters. Export's caller loads the checkpoint on it
+// (run.LoadTrained) and so names no engine.
+func Backend(python string, log hclog.Logger) engine.Backend {
+	return torch.Backend{Python: python, Log: log}
 }
 
 // MetadataOf is t's metadata, as Export records it.

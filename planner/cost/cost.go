@@ -35,18 +35,17 @@ type Setup struct {
 	Loss      string
 	// Fusion is the plan's fusion groups; the engine runs those it can.
 	Fusion []Group
-	// Threads is the worker threads of a native run, one per core.
+	// Threads is the engine's compute threads, one per core of the
+	// device's machine.
 	Threads int
 	// GPU is what the GPU terms depend on; nil where the device is not a
 	// GPU with a known compute capability.
 	GPU *GPUSetup
-	// CPU is what the torch engine's CPU kernels are chosen by; nil where
-	// the device is not the CPU or the host is not known (then oneDNN
-	// runs every conv, as on a CPU with AVX-512).
-	CPU *CPUSetup
-	// Torch is the torch engine worker's torch version ("2.11.0+cu130"),
-	// "" when not known when planning: attention's kernels depend on it.
-	Torch string
+	// HostCPU is the vector extensions of the host the plan is made on
+	// (zero: not known), which an engine's CPU kernels may be chosen by.
+	HostCPU CPUFeatures
+	// Host is what the engine knows of the host (its version among it).
+	Host Host
 }
 
 // Group is a fusion group: its kind (plan.FusionGroup.Kind) and its
@@ -86,7 +85,7 @@ type Memory struct {
 	// AttentionWhy says why that one, with its source.
 	Attention, AttentionWhy string
 	// Version is the library version the engine priced the graph for
-	// (the torch engine's on a GPU: Setup.Torch, or the one it assumes
+	// (the torch engine's on a GPU: Setup.Host.Version, or the one it assumes
 	// where that is ""), "" where the price depends on none;
 	// VersionAssumed says it was assumed, not given.
 	Version        string

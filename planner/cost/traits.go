@@ -52,6 +52,11 @@ type Traits struct {
 	// gather each batch there by index (samples.Resident): the planner
 	// decides plan.DataOnDevice where the set fits.
 	DeviceData bool
+	// InputSlots is how many input batches the engine's process holds at
+	// once, each resident (a worker reads them in turn from memory it
+	// shares with pipe); 0 where the engine reads the loader's batches
+	// in place.
+	InputSlots int
 }
 
 // Runs says whether the engine computes on the device kind.

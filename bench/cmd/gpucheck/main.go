@@ -28,8 +28,10 @@ import (
 
 	"pipe/bench/torchspec"
 	"pipe/dataset"
+	"pipe/engine"
 	"pipe/engine/torch"
 	"pipe/planner"
+	"pipe/planner/cost"
 	"pipe/planner/plan"
 )
 
@@ -91,7 +93,7 @@ type Result struct {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("gpucheck", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	python := fs.String("python", torch.PythonFor("", os.Getenv), "the Python with PyTorch")
+	python := fs.String("python", engine.PythonFor("", os.Getenv), "the Python with PyTorch")
 	device := fs.String("device", "cuda:0", "the device to plan and train on")
 	steps := fs.Int("steps", 50, "optimizer steps per example")
 	warm := fs.Int("warmup", 5, "of those, the untimed first ones")
@@ -119,8 +121,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "gpucheck: the torch of %s (%s, CUDA %q) sees no GPU\n", info.Executable, info.Torch, info.CUDAVersion)
 		return 1
 	}
-	host := planner.DetectHost()
-	host.GraphsOff = torch.GraphOff()
+	host := planner.DetectHost().WithEngineHost(plan.EngineTorch, cost.Host{GraphsOff: torch.GraphOff()})
 	if len(host.GPUs) == 0 {
 		// No nvidia-smi: the GPUs as torch sees them, all memory free.
 		for _, g := range info.GPUs {

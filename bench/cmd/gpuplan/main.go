@@ -22,6 +22,7 @@ import (
 	"pipe/engine/costs"
 	"pipe/lang"
 	"pipe/planner"
+	"pipe/planner/cost"
 	"pipe/planner/plan"
 	"pipe/stdlib"
 )
@@ -45,7 +46,7 @@ type measured struct {
 }
 
 // graphOff is why row m ran without a CUDA graph, "" where it replayed
-// one: the plan of the row is priced so (planner.HostInfo.GraphsOff).
+// one: the plan of the row is priced so (cost.Host.GraphsOff).
 func (m measured) graphOff() string {
 	a, ok := m.Applied["cuda_graph"]
 	switch {
@@ -191,7 +192,7 @@ func planFor(src, dev, torchVersion string, batch, steps int64, graphOff string)
 	if dds.HasErrors() {
 		return nil, fmt.Errorf("%s: %w", src, dds)
 	}
-	host := planner.HostInfo{Torch: strings.SplitN(torchVersion, "+", 2)[0], GraphsOff: graphOff}
+	host := planner.HostInfo{}.WithEngineHost(plan.EngineTorch, cost.Host{Version: strings.SplitN(torchVersion, "+", 2)[0], GraphsOff: graphOff})
 	p, pds := planner.Plan(dec, planner.WithCosts(costs.Engines()...), planner.WithDevice(dev), planner.WithEngine(plan.EngineTorch),
 		planner.WithBatch(batch), planner.WithHost(host), planner.WithSource(text), planner.WithTrainSamples(max(steps, 1)*batch, true))
 	if p == nil || pds.HasErrors() {
