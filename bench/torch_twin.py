@@ -17,7 +17,8 @@ network (check.out, check.train_loss and the grad.NAME tensors), "torch32"
 PyTorch's own float32 differences from the same float64 network, and
 "native_torch32" pipe's from PyTorch's float32: for outputs and gradients
 the largest difference relative to the tensor's largest magnitude, for the
-loss the relative difference. The float64 network says whether pipe
+loss the relative difference; for gradients also ("grads_norm") the
+difference's norm over the tensor's, ‖g − g₆₄‖/‖g₆₄‖ (Frobenius). The float64 network says whether pipe
 computes the function; PyTorch's float32 says how well float32 can.
 
 "float32" holds, for each gradient, the largest difference from float64
@@ -28,6 +29,7 @@ float32's rounding of them may). One float32 run's error is one draw of
 rounding (a relu input within rounding of zero passes a gradient in one
 run and not in the next); the largest of four is how far float32 itself
 lets a correct gradient fall (docs/design/native-torch-twin.md).
+"float32_norm" is the same for the differences by norm.
 """
 
 import argparse
@@ -96,8 +98,12 @@ def diffs(a, b):
     """a's differences from the reference b."""
     def scaled(x, ref):
         return ((x - ref).abs().max() / ref.abs().max().clamp_min(1e-30)).item()
+
+    def normed(x, ref):
+        return ((x - ref).norm() / ref.norm().clamp_min(1e-30)).item()
     return {"out": scaled(a["out"], b["out"]), "train_loss": torch_step.rel(a["loss"], b["loss"]),
-            "grads": {k: scaled(a["grads"][k], b["grads"][k]) for k in b["grads"]}}
+            "grads": {k: scaled(a["grads"][k], b["grads"][k]) for k in b["grads"]},
+            "grads_norm": {k: normed(a["grads"][k], b["grads"][k]) for k in b["grads"]}}
 
 
 def main():
@@ -123,12 +129,15 @@ def main():
     torch.set_num_threads(args.threads)
     others.append(run(spec, tensors, torch.float32, move_x=1))
     others.append(run(spec, tensors, torch.float32, move_w=2))
-    worst = diffs(f32, f64)["grads"]
+    d32 = diffs(f32, f64)
+    worst, worst_norm = d32["grads"], d32["grads_norm"]
     for o in others:
-        for k, v in diffs(o, f64)["grads"].items():
-            worst[k] = max(worst[k], v)
+        d = diffs(o, f64)
+        for k in worst:
+            worst[k] = max(worst[k], d["grads"][k])
+            worst_norm[k] = max(worst_norm[k], d["grads_norm"][k])
     print(json.dumps({"native": diffs(native, f64), "torch32": diffs(f32, f64), "native_torch32": diffs(native, f32),
-                      "float32": worst}))
+                      "float32": worst, "float32_norm": worst_norm}))
 
 
 if __name__ == "__main__":

@@ -25,17 +25,20 @@ import (
 // PyTorch's own float32 error on this machine where that is larger (a
 // CPU whose kernels round more moves both engines). Gradients are held to
 // float32's own accuracy instead (with batch statistics float32 does not
-// determine them better than that): pipe's difference from float64 may be
-// at most gradSlack times float32's (the largest of four PyTorch float32
-// computations, torch_twin.py), or twinTol, and at the median over the
-// tensors no more than medianSlack times it. TestDeepLabTwin compares
-// them at a state where they are well conditioned (twinDamp).
+// determine them better than that), each against the largest of four
+// PyTorch float32 computations' (torch_twin.py): by norm, ‖g − g₆₄‖/‖g₆₄‖,
+// pipe's may be at most gradSlack times float32's, or twinTol; by largest
+// element over largest value, at the median over the tensors no more
+// than medianSlack times float32's. A relu that only one run crosses
+// moves one row of a weight gradient, a wrong kernel every row: the norm
+// tells them apart where the largest element does not. TestDeepLabTwin
+// compares them at a state where they are well conditioned (twinDamp).
 //
 // Measurements: docs/design/native-torch-twin.md.
 const (
 	twinTol     = 1e-4
 	twinSlack   = 2
-	gradSlack   = 20
+	gradSlack   = 10
 	medianSlack = 2
 )
 
@@ -123,8 +126,10 @@ train { epochs 1  batch 2  optimizer sgd lr 0.1 momentum 0.9  loss cross_entropy
 		t.Fatalf("the plan fuses %d groups at batch %d; the test wants the planned fusion at batch 2", len(m.Config.Fusion), m.Config.Batch)
 	}
 	r := twinDiffs(t, py, m, twinGrads, twinDamp)
-	if len(r.Native.Grads) != len(twinGrads) || len(r.Float32) != len(twinGrads) {
-		t.Fatalf("torch_twin.py compared %d gradients (%d in float32); the test gave %d", len(r.Native.Grads), len(r.Float32), len(twinGrads))
+	if len(r.Native.Grads) != len(twinGrads) || len(r.Float32) != len(twinGrads) ||
+		len(r.Native.GradsNorm) != len(twinGrads) || len(r.Float32Norm) != len(twinGrads) {
+		t.Fatalf("torch_twin.py compared %d gradients (%d in float32, %d and %d by norm); the test gave %d",
+			len(r.Native.Grads), len(r.Float32), len(r.Native.GradsNorm), len(r.Float32Norm), len(twinGrads))
 	}
 	checkOutLoss(t, r)
 	var b strings.Builder
@@ -132,18 +137,20 @@ train { epochs 1  batch 2  optimizer sgd lr 0.1 momentum 0.9  loss cross_entropy
 	for _, name := range twinGrads {
 		nat, f32 := r.Native.Grads[name], r.Float32[name]
 		ratios = append(ratios, nat/max(f32, 1e-12))
-		fmt.Fprintf(&b, "  %-44s native %.2e  float32 %.2e (PyTorch's as given %.2e)  ratio %.2f\n", name, nat, f32, r.Torch32.Grads[name], nat/max(f32, 1e-12))
-		if nat > max(twinTol, gradSlack*f32) {
-			t.Errorf("the gradient of %s differs from float64 by %.2e of its largest value; float32 by up to %.2e", name, nat, f32)
+		natN, f32N := r.Native.GradsNorm[name], r.Float32Norm[name]
+		fmt.Fprintf(&b, "  %-40s by norm: native %.2e float32 %.2e ratio %5.2f  largest: native %.2e float32 %.2e (as given %.2e) ratio %5.2f\n",
+			name, natN, f32N, natN/max(f32N, 1e-12), nat, f32, r.Torch32.Grads[name], nat/max(f32, 1e-12))
+		if natN > max(twinTol, gradSlack*f32N) {
+			t.Errorf("the gradient of %s differs from float64 by %.2e of its norm (> %d times float32's %.2e)", name, natN, gradSlack, f32N)
 		}
 	}
 	if len(ratios) > 0 {
 		slices.Sort(ratios)
 		med := ratios[len(ratios)/2]
 		if med > medianSlack {
-			t.Errorf("at the median gradient pipe is %.2g times further from float64 than float32's largest (> %d)", med, medianSlack)
+			t.Errorf("at the median gradient pipe's largest difference from float64 is %.2g times float32's (> %d)", med, medianSlack)
 		}
-		fmt.Fprintf(&b, "  median ratio %.2f (bound %d)\n", med, medianSlack)
+		fmt.Fprintf(&b, "  by norm bound %d; largest element, median ratio %.2f (bound %d)\n", gradSlack, med, medianSlack)
 	}
 	t.Logf("against the torch network in float64: native output %.2e, loss %.2e; PyTorch float32 output %.2e, loss %.2e; gradients:\n%s",
 		r.Native.Out, r.Native.TrainLoss, r.Torch32.Out, r.Torch32.TrainLoss, b.String())
@@ -278,6 +285,8 @@ type sideDiffs struct {
 	Out       float64            `json:"out"`
 	TrainLoss float64            `json:"train_loss"`
 	Grads     map[string]float64 `json:"grads"`
+	// GradsNorm are the gradients' differences by norm, ‖a − b‖/‖b‖.
+	GradsNorm map[string]float64 `json:"grads_norm"`
 }
 
 // twinResult is what torch_twin.py prints: pipe's native numbers against
@@ -290,6 +299,8 @@ type twinResult struct {
 	// Float32 is each gradient's largest difference from float64 over
 	// four float32 computations of PyTorch's (torch_twin.py).
 	Float32 map[string]float64 `json:"float32"`
+	// Float32Norm is the same by norm (sideDiffs.GradsNorm).
+	Float32Norm map[string]float64 `json:"float32_norm"`
 }
 
 // twinPython is $PIPE_PYTHON, else Debian's /usr/bin/python3, when it
@@ -325,10 +336,11 @@ func checkOutLoss(t *testing.T, r twinResult) {
 // value from float64: twice float32's error on the same machine and inputs
 // (the largest of torch_twin.py's four), or exampleGradFloor. That error depends on the CPU's kernels:
 // PyTorch's 2.7e-2 to 8.2e-2 on an AMD EPYC with AVX-512, 2e-4 to 4e-4 on
-// one without; pipe's 4e-6 to 8e-6 on the EPYC, but 2.7e-2 to 8.2e-2 on a
-// 5th-generation Xeon (AVX-512, AMX), as far as PyTorch's there, which
-// failed the fixed 2e-2 this bound once was (OpenBLAS's Prescott kernels
-// give those figures on the EPYC too). The floor is that constant: twenty
+// one without; pipe's 2.7e-2 to 8.2e-2 on the EPYC (4e-6 to 8e-6 with
+// F(2×2) only) and on a 5th-generation Xeon (AVX-512, AMX), as far as
+// PyTorch's there, which failed the fixed 2e-2 this bound once was. The
+// 2.7e-2 is one relu input within float32's rounding of zero that some
+// float32 computations cross and float64 does not. The floor is that constant: twenty
 // times pipe's largest where PyTorch's is small, and a wrong gradient is
 // wrong by its whole size, fifty times it. Figures per CPU personality:
 // docs/design/native-torch-twin.md.
@@ -353,7 +365,8 @@ func TestDeepLabExampleTwin(t *testing.T) {
 	for _, g := range grads {
 		nat, t32 := r.Native.Grads[g], r.Float32[g]
 		bound := twinBound(exampleGradFloor, t32)
-		fmt.Fprintf(&b, "  %-36s native %.2e  float32 %.2e  bound %.2e\n", g, nat, t32, bound)
+		fmt.Fprintf(&b, "  %-36s native %.2e  float32 %.2e  bound %.2e  native−float32 %.2e  by norm: native %.2e float32 %.2e\n",
+			g, nat, t32, bound, r.NativeTorch32.Grads[g], r.Native.GradsNorm[g], r.Float32Norm[g])
 		if nat > bound {
 			t.Errorf("the gradient of %s is %.2e of its largest value from float64 (> %.2e); PyTorch's float32 %.2e", g, nat, bound, t32)
 		}
