@@ -94,7 +94,7 @@ func (pl *planner) pickEngine() bool {
 	}
 	blas := ""
 	if pl.dev.Origin == "local" {
-		blas = pl.engineHost().Kernels
+		blas = pl.host.Engines[eng.Name()].Kernels // pl.eng is not yet eng
 	}
 	why := fmt.Sprintf("%s as written.", eng.Name())
 	if req == "auto" {
