@@ -1,6 +1,8 @@
 package native
 
 import (
+	"os"
+	"strconv"
 	"testing"
 
 	"pipe/engine"
@@ -18,6 +20,9 @@ const benchMLP = "input [784]\ndense 256 -> relu -> dense 128 -> relu -> dense 1
 
 func benchStep(b *testing.B, g *stdlib.Graph, batch int, loss, opt string, fuse bool) {
 	cfg := cfgOf(batch, loss, opt)
+	// PIPE_BENCH_THREADS sets the pool's threads (default GOMAXPROCS),
+	// so that GOMAXPROCS and the workers can differ.
+	cfg.Threads, _ = strconv.Atoi(os.Getenv("PIPE_BENCH_THREADS"))
 	if opt == "adamw" {
 		cfg.Optimizer.WeightDecay = 0.01
 	}

@@ -15,16 +15,6 @@ import (
 	"pipe/engine"
 )
 
-// procCPU is the process's CPU time, all threads, from the kernel's
-// per-thread runtime sums (finer than getrusage's ticks).
-func procCPU() time.Duration {
-	var ts unix.Timespec
-	if unix.ClockGettime(unix.CLOCK_PROCESS_CPUTIME_ID, &ts) != nil {
-		return 0
-	}
-	return time.Duration(ts.Nano())
-}
-
 // threadCPU is the calling thread's CPU time.
 func threadCPU() time.Duration {
 	var ts unix.Timespec
@@ -123,7 +113,7 @@ func TestThreadsTable(t *testing.T) {
 		add("optimizer", t3.Sub(t2))
 		add("TOTAL", t3.Sub(t0))
 	}
-	cpuClock := func() time.Time { return time.Unix(0, int64(procCPU())) }
+	cpuClock := func() time.Time { return time.Unix(0, int64(cpuTime())) }
 	for i := 0; i < 3; i++ {
 		for j := range models {
 			step(models[j], recs[j], time.Now, map[string][]time.Duration{})
@@ -208,35 +198,4 @@ func TestThreadsTable(t *testing.T) {
 		fmt.Printf("| %s | %s | %s | %s | %s | %s | %s | %s | %.2f | %d |\n", k, ms(w1), ms(w2), ms(c1), ms(med(recs[1].cpu[k])),
 			ms(cr), ms(med(recs[1].serial[k])), ms(med(recs[1].imb[k])), float64(c1)/float64(max(cr, 1)), recs[1].runs[k])
 	}
-}
-
-// BenchmarkStepFashionThreads is BenchmarkStepFashion with the pool's
-// threads from PIPE_BENCH_THREADS (default GOMAXPROCS), so GOMAXPROCS
-// and the workers can differ.
-func BenchmarkStepFashionThreads(b *testing.B) {
-	th, _ := strconv.Atoi(os.Getenv("PIPE_BENCH_THREADS"))
-	g := exampleGraph(b, "fashion.pipe")
-	cfg := cfgOf(64, "cross_entropy", "adam")
-	cfg.Fusion, cfg.Folds, cfg.Threads = fuseAll(g), foldsOf(g), th
-	m := mustBuild(b, g, cfg)
-	bt := randomBatch(m, 64, 1)
-	step := func() {
-		m.ZeroGrad()
-		if _, err := m.TrainStep(bt, 1); err != nil {
-			b.Fatal(err)
-		}
-		if err := m.Step(1e-3); err != nil {
-			b.Fatal(err)
-		}
-	}
-	for i := 0; i < 3; i++ {
-		step()
-	}
-	cpu0 := procCPU()
-	b.ResetTimer()
-	for i := 0; i < b.N; i++ {
-		step()
-	}
-	b.StopTimer()
-	b.ReportMetric(float64(procCPU()-cpu0)/1e6/float64(b.N), "cpu-ms/op")
 }
